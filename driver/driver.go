@@ -1,0 +1,432 @@
+// Package driver is hopper's storage port: the one interface every store
+// implements (memory, SQLite, PostgreSQL), in the way database/sql/driver
+// serves database/sql.
+//
+// A driver implements semantic, atomic operations — insert jobs, claim due
+// jobs under a lease, heartbeat leases, finish attempts with a compare-and-set
+// on the lease token, update groups, set-if-absent keys, elect a leader — and
+// a transaction (InTx) in which the engine composes them, so a transition and
+// all of its effects commit together or not at all.
+//
+// Every driver passes the conformance suite in package drivertest.
+//
+// Conventions:
+//   - Methods are Noun+Verb with a *Params struct.
+//   - A row that does not exist is hoppertype.ErrNotFound.
+//   - Times are passed in by the caller (the engine's clock) and stored with
+//     microsecond precision; a driver never reads the wall clock for job
+//     timing.
+//   - A capability a driver lacks returns ErrNotImplemented.
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// ErrNotImplemented is returned by a driver for an operation it does not
+// support. The conformance suite reports such operations; it does not pass
+// them silently.
+var ErrNotImplemented = errors.New("hopper driver: not implemented")
+
+// ErrTxType is returned by TxInserter when the transaction passed in is not
+// one the driver can write through.
+var ErrTxType = errors.New("hopper driver: unsupported transaction type")
+
+// ErrClosed is returned by a driver after Close.
+var ErrClosed = errors.New("hopper driver: closed")
+
+// Notification topics the engine uses. An empty payload on any topic means
+// "something may have changed, look again": a driver that learns of changes
+// made by another process without knowing which (SQLite's data_version, say)
+// sends it.
+const (
+	// TopicJobAvailable announces new due jobs; the payload is the queue name.
+	TopicJobAvailable = "hopper_job_available"
+	// TopicJobDone announces jobs that reached a terminal state; the payload is
+	// a comma-separated list of job ids.
+	TopicJobDone = "hopper_job_done"
+	// TopicGroupDone announces settled groups; the payload is a comma-separated
+	// list of group ids.
+	TopicGroupDone = "hopper_group_done"
+	// TopicJobCancel asks the worker running a job to cancel it; the payload is
+	// the job id.
+	TopicJobCancel = "hopper_job_cancel"
+)
+
+// Driver is a store for hopper.
+type Driver interface {
+	Executor
+
+	// Name is a short name for logs and metrics: "memory", "sqlite", "postgres".
+	Name() string
+
+	// Listen subscribes to notifications on topic (see Executor.Notify).
+	// Notifications are hints: a driver may drop or coalesce them, so the
+	// engine always keeps a poll fallback. The subscription ends when ctx is
+	// done or Close is called on it.
+	Listen(ctx context.Context, topic string) (Subscription, error)
+
+	// Close releases the driver's resources. Operations after Close return
+	// ErrClosed.
+	Close() error
+}
+
+// Subscription delivers notifications for one topic.
+type Subscription interface {
+	// C delivers payloads. It is closed when the subscription ends.
+	C() <-chan string
+	// Close ends the subscription.
+	Close()
+}
+
+// TxInserter is implemented by drivers that can insert jobs inside a caller's
+// own database transaction, so a job exists if and only if the caller's data
+// committed (transactional enqueue).
+type TxInserter interface {
+	// JobInsertManyTx inserts jobs through tx. It returns an error wrapping
+	// ErrTxType when tx is not a transaction the driver can use.
+	JobInsertManyTx(ctx context.Context, tx any, params *JobInsertManyParams) ([]JobInsertResult, error)
+}
+
+// Executor runs operations, either on their own (each one atomic) or inside a
+// transaction begun with InTx.
+type Executor interface {
+	// InTx runs fn in a transaction: every write made through tx commits
+	// together when fn returns nil, or none of them does when it returns an
+	// error (which InTx returns). Called on a transaction's executor, InTx
+	// opens a nested scope (a savepoint): an error rolls back only the writes
+	// made inside it. fn must use tx, never the outer executor, and must not
+	// block on other work of the same driver.
+	InTx(ctx context.Context, fn func(ctx context.Context, tx Executor) error) error
+
+	// Notify publishes a notification. Inside a transaction it is delivered
+	// only if and after the transaction commits.
+	Notify(ctx context.Context, topic, payload string) error
+
+	// JobInsertMany inserts jobs in the order given. A job with a UniqueKey
+	// whose (Type, UniqueKey) matches a non-terminal job already stored (or
+	// one earlier in the same call) is not inserted: its result holds the
+	// existing job and Existing is set. An id that already exists fails the
+	// call with hoppertype.ErrDuplicateID and inserts nothing.
+	JobInsertMany(ctx context.Context, params *JobInsertManyParams) ([]JobInsertResult, error)
+
+	// JobGet returns one job or hoppertype.ErrNotFound.
+	JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error)
+
+	// JobGetMany returns the jobs that exist among ids, in the order of ids;
+	// missing ids are skipped.
+	JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error)
+
+	// JobList returns jobs matching the filter, ordered by id (descending
+	// unless Ascending), at most Limit, starting after Cursor.
+	JobList(ctx context.Context, params *JobListParams) ([]*hoppertype.JobRow, error)
+
+	// JobCountByState counts jobs per queue and state.
+	JobCountByState(ctx context.Context, params *JobCountParams) ([]JobCount, error)
+
+	// JobClaim first makes due jobs of the queue pending (scheduled or
+	// retrying jobs whose RunAt <= Now), then claims up to Limit pending jobs
+	// of the queue whose type is in Types (any type when Types is empty),
+	// highest priority first, then earliest RunAt, then id. Each claimed job
+	// becomes running with Attempt+1, a new LeaseToken, LeaseExpiresAt,
+	// Worker and StartedAt = Now. A paused queue yields no jobs. The returned
+	// jobs are in claim order.
+	JobClaim(ctx context.Context, params *JobClaimParams) ([]*hoppertype.JobRow, error)
+
+	// JobPromote makes due scheduled and retrying jobs pending in every queue
+	// (at most Limit) and returns how many it moved.
+	JobPromote(ctx context.Context, params *JobPromoteParams) (int, error)
+
+	// JobNextRunAt returns the earliest RunAt among the scheduled and retrying
+	// jobs of the queue, or the zero time when there are none.
+	JobNextRunAt(ctx context.Context, queue string) (time.Time, error)
+
+	// JobHeartbeat extends the leases still held (running, same token) to
+	// ExpiresAt and reports for each lease, in the order given, whether it is
+	// held and whether a cancel was requested.
+	JobHeartbeat(ctx context.Context, params *JobHeartbeatParams) ([]JobHeartbeatResult, error)
+
+	// JobFinishMany applies workers' transitions. Each item is a
+	// compare-and-set: it applies only if the job is running with the item's
+	// LeaseToken (and, when RequireLeaseExpiredBefore is set, its lease
+	// expires before that time); otherwise the item's result carries
+	// hoppertype.ErrLeaseLost and nothing changes for it. Items are
+	// independent: one lost item does not fail the others.
+	JobFinishMany(ctx context.Context, params *JobFinishManyParams) ([]JobFinishResult, error)
+
+	// JobListExpiredLeases returns running jobs whose lease expired before Now
+	// (at most Limit), oldest expiry first.
+	JobListExpiredLeases(ctx context.Context, params *JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error)
+
+	// JobCancel cancels a job. A waiting or stuck job becomes cancelled (its
+	// EndedAt = Now and Error set to ErrorInfo); a running job keeps running
+	// with CancelRequested set. A terminal job is left as it is and the call
+	// returns it with hoppertype.ErrStateConflict.
+	JobCancel(ctx context.Context, params *JobCancelParams) (*hoppertype.JobRow, error)
+
+	// JobRetry moves jobs back to pending as fresh jobs (Attempt 0, RunAt =
+	// Now, no lease, no result, EndedAt cleared, CancelRequested and Stuck
+	// cleared, a Deadline at or before Now cleared; the last error is kept). It
+	// takes the jobs named by IDs, or of Type, or all when All is set, whose
+	// state is in States, at most Limit (0 = no limit). A job whose unique key
+	// is held by another non-terminal job is skipped. When IDs is set, Type
+	// and All are ignored. CancelRequested survives claims and transitions
+	// until JobRetry clears it.
+	JobRetry(ctx context.Context, params *JobRetryParams) ([]JobRetryResult, error)
+
+	// JobDeleteFinished deletes terminal jobs of the given States whose EndedAt
+	// is before Before, at most Limit, and returns how many it deleted.
+	JobDeleteFinished(ctx context.Context, params *JobDeleteFinishedParams) (int, error)
+
+	// GroupInsert stores a new group row; an existing id is
+	// hoppertype.ErrDuplicateID.
+	GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error
+
+	// GroupGet returns a group row or hoppertype.ErrNotFound.
+	GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error)
+
+	// GroupUpdate changes a group atomically (exact under concurrency): it
+	// applies a contribution (see GroupUpdateParams), adds OpenDelta to Open,
+	// settles the group when Open drops to 0 and reopens a settled group when
+	// Open rises above 0.
+	GroupUpdate(ctx context.Context, params *GroupUpdateParams) (*GroupUpdateResult, error)
+
+	// KeySetIfAbsent stores Key unless it exists and has not expired; it
+	// reports whether it stored it. It is the fleet-wide "once" primitive.
+	KeySetIfAbsent(ctx context.Context, params *KeySetIfAbsentParams) (bool, error)
+
+	// LeaderAttempt takes or renews the named leadership for Owner until
+	// Now+TTL when it is free, expired or already Owner's, and returns the
+	// current holder either way. The term increases each time the holder
+	// changes (a fencing token).
+	LeaderAttempt(ctx context.Context, params *LeaderAttemptParams) (*LeaderRow, error)
+
+	// LeaderResign gives up the named leadership if Owner holds it. Terms stay
+	// monotonic across resignations: the next holder's term is higher.
+	LeaderResign(ctx context.Context, params *LeaderResignParams) error
+
+	// QueueSetPaused stores whether a queue is paused.
+	QueueSetPaused(ctx context.Context, params *QueueSetPausedParams) error
+
+	// QueueList returns the queues that have a stored state, by name.
+	QueueList(ctx context.Context) ([]*QueueRow, error)
+}
+
+// JobInsertManyParams are the jobs to insert, fully formed by the engine.
+type JobInsertManyParams struct {
+	Jobs []*hoppertype.JobRow
+}
+
+// JobInsertResult is the outcome of inserting one job.
+type JobInsertResult struct {
+	Job *hoppertype.JobRow
+	// Existing is set when Job is a non-terminal job that already held the
+	// unique key, returned instead of inserting a new one.
+	Existing bool
+}
+
+// JobListParams filter JobList. Empty fields do not filter.
+type JobListParams struct {
+	IDs      []string
+	States   []hoppertype.JobState
+	Types    []string
+	Queues   []string
+	GroupID  string
+	ParentID string
+	// QueuedAfter and QueuedBefore bound QueuedAt (inclusive, exclusive).
+	QueuedAfter  time.Time
+	QueuedBefore time.Time
+	// Cursor is the id to continue after.
+	Cursor    string
+	Ascending bool
+	// Limit caps the rows returned; it must be > 0.
+	Limit int
+}
+
+// JobCountParams filter JobCountByState; an empty Queue counts every queue.
+type JobCountParams struct {
+	Queue string
+}
+
+// JobCount is the number of jobs of one queue in one state.
+type JobCount struct {
+	Queue string
+	State hoppertype.JobState
+	Count int
+}
+
+// JobClaimParams are the arguments of JobClaim.
+type JobClaimParams struct {
+	Queue          string
+	Types          []string
+	Limit          int
+	Now            time.Time
+	LeaseExpiresAt time.Time
+	Worker         string
+}
+
+// JobPromoteParams are the arguments of JobPromote.
+type JobPromoteParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// Lease names one claimed attempt.
+type Lease struct {
+	ID    string
+	Token int64
+}
+
+// JobHeartbeatParams are the arguments of JobHeartbeat.
+type JobHeartbeatParams struct {
+	Leases    []Lease
+	ExpiresAt time.Time
+}
+
+// JobHeartbeatResult reports one lease.
+type JobHeartbeatResult struct {
+	ID              string
+	Held            bool
+	CancelRequested bool
+}
+
+// JobFinishManyParams are the transitions of JobFinishMany.
+type JobFinishManyParams struct {
+	Items []JobFinishParams
+}
+
+// JobFinishParams is one worker transition: the new values of the job's
+// mutable fields. The lease is always released (token kept, expiry and worker
+// cleared).
+type JobFinishParams struct {
+	ID         string
+	LeaseToken int64
+	// RequireLeaseExpiredBefore, when set, makes the write apply only if the
+	// lease expires before this time (used by the rescuer, so a heartbeat that
+	// landed in between wins).
+	RequireLeaseExpiredBefore time.Time
+
+	State   hoppertype.JobState
+	Attempt int
+	RunAt   time.Time
+	// Result replaces the stored result (nil clears it).
+	Result []byte
+	// Error replaces the stored error (nil clears it).
+	Error   *hoppertype.ErrorInfo
+	EndedAt time.Time
+	Stuck   *hoppertype.StuckInfo
+}
+
+// JobFinishResult is the outcome of one transition: the updated job, or Err
+// (hoppertype.ErrLeaseLost, or hoppertype.ErrNotFound) with Job nil.
+type JobFinishResult struct {
+	Job *hoppertype.JobRow
+	Err error
+}
+
+// JobListExpiredLeasesParams are the arguments of JobListExpiredLeases.
+type JobListExpiredLeasesParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// JobCancelParams are the arguments of JobCancel.
+type JobCancelParams struct {
+	ID    string
+	Now   time.Time
+	Error *hoppertype.ErrorInfo
+}
+
+// JobRetryParams select the jobs JobRetry moves back to pending.
+type JobRetryParams struct {
+	IDs    []string
+	Type   string
+	All    bool
+	States []hoppertype.JobState
+	Now    time.Time
+	Limit  int
+}
+
+// JobRetryResult is one job moved back to pending, with the state it left.
+type JobRetryResult struct {
+	Job       *hoppertype.JobRow
+	PrevState hoppertype.JobState
+}
+
+// JobDeleteFinishedParams are the arguments of JobDeleteFinished.
+type JobDeleteFinishedParams struct {
+	States []hoppertype.JobState
+	Before time.Time
+	Limit  int
+}
+
+// GroupUpdateParams change a group. When Contribute is set and the group is
+// not final, the value becomes Fold(existing, set) if Fold is non-nil, else
+// Value; Final then locks it. The driver calls Fold while it holds the group
+// row, so folds are exact under concurrency; an error from Fold fails the
+// update.
+type GroupUpdateParams struct {
+	ID         string
+	OpenDelta  int
+	Contribute bool
+	Value      []byte
+	Final      bool
+	Fold       func(existing []byte, set bool) ([]byte, error)
+	Now        time.Time
+}
+
+// GroupUpdateResult is a group after GroupUpdate.
+type GroupUpdateResult struct {
+	Group *hoppertype.GroupRow
+	// Settled is set when this update settled the group.
+	Settled bool
+}
+
+// KeySetIfAbsentParams are the arguments of KeySetIfAbsent.
+type KeySetIfAbsentParams struct {
+	Key   string
+	Value []byte
+	Now   time.Time
+	// ExpiresAt, when set, lets the key be taken again after that time.
+	ExpiresAt time.Time
+}
+
+// LeaderAttemptParams are the arguments of LeaderAttempt.
+type LeaderAttemptParams struct {
+	Name  string
+	Owner string
+	Now   time.Time
+	TTL   time.Duration
+}
+
+// LeaderRow is the current holder of a leadership.
+type LeaderRow struct {
+	Name      string
+	Owner     string
+	Term      int64
+	ExpiresAt time.Time
+}
+
+// LeaderResignParams are the arguments of LeaderResign.
+type LeaderResignParams struct {
+	Name  string
+	Owner string
+}
+
+// QueueSetPausedParams are the arguments of QueueSetPaused.
+type QueueSetPausedParams struct {
+	Name   string
+	Paused bool
+	Now    time.Time
+}
+
+// QueueRow is a queue's stored state.
+type QueueRow struct {
+	Name      string
+	Paused    bool
+	UpdatedAt time.Time
+}

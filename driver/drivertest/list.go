@@ -1,0 +1,162 @@
+package drivertest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// listCases cover JobList.
+func listCases() []testCase {
+	return []testCase{
+		{"Filters", testListFilters},
+		{"CursorPagingDescending", testListPagingDesc},
+		{"CursorPagingAscending", testListPagingAsc},
+		{"CursorWithFilter", testListCursorWithFilter},
+	}
+}
+
+// listData inserts six jobs j[0..5] whose ids sort in index order:
+//
+//	j  type queue state      group parent queued
+//	0  a    q1    pending    g1    -      base
+//	1  b    q1    scheduled  g1    p1     base+1m
+//	2  a    q2    dead       g2    p1     base+2m
+//	3  c    q2    pending    g2    -      base+3m
+//	4  a    q1    succeeded  g1    p2     base+4m
+//	5  b    q3    stuck      g3    -      base+5m
+func (f *fixture) listData(t *testing.T) []*hoppertype.JobRow {
+	t.Helper()
+	spec := []struct {
+		typ, queue    string
+		state         hoppertype.JobState
+		group, parent string
+	}{
+		{"a", "q1", hoppertype.JobStatePending, "g1", ""},
+		{"b", "q1", hoppertype.JobStateScheduled, "g1", "p1"},
+		{"a", "q2", hoppertype.JobStateDead, "g2", "p1"},
+		{"c", "q2", hoppertype.JobStatePending, "g2", ""},
+		{"a", "q1", hoppertype.JobStateSucceeded, "g1", "p2"},
+		{"b", "q3", hoppertype.JobStateStuck, "g3", ""},
+	}
+	rows := make([]*hoppertype.JobRow, len(spec))
+	for i, s := range spec {
+		rows[i] = f.job(ofType(s.typ), inQueue(s.queue), inState(s.state), func(r *hoppertype.JobRow) {
+			r.GroupID = f.prefix + s.group
+			if s.parent != "" {
+				r.ParentID = f.prefix + s.parent
+			}
+			r.QueuedAt = at(time.Duration(i) * time.Minute)
+		})
+	}
+	// Insert out of id order so an implementation cannot lean on insertion order.
+	shuffled := []*hoppertype.JobRow{rows[3], rows[0], rows[5], rows[1], rows[4], rows[2]}
+	f.insert(t, shuffled...)
+	return rows
+}
+
+func (f *fixture) list(t *testing.T, p driver.JobListParams) []string {
+	t.Helper()
+	rows, err := f.d.JobList(f.ctx, &p)
+	require.NoError(t, err)
+	return ids(rows)
+}
+
+func testListFilters(t *testing.T, f *fixture) {
+	j := f.listData(t)
+	pick := func(idx ...int) []string {
+		out := make([]string, len(idx))
+		for i, x := range idx {
+			out[i] = j[x].ID
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		p    driver.JobListParams
+		want []string
+	}{
+		{"all, descending by default", driver.JobListParams{Limit: 100}, pick(5, 4, 3, 2, 1, 0)},
+		{"all, ascending", driver.JobListParams{Limit: 100, Ascending: true}, pick(0, 1, 2, 3, 4, 5)},
+		{"limit", driver.JobListParams{Limit: 2}, pick(5, 4)},
+		{"limit ascending", driver.JobListParams{Limit: 2, Ascending: true}, pick(0, 1)},
+		{"ids", driver.JobListParams{Limit: 100, IDs: []string{j[1].ID, f.id(), j[3].ID}}, pick(3, 1)},
+		{"states", driver.JobListParams{Limit: 100, States: []hoppertype.JobState{hoppertype.JobStatePending, hoppertype.JobStateDead}}, pick(3, 2, 0)},
+		{"types", driver.JobListParams{Limit: 100, Types: []string{"a"}}, pick(4, 2, 0)},
+		{"several types", driver.JobListParams{Limit: 100, Types: []string{"b", "c"}}, pick(5, 3, 1)},
+		{"queues", driver.JobListParams{Limit: 100, Queues: []string{"q1", "q3"}}, pick(5, 4, 1, 0)},
+		{"group", driver.JobListParams{Limit: 100, GroupID: f.prefix + "g2"}, pick(3, 2)},
+		{"parent", driver.JobListParams{Limit: 100, ParentID: f.prefix + "p1"}, pick(2, 1)},
+		{"queued after is inclusive", driver.JobListParams{Limit: 100, QueuedAfter: at(2 * time.Minute)}, pick(5, 4, 3, 2)},
+		{"queued before is exclusive", driver.JobListParams{Limit: 100, QueuedBefore: at(2 * time.Minute)}, pick(1, 0)},
+		{"queued window", driver.JobListParams{Limit: 100, QueuedAfter: at(time.Minute), QueuedBefore: at(4 * time.Minute)}, pick(3, 2, 1)},
+		{"combined", driver.JobListParams{Limit: 100, Types: []string{"a"}, Queues: []string{"q1"}}, pick(4, 0)},
+		{"combined with states", driver.JobListParams{Limit: 100, Types: []string{"a"}, States: []hoppertype.JobState{hoppertype.JobStateSucceeded}}, pick(4)},
+		{"combined, limit", driver.JobListParams{Limit: 1, Queues: []string{"q2"}, Ascending: true}, pick(2)},
+		{"no match", driver.JobListParams{Limit: 100, Types: []string{"zzz"}}, []string{}},
+		{"filter and ids", driver.JobListParams{Limit: 100, IDs: pick(0, 1, 2), States: []hoppertype.JobState{hoppertype.JobStatePending}}, pick(0)},
+	}
+	for _, c := range cases {
+		got := f.list(t, c.p)
+		if len(c.want) == 0 {
+			require.Empty(t, got, c.name)
+			continue
+		}
+		require.Equal(t, c.want, got, c.name)
+	}
+}
+
+// page lists all jobs page by page and returns the pages.
+func (f *fixture) pages(t *testing.T, p driver.JobListParams) [][]string {
+	t.Helper()
+	var out [][]string
+	for range 10 {
+		page := f.list(t, p)
+		if len(page) == 0 {
+			return out
+		}
+		require.LessOrEqual(t, len(page), p.Limit)
+		out = append(out, page)
+		p.Cursor = page[len(page)-1]
+	}
+	require.Fail(t, "paging did not end")
+	return nil
+}
+
+func testListPagingDesc(t *testing.T, f *fixture) {
+	j := f.listData(t)
+	require.Equal(t, [][]string{
+		{j[5].ID, j[4].ID}, {j[3].ID, j[2].ID}, {j[1].ID, j[0].ID},
+	}, f.pages(t, driver.JobListParams{Limit: 2}))
+	require.Equal(t, [][]string{
+		{j[5].ID, j[4].ID, j[3].ID, j[2].ID}, {j[1].ID, j[0].ID},
+	}, f.pages(t, driver.JobListParams{Limit: 4}))
+}
+
+func testListPagingAsc(t *testing.T, f *fixture) {
+	j := f.listData(t)
+	require.Equal(t, [][]string{
+		{j[0].ID, j[1].ID}, {j[2].ID, j[3].ID}, {j[4].ID, j[5].ID},
+	}, f.pages(t, driver.JobListParams{Limit: 2, Ascending: true}))
+	require.Equal(t, [][]string{
+		{j[0].ID, j[1].ID, j[2].ID, j[3].ID}, {j[4].ID, j[5].ID},
+	}, f.pages(t, driver.JobListParams{Limit: 4, Ascending: true}))
+}
+
+func testListCursorWithFilter(t *testing.T, f *fixture) {
+	j := f.listData(t)
+	// The cursor need not be a row the filter matches.
+	require.Equal(t, []string{j[2].ID, j[0].ID},
+		f.list(t, driver.JobListParams{Limit: 100, Types: []string{"a"}, Cursor: j[3].ID}))
+	require.Equal(t, []string{j[4].ID},
+		f.list(t, driver.JobListParams{Limit: 100, Types: []string{"a"}, Cursor: j[3].ID, Ascending: true}))
+	// A cursor that is no row at all still bounds by id order.
+	require.Equal(t, slices.Clone(ids(j)),
+		f.list(t, driver.JobListParams{Limit: 100, Ascending: true, Cursor: f.prefix + "-"}))
+	require.Empty(t, f.list(t, driver.JobListParams{Limit: 100, Cursor: f.prefix + "-"}))
+}

@@ -1,0 +1,450 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// txCases cover InTx, Notify, Listen and Close.
+func txCases() []testCase {
+	return []testCase{
+		{"CommitAppliesWrites", testTxCommit},
+		{"ReadsOwnWrites", testTxReadOwnWrites},
+		{"ErrorRollsBackEveryWrite", testTxRollback},
+		{"RolledBackClaimIsClaimableAgain", testTxRollbackClaim},
+		{"NestedErrorRollsBackOnlyNested", testTxNestedRollback},
+		{"NestedCommitThenOuterError", testTxNestedThenOuterRollback},
+		{"NestedCommitIsKept", testTxNestedCommit},
+		{"NotifyOutsideTx", testNotify},
+		{"NotifyInTxAfterCommit", testNotifyAfterCommit},
+		{"NotifyDroppedOnRollback", testNotifyRollback},
+		{"NotifyDroppedOnNestedRollback", testNotifyNestedRollback},
+		{"ListenEndsWithContext", testListenContext},
+		{"SubscriptionClose", testSubscriptionClose},
+		{"CloseRefusesOperations", testClose},
+	}
+}
+
+var errBoom = errors.New("drivertest: boom")
+
+func testTxCommit(t *testing.T, f *fixture) {
+	j := f.job()
+	gid := "g-" + f.id()
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
+		require.NoError(t, err)
+		require.NoError(t, tx.GroupInsert(ctx, &hoppertype.GroupRow{ID: gid, Open: 1, State: hoppertype.GroupOpen, CreatedAt: base}))
+		ok, err := tx.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "k", Now: base})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, tx.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true, Now: base}))
+		_, err = tx.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "l", Owner: "a", Now: base, TTL: time.Minute})
+		require.NoError(t, err)
+		return nil
+	})
+	require.NoError(t, err)
+	requireJob(t, j, f.get(t, j.ID))
+	require.Equal(t, 1, f.groupGet(t, gid).Open)
+	require.False(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: "k", Now: base}))
+	queues, err := f.d.QueueList(f.ctx)
+	require.NoError(t, err)
+	require.Len(t, queues, 1)
+	require.True(t, queues[0].Paused)
+	require.Equal(t, "a", f.attempt(t, "l", "b", at(time.Second)).Owner)
+}
+
+func testTxReadOwnWrites(t *testing.T, f *fixture) {
+	j := f.job()
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
+		require.NoError(t, err)
+		got, err := tx.JobGet(ctx, j.ID)
+		require.NoError(t, err)
+		requireJob(t, j, got)
+		rows, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: j.Queue, Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w"})
+		require.NoError(t, err)
+		require.Equal(t, []string{j.ID}, ids(rows))
+		got, err = tx.JobGet(ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, hoppertype.JobStateRunning, got.State)
+		return nil
+	})
+	require.NoError(t, err)
+	f.requireState(t, j.ID, hoppertype.JobStateRunning)
+}
+
+func testTxRollback(t *testing.T, f *fixture) {
+	running := f.claimOne(t)
+	beating := f.claimOne(t)
+	group := f.group(t, 2)
+	keyed := f.insertOne(t, uniqueBy("k"), inQueue("keyed"))
+	sched := f.insertOne(t, inState(hoppertype.JobStateScheduled), runAt(at(-time.Minute)), inQueue("sched"))
+	done := f.insertOne(t, inState(hoppertype.JobStateSucceeded), endedAt(at(-time.Hour)))
+	dead := f.finished(t, hoppertype.JobStateDead)
+	f.attempt(t, "leader", "a", base)
+	require.NoError(t, f.d.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "paused", Paused: true, Now: base}))
+
+	fresh := f.job()
+	keyed2 := f.job(uniqueBy("k"))
+	gid2 := "g-" + f.id()
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{fresh}})
+		require.NoError(t, err)
+		res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+			ID: running.ID, LeaseToken: running.LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 1, RunAt: base, EndedAt: at(time.Second),
+		}}})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+		hb, err := tx.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: beating.ID, Token: beating.LeaseToken}}, ExpiresAt: at(time.Hour)})
+		require.NoError(t, err)
+		require.True(t, hb[0].Held)
+		gr, err := tx.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: group.ID, OpenDelta: -2, Contribute: true, Value: []byte("v"), Final: true, Now: base})
+		require.NoError(t, err)
+		require.True(t, gr.Settled)
+		require.NoError(t, tx.GroupInsert(ctx, &hoppertype.GroupRow{ID: gid2, Open: 1, State: hoppertype.GroupOpen, CreatedAt: base}))
+		ok, err := tx.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "key", Now: base})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, tx.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "paused", Paused: false, Now: at(time.Second)}))
+		require.NoError(t, tx.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "new", Paused: true, Now: at(time.Second)}))
+		require.NoError(t, tx.LeaderResign(ctx, &driver.LeaderResignParams{Name: "leader", Owner: "a"}))
+		_, err = tx.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "leader2", Owner: "b", Now: base, TTL: time.Minute})
+		require.NoError(t, err)
+		_, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: keyed.ID, Now: base})
+		require.NoError(t, err)
+		ins, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{keyed2}})
+		require.NoError(t, err)
+		require.False(t, ins[0].Existing)
+		claimed, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: "sched", Limit: 5, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w"})
+		require.NoError(t, err)
+		require.Equal(t, []string{sched.ID}, ids(claimed))
+		n, err := tx.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: base, Limit: 10})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		retried, err := tx.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{dead.ID}, States: []hoppertype.JobState{hoppertype.JobStateDead}, Now: base})
+		require.NoError(t, err)
+		require.Len(t, retried, 1)
+		return errBoom
+	})
+	require.ErrorIs(t, err, errBoom, "InTx returns fn's error")
+
+	f.requireMissing(t, fresh.ID)
+	requireJob(t, running, f.get(t, running.ID), "finish rolled back")
+	requireJob(t, beating, f.get(t, beating.ID), "heartbeat rolled back")
+	requireGroup(t, group, f.groupGet(t, group.ID), "group update rolled back")
+	_, err = f.d.GroupGet(f.ctx, gid2)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound, "group insert rolled back")
+	require.True(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: "key", Now: base}), "key rolled back")
+	queues, err := f.d.QueueList(f.ctx)
+	require.NoError(t, err)
+	require.Len(t, queues, 1, "queue writes rolled back")
+	require.Equal(t, "paused", queues[0].Name)
+	require.True(t, queues[0].Paused)
+	requireLeader(t, "a", 1, at(leaderTTL), f.attempt(t, "leader", "c", at(time.Second)), "resign rolled back")
+	requireLeader(t, "c", 1, at(time.Second+leaderTTL), f.attempt(t, "leader2", "c", at(time.Second)), "attempt rolled back")
+	requireJob(t, keyed, f.get(t, keyed.ID), "cancel rolled back")
+	f.requireMissing(t, keyed2.ID)
+	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
+	require.NoError(t, err)
+	require.True(t, res[0].Existing, "the unique key is held again by the job whose cancel rolled back")
+	require.Equal(t, keyed.ID, res[0].Job.ID)
+	requireJob(t, sched, f.get(t, sched.ID), "claim and promotion rolled back")
+	requireJob(t, done, f.get(t, done.ID), "delete rolled back")
+	requireJob(t, dead, f.get(t, dead.ID), "retry rolled back")
+
+	// The rolled-back rows still work: claim, finish and heartbeat as before.
+	require.Equal(t, []string{sched.ID}, ids(f.claim(t, "sched", base, 5)))
+	f.finishOK(t, driver.JobFinishParams{ID: running.ID, LeaseToken: running.LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 1, RunAt: base, EndedAt: at(time.Second)})
+}
+
+func testTxRollbackClaim(t *testing.T, f *fixture) {
+	a := f.job(ofType("a"), withPriority(2))
+	b := f.job(ofType("b"), withPriority(1))
+	c := f.job(ofType("a"), withPriority(0))
+	f.insert(t, a, b, c)
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		rows, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w"})
+		require.NoError(t, err)
+		require.Equal(t, []string{a.ID}, ids(rows))
+		rows, err = tx.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Types: []string{"b"}, Limit: 5, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w"})
+		require.NoError(t, err)
+		require.Equal(t, []string{b.ID}, ids(rows))
+		return errBoom
+	})
+	require.ErrorIs(t, err, errBoom)
+	for _, r := range []*hoppertype.JobRow{a, b, c} {
+		requireJob(t, r, f.get(t, r.ID))
+	}
+	require.Equal(t, []string{a.ID, b.ID, c.ID}, ids(f.claim(t, "default", base, 10)))
+}
+
+func testTxNestedRollback(t *testing.T, f *fixture) {
+	group := f.group(t, 1)
+	a, b, c := f.job(), f.job(), f.job()
+	errInner := errors.New("inner")
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a}})
+		require.NoError(t, err)
+		err = tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{b}})
+			require.NoError(t, err)
+			_, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: a.ID, Now: base})
+			require.NoError(t, err)
+			_, err = tx.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: group.ID, OpenDelta: -1, Now: base})
+			require.NoError(t, err)
+			return errInner
+		})
+		require.ErrorIs(t, err, errInner, "the nested InTx returns its fn's error")
+		_, err = tx.JobGet(ctx, b.ID)
+		require.ErrorIs(t, err, hoppertype.ErrNotFound, "nested insert rolled back")
+		got, err := tx.JobGet(ctx, a.ID)
+		require.NoError(t, err, "the outer insert survives the nested rollback")
+		require.Equal(t, hoppertype.JobStatePending, got.State, "nested cancel rolled back")
+		_, err = tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{c}})
+		require.NoError(t, err)
+		return nil
+	})
+	require.NoError(t, err)
+	requireJob(t, a, f.get(t, a.ID))
+	f.requireMissing(t, b.ID)
+	requireJob(t, c, f.get(t, c.ID))
+	requireGroup(t, group, f.groupGet(t, group.ID))
+}
+
+func testTxNestedThenOuterRollback(t *testing.T, f *fixture) {
+	a, b := f.job(), f.job()
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a}})
+		require.NoError(t, err)
+		require.NoError(t, tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{b}})
+			return err
+		}))
+		return errBoom
+	})
+	require.ErrorIs(t, err, errBoom)
+	f.requireMissing(t, a.ID)
+	f.requireMissing(t, b.ID)
+}
+
+func testTxNestedCommit(t *testing.T, f *fixture) {
+	a := f.job()
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		require.NoError(t, tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a}})
+			return err
+		}))
+		got, err := tx.JobGet(ctx, a.ID)
+		require.NoError(t, err)
+		require.Equal(t, a.ID, got.ID)
+		return nil
+	})
+	require.NoError(t, err)
+	requireJob(t, a, f.get(t, a.ID))
+}
+
+// listen subscribes to topic for the rest of the test.
+func (f *fixture) listen(t *testing.T, topic string) driver.Subscription {
+	t.Helper()
+	sub, err := f.d.Listen(f.ctx, topic)
+	require.NoError(t, err)
+	require.NotNil(t, sub)
+	t.Cleanup(sub.Close)
+	return sub
+}
+
+// recv waits for the next payload on sub.
+func recv(t *testing.T, sub driver.Subscription) string {
+	t.Helper()
+	timer := time.NewTimer(notifyWait)
+	defer timer.Stop()
+	select {
+	case p, ok := <-sub.C():
+		require.True(t, ok, "subscription ended while waiting for a notification")
+		return p
+	case <-timer.C:
+		require.FailNow(t, "no notification within the wait")
+		return ""
+	}
+}
+
+// requireNothingYet requires that sub has no payload waiting.
+func requireNothingYet(t *testing.T, sub driver.Subscription, msgAndArgs ...any) {
+	t.Helper()
+	select {
+	case p := <-sub.C():
+		require.Fail(t, "unexpected notification "+p, msgAndArgs...)
+	default:
+	}
+}
+
+// requireEnded waits for sub's channel to close.
+func requireEnded(t *testing.T, sub driver.Subscription) {
+	t.Helper()
+	timer := time.NewTimer(notifyWait)
+	defer timer.Stop()
+	for {
+		select {
+		case _, ok := <-sub.C():
+			if !ok {
+				return
+			}
+		case <-timer.C:
+			require.FailNow(t, "subscription channel not closed")
+		}
+	}
+}
+
+func testNotify(t *testing.T, f *fixture) {
+	topicA, topicB := "a-"+f.id(), "b-"+f.id()
+	subA := f.listen(t, topicA)
+	subA2 := f.listen(t, topicA)
+	subB := f.listen(t, topicB)
+	require.NoError(t, f.d.Notify(f.ctx, topicB, "for b"))
+	require.NoError(t, f.d.Notify(f.ctx, topicA, "for a"))
+	require.Equal(t, "for a", recv(t, subA), "a subscriber gets its own topic only")
+	require.Equal(t, "for a", recv(t, subA2), "every subscriber of a topic gets it")
+	require.Equal(t, "for b", recv(t, subB))
+}
+
+func testNotifyAfterCommit(t *testing.T, f *fixture) {
+	topic := "t-" + f.id()
+	sub := f.listen(t, topic)
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		require.NoError(t, tx.Notify(ctx, topic, "committed"))
+		requireNothingYet(t, sub, "a notification inside a transaction waits for the commit")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "committed", recv(t, sub))
+}
+
+func testNotifyRollback(t *testing.T, f *fixture) {
+	topic := "t-" + f.id()
+	sub := f.listen(t, topic)
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		require.NoError(t, tx.Notify(ctx, topic, "rolled back"))
+		return errBoom
+	})
+	require.ErrorIs(t, err, errBoom)
+	require.NoError(t, f.d.Notify(f.ctx, topic, "after"))
+	require.Equal(t, "after", recv(t, sub), "a rolled-back notification is never delivered")
+}
+
+func testNotifyNestedRollback(t *testing.T, f *fixture) {
+	topic := "t-" + f.id()
+	sub := f.listen(t, topic)
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			require.NoError(t, tx.Notify(ctx, topic, "nested, rolled back"))
+			return errBoom
+		})
+		require.ErrorIs(t, err, errBoom)
+		return tx.Notify(ctx, topic, "outer")
+	})
+	require.NoError(t, err)
+	require.Equal(t, "outer", recv(t, sub))
+	require.NoError(t, f.d.Notify(f.ctx, topic, "end"))
+	require.Equal(t, "end", recv(t, sub), "a notification of a rolled-back scope is never delivered")
+}
+
+func testListenContext(t *testing.T, f *fixture) {
+	ctx, cancel := context.WithCancel(f.ctx)
+	sub, err := f.d.Listen(ctx, "t-"+f.id())
+	require.NoError(t, err)
+	cancel()
+	requireEnded(t, sub)
+	sub.Close() // closing an ended subscription is harmless
+}
+
+func testSubscriptionClose(t *testing.T, f *fixture) {
+	topic := "t-" + f.id()
+	sub, err := f.d.Listen(f.ctx, topic)
+	require.NoError(t, err)
+	other := f.listen(t, topic)
+	sub.Close()
+	requireEnded(t, sub)
+	sub.Close() // closing twice is harmless
+	require.NoError(t, f.d.Notify(f.ctx, topic, "still here"))
+	require.Equal(t, "still here", recv(t, other), "closing one subscription leaves the others")
+}
+
+func testClose(t *testing.T, f *fixture) {
+	j := f.insertOne(t)
+	require.NoError(t, f.d.Close())
+	ctx := f.ctx
+	calls := map[string]func() error{
+		"InTx": func() error {
+			return f.d.InTx(ctx, func(context.Context, driver.Executor) error { return nil })
+		},
+		"Notify": func() error { return f.d.Notify(ctx, "t", "p") },
+		"Listen": func() error { _, err := f.d.Listen(ctx, "t"); return err },
+		"JobInsertMany": func() error {
+			_, err := f.d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job()}})
+			return err
+		},
+		"JobGet":     func() error { _, err := f.d.JobGet(ctx, j.ID); return err },
+		"JobGetMany": func() error { _, err := f.d.JobGetMany(ctx, []string{j.ID}); return err },
+		"JobList":    func() error { _, err := f.d.JobList(ctx, &driver.JobListParams{Limit: 10}); return err },
+		"JobCountByState": func() error {
+			_, err := f.d.JobCountByState(ctx, &driver.JobCountParams{})
+			return err
+		},
+		"JobClaim": func() error {
+			_, err := f.d.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute)})
+			return err
+		},
+		"JobPromote":   func() error { _, err := f.d.JobPromote(ctx, &driver.JobPromoteParams{Now: base, Limit: 1}); return err },
+		"JobNextRunAt": func() error { _, err := f.d.JobNextRunAt(ctx, "default"); return err },
+		"JobHeartbeat": func() error {
+			_, err := f.d.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: j.ID, Token: 1}}, ExpiresAt: base})
+			return err
+		},
+		"JobFinishMany": func() error {
+			_, err := f.d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: j.ID, LeaseToken: 1, State: hoppertype.JobStateSucceeded}}})
+			return err
+		},
+		"JobListExpiredLeases": func() error {
+			_, err := f.d.JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: base, Limit: 1})
+			return err
+		},
+		"JobCancel": func() error { _, err := f.d.JobCancel(ctx, &driver.JobCancelParams{ID: j.ID, Now: base}); return err },
+		"JobRetry": func() error {
+			_, err := f.d.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{j.ID}, States: hoppertype.AllJobStates, Now: base})
+			return err
+		},
+		"JobDeleteFinished": func() error {
+			_, err := f.d.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: base, Limit: 1})
+			return err
+		},
+		"GroupInsert": func() error { return f.d.GroupInsert(ctx, &hoppertype.GroupRow{ID: "g", Open: 1, CreatedAt: base}) },
+		"GroupGet":    func() error { _, err := f.d.GroupGet(ctx, "g"); return err },
+		"GroupUpdate": func() error {
+			_, err := f.d.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: "g", OpenDelta: -1, Now: base})
+			return err
+		},
+		"KeySetIfAbsent": func() error {
+			_, err := f.d.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "k", Now: base})
+			return err
+		},
+		"LeaderAttempt": func() error {
+			_, err := f.d.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "l", Owner: "o", Now: base, TTL: time.Minute})
+			return err
+		},
+		"LeaderResign": func() error { return f.d.LeaderResign(ctx, &driver.LeaderResignParams{Name: "l", Owner: "o"}) },
+		"QueueSetPaused": func() error {
+			return f.d.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true, Now: base})
+		},
+		"QueueList": func() error { _, err := f.d.QueueList(ctx); return err },
+	}
+	for name, call := range calls {
+		require.ErrorIs(t, call(), driver.ErrClosed, "%s after Close", name)
+	}
+}

@@ -1,0 +1,160 @@
+package memdriver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// GroupInsert stores a copy of row.
+func (t *tx) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	if _, ok := t.st.groups[row.ID]; ok {
+		return fmt.Errorf("insert group %q: %w", row.ID, hoppertype.ErrDuplicateID)
+	}
+	g := cloneGroup(row)
+	g.CreatedAt = trunc(g.CreatedAt)
+	g.SettledAt = trunc(g.SettledAt)
+	t.putGroup(g)
+	return nil
+}
+
+// GroupGet returns a copy of a group.
+func (t *tx) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	g := t.st.groups[id]
+	if g == nil {
+		return nil, fmt.Errorf("get group %q: %w", id, hoppertype.ErrNotFound)
+	}
+	return cloneGroup(g), nil
+}
+
+// GroupUpdate applies a contribution and an open delta. Fold runs under the
+// driver's lock, so concurrent folds are serialised and exact.
+func (t *tx) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	cur := t.st.groups[params.ID]
+	if cur == nil {
+		return nil, fmt.Errorf("update group %q: %w", params.ID, hoppertype.ErrNotFound)
+	}
+	g := cloneGroup(cur)
+	if params.Contribute && !g.Final {
+		v := params.Value
+		if params.Fold != nil {
+			var err error
+			v, err = params.Fold(cloneBytes(cur.Value), cur.ValueSet)
+			if err != nil {
+				return nil, fmt.Errorf("update group %q: fold: %w", params.ID, err)
+			}
+		}
+		g.Value = cloneBytes(v)
+		g.ValueSet = true
+		if params.Final {
+			g.Final = true
+		}
+	}
+	g.Open += params.OpenDelta
+	settled := false
+	switch {
+	case g.State != hoppertype.GroupSettled && params.OpenDelta < 0 && g.Open <= 0:
+		g.State = hoppertype.GroupSettled
+		g.SettledAt = trunc(params.Now)
+		settled = true
+	case g.State == hoppertype.GroupSettled && g.Open > 0:
+		g.State = hoppertype.GroupOpen
+		g.SettledAt = time.Time{}
+	}
+	t.putGroup(g)
+	return &driver.GroupUpdateResult{Group: cloneGroup(g), Settled: settled}, nil
+}
+
+// KeySetIfAbsent stores the key unless it exists and has not expired. A key
+// with an ExpiresAt can be taken again once Now is after it.
+func (t *tx) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+	if err := t.check(ctx); err != nil {
+		return false, err
+	}
+	now := trunc(params.Now)
+	if cur, ok := t.st.keys[params.Key]; ok && (cur.expiresAt.IsZero() || !cur.expiresAt.Before(now)) {
+		return false, nil
+	}
+	t.putKey(params.Key, keyRow{value: cloneBytes(params.Value), expiresAt: trunc(params.ExpiresAt)})
+	return true, nil
+}
+
+// LeaderAttempt takes the leadership when it is free or expired (a new term)
+// or renews it for its holder (the same term), and returns the holder.
+func (t *tx) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	if params.Owner == "" {
+		return nil, fmt.Errorf("attempt leadership %q: empty owner", params.Name)
+	}
+	now := trunc(params.Now)
+	expires := trunc(params.Now.Add(params.TTL))
+	cur := t.st.leaders[params.Name]
+	var next *driver.LeaderRow
+	switch {
+	case cur == nil:
+		next = &driver.LeaderRow{Name: params.Name, Owner: params.Owner, Term: 1, ExpiresAt: expires}
+	case cur.Owner == params.Owner:
+		next = &driver.LeaderRow{Name: params.Name, Owner: params.Owner, Term: cur.Term, ExpiresAt: expires}
+	case cur.Owner == "" || !cur.ExpiresAt.After(now):
+		next = &driver.LeaderRow{Name: params.Name, Owner: params.Owner, Term: cur.Term + 1, ExpiresAt: expires}
+	default:
+		c := *cur
+		return &c, nil
+	}
+	t.putLeader(next)
+	c := *next
+	return &c, nil
+}
+
+// LeaderResign frees the leadership if Owner holds it. The term is kept, so
+// the next holder's term is still higher.
+func (t *tx) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	cur := t.st.leaders[params.Name]
+	if cur == nil || cur.Owner != params.Owner || params.Owner == "" {
+		return nil
+	}
+	t.putLeader(&driver.LeaderRow{Name: cur.Name, Term: cur.Term})
+	return nil
+}
+
+// QueueSetPaused stores the queue's paused flag.
+func (t *tx) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	t.putQueue(&driver.QueueRow{Name: params.Name, Paused: params.Paused, UpdatedAt: trunc(params.Now)})
+	return nil
+}
+
+// QueueList returns copies of the stored queue rows ordered by name.
+func (t *tx) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]*driver.QueueRow, 0, len(t.st.queueRows))
+	for _, q := range t.st.queueRows {
+		c := *q
+		out = append(out, &c)
+	}
+	slices.SortFunc(out, func(a, b *driver.QueueRow) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

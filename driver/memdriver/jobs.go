@@ -1,0 +1,280 @@
+package memdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// JobInsertMany inserts jobs in order; a duplicate id undoes the whole call.
+func (t *tx) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	mark := len(t.undo)
+	out := make([]driver.JobInsertResult, 0, len(params.Jobs))
+	for i, in := range params.Jobs {
+		if in == nil || in.ID == "" {
+			t.undoTo(mark)
+			return nil, fmt.Errorf("insert jobs: job %d has no id", i)
+		}
+		if in.UniqueKey != "" {
+			if holder, ok := t.st.unique[uniqueKey{in.Type, in.UniqueKey}]; ok {
+				out = append(out, driver.JobInsertResult{Job: t.st.jobs[holder].row.Clone(), Existing: true})
+				continue
+			}
+		}
+		if t.st.jobs[in.ID] != nil {
+			t.undoTo(mark)
+			return nil, fmt.Errorf("insert jobs: id %q: %w", in.ID, hoppertype.ErrDuplicateID)
+		}
+		row := in.Clone()
+		truncJob(row)
+		t.putJob(row)
+		out = append(out, driver.JobInsertResult{Job: row.Clone()})
+	}
+	return out, nil
+}
+
+// JobGet returns a copy of one job.
+func (t *tx) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	e := t.st.jobs[id]
+	if e == nil {
+		return nil, fmt.Errorf("get job %q: %w", id, hoppertype.ErrNotFound)
+	}
+	return e.row.Clone(), nil
+}
+
+// JobGetMany returns copies of the jobs that exist among ids, in their order.
+func (t *tx) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]*hoppertype.JobRow, 0, len(ids))
+	for _, id := range ids {
+		if e := t.st.jobs[id]; e != nil {
+			out = append(out, e.row.Clone())
+		}
+	}
+	return out, nil
+}
+
+// JobList filters, orders by id and pages the jobs. It scans the store,
+// which is fine for listings in a memory store.
+func (t *tx) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	if params.Limit <= 0 {
+		return nil, errors.New("list jobs: limit must be > 0")
+	}
+	states := stateSet(params.States)
+	match := func(r *hoppertype.JobRow) bool {
+		switch {
+		case len(states) > 0 && !states[r.State],
+			len(params.Types) > 0 && !slices.Contains(params.Types, r.Type),
+			len(params.Queues) > 0 && !slices.Contains(params.Queues, r.Queue),
+			params.GroupID != "" && r.GroupID != params.GroupID,
+			params.ParentID != "" && r.ParentID != params.ParentID,
+			!params.QueuedAfter.IsZero() && r.QueuedAt.Before(trunc(params.QueuedAfter)),
+			!params.QueuedBefore.IsZero() && !r.QueuedAt.Before(trunc(params.QueuedBefore)),
+			params.Cursor != "" && params.Ascending && r.ID <= params.Cursor,
+			params.Cursor != "" && !params.Ascending && r.ID >= params.Cursor:
+			return false
+		}
+		return true
+	}
+	var rows []*hoppertype.JobRow
+	if len(params.IDs) > 0 {
+		seen := make(map[string]bool, len(params.IDs))
+		for _, id := range params.IDs {
+			if e := t.st.jobs[id]; e != nil && !seen[id] && match(e.row) {
+				seen[id] = true
+				rows = append(rows, e.row)
+			}
+		}
+	} else {
+		for _, e := range t.st.jobs {
+			if match(e.row) {
+				rows = append(rows, e.row)
+			}
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if params.Ascending {
+			return rows[i].ID < rows[j].ID
+		}
+		return rows[i].ID > rows[j].ID
+	})
+	if len(rows) > params.Limit {
+		rows = rows[:params.Limit]
+	}
+	out := make([]*hoppertype.JobRow, len(rows))
+	for i, r := range rows {
+		out[i] = r.Clone()
+	}
+	return out, nil
+}
+
+// JobCountByState counts jobs per queue and state, ordered by queue and then
+// by state in lifecycle order.
+func (t *tx) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	type qs struct {
+		queue string
+		state hoppertype.JobState
+	}
+	counts := make(map[qs]int)
+	for _, e := range t.st.jobs {
+		if params.Queue == "" || e.row.Queue == params.Queue {
+			counts[qs{e.row.Queue, e.row.State}]++
+		}
+	}
+	out := make([]driver.JobCount, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, driver.JobCount{Queue: k.queue, State: k.state, Count: n})
+	}
+	order := func(s hoppertype.JobState) int {
+		if i := slices.Index(hoppertype.AllJobStates, s); i >= 0 {
+			return i
+		}
+		return len(hoppertype.AllJobStates)
+	}
+	slices.SortFunc(out, func(a, b driver.JobCount) int {
+		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
+			return c
+		}
+		if c := order(a.State) - order(b.State); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.State), string(b.State))
+	})
+	return out, nil
+}
+
+// JobCancel cancels a waiting or stuck job, flags a running one, and refuses
+// a terminal one.
+func (t *tx) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	e := t.st.jobs[params.ID]
+	if e == nil {
+		return nil, fmt.Errorf("cancel job %q: %w", params.ID, hoppertype.ErrNotFound)
+	}
+	cur := e.row
+	switch {
+	case cur.State.Terminal():
+		return cur.Clone(), fmt.Errorf("cancel job %q in state %s: %w", params.ID, cur.State, hoppertype.ErrStateConflict)
+	case cur.State == hoppertype.JobStateRunning:
+		if cur.CancelRequested {
+			return cur.Clone(), nil
+		}
+		row := cur.Clone()
+		row.CancelRequested = true
+		t.putJob(row)
+		return row.Clone(), nil
+	default:
+		row := cur.Clone()
+		row.State = hoppertype.JobStateCancelled
+		row.EndedAt = trunc(params.Now)
+		row.Error = cloneError(params.Error)
+		t.putJob(row)
+		return row.Clone(), nil
+	}
+}
+
+// JobRetry moves the selected jobs back to pending as fresh jobs.
+func (t *tx) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	states := stateSet(params.States)
+	inStates := func(r *hoppertype.JobRow) bool { return len(states) == 0 || states[r.State] }
+	var candidates []*hoppertype.JobRow
+	switch {
+	case len(params.IDs) > 0:
+		seen := make(map[string]bool, len(params.IDs))
+		for _, id := range params.IDs {
+			if e := t.st.jobs[id]; e != nil && !seen[id] && inStates(e.row) {
+				seen[id] = true
+				candidates = append(candidates, e.row)
+			}
+		}
+	case params.Type != "" || params.All:
+		for _, e := range t.st.jobs {
+			if (params.All || e.row.Type == params.Type) && inStates(e.row) {
+				candidates = append(candidates, e.row)
+			}
+		}
+		slices.SortFunc(candidates, func(a, b *hoppertype.JobRow) int { return strings.Compare(a.ID, b.ID) })
+	}
+	now := trunc(params.Now)
+	var out []driver.JobRetryResult
+	for _, cur := range candidates {
+		if params.Limit > 0 && len(out) >= params.Limit {
+			break
+		}
+		if cur.UniqueKey != "" {
+			if holder, ok := t.st.unique[uniqueKey{cur.Type, cur.UniqueKey}]; ok && holder != cur.ID {
+				continue
+			}
+		}
+		row := cur.Clone()
+		row.State = hoppertype.JobStatePending
+		row.Attempt = 0
+		row.RunAt = now
+		row.Result = nil
+		row.EndedAt = time.Time{}
+		row.LeaseExpiresAt = time.Time{}
+		row.Worker = ""
+		row.CancelRequested = false
+		row.Stuck = nil
+		t.putJob(row)
+		out = append(out, driver.JobRetryResult{Job: row.Clone(), PrevState: cur.State})
+	}
+	return out, nil
+}
+
+// JobDeleteFinished deletes terminal jobs of the given states (every
+// terminal state when States is empty) that ended before Before, oldest
+// first, at most Limit (no limit when Limit <= 0).
+func (t *tx) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+	if err := t.check(ctx); err != nil {
+		return 0, err
+	}
+	states := stateSet(params.States)
+	before := trunc(params.Before)
+	var victims []*hoppertype.JobRow
+	for _, e := range t.st.jobs {
+		r := e.row
+		if r.State.Terminal() && (len(states) == 0 || states[r.State]) && r.EndedAt.Before(before) {
+			victims = append(victims, r)
+		}
+	}
+	slices.SortFunc(victims, func(a, b *hoppertype.JobRow) int {
+		if c := a.EndedAt.Compare(b.EndedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if params.Limit > 0 && len(victims) > params.Limit {
+		victims = victims[:params.Limit]
+	}
+	for _, r := range victims {
+		t.deleteJob(r.ID)
+	}
+	return len(victims), nil
+}

@@ -1,0 +1,232 @@
+// Package memdriver is hopper's in-memory reference driver. It keeps every
+// row in process memory behind one mutex, so it is safe for concurrent use
+// but shares nothing across processes and keeps nothing across restarts. It
+// serves tests, examples and hoppertest, and it is the reference the other
+// drivers are checked against by the conformance suite in drivertest.
+//
+// Transactions (InTx) hold the driver's mutex for the whole function and
+// record an undo log; a returned error undoes every write in reverse order.
+// Operations called on the Driver itself run as one-operation transactions,
+// so each of them is atomic.
+package memdriver
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// Driver is an in-memory hopper store. The zero value is not usable; call New.
+type Driver struct {
+	mu     sync.Mutex
+	closed bool   // guarded by mu
+	st     *store // guarded by mu; nil after Close
+	broker *broker
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New returns an empty in-memory store.
+func New() *Driver {
+	return &Driver{st: newStore(), broker: newBroker()}
+}
+
+// Name returns "memory".
+func (d *Driver) Name() string { return "memory" }
+
+// Close releases the store's memory and ends every subscription. Operations
+// after Close return driver.ErrClosed; closing twice is a no-op.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.st = nil
+	d.mu.Unlock()
+	d.broker.close()
+	return nil
+}
+
+// Listen subscribes to notifications published on topic with Notify. The
+// subscription's channel buffers 64 payloads; when it is full further
+// payloads are dropped (notifications are hints). It ends when ctx is done,
+// when Close is called on it or when the driver is closed.
+func (d *Driver) Listen(ctx context.Context, topic string) (driver.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return d.broker.subscribe(ctx, topic)
+}
+
+// InTx runs fn in a transaction. It holds the driver's lock while fn runs, so
+// fn must use tx and never the Driver itself. When fn returns an error (or
+// panics) every write made through tx is undone and notifications made
+// through tx are dropped; otherwise they are delivered after the lock is
+// released.
+func (d *Driver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	return d.run(ctx, func(tx *tx) error { return fn(ctx, tx) })
+}
+
+// run is InTx with the concrete transaction type: it holds the lock for fn,
+// undoes its writes on error or panic, and publishes its notifications after
+// a commit.
+func (d *Driver) run(ctx context.Context, fn func(tx *tx) error) (err error) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return driver.ErrClosed
+	}
+	t := &tx{st: d.st}
+	committed := false
+	defer func() {
+		if !committed {
+			t.undoTo(0)
+			t.notes = nil
+		}
+		t.done.Store(true)
+		notes := t.notes
+		d.mu.Unlock()
+		d.broker.publish(notes)
+	}()
+	if err := fn(t); err != nil {
+		return err
+	}
+	committed = true
+	return nil
+}
+
+// call runs fn as a one-operation transaction and returns its value.
+func call[T any](ctx context.Context, d *Driver, fn func(tx *tx) (T, error)) (T, error) {
+	var out T
+	err := d.run(ctx, func(tx *tx) error {
+		var err error
+		out, err = fn(tx)
+		return err
+	})
+	return out, err
+}
+
+// Notify publishes payload on topic to the current subscribers.
+func (d *Driver) Notify(ctx context.Context, topic, payload string) error {
+	return d.run(ctx, func(tx *tx) error { return tx.Notify(ctx, topic, payload) })
+}
+
+// JobInsertMany inserts jobs atomically; see driver.Executor.
+func (d *Driver) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	return call(ctx, d, func(tx *tx) ([]driver.JobInsertResult, error) { return tx.JobInsertMany(ctx, params) })
+}
+
+// JobGet returns one job; see driver.Executor.
+func (d *Driver) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	return call(ctx, d, func(tx *tx) (*hoppertype.JobRow, error) { return tx.JobGet(ctx, id) })
+}
+
+// JobGetMany returns the jobs that exist among ids; see driver.Executor.
+func (d *Driver) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobGetMany(ctx, ids) })
+}
+
+// JobList lists jobs; see driver.Executor.
+func (d *Driver) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobList(ctx, params) })
+}
+
+// JobCountByState counts jobs per queue and state; see driver.Executor.
+func (d *Driver) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
+	return call(ctx, d, func(tx *tx) ([]driver.JobCount, error) { return tx.JobCountByState(ctx, params) })
+}
+
+// JobClaim claims due jobs under a lease; see driver.Executor.
+func (d *Driver) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobClaim(ctx, params) })
+}
+
+// JobPromote makes due scheduled and retrying jobs pending; see driver.Executor.
+func (d *Driver) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
+	return call(ctx, d, func(tx *tx) (int, error) { return tx.JobPromote(ctx, params) })
+}
+
+// JobNextRunAt returns the earliest RunAt of a queue's waiting jobs; see
+// driver.Executor.
+func (d *Driver) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+	return call(ctx, d, func(tx *tx) (time.Time, error) { return tx.JobNextRunAt(ctx, queue) })
+}
+
+// JobHeartbeat extends held leases; see driver.Executor.
+func (d *Driver) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	return call(ctx, d, func(tx *tx) ([]driver.JobHeartbeatResult, error) { return tx.JobHeartbeat(ctx, params) })
+}
+
+// JobFinishMany applies workers' transitions; see driver.Executor.
+func (d *Driver) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	return call(ctx, d, func(tx *tx) ([]driver.JobFinishResult, error) { return tx.JobFinishMany(ctx, params) })
+}
+
+// JobListExpiredLeases lists running jobs whose lease expired; see
+// driver.Executor.
+func (d *Driver) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobListExpiredLeases(ctx, params) })
+}
+
+// JobCancel cancels a job; see driver.Executor.
+func (d *Driver) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	return call(ctx, d, func(tx *tx) (*hoppertype.JobRow, error) { return tx.JobCancel(ctx, params) })
+}
+
+// JobRetry moves jobs back to pending; see driver.Executor.
+func (d *Driver) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	return call(ctx, d, func(tx *tx) ([]driver.JobRetryResult, error) { return tx.JobRetry(ctx, params) })
+}
+
+// JobDeleteFinished deletes old terminal jobs; see driver.Executor.
+func (d *Driver) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+	return call(ctx, d, func(tx *tx) (int, error) { return tx.JobDeleteFinished(ctx, params) })
+}
+
+// GroupInsert stores a new group; see driver.Executor.
+func (d *Driver) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+	return d.run(ctx, func(tx *tx) error { return tx.GroupInsert(ctx, row) })
+}
+
+// GroupGet returns a group; see driver.Executor.
+func (d *Driver) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+	return call(ctx, d, func(tx *tx) (*hoppertype.GroupRow, error) { return tx.GroupGet(ctx, id) })
+}
+
+// GroupUpdate changes a group atomically; see driver.Executor.
+func (d *Driver) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	return call(ctx, d, func(tx *tx) (*driver.GroupUpdateResult, error) { return tx.GroupUpdate(ctx, params) })
+}
+
+// KeySetIfAbsent stores a key unless it is held; see driver.Executor.
+func (d *Driver) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+	return call(ctx, d, func(tx *tx) (bool, error) { return tx.KeySetIfAbsent(ctx, params) })
+}
+
+// LeaderAttempt takes or renews a leadership; see driver.Executor.
+func (d *Driver) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+	return call(ctx, d, func(tx *tx) (*driver.LeaderRow, error) { return tx.LeaderAttempt(ctx, params) })
+}
+
+// LeaderResign gives up a leadership; see driver.Executor.
+func (d *Driver) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.LeaderResign(ctx, params) })
+}
+
+// QueueSetPaused stores whether a queue is paused; see driver.Executor.
+func (d *Driver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.QueueSetPaused(ctx, params) })
+}
+
+// QueueList returns the stored queue states; see driver.Executor.
+func (d *Driver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*driver.QueueRow, error) { return tx.QueueList(ctx) })
+}

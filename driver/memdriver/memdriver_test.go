@@ -1,0 +1,69 @@
+package memdriver_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/drivertest"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	drivertest.Run(t, func(t *testing.T) driver.Driver {
+		d := memdriver.New()
+		t.Cleanup(func() { d.Close() })
+		return d
+	})
+}
+
+// BenchmarkClaim claims and finishes one job at a time from a large queue:
+// the cost per claim stays logarithmic in the queue's size.
+func BenchmarkClaim(b *testing.B) {
+	for _, size := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("queue=%d", size), func(b *testing.B) {
+			ctx := context.Background()
+			d := memdriver.New()
+			defer d.Close()
+			base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			insert := func(n int, prefix string) {
+				rows := make([]*hoppertype.JobRow, n)
+				for i := range rows {
+					rows[i] = &hoppertype.JobRow{
+						ID: fmt.Sprintf("%s-%09d", prefix, i), Type: "t", Queue: "q", State: hoppertype.JobStatePending,
+						Priority: i % 5, QueuedAt: base, RunAt: base.Add(time.Duration(i) * time.Microsecond),
+					}
+				}
+				if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			insert(size, "fill")
+			insert(b.N, "bench")
+			b.ResetTimer()
+			for range b.N {
+				rows, err := d.JobClaim(ctx, &driver.JobClaimParams{
+					Queue: "q", Limit: 1, Now: base, LeaseExpiresAt: base.Add(time.Minute), Worker: "w",
+				})
+				if err != nil || len(rows) != 1 {
+					b.Fatal(err, len(rows))
+				}
+				if _, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+					ID: rows[0].ID, LeaseToken: rows[0].LeaseToken, State: hoppertype.JobStateSucceeded,
+					Attempt: rows[0].Attempt, RunAt: rows[0].RunAt, EndedAt: base,
+				}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

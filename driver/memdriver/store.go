@@ -1,0 +1,323 @@
+package memdriver
+
+import (
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// store is the driver's state. It is only touched with the driver's lock
+// held. Stored rows are never modified in place: a write stores a fresh copy,
+// so the undo log can keep the previous pointer.
+type store struct {
+	jobs map[string]*jobEntry
+	// unique maps a (type, unique key) to the id of the non-terminal job that
+	// holds it.
+	unique map[uniqueKey]string
+	// queues holds the claim indexes of each queue that ever had a job.
+	queues map[string]*queueIndex
+	// running is the set of running jobs, scanned for expired leases.
+	running map[string]struct{}
+
+	groups    map[string]*hoppertype.GroupRow
+	keys      map[string]keyRow
+	leaders   map[string]*driver.LeaderRow
+	queueRows map[string]*driver.QueueRow
+
+	// version stamps every job write; heap entries carry the version they
+	// were pushed for, so a stale entry is recognised and skipped.
+	version uint64
+	// token is the last lease token handed out.
+	token int64
+}
+
+type jobEntry struct {
+	row     *hoppertype.JobRow
+	version uint64
+}
+
+type uniqueKey struct {
+	typ, key string
+}
+
+type keyRow struct {
+	value     []byte
+	expiresAt time.Time
+}
+
+func newStore() *store {
+	return &store{
+		jobs:      make(map[string]*jobEntry),
+		unique:    make(map[uniqueKey]string),
+		queues:    make(map[string]*queueIndex),
+		running:   make(map[string]struct{}),
+		groups:    make(map[string]*hoppertype.GroupRow),
+		keys:      make(map[string]keyRow),
+		leaders:   make(map[string]*driver.LeaderRow),
+		queueRows: make(map[string]*driver.QueueRow),
+	}
+}
+
+// queueIndex holds one queue's claim indexes. Both heaps are lazily
+// invalidated: an entry is live only while its job's version is the one it
+// was pushed for.
+type queueIndex struct {
+	// pending orders pending jobs by priority desc, RunAt asc, id asc.
+	pending itemHeap
+	// scheduled orders scheduled and retrying jobs by RunAt asc, id asc.
+	scheduled itemHeap
+	// livePending and liveScheduled count the live entries, to decide when
+	// stale ones are worth compacting away.
+	livePending, liveScheduled int
+}
+
+func newQueueIndex() *queueIndex {
+	return &queueIndex{
+		pending:   itemHeap{less: pendingLess},
+		scheduled: itemHeap{less: scheduledLess},
+	}
+}
+
+// index returns the queue's index, creating it.
+func (s *store) index(queue string) *queueIndex {
+	q := s.queues[queue]
+	if q == nil {
+		q = newQueueIndex()
+		s.queues[queue] = q
+	}
+	return q
+}
+
+// live reports whether a heap entry still describes its job.
+func (s *store) live(it heapItem) (*jobEntry, bool) {
+	e := s.jobs[it.id]
+	return e, e != nil && e.version == it.version
+}
+
+// setJob stores row (which the store then owns) and updates every index. It
+// records no undo: callers go through tx.putJob.
+func (s *store) setJob(row *hoppertype.JobRow) {
+	if old := s.jobs[row.ID]; old != nil {
+		s.unindex(old.row)
+	}
+	s.version++
+	s.jobs[row.ID] = &jobEntry{row: row, version: s.version}
+	it := heapItem{id: row.ID, version: s.version, priority: row.Priority, runAt: row.RunAt}
+	if row.UniqueKey != "" && !row.State.Terminal() {
+		s.unique[uniqueKey{row.Type, row.UniqueKey}] = row.ID
+	}
+	switch row.State {
+	case hoppertype.JobStatePending:
+		q := s.index(row.Queue)
+		q.livePending++
+		q.pending.push(it)
+		s.compact(q)
+	case hoppertype.JobStateScheduled, hoppertype.JobStateRetrying:
+		q := s.index(row.Queue)
+		q.liveScheduled++
+		q.scheduled.push(it)
+		s.compact(q)
+	case hoppertype.JobStateRunning:
+		s.running[row.ID] = struct{}{}
+	}
+}
+
+// removeJob deletes a job and its index entries. It records no undo.
+func (s *store) removeJob(id string) {
+	if old := s.jobs[id]; old != nil {
+		s.unindex(old.row)
+		delete(s.jobs, id)
+	}
+}
+
+// unindex drops what row contributed to the indexes; its heap entries become
+// stale by the version change or the removal that follows.
+func (s *store) unindex(row *hoppertype.JobRow) {
+	k := uniqueKey{row.Type, row.UniqueKey}
+	if row.UniqueKey != "" && !row.State.Terminal() && s.unique[k] == row.ID {
+		delete(s.unique, k)
+	}
+	switch row.State {
+	case hoppertype.JobStatePending:
+		s.index(row.Queue).livePending--
+	case hoppertype.JobStateScheduled, hoppertype.JobStateRetrying:
+		s.index(row.Queue).liveScheduled--
+	case hoppertype.JobStateRunning:
+		delete(s.running, row.ID)
+	}
+}
+
+// compact drops stale heap entries once they outnumber live ones, so heaps
+// stay proportional to the waiting jobs.
+func (s *store) compact(q *queueIndex) {
+	const slack = 64
+	if len(q.pending.items) > 2*q.livePending+slack {
+		q.pending.filter(func(it heapItem) bool { _, ok := s.live(it); return ok })
+	}
+	if len(q.scheduled.items) > 2*q.liveScheduled+slack {
+		q.scheduled.filter(func(it heapItem) bool { _, ok := s.live(it); return ok })
+	}
+}
+
+// nextToken returns a lease token that differs from every token handed out
+// before and from prev, the job's current token.
+func (s *store) nextToken(prev int64) int64 {
+	s.token++
+	if s.token <= prev {
+		s.token = prev + 1
+	}
+	return s.token
+}
+
+// putJob stores row and records how to restore the previous one.
+func (t *tx) putJob(row *hoppertype.JobRow) {
+	st := t.st
+	old := st.jobs[row.ID]
+	st.setJob(row)
+	id := row.ID
+	t.undo = append(t.undo, func() {
+		if old != nil {
+			// Restoring stores the old row under a new version, which also
+			// re-pushes its heap entries (the old ones may have been popped).
+			st.setJob(old.row)
+		} else {
+			st.removeJob(id)
+		}
+	})
+}
+
+// deleteJob removes a job and records how to restore it.
+func (t *tx) deleteJob(id string) {
+	st := t.st
+	old := st.jobs[id]
+	if old == nil {
+		return
+	}
+	st.removeJob(id)
+	t.undo = append(t.undo, func() { st.setJob(old.row) })
+}
+
+// putGroup stores a group row and records how to restore the previous one.
+func (t *tx) putGroup(row *hoppertype.GroupRow) {
+	st := t.st
+	old, had := st.groups[row.ID]
+	st.groups[row.ID] = row
+	t.undo = append(t.undo, func() {
+		if had {
+			st.groups[row.ID] = old
+		} else {
+			delete(st.groups, row.ID)
+		}
+	})
+}
+
+// putKey stores a key and records how to restore the previous one.
+func (t *tx) putKey(key string, row keyRow) {
+	st := t.st
+	old, had := st.keys[key]
+	st.keys[key] = row
+	t.undo = append(t.undo, func() {
+		if had {
+			st.keys[key] = old
+		} else {
+			delete(st.keys, key)
+		}
+	})
+}
+
+// putLeader stores a leadership row and records how to restore the previous
+// one.
+func (t *tx) putLeader(row *driver.LeaderRow) {
+	st := t.st
+	old, had := st.leaders[row.Name]
+	st.leaders[row.Name] = row
+	t.undo = append(t.undo, func() {
+		if had {
+			st.leaders[row.Name] = old
+		} else {
+			delete(st.leaders, row.Name)
+		}
+	})
+}
+
+// putQueue stores a queue row and records how to restore the previous one.
+func (t *tx) putQueue(row *driver.QueueRow) {
+	st := t.st
+	old, had := st.queueRows[row.Name]
+	st.queueRows[row.Name] = row
+	t.undo = append(t.undo, func() {
+		if had {
+			st.queueRows[row.Name] = old
+		} else {
+			delete(st.queueRows, row.Name)
+		}
+	})
+}
+
+// trunc gives a time the microsecond precision the driver contract stores.
+func trunc(t time.Time) time.Time {
+	return t.Truncate(time.Microsecond)
+}
+
+// truncJob truncates every time of a row the store owns.
+func truncJob(r *hoppertype.JobRow) {
+	r.Deadline = trunc(r.Deadline)
+	r.QueuedAt = trunc(r.QueuedAt)
+	r.RunAt = trunc(r.RunAt)
+	r.StartedAt = trunc(r.StartedAt)
+	r.EndedAt = trunc(r.EndedAt)
+	r.LeaseExpiresAt = trunc(r.LeaseExpiresAt)
+	if r.Error != nil {
+		r.Error.At = trunc(r.Error.At)
+	}
+	if r.Stuck != nil {
+		r.Stuck.ObservedAt = trunc(r.Stuck.ObservedAt)
+	}
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+func cloneError(e *hoppertype.ErrorInfo) *hoppertype.ErrorInfo {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.At = trunc(c.At)
+	return &c
+}
+
+func cloneStuck(s *hoppertype.StuckInfo) *hoppertype.StuckInfo {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	if s.Retryable != nil {
+		b := *s.Retryable
+		c.Retryable = &b
+	}
+	if s.BlockerIDs != nil {
+		c.BlockerIDs = append([]string(nil), s.BlockerIDs...)
+	}
+	c.ObservedAt = trunc(c.ObservedAt)
+	return &c
+}
+
+func cloneGroup(g *hoppertype.GroupRow) *hoppertype.GroupRow {
+	c := *g
+	c.Value = cloneBytes(g.Value)
+	return &c
+}
+
+func stateSet(states []hoppertype.JobState) map[hoppertype.JobState]bool {
+	m := make(map[hoppertype.JobState]bool, len(states))
+	for _, s := range states {
+		m[s] = true
+	}
+	return m
+}

@@ -1,0 +1,306 @@
+// Package hoppertype holds the leaf types shared by hopper's public API, its
+// storage drivers and its internal engine: job rows, job states, and the
+// sentinel errors that cross those boundaries.
+//
+// It imports nothing of hopper's, so drivers can depend on it without
+// depending on the engine.
+package hoppertype
+
+import (
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// JobState is the state of a job. The same words are used by the Go API, the
+// stores, the HTTP API, the CLI and the dashboard.
+type JobState string
+
+// Job states.
+const (
+	// JobStatePending means the job is due now and waits for a worker.
+	JobStatePending JobState = "pending"
+	// JobStateScheduled means the job is due later (a delay, a run-at or a snooze).
+	JobStateScheduled JobState = "scheduled"
+	// JobStateRunning means a worker holds the job's lease and runs it.
+	JobStateRunning JobState = "running"
+	// JobStateRetrying means an attempt failed and the job waits for its backoff
+	// before it runs again.
+	JobStateRetrying JobState = "retrying"
+	// JobStateSucceeded is terminal: the handler returned without error.
+	JobStateSucceeded JobState = "succeeded"
+	// JobStateDead is terminal: the job failed for good (aborted or out of
+	// attempts) and sits in the dead-letter set until redriven.
+	JobStateDead JobState = "dead"
+	// JobStateExpired is terminal: the job did not start and finish by its deadline.
+	JobStateExpired JobState = "expired"
+	// JobStateCancelled is terminal: the job was cancelled.
+	JobStateCancelled JobState = "cancelled"
+	// JobStateStuck means the job cannot make progress without help; it is not
+	// terminal and carries a cause (see StuckInfo).
+	JobStateStuck JobState = "stuck"
+)
+
+// AllJobStates lists every job state in lifecycle order.
+var AllJobStates = []JobState{
+	JobStatePending, JobStateScheduled, JobStateRunning, JobStateRetrying,
+	JobStateSucceeded, JobStateDead, JobStateExpired, JobStateCancelled, JobStateStuck,
+}
+
+// Terminal reports whether s is a terminal state: succeeded, dead, expired or
+// cancelled. A job leaves the store only by retention after a terminal state.
+func (s JobState) Terminal() bool {
+	switch s {
+	case JobStateSucceeded, JobStateDead, JobStateExpired, JobStateCancelled:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the job states.
+func (s JobState) Valid() bool {
+	for _, v := range AllJobStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Waiting reports whether s is a state in which the job waits to be claimed:
+// pending, scheduled or retrying.
+func (s JobState) Waiting() bool {
+	return s == JobStatePending || s == JobStateScheduled || s == JobStateRetrying
+}
+
+// ErrorKind names the hopper-defined reasons a job can fail; they survive a
+// round trip through the store so errors.Is works for a waiter in another
+// process.
+type ErrorKind string
+
+// Error kinds.
+const (
+	// ErrorKindHandler is an ordinary error returned (or a panic raised) by a handler.
+	ErrorKindHandler ErrorKind = "handler"
+	// ErrorKindAborted marks a failure the handler or a classifier declared permanent.
+	ErrorKindAborted ErrorKind = "aborted"
+	// ErrorKindExpired marks a job that ran past its deadline.
+	ErrorKindExpired ErrorKind = "expired"
+	// ErrorKindCancelled marks a cancelled job.
+	ErrorKindCancelled ErrorKind = "cancelled"
+	// ErrorKindTimeout marks an attempt that ran past its attempt timeout.
+	ErrorKindTimeout ErrorKind = "timeout"
+	// ErrorKindLeaseLost marks an attempt whose worker lost its lease (it died,
+	// stalled or was partitioned away) and was rescued.
+	ErrorKindLeaseLost ErrorKind = "lease-lost"
+	// ErrorKindDecode marks input that could not be decoded into the handler's type.
+	ErrorKindDecode ErrorKind = "decode"
+	// ErrorKindEncode marks a result that could not be encoded.
+	ErrorKindEncode ErrorKind = "encode"
+	// ErrorKindPanic marks a handler that panicked.
+	ErrorKindPanic ErrorKind = "panic"
+	// ErrorKindUnknownType marks a job whose type no worker knows.
+	ErrorKindUnknownType ErrorKind = "unknown-type"
+	// ErrorKindNonDeterminism marks a workflow whose replay diverged from its history.
+	ErrorKindNonDeterminism ErrorKind = "non-determinism"
+)
+
+// MaxStackBytes caps the stack stored with an error.
+const MaxStackBytes = 8 << 10
+
+// ErrorInfo is the record of a failed attempt kept on the job.
+type ErrorInfo struct {
+	Kind    ErrorKind `json:"kind"`
+	Message string    `json:"message"`
+	Stack   string    `json:"stack,omitempty"`
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+}
+
+// StuckCause says why a job or run is stuck.
+type StuckCause string
+
+// Stuck causes.
+const (
+	// StuckEngineFailure is a failure around the handler that the engine
+	// detected: leases lost again and again, commits failing, a workflow that
+	// diverges from its history.
+	StuckEngineFailure StuckCause = "engine-failure"
+	// StuckFailedBlocker is a gate whose condition can no longer be met because
+	// a job it waits on failed.
+	StuckFailedBlocker StuckCause = "failed-blocker"
+	// StuckCycle is a gate that waits, directly or not, on itself.
+	StuckCycle StuckCause = "cycle"
+)
+
+// StuckInfo is the flat status slot of a stuck job or run.
+type StuckInfo struct {
+	Cause StuckCause `json:"cause"`
+	// Retryable is set for engine failures only; nil means "not said", which
+	// observers must treat as not retryable.
+	Retryable  *bool     `json:"retryable,omitempty"`
+	BlockerIDs []string  `json:"blocker_ids,omitempty"`
+	Detail     string    `json:"detail,omitempty"`
+	ObservedAt time.Time `json:"observed_at"`
+}
+
+// RetryPolicy is the stored, fully resolved retry policy of a job: whichever
+// worker runs the job applies the same policy.
+type RetryPolicy struct {
+	// Attempts is the total number of attempts, including the first.
+	Attempts int `json:"attempts"`
+	// Backoff is "exponential", "linear" or "constant".
+	Backoff string        `json:"backoff"`
+	Base    time.Duration `json:"base"`
+	Factor  float64       `json:"factor"`
+	Max     time.Duration `json:"max"`
+	Jitter  float64       `json:"jitter"`
+}
+
+// JobRow is a job as the store holds it.
+type JobRow struct {
+	ID    string
+	Type  string
+	Queue string
+	State JobState
+	// Priority: higher runs first.
+	Priority int
+	// Attempt counts the attempts started so far; 0 before the first claim.
+	// The most it can reach is Retry.Attempts.
+	Attempt int
+	// Input and Result are the codec-encoded payloads; Result is nil when the
+	// job produced no value of its own.
+	Input  []byte
+	Result []byte
+	// Error is the last failure, if any.
+	Error *ErrorInfo
+	// GroupID is the fan-out group the job belongs to (system assigned); for a
+	// root job it is the job's own id.
+	GroupID  string
+	ParentID string
+	// Dependents are the ids a gate waited on before it queued this job.
+	Dependents []string
+	// FairKey is the fairness label (the "group" option) read by fair limiters.
+	FairKey   string
+	UniqueKey string
+	Metadata  map[string]string
+	Retry     RetryPolicy
+	// AttemptTimeout bounds one execution; 0 means none.
+	AttemptTimeout time.Duration
+	// Deadline bounds the whole life of the job; zero means none.
+	Deadline time.Time
+
+	QueuedAt  time.Time
+	RunAt     time.Time
+	StartedAt time.Time
+	EndedAt   time.Time
+
+	// LeaseToken changes on every claim; state writes by a worker compare it
+	// so a worker that lost its lease changes nothing.
+	LeaseToken      int64
+	LeaseExpiresAt  time.Time
+	Worker          string
+	CancelRequested bool
+	Stuck           *StuckInfo
+}
+
+// Clone returns a deep copy of r.
+func (r *JobRow) Clone() *JobRow {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Input = cloneBytes(r.Input)
+	c.Result = cloneBytes(r.Result)
+	if r.Error != nil {
+		e := *r.Error
+		c.Error = &e
+	}
+	if r.Dependents != nil {
+		c.Dependents = append([]string(nil), r.Dependents...)
+	}
+	if r.Metadata != nil {
+		c.Metadata = make(map[string]string, len(r.Metadata))
+		for k, v := range r.Metadata {
+			c.Metadata[k] = v
+		}
+	}
+	if r.Stuck != nil {
+		s := *r.Stuck
+		if s.Retryable != nil {
+			b := *s.Retryable
+			s.Retryable = &b
+		}
+		s.BlockerIDs = append([]string(nil), r.Stuck.BlockerIDs...)
+		c.Stuck = &s
+	}
+	return &c
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
+}
+
+// GroupState is the state of a fan-out group.
+type GroupState string
+
+// Group states.
+const (
+	GroupOpen    GroupState = "open"
+	GroupSettled GroupState = "settled"
+)
+
+// GroupRow is a fan-out group as the store holds it. Groups of a single job
+// that never fanned out have no row: the job itself is the group.
+type GroupRow struct {
+	ID string
+	// Open counts the group's jobs that are not terminal yet.
+	Open  int
+	State GroupState
+	// Value is the group value; ValueSet says whether any job contributed.
+	Value    []byte
+	ValueSet bool
+	// Final locks the value against later contributions.
+	Final     bool
+	CreatedAt time.Time
+	SettledAt time.Time
+}
+
+// Sentinel errors shared by drivers and the engine.
+var (
+	// ErrNotFound is returned when a row does not exist.
+	ErrNotFound = errors.New("hopper: not found")
+	// ErrLeaseLost is returned when a worker's state write finds that the job
+	// is no longer running under its lease (it was rescued, re-claimed or
+	// cancelled): the write changed nothing.
+	ErrLeaseLost = errors.New("hopper: lease lost")
+	// ErrStateConflict is returned when a transition's expected state does not
+	// hold (for example cancelling a job that already finished).
+	ErrStateConflict = errors.New("hopper: state conflict")
+	// ErrDuplicateID is returned when an inserted id already exists.
+	ErrDuplicateID = errors.New("hopper: duplicate id")
+)
+
+// MarshalErrorInfo encodes e for storage; nil encodes as nil.
+func MarshalErrorInfo(e *ErrorInfo) []byte {
+	if e == nil {
+		return nil
+	}
+	b, _ := json.Marshal(e)
+	return b
+}
+
+// UnmarshalErrorInfo decodes a stored ErrorInfo; empty input decodes as nil.
+func UnmarshalErrorInfo(b []byte) (*ErrorInfo, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var e ErrorInfo
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
