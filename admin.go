@@ -1,0 +1,347 @@
+package hopper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// JobRow is a job as stored: its state, attempts, payloads and times.
+type JobRow = hoppertype.JobRow
+
+// JobState is a job's state.
+type JobState = hoppertype.JobState
+
+// Job states (see DESIGN: one vocabulary everywhere).
+const (
+	StatePending   = hoppertype.JobStatePending
+	StateScheduled = hoppertype.JobStateScheduled
+	StateRunning   = hoppertype.JobStateRunning
+	StateRetrying  = hoppertype.JobStateRetrying
+	StateSucceeded = hoppertype.JobStateSucceeded
+	StateDead      = hoppertype.JobStateDead
+	StateExpired   = hoppertype.JobStateExpired
+	StateCancelled = hoppertype.JobStateCancelled
+	StateStuck     = hoppertype.JobStateStuck
+)
+
+// Get returns a job by id, or an error matching ErrNotFound.
+func (c *Client) Get(ctx context.Context, id string) (*JobRow, error) {
+	row, err := c.drv.JobGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: get job %s: %w", id, err)
+	}
+	return row, nil
+}
+
+// ListParams filter List. Empty fields do not filter.
+type ListParams struct {
+	States   []JobState
+	Types    []string
+	Queues   []string
+	GroupID  string
+	ParentID string
+	// QueuedAfter and QueuedBefore bound the enqueue time (inclusive,
+	// exclusive).
+	QueuedAfter  time.Time
+	QueuedBefore time.Time
+	// Cursor continues a listing from a JobPage's NextCursor.
+	Cursor string
+	// Ascending lists oldest first; the default is newest first.
+	Ascending bool
+	// Limit caps the page. Defaults to 100; at most 1000.
+	Limit int
+}
+
+// JobPage is one page of a listing.
+type JobPage struct {
+	Jobs []*JobRow
+	// NextCursor continues the listing; empty on the last page.
+	NextCursor string
+}
+
+// MaxListLimit is the largest page List returns.
+const MaxListLimit = 1000
+
+// List returns jobs matching p (nil lists the newest), newest first, a page
+// at a time. Bad filters (an unknown state, a negative limit) are refused.
+func (c *Client) List(ctx context.Context, p *ListParams) (*JobPage, error) {
+	if p == nil {
+		p = &ListParams{}
+	}
+	for _, s := range p.States {
+		if !s.Valid() {
+			return nil, fmt.Errorf("%w: unknown job state %q", ErrInvalidInput, s)
+		}
+	}
+	limit := p.Limit
+	switch {
+	case limit < 0:
+		return nil, fmt.Errorf("%w: negative limit %d", ErrInvalidInput, limit)
+	case limit == 0:
+		limit = 100
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+	rows, err := c.drv.JobList(ctx, &driver.JobListParams{
+		States: p.States, Types: p.Types, Queues: p.Queues, GroupID: p.GroupID, ParentID: p.ParentID,
+		QueuedAfter: p.QueuedAfter, QueuedBefore: p.QueuedBefore, Cursor: p.Cursor, Ascending: p.Ascending,
+		Limit: limit + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: list jobs: %w", err)
+	}
+	page := &JobPage{Jobs: rows}
+	if len(rows) > limit {
+		page.Jobs = rows[:limit]
+		page.NextCursor = rows[limit-1].ID
+	}
+	return page, nil
+}
+
+// Active returns the jobs this client has claimed and is running.
+func (c *Client) Active() []*JobRow {
+	rt := c.runtime()
+	if rt == nil {
+		return nil
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := make([]*JobRow, 0, len(rt.active))
+	for _, a := range rt.active {
+		out = append(out, a.row.Clone())
+	}
+	slices.SortFunc(out, func(a, b *JobRow) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// Cancel cancels a job. A job that waits (pending, scheduled, retrying) or
+// is stuck becomes cancelled at once; a running job's context is cancelled
+// (in whichever process runs it) and the job ends cancelled when its handler
+// returns an error (a handler that finishes successfully anyway is recorded
+// as succeeded). Cancelling a finished job returns it with an error matching
+// ErrStateConflict.
+func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
+	now := c.now()
+	var (
+		row     *JobRow
+		settled []*hoppertype.GroupRow
+	)
+	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		var err error
+		settled = nil
+		row, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now,
+			Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancelled", At: now}})
+		if err != nil {
+			return err
+		}
+		switch row.State {
+		case hoppertype.JobStateCancelled:
+			if settled, err = c.groupTerminal(ctx, tx, row); err != nil {
+				return err
+			}
+			return tx.Notify(ctx, driver.TopicJobDone, row.ID)
+		case hoppertype.JobStateRunning:
+			return tx.Notify(ctx, driver.TopicJobCancel, row.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, hoppertype.ErrStateConflict) {
+			return row, fmt.Errorf("hopper: cancel job %s: it is %s: %w", id, row.State, err)
+		}
+		return nil, fmt.Errorf("hopper: cancel job %s: %w", id, err)
+	}
+	switch row.State {
+	case hoppertype.JobStateCancelled:
+		c.waiters.jobDone(row.ID)
+		c.emit(Event{Kind: EventCancelled, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
+			ParentID: row.ParentID, Attempt: row.Attempt, Error: "cancelled", At: now})
+		for _, g := range settled {
+			c.waiters.groupDone(g.ID)
+			c.emit(Event{Kind: EventGroupDone, GroupID: g.ID, Result: rawJSON(g.Value), At: now})
+		}
+	case hoppertype.JobStateRunning:
+		if rt := c.runtime(); rt != nil {
+			rt.cancelLocal(row.ID)
+		}
+	}
+	return row, nil
+}
+
+// Retry moves one dead, expired, cancelled or stuck job back to pending as
+// a fresh job (attempt 1 next, a passed deadline cleared) — a redrive of one
+// job. A job in any other state yields an error matching ErrStateConflict.
+func (c *Client) Retry(ctx context.Context, id string) (*JobRow, error) {
+	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: []string{id}, States: []hoppertype.JobState{
+		hoppertype.JobStateDead, hoppertype.JobStateExpired, hoppertype.JobStateCancelled, hoppertype.JobStateStuck}})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: retry job %s: %w", id, err)
+	}
+	if len(res) == 1 {
+		return res[0].Job, nil
+	}
+	row, err := c.drv.JobGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: retry job %s: %w", id, err)
+	}
+	return row, fmt.Errorf("hopper: retry job %s: it is %s (or its unique key is taken): %w", id, row.State, ErrStateConflict)
+}
+
+// RedriveParams select dead-lettered jobs to move back: by IDs, by Type,
+// or All of them.
+type RedriveParams struct {
+	IDs  []string
+	Type string
+	All  bool
+	// Limit caps how many are moved; 0 means no cap.
+	Limit int
+}
+
+// Redrive moves dead jobs back to pending as fresh jobs (attempt 1 next) and
+// returns how many it moved. Jobs whose unique key another live job holds
+// stay dead.
+func (c *Client) Redrive(ctx context.Context, p *RedriveParams) (int, error) {
+	if p == nil || (len(p.IDs) == 0 && p.Type == "" && !p.All) {
+		return 0, fmt.Errorf("%w: redrive needs IDs, a Type or All", ErrInvalidInput)
+	}
+	if p.Limit < 0 {
+		return 0, fmt.Errorf("%w: negative limit", ErrInvalidInput)
+	}
+	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: p.IDs, Type: p.Type, All: p.All && len(p.IDs) == 0 && p.Type == "",
+		States: []hoppertype.JobState{hoppertype.JobStateDead}, Limit: p.Limit})
+	if err != nil {
+		return 0, fmt.Errorf("hopper: redrive: %w", err)
+	}
+	return len(res), nil
+}
+
+// redrive moves jobs back to pending in one transaction with their group
+// bookkeeping, then announces them.
+func (c *Client) redrive(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	p.Now = c.now()
+	var res []driver.JobRetryResult
+	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		var err error
+		res, err = tx.JobRetry(ctx, p)
+		if err != nil {
+			return err
+		}
+		var queues []string
+		for _, r := range res {
+			j := r.Job
+			if r.PrevState.Terminal() && j.GroupID != j.ID {
+				if _, err := tx.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: j.GroupID, OpenDelta: 1, Now: p.Now}); err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
+					return err
+				}
+			}
+			if !containsString(queues, j.Queue) {
+				queues = append(queues, j.Queue)
+			}
+		}
+		for _, q := range queues {
+			if err := tx.Notify(ctx, driver.TopicJobAvailable, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range res {
+		j := r.Job
+		c.emit(Event{Kind: EventRedriven, JobID: j.ID, Type: j.Type, Queue: j.Queue, GroupID: j.GroupID, ParentID: j.ParentID, At: p.Now})
+		c.wakeQueue(j.Queue, time.Time{})
+	}
+	return res, nil
+}
+
+// QueueInfo describes a queue: whether it is paused and how many jobs it
+// holds in each state.
+type QueueInfo struct {
+	Name   string
+	Paused bool
+	Counts map[JobState]int
+}
+
+// Queues returns every queue that holds jobs or a stored state, by name.
+func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
+	counts, err := c.drv.JobCountByState(ctx, &driver.JobCountParams{})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: count jobs: %w", err)
+	}
+	stored, err := c.drv.QueueList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: list queues: %w", err)
+	}
+	byName := map[string]*QueueInfo{}
+	get := func(name string) *QueueInfo {
+		q := byName[name]
+		if q == nil {
+			q = &QueueInfo{Name: name, Counts: map[JobState]int{}}
+			byName[name] = q
+		}
+		return q
+	}
+	for _, n := range counts {
+		get(n.Queue).Counts[n.State] += n.Count
+	}
+	for _, s := range stored {
+		get(s.Name).Paused = s.Paused
+	}
+	out := make([]QueueInfo, 0, len(byName))
+	for _, q := range byName {
+		out = append(out, *q)
+	}
+	slices.SortFunc(out, func(a, b QueueInfo) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		return 1
+	})
+	return out, nil
+}
+
+// PauseQueue stops every process from starting jobs of queue until
+// ResumeQueue. Running jobs finish.
+func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	return c.setPaused(ctx, queue, true)
+}
+
+// ResumeQueue lets a paused queue's jobs start again.
+func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	return c.setPaused(ctx, queue, false)
+}
+
+func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error {
+	if queue == "" {
+		return fmt.Errorf("%w: empty queue name", ErrInvalidInput)
+	}
+	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		if err := tx.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: queue, Paused: paused, Now: c.now()}); err != nil {
+			return err
+		}
+		if !paused {
+			return tx.Notify(ctx, driver.TopicJobAvailable, queue)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("hopper: set queue %s paused=%v: %w", queue, paused, err)
+	}
+	if !paused {
+		c.wakeQueue(queue, time.Time{})
+	}
+	return nil
+}

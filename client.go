@@ -1,0 +1,384 @@
+package hopper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/internal/hclock"
+)
+
+// DefaultQueue is the queue jobs go to when nothing names another.
+const DefaultQueue = "default"
+
+// Unlimited, as Config.MaxWorkers, removes the cap on concurrent jobs.
+const Unlimited = -1
+
+// Clock is the source of time for everything hopper times: backoff, delays,
+// deadlines, leases, polling. Tests replace it (see package hoppertest).
+type Clock = hclock.Clock
+
+// Timer is a one-shot timer of a Clock.
+type Timer = hclock.Timer
+
+// ErrorPhase says where a non-critical engine error happened.
+type ErrorPhase string
+
+// Error phases reported to Config.OnError.
+const (
+	// PhaseCommit: recording a result the handler already produced failed.
+	// The attempt is not retried by the engine (that could duplicate the
+	// work); its lease lapses and the rescuer takes it from there.
+	PhaseCommit ErrorPhase = "commit"
+	// PhaseQueue: claiming, polling or routing jobs failed; the loop backs
+	// off and continues.
+	PhaseQueue ErrorPhase = "queue"
+	// PhaseHook: an event hook or a classifier panicked.
+	PhaseHook ErrorPhase = "hook"
+	// PhaseMaintenance: a maintenance service (rescuer, retention, leader
+	// election, redrive) failed; it retries on its next round.
+	PhaseMaintenance ErrorPhase = "maintenance"
+)
+
+// Retention says how long terminal jobs are kept before deletion. Zero
+// fields default to 24h; a negative value keeps jobs of that state forever.
+type Retention struct {
+	Succeeded time.Duration
+	Dead      time.Duration
+	Expired   time.Duration
+	Cancelled time.Duration
+}
+
+// Config configures a Client. The zero value of every field means its
+// default.
+type Config struct {
+	// Driver is the store. Required; use memdriver for tests, sqlitedriver
+	// for one machine and pgdriver for many.
+	Driver driver.Driver
+	// MaxWorkers caps how many jobs this client runs at once (Unlimited for
+	// no cap). Defaults to 100.
+	MaxWorkers int
+	// FetchBatch caps how many jobs one claim takes. Defaults to 500.
+	FetchBatch int
+	// Queues lists queues to work besides DefaultQueue and those named by
+	// registered types.
+	Queues []string
+	// DefaultQueue is the queue of jobs whose type and call name none.
+	// Defaults to "default".
+	DefaultQueue string
+	// Retry is the client-wide retry policy (over DefaultRetryPolicy).
+	Retry RetryPolicy
+	// AttemptTimeout bounds every execution unless a type or call says
+	// otherwise. Defaults to none.
+	AttemptTimeout time.Duration
+	// Classify decides what failed attempts lead to, unless a type has its own.
+	Classify Classifier
+	// OnEvent receives every lifecycle event of jobs this client enqueues or
+	// runs, after the transition commits.
+	OnEvent func(Event)
+	// OnError receives non-critical engine errors.
+	OnError func(err error, phase ErrorPhase)
+	// Visibility is the lease: a running job whose worker has not heartbeat
+	// for this long is rescued. Defaults to 30s.
+	Visibility time.Duration
+	// HeartbeatInterval is how often leases are renewed. Defaults to
+	// Visibility/3.
+	HeartbeatInterval time.Duration
+	// PollInterval is the fallback poll when no notification arrives.
+	// Defaults to 1s.
+	PollInterval time.Duration
+	// RescueInterval is how often the leader looks for expired leases.
+	// Defaults to 5s.
+	RescueInterval time.Duration
+	// WaitPollInterval is how often a waiting Handle re-reads the store in
+	// case a notification was missed. Defaults to 250ms.
+	WaitPollInterval time.Duration
+	// LeaderTTL is how long a leadership lasts without renewal. Defaults to 15s.
+	LeaderTTL time.Duration
+	// AutoRedrive moves up to this many dead jobs back to pending whenever a
+	// poll round finds the queues idle (the seeds' redriveCount). Defaults
+	// to 0: off.
+	AutoRedrive int
+	// Retention says how long terminal jobs are kept.
+	Retention Retention
+	// MaxPayloadBytes caps an encoded input. Defaults to 1 MiB.
+	MaxPayloadBytes int
+	// Clock replaces the wall clock (tests).
+	Clock Clock
+	// IDGenerator mints job ids. Defaults to NewID (UUIDv7). Ids must be
+	// unique; ids that sort by creation time keep listings in order.
+	IDGenerator func() string
+	// Codec encodes inputs and outputs. Defaults to JSONCodec.
+	Codec Codec
+	// Logger receives the engine's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+	// WorkerID names this process in leases and attempts. Defaults to
+	// host-pid-random.
+	WorkerID string
+}
+
+// Client enqueues jobs, runs the jobs of its registered types once started,
+// and answers questions about jobs. It is safe for concurrent use.
+type Client struct {
+	cfg    Config
+	drv    driver.Driver
+	clock  Clock
+	codec  Codec
+	log    *slog.Logger
+	worker string
+
+	typesMu sync.RWMutex
+	types   map[string]typeCore
+
+	waiters *waiterHub
+
+	mu      sync.Mutex
+	rt      *runtime // nil unless started
+	stopped chan struct{}
+}
+
+// New makes a client over cfg.Driver. It does not start workers; Start does.
+func New(cfg Config) (*Client, error) {
+	if cfg.Driver == nil {
+		return nil, errors.New("hopper: Config.Driver is required")
+	}
+	if cfg.MaxWorkers == 0 {
+		cfg.MaxWorkers = 100
+	}
+	if cfg.MaxWorkers < Unlimited {
+		return nil, fmt.Errorf("hopper: MaxWorkers %d (use a positive number or Unlimited)", cfg.MaxWorkers)
+	}
+	if cfg.FetchBatch <= 0 {
+		cfg.FetchBatch = 500
+	}
+	if cfg.DefaultQueue == "" {
+		cfg.DefaultQueue = DefaultQueue
+	}
+	if err := cfg.Retry.Validate(); err != nil {
+		return nil, fmt.Errorf("hopper: Config.Retry: %w", err)
+	}
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	setDur(&cfg.Visibility, 30*time.Second)
+	setDur(&cfg.HeartbeatInterval, cfg.Visibility/3)
+	setDur(&cfg.PollInterval, time.Second)
+	setDur(&cfg.RescueInterval, 5*time.Second)
+	setDur(&cfg.WaitPollInterval, 250*time.Millisecond)
+	setDur(&cfg.LeaderTTL, 15*time.Second)
+	for _, d := range []*time.Duration{&cfg.Retention.Succeeded, &cfg.Retention.Dead, &cfg.Retention.Expired, &cfg.Retention.Cancelled} {
+		if *d == 0 {
+			*d = 24 * time.Hour
+		}
+	}
+	if cfg.MaxPayloadBytes <= 0 {
+		cfg.MaxPayloadBytes = 1 << 20
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = hclock.Real{}
+	}
+	if cfg.IDGenerator == nil {
+		cfg.IDGenerator = NewID
+	}
+	if cfg.Codec == nil {
+		cfg.Codec = JSONCodec{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewID()[24:])
+	}
+	c := &Client{
+		cfg:     cfg,
+		drv:     cfg.Driver,
+		clock:   cfg.Clock,
+		codec:   cfg.Codec,
+		log:     cfg.Logger,
+		worker:  cfg.WorkerID,
+		types:   map[string]typeCore{},
+		stopped: make(chan struct{}),
+	}
+	c.waiters = newWaiterHub(c)
+	return c, nil
+}
+
+// Driver returns the client's store.
+func (c *Client) Driver() driver.Driver { return c.drv }
+
+// WorkerID returns the name this client uses in leases.
+func (c *Client) WorkerID() string { return c.worker }
+
+// Register adds job types this client runs. Types may be registered before or
+// after Start; a name may be registered once.
+func (c *Client) Register(types ...AnyType) error {
+	c.typesMu.Lock()
+	for _, t := range types {
+		if t == nil {
+			c.typesMu.Unlock()
+			return errors.New("hopper: Register(nil)")
+		}
+		if _, ok := c.types[t.Name()]; ok {
+			c.typesMu.Unlock()
+			return fmt.Errorf("%w: %q", ErrDuplicateType, t.Name())
+		}
+	}
+	for _, t := range types {
+		c.types[t.Name()] = t.core()
+	}
+	c.typesMu.Unlock()
+	c.mu.Lock()
+	rt := c.rt
+	c.mu.Unlock()
+	if rt != nil {
+		rt.ensureProducers()
+	}
+	return nil
+}
+
+// Types returns the names of the registered types, sorted.
+func (c *Client) Types() []string {
+	c.typesMu.RLock()
+	defer c.typesMu.RUnlock()
+	names := make([]string, 0, len(c.types))
+	for n := range c.types {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (c *Client) lookupType(name string) typeCore {
+	c.typesMu.RLock()
+	defer c.typesMu.RUnlock()
+	return c.types[name]
+}
+
+// queues returns the queues this client works.
+func (c *Client) queues() []string {
+	qs := []string{c.cfg.DefaultQueue}
+	for _, q := range c.cfg.Queues {
+		if !containsString(qs, q) {
+			qs = append(qs, q)
+		}
+	}
+	c.typesMu.RLock()
+	for _, t := range c.types {
+		if q := t.queue(); q != "" && !containsString(qs, q) {
+			qs = append(qs, q)
+		}
+	}
+	c.typesMu.RUnlock()
+	return qs
+}
+
+// Start starts the client's workers and, if this client wins the leadership,
+// the maintenance services. It returns once they run; ctx only bounds
+// starting. Start on a started client does nothing.
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rt != nil {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rt, err := startRuntime(ctx, c)
+	if err != nil {
+		return err
+	}
+	c.rt = rt
+	return nil
+}
+
+// Stop stops taking new jobs, waits for running attempts to finish until ctx
+// is done, then cancels the ones still running (they go back to pending
+// without using an attempt), records every outcome and stops the maintenance
+// services. It returns ctx's error if it had to cancel attempts. Stop on a
+// stopped client does nothing; the client may be started again.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	rt := c.rt
+	c.mu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	err := rt.stop(ctx)
+	c.mu.Lock()
+	if c.rt == rt {
+		c.rt = nil
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// Started reports whether the client's workers run.
+func (c *Client) Started() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rt != nil
+}
+
+func (c *Client) runtime() *runtime {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rt
+}
+
+func (c *Client) now() time.Time { return hclock.Truncate(c.clock.Now()) }
+
+func (c *Client) newID() string { return c.cfg.IDGenerator() }
+
+// wakeQueue tells the local producer of queue (if any) that a job is due at
+// t (zero: now).
+func (c *Client) wakeQueue(queue string, at time.Time) {
+	if rt := c.runtime(); rt != nil {
+		rt.wake(queue, at)
+	}
+}
+
+// reportError hands a non-critical error to Config.OnError and the log.
+func (c *Client) reportError(err error, phase ErrorPhase) {
+	if err == nil {
+		return
+	}
+	c.log.Warn("hopper: engine error", "phase", string(phase), "err", err)
+	if c.cfg.OnError == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	c.cfg.OnError(err, phase)
+}
+
+// emit delivers an event to the client's hook and the type's hook.
+func (c *Client) emit(e Event) {
+	if c.cfg.OnEvent != nil {
+		c.callHook(c.cfg.OnEvent, e)
+	}
+	if e.Type != "" {
+		if t := c.lookupType(e.Type); t != nil {
+			if h := t.onEvent(); h != nil {
+				c.callHook(h, e)
+			}
+		}
+	}
+}
+
+func (c *Client) callHook(h func(Event), e Event) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.reportError(fmt.Errorf("event hook panicked on %s: %v", e.Kind, r), PhaseHook)
+		}
+	}()
+	h(e)
+}

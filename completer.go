@@ -1,0 +1,275 @@
+package hopper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// maxCompleteBatch caps how many finished attempts one transaction records.
+const maxCompleteBatch = 1000
+
+// finishItem is one finished attempt waiting to be recorded.
+type finishItem struct {
+	row     *hoppertype.JobRow
+	outcome outcome
+	// effects, if set, run in the same transaction as the transition, after
+	// its compare-and-set succeeded (fan-out children, gates, history …).
+	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
+	// done, if set, receives the commit's verdict for this item.
+	done chan<- error
+}
+
+// finished is an item's fate after a flush.
+type finished struct {
+	item    finishItem
+	job     *hoppertype.JobRow // nil if the item lost its lease or failed
+	err     error
+	settled []*hoppertype.GroupRow
+}
+
+// completer records finished attempts in batches: it takes whatever has
+// piled up while the previous transaction committed (group commit), so an
+// idle system adds no latency and a busy one writes many attempts per
+// transaction, each still all-or-nothing.
+type completer struct {
+	c    *Client
+	in   chan finishItem
+	done chan struct{}
+	once sync.Once
+}
+
+func newCompleter(c *Client) *completer {
+	return &completer{c: c, in: make(chan finishItem, 4*maxCompleteBatch), done: make(chan struct{})}
+}
+
+func (cp *completer) start() { go cp.run() }
+
+// submit queues an item; it blocks while the completer is backed up.
+func (cp *completer) submit(it finishItem) { cp.in <- it }
+
+// stop records what is queued and ends the completer. Callers must not
+// submit after stop.
+func (cp *completer) stop() {
+	cp.once.Do(func() { close(cp.in) })
+	<-cp.done
+}
+
+func (cp *completer) run() {
+	defer close(cp.done)
+	batch := make([]finishItem, 0, maxCompleteBatch)
+	for it := range cp.in {
+		batch = append(batch[:0], it)
+	drain:
+		for len(batch) < maxCompleteBatch {
+			select {
+			case it, ok := <-cp.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, it)
+			default:
+				break drain
+			}
+		}
+		cp.c.recordFinished(context.Background(), batch)
+	}
+}
+
+// errItemLost rolls back one item's savepoint when its compare-and-set lost.
+var errItemLost = errors.New("lease lost")
+
+// recordFinished writes a batch of transitions in one transaction, retrying
+// the transaction a few times on error, then runs the after-commit work.
+func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
+	var out []finished
+	var err error
+	for try := 0; ; try++ {
+		out, err = c.finishTx(ctx, items)
+		if err == nil || try >= 4 {
+			break
+		}
+		time.Sleep(time.Duration(10<<try) * time.Millisecond)
+	}
+	if err != nil {
+		for _, it := range items {
+			c.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), PhaseCommit)
+			if it.done != nil {
+				it.done <- err
+			}
+		}
+		return
+	}
+	for _, f := range out {
+		c.afterFinish(f)
+	}
+}
+
+func needsOwnScope(it finishItem) bool {
+	return it.effects != nil || (it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID)
+}
+
+func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
+	out := make([]finished, len(items))
+	for i := range items {
+		out[i] = finished{item: items[i]}
+	}
+	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		for i := range out {
+			out[i].job, out[i].err, out[i].settled = nil, nil, nil
+		}
+		var plain []int
+		params := make([]driver.JobFinishParams, 0, len(items))
+		for i, it := range items {
+			if !needsOwnScope(it) {
+				plain = append(plain, i)
+				params = append(params, it.outcome.params)
+			}
+		}
+		if len(params) > 0 {
+			res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: params})
+			if err != nil {
+				return err
+			}
+			for k, i := range plain {
+				out[i].job, out[i].err = res[k].Job, res[k].Err
+			}
+		}
+		for i, it := range items {
+			if !needsOwnScope(it) {
+				continue
+			}
+			f := &out[i]
+			err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+				res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{it.outcome.params}})
+				if err != nil {
+					return err
+				}
+				if res[0].Err != nil {
+					f.err = res[0].Err
+					return errItemLost
+				}
+				job := res[0].Job
+				if it.effects != nil {
+					if err := it.effects(ctx, tx, job); err != nil {
+						return err
+					}
+				}
+				if job.State.Terminal() {
+					g, err := c.groupTerminal(ctx, tx, job)
+					if err != nil {
+						return err
+					}
+					f.settled = g
+				}
+				f.job = job
+				return nil
+			})
+			if err != nil && !errors.Is(err, errItemLost) {
+				f.job, f.err = nil, err
+				c.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), PhaseCommit)
+			}
+		}
+		return notifyDone(ctx, tx, out)
+	})
+	return out, err
+}
+
+// groupTerminal applies a job's arrival at a terminal state to its group:
+// one fewer open job, and its result as a contribution when it succeeded.
+// It returns the group if this settled it.
+func (c *Client) groupTerminal(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow) ([]*hoppertype.GroupRow, error) {
+	if job.GroupID == job.ID {
+		return nil, nil
+	}
+	p := &driver.GroupUpdateParams{ID: job.GroupID, OpenDelta: -1, Now: c.now()}
+	if job.State == hoppertype.JobStateSucceeded && job.Result != nil {
+		p.Contribute, p.Value = true, job.Result
+	}
+	res, err := tx.GroupUpdate(ctx, p)
+	if err != nil {
+		if errors.Is(err, hoppertype.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("update group %s: %w", job.GroupID, err)
+	}
+	if res.Settled {
+		if err := tx.Notify(ctx, driver.TopicGroupDone, job.GroupID); err != nil {
+			return nil, err
+		}
+		return []*hoppertype.GroupRow{res.Group}, nil
+	}
+	return nil, nil
+}
+
+// notifyDone announces the jobs that reached a terminal state, in payloads
+// of bounded size.
+func notifyDone(ctx context.Context, tx driver.Executor, out []finished) error {
+	var ids []string
+	for _, f := range out {
+		if f.job != nil && f.job.State.Terminal() {
+			ids = append(ids, f.job.ID)
+		}
+	}
+	return notifyIDs(ctx, tx, driver.TopicJobDone, ids)
+}
+
+func notifyIDs(ctx context.Context, tx driver.Executor, topic string, ids []string) error {
+	const maxPayload = 7000
+	var b strings.Builder
+	flush := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		err := tx.Notify(ctx, topic, b.String())
+		b.Reset()
+		return err
+	}
+	for _, id := range ids {
+		if b.Len() > 0 && b.Len()+len(id)+1 > maxPayload {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(id)
+	}
+	return flush()
+}
+
+// afterFinish runs once a transition committed: waiters, events, wake-ups.
+func (c *Client) afterFinish(f finished) {
+	it := f.item
+	if it.done != nil {
+		it.done <- f.err
+	}
+	if f.job == nil {
+		if f.err != nil && !errors.Is(f.err, hoppertype.ErrLeaseLost) {
+			c.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, f.err), PhaseCommit)
+		}
+		return
+	}
+	job := f.job
+	if job.State.Terminal() {
+		c.waiters.jobDone(job.ID)
+	}
+	c.emit(it.outcome.event)
+	for _, g := range f.settled {
+		c.waiters.groupDone(g.ID)
+		c.emit(Event{Kind: EventGroupDone, GroupID: g.ID, Result: rawJSON(g.Value), At: g.SettledAt})
+	}
+	switch job.State {
+	case hoppertype.JobStatePending:
+		c.wakeQueue(job.Queue, time.Time{})
+	case hoppertype.JobStateScheduled, hoppertype.JobStateRetrying:
+		c.wakeQueue(job.Queue, job.RunAt)
+	}
+}

@@ -1,0 +1,72 @@
+// Package hoppertest helps test code that uses hopper: a virtual clock that
+// moves only when told, and a client on the in-memory driver wired to it, so
+// backoff, delays, deadlines and leases are tested without waiting.
+//
+//	c, clk := hoppertest.NewClient(t, hopper.Config{})
+//	_ = c.Register(sendEmail)
+//	h, _ := sendEmail.Enqueue(ctx, c, Email{To: "a@b.c"}, &hopper.InsertOpts{Delay: time.Hour})
+//	clk.Advance(time.Hour)
+//	receipt, err := h.Result(ctx)
+package hoppertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/internal/hclock"
+)
+
+// Clock is a virtual clock: time stands still until Advance or Set moves
+// it, and timers fire, in order, as it passes them.
+type Clock struct {
+	*hclock.Virtual
+}
+
+// Epoch is the time a new Clock starts at: 2030-01-01T00:00:00Z.
+var Epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// NewClock returns a virtual clock at start (Epoch when zero).
+func NewClock(start time.Time) *Clock {
+	if start.IsZero() {
+		start = Epoch
+	}
+	return &Clock{hclock.NewVirtual(start)}
+}
+
+// AdvanceTo moves the clock to t, firing the timers it passes.
+func (c *Clock) AdvanceTo(t time.Time) { c.Set(t) }
+
+// NewClient returns a started client on a fresh in-memory store with a
+// virtual clock (cfg.Driver and cfg.Clock are filled in unless set). The
+// client is stopped when the test ends.
+func NewClient(t testing.TB, cfg hopper.Config) (*hopper.Client, *Clock) {
+	t.Helper()
+	clk, _ := cfg.Clock.(*Clock)
+	if cfg.Clock == nil {
+		clk = NewClock(time.Time{})
+		cfg.Clock = clk
+	}
+	if cfg.Driver == nil {
+		d := memdriver.New()
+		cfg.Driver = d
+		t.Cleanup(func() { _ = d.Close() })
+	}
+	c, err := hopper.New(cfg)
+	if err != nil {
+		t.Fatalf("hoppertest: new client: %v", err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("hoppertest: start client: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("hoppertest: stop client: %v", err)
+		}
+	})
+	return c, clk
+}

@@ -1,0 +1,436 @@
+package hopper
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
+)
+
+// InsertOpts are per-instance job options. A nil *InsertOpts is valid and
+// means "the defaults". Zero fields inherit from the next layer down: the
+// type's Options(input), the type's constants (TypeOpts), the client's
+// defaults (Config). Options are stored with the job, so whichever worker
+// runs it applies the same policy.
+type InsertOpts struct {
+	// ID is the job's id; empty mints one (Config.IDGenerator). Minting ids
+	// before enqueue lets a gate refer to jobs enqueued beside it.
+	ID string
+	// Delay postpones the first attempt. Must not be negative.
+	Delay time.Duration
+	// RunAt is the earliest start, absolute; it wins over Delay.
+	RunAt time.Time
+	// Priority: higher runs first (the reverse of River's convention).
+	Priority int
+	// Queue the job goes to.
+	Queue string
+	// Group is the fairness label read by fair limiters. It is not the
+	// fan-out group, which hopper assigns (Handle.GroupID).
+	Group string
+	// Retry overrides fields of the retry policy.
+	Retry RetryPolicy
+	// Deadline: the job must start and finish by then, or it expires without
+	// further attempts. It wins over Timeout.
+	Deadline time.Time
+	// Timeout is a relative deadline: Deadline = enqueue time + Timeout.
+	Timeout time.Duration
+	// AttemptTimeout bounds one execution.
+	AttemptTimeout time.Duration
+	// UniqueKey makes the enqueue idempotent per type: while a job of the
+	// same type and key is not terminal, enqueueing again returns that job
+	// (Handle.Deduplicated reports it) and stores nothing new.
+	UniqueKey string
+	// Metadata is stored with the job; keys set here override the type's.
+	Metadata map[string]string
+}
+
+// validate reports options that make no sense.
+func (o *InsertOpts) validate() error {
+	if o == nil {
+		return nil
+	}
+	switch {
+	case o.Delay < 0:
+		return fmt.Errorf("%w: negative delay %v", ErrInvalidInput, o.Delay)
+	case o.Timeout < 0:
+		return fmt.Errorf("%w: negative timeout %v", ErrInvalidInput, o.Timeout)
+	case o.AttemptTimeout < 0:
+		return fmt.Errorf("%w: negative attempt timeout %v", ErrInvalidInput, o.AttemptTimeout)
+	case len(o.ID) > 255:
+		return fmt.Errorf("%w: id longer than 255 bytes", ErrInvalidInput)
+	case len(o.Queue) > 255 || strings.ContainsAny(o.Queue, ",\x00"):
+		return fmt.Errorf("%w: queue name %q (at most 255 bytes, no commas)", ErrInvalidInput, o.Queue)
+	case len(o.UniqueKey) > 1024:
+		return fmt.Errorf("%w: unique key longer than 1024 bytes", ErrInvalidInput)
+	}
+	return o.Retry.Validate()
+}
+
+// overlay applies the non-zero fields of o onto r.
+func (r *InsertOpts) overlay(o *InsertOpts) {
+	if o == nil {
+		return
+	}
+	if o.ID != "" {
+		r.ID = o.ID
+	}
+	if o.Delay != 0 {
+		r.Delay = o.Delay
+	}
+	if !o.RunAt.IsZero() {
+		r.RunAt = o.RunAt
+	}
+	if o.Priority != 0 {
+		r.Priority = o.Priority
+	}
+	if o.Queue != "" {
+		r.Queue = o.Queue
+	}
+	if o.Group != "" {
+		r.Group = o.Group
+	}
+	r.Retry = r.Retry.merge(o.Retry)
+	if !o.Deadline.IsZero() {
+		r.Deadline = o.Deadline
+	}
+	if o.Timeout != 0 {
+		r.Timeout = o.Timeout
+	}
+	if o.AttemptTimeout != 0 {
+		r.AttemptTimeout = o.AttemptTimeout
+	}
+	if o.UniqueKey != "" {
+		r.UniqueKey = o.UniqueKey
+	}
+	if len(o.Metadata) > 0 {
+		if r.Metadata == nil {
+			r.Metadata = map[string]string{}
+		}
+		maps.Copy(r.Metadata, o.Metadata)
+	}
+}
+
+// JobSpec is a job built but not yet enqueued: a type, an input and options,
+// with its id minted at build time (so other jobs and gates can refer to it
+// before it is stored). Make one with Type.Job; enqueue it with
+// Client.EnqueueMany.
+type JobSpec struct {
+	t    typeCore
+	in   any
+	opts InsertOpts
+	id   string
+	err  error
+}
+
+// Job builds a JobSpec of this type; opts may be nil.
+func (t *Type[I, O]) Job(in I, opts *InsertOpts) *JobSpec {
+	s := &JobSpec{t: t.core(), in: in}
+	if opts != nil {
+		s.opts = *opts
+		s.opts.Metadata = maps.Clone(opts.Metadata)
+	}
+	s.id = s.opts.ID
+	return s
+}
+
+// ID returns the id the job will have. Unless InsertOpts.ID named one, the
+// id is minted by the client's Config.IDGenerator at enqueue — or here, by
+// NewID, when ID is asked before the job is enqueued.
+func (s *JobSpec) ID() string {
+	if s.id == "" {
+		s.id = NewID()
+	}
+	return s.id
+}
+
+// Type returns the job's type name.
+func (s *JobSpec) Type() string { return s.t.name() }
+
+// Enqueue stores a job of type t with input in on c's store and returns its
+// handle; opts may be nil.
+func (t *Type[I, O]) Enqueue(ctx context.Context, c *Client, in I, opts *InsertOpts) (*Handle[O], error) {
+	hs, err := t.EnqueueMany(ctx, c, []I{in}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return hs[0], nil
+}
+
+// EnqueueMany stores one job per input, all in one transaction, with the
+// same opts (an opts.ID applies only when there is a single input).
+func (t *Type[I, O]) EnqueueMany(ctx context.Context, c *Client, ins []I, opts *InsertOpts) ([]*Handle[O], error) {
+	if opts != nil && opts.ID != "" && len(ins) > 1 {
+		return nil, fmt.Errorf("%w: InsertOpts.ID with %d inputs", ErrInvalidInput, len(ins))
+	}
+	specs := make([]*JobSpec, len(ins))
+	for i, in := range ins {
+		specs[i] = t.Job(in, opts)
+	}
+	res, err := c.insert(ctx, nil, specs)
+	if err != nil {
+		return nil, err
+	}
+	return typedHandles[O](c, t.core(), res), nil
+}
+
+// EnqueueTx stores a job through the caller's own database transaction, so
+// the job exists if and only if tx commits. tx must be a transaction of the
+// client's driver kind (*sql.Tx for SQLite; pgx.Tx or *sql.Tx for
+// PostgreSQL). Workers notice the job at their next poll after the commit.
+func (t *Type[I, O]) EnqueueTx(ctx context.Context, c *Client, tx any, in I, opts *InsertOpts) (*Handle[O], error) {
+	if tx == nil {
+		return nil, fmt.Errorf("%w: EnqueueTx with a nil transaction", ErrInvalidInput)
+	}
+	res, err := c.insert(ctx, tx, []*JobSpec{t.Job(in, opts)})
+	if err != nil {
+		return nil, err
+	}
+	return typedHandles[O](c, t.core(), res)[0], nil
+}
+
+// EnqueueName stores a job by type name with JSON input, for callers that do
+// not link the type (the HTTP API, the CLI, other services). The type must be
+// registered with c. The input is decoded strictly into the type's input
+// (unknown fields and trailing data are refused) before anything is stored.
+func (c *Client) EnqueueName(ctx context.Context, name string, input json.RawMessage, opts *InsertOpts) (*Handle[json.RawMessage], error) {
+	spec, err := c.NameJob(name, input, opts)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := c.EnqueueMany(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return hs[0], nil
+}
+
+// NameJob builds a JobSpec by type name with JSON input, decoding the input
+// strictly; the type must be registered with c.
+func (c *Client) NameJob(name string, input json.RawMessage, opts *InsertOpts) (*JobSpec, error) {
+	t := c.lookupType(name)
+	if t == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownType, name)
+	}
+	if len(input) > c.cfg.MaxPayloadBytes {
+		return nil, fmt.Errorf("%w: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
+	}
+	in, err := t.decodeJSON(input)
+	if err != nil {
+		return nil, err
+	}
+	s := &JobSpec{t: t, in: in}
+	if opts != nil {
+		s.opts = *opts
+		s.opts.Metadata = maps.Clone(opts.Metadata)
+	}
+	s.id = s.opts.ID
+	return s, nil
+}
+
+// EnqueueMany stores the given jobs, of any types, in one transaction and
+// returns their handles in order. Results come back as raw encoded values;
+// use a typed Enqueue for typed results.
+func (c *Client) EnqueueMany(ctx context.Context, specs ...*JobSpec) ([]*Handle[json.RawMessage], error) {
+	res, err := c.insert(ctx, nil, specs)
+	if err != nil {
+		return nil, err
+	}
+	hs := make([]*Handle[json.RawMessage], len(res))
+	for i, r := range res {
+		hs[i] = newHandle[json.RawMessage](c, r, rawDecoder)
+	}
+	return hs, nil
+}
+
+func rawDecoder(b []byte) (json.RawMessage, error) { return json.RawMessage(b), nil }
+
+func typedHandles[O any](c *Client, t typeCore, res []driver.JobInsertResult) []*Handle[O] {
+	codec := t.codec(c)
+	dec := func(b []byte) (O, error) {
+		var v O
+		if isNoValue[O]() || len(b) == 0 {
+			return v, nil
+		}
+		err := codec.Unmarshal(b, &v)
+		return v, err
+	}
+	hs := make([]*Handle[O], len(res))
+	for i, r := range res {
+		hs[i] = newHandle(c, r, dec)
+	}
+	return hs
+}
+
+// buildRow resolves a spec's options and forms the row to store.
+func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error) {
+	if s == nil || s.t == nil {
+		return nil, fmt.Errorf("%w: nil job spec", ErrInvalidInput)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	if err := s.opts.validate(); err != nil {
+		return nil, err
+	}
+	t := s.t
+	o := InsertOpts{Queue: c.cfg.DefaultQueue, Retry: c.cfg.Retry, AttemptTimeout: c.cfg.AttemptTimeout}
+	b := t.base()
+	o.overlay(&b)
+	if comp := t.computed(s.in); comp != nil {
+		if err := comp.validate(); err != nil {
+			return nil, fmt.Errorf("computed options of %q: %w", t.name(), err)
+		}
+		o.overlay(comp)
+	}
+	o.overlay(&s.opts)
+	if o.Queue == "" {
+		o.Queue = DefaultQueue
+	}
+
+	input, err := t.encodeInput(c, s.in)
+	if err != nil {
+		return nil, err
+	}
+	if len(input) > c.cfg.MaxPayloadBytes {
+		return nil, fmt.Errorf("%w: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
+	}
+	runAt := now.Add(o.Delay)
+	if !o.RunAt.IsZero() {
+		runAt = hclock.Truncate(o.RunAt)
+	}
+	deadline := time.Time{}
+	if o.Timeout > 0 {
+		deadline = now.Add(o.Timeout)
+	}
+	if !o.Deadline.IsZero() {
+		deadline = hclock.Truncate(o.Deadline)
+	}
+	state := hoppertype.JobStatePending
+	if runAt.After(now) {
+		state = hoppertype.JobStateScheduled
+	}
+	if s.id == "" {
+		s.id = c.newID()
+	}
+	id := s.id
+	return &hoppertype.JobRow{
+		ID:             id,
+		Type:           t.name(),
+		Queue:          o.Queue,
+		State:          state,
+		Priority:       o.Priority,
+		Input:          input,
+		GroupID:        id,
+		FairKey:        o.Group,
+		UniqueKey:      o.UniqueKey,
+		Metadata:       o.Metadata,
+		Retry:          o.Retry.stored(),
+		AttemptTimeout: o.AttemptTimeout,
+		Deadline:       deadline,
+		QueuedAt:       now,
+		RunAt:          runAt,
+	}, nil
+}
+
+// insert builds rows for specs and stores them in one transaction (the
+// caller's tx when given), then wakes workers and emits queued events.
+func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver.JobInsertResult, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	now := c.now()
+	rows := make([]*hoppertype.JobRow, len(specs))
+	seen := make(map[string]struct{}, len(specs))
+	for i, s := range specs {
+		row, err := c.buildRow(s, now)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := seen[row.ID]; dup {
+			return nil, fmt.Errorf("%w: id %q given twice", ErrInvalidInput, row.ID)
+		}
+		seen[row.ID] = struct{}{}
+		rows[i] = row
+	}
+	skip := c.skipQueueRows(specs, rows, now)
+
+	var res []driver.JobInsertResult
+	params := &driver.JobInsertManyParams{Jobs: rows}
+	var err error
+	if tx != nil {
+		ti, ok := c.drv.(driver.TxInserter)
+		if !ok {
+			return nil, fmt.Errorf("%w: the %s driver has no transactional enqueue", driver.ErrNotImplemented, c.drv.Name())
+		}
+		res, err = ti.JobInsertManyTx(ctx, tx, params)
+	} else {
+		err = c.drv.InTx(ctx, func(ctx context.Context, dtx driver.Executor) error {
+			var err error
+			res, err = dtx.JobInsertMany(ctx, params)
+			if err != nil {
+				return err
+			}
+			return notifyQueues(ctx, dtx, res)
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hopper: enqueue: %w", err)
+	}
+	c.afterInsert(res, skip)
+	return res, nil
+}
+
+// notifyQueues announces the queues that received due jobs.
+func notifyQueues(ctx context.Context, tx driver.Executor, res []driver.JobInsertResult) error {
+	var queues []string
+	for _, r := range res {
+		if r.Existing || r.Job.State != hoppertype.JobStatePending {
+			continue
+		}
+		if !containsString(queues, r.Job.Queue) {
+			queues = append(queues, r.Job.Queue)
+		}
+	}
+	for _, q := range queues {
+		if err := tx.Notify(ctx, driver.TopicJobAvailable, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func containsString(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// afterInsert runs after the insert committed: local wake-ups, events, and
+// the in-process first attempt of SkipQueue jobs.
+func (c *Client) afterInsert(res []driver.JobInsertResult, skip map[string]bool) {
+	for _, r := range res {
+		if r.Existing {
+			continue
+		}
+		j := r.Job
+		c.emit(Event{Kind: EventQueued, JobID: j.ID, Type: j.Type, Queue: j.Queue, GroupID: j.GroupID,
+			ParentID: j.ParentID, Dependents: j.Dependents, RunAt: j.RunAt, At: j.QueuedAt})
+		switch {
+		case skip[j.ID] && j.State == hoppertype.JobStateRunning:
+			c.runSkipQueue(j)
+		case j.State == hoppertype.JobStatePending:
+			c.wakeQueue(j.Queue, time.Time{})
+		case j.State == hoppertype.JobStateScheduled:
+			c.wakeQueue(j.Queue, j.RunAt)
+		}
+	}
+}

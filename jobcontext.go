@@ -1,0 +1,108 @@
+package hopper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// JobContext is what a running handler knows about its job. Get it with
+// JobFromContext.
+type JobContext struct {
+	c   *Client
+	row *hoppertype.JobRow
+}
+
+type jobCtxKey struct{}
+
+// JobFromContext returns the job context of the handler running under ctx,
+// or nil outside a handler.
+func JobFromContext(ctx context.Context) *JobContext {
+	jc, _ := ctx.Value(jobCtxKey{}).(*JobContext)
+	return jc
+}
+
+func withJobContext(ctx context.Context, jc *JobContext) context.Context {
+	return context.WithValue(ctx, jobCtxKey{}, jc)
+}
+
+// ID returns the job's id.
+func (j *JobContext) ID() string { return j.row.ID }
+
+// Type returns the job's type name.
+func (j *JobContext) Type() string { return j.row.Type }
+
+// Queue returns the job's queue.
+func (j *JobContext) Queue() string { return j.row.Queue }
+
+// GroupID returns the fan-out group the job belongs to.
+func (j *JobContext) GroupID() string { return j.row.GroupID }
+
+// Attempt returns the attempt number, 1 for the first.
+func (j *JobContext) Attempt() int { return j.row.Attempt }
+
+// MaxAttempts returns the job's total attempt budget.
+func (j *JobContext) MaxAttempts() int { return j.row.Retry.Attempts }
+
+// ParentID returns the id of the job that fanned this one out ("" at top level).
+func (j *JobContext) ParentID() string { return j.row.ParentID }
+
+// Dependents returns the ids a gate waited on before it queued this job.
+func (j *JobContext) Dependents() []string { return append([]string(nil), j.row.Dependents...) }
+
+// Metadata returns the job's metadata.
+func (j *JobContext) Metadata() map[string]string {
+	m := make(map[string]string, len(j.row.Metadata))
+	for k, v := range j.row.Metadata {
+		m[k] = v
+	}
+	return m
+}
+
+// Deadline returns the job's deadline (zero if none).
+func (j *JobContext) Deadline() time.Time { return j.row.Deadline }
+
+// Heartbeat renews the job's lease now. Long handlers that might outlive the
+// visibility timeout between the engine's own heartbeats may call it; it
+// returns ErrLeaseLost if the job was taken from this worker (the handler
+// should then stop) and ErrCancelled if a cancel was requested.
+func (j *JobContext) Heartbeat(ctx context.Context) error {
+	c := j.c
+	res, err := c.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{
+		Leases:    []driver.Lease{{ID: j.row.ID, Token: j.row.LeaseToken}},
+		ExpiresAt: c.now().Add(c.cfg.Visibility),
+	})
+	if err != nil {
+		return fmt.Errorf("hopper: heartbeat: %w", err)
+	}
+	if len(res) != 1 || !res[0].Held {
+		return ErrLeaseLost
+	}
+	if res[0].CancelRequested {
+		if rt := c.runtime(); rt != nil {
+			rt.cancelLocal(j.row.ID)
+		}
+		return ErrCancelled
+	}
+	return nil
+}
+
+// Claim wins a one-time, fleet-wide claim on key: it returns true exactly
+// once across every process sharing the store, ever (claim keys do not
+// expire). Guard side effects that must not repeat when an attempt runs
+// again with it, keyed by something stable such as the job id.
+func (j *JobContext) Claim(ctx context.Context, key string) (bool, error) {
+	if key == "" {
+		return false, errors.New("hopper: Claim with an empty key")
+	}
+	c := j.c
+	ok, err := c.drv.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "claim:" + key, Now: c.now()})
+	if err != nil {
+		return false, fmt.Errorf("hopper: claim %q: %w", key, err)
+	}
+	return ok, nil
+}

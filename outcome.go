@@ -1,0 +1,176 @@
+package hopper
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// outcome is what a finished attempt turns into: the transition to store and
+// the event to emit once it committed.
+type outcome struct {
+	params driver.JobFinishParams
+	event  Event
+}
+
+// attemptResult is what the executor observed of one attempt.
+type attemptResult struct {
+	out []byte
+	err error
+	// cause is why the handler's context was cancelled, if it was.
+	cause error
+	// cancelRequested is set when the job was cancelled while running.
+	cancelRequested bool
+}
+
+// decide turns an attempt into its outcome. It is a pure function of the
+// claimed row, the attempt, the classifiers and now (plus rnd for jitter).
+func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now time.Time, rnd func() float64, onPanic func(error)) outcome {
+	base := driver.JobFinishParams{
+		ID:         row.ID,
+		LeaseToken: row.LeaseToken,
+		Attempt:    row.Attempt,
+		Error:      row.Error,
+		Result:     nil,
+	}
+	ev := Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
+		Dependents: row.Dependents, Attempt: row.Attempt, At: now}
+	errInfo := func(kind hoppertype.ErrorKind, err error, stack string) *hoppertype.ErrorInfo {
+		if len(stack) > hoppertype.MaxStackBytes {
+			stack = stack[:hoppertype.MaxStackBytes]
+		}
+		return &hoppertype.ErrorInfo{Kind: kind, Message: err.Error(), Stack: stack, Attempt: row.Attempt, At: now}
+	}
+	terminal := func(state hoppertype.JobState, ei *hoppertype.ErrorInfo, kind EventKind) outcome {
+		p := base
+		p.State, p.EndedAt, p.Error = state, now, ei
+		ev.Kind = kind
+		if ei != nil {
+			ev.Error = ei.Message
+		}
+		if state == hoppertype.JobStateExpired {
+			ev.Deadline = row.Deadline
+		}
+		return outcome{params: p, event: ev}
+	}
+	deadlinePassed := func(t time.Time) bool { return !row.Deadline.IsZero() && !t.Before(row.Deadline) }
+	expire := func() outcome {
+		return terminal(hoppertype.JobStateExpired, errInfo(hoppertype.ErrorKindExpired, ErrExpired, ""), EventExpired)
+	}
+	deferTo := func(at time.Time) outcome {
+		if deadlinePassed(at) {
+			return expire()
+		}
+		p := base
+		p.State, p.RunAt, p.Attempt = hoppertype.JobStateScheduled, at, row.Attempt-1
+		if !at.After(now) {
+			p.State = hoppertype.JobStatePending
+		}
+		ev.Kind, ev.RunAt, ev.Attempt = EventDeferred, at, row.Attempt-1
+		return outcome{params: p, event: ev}
+	}
+
+	if res.err == nil {
+		p := base
+		p.State, p.EndedAt, p.Result = hoppertype.JobStateSucceeded, now, res.out
+		ev.Kind, ev.Result = EventSucceeded, rawJSON(res.out)
+		return outcome{params: p, event: ev}
+	}
+	err := res.err
+
+	// Stopping the client: back to pending, the attempt not used.
+	if errors.Is(res.cause, errStopping) {
+		p := base
+		p.State, p.RunAt, p.Attempt = hoppertype.JobStatePending, now, row.Attempt-1
+		ev.Kind, ev.RunAt, ev.Attempt = EventDeferred, now, row.Attempt-1
+		return outcome{params: p, event: ev}
+	}
+	if res.cancelRequested || errors.Is(res.cause, ErrCancelled) {
+		return terminal(hoppertype.JobStateCancelled, errInfo(hoppertype.ErrorKindCancelled, fmt.Errorf("%w: %v", ErrCancelled, err), ""), EventCancelled)
+	}
+	if errors.Is(res.cause, ErrExpired) || deadlinePassed(now) {
+		return expire()
+	}
+
+	var snooze *SnoozeError
+	if errors.As(err, &snooze) {
+		at := snooze.RunAt
+		if at.IsZero() {
+			at = now.Add(max(snooze.Delay, 0))
+		}
+		return deferTo(at.Truncate(time.Microsecond))
+	}
+
+	kind, stack, abort := hoppertype.ErrorKindHandler, "", false
+	var ke *kindError
+	if errors.As(err, &ke) {
+		kind, stack, abort = ke.kind, ke.stack, ke.abort
+	}
+	if errors.Is(res.cause, ErrAttemptTimeout) {
+		kind = hoppertype.ErrorKindTimeout
+		err = fmt.Errorf("%w: %v", ErrAttemptTimeout, err)
+	}
+	if errors.Is(err, ErrAborted) {
+		abort = true
+	}
+	if abort {
+		if kind == hoppertype.ErrorKindHandler {
+			kind = hoppertype.ErrorKindAborted
+		}
+		o := terminal(hoppertype.JobStateDead, errInfo(kind, err, stack), EventFailed)
+		return o
+	}
+
+	// The classifier (type's, else client's) decides next.
+	if classify != nil {
+		d, ok := runClassifier(classify, err, FailureInfo{ID: row.ID, Type: row.Type, Attempt: row.Attempt, Attempts: row.Retry.Attempts}, onPanic)
+		if ok {
+			switch d.kind {
+			case decideAbort:
+				return terminal(hoppertype.JobStateDead, errInfo(hoppertype.ErrorKindAborted, err, stack), EventFailed)
+			case decideDelay:
+				return deferTo(now.Add(max(d.delay, 0)).Truncate(time.Microsecond))
+			case decideRunAt:
+				return deferTo(d.runAt.Truncate(time.Microsecond))
+			}
+		}
+	}
+
+	ei := errInfo(kind, err, stack)
+	if row.Attempt >= row.Retry.Attempts {
+		return terminal(hoppertype.JobStateDead, ei, EventFailed)
+	}
+	delay := policyFromStored(row.Retry).Delay(row.Attempt, rnd)
+	var ra *retryAfterError
+	if errors.As(err, &ra) && ra.delay > delay {
+		delay = ra.delay
+	}
+	next := now.Add(delay).Truncate(time.Microsecond)
+	if deadlinePassed(next) {
+		return expire()
+	}
+	p := base
+	p.State, p.RunAt, p.Error = hoppertype.JobStateRetrying, next, ei
+	ev.Kind, ev.Error, ev.WillRetry, ev.RunAt = EventFailed, ei.Message, true, next
+	return outcome{params: p, event: ev}
+}
+
+// runClassifier calls a classifier, turning a panic into "not decided".
+func runClassifier(f Classifier, err error, info FailureInfo, onPanic func(error)) (d Decision, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			ok = false
+			if onPanic != nil {
+				onPanic(fmt.Errorf("classifier panicked for job %s: %v", info.ID, r))
+			}
+		}
+	}()
+	return f(err, info), true
+}
+
+// defaultRand draws jitter.
+func defaultRand() float64 { return rand.Float64() }

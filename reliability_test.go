@@ -1,0 +1,269 @@
+package hopper_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/hoppertest"
+	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/stretchr/testify/require"
+)
+
+// eventually polls cond until it holds, failing the test after 10s. It is
+// for waiting on the engine's goroutines after moving a virtual clock.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func jobState(t *testing.T, d driver.Driver, id string) *hoppertype.JobRow {
+	t.Helper()
+	row, err := d.JobGet(context.Background(), id)
+	require.NoError(t, err)
+	return row
+}
+
+// TestDeadWorkerJobRunsAgain: a worker claims a job and dies (never
+// heartbeats, never finishes). After its lease lapses the rescuer retries the
+// job, which runs again with attempt+1 and succeeds. Nothing is lost.
+func TestDeadWorkerJobRunsAgain(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	clk := hoppertest.NewClock(time.Time{})
+	ctx := testCtx(t)
+	job := hopper.Define("work", func(ctx context.Context, _ int) (int, error) {
+		return hopper.JobFromContext(ctx).Attempt(), nil
+	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: time.Second, Jitter: hopper.NoJitter}})
+
+	producer, err := hopper.New(hopper.Config{Driver: d, Clock: clk})
+	require.NoError(t, err)
+	h, err := job.Enqueue(ctx, producer, 0, nil)
+	require.NoError(t, err)
+
+	// The doomed worker: claims through the store, then vanishes.
+	now := clk.Now()
+	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+
+	events := newEventLog()
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, OnEvent: events.hook})
+	require.NoError(t, c.Register(job))
+	eventually(t, "leadership", c.IsLeader)
+
+	// Before the lease lapses nothing happens to the job.
+	clk.Advance(29 * time.Second)
+	require.Equal(t, hopper.StateRunning, jobState(t, d, h.ID()).State)
+
+	// After it lapses the rescuer moves it to retrying; then it runs again.
+	for i := 0; i < 60 && jobState(t, d, h.ID()).State != hopper.StateSucceeded; i++ {
+		clk.Advance(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	v, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, v, "the rescued job runs again with attempt 2")
+	row := jobState(t, d, h.ID())
+	require.Equal(t, hoppertype.ErrorKindLeaseLost, row.Error.Kind, "the lost attempt is recorded")
+	require.Contains(t, events.kinds(h.ID()), hopper.EventFailed)
+}
+
+// TestHeartbeatKeepsLongJob: a job running for ten visibility timeouts,
+// heartbeating, is never rescued.
+func TestHeartbeatKeepsLongJob(t *testing.T) {
+	t.Parallel()
+	events := newEventLog()
+	c, clk := hoppertest.NewClient(t, hopper.Config{OnEvent: events.hook, Visibility: 30 * time.Second})
+	release := make(chan struct{})
+	started := make(chan struct{})
+	job := hopper.Define("long", func(ctx context.Context, _ int) (int, error) {
+		close(started)
+		<-release
+		return hopper.JobFromContext(ctx).Attempt(), nil
+	}, nil)
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	eventually(t, "leadership", c.IsLeader)
+	h, err := job.Enqueue(ctx, c, 0, nil)
+	require.NoError(t, err)
+	<-started
+	d := c.Driver()
+	for i := 0; i < 30; i++ { // 300s = 10 × visibility
+		clk.Advance(10 * time.Second)
+		now := clk.Now()
+		eventually(t, "a heartbeat", func() bool {
+			r := jobState(t, d, h.ID())
+			return r.State == hopper.StateRunning && !r.LeaseExpiresAt.Before(now.Add(30*time.Second))
+		})
+	}
+	close(release)
+	v, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, v, "never rescued: still the first attempt")
+	require.NotContains(t, events.kinds(h.ID()), hopper.EventFailed)
+}
+
+// TestRescueThenLateCompletion: a worker stalls past its lease; the job is
+// rescued and finished by another worker; when the stalled worker finally
+// returns, its completion changes nothing.
+func TestRescueThenLateCompletion(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	ctx := testCtx(t)
+
+	// Worker A's clock never moves, so it never heartbeats: it is stalled.
+	clkA := hoppertest.NewClock(time.Time{})
+	stalled := make(chan struct{})
+	released := make(chan struct{})
+	jobA := hopper.Define("work", func(ctx context.Context, _ int) (string, error) {
+		close(stalled)
+		<-released
+		return "late", nil
+	}, nil)
+	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkA, WorkerID: "A"})
+	require.NoError(t, a.Register(jobA))
+	h, err := jobA.Enqueue(ctx, a, 0, nil)
+	require.NoError(t, err)
+	<-stalled
+
+	// Worker B lives a minute later: A's lease and leadership have lapsed.
+	clkB := hoppertest.NewClock(clkA.Now().Add(time.Minute))
+	jobB := hopper.Define("work", func(ctx context.Context, _ int) (string, error) { return "rescued", nil },
+		&hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: time.Second, Jitter: hopper.NoJitter}})
+	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B"})
+	require.NoError(t, b.Register(jobB))
+	eventually(t, "B leads", b.IsLeader)
+	for i := 0; i < 60 && jobState(t, d, h.ID()).State != hopper.StateSucceeded; i++ {
+		clkB.Advance(time.Second)
+		time.Sleep(time.Millisecond)
+	}
+	row := jobState(t, d, h.ID())
+	require.Equal(t, hopper.StateSucceeded, row.State)
+	require.Equal(t, 2, row.Attempt)
+	require.JSONEq(t, `"rescued"`, string(row.Result))
+
+	// A returns at last: its compare-and-set loses, the job is untouched.
+	close(released)
+	eventually(t, "A's attempt to end", func() bool { return len(a.Active()) == 0 })
+	require.NoError(t, a.Stop(ctx))
+	row2 := jobState(t, d, h.ID())
+	require.Equal(t, row.Attempt, row2.Attempt)
+	require.Equal(t, row.Result, row2.Result, "a terminal job is never overwritten by a late worker")
+	require.Equal(t, hopper.StateSucceeded, row2.State)
+}
+
+// TestLeaseLostCancelsHandler: when a heartbeat finds the lease gone, the
+// handler's context is cancelled with ErrLeaseLost.
+func TestLeaseLostCancelsHandler(t *testing.T) {
+	t.Parallel()
+	c, clk := hoppertest.NewClient(t, hopper.Config{})
+	cause := make(chan error, 4)
+	started := make(chan string, 4)
+	job := hopper.Define("w", func(ctx context.Context, _ int) (int, error) {
+		started <- hopper.JobFromContext(ctx).ID()
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return 0, ctx.Err()
+	}, nil)
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	_, err := job.Enqueue(ctx, c, 0, nil)
+	require.NoError(t, err)
+	id := <-started
+	row := jobState(t, c.Driver(), id)
+	// Someone else takes the job over (simulating a rescue + re-claim).
+	res, err := c.Driver().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+		ID: id, LeaseToken: row.LeaseToken, State: hopper.StateScheduled, RunAt: clk.Now().Add(time.Hour), Attempt: row.Attempt,
+	}}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	clk.Advance(10 * time.Second) // the next heartbeat
+	select {
+	case err := <-cause:
+		require.True(t, errors.Is(err, hopper.ErrLeaseLost), "cause = %v", err)
+	case <-ctx.Done():
+		t.Fatal("handler not cancelled")
+	}
+}
+
+// TestStuckAfterRepeatedLeaseLoss: a job whose every attempt loses its lease
+// ends stuck (engine failure, retryable), not silently dead.
+func TestStuckAfterRepeatedLeaseLoss(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	clk := hoppertest.NewClock(time.Time{})
+	ctx := testCtx(t)
+	job := hopper.Define("w", func(ctx context.Context, _ int) (int, error) { return 0, nil },
+		&hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 2, Base: time.Second, Jitter: hopper.NoJitter}})
+	// A leader-only client: it registers nothing, so it never claims.
+	events := newEventLog()
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, OnEvent: events.hook})
+	eventually(t, "leadership", c.IsLeader)
+	h, err := job.Enqueue(ctx, c, 0, nil)
+	require.NoError(t, err)
+	for attempt := 1; attempt <= 2; attempt++ {
+		eventually(t, "job due", func() bool {
+			return jobState(t, d, h.ID()).State == hopper.StatePending || jobState(t, d, h.ID()).RunAt.Compare(clk.Now()) <= 0
+		})
+		now := clk.Now()
+		claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		require.Equal(t, attempt, claimed[0].Attempt)
+		for i := 0; i < 60 && jobState(t, d, h.ID()).State == hopper.StateRunning; i++ {
+			clk.Advance(time.Second)
+			time.Sleep(time.Millisecond)
+		}
+		clk.Advance(time.Second)
+	}
+	row := jobState(t, d, h.ID())
+	require.Equal(t, hopper.StateStuck, row.State)
+	require.NotNil(t, row.Stuck)
+	require.Equal(t, hoppertype.StuckEngineFailure, row.Stuck.Cause)
+	require.True(t, *row.Stuck.Retryable)
+	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventStuck })
+
+	// Help arrives: Retry reopens it as a fresh job.
+	row, err = c.Retry(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.StatePending, row.State)
+	require.Nil(t, row.Stuck)
+}
+
+// TestLeaderElection: one leader at a time; when it stops, another takes over.
+func TestLeaderElection(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	clk := hoppertest.NewClock(time.Time{})
+	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, WorkerID: "A"})
+	eventually(t, "A leads", a.IsLeader)
+	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, WorkerID: "B"})
+	clk.Advance(5 * time.Second)
+	require.True(t, a.IsLeader())
+	require.False(t, b.IsLeader(), "never two leaders")
+	// A stops (resigning); B takes over at its next attempt.
+	require.NoError(t, a.Stop(testCtx(t)))
+	var ok atomic.Bool
+	for i := 0; i < 30 && !ok.Load(); i++ {
+		clk.Advance(time.Second)
+		time.Sleep(time.Millisecond)
+		ok.Store(b.IsLeader())
+	}
+	require.True(t, b.IsLeader())
+}

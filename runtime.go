@@ -1,0 +1,386 @@
+package hopper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// errStopping is the cause given to handlers cancelled by Stop.
+var errStopping = errors.New("hopper: client stopping")
+
+// runtime is everything a started client runs. A client makes a new one on
+// each Start.
+type runtime struct {
+	c *Client
+
+	// ctx ends when Stop begins: producers and maintenance stop on it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// workCtx is the parent of handler contexts; Stop cancels it only once
+	// its own ctx is done.
+	workCtx    context.Context
+	workCancel context.CancelCauseFunc
+
+	slots *slots
+
+	mu        sync.Mutex
+	producers map[string]*producer
+	active    map[driver.Lease]*activeJob
+
+	loops     sync.WaitGroup // producers, heartbeater, maintenance, listeners
+	execs     sync.WaitGroup // running attempts
+	completer *completer
+	maint     *maintenance
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+type activeJob struct {
+	row    *hoppertype.JobRow
+	cancel context.CancelCauseFunc
+	// cancelRequested is set when the job was cancelled while running.
+	mu              sync.Mutex
+	cancelRequested bool
+}
+
+func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
+	rt := &runtime{
+		c:         c,
+		slots:     newSlots(c.cfg.MaxWorkers),
+		producers: map[string]*producer{},
+		active:    map[driver.Lease]*activeJob{},
+	}
+	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	rt.workCtx, rt.workCancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	rt.completer = newCompleter(c)
+	rt.completer.start()
+
+	if err := rt.listen(driver.TopicJobAvailable, func(q string) {
+		if q == "" {
+			rt.wakeAll()
+			return
+		}
+		rt.wake(q, time.Time{})
+	}); err != nil {
+		rt.abortStart()
+		return nil, err
+	}
+	if err := rt.listen(driver.TopicJobCancel, rt.cancelLocal); err != nil {
+		rt.abortStart()
+		return nil, err
+	}
+	rt.slots.onRelease = rt.slotFreed
+	rt.ensureProducers()
+	// Timers are armed before Start returns, so a virtual clock moved right
+	// after Start finds them.
+	hb := c.clock.NewTimer(c.cfg.HeartbeatInterval)
+	rt.loops.Add(1)
+	go rt.heartbeatLoop(hb)
+	rt.maint = newMaintenance(c, rt.ctx)
+	rt.loops.Add(1)
+	go func() {
+		defer rt.loops.Done()
+		rt.maint.run()
+	}()
+	return rt, nil
+}
+
+func (rt *runtime) abortStart() {
+	rt.cancel()
+	rt.workCancel(errStopping)
+	rt.loops.Wait()
+	rt.completer.stop()
+}
+
+// listen runs fn for every notification on topic until the runtime stops.
+func (rt *runtime) listen(topic string, fn func(payload string)) error {
+	sub, err := rt.c.drv.Listen(rt.ctx, topic)
+	if err != nil {
+		return fmt.Errorf("hopper: listen %s: %w", topic, err)
+	}
+	rt.loops.Add(1)
+	go func() {
+		defer rt.loops.Done()
+		defer sub.Close()
+		for {
+			select {
+			case <-rt.ctx.Done():
+				return
+			case p, ok := <-sub.C():
+				if !ok {
+					return
+				}
+				fn(p)
+			}
+		}
+	}()
+	return nil
+}
+
+// ensureProducers starts a producer for every queue the client works.
+func (rt *runtime) ensureProducers() {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.ctx.Err() != nil {
+		return
+	}
+	for _, q := range rt.c.queues() {
+		if _, ok := rt.producers[q]; ok {
+			continue
+		}
+		p := newProducer(rt, q)
+		rt.producers[q] = p
+		rt.loops.Add(1)
+		go func() {
+			defer rt.loops.Done()
+			p.run()
+		}()
+	}
+}
+
+func (rt *runtime) wake(queue string, at time.Time) {
+	rt.mu.Lock()
+	p := rt.producers[queue]
+	rt.mu.Unlock()
+	if p != nil {
+		p.wake(at)
+	}
+}
+
+// wakeAll asks every producer for a round.
+func (rt *runtime) wakeAll() {
+	rt.mu.Lock()
+	ps := make([]*producer, 0, len(rt.producers))
+	for _, p := range rt.producers {
+		ps = append(ps, p)
+	}
+	rt.mu.Unlock()
+	for _, p := range ps {
+		p.wake(time.Time{})
+	}
+}
+
+// slotFreed wakes the producers that wait for a free slot.
+func (rt *runtime) slotFreed() {
+	rt.mu.Lock()
+	ps := make([]*producer, 0, len(rt.producers))
+	for _, p := range rt.producers {
+		ps = append(ps, p)
+	}
+	rt.mu.Unlock()
+	for _, p := range ps {
+		p.slotFreed()
+	}
+}
+
+// cancelLocal cancels a job's attempts running in this process, if any.
+func (rt *runtime) cancelLocal(id string) {
+	rt.mu.Lock()
+	var as []*activeJob
+	for l, a := range rt.active {
+		if l.ID == id {
+			as = append(as, a)
+		}
+	}
+	rt.mu.Unlock()
+	for _, a := range as {
+		a.mu.Lock()
+		a.cancelRequested = true
+		a.mu.Unlock()
+		a.cancel(ErrCancelled)
+	}
+}
+
+func leaseOf(row *hoppertype.JobRow) driver.Lease {
+	return driver.Lease{ID: row.ID, Token: row.LeaseToken}
+}
+
+// addActive tracks a running attempt. Attempts are keyed by lease, not job
+// id: a job rescued and claimed again by this same process may briefly run
+// twice here, and each attempt must keep its own lease.
+func (rt *runtime) addActive(row *hoppertype.JobRow, cancel context.CancelCauseFunc) *activeJob {
+	a := &activeJob{row: row, cancel: cancel}
+	rt.mu.Lock()
+	rt.active[leaseOf(row)] = a
+	rt.mu.Unlock()
+	return a
+}
+
+func (rt *runtime) removeActive(row *hoppertype.JobRow) {
+	rt.mu.Lock()
+	delete(rt.active, leaseOf(row))
+	rt.mu.Unlock()
+}
+
+// stop implements Client.Stop.
+func (rt *runtime) stop(ctx context.Context) error {
+	rt.stopOnce.Do(func() {
+		// 1. No new claims.
+		rt.cancel()
+		rt.mu.Lock()
+		ps := make([]*producer, 0, len(rt.producers))
+		for _, p := range rt.producers {
+			ps = append(ps, p)
+		}
+		rt.mu.Unlock()
+		for _, p := range ps {
+			<-p.done
+		}
+		// 2. Let running attempts finish until ctx is done, then cancel them.
+		finished := make(chan struct{})
+		go func() {
+			rt.execs.Wait()
+			close(finished)
+		}()
+		select {
+		case <-finished:
+		case <-ctx.Done():
+			rt.stopErr = ctx.Err()
+			rt.workCancel(errStopping)
+			<-finished
+		}
+		rt.workCancel(errStopping)
+		// 3. Record every outcome, then stop the rest.
+		rt.completer.stop()
+		rt.loops.Wait()
+		rt.maint.resign()
+	})
+	return rt.stopErr
+}
+
+// heartbeatLoop renews the leases of running jobs and cancels jobs whose
+// lease was lost or whose cancel was requested from another process.
+func (rt *runtime) heartbeatLoop(t Timer) {
+	defer rt.loops.Done()
+	c := rt.c
+	defer t.Stop()
+	for {
+		select {
+		case <-rt.ctx.Done():
+			// Keep heartbeating while attempts drain: Stop waits for them.
+			rt.drainHeartbeats()
+			return
+		case <-t.C():
+		}
+		rt.heartbeatOnce(context.Background())
+		t.Reset(c.cfg.HeartbeatInterval)
+	}
+}
+
+// drainHeartbeats keeps leases alive while Stop waits for running attempts.
+func (rt *runtime) drainHeartbeats() {
+	done := make(chan struct{})
+	go func() {
+		rt.execs.Wait()
+		close(done)
+	}()
+	t := rt.c.clock.NewTimer(rt.c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C():
+			rt.heartbeatOnce(context.Background())
+			t.Reset(rt.c.cfg.HeartbeatInterval)
+		}
+	}
+}
+
+func (rt *runtime) heartbeatOnce(ctx context.Context) {
+	rt.mu.Lock()
+	if len(rt.active) == 0 {
+		rt.mu.Unlock()
+		return
+	}
+	leases := make([]driver.Lease, 0, len(rt.active))
+	for l := range rt.active {
+		leases = append(leases, l)
+	}
+	rt.mu.Unlock()
+	c := rt.c
+	res, err := c.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: leases, ExpiresAt: c.now().Add(c.cfg.Visibility)})
+	if err != nil {
+		c.reportError(fmt.Errorf("heartbeat: %w", err), PhaseQueue)
+		return
+	}
+	if len(res) != len(leases) {
+		c.reportError(fmt.Errorf("heartbeat: %d results for %d leases", len(res), len(leases)), PhaseQueue)
+		return
+	}
+	for i, r := range res {
+		switch {
+		case !r.Held:
+			rt.mu.Lock()
+			a := rt.active[leases[i]]
+			rt.mu.Unlock()
+			if a != nil {
+				a.cancel(ErrLeaseLost)
+			}
+		case r.CancelRequested:
+			rt.cancelLocal(r.ID)
+		}
+	}
+}
+
+// slots bounds how many attempts run at once.
+type slots struct {
+	mu        sync.Mutex
+	max       int // Unlimited for no cap
+	used      int
+	onRelease func()
+}
+
+func newSlots(max int) *slots { return &slots{max: max} }
+
+// tryAcquire reserves up to n slots and returns how many it reserved.
+func (s *slots) tryAcquire(n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.max != Unlimited {
+		if free := s.max - s.used; n > free {
+			n = free
+		}
+	}
+	if n < 0 {
+		n = 0
+	}
+	s.used += n
+	return n
+}
+
+func (s *slots) release(n int) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.used -= n
+	f := s.onRelease
+	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// unreserve returns reserved slots that were not used, without waking anyone.
+func (s *slots) unreserve(n int) {
+	if n <= 0 {
+		return
+	}
+	s.mu.Lock()
+	s.used -= n
+	s.mu.Unlock()
+}
+
+func (s *slots) inUse() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
