@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+)
+
+// benchOpts are the flags of hopper bench.
+type benchOpts struct {
+	driver   string
+	jobs     int
+	workers  int
+	mode     string
+	rate     float64
+	duration time.Duration
+	backlog  int
+	batch    int
+}
+
+// ThroughputResult is one throughput run, as --json prints it.
+type ThroughputResult struct {
+	Mode           string  `json:"mode"`
+	Driver         string  `json:"driver"`
+	Jobs           int     `json:"jobs"`
+	Workers        int     `json:"workers"`
+	Backlog        int     `json:"backlog,omitempty"`
+	InsertJobsPerS float64 `json:"insert_jobs_per_s"`
+	WorkJobsPerS   float64 `json:"work_jobs_per_s"`
+	Completed      int     `json:"completed"`
+}
+
+// LatencyResult is one latency run, as --json prints it.
+type LatencyResult struct {
+	Mode   string  `json:"mode"`
+	Driver string  `json:"driver"`
+	Rate   float64 `json:"rate"`
+	Jobs   int     `json:"jobs"`
+	P50Ms  float64 `json:"p50_ms"`
+	P95Ms  float64 `json:"p95_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+func benchCmd(g *globals) *cobra.Command {
+	o := &benchOpts{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure hopper on a driver: throughput, pickup latency",
+		Long: `Measure hopper on a driver.
+
+  throughput: insert --jobs no-op jobs in batches of 5,000 (insert jobs/s), then start
+              the workers and time until every job is completed and persisted
+              (work jobs/s); verify that exactly --jobs jobs succeeded.
+  latency:    enqueue at --rate jobs/s for --duration; report enqueue-to-start
+              p50/p95/p99/max.
+
+--backlog pre-fills jobs scheduled far in the future on the same queue, so the
+cost at a large backlog can be compared with a small one. Without --db, sqlite
+uses a fresh file in a temporary directory and postgres uses
+$HOPPER_TEST_POSTGRES_URL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd.Context(), g, o, cmd.Flags().Changed("db"))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.driver, "driver", "memory", "memory, sqlite or postgres")
+	f.IntVar(&o.jobs, "jobs", 100_000, "jobs to insert and work (throughput)")
+	f.IntVar(&o.workers, "workers", 100, "concurrent workers")
+	f.StringVar(&o.mode, "mode", "throughput", "throughput, latency or workflow")
+	f.Float64Var(&o.rate, "rate", 200, "enqueue rate in jobs/s (latency)")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to enqueue (latency)")
+	f.IntVar(&o.backlog, "backlog", 0, "jobs scheduled far in the future, stored before the run")
+	f.IntVar(&o.batch, "batch", 5000, "insert batch size")
+	return cmd
+}
+
+func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
+	if o.jobs < 1 || o.workers < 1 || o.batch < 1 {
+		return errors.New("--jobs, --workers and --batch must be positive")
+	}
+	url := g.db
+	if !dbSet {
+		switch o.driver {
+		case "memory":
+			url = "memory://"
+		case "sqlite":
+			dir, err := os.MkdirTemp("", "hopper-bench-*")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			url = "sqlite://" + filepath.Join(dir, "bench.db")
+		case "postgres":
+			url = os.Getenv("HOPPER_TEST_POSTGRES_URL")
+			if url == "" {
+				return errors.New("--driver postgres needs --db or $HOPPER_TEST_POSTGRES_URL")
+			}
+		default:
+			return fmt.Errorf("unknown --driver %q", o.driver)
+		}
+	}
+	drv, err := openDriver(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	var res any
+	switch o.mode {
+	case "throughput":
+		res, err = benchThroughput(ctx, drv, o)
+	case "latency":
+		res, err = benchLatency(ctx, drv, o)
+	case "workflow":
+		return errors.New("--mode workflow needs durable workflows, which this build does not have yet")
+	default:
+		return fmt.Errorf("unknown --mode %q", o.mode)
+	}
+	if err != nil {
+		return err
+	}
+	if g.asJSON {
+		return writeJSON(g.out, res)
+	}
+	switch r := res.(type) {
+	case *ThroughputResult:
+		fmt.Fprintf(g.out, "%s throughput: %d jobs, %d workers, backlog %d\n  insert: %.0f jobs/s\n  work:   %.0f jobs/s (%d completed)\n",
+			r.Driver, r.Jobs, r.Workers, r.Backlog, r.InsertJobsPerS, r.WorkJobsPerS, r.Completed)
+	case *LatencyResult:
+		fmt.Fprintf(g.out, "%s latency at %.0f jobs/s: %d jobs\n  p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms\n",
+			r.Driver, r.Rate, r.Jobs, r.P50Ms, r.P95Ms, r.P99Ms, r.MaxMs)
+	}
+	return nil
+}
+
+var benchNoop = hopper.Define("bench-noop", func(context.Context, int64) (hopper.None, error) { return hopper.None{}, nil }, nil)
+
+// insertBacklog stores n jobs due in a hundred years on the default queue.
+func insertBacklog(ctx context.Context, c *hopper.Client, n, batch int) error {
+	far := time.Now().AddDate(100, 0, 0)
+	ins := make([]int64, batch)
+	for left := n; left > 0; left -= batch {
+		if left < batch {
+			ins = ins[:left]
+		}
+		if _, err := benchNoop.EnqueueMany(ctx, c, ins, &hopper.InsertOpts{RunAt: far}); err != nil {
+			return fmt.Errorf("backlog: %w", err)
+		}
+	}
+	return nil
+}
+
+func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*ThroughputResult, error) {
+	var done atomic.Int64
+	all := make(chan struct{})
+	n := int64(o.jobs)
+	c, err := hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, OnEvent: func(e hopper.Event) {
+		if e.Kind == hopper.EventSucceeded && done.Add(1) == n {
+			close(all)
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Register(benchNoop); err != nil {
+		return nil, err
+	}
+	if o.backlog > 0 {
+		if err := insertBacklog(ctx, c, o.backlog, o.batch); err != nil {
+			return nil, err
+		}
+	}
+	ins := make([]int64, o.batch)
+	start := time.Now()
+	for left := o.jobs; left > 0; left -= o.batch {
+		if left < o.batch {
+			ins = ins[:left]
+		}
+		if _, err := benchNoop.EnqueueMany(ctx, c, ins, nil); err != nil {
+			return nil, fmt.Errorf("insert: %w", err)
+		}
+	}
+	insertElapsed := time.Since(start)
+
+	start = time.Now()
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+		_ = c.Stop(context.Background())
+		return nil, ctx.Err()
+	}
+	workElapsed := time.Since(start)
+	if err := c.Stop(ctx); err != nil {
+		return nil, err
+	}
+	completed, err := countState(ctx, c, hopper.StateSucceeded)
+	if err != nil {
+		return nil, err
+	}
+	if completed != o.jobs {
+		return nil, fmt.Errorf("verification failed: %d jobs succeeded in the store, want %d", completed, o.jobs)
+	}
+	return &ThroughputResult{
+		Mode: "throughput", Driver: drv.Name(), Jobs: o.jobs, Workers: o.workers, Backlog: o.backlog,
+		InsertJobsPerS: float64(o.jobs) / insertElapsed.Seconds(),
+		WorkJobsPerS:   float64(o.jobs) / workElapsed.Seconds(),
+		Completed:      completed,
+	}, nil
+}
+
+func countState(ctx context.Context, c *hopper.Client, st hopper.JobState) (int, error) {
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, q := range qs {
+		n += q.Counts[st]
+	}
+	return n, nil
+}
+
+func benchLatency(ctx context.Context, drv driver.Driver, o *benchOpts) (*LatencyResult, error) {
+	if o.rate <= 0 || o.duration <= 0 {
+		return nil, errors.New("--rate and --duration must be positive")
+	}
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		started   atomic.Int64
+	)
+	job := hopper.Define("bench-latency", func(_ context.Context, enqueuedAt int64) (hopper.None, error) {
+		d := time.Since(time.Unix(0, enqueuedAt))
+		mu.Lock()
+		latencies = append(latencies, d)
+		mu.Unlock()
+		started.Add(1)
+		return hopper.None{}, nil
+	}, nil)
+	c, err := hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Register(job); err != nil {
+		return nil, err
+	}
+	if o.backlog > 0 {
+		if err := insertBacklog(ctx, c, o.backlog, o.batch); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer c.Stop(context.Background())
+	// Let the workers settle into their idle wait before measuring.
+	time.Sleep(200 * time.Millisecond)
+
+	interval := time.Duration(float64(time.Second) / o.rate)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	end := time.Now().Add(o.duration)
+	sent := 0
+	for time.Now().Before(end) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		if _, err := job.Enqueue(ctx, c, time.Now().UnixNano(), nil); err != nil {
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+		sent++
+	}
+	wait := time.NewTimer(30 * time.Second)
+	defer wait.Stop()
+	for started.Load() < int64(sent) {
+		select {
+		case <-wait.C:
+			return nil, fmt.Errorf("only %d of %d jobs started within 30s", started.Load(), sent)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		if len(latencies) == 0 {
+			return 0
+		}
+		i := int(math.Ceil(p*float64(len(latencies)))) - 1
+		i = max(0, min(i, len(latencies)-1))
+		return float64(latencies[i]) / float64(time.Millisecond)
+	}
+	return &LatencyResult{
+		Mode: "latency", Driver: drv.Name(), Rate: o.rate, Jobs: len(latencies),
+		P50Ms: pct(0.50), P95Ms: pct(0.95), P99Ms: pct(0.99), MaxMs: pct(1),
+	}, nil
+}

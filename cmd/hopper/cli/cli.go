@@ -1,0 +1,82 @@
+// Package cli implements the hopper command line. main stays tiny; every
+// command lives here so it can be tested in-process.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is the hopper version, set at build time with
+// -ldflags "-X github.com/hopper-go/hopper/cmd/hopper/cli.Version=v1.2.3".
+var Version = "dev"
+
+// Main runs the command line with args and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "hopper:", err)
+		return 1
+	}
+	return 0
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	db     string
+	asJSON bool
+	out    io.Writer
+	errw   io.Writer
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{out: stdout, errw: stderr}
+	root := &cobra.Command{
+		Use:           "hopper",
+		Short:         "hopper: a durable job queue and workflow engine for Go",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.db, "db", envOr("HOPPER_DB", "sqlite://hopper.db"), "database: a file path or URL (sqlite://…, postgres://…, memory://) [$HOPPER_DB]")
+	root.PersistentFlags().BoolVar(&g.asJSON, "json", false, "print JSON for scripts instead of tables")
+	root.AddCommand(versionCmd(g), benchCmd(g))
+	return root
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func versionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the hopper version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v := Version
+			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+				v = bi.Main.Version
+			}
+			if g.asJSON {
+				return writeJSON(g.out, map[string]string{"version": v})
+			}
+			fmt.Fprintln(g.out, "hopper", v)
+			return nil
+		},
+	}
+}
