@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -137,6 +138,9 @@ type Client struct {
 	types   map[string]typeCore
 
 	waiters *waiterHub
+
+	subsMu sync.Mutex
+	subs   atomic.Pointer[[]*subscriber]
 
 	mu      sync.Mutex
 	rt      *runtime // nil unless started
@@ -360,10 +364,43 @@ func (c *Client) reportError(err error, phase ErrorPhase) {
 	c.cfg.OnError(err, phase)
 }
 
-// emit delivers an event to the client's hook and the type's hook.
+type subscriber struct{ fn func(Event) }
+
+// Subscribe registers fn to receive every event this client emits, as
+// Config.OnEvent does; the returned function removes it. The same rules
+// apply: fn runs on the engine's goroutines and must be quick.
+func (c *Client) Subscribe(fn func(Event)) (unsubscribe func()) {
+	s := &subscriber{fn: fn}
+	c.subsMu.Lock()
+	var cur []*subscriber
+	if p := c.subs.Load(); p != nil {
+		cur = *p
+	}
+	next := append(slices.Clip(cur), s)
+	c.subs.Store(&next)
+	c.subsMu.Unlock()
+	return func() {
+		c.subsMu.Lock()
+		defer c.subsMu.Unlock()
+		p := c.subs.Load()
+		if p == nil {
+			return
+		}
+		next := slices.DeleteFunc(slices.Clone(*p), func(x *subscriber) bool { return x == s })
+		c.subs.Store(&next)
+	}
+}
+
+// emit delivers an event to the client's hook, the subscribers and the
+// type's hook.
 func (c *Client) emit(e Event) {
 	if c.cfg.OnEvent != nil {
 		c.callHook(c.cfg.OnEvent, e)
+	}
+	if p := c.subs.Load(); p != nil {
+		for _, s := range *p {
+			c.callHook(s.fn, e)
+		}
 	}
 	if e.Type != "" {
 		if t := c.lookupType(e.Type); t != nil {

@@ -55,7 +55,8 @@ type Event struct {
 	// Error is the failure's message (failed, expired, cancelled, stuck).
 	Error     string
 	WillRetry bool
-	// RunAt is when a deferred or retried job runs next.
+	// RunAt is when a deferred or retried job runs next; for a started
+	// event, when the job was due (At − RunAt is the pickup lag).
 	RunAt time.Time
 	// Deadline is the deadline an expired job passed.
 	Deadline time.Time

@@ -79,7 +79,9 @@ type GroupValue struct {
 	ID    string
 	Value []byte
 	Set   bool
-	codec Codec
+	// Settled is set once every job in the group is terminal.
+	Settled bool
+	codec   Codec
 }
 
 // Decode decodes the value into v with the client's codec.
@@ -88,6 +90,38 @@ func (g *GroupValue) Decode(v any) error {
 		return fmt.Errorf("hopper: group %s has no value", g.ID)
 	}
 	return g.codec.Unmarshal(g.Value, v)
+}
+
+// Wait blocks until the job with this id is terminal (or ctx is done) and
+// returns it; it works for jobs of any type and any process.
+func (c *Client) Wait(ctx context.Context, id string) (*JobRow, error) {
+	return c.waitJob(ctx, id)
+}
+
+// WaitGroup blocks until the fan-out group settles and returns its value.
+func (c *Client) WaitGroup(ctx context.Context, groupID string) (*GroupValue, error) {
+	return c.waitGroup(ctx, groupID)
+}
+
+// GroupStatus returns a group's state and value now, without waiting:
+// Settled says whether every job in it is terminal.
+func (c *Client) GroupStatus(ctx context.Context, groupID string) (*GroupValue, error) {
+	g, err := c.drv.GroupGet(ctx, groupID)
+	if err == nil {
+		return &GroupValue{ID: groupID, Value: g.Value, Set: g.ValueSet, Settled: g.State == hoppertype.GroupSettled, codec: c.codec}, nil
+	}
+	if !errors.Is(err, hoppertype.ErrNotFound) {
+		return nil, err
+	}
+	row, err := c.drv.JobGet(ctx, groupID)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: group %s: %w", groupID, err)
+	}
+	gv := &GroupValue{ID: groupID, Settled: row.State.Terminal(), codec: c.codec}
+	if row.State == hoppertype.JobStateSucceeded && row.Result != nil {
+		gv.Value, gv.Set = row.Result, true
+	}
+	return gv, nil
 }
 
 // waitJob waits for a job to be terminal.
@@ -124,7 +158,7 @@ func (c *Client) waitGroup(ctx context.Context, id string) (*GroupValue, error) 
 		case err == nil:
 			if g.State == hoppertype.GroupSettled {
 				release()
-				return &GroupValue{ID: id, Value: g.Value, Set: g.ValueSet, codec: c.codec}, nil
+				return &GroupValue{ID: id, Value: g.Value, Set: g.ValueSet, Settled: true, codec: c.codec}, nil
 			}
 		case errors.Is(err, hoppertype.ErrNotFound):
 			row, err := c.drv.JobGet(ctx, id)
@@ -140,7 +174,7 @@ func (c *Client) waitGroup(ctx context.Context, id string) (*GroupValue, error) 
 					continue
 				}
 				release()
-				gv := &GroupValue{ID: id, codec: c.codec}
+				gv := &GroupValue{ID: id, Settled: true, codec: c.codec}
 				if row.State == hoppertype.JobStateSucceeded && row.Result != nil {
 					gv.Value, gv.Set = row.Result, true
 				}

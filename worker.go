@@ -50,7 +50,7 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
 	}
 	a := rt.addActive(row, cancel)
 	c.emit(Event{Kind: EventStarted, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
-		ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, At: row.StartedAt})
+		ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, RunAt: row.RunAt, At: row.StartedAt})
 
 	out, err := t.run(ctx, c, row.Input)
 

@@ -1,0 +1,330 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// EnqueueRequest is the body of POST /v1/jobs.
+type EnqueueRequest struct {
+	Type  string          `json:"type"`
+	Input json.RawMessage `json:"input"`
+	Opts  *OptsJSON       `json:"opts,omitempty"`
+}
+
+// EnqueueResponse is the answer to POST /v1/jobs.
+type EnqueueResponse struct {
+	ID           string `json:"id"`
+	GroupID      string `json:"group_id"`
+	State        string `json:"state"`
+	Deduplicated bool   `json:"deduplicated,omitempty"`
+}
+
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
+	var req EnqueueRequest
+	if err := decodeBody(r.Body, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Type == "" {
+		s.fail(w, r, badRequest("type is required"))
+		return
+	}
+	opts, err := req.Opts.InsertOpts()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h, err := s.c.EnqueueName(r.Context(), req.Type, req.Input, opts)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	row, err := s.c.Get(r.Context(), h.ID())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if h.Deduplicated() {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, EnqueueResponse{ID: h.ID(), GroupID: h.GroupID(), State: string(row.State), Deduplicated: h.Deduplicated()})
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	row, err := s.c.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobJSON(row))
+}
+
+// JobListJSON is a page of jobs.
+type JobListJSON struct {
+	Jobs       []*JobJSON `json:"jobs"`
+	NextCursor string     `json:"next_cursor,omitempty"`
+}
+
+// listParams reads the job filters of a query string.
+func listParams(q map[string][]string) (*hopper.ListParams, error) {
+	p := &hopper.ListParams{}
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	split := func(k string) []string {
+		var out []string
+		for _, v := range q[k] {
+			for _, part := range strings.Split(v, ",") {
+				if part = strings.TrimSpace(part); part != "" {
+					out = append(out, part)
+				}
+			}
+		}
+		return out
+	}
+	for _, st := range split("state") {
+		js := hoppertype.JobState(st)
+		if !js.Valid() {
+			return nil, badRequest("unknown state %q", st)
+		}
+		p.States = append(p.States, js)
+	}
+	p.Types = split("type")
+	p.Queues = split("queue")
+	p.GroupID = get("group_id")
+	p.ParentID = get("parent_id")
+	p.Cursor = get("cursor")
+	if v := get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > hopper.MaxListLimit {
+			return nil, badRequest("limit must be between 1 and %d", hopper.MaxListLimit)
+		}
+		p.Limit = n
+	}
+	for k, dst := range map[string]*time.Time{"queued_after": &p.QueuedAfter, "queued_before": &p.QueuedBefore} {
+		if v := get(k); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return nil, badRequest("%s must be an RFC 3339 time", k)
+			}
+			*dst = t
+		}
+	}
+	switch get("order") {
+	case "", "desc":
+	case "asc":
+		p.Ascending = true
+	default:
+		return nil, badRequest("order must be asc or desc")
+	}
+	return p, nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	p, err := listParams(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writePage(w, r, p)
+}
+
+func (s *Server) writePage(w http.ResponseWriter, r *http.Request, p *hopper.ListParams) {
+	page, err := s.c.List(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := JobListJSON{Jobs: make([]*JobJSON, len(page.Jobs)), NextCursor: page.NextCursor}
+	for i, j := range page.Jobs {
+		out.Jobs[i] = jobJSON(j)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
+	wait, err := parseWait(r.URL.Query().Get("wait"), s.opts.MaxWait)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	row, err := s.c.Get(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !row.State.Terminal() && wait > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		done, err := s.c.Wait(ctx, id)
+		cancel()
+		switch {
+		case err == nil:
+			row = done
+		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+			if row, err = s.c.Get(r.Context(), id); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		default:
+			s.fail(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, jobJSON(row))
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	row, err := s.c.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobJSON(row))
+}
+
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) {
+	row, err := s.c.Retry(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobJSON(row))
+}
+
+// GroupJSON is a fan-out group's state and value.
+type GroupJSON struct {
+	GroupID string          `json:"group_id"`
+	State   string          `json:"state"`
+	Value   json.RawMessage `json:"value"`
+}
+
+func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
+	wait, err := parseWait(r.URL.Query().Get("wait"), s.opts.MaxWait)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	g, err := s.c.GroupStatus(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !g.Settled && wait > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		done, err := s.c.WaitGroup(ctx, id)
+		cancel()
+		switch {
+		case err == nil:
+			g = done
+		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
+			if g, err = s.c.GroupStatus(r.Context(), id); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		default:
+			s.fail(w, r, err)
+			return
+		}
+	}
+	out := GroupJSON{GroupID: id, State: "open", Value: json.RawMessage("null")}
+	if g.Settled {
+		out.State = "settled"
+	}
+	if g.Set {
+		out.Value = payload(g.Value)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	q.Del("state")
+	p, err := listParams(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.States = []hopper.JobState{hopper.StateDead}
+	s.writePage(w, r, p)
+}
+
+// RedriveRequest is the body of POST /v1/dead/redrive: ids, a type, or all.
+type RedriveRequest struct {
+	IDs   []string `json:"ids,omitempty"`
+	Type  string   `json:"type,omitempty"`
+	All   bool     `json:"all,omitempty"`
+	Limit int      `json:"limit,omitempty"`
+}
+
+func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
+	var req RedriveRequest
+	if err := decodeBody(r.Body, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, err := s.c.Redrive(r.Context(), &hopper.RedriveParams{IDs: req.IDs, Type: req.Type, All: req.All, Limit: req.Limit})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"redriven": n})
+}
+
+// QueueJSON is a queue's state and job counts.
+type QueueJSON struct {
+	Name   string         `json:"name"`
+	Paused bool           `json:"paused"`
+	Counts map[string]int `json:"counts"`
+}
+
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
+	qs, err := s.c.Queues(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := make([]QueueJSON, len(qs))
+	for i, q := range qs {
+		counts := map[string]int{}
+		for st, n := range q.Counts {
+			counts[string(st)] = n
+		}
+		out[i] = QueueJSON{Name: q.Name, Paused: q.Paused, Counts: counts}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
+}
+
+func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) {
+	if err := s.c.PauseQueue(r.Context(), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "paused": true})
+}
+
+func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) {
+	if err := s.c.ResumeQueue(r.Context(), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "paused": false})
+}
+
+func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"types": s.c.Types()})
+}

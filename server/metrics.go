@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hopper-go/hopper"
+)
+
+// metrics exposes the seeds' work metrics in Prometheus form: counters of
+// lifecycle events by job type (fed by this process's events) and, at each
+// scrape, the jobs per queue and state in the store.
+type metrics struct {
+	reg      *prometheus.Registry
+	counters map[hopper.EventKind]*prometheus.CounterVec
+	retried  *prometheus.CounterVec
+	dead     *prometheus.CounterVec
+	attempts *prometheus.HistogramVec
+}
+
+func newMetrics(c *hopper.Client) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), counters: map[hopper.EventKind]*prometheus.CounterVec{}}
+	names := map[hopper.EventKind]string{
+		hopper.EventQueued: "queued", hopper.EventStarted: "started", hopper.EventSucceeded: "succeeded",
+		hopper.EventFailed: "failed", hopper.EventDeferred: "deferred", hopper.EventExpired: "expired",
+		hopper.EventCancelled: "cancelled", hopper.EventStuck: "stuck", hopper.EventRedriven: "redriven",
+	}
+	for k, n := range names {
+		cv := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "hopper", Subsystem: "work", Name: n + "_total",
+			Help: "Jobs that were " + n + " (events seen by this process), by type.",
+		}, []string{"type"})
+		m.reg.MustRegister(cv)
+		m.counters[k] = cv
+	}
+	m.retried = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "hopper", Subsystem: "work", Name: "retried_total",
+		Help: "Failed attempts that will be retried, by type."}, []string{"type"})
+	m.dead = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "hopper", Subsystem: "work", Name: "dead_total",
+		Help: "Jobs dead-lettered, by type."}, []string{"type"})
+	m.attempts = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "hopper", Subsystem: "work", Name: "attempts",
+		Help: "Attempts used by jobs that reached a terminal state, by type.", Buckets: []float64{1, 2, 3, 5, 10, 25}}, []string{"type"})
+	m.reg.MustRegister(m.retried, m.dead, m.attempts, &queueCollector{c: c})
+	return m
+}
+
+func (m *metrics) observe(e hopper.Event) {
+	if cv := m.counters[e.Kind]; cv != nil && e.Type != "" {
+		cv.WithLabelValues(e.Type).Inc()
+	}
+	switch {
+	case e.Kind == hopper.EventFailed && e.WillRetry:
+		m.retried.WithLabelValues(e.Type).Inc()
+	case e.Kind == hopper.EventFailed:
+		m.dead.WithLabelValues(e.Type).Inc()
+		m.attempts.WithLabelValues(e.Type).Observe(float64(e.Attempt))
+	case e.Kind == hopper.EventSucceeded:
+		m.attempts.WithLabelValues(e.Type).Observe(float64(e.Attempt))
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+var queueJobsDesc = prometheus.NewDesc("hopper_queue_jobs", "Jobs in the store, by queue and state.", []string{"queue", "state"}, nil)
+var queuePausedDesc = prometheus.NewDesc("hopper_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil)
+
+// queueCollector reads queue depths from the store at scrape time.
+type queueCollector struct{ c *hopper.Client }
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueJobsDesc
+	ch <- queuePausedDesc
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	qs, err := q.c.Queues(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(queueJobsDesc, err)
+		return
+	}
+	for _, qu := range qs {
+		for st, n := range qu.Counts {
+			ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(n), qu.Name, string(st))
+		}
+		paused := 0.0
+		if qu.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, qu.Name)
+	}
+}

@@ -1,0 +1,403 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/server"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type addIn struct {
+	A int `json:"a"`
+	B int `json:"b"`
+}
+
+const token = "s3cret-token"
+
+type env struct {
+	t   *testing.T
+	c   *hopper.Client
+	url string
+	srv *server.Server
+}
+
+// newDriver is the store the API tests run on.
+var newDriver = func(t *testing.T) driver.Driver {
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func setup(t *testing.T, opts *server.Options) *env {
+	t.Helper()
+	add := hopper.Define("add", func(_ context.Context, in addIn) (int, error) { return in.A + in.B, nil }, nil)
+	fail := hopper.Define("fail", func(context.Context, hopper.None) (int, error) {
+		return 0, hopper.Abort(errors.New("always fails"))
+	}, nil)
+	block := hopper.Define("block", func(ctx context.Context, _ hopper.None) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}, nil)
+	c, err := hopper.New(hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(add, fail, block))
+	require.NoError(t, c.Start(context.Background()))
+	s := server.New(c, opts)
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() {
+		s.Close()
+		ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+	return &env{t: t, c: c, url: ts.URL, srv: s}
+}
+
+// do sends a request with the token and decodes a JSON answer into out.
+func (e *env) do(method, path, body string, out any) int {
+	e.t.Helper()
+	return e.doAuth(method, path, body, "Bearer "+token, out)
+}
+
+func (e *env) doAuth(method, path, body, authz string, out any) int {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	require.NoError(e.t, err)
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	if out != nil {
+		require.NoError(e.t, json.Unmarshal(data, out), "body: %s", data)
+	}
+	return resp.StatusCode
+}
+
+type errBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func TestAPIJobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}, MaxBodyBytes: 4096})
+
+	var health map[string]any
+	require.Equal(t, 200, e.doAuth("GET", "/healthz", "", "", &health), "healthz needs no auth")
+	require.Equal(t, true, health["ok"])
+
+	// Enqueue, then long-poll the result.
+	var created server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"priority":5,"metadata":{"k":"v"}}}`, &created))
+	require.NotEmpty(t, created.ID)
+	require.Equal(t, created.ID, created.GroupID)
+	var job server.JobJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs/"+created.ID+"/result?wait=10s", "", &job))
+	require.Equal(t, "succeeded", job.State)
+	require.JSONEq(t, `3`, string(job.Result))
+	require.JSONEq(t, `{"a":1,"b":2}`, string(job.Input))
+	require.Equal(t, 5, job.Priority)
+	require.Equal(t, map[string]string{"k": "v"}, job.Metadata)
+	require.NotNil(t, job.EndedAt)
+
+	require.Equal(t, 200, e.do("GET", "/v1/jobs/"+created.ID, "", &job))
+	require.Equal(t, created.ID, job.ID)
+
+	var group server.GroupJSON
+	require.Equal(t, 200, e.do("GET", "/v1/groups/"+created.ID+"?wait=5s", "", &group))
+	require.Equal(t, "settled", group.State)
+	require.JSONEq(t, `3`, string(group.Value))
+
+	// A scheduled job: the long poll returns it as it stands when the wait elapses.
+	var later server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":1},"opts":{"delay":"1h","retry":{"attempts":5,"base":"2s","jitter":0}}}`, &later))
+	require.Equal(t, "scheduled", later.State)
+	require.Equal(t, 200, e.do("GET", "/v1/jobs/"+later.ID+"/result?wait=50ms", "", &job))
+	require.Equal(t, "scheduled", job.State)
+	require.Equal(t, 5, job.MaxAttempts)
+	require.Equal(t, 200, e.do("GET", "/v1/groups/"+later.ID+"?wait=10ms", "", &group))
+	require.Equal(t, "open", group.State)
+
+	// Unique keys: the second enqueue returns the first job with 200.
+	var u1, u2 server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"unique_key":"u","delay":60000}}`, &u1))
+	require.Equal(t, 200, e.do("POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"unique_key":"u"}}`, &u2))
+	require.Equal(t, u1.ID, u2.ID)
+	require.True(t, u2.Deduplicated)
+
+	// Cancel and retry.
+	require.Equal(t, 200, e.do("POST", "/v1/jobs/"+later.ID+"/cancel", "", &job))
+	require.Equal(t, "cancelled", job.State)
+	var eb errBody
+	require.Equal(t, 409, e.do("POST", "/v1/jobs/"+later.ID+"/cancel", "", &eb))
+	require.Equal(t, "conflict", eb.Error.Code)
+	require.Equal(t, 200, e.do("POST", "/v1/jobs/"+later.ID+"/retry", "", &job))
+	require.Equal(t, "pending", job.State)
+	require.Equal(t, 409, e.do("POST", "/v1/jobs/"+created.ID+"/retry", "", &eb), "a succeeded job cannot be retried")
+
+	// Listing with filters and paging.
+	var page server.JobListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs?type=add&limit=2", "", &page))
+	require.Len(t, page.Jobs, 2)
+	require.NotEmpty(t, page.NextCursor)
+	var page2 server.JobListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs?type=add&limit=2&cursor="+url.QueryEscape(page.NextCursor), "", &page2))
+	require.NotEqual(t, page.Jobs[0].ID, page2.Jobs[0].ID)
+	require.Equal(t, 200, e.do("GET", "/v1/jobs?state=succeeded", "", &page))
+	for _, j := range page.Jobs {
+		require.Equal(t, "succeeded", j.State)
+	}
+
+	// Types and queues.
+	var types struct{ Types []string }
+	require.Equal(t, 200, e.do("GET", "/v1/types", "", &types))
+	require.Equal(t, []string{"add", "block", "fail"}, types.Types)
+	var qs struct{ Queues []server.QueueJSON }
+	require.Equal(t, 200, e.do("POST", "/v1/queues/default/pause", "", nil))
+	require.Equal(t, 200, e.do("GET", "/v1/queues", "", &qs))
+	require.Len(t, qs.Queues, 1)
+	require.True(t, qs.Queues[0].Paused)
+	require.Equal(t, 200, e.do("POST", "/v1/queues/default/resume", "", nil))
+}
+
+func TestAPIDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	var ids []string
+	for range 3 {
+		var created server.EnqueueResponse
+		require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"fail","input":{}}`, &created))
+		var job server.JobJSON
+		require.Equal(t, 200, e.do("GET", "/v1/jobs/"+created.ID+"/result?wait=10s", "", &job))
+		require.Equal(t, "dead", job.State)
+		require.Equal(t, "aborted", job.Error.Kind)
+		ids = append(ids, created.ID)
+	}
+	var page server.JobListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/dead", "", &page))
+	require.Len(t, page.Jobs, 3)
+	var res map[string]int
+	require.Equal(t, 200, e.do("POST", "/v1/dead/redrive", `{"ids":["`+ids[0]+`"]}`, &res))
+	require.Equal(t, 1, res["redriven"])
+	var eb errBody
+	require.Equal(t, 400, e.do("POST", "/v1/dead/redrive", `{}`, &eb))
+	require.Equal(t, 400, e.do("POST", "/v1/dead/redrive", `{"everything":true}`, &eb), "unknown fields are refused")
+}
+
+func TestAPIBadInput(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}, MaxBodyBytes: 256})
+	cases := []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"POST", "/v1/jobs", `{"type":"nope","input":{}}`, 404, "unknown_type"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{"a":"one"}}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{"z":1}}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"input":{}}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", ``, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{},"extra":1}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"delay":"-5s"}}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"delay":"soon"}}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"run_at":"tomorrow"}}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"retry":{"attempts":-1}}}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"retry":{"jitter":7}}}`, 400, "bad_request"},
+		{"POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"metadata":{"x":"` + strings.Repeat("y", 300) + `"}}}`, 413, "payload_too_large"},
+		{"GET", "/v1/jobs?state=bogus", "", 400, "bad_request"},
+		{"GET", "/v1/jobs?limit=0", "", 400, "bad_request"},
+		{"GET", "/v1/jobs?limit=abc", "", 400, "bad_request"},
+		{"GET", "/v1/jobs?queued_after=yesterday", "", 400, "bad_request"},
+		{"GET", "/v1/jobs?order=sideways", "", 400, "bad_request"},
+		{"GET", "/v1/jobs/missing", "", 404, "not_found"},
+		{"GET", "/v1/jobs/missing/result?wait=1s", "", 404, "not_found"},
+		{"GET", "/v1/jobs/x/result?wait=forever", "", 400, "bad_request"},
+		{"POST", "/v1/jobs/missing/cancel", "", 404, "not_found"},
+		{"POST", "/v1/jobs/missing/retry", "", 404, "not_found"},
+		{"GET", "/v1/groups/missing", "", 404, "not_found"},
+		{"GET", "/v1/events?kind=exploded", "", 400, "bad_request"},
+		{"GET", "/v1/nowhere", "", 404, "not_found"},
+	}
+	for _, tc := range cases {
+		var eb errBody
+		got := e.do(tc.method, tc.path, tc.body, &eb)
+		require.Equal(t, tc.status, got, "%s %s %s: %+v", tc.method, tc.path, tc.body, eb)
+		require.Equal(t, tc.code, eb.Error.Code, "%s %s", tc.method, tc.path)
+		require.NotEmpty(t, eb.Error.Message)
+	}
+	// Every route but /healthz needs the token.
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/v1/jobs"}, {"POST", "/v1/jobs"}, {"GET", "/v1/jobs/x"}, {"GET", "/v1/jobs/x/result"},
+		{"POST", "/v1/jobs/x/cancel"}, {"POST", "/v1/jobs/x/retry"}, {"GET", "/v1/groups/x"}, {"GET", "/v1/dead"},
+		{"POST", "/v1/dead/redrive"}, {"GET", "/v1/queues"}, {"POST", "/v1/queues/q/pause"}, {"POST", "/v1/queues/q/resume"},
+		{"GET", "/v1/types"}, {"GET", "/v1/events"}, {"GET", "/v1/stats"}, {"GET", "/metrics"}, {"GET", "/"}, {"GET", "/jobs"}, {"GET", "/dead"},
+	} {
+		require.Equal(t, 401, e.doAuth(r.method, r.path, "", "", nil), "%s %s without a token", r.method, r.path)
+		require.Equal(t, 401, e.doAuth(r.method, r.path, "", "Bearer wrong", nil), "%s %s with a wrong token", r.method, r.path)
+	}
+	// A body over the limit is refused before it is read.
+	req, _ := http.NewRequest("POST", e.url+"/v1/jobs", strings.NewReader(strings.Repeat("x", 1000)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 413, resp.StatusCode)
+}
+
+func TestAPIEventsAndMetrics(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/events?kind=succeeded&type=add", nil)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	rd := bufio.NewReader(resp.Body)
+	_, err = rd.ReadString('\n') // the opening comment
+	require.NoError(t, err)
+
+	var created server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"fail","input":{}}`, &created))
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":2,"b":3}}`, &created))
+	var evLine, dataLine string
+	for {
+		line, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		if strings.HasPrefix(line, "event: ") {
+			evLine = line
+			dataLine, err = rd.ReadString('\n')
+			require.NoError(t, err)
+			break
+		}
+	}
+	require.Equal(t, "event: succeeded\n", evLine, "filtered to succeeded events of type add")
+	var ev server.EventJSON
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(dataLine, "data: ")), &ev))
+	require.Equal(t, created.ID, ev.JobID)
+	require.JSONEq(t, `5`, string(ev.Result))
+
+	mreq, _ := http.NewRequest("GET", e.url+"/metrics", nil)
+	mresp, err := http.DefaultClient.Do(mreq)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	require.Contains(t, string(body), `hopper_work_succeeded_total{type="add"} 1`)
+	require.Contains(t, string(body), `hopper_work_dead_total{type="fail"} 1`)
+	require.Contains(t, string(body), `hopper_queue_jobs{queue="default",state="succeeded"} 1`)
+
+	var st server.StatsJSON
+	require.Equal(t, 200, e.do("GET", "/v1/stats", "", &st))
+	total := 0
+	for _, n := range st.Succeeded {
+		total += n
+	}
+	require.Equal(t, 1, total)
+}
+
+func TestDashboardPages(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	var created server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":20,"b":22}}`, &created))
+	var job server.JobJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs/"+created.ID+"/result?wait=10s", "", &job))
+
+	get := func(path, authz string) (int, string) {
+		req, _ := http.NewRequest("GET", e.url+path, nil)
+		if authz != "" {
+			req.Header.Set("Authorization", authz)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("/", "")
+	require.Equal(t, 401, code)
+	require.Contains(t, body, `name="token"`, "an unauthenticated browser gets a sign-in form")
+
+	for path, want := range map[string]string{
+		"/":                     "Queues",
+		"/jobs":                 created.ID,
+		"/jobs?state=succeeded": created.ID,
+		"/jobs/" + created.ID:   "42",
+		"/dead":                 "Dead letters",
+		"/static/app.js":        "EventSource",
+	} {
+		code, body := get(path, "Bearer "+token)
+		require.Equal(t, 200, code, path)
+		require.Contains(t, body, want, path)
+	}
+	code, _ = get("/jobs/missing", "Bearer "+token)
+	require.Equal(t, 404, code)
+
+	// Signing in with the form sets the cookie the dashboard then uses.
+	jar := &cookieJar{}
+	cl := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := cl.PostForm(e.url+"/login", url.Values{"token": {"wrong"}, "next": {"/jobs"}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 401, resp.StatusCode)
+	resp, err = cl.PostForm(e.url+"/login", url.Values{"token": {token}, "next": {"/jobs"}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 303, resp.StatusCode)
+	require.Equal(t, "/jobs", resp.Header.Get("Location"))
+	resp, err = cl.Get(e.url + "/jobs")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+}
+
+type cookieJar struct{ cookies []*http.Cookie }
+
+func (j *cookieJar) SetCookies(_ *url.URL, cs []*http.Cookie) { j.cookies = append(j.cookies, cs...) }
+func (j *cookieJar) Cookies(*url.URL) []*http.Cookie          { return j.cookies }
+
+func TestListenRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	err := e.srv.ListenAndServe(context.Background(), "0.0.0.0:0")
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "without an API token")
+	require.True(t, server.IsLoopback("127.0.0.1:7700"))
+	require.True(t, server.IsLoopback("[::1]:7700"))
+	require.True(t, server.IsLoopback("localhost:1"))
+	require.False(t, server.IsLoopback(":7700"))
+	require.False(t, server.IsLoopback("10.0.0.1:7700"))
+}

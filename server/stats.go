@@ -1,0 +1,105 @@
+package server
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hopper-go/hopper"
+)
+
+// statsWindow is how many seconds of throughput the server keeps.
+const statsWindow = 300
+
+// stats keeps per-second throughput and pickup lag (due → started) of the
+// events this process sees, for the dashboard's charts and GET /v1/stats.
+type stats struct {
+	mu      sync.Mutex
+	buckets [statsWindow]statBucket
+}
+
+type statBucket struct {
+	sec       int64
+	succeeded int
+	failed    int
+	started   int
+	lagsMs    []float64
+}
+
+const maxLagSamples = 512
+
+func (s *stats) observe(e hopper.Event) {
+	sec := e.At.Unix()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := &s.buckets[sec%statsWindow]
+	if b.sec != sec {
+		*b = statBucket{sec: sec, lagsMs: b.lagsMs[:0]}
+	}
+	switch e.Kind {
+	case hopper.EventSucceeded:
+		b.succeeded++
+	case hopper.EventFailed:
+		b.failed++
+	case hopper.EventStarted:
+		b.started++
+		if !e.RunAt.IsZero() && len(b.lagsMs) < maxLagSamples {
+			b.lagsMs = append(b.lagsMs, float64(max(e.At.Sub(e.RunAt), 0))/float64(time.Millisecond))
+		}
+	}
+}
+
+// StatsJSON is GET /v1/stats: per-second counts for the last Seconds
+// seconds, oldest first, and the pickup lag over the last minute.
+type StatsJSON struct {
+	Seconds   int       `json:"seconds"`
+	Succeeded []int     `json:"succeeded"`
+	Failed    []int     `json:"failed"`
+	Started   []int     `json:"started"`
+	LagMs     LagJSON   `json:"pickup_lag_ms"`
+	Until     time.Time `json:"until"`
+}
+
+// LagJSON is a latency summary in milliseconds.
+type LagJSON struct {
+	Samples int     `json:"samples"`
+	P50     float64 `json:"p50"`
+	P95     float64 `json:"p95"`
+	P99     float64 `json:"p99"`
+	Max     float64 `json:"max"`
+}
+
+func (s *stats) snapshot(now time.Time, seconds int) StatsJSON {
+	seconds = max(1, min(seconds, statsWindow))
+	out := StatsJSON{Seconds: seconds, Until: now.Truncate(time.Second), Succeeded: make([]int, seconds), Failed: make([]int, seconds), Started: make([]int, seconds)}
+	var lags []float64
+	end := now.Unix()
+	s.mu.Lock()
+	for i := 0; i < seconds; i++ {
+		sec := end - int64(seconds-1-i)
+		b := &s.buckets[((sec%statsWindow)+statsWindow)%statsWindow]
+		if b.sec != sec {
+			continue
+		}
+		out.Succeeded[i], out.Failed[i], out.Started[i] = b.succeeded, b.failed, b.started
+		if end-sec < 60 {
+			lags = append(lags, b.lagsMs...)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(lags)
+	pct := func(p float64) float64 {
+		if len(lags) == 0 {
+			return 0
+		}
+		i := int(p*float64(len(lags))+0.999999) - 1
+		return lags[max(0, min(i, len(lags)-1))]
+	}
+	out.LagMs = LagJSON{Samples: len(lags), P50: pct(0.5), P95: pct(0.95), P99: pct(0.99), Max: pct(1)}
+	return out
+}
+
+func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.stats.snapshot(time.Now(), 120))
+}

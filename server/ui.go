@@ -1,0 +1,197 @@
+package server
+
+import (
+	"bytes"
+	"embed"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+//go:embed ui/templates/*.html ui/static/*
+var uiFS embed.FS
+
+var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"ago":    ago,
+	"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
+	"pretty": prettyJSON,
+	"short":  func(id string) string { return shortID(id) },
+	"states": func() []hoppertype.JobState { return hoppertype.AllJobStates },
+	"count":  func(m map[hopper.JobState]int, s hoppertype.JobState) int { return m[s] },
+	"query":  func(v url.Values) template.URL { return template.URL(v.Encode()) },
+}).ParseFS(uiFS, "ui/templates/*.html"))
+
+func (s *Server) uiRoutes() {
+	static, _ := fs.Sub(uiFS, "ui/static")
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
+	s.mux.HandleFunc("POST /login", s.login)
+	s.mux.Handle("GET /{$}", s.uiAuth(s.uiOverview))
+	s.mux.Handle("GET /jobs", s.uiAuth(s.uiJobs))
+	s.mux.Handle("GET /jobs/{id}", s.uiAuth(s.uiJob))
+	s.mux.Handle("GET /dead", s.uiAuth(s.uiDead))
+	s.mux.Handle("GET /search", s.uiAuth(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/jobs/"+url.PathEscape(strings.TrimSpace(r.URL.Query().Get("id"))), http.StatusSeeOther)
+	}))
+}
+
+// uiAuth answers an unauthenticated browser with 401 and a login form.
+func (s *Server) uiAuth(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(r) {
+			s.render(w, http.StatusUnauthorized, "login", map[string]any{"Next": r.URL.RequestURI()})
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		s.fail(w, r, badRequest("bad form"))
+		return
+	}
+	tok := r.PostForm.Get("token")
+	next := r.PostForm.Get("next")
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		next = "/"
+	}
+	probe := &http.Request{Header: http.Header{"Authorization": {"Bearer " + tok}}}
+	if tok == "" || !s.authorized(probe) {
+		s.render(w, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Failed": true})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+type page struct {
+	Title string
+	Nav   string
+	Data  any
+}
+
+func (s *Server) render(w http.ResponseWriter, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := uiTemplates.ExecuteTemplate(&buf, name, page{Title: s.opts.Title, Nav: name, Data: data}); err != nil {
+		s.opts.Logger.Error("hopper server: render", "template", name, "err", err)
+		http.Error(w, "render error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (s *Server) uiOverview(w http.ResponseWriter, r *http.Request) {
+	qs, err := s.c.Queues(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	recent, err := s.c.List(r.Context(), &hopper.ListParams{Limit: 15})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, http.StatusOK, "overview", map[string]any{
+		"Queues": qs, "Recent": recent.Jobs, "Types": s.c.Types(), "Started": s.c.Started(), "Active": len(s.c.Active()),
+	})
+}
+
+func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p, err := listParams(q)
+	if err != nil {
+		s.render(w, http.StatusBadRequest, "jobs", map[string]any{"Error": err.Error(), "Q": q})
+		return
+	}
+	if p.Limit == 0 {
+		p.Limit = 50
+	}
+	pg, err := s.c.List(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	next := url.Values{}
+	for k, v := range q {
+		next[k] = v
+	}
+	next.Set("cursor", pg.NextCursor)
+	s.render(w, http.StatusOK, "jobs", map[string]any{
+		"Jobs": pg.Jobs, "Q": q, "Next": next, "HasNext": pg.NextCursor != "", "Types": s.c.Types(),
+		"State": q.Get("state"), "Type": q.Get("type"), "Queue": q.Get("queue"),
+	})
+}
+
+func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
+	row, err := s.c.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		if errorsIsNotFound(err) {
+			s.render(w, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, http.StatusOK, "job", map[string]any{"Job": row, "JSON": jobJSON(row)})
+}
+
+func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
+	pg, err := s.c.List(r.Context(), &hopper.ListParams{States: []hopper.JobState{hopper.StateDead}, Limit: 100, Cursor: r.URL.Query().Get("cursor")})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, http.StatusOK, "dead", map[string]any{"Jobs": pg.Jobs, "Next": pg.NextCursor})
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := time.Since(t)
+	switch {
+	case d < 0:
+		return "in " + roundDur(-d)
+	case d < time.Second:
+		return "just now"
+	default:
+		return roundDur(d) + " ago"
+	}
+}
+
+func roundDur(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		return d.Round(time.Minute).String()
+	default:
+		return d.Round(time.Hour).String()
+	}
+}
+
+func prettyJSON(b []byte) string {
+	if b == nil {
+		return "—"
+	}
+	var buf bytes.Buffer
+	if err := jsonIndent(&buf, b); err != nil {
+		return string(b)
+	}
+	return buf.String()
+}
+
+func shortID(id string) string {
+	if len(id) > 13 {
+		return id[len(id)-12:]
+	}
+	return id
+}

@@ -1,0 +1,83 @@
+// hopper dashboard: live refresh over Server-Sent Events, actions through the JSON API.
+(function () {
+  "use strict";
+  var main = document.getElementById("main");
+  var live = document.getElementById("live");
+
+  // Reload the page's main section in place (debounced) when events arrive.
+  var pending = null;
+  function refresh() {
+    if (pending) return;
+    pending = setTimeout(function () {
+      pending = null;
+      fetch(location.href, { credentials: "same-origin" }).then(function (r) { return r.text(); }).then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.getElementById("main");
+        if (!fresh) return;
+        var keep = document.activeElement && main.contains(document.activeElement) && document.activeElement.tagName !== "BUTTON";
+        if (keep) return; // do not disturb someone typing
+        main.innerHTML = fresh.innerHTML;
+        wire();
+        chart();
+      }).catch(function () {});
+    }, 400);
+  }
+
+  if (window.EventSource) {
+    var es = new EventSource("/v1/events");
+    es.onopen = function () { live.classList.add("on"); };
+    es.onerror = function () { live.classList.remove("on"); };
+    es.onmessage = refresh;
+    ["queued", "started", "succeeded", "failed", "expired", "cancelled", "stuck", "redriven", "deferred", "group-done"].forEach(function (k) {
+      es.addEventListener(k, refresh);
+    });
+  }
+
+  function post(url, body) {
+    return fetch(url, { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" }, body: body || "" })
+      .then(function (r) { return r.json().then(function (j) { if (!r.ok) throw new Error((j.error && j.error.message) || r.statusText); return j; }); });
+  }
+
+  function wire() {
+    document.querySelectorAll("button[data-post]").forEach(function (b) {
+      b.onclick = function () {
+        b.disabled = true;
+        post(b.getAttribute("data-post"), b.getAttribute("data-body")).then(function () { location.reload(); })
+          .catch(function (e) { b.disabled = false; alert(e.message); });
+      };
+    });
+    var form = document.getElementById("enqueue");
+    if (form) form.onsubmit = function (ev) {
+      ev.preventDefault();
+      var out = document.getElementById("enqueue-result");
+      var input;
+      try { input = JSON.parse(form.input.value || "null"); } catch (e) { out.textContent = "input is not JSON: " + e.message; out.className = "note error"; return; }
+      post("/v1/jobs", JSON.stringify({ type: form.type.value, input: input })).then(function (j) {
+        out.innerHTML = 'Enqueued <a id="enqueued-link" class="mono" href="/jobs/' + j.id + '">' + j.id + "</a> (" + j.state + ")";
+        out.className = "note";
+      }).catch(function (e) { out.textContent = e.message; out.className = "note error"; });
+    };
+  }
+
+  function chart() {
+    var svg = document.getElementById("chart-throughput");
+    if (!svg) return;
+    fetch("/v1/stats", { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (s) {
+      var n = s.seconds, max = 1;
+      for (var i = 0; i < n; i++) max = Math.max(max, s.succeeded[i], s.failed[i]);
+      function line(arr, cls) {
+        var pts = arr.map(function (v, i) { return (i * 600 / (n - 1)).toFixed(1) + "," + (115 - v * 110 / max).toFixed(1); });
+        return '<polyline fill="none" stroke-width="2" stroke="' + cls + '" points="' + pts.join(" ") + '"/>';
+      }
+      svg.innerHTML = line(s.succeeded, "#2b8a3e") + line(s.failed, "#c92a2a");
+      var last = s.succeeded[n - 2] || 0;
+      document.getElementById("tp-now").textContent = "· now " + last + "/s · peak " + max + "/s";
+      var lag = document.getElementById("lag");
+      if (lag) lag.textContent = s.pickup_lag_ms.samples ? ("p50 " + s.pickup_lag_ms.p50.toFixed(1) + " ms · p99 " + s.pickup_lag_ms.p99.toFixed(1) + " ms") : "no jobs started in the last minute";
+    }).catch(function () {});
+  }
+
+  wire();
+  chart();
+  setInterval(chart, 5000);
+})();

@@ -1,0 +1,202 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// JobJSON is a job as the API returns it.
+type JobJSON struct {
+	ID          string            `json:"id"`
+	Type        string            `json:"type"`
+	Queue       string            `json:"queue"`
+	State       string            `json:"state"`
+	Attempt     int               `json:"attempt"`
+	MaxAttempts int               `json:"max_attempts"`
+	Priority    int               `json:"priority"`
+	Group       string            `json:"group,omitempty"`
+	GroupID     string            `json:"group_id"`
+	ParentID    string            `json:"parent_id,omitempty"`
+	Dependents  []string          `json:"dependents,omitempty"`
+	UniqueKey   string            `json:"unique_key,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Input       json.RawMessage   `json:"input"`
+	Result      json.RawMessage   `json:"result"`
+	Error       *ErrorJSON        `json:"error"`
+	Stuck       *StuckJSON        `json:"stuck,omitempty"`
+	QueuedAt    time.Time         `json:"queued_at"`
+	RunAt       time.Time         `json:"run_at"`
+	StartedAt   *time.Time        `json:"started_at"`
+	EndedAt     *time.Time        `json:"ended_at"`
+	Deadline    *time.Time        `json:"deadline,omitempty"`
+	Worker      string            `json:"worker,omitempty"`
+}
+
+// ErrorJSON is a job's last failure.
+type ErrorJSON struct {
+	Kind    string    `json:"kind"`
+	Message string    `json:"message"`
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Stack   string    `json:"stack,omitempty"`
+}
+
+// StuckJSON is why a job is stuck.
+type StuckJSON struct {
+	Cause      string    `json:"cause"`
+	Retryable  *bool     `json:"retryable,omitempty"`
+	BlockerIDs []string  `json:"blocker_ids,omitempty"`
+	Detail     string    `json:"detail,omitempty"`
+	ObservedAt time.Time `json:"observed_at"`
+}
+
+// payload renders stored bytes as JSON: as they are when they are JSON, as
+// a JSON string otherwise (a non-JSON codec), null when absent.
+func payload(b []byte) json.RawMessage {
+	if b == nil {
+		return json.RawMessage("null")
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func jobJSON(j *hoppertype.JobRow) *JobJSON {
+	out := &JobJSON{
+		ID: j.ID, Type: j.Type, Queue: j.Queue, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.Retry.Attempts,
+		Priority: j.Priority, Group: j.FairKey, GroupID: j.GroupID, ParentID: j.ParentID, Dependents: j.Dependents,
+		UniqueKey: j.UniqueKey, Metadata: j.Metadata, Input: payload(j.Input), Result: payload(j.Result),
+		QueuedAt: j.QueuedAt, RunAt: j.RunAt, StartedAt: timePtr(j.StartedAt), EndedAt: timePtr(j.EndedAt),
+		Deadline: timePtr(j.Deadline), Worker: j.Worker,
+	}
+	if e := j.Error; e != nil {
+		out.Error = &ErrorJSON{Kind: string(e.Kind), Message: e.Message, Attempt: e.Attempt, At: e.At, Stack: e.Stack}
+	}
+	if st := j.Stuck; st != nil {
+		out.Stuck = &StuckJSON{Cause: string(st.Cause), Retryable: st.Retryable, BlockerIDs: st.BlockerIDs, Detail: st.Detail, ObservedAt: st.ObservedAt}
+	}
+	return out
+}
+
+// OptsJSON are job options on the wire. Durations are Go duration strings
+// ("2s") or numbers of milliseconds; times are RFC 3339.
+type OptsJSON struct {
+	ID             string            `json:"id,omitempty"`
+	Delay          *hopper.Duration  `json:"delay,omitempty"`
+	RunAt          *time.Time        `json:"run_at,omitempty"`
+	Priority       int               `json:"priority,omitempty"`
+	Queue          string            `json:"queue,omitempty"`
+	Group          string            `json:"group,omitempty"`
+	Retry          *RetryJSON        `json:"retry,omitempty"`
+	Deadline       *time.Time        `json:"deadline,omitempty"`
+	Timeout        *hopper.Duration  `json:"timeout,omitempty"`
+	AttemptTimeout *hopper.Duration  `json:"attempt_timeout,omitempty"`
+	UniqueKey      string            `json:"unique_key,omitempty"`
+	Metadata       map[string]string `json:"metadata,omitempty"`
+}
+
+// RetryJSON is a retry policy on the wire; absent fields inherit.
+type RetryJSON struct {
+	Attempts int              `json:"attempts,omitempty"`
+	Backoff  string           `json:"backoff,omitempty"`
+	Base     *hopper.Duration `json:"base,omitempty"`
+	Factor   float64          `json:"factor,omitempty"`
+	Max      *hopper.Duration `json:"max,omitempty"`
+	Jitter   *float64         `json:"jitter,omitempty"`
+}
+
+// InsertOpts converts wire options to the client's.
+func (o *OptsJSON) InsertOpts() (*hopper.InsertOpts, error) {
+	if o == nil {
+		return nil, nil
+	}
+	io := &hopper.InsertOpts{ID: o.ID, Priority: o.Priority, Queue: o.Queue, Group: o.Group, UniqueKey: o.UniqueKey, Metadata: o.Metadata}
+	if o.Delay != nil {
+		io.Delay = time.Duration(*o.Delay)
+	}
+	if o.RunAt != nil {
+		io.RunAt = *o.RunAt
+	}
+	if o.Deadline != nil {
+		io.Deadline = *o.Deadline
+	}
+	if o.Timeout != nil {
+		io.Timeout = time.Duration(*o.Timeout)
+	}
+	if o.AttemptTimeout != nil {
+		io.AttemptTimeout = time.Duration(*o.AttemptTimeout)
+	}
+	if r := o.Retry; r != nil {
+		if r.Attempts < 0 {
+			return nil, badRequest("retry.attempts must be at least 1")
+		}
+		io.Retry = hopper.RetryPolicy{Attempts: r.Attempts, Backoff: r.Backoff, Factor: r.Factor}
+		if r.Base != nil {
+			io.Retry.Base = time.Duration(*r.Base)
+		}
+		if r.Max != nil {
+			io.Retry.Max = time.Duration(*r.Max)
+		}
+		if r.Jitter != nil {
+			if *r.Jitter == 0 {
+				io.Retry.Jitter = hopper.NoJitter
+			} else {
+				io.Retry.Jitter = *r.Jitter
+			}
+		}
+	}
+	return io, nil
+}
+
+// decodeBody decodes a JSON request body strictly: unknown fields and
+// trailing data are refused.
+func decodeBody(r io.Reader, v any) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return badRequest("empty request body")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("request body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("request body: unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// parseWait reads a ?wait= duration, capped at max.
+func parseWait(s string, max time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := hopper.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("wait: %w", err)
+	}
+	return min(d, max), nil
+}
+
+func jsonIndent(buf *bytes.Buffer, b []byte) error { return json.Indent(buf, b, "", "  ") }
+
+func errorsIsNotFound(err error) bool { return errors.Is(err, hopper.ErrNotFound) }
