@@ -138,6 +138,8 @@ func TestEnqueueAndResult(t *testing.T) {
 	require.Equal(t, 1, row.Attempt)
 	require.JSONEq(t, `3`, string(row.Result))
 	require.False(t, row.EndedAt.IsZero())
+	require.False(t, row.RunAt.IsZero(), "the due time survives the job's completion")
+	require.False(t, row.RunAt.After(row.StartedAt))
 
 	g, err := h.Group(ctx)
 	require.NoError(t, err)

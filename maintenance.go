@@ -187,7 +187,7 @@ func (c *Client) rescue(ctx context.Context) error {
 func decideRescue(row *hoppertype.JobRow, now time.Time, rnd func() float64) outcome {
 	msg := fmt.Errorf("%w: worker %s stopped heartbeating during attempt %d", ErrLeaseLost, row.Worker, row.Attempt)
 	ei := &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindLeaseLost, Message: msg.Error(), Attempt: row.Attempt, At: now}
-	p := driver.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken, RequireLeaseExpiredBefore: now, Attempt: row.Attempt, Error: ei}
+	p := driver.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken, RequireLeaseExpiredBefore: now, Attempt: row.Attempt, RunAt: row.RunAt, Error: ei}
 	ev := Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
 		Dependents: row.Dependents, Attempt: row.Attempt, Error: ei.Message, At: now}
 	switch {

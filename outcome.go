@@ -34,6 +34,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		ID:         row.ID,
 		LeaseToken: row.LeaseToken,
 		Attempt:    row.Attempt,
+		RunAt:      row.RunAt,
 		Error:      row.Error,
 		Result:     nil,
 	}

@@ -80,6 +80,7 @@ func TestRetryPolicyMergeAndStore(t *testing.T) {
 func decideRow(attempt int) *hoppertype.JobRow {
 	return &hoppertype.JobRow{
 		ID: "j1", Type: "t", Queue: "q", GroupID: "j1", Attempt: attempt, LeaseToken: 7,
+		RunAt: time.Date(2029, 12, 31, 23, 0, 0, 0, time.UTC),
 		Retry: RetryPolicy{Jitter: NoJitter}.stored(),
 	}
 }
@@ -148,8 +149,12 @@ func TestDecide(t *testing.T) {
 			if p.LeaseToken != 7 || p.ID != "j1" {
 				t.Errorf("lease = %s/%d, want j1/7", p.ID, p.LeaseToken)
 			}
-			if !tt.runAt.IsZero() && !p.RunAt.Equal(tt.runAt) {
-				t.Errorf("runAt = %v, want %v", p.RunAt, tt.runAt)
+			wantRunAt := tt.runAt
+			if wantRunAt.IsZero() {
+				wantRunAt = tt.row.RunAt // unchanged
+			}
+			if !p.RunAt.Equal(wantRunAt) {
+				t.Errorf("runAt = %v, want %v", p.RunAt, wantRunAt)
 			}
 			if tt.state.Terminal() != !p.EndedAt.IsZero() {
 				t.Errorf("endedAt = %v for state %s", p.EndedAt, p.State)

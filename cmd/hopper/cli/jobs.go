@@ -1,0 +1,338 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-go/hopper"
+)
+
+// withClient opens the --db store, makes an unstarted client over it and
+// runs fn.
+func withClient(ctx context.Context, g *globals, fn func(c *hopper.Client) error) error {
+	d, err := openDriver(ctx, g.db)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	c, err := hopper.New(hopper.Config{Driver: d})
+	if err != nil {
+		return err
+	}
+	return fn(c)
+}
+
+func jobsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel and retry jobs"}
+	var p listFlags
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			params, err := p.params()
+			if err != nil {
+				return err
+			}
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error { return printPage(cmd.Context(), g, c, params) })
+		},
+	}
+	p.add(list, true)
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one job",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				row, err := c.Get(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return printJob(g, row)
+			})
+		},
+	}
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job (a running one is asked to stop)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				row, err := c.Cancel(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return printJob(g, row)
+			})
+		},
+	}
+	retry := &cobra.Command{
+		Use:   "retry ID",
+		Short: "Move a dead, expired, cancelled or stuck job back to pending",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				row, err := c.Retry(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return printJob(g, row)
+			})
+		},
+	}
+	cmd.AddCommand(list, show, cancel, retry)
+	return cmd
+}
+
+// listFlags are the filters of a job listing.
+type listFlags struct {
+	states, types, queues []string
+	limit                 int
+	cursor                string
+}
+
+func (p *listFlags) add(cmd *cobra.Command, withState bool) {
+	f := cmd.Flags()
+	if withState {
+		f.StringSliceVar(&p.states, "state", nil, "states to list (repeatable or comma-separated)")
+	}
+	f.StringSliceVar(&p.types, "type", nil, "job types to list")
+	f.StringSliceVar(&p.queues, "queue", nil, "queues to list")
+	f.IntVar(&p.limit, "limit", 50, "page size (at most 1000)")
+	f.StringVar(&p.cursor, "cursor", "", "continue after this cursor")
+}
+
+func (p *listFlags) params() (*hopper.ListParams, error) {
+	lp := &hopper.ListParams{Types: p.types, Queues: p.queues, Limit: p.limit, Cursor: p.cursor}
+	for _, s := range p.states {
+		st := hopper.JobState(s)
+		if !st.Valid() {
+			return nil, fmt.Errorf("unknown state %q", s)
+		}
+		lp.States = append(lp.States, st)
+	}
+	if p.limit < 1 || p.limit > hopper.MaxListLimit {
+		return nil, fmt.Errorf("--limit must be between 1 and %d", hopper.MaxListLimit)
+	}
+	return lp, nil
+}
+
+func printPage(ctx context.Context, g *globals, c *hopper.Client, p *hopper.ListParams) error {
+	page, err := c.List(ctx, p)
+	if err != nil {
+		return err
+	}
+	if g.asJSON {
+		out := struct {
+			Jobs       []jobOut `json:"jobs"`
+			NextCursor string   `json:"next_cursor,omitempty"`
+		}{Jobs: make([]jobOut, len(page.Jobs)), NextCursor: page.NextCursor}
+		for i, j := range page.Jobs {
+			out.Jobs[i] = toJobOut(j)
+		}
+		return writeJSON(g.out, out)
+	}
+	rows := make([][]string, len(page.Jobs))
+	for i, j := range page.Jobs {
+		rows[i] = []string{j.ID, j.Type, j.Queue, string(j.State), fmt.Sprintf("%d/%d", j.Attempt, j.Retry.Attempts), fmtTime(j.QueuedAt), fmtTime(j.EndedAt)}
+	}
+	if err := table(g.out, []string{"ID", "TYPE", "QUEUE", "STATE", "ATTEMPT", "QUEUED", "ENDED"}, rows); err != nil {
+		return err
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(g.out, "\nmore: --cursor %s\n", page.NextCursor)
+	}
+	return nil
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// jobOut is a job as the CLI prints it with --json (the API's names).
+type jobOut struct {
+	ID          string            `json:"id"`
+	Type        string            `json:"type"`
+	Queue       string            `json:"queue"`
+	State       string            `json:"state"`
+	Attempt     int               `json:"attempt"`
+	MaxAttempts int               `json:"max_attempts"`
+	Priority    int               `json:"priority"`
+	GroupID     string            `json:"group_id"`
+	ParentID    string            `json:"parent_id,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	Input       string            `json:"input"`
+	Result      string            `json:"result,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	QueuedAt    time.Time         `json:"queued_at"`
+	RunAt       time.Time         `json:"run_at"`
+	EndedAt     *time.Time        `json:"ended_at,omitempty"`
+}
+
+func toJobOut(j *hopper.JobRow) jobOut {
+	o := jobOut{ID: j.ID, Type: j.Type, Queue: j.Queue, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.Retry.Attempts,
+		Priority: j.Priority, GroupID: j.GroupID, ParentID: j.ParentID, Metadata: j.Metadata, Input: string(j.Input),
+		Result: string(j.Result), QueuedAt: j.QueuedAt, RunAt: j.RunAt}
+	if j.Error != nil {
+		o.Error = j.Error.Message
+	}
+	if !j.EndedAt.IsZero() {
+		t := j.EndedAt
+		o.EndedAt = &t
+	}
+	return o
+}
+
+func printJob(g *globals, j *hopper.JobRow) error {
+	if g.asJSON {
+		return writeJSON(g.out, toJobOut(j))
+	}
+	lines := [][2]string{
+		{"id", j.ID}, {"type", j.Type}, {"queue", j.Queue}, {"state", string(j.State)},
+		{"attempt", fmt.Sprintf("%d of %d", j.Attempt, j.Retry.Attempts)}, {"priority", strconv.Itoa(j.Priority)},
+		{"group", j.GroupID}, {"queued", fmtTime(j.QueuedAt)}, {"due", fmtTime(j.RunAt)}, {"ended", fmtTime(j.EndedAt)},
+		{"input", string(j.Input)},
+	}
+	if j.Result != nil {
+		lines = append(lines, [2]string{"result", string(j.Result)})
+	}
+	if j.Error != nil {
+		lines = append(lines, [2]string{"error", fmt.Sprintf("[%s, attempt %d] %s", j.Error.Kind, j.Error.Attempt, j.Error.Message)})
+	}
+	if j.Stuck != nil {
+		lines = append(lines, [2]string{"stuck", string(j.Stuck.Cause) + ": " + j.Stuck.Detail})
+	}
+	for _, l := range lines {
+		fmt.Fprintf(g.out, "%-9s %s\n", l[0]+":", l[1])
+	}
+	return nil
+}
+
+func deadCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "dead", Short: "List and redrive dead-lettered jobs"}
+	var p listFlags
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List dead jobs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			params, err := p.params()
+			if err != nil {
+				return err
+			}
+			params.States = []hopper.JobState{hopper.StateDead}
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error { return printPage(cmd.Context(), g, c, params) })
+		},
+	}
+	p.add(list, false)
+	var ids []string
+	var typ string
+	var all bool
+	var limit int
+	redrive := &cobra.Command{
+		Use:   "redrive",
+		Short: "Move dead jobs back to pending as fresh jobs (--id, --type or --all)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				n, err := c.Redrive(cmd.Context(), &hopper.RedriveParams{IDs: ids, Type: typ, All: all, Limit: limit})
+				if err != nil {
+					return err
+				}
+				if g.asJSON {
+					return writeJSON(g.out, map[string]int{"redriven": n})
+				}
+				fmt.Fprintf(g.out, "redriven: %d\n", n)
+				return nil
+			})
+		},
+	}
+	redrive.Flags().StringSliceVar(&ids, "id", nil, "job ids to redrive")
+	redrive.Flags().StringVar(&typ, "type", "", "redrive every dead job of this type")
+	redrive.Flags().BoolVar(&all, "all", false, "redrive every dead job")
+	redrive.Flags().IntVar(&limit, "limit", 0, "redrive at most this many (0: no cap)")
+	cmd.AddCommand(list, redrive)
+	return cmd
+}
+
+func queuesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues"}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List queues with their job counts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				qs, err := c.Queues(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if g.asJSON {
+					type qo struct {
+						Name   string         `json:"name"`
+						Paused bool           `json:"paused"`
+						Counts map[string]int `json:"counts"`
+					}
+					out := make([]qo, len(qs))
+					for i, q := range qs {
+						out[i] = qo{Name: q.Name, Paused: q.Paused, Counts: map[string]int{}}
+						for st, n := range q.Counts {
+							out[i].Counts[string(st)] = n
+						}
+					}
+					return writeJSON(g.out, map[string]any{"queues": out})
+				}
+				header := []string{"QUEUE", "PAUSED"}
+				states := []hopper.JobState{hopper.StatePending, hopper.StateScheduled, hopper.StateRunning, hopper.StateRetrying,
+					hopper.StateSucceeded, hopper.StateDead, hopper.StateExpired, hopper.StateCancelled, hopper.StateStuck}
+				for _, s := range states {
+					header = append(header, strings.ToUpper(string(s)))
+				}
+				rows := make([][]string, len(qs))
+				for i, q := range qs {
+					rows[i] = []string{q.Name, strconv.FormatBool(q.Paused)}
+					for _, s := range states {
+						rows[i] = append(rows[i], strconv.Itoa(q.Counts[s]))
+					}
+				}
+				return table(g.out, header, rows)
+			})
+		},
+	}
+	setPaused := func(use, short string, pause bool) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " QUEUE",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+					var err error
+					if pause {
+						err = c.PauseQueue(cmd.Context(), args[0])
+					} else {
+						err = c.ResumeQueue(cmd.Context(), args[0])
+					}
+					if err != nil {
+						return err
+					}
+					if g.asJSON {
+						return writeJSON(g.out, map[string]any{"name": args[0], "paused": pause})
+					}
+					fmt.Fprintf(g.out, "queue %s paused: %v\n", args[0], pause)
+					return nil
+				})
+			},
+		}
+	}
+	cmd.AddCommand(list, setPaused("pause", "Stop every process from starting the queue's jobs", true),
+		setPaused("resume", "Let a paused queue's jobs start again", false))
+	return cmd
+}

@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/server"
+)
+
+// serveOpts are the flags of hopper dev and hopper serve.
+type serveOpts struct {
+	addr     string
+	tokens   []string
+	examples bool
+}
+
+func (o *serveOpts) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.addr, "addr", envOr("HOPPER_ADDR", "127.0.0.1:7700"), "address of the API and dashboard [$HOPPER_ADDR]")
+	var envTokens []string
+	for _, t := range strings.Split(os.Getenv("HOPPER_TOKENS"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			envTokens = append(envTokens, t)
+		}
+	}
+	f.StringArrayVar(&o.tokens, "token", envTokens, "API token (repeatable) [$HOPPER_TOKENS, comma-separated]")
+}
+
+func devCmd(g *globals) *cobra.Command {
+	o := &serveOpts{examples: true}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run hopper locally: embedded SQLite, example job types, workers, dashboard and API",
+		Long: `Run hopper locally: an embedded SQLite database (./hopper.db unless --db says
+otherwise), the example job types registered and their workers running, and the
+HTTP API and dashboard on http://127.0.0.1:7700. Ctrl-C stops cleanly; a killed
+process loses nothing (unfinished jobs carry on at the next start).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, o, "hopper dev") },
+	}
+	o.add(cmd)
+	return cmd
+}
+
+func serveCmd(g *globals) *cobra.Command {
+	o := &serveOpts{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the API and dashboard over an existing database",
+		Long: `Serve the HTTP API and dashboard over an existing database (--db sqlite://… or
+postgres://…), for operators. This process takes part in maintenance (rescuing
+jobs of dead workers, retention) and runs workers only for job types compiled
+into this binary: the examples, with --examples.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, o, "hopper serve") },
+	}
+	o.add(cmd)
+	cmd.Flags().BoolVar(&o.examples, "examples", false, "register and run the example job types")
+	return cmd
+}
+
+func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error {
+	if len(o.tokens) == 0 && !server.IsLoopback(o.addr) {
+		return fmt.Errorf("refusing to serve %s without an API token: pass --token (or $HOPPER_TOKENS) or bind to 127.0.0.1", o.addr)
+	}
+	d, err := openDriver(ctx, g.db)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	logger := slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := hopper.New(hopper.Config{Driver: d, Logger: logger})
+	if err != nil {
+		return err
+	}
+	if o.examples {
+		if err := c.Register(exampleTypes()...); err != nil {
+			return err
+		}
+	}
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(stopCtx)
+	}()
+	s := server.New(c, &server.Options{Tokens: o.tokens, Logger: logger})
+	defer s.Close()
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	url := "http://" + ln.Addr().String()
+	fmt.Fprintf(g.out, "%s: dashboard and API on %s (database %s)\n", name, url, g.db)
+	if len(o.tokens) == 0 {
+		fmt.Fprintf(g.out, "  no API token set: listening on loopback only\n")
+	}
+	if o.examples {
+		auth := ""
+		if len(o.tokens) > 0 {
+			auth = `-H "Authorization: Bearer $TOKEN" `
+		}
+		fmt.Fprintf(g.out, "  try: curl -s %s-X POST %s/v1/jobs -d '{\"type\":\"add\",\"input\":{\"a\":1,\"b\":2}}'\n", auth, url)
+	}
+	fmt.Fprintln(g.out, "  Ctrl-C stops")
+	err = s.Serve(ctx, ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
