@@ -147,7 +147,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
 		}
 		switch row.State {
 		case hoppertype.JobStateCancelled:
-			if settled, err = c.groupTerminal(ctx, tx, row); err != nil {
+			if _, settled, err = c.applyGroup(ctx, tx, row, nil); err != nil {
 				return err
 			}
 			return tx.Notify(ctx, driver.TopicJobDone, row.ID)

@@ -897,4 +897,11 @@ func TestStartStopIdempotent(t *testing.T) {
 	require.NoError(t, c.Stop(ctx))
 }
 
-var _ = driver.TopicJobDone
+
+
+// newSharedDriver is a memory store several clients share in one test.
+func newSharedDriver(t *testing.T) driver.Driver {
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}

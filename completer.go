@@ -19,8 +19,11 @@ const maxCompleteBatch = 1000
 type finishItem struct {
 	row     *hoppertype.JobRow
 	outcome outcome
+	// group is the attempt's effect on its fan-out group (spawned children,
+	// a final or folded contribution), applied with the transition.
+	group *groupEffect
 	// effects, if set, run in the same transaction as the transition, after
-	// its compare-and-set succeeded (fan-out children, gates, history …).
+	// its compare-and-set succeeded (gates, history …).
 	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
 	// done, if set, receives the commit's verdict for this item.
 	done chan<- error
@@ -31,6 +34,7 @@ type finished struct {
 	item    finishItem
 	job     *hoppertype.JobRow // nil if the item lost its lease or failed
 	err     error
+	spawned []driver.JobInsertResult
 	settled []*hoppertype.GroupRow
 }
 
@@ -111,8 +115,11 @@ func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
 	}
 }
 
+// needsOwnScope says whether an item has effects beyond its own row, which
+// then share a savepoint with its transition; plain items are written in
+// one statement for the whole batch.
 func needsOwnScope(it finishItem) bool {
-	return it.effects != nil || (it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID)
+	return it.effects != nil || it.group != nil || (it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID)
 }
 
 func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
@@ -122,7 +129,7 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 	}
 	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		for i := range out {
-			out[i].job, out[i].err, out[i].settled = nil, nil, nil
+			out[i].job, out[i].err, out[i].spawned, out[i].settled = nil, nil, nil, nil
 		}
 		var plain []int
 		params := make([]driver.JobFinishParams, 0, len(items))
@@ -162,11 +169,11 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 					}
 				}
 				if job.State.Terminal() {
-					g, err := c.groupTerminal(ctx, tx, job)
+					spawned, settled, err := c.applyGroup(ctx, tx, job, it.group)
 					if err != nil {
 						return err
 					}
-					f.settled = g
+					f.spawned, f.settled = spawned, settled
 				}
 				f.job = job
 				return nil
@@ -179,33 +186,6 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 		return notifyDone(ctx, tx, out)
 	})
 	return out, err
-}
-
-// groupTerminal applies a job's arrival at a terminal state to its group:
-// one fewer open job, and its result as a contribution when it succeeded.
-// It returns the group if this settled it.
-func (c *Client) groupTerminal(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow) ([]*hoppertype.GroupRow, error) {
-	if job.GroupID == job.ID {
-		return nil, nil
-	}
-	p := &driver.GroupUpdateParams{ID: job.GroupID, OpenDelta: -1, Now: c.now()}
-	if job.State == hoppertype.JobStateSucceeded && job.Result != nil {
-		p.Contribute, p.Value = true, job.Result
-	}
-	res, err := tx.GroupUpdate(ctx, p)
-	if err != nil {
-		if errors.Is(err, hoppertype.ErrNotFound) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("update group %s: %w", job.GroupID, err)
-	}
-	if res.Settled {
-		if err := tx.Notify(ctx, driver.TopicGroupDone, job.GroupID); err != nil {
-			return nil, err
-		}
-		return []*hoppertype.GroupRow{res.Group}, nil
-	}
-	return nil, nil
 }
 
 // notifyDone announces the jobs that reached a terminal state, in payloads
@@ -262,6 +242,9 @@ func (c *Client) afterFinish(f finished) {
 		c.waiters.jobDone(job.ID)
 	}
 	c.emit(it.outcome.event)
+	if len(f.spawned) > 0 {
+		c.afterInsert(f.spawned, nil)
+	}
 	for _, g := range f.settled {
 		c.waiters.groupDone(g.ID)
 		c.emit(Event{Kind: EventGroupDone, GroupID: g.ID, Result: rawJSON(g.Value), At: g.SettledAt})

@@ -13,8 +13,9 @@ import (
 // JobContext is what a running handler knows about its job. Get it with
 // JobFromContext.
 type JobContext struct {
-	c   *Client
-	row *hoppertype.JobRow
+	c     *Client
+	row   *hoppertype.JobRow
+	group jobGroup
 }
 
 type jobCtxKey struct{}

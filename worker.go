@@ -33,7 +33,8 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
 	}
 
 	ctx, cancel := context.WithCancelCause(rt.workCtx)
-	ctx = withJobContext(ctx, &JobContext{c: c, row: row})
+	jc := &JobContext{c: c, row: row}
+	ctx = withJobContext(ctx, jc)
 	var (
 		deadline time.Time
 		cause    error
@@ -70,7 +71,11 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
 		classify = c.cfg.Classify
 	}
 	o := decide(row, res, classify, c.now(), defaultRand, func(e error) { c.reportError(e, PhaseHook) })
-	rt.completer.submit(finishItem{row: row, outcome: o})
+	item := finishItem{row: row, outcome: o}
+	if o.params.State == hoppertype.JobStateSucceeded {
+		item.group = jc.groupEffect()
+	}
+	rt.completer.submit(item)
 }
 
 // runSkipQueue runs the first attempt of a SkipQueue job, inserted already
