@@ -22,8 +22,30 @@ type FlakyInput struct {
 	FailTimes int `json:"fail_times"`
 }
 
-var exampleAdd = hopper.Define("add", func(_ context.Context, in AddInput) (int, error) {
-	return in.A + in.B, nil
+// FanoutInput is the input of the "fanout" example.
+type FanoutInput struct {
+	N int `json:"n"`
+}
+
+// exampleAdd adds; inside a fan-out group it also folds its sum into the
+// group value.
+var exampleAdd = hopper.Define("add", func(ctx context.Context, in AddInput) (int, error) {
+	sum := in.A + in.B
+	return sum, hopper.FoldGroup(ctx, func(acc int) int { return acc + sum })
+}, nil)
+
+// exampleFanout fans out add jobs {a: i, b: 0} for i = 1..n; their sums fold
+// into the group value, n(n+1)/2.
+var exampleFanout = hopper.Define("fanout", func(ctx context.Context, in FanoutInput) (hopper.None, error) {
+	if in.N < 0 || in.N > 10_000 {
+		return hopper.None{}, hopper.Abort(fmt.Errorf("fanout: n must be between 0 and 10000, got %d", in.N))
+	}
+	job := hopper.JobFromContext(ctx)
+	children := make([]*hopper.JobSpec, in.N)
+	for i := range children {
+		children[i] = exampleAdd.Job(AddInput{A: i + 1}, nil)
+	}
+	return hopper.None{}, job.Spawn(children...)
 }, nil)
 
 var exampleFlaky = hopper.Define("flaky", func(ctx context.Context, in FlakyInput) (string, error) {
@@ -41,5 +63,5 @@ var exampleFlaky = hopper.Define("flaky", func(ctx context.Context, in FlakyInpu
 
 // exampleTypes are registered by hopper dev (and hopper serve --examples).
 func exampleTypes() []hopper.AnyType {
-	return []hopper.AnyType{exampleAdd, exampleFlaky}
+	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout}
 }
