@@ -1,0 +1,295 @@
+package sqlitedriver
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// The hot statements. State predicates are written literally, word for word
+// as in the partial indexes, so those indexes apply; INDEXED BY pins them,
+// since without statistics the planner may prefer the (state, id) list index
+// and sort.
+const (
+	// promoteQueueSQL makes due jobs of one queue pending (jobs_due).
+	promoteQueueSQL = `UPDATE jobs SET state = 'pending' WHERE rowid IN (
+	SELECT rowid FROM jobs INDEXED BY jobs_due WHERE queue = ? AND state IN ('scheduled', 'retrying') AND run_at <= ?
+	ORDER BY run_at, id LIMIT ?)`
+
+	// promoteAllSQL makes due jobs of every queue pending (jobs_due_all).
+	promoteAllSQL = `UPDATE jobs SET state = 'pending' WHERE rowid IN (
+	SELECT rowid FROM jobs INDEXED BY jobs_due_all WHERE state IN ('scheduled', 'retrying') AND run_at <= ?
+	ORDER BY run_at, id LIMIT ?)`
+
+	// claimSQL claims up to ?6 pending jobs of queue ?5 in claim order
+	// (jobs_claim) unless the queue is paused. Each job's new lease token is
+	// the token counter ?1 plus its rank, or one more than its current token
+	// if that is higher. %s is an optional type filter on ?7.
+	claimSQL = `UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1,
+	lease_token = max(?1 + c.rn, jobs.lease_token + 1), lease_expires_at = ?2, worker = ?3, started_at = ?4
+	FROM (SELECT rid, row_number() OVER (ORDER BY priority DESC, run_at, id) AS rn FROM (
+		SELECT rowid AS rid, priority, run_at, id FROM jobs INDEXED BY jobs_claim
+		WHERE state = 'pending' AND queue = ?5 %s
+		AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)
+		ORDER BY priority DESC, run_at, id LIMIT ?6)) AS c
+	WHERE jobs.rowid = c.rid
+	RETURNING ` + jobCols
+
+	claimTypesFilter = `AND type IN (SELECT value FROM json_each(?7))`
+
+	leaseCounterSQL    = `SELECT value FROM hopper_meta WHERE key = 'lease_token'`
+	setLeaseCounterSQL = `UPDATE hopper_meta SET value = max(value, ?) WHERE key = 'lease_token'`
+
+	nextRunAtSQL = `SELECT run_at FROM jobs INDEXED BY jobs_due WHERE queue = ? AND state IN ('scheduled', 'retrying')
+	ORDER BY run_at LIMIT 1`
+
+	heartbeatSQL = `UPDATE jobs SET lease_expires_at = ?3
+	WHERE id = ?1 AND state = 'running' AND lease_token = ?2 RETURNING cancel_requested`
+
+	// finishSQL applies one transition if the lease is held; ?10, when not
+	// NULL, also requires the lease to expire before it (a missing expiry
+	// counts as the zero time, ?11).
+	finishSQL = `UPDATE jobs SET state = ?3, attempt = ?4, run_at = ?5, result = ?6, error = ?7,
+	ended_at = ?8, stuck = ?9, lease_expires_at = NULL, worker = ''
+	WHERE id = ?1 AND state = 'running' AND lease_token = ?2
+	AND (?10 IS NULL OR coalesce(lease_expires_at, ?11) < ?10)
+	RETURNING ` + jobCols
+
+	expiredLeasesSQL = `SELECT ` + jobCols + ` FROM jobs INDEXED BY jobs_lease WHERE state = 'running' AND lease_expires_at < ?
+	ORDER BY lease_expires_at, id LIMIT ?`
+)
+
+// claimSQLAny and claimSQLTypes are claimSQL without and with the type filter.
+var (
+	claimSQLAny   = fmt.Sprintf(claimSQL, "")
+	claimSQLTypes = fmt.Sprintf(claimSQL, claimTypesFilter)
+)
+
+// promoteBound caps how many due jobs one claim promotes, so a large backlog
+// of due jobs is promoted over several claims instead of stalling one.
+func promoteBound(limit int) int { return max(1000, 4*limit) }
+
+// jobClaim promotes the queue's due jobs, then claims pending jobs in claim
+// order; see driver.Executor.JobClaim. It writes several times; the caller
+// makes it atomic.
+func (r *runner) jobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	now := trunc(p.Now).UnixMicro()
+	if _, err := r.exec(ctx, promoteQueueSQL, p.Queue, now, promoteBound(p.Limit)); err != nil {
+		return nil, fmt.Errorf("claim jobs: promote: %w", err)
+	}
+	if p.Limit <= 0 {
+		return []*hoppertype.JobRow{}, nil
+	}
+	var base int64
+	if err := r.one(ctx, leaseCounterSQL, func(rows *sql.Rows) error { return rows.Scan(&base) }); err != nil {
+		return nil, fmt.Errorf("claim jobs: lease counter: %w", err)
+	}
+	q, args := claimSQLAny, []any{base, micros(trunc(p.LeaseExpiresAt)), p.Worker, now, p.Queue, p.Limit}
+	if len(p.Types) > 0 {
+		q, args = claimSQLTypes, append(args, jsonList(p.Types))
+	}
+	rows, err := r.jobs(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	if len(rows) == 0 {
+		return []*hoppertype.JobRow{}, nil
+	}
+	// RETURNING order is not guaranteed: restore claim order.
+	slices.SortFunc(rows, func(a, b *hoppertype.JobRow) int {
+		if c := cmp.Compare(b.Priority, a.Priority); c != 0 {
+			return c
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	top := base
+	for _, j := range rows {
+		top = max(top, j.LeaseToken)
+	}
+	if _, err := r.exec(ctx, setLeaseCounterSQL, top); err != nil {
+		return nil, fmt.Errorf("claim jobs: lease counter: %w", err)
+	}
+	return rows, nil
+}
+
+// jobPromote makes due jobs of every queue pending, earliest first, at most
+// Limit (no limit when Limit <= 0).
+func (r *runner) jobPromote(ctx context.Context, p *driver.JobPromoteParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	res, err := r.exec(ctx, promoteAllSQL, trunc(p.Now).UnixMicro(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("promote jobs: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// jobNextRunAt returns the earliest RunAt of the queue's scheduled and
+// retrying jobs, or the zero time.
+func (r *runner) jobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+	var v int64
+	err := r.one(ctx, nextRunAtSQL, func(rows *sql.Rows) error { return rows.Scan(&v) }, queue)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("next run at of queue %q: %w", queue, err)
+	}
+	return fromMicrosNN(v), nil
+}
+
+// jobHeartbeat extends the leases still held and reports each lease.
+func (r *runner) jobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	expires := micros(trunc(p.ExpiresAt))
+	out := make([]driver.JobHeartbeatResult, len(p.Leases))
+	for i, l := range p.Leases {
+		out[i].ID = l.ID
+		err := r.one(ctx, heartbeatSQL, func(rows *sql.Rows) error {
+			out[i].Held = true
+			return rows.Scan(&out[i].CancelRequested)
+		}, l.ID, l.Token, expires)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("heartbeat job %q: %w", l.ID, err)
+		}
+	}
+	return out, nil
+}
+
+// jobFinishMany applies each transition whose lease still holds, many per
+// statement. It writes several times; the caller makes it atomic.
+func (r *runner) jobFinishMany(ctx context.Context, p *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	out := make([]driver.JobFinishResult, len(p.Items))
+	index := make(map[string]int, len(p.Items))
+	for i := range p.Items {
+		if _, dup := index[p.Items[i].ID]; dup {
+			// The same job twice: items apply in order, one at a time.
+			return r.jobFinishEach(ctx, p)
+		}
+		index[p.Items[i].ID] = i
+	}
+	items := p.Items
+	for _, n := range chunks(len(items)) {
+		chunk := items[:n]
+		items = items[n:]
+		args := make([]any, 0, n*finishCols)
+		for i := range chunk {
+			a, err := finishArgs(&chunk[i])
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, a...)
+		}
+		rows, err := r.jobs(ctx, finishJobsSQLs[n], args...)
+		if err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+		for _, j := range rows {
+			out[index[j.ID]].Job = j
+		}
+	}
+	// Not applied: tell a missing job from a lost lease.
+	var missed []string
+	for i := range out {
+		if out[i].Job == nil {
+			missed = append(missed, p.Items[i].ID)
+		}
+	}
+	if len(missed) == 0 {
+		return out, nil
+	}
+	exists := make(map[string]bool, len(missed))
+	err := r.each(ctx, `SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?))`, func(rows *sql.Rows) error {
+		var id string
+		err := rows.Scan(&id)
+		exists[id] = true
+		return err
+	}, jsonList(missed))
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	for i := range out {
+		if out[i].Job == nil {
+			lost := hoppertype.ErrNotFound
+			if exists[p.Items[i].ID] {
+				lost = hoppertype.ErrLeaseLost
+			}
+			out[i].Err = fmt.Errorf("finish job %q: %w", p.Items[i].ID, lost)
+		}
+	}
+	return out, nil
+}
+
+// finishArgs returns the values of one item of finishJobsSQL (and, in the
+// same order, of finishSQL).
+func finishArgs(it *driver.JobFinishParams) ([]any, error) {
+	stuck, err := jsonStuck(it.Stuck)
+	if err != nil {
+		return nil, fmt.Errorf("finish job %q: %w", it.ID, err)
+	}
+	var require any
+	if !it.RequireLeaseExpiredBefore.IsZero() {
+		require = trunc(it.RequireLeaseExpiredBefore).UnixMicro()
+	}
+	return []any{it.ID, it.LeaseToken, string(it.State), it.Attempt, trunc(it.RunAt).UnixMicro(), it.Result,
+		jsonError(it.Error), micros(trunc(it.EndedAt)), stuck, require}, nil
+}
+
+// jobFinishEach applies the items one statement each, in order.
+func (r *runner) jobFinishEach(ctx context.Context, p *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	out := make([]driver.JobFinishResult, len(p.Items))
+	for i := range p.Items {
+		it := &p.Items[i]
+		args, err := finishArgs(it)
+		if err != nil {
+			return nil, err
+		}
+		j, err := r.job(ctx, finishSQL, append(args, zeroMicros)...)
+		if err == nil {
+			out[i].Job = j
+			continue
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("finish job %q: %w", it.ID, err)
+		}
+		lost := hoppertype.ErrLeaseLost
+		err = r.one(ctx, jobExistsSQL, func(*sql.Rows) error { return nil }, it.ID)
+		if errors.Is(err, sql.ErrNoRows) {
+			lost = hoppertype.ErrNotFound
+		} else if err != nil {
+			return nil, fmt.Errorf("finish job %q: %w", it.ID, err)
+		}
+		out[i].Err = fmt.Errorf("finish job %q: %w", it.ID, lost)
+	}
+	return out, nil
+}
+
+// jobListExpiredLeases returns running jobs whose lease expired before Now,
+// oldest expiry first, at most Limit (no limit when Limit <= 0).
+func (r *runner) jobListExpiredLeases(ctx context.Context, p *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := r.jobs(ctx, expiredLeasesSQL, trunc(p.Now).UnixMicro(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list expired leases: %w", err)
+	}
+	if rows == nil {
+		rows = []*hoppertype.JobRow{}
+	}
+	return rows, nil
+}

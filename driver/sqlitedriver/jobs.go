@@ -1,0 +1,437 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// terminalStates is the SQL list of terminal states, written literally so
+// queries match the partial indexes that use it.
+const terminalStates = `('succeeded', 'dead', 'expired', 'cancelled')`
+
+const (
+	// uniqueHolderSQL finds the non-terminal job holding (type, unique_key);
+	// it repeats the jobs_unique predicate so that index serves it.
+	uniqueHolderSQL = `SELECT ` + jobCols + ` FROM jobs INDEXED BY jobs_unique
+	WHERE type = ? AND unique_key = ? AND unique_key IS NOT NULL AND state NOT IN ` + terminalStates
+
+	getJobSQL = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
+
+	getManySQL = `SELECT ` + jobCols + ` FROM jobs WHERE id IN (SELECT value FROM json_each(?))`
+
+	jobExistsSQL = `SELECT 1 FROM jobs WHERE id = ?`
+)
+
+// uniqueKey is a (type, unique key) pair.
+type uniqueKey struct{ typ, key string }
+
+// jobInsertMany inserts jobs in order; see driver.Executor.JobInsertMany. The
+// caller makes it atomic (a duplicate id must leave nothing inserted).
+func (r *runner) jobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	out := make([]driver.JobInsertResult, len(params.Jobs))
+	var (
+		held    map[uniqueKey]*hoppertype.JobRow // keys taken by jobs of this call
+		ids     = make(map[string]bool, len(params.Jobs))
+		pending []*hoppertype.JobRow
+	)
+	for i, in := range params.Jobs {
+		if in == nil || in.ID == "" {
+			return nil, fmt.Errorf("insert jobs: job %d has no id", i)
+		}
+		if in.UniqueKey != "" {
+			k := uniqueKey{in.Type, in.UniqueKey}
+			if h := held[k]; h != nil {
+				out[i] = driver.JobInsertResult{Job: h.Clone(), Existing: true}
+				continue
+			}
+			holder, err := r.job(ctx, uniqueHolderSQL, in.Type, in.UniqueKey)
+			if err == nil {
+				out[i] = driver.JobInsertResult{Job: holder, Existing: true}
+				continue
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return nil, fmt.Errorf("insert jobs: unique key of %q: %w", in.ID, err)
+			}
+		}
+		if ids[in.ID] {
+			return nil, fmt.Errorf("insert jobs: id %q: %w", in.ID, hoppertype.ErrDuplicateID)
+		}
+		ids[in.ID] = true
+		stored := storedJob(in)
+		out[i] = driver.JobInsertResult{Job: stored}
+		pending = append(pending, in)
+		if in.UniqueKey != "" && !in.State.Terminal() {
+			if held == nil {
+				held = make(map[uniqueKey]*hoppertype.JobRow)
+			}
+			held[uniqueKey{in.Type, in.UniqueKey}] = stored
+		}
+	}
+	for _, n := range chunks(len(pending)) {
+		chunk := pending[:n]
+		pending = pending[n:]
+		args := make([]any, 0, n*jobColCount)
+		for _, j := range chunk {
+			a, err := jobArgs(j)
+			if err != nil {
+				return nil, fmt.Errorf("insert jobs: job %q: %w", j.ID, err)
+			}
+			args = append(args, a...)
+		}
+		if _, err := r.exec(ctx, insertJobsSQLs[n], args...); err != nil {
+			if isPrimaryKeyConflict(err) {
+				return nil, r.duplicateOf(ctx, chunk)
+			}
+			return nil, fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// duplicateOf names a job of chunk whose id already exists, for the error of
+// an insert that hit the primary key.
+func (r *runner) duplicateOf(ctx context.Context, chunk []*hoppertype.JobRow) error {
+	ids := make([]string, len(chunk))
+	for i, j := range chunk {
+		ids[i] = j.ID
+	}
+	var dup string
+	r.one(ctx, `SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1`,
+		func(rows *sql.Rows) error { return rows.Scan(&dup) }, jsonList(ids))
+	return fmt.Errorf("insert jobs: id %q: %w", dup, hoppertype.ErrDuplicateID)
+}
+
+// JobInsertManyTx inserts jobs through tx, a *sql.Tx on this database (from
+// DB() or from the caller's own *sql.DB on the same file), with the same
+// semantics as JobInsertMany: the jobs exist if and only if tx commits. Any
+// other tx type is an error wrapping driver.ErrTxType. No notification is
+// sent: the engine's poll picks the jobs up after the commit.
+func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return nil, fmt.Errorf("sqlitedriver: JobInsertManyTx needs a *sql.Tx, got %T: %w", tx, driver.ErrTxType)
+	}
+	if d.closed.Load() {
+		return nil, driver.ErrClosed
+	}
+	if err := d.checkSchema(ctx); err != nil {
+		return nil, err
+	}
+	r := &runner{q: stx, d: d}
+	var out []driver.JobInsertResult
+	err := r.savepoint(ctx, "hopper_insert", func() error {
+		var err error
+		out, err = r.jobInsertMany(ctx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// jobGet returns one job.
+func (r *runner) jobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	j, err := r.job(ctx, getJobSQL, id)
+	if err != nil {
+		return nil, wrapErr(err, fmt.Sprintf("get job %q", id))
+	}
+	return j, nil
+}
+
+// jobGetMany returns the jobs that exist among ids, in the order of ids.
+func (r *runner) jobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	if len(ids) == 0 {
+		return []*hoppertype.JobRow{}, nil
+	}
+	rows, err := r.jobs(ctx, getManySQL, jsonList(ids))
+	if err != nil {
+		return nil, fmt.Errorf("get jobs: %w", err)
+	}
+	byID := make(map[string]*hoppertype.JobRow, len(rows))
+	for _, j := range rows {
+		byID[j.ID] = j
+	}
+	out := make([]*hoppertype.JobRow, 0, len(rows))
+	used := make(map[string]bool, len(rows))
+	for _, id := range ids {
+		if j := byID[id]; j != nil {
+			if used[id] {
+				j = j.Clone() // a repeated id gets its own copy
+			}
+			used[id] = true
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// jobList filters, orders by id and pages the jobs.
+func (r *runner) jobList(ctx context.Context, p *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	if p.Limit <= 0 {
+		return nil, errors.New("list jobs: limit must be > 0")
+	}
+	var where []string
+	var args []any
+	add := func(cond string, vs ...any) {
+		where = append(where, cond)
+		args = append(args, vs...)
+	}
+	if len(p.IDs) > 0 {
+		add("id IN (SELECT value FROM json_each(?))", jsonList(p.IDs))
+	}
+	if len(p.States) > 0 {
+		add("state IN (SELECT value FROM json_each(?))", jsonList(p.States))
+	}
+	if len(p.Types) > 0 {
+		add("type IN (SELECT value FROM json_each(?))", jsonList(p.Types))
+	}
+	if len(p.Queues) > 0 {
+		add("queue IN (SELECT value FROM json_each(?))", jsonList(p.Queues))
+	}
+	if p.GroupID != "" {
+		add("group_id = ?", p.GroupID)
+	}
+	if p.ParentID != "" {
+		add("parent_id = ?", p.ParentID)
+	}
+	if !p.QueuedAfter.IsZero() {
+		add("queued_at >= ?", trunc(p.QueuedAfter).UnixMicro())
+	}
+	if !p.QueuedBefore.IsZero() {
+		add("queued_at < ?", trunc(p.QueuedBefore).UnixMicro())
+	}
+	order := "DESC"
+	if p.Ascending {
+		order = "ASC"
+	}
+	if p.Cursor != "" {
+		if p.Ascending {
+			add("id > ?", p.Cursor)
+		} else {
+			add("id < ?", p.Cursor)
+		}
+	}
+	q := "SELECT " + jobCols + " FROM jobs"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id " + order + " LIMIT ?"
+	args = append(args, p.Limit)
+	rows, err := r.jobs(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	if rows == nil {
+		rows = []*hoppertype.JobRow{}
+	}
+	return rows, nil
+}
+
+// jobCountByState counts jobs per queue and state, ordered by queue and then
+// by state in lifecycle order.
+func (r *runner) jobCountByState(ctx context.Context, p *driver.JobCountParams) ([]driver.JobCount, error) {
+	q := `SELECT queue, state, count(*) FROM jobs GROUP BY queue, state`
+	var args []any
+	if p.Queue != "" {
+		q = `SELECT queue, state, count(*) FROM jobs WHERE queue = ? GROUP BY queue, state`
+		args = append(args, p.Queue)
+	}
+	out := []driver.JobCount{}
+	err := r.each(ctx, q, func(rows *sql.Rows) error {
+		var c driver.JobCount
+		var state string
+		if err := rows.Scan(&c.Queue, &state, &c.Count); err != nil {
+			return err
+		}
+		c.State = hoppertype.JobState(state)
+		out = append(out, c)
+		return nil
+	}, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	order := func(s hoppertype.JobState) int {
+		if i := slices.Index(hoppertype.AllJobStates, s); i >= 0 {
+			return i
+		}
+		return len(hoppertype.AllJobStates)
+	}
+	slices.SortFunc(out, func(a, b driver.JobCount) int {
+		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
+			return c
+		}
+		if c := order(a.State) - order(b.State); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.State), string(b.State))
+	})
+	return out, nil
+}
+
+// jobCancel cancels a waiting or stuck job, flags a running one and refuses
+// a terminal one.
+func (r *runner) jobCancel(ctx context.Context, p *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	what := fmt.Sprintf("cancel job %q", p.ID)
+	cur, err := r.job(ctx, getJobSQL, p.ID)
+	if err != nil {
+		return nil, wrapErr(err, what)
+	}
+	switch {
+	case cur.State.Terminal():
+		return cur, fmt.Errorf("%s in state %s: %w", what, cur.State, hoppertype.ErrStateConflict)
+	case cur.State == hoppertype.JobStateRunning:
+		if cur.CancelRequested {
+			return cur, nil
+		}
+		j, err := r.job(ctx, `UPDATE jobs SET cancel_requested = 1 WHERE id = ? RETURNING `+jobCols, p.ID)
+		if err != nil {
+			return nil, wrapErr(err, what)
+		}
+		return j, nil
+	default:
+		j, err := r.job(ctx, `UPDATE jobs SET state = 'cancelled', ended_at = ?, error = ? WHERE id = ? RETURNING `+jobCols,
+			trunc(p.Now).UnixMicro(), jsonError(p.Error), p.ID)
+		if err != nil {
+			return nil, wrapErr(err, what)
+		}
+		return j, nil
+	}
+}
+
+// retryJobSQL makes a job pending again as a fresh job. ?1 is the id, ?2 now.
+const retryJobSQL = `UPDATE jobs SET state = 'pending', attempt = 0, run_at = ?2, result = NULL,
+	ended_at = NULL, lease_expires_at = NULL, worker = '', cancel_requested = 0, stuck = NULL,
+	deadline = CASE WHEN deadline <= ?2 THEN NULL ELSE deadline END
+	WHERE id = ?1 RETURNING ` + jobCols
+
+// retryPage is how many candidates JobRetry reads at a time when it selects
+// by type or all jobs.
+const retryPage = 256
+
+// jobRetry moves the selected jobs back to pending as fresh jobs.
+func (r *runner) jobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	now := trunc(p.Now).UnixMicro()
+	inStates := func(s hoppertype.JobState) bool { return len(p.States) == 0 || slices.Contains(p.States, s) }
+	out := []driver.JobRetryResult{}
+	full := func() bool { return p.Limit > 0 && len(out) >= p.Limit }
+	// apply retries one candidate unless its unique key is held by another job.
+	apply := func(cur *hoppertype.JobRow) error {
+		if cur.UniqueKey != "" {
+			holder, err := r.job(ctx, uniqueHolderSQL, cur.Type, cur.UniqueKey)
+			if err == nil && holder.ID != cur.ID {
+				return nil
+			}
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		j, err := r.job(ctx, retryJobSQL, cur.ID, now)
+		if err != nil {
+			return err
+		}
+		out = append(out, driver.JobRetryResult{Job: j, PrevState: cur.State})
+		return nil
+	}
+	switch {
+	case len(p.IDs) > 0:
+		seen := make(map[string]bool, len(p.IDs))
+		for _, id := range p.IDs {
+			if full() {
+				break
+			}
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			cur, err := r.job(ctx, getJobSQL, id)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("retry jobs: %w", err)
+			}
+			if !inStates(cur.State) {
+				continue
+			}
+			if err := apply(cur); err != nil {
+				return nil, fmt.Errorf("retry job %q: %w", id, err)
+			}
+		}
+	case p.Type != "" || p.All:
+		var where []string
+		var args []any
+		if !p.All {
+			where = append(where, "type = ?")
+			args = append(args, p.Type)
+		}
+		if len(p.States) > 0 {
+			where = append(where, "state IN (SELECT value FROM json_each(?))")
+			args = append(args, jsonList(p.States))
+		}
+		where = append(where, "id > ?")
+		q := "SELECT " + jobCols + " FROM jobs WHERE " + strings.Join(where, " AND ") + " ORDER BY id LIMIT ?"
+		cursor := ""
+		for !full() {
+			page, err := r.jobs(ctx, q, append(slices.Clone(args), cursor, retryPage)...)
+			if err != nil {
+				return nil, fmt.Errorf("retry jobs: %w", err)
+			}
+			for _, cur := range page {
+				if full() {
+					break
+				}
+				if err := apply(cur); err != nil {
+					return nil, fmt.Errorf("retry job %q: %w", cur.ID, err)
+				}
+			}
+			if len(page) < retryPage {
+				break
+			}
+			cursor = page[len(page)-1].ID
+		}
+	}
+	return out, nil
+}
+
+// jobDeleteFinished deletes terminal jobs of the given states (every
+// terminal state when States is empty) that ended before Before, at most
+// Limit (no limit when Limit <= 0).
+func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinishedParams) (int, error) {
+	var states []string
+	for _, s := range hoppertype.AllJobStates {
+		if s.Terminal() && (len(p.States) == 0 || slices.Contains(p.States, s)) {
+			states = append(states, "'"+string(s)+"'")
+		}
+	}
+	if len(states) == 0 {
+		return 0, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	res, err := r.exec(ctx, deleteFinishedSQL(states), trunc(p.Before).UnixMicro(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete finished jobs: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// deleteFinishedSQL deletes terminal jobs in states (quoted SQL literals)
+// that ended before ?1, at most ?2. The first state term repeats the
+// jobs_retention predicate so that index serves the query; the second
+// narrows it to the states asked for.
+func deleteFinishedSQL(states []string) string {
+	return `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_retention
+	WHERE state IN ` + terminalStates + ` AND state IN (` + strings.Join(states, ", ") + `)
+	AND ended_at < ?1 LIMIT ?2)`
+}

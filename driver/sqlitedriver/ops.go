@@ -1,0 +1,405 @@
+package sqlitedriver
+
+import (
+	"context"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// This file routes the Executor operations. On the Driver, writes queue to
+// the writer as one-operation calls (group commit) and reads run on the read
+// pool. On a transaction's executor (txExec), everything runs on the
+// writer's transaction.
+
+// write runs fn as a top-level call in the writer.
+func (d *Driver) write(ctx context.Context, single bool, fn func(ctx context.Context, t *txExec) error) error {
+	if d.closed.Load() {
+		return driver.ErrClosed
+	}
+	if err := d.checkSchema(ctx); err != nil {
+		return err
+	}
+	return d.w.do(ctx, single, fn)
+}
+
+// call runs one write operation as its own call and returns its value (also
+// alongside an error, as JobCancel needs).
+func call[T any](ctx context.Context, d *Driver, fn func(ctx context.Context, t *txExec) (T, error)) (T, error) {
+	var out T
+	err := d.write(ctx, true, func(ctx context.Context, t *txExec) error {
+		var err error
+		out, err = fn(ctx, t)
+		return err
+	})
+	return out, err
+}
+
+// read runs one read operation on the read pool.
+func read[T any](ctx context.Context, d *Driver, fn func(r *runner) (T, error)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	r, err := d.reader(ctx)
+	if err != nil {
+		return zero, err
+	}
+	return fn(r)
+}
+
+// InTx runs fn in a write transaction, queued to the writer and committed
+// with the other calls of its batch; see driver.Executor.InTx. fn runs on the
+// writer goroutine while it holds the database's write lock: it must use tx,
+// never the Driver (a write on the Driver from inside fn fails), and should
+// be quick. When fn returns an error or panics, its writes are rolled back
+// and its notifications dropped; a panic is re-raised in the caller.
+//
+// fn may run twice: when SQLite aborts the batch's whole transaction because
+// of another call (a disk-full error, say), the calls that had succeeded in
+// it are run once more in the next batch, so fn should have no effects
+// outside tx. InTx returns only after the commit that includes fn's writes,
+// or with an error and none of them.
+func (d *Driver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	return d.write(ctx, false, func(ctx context.Context, t *txExec) error { return fn(ctx, t) })
+}
+
+// JobInsertMany inserts jobs atomically; see driver.Executor.
+func (d *Driver) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) ([]driver.JobInsertResult, error) {
+		return t.JobInsertMany(ctx, params)
+	})
+}
+
+// JobGet returns one job; see driver.Executor.
+func (d *Driver) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	return read(ctx, d, func(r *runner) (*hoppertype.JobRow, error) { return r.jobGet(ctx, id) })
+}
+
+// JobGetMany returns the jobs that exist among ids; see driver.Executor.
+func (d *Driver) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	return read(ctx, d, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobGetMany(ctx, ids) })
+}
+
+// JobList lists jobs; see driver.Executor.
+func (d *Driver) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	return read(ctx, d, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobList(ctx, params) })
+}
+
+// JobCountByState counts jobs per queue and state; see driver.Executor.
+func (d *Driver) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
+	return read(ctx, d, func(r *runner) ([]driver.JobCount, error) { return r.jobCountByState(ctx, params) })
+}
+
+// JobClaim claims due jobs under a lease; see driver.Executor.
+func (d *Driver) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobClaim(ctx, params) })
+}
+
+// JobPromote makes due scheduled and retrying jobs pending; see
+// driver.Executor.
+func (d *Driver) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (int, error) { return t.JobPromote(ctx, params) })
+}
+
+// JobNextRunAt returns the earliest RunAt of a queue's waiting jobs; see
+// driver.Executor.
+func (d *Driver) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+	return read(ctx, d, func(r *runner) (time.Time, error) { return r.jobNextRunAt(ctx, queue) })
+}
+
+// JobHeartbeat extends held leases; see driver.Executor.
+func (d *Driver) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) ([]driver.JobHeartbeatResult, error) {
+		return t.JobHeartbeat(ctx, params)
+	})
+}
+
+// JobFinishMany applies workers' transitions; see driver.Executor.
+func (d *Driver) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) ([]driver.JobFinishResult, error) {
+		return t.JobFinishMany(ctx, params)
+	})
+}
+
+// JobListExpiredLeases lists running jobs whose lease expired; see
+// driver.Executor.
+func (d *Driver) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	return read(ctx, d, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobListExpiredLeases(ctx, params) })
+}
+
+// JobCancel cancels a job; see driver.Executor.
+func (d *Driver) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (*hoppertype.JobRow, error) { return t.JobCancel(ctx, params) })
+}
+
+// JobRetry moves jobs back to pending; see driver.Executor.
+func (d *Driver) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) ([]driver.JobRetryResult, error) { return t.JobRetry(ctx, params) })
+}
+
+// JobDeleteFinished deletes old terminal jobs; see driver.Executor.
+func (d *Driver) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (int, error) { return t.JobDeleteFinished(ctx, params) })
+}
+
+// GroupInsert stores a new group; see driver.Executor.
+func (d *Driver) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.GroupInsert(ctx, row) })
+}
+
+// GroupGet returns a group; see driver.Executor.
+func (d *Driver) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+	return read(ctx, d, func(r *runner) (*hoppertype.GroupRow, error) { return r.groupGet(ctx, id) })
+}
+
+// GroupUpdate changes a group atomically; see driver.Executor. Fold runs on
+// the writer goroutine while the write lock is held.
+func (d *Driver) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (*driver.GroupUpdateResult, error) {
+		return t.GroupUpdate(ctx, params)
+	})
+}
+
+// KeySetIfAbsent stores a key unless it is held; see driver.Executor.
+func (d *Driver) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (bool, error) { return t.KeySetIfAbsent(ctx, params) })
+}
+
+// LeaderAttempt takes or renews a leadership; see driver.Executor.
+func (d *Driver) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (*driver.LeaderRow, error) { return t.LeaderAttempt(ctx, params) })
+}
+
+// LeaderResign gives up a leadership; see driver.Executor.
+func (d *Driver) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.LeaderResign(ctx, params) })
+}
+
+// QueueSetPaused stores whether a queue is paused; see driver.Executor.
+func (d *Driver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.QueueSetPaused(ctx, params) })
+}
+
+// QueueList returns the stored queue states; see driver.Executor.
+func (d *Driver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+	return read(ctx, d, func(r *runner) ([]*driver.QueueRow, error) { return r.queueList(ctx) })
+}
+
+// The transaction's executor.
+
+// JobInsertMany inserts jobs; a duplicate id undoes the whole call.
+func (t *txExec) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	var out []driver.JobInsertResult
+	run := func() error {
+		var err error
+		out, err = t.r.jobInsertMany(ctx, params)
+		return err
+	}
+	var err error
+	if len(params.Jobs) > 1 {
+		err = t.atomic(ctx, run)
+	} else {
+		err = run()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// JobGet returns one job, as this transaction sees it.
+func (t *txExec) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.jobGet(ctx, id)
+}
+
+// JobGetMany returns the jobs that exist among ids, in their order.
+func (t *txExec) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.jobGetMany(ctx, ids)
+}
+
+// JobList lists jobs.
+func (t *txExec) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.jobList(ctx, params)
+}
+
+// JobCountByState counts jobs per queue and state.
+func (t *txExec) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.jobCountByState(ctx, params)
+}
+
+// JobClaim promotes and claims jobs.
+func (t *txExec) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	var out []*hoppertype.JobRow
+	err := t.atomic(ctx, func() error {
+		var err error
+		out, err = t.r.jobClaim(ctx, params)
+		return err
+	})
+	return out, err
+}
+
+// JobPromote promotes due jobs of every queue.
+func (t *txExec) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
+	if err := t.check(ctx); err != nil {
+		return 0, err
+	}
+	return t.r.jobPromote(ctx, params)
+}
+
+// JobNextRunAt returns the earliest RunAt of a queue's waiting jobs.
+func (t *txExec) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+	if err := t.check(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return t.r.jobNextRunAt(ctx, queue)
+}
+
+// JobHeartbeat extends held leases.
+func (t *txExec) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	var out []driver.JobHeartbeatResult
+	err := t.atomic(ctx, func() error {
+		var err error
+		out, err = t.r.jobHeartbeat(ctx, params)
+		return err
+	})
+	return out, err
+}
+
+// JobFinishMany applies workers' transitions.
+func (t *txExec) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	var out []driver.JobFinishResult
+	err := t.atomic(ctx, func() error {
+		var err error
+		out, err = t.r.jobFinishMany(ctx, params)
+		return err
+	})
+	return out, err
+}
+
+// JobListExpiredLeases lists running jobs whose lease expired.
+func (t *txExec) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.jobListExpiredLeases(ctx, params)
+}
+
+// JobCancel cancels a job.
+func (t *txExec) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.jobCancel(ctx, params)
+}
+
+// JobRetry moves jobs back to pending.
+func (t *txExec) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	var out []driver.JobRetryResult
+	err := t.atomic(ctx, func() error {
+		var err error
+		out, err = t.r.jobRetry(ctx, params)
+		return err
+	})
+	return out, err
+}
+
+// JobDeleteFinished deletes old terminal jobs.
+func (t *txExec) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+	if err := t.check(ctx); err != nil {
+		return 0, err
+	}
+	return t.r.jobDeleteFinished(ctx, params)
+}
+
+// GroupInsert stores a new group.
+func (t *txExec) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	return t.r.groupInsert(ctx, row)
+}
+
+// GroupGet returns a group, as this transaction sees it.
+func (t *txExec) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.groupGet(ctx, id)
+}
+
+// GroupUpdate changes a group; Fold runs here, under the write lock.
+func (t *txExec) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.groupUpdate(ctx, params)
+}
+
+// KeySetIfAbsent stores a key unless it is held.
+func (t *txExec) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+	if err := t.check(ctx); err != nil {
+		return false, err
+	}
+	return t.r.keySetIfAbsent(ctx, params)
+}
+
+// LeaderAttempt takes or renews a leadership.
+func (t *txExec) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.leaderAttempt(ctx, params)
+}
+
+// LeaderResign gives up a leadership.
+func (t *txExec) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	return t.r.leaderResign(ctx, params)
+}
+
+// QueueSetPaused stores whether a queue is paused.
+func (t *txExec) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	return t.r.queueSetPaused(ctx, params)
+}
+
+// QueueList returns the stored queue states.
+func (t *txExec) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.queueList(ctx)
+}

@@ -1,0 +1,140 @@
+package sqlitedriver
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// migrationFS holds the schema migrations, one file per version, named
+// NNNN_description.sql and applied in version order.
+//
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded schema version.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations are the embedded migrations in version order.
+var migrations = mustLoadMigrations()
+
+func mustLoadMigrations() []migration {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			panic(fmt.Sprintf("sqlitedriver: bad migration file name %q", name))
+		}
+		b, err := migrationFS.ReadFile(path.Join("migrations", name))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			panic(fmt.Sprintf("sqlitedriver: migrations are not numbered 1, 2, 3...: %q", m.name))
+		}
+	}
+	return out
+}
+
+// latestVersion is the schema version this binary knows.
+func latestVersion() int { return len(migrations) }
+
+// createVersionTable creates the table that records applied migrations.
+const createVersionTable = `CREATE TABLE IF NOT EXISTS hopper_migrations (
+	version    INTEGER PRIMARY KEY,
+	name       TEXT NOT NULL,
+	applied_at INTEGER NOT NULL
+)`
+
+// ErrSchemaTooNew is wrapped by the error returned for a database whose
+// schema is newer than this binary knows.
+var ErrSchemaTooNew = errors.New("sqlitedriver: database schema is newer than this binary")
+
+// checkNotNewer refuses a stored schema version this binary does not know.
+func checkNotNewer(v int) error {
+	if v > latestVersion() {
+		return fmt.Errorf("%w: the database is at schema version %d but this binary knows versions up to %d; upgrade hopper",
+			ErrSchemaTooNew, v, latestVersion())
+	}
+	return nil
+}
+
+// readVersion returns the highest applied migration, 0 for a database with
+// no hopper schema.
+func readVersion(ctx context.Context, q querier) (int, error) {
+	rows, err := q.QueryContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'hopper_migrations'`)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	for rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return 0, err
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	rows, err = q.QueryContext(ctx, `SELECT coalesce(max(version), 0) FROM hopper_migrations`)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	var v int
+	for rows.Next() {
+		if err := rows.Scan(&v); err != nil {
+			return 0, err
+		}
+	}
+	return v, rows.Close()
+}
+
+// migrate applies the missing migrations through q, which must be a write
+// transaction (so concurrent migrators serialise). A newer schema is refused.
+func migrate(ctx context.Context, q querier) error {
+	if _, err := q.ExecContext(ctx, createVersionTable); err != nil {
+		return fmt.Errorf("sqlitedriver: migrate: %w", err)
+	}
+	v, err := readVersion(ctx, q)
+	if err != nil {
+		return fmt.Errorf("sqlitedriver: migrate: read version: %w", err)
+	}
+	if err := checkNotNewer(v); err != nil {
+		return err
+	}
+	for _, m := range migrations[v:] {
+		if _, err := q.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("sqlitedriver: migrate to version %d (%s): %w", m.version, m.name, err)
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO hopper_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.version, m.name, time.Now().UnixMicro()); err != nil {
+			return fmt.Errorf("sqlitedriver: migrate to version %d: record: %w", m.version, err)
+		}
+	}
+	return nil
+}

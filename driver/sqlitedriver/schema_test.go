@@ -1,0 +1,222 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+func TestMigrateFreshAndReopen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "hopper.db")
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stored, known, err := d.SchemaVersion(ctx)
+	if err != nil || stored != known || known != latestVersion() {
+		t.Fatalf("SchemaVersion = %d, %d, %v; want %d, %d", stored, known, err, latestVersion(), latestVersion())
+	}
+	for _, table := range []string{"jobs", "groups", "keys", "leaders", "queues", "hopper_meta", "hopper_migrations"} {
+		var n int
+		if err := d.rdb.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, table).Scan(&n); err != nil || n != 1 {
+			t.Errorf("table %s: count %d, %v", table, n, err)
+		}
+	}
+	insert(t, d, newJob("q"))
+	d.Close()
+
+	// Reopening is a no-op: same version, one row per migration, data kept.
+	d = openAt(t, path, nil)
+	var rows int
+	if err := d.rdb.QueryRow(`SELECT count(*) FROM hopper_migrations`).Scan(&rows); err != nil || rows != latestVersion() {
+		t.Fatalf("hopper_migrations has %d rows (%v), want %d", rows, err, latestVersion())
+	}
+	if n := countJobs(t, d); n != 1 {
+		t.Fatalf("reopened database has %d jobs, want 1", n)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate on a current schema: %v", err)
+	}
+}
+
+func TestMigrateRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "hopper.db")
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	future := latestVersion() + 7
+	if _, err := d.wdb.Exec(`INSERT INTO hopper_migrations (version, name, applied_at) VALUES (?, 'from-the-future', 0)`, future); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	for _, opts := range []*Options{nil, {NoMigrate: true}} {
+		d, err := Open(path, opts)
+		if err == nil {
+			d.Close()
+			t.Fatalf("Open(%+v) accepted a schema from the future", opts)
+		}
+		if !errors.Is(err, ErrSchemaTooNew) {
+			t.Errorf("error does not wrap ErrSchemaTooNew: %v", err)
+		}
+		for _, v := range []int{future, latestVersion()} {
+			if !strings.Contains(err.Error(), strconv.Itoa(v)) {
+				t.Errorf("error does not name version %d: %v", v, err)
+			}
+		}
+	}
+}
+
+func TestNoMigrateOnEmptyFile(t *testing.T) {
+	t.Parallel()
+	d := openTemp(t, &Options{NoMigrate: true})
+	ctx := context.Background()
+	_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: nil})
+	if err == nil || !strings.Contains(err.Error(), "version 0") || !strings.Contains(err.Error(), "Migrate") {
+		t.Fatalf("insert on an unmigrated database: %v; want a clear schema error", err)
+	}
+	if _, err := d.JobGet(ctx, "x"); err == nil || !strings.Contains(err.Error(), "version 0") {
+		t.Fatalf("read on an unmigrated database: %v; want a clear schema error", err)
+	}
+	if err := d.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	insert(t, d, newJob("q"))
+	if n := countJobs(t, d); n != 1 {
+		t.Fatalf("%d jobs after migrate and insert, want 1", n)
+	}
+}
+
+// TestMigrateUpgradesInPlace adds a migration the binary "learns" later and
+// checks that an existing database moves forward keeping its data. It
+// replaces the package's migration list, so it does not run in parallel.
+func TestMigrateUpgradesInPlace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hopper.db")
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(t, d, newJob("q"))
+	d.Close()
+
+	saved := migrations
+	t.Cleanup(func() { migrations = saved })
+	migrations = append(append([]migration(nil), saved...), migration{
+		version: len(saved) + 1, name: "test_upgrade", sql: `CREATE TABLE upgrade_marker (x INTEGER)`,
+	})
+
+	d = openAt(t, path, nil)
+	stored, _, err := d.SchemaVersion(context.Background())
+	if err != nil || stored != len(saved)+1 {
+		t.Fatalf("after upgrade the schema is at %d (%v), want %d", stored, err, len(saved)+1)
+	}
+	if _, err := d.rdb.Exec(`SELECT count(*) FROM upgrade_marker`); err != nil {
+		t.Fatalf("upgrade did not run: %v", err)
+	}
+	if n := countJobs(t, d); n != 1 {
+		t.Fatalf("upgrade lost data: %d jobs", n)
+	}
+}
+
+func TestOpenURL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := []struct {
+		url, path string
+		opts      Options
+	}{
+		{"sqlite:///abs/path.db", "/abs/path.db", Options{}},
+		{"sqlite://rel/path.db", "rel/path.db", Options{}},
+		{"sqlite:path.db", "path.db", Options{}},
+		{"plain/path.db", "plain/path.db", Options{}},
+		{"sqlite:///x.db?synchronous=NORMAL&busy_timeout=2s&read_conns=2&no_migrate=true", "/x.db",
+			Options{Synchronous: "NORMAL", BusyTimeout: 2e9, ReadConns: 2, NoMigrate: true}},
+	}
+	for _, c := range cases {
+		path, opts, err := parseURL(c.url)
+		if err != nil {
+			t.Fatalf("%s: %v", c.url, err)
+		}
+		var got Options
+		if opts != nil {
+			got = *opts
+		}
+		if path != c.path || got != c.opts {
+			t.Errorf("%s: got %q %+v, want %q %+v", c.url, path, got, c.path, c.opts)
+		}
+	}
+	for _, bad := range []string{"sqlite://", "sqlite:///x.db?nope=1", "sqlite:///x.db?synchronous=OFF", ""} {
+		if d, err := OpenURL(bad); err == nil {
+			d.Close()
+			t.Errorf("OpenURL(%q) accepted", bad)
+		}
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("MustOpen did not panic on an empty path")
+			}
+		}()
+		MustOpen("", nil)
+	}()
+	d, err := OpenURL("sqlite://" + filepath.Join(dir, "u.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Name() != "sqlite" || d.Path() != filepath.Join(dir, "u.db") {
+		t.Fatalf("Name %q Path %q", d.Name(), d.Path())
+	}
+	var mode, sync string
+	if err := d.wdb.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode %q, %v", mode, err)
+	}
+	if err := d.wdb.QueryRow(`PRAGMA synchronous`).Scan(&sync); err != nil || sync != "2" {
+		t.Fatalf("synchronous %q (want 2 = FULL), %v", sync, err)
+	}
+}
+
+// TestRefusesNetworkFilesystem replaces the filesystem probe, so it does not
+// run in parallel.
+func TestRefusesNetworkFilesystem(t *testing.T) {
+	saved := fsType
+	t.Cleanup(func() { fsType = saved })
+	fsType = func(string) (uint32, error) { return 0x6969, nil }
+	d, err := Open(filepath.Join(t.TempDir(), "hopper.db"), nil)
+	if err == nil {
+		d.Close()
+		t.Fatal("Open accepted a database on NFS")
+	}
+	if !strings.Contains(err.Error(), "network filesystem") || !strings.Contains(err.Error(), "NFS") {
+		t.Fatalf("unclear error: %v", err)
+	}
+}
+
+func TestClosedDriver(t *testing.T) {
+	t.Parallel()
+	d := openTemp(t, nil)
+	d.Close()
+	ctx := context.Background()
+	if _, err := d.JobGet(ctx, "x"); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("JobGet after Close: %v", err)
+	}
+	if err := d.InTx(ctx, func(context.Context, driver.Executor) error { return nil }); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("InTx after Close: %v", err)
+	}
+	var tx *sql.Tx
+	if _, err := d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{}); !errors.Is(err, driver.ErrTxType) {
+		t.Errorf("JobInsertManyTx with a nil *sql.Tx: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
