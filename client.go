@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
@@ -59,8 +60,9 @@ type Retention struct {
 // Config configures a Client. The zero value of every field means its
 // default.
 type Config struct {
-	// Driver is the store. Required; use memdriver for tests, sqlitedriver
-	// for one machine and pgdriver for many.
+	// Driver is the store: memdriver for tests, sqlitedriver for one
+	// machine, pgdriver for many. Defaults to the SQLite file ./hopper.db,
+	// which the client then owns: Close closes it.
 	Driver driver.Driver
 	// MaxWorkers caps how many jobs this client runs at once (Unlimited for
 	// no cap). Defaults to 100.
@@ -142,16 +144,50 @@ type Client struct {
 	subsMu sync.Mutex
 	subs   atomic.Pointer[[]*subscriber]
 
-	mu      sync.Mutex
-	rt      *runtime // nil unless started
-	stopped chan struct{}
+	mu         sync.Mutex
+	rt         *runtime // nil unless started
+	stopped    chan struct{}
+	ownsDriver bool
 }
 
 // New makes a client over cfg.Driver. It does not start workers; Start does.
 func New(cfg Config) (*Client, error) {
+	owned := false
 	if cfg.Driver == nil {
-		return nil, errors.New("hopper: Config.Driver is required")
+		d, err := sqlitedriver.Open(DefaultDatabase, nil)
+		if err != nil {
+			return nil, fmt.Errorf("hopper: open the default database %s: %w", DefaultDatabase, err)
+		}
+		cfg.Driver, owned = d, true
 	}
+	c, err := newClient(cfg)
+	if err != nil {
+		if owned {
+			_ = cfg.Driver.Close()
+		}
+		return nil, err
+	}
+	c.ownsDriver = owned
+	return c, nil
+}
+
+// DefaultDatabase is the SQLite file New opens when Config.Driver is nil.
+const DefaultDatabase = "hopper.db"
+
+// Close stops the client (as Stop does, waiting until ctx is done) and
+// closes its store if the client opened it (Config.Driver was nil). A client
+// over a driver you passed in leaves that driver open.
+func (c *Client) Close(ctx context.Context) error {
+	err := c.Stop(ctx)
+	if c.ownsDriver {
+		if cerr := c.drv.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+func newClient(cfg Config) (*Client, error) {
 	if cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = 100
 	}

@@ -118,10 +118,11 @@ func (l *eventLog) kinds(jobID string) []hopper.EventKind {
 	return ks
 }
 
-func TestEnqueueAndResult(t *testing.T) {
-	t.Parallel()
+func TestEnqueueAndResult(t *testing.T) { forEachDriver(t, testEnqueueAndResult) }
+
+func testEnqueueAndResult(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	add := hopper.Define("add", addHandler, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(add))
 	ctx := testCtx(t)
 
@@ -148,11 +149,12 @@ func TestEnqueueAndResult(t *testing.T) {
 	require.Equal(t, 3, gv, "a job that never fanned out is a group of one")
 }
 
-func TestEnqueueNameAndMany(t *testing.T) {
-	t.Parallel()
+func TestEnqueueNameAndMany(t *testing.T) { forEachDriver(t, testEnqueueNameAndMany) }
+
+func testEnqueueNameAndMany(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	add := hopper.Define("add", addHandler, nil)
 	mul := hopper.Define("mul", func(_ context.Context, in addIn) (int, error) { return in.A * in.B, nil }, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(add, mul))
 	ctx := testCtx(t)
 
@@ -184,10 +186,10 @@ func TestEnqueueNameAndMany(t *testing.T) {
 	}
 }
 
-func TestBadInputIsRefused(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestBadInputIsRefused(t *testing.T) { forEachDriver(t, testBadInputIsRefused) }
+
+func testBadInputIsRefused(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	add := hopper.Define("add", addHandler, nil)
 	c := newClient(t, hopper.Config{Driver: d, MaxPayloadBytes: 64})
 	require.NoError(t, c.Register(add))
@@ -247,10 +249,11 @@ func TestBadInputIsRefused(t *testing.T) {
 	require.ErrorIs(t, c.Register(hopper.Define("add", addHandler, nil)), hopper.ErrDuplicateType)
 }
 
-func TestResultThatDoesNotEncodeDeadLetters(t *testing.T) {
-	t.Parallel()
+func TestResultThatDoesNotEncodeDeadLetters(t *testing.T) { forEachDriver(t, testResultThatDoesNotEncodeDeadLetters) }
+
+func testResultThatDoesNotEncodeDeadLetters(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	bad := hopper.Define("bad-out", func(context.Context, addIn) (func(), error) { return func() {}, nil }, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(bad))
 	ctx := testCtx(t)
 	h, err := bad.Enqueue(ctx, c, addIn{}, nil)
@@ -263,8 +266,9 @@ func TestResultThatDoesNotEncodeDeadLetters(t *testing.T) {
 	require.Equal(t, 1, row.Attempt, "an encoding failure is not retried")
 }
 
-func TestRetriesThenSucceeds(t *testing.T) {
-	t.Parallel()
+func TestRetriesThenSucceeds(t *testing.T) { forEachDriver(t, testRetriesThenSucceeds) }
+
+func testRetriesThenSucceeds(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	events := newEventLog()
 	var calls atomic.Int32
 	flaky := hopper.Define("flaky", func(ctx context.Context, n int) (string, error) {
@@ -275,7 +279,7 @@ func TestRetriesThenSucceeds(t *testing.T) {
 		}
 		return fmt.Sprintf("ok on %d", jc.Attempt()), nil
 	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 4, Base: time.Millisecond, Jitter: hopper.NoJitter}})
-	c := newClient(t, hopper.Config{OnEvent: events.hook})
+	c := newClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook})
 	require.NoError(t, c.Register(flaky))
 	ctx := testCtx(t)
 
@@ -303,8 +307,9 @@ func TestRetriesThenSucceeds(t *testing.T) {
 	require.Equal(t, 4, last.Attempt)
 }
 
-func TestAbortSnoozeAndClassifier(t *testing.T) {
-	t.Parallel()
+func TestAbortSnoozeAndClassifier(t *testing.T) { forEachDriver(t, testAbortSnoozeAndClassifier) }
+
+func testAbortSnoozeAndClassifier(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var snoozes atomic.Int32
 	permanent := errors.New("card declined")
 	job := hopper.Define("j", func(ctx context.Context, mode string) (int, error) {
@@ -329,7 +334,7 @@ func TestAbortSnoozeAndClassifier(t *testing.T) {
 			return hopper.DecideRetry()
 		},
 	})
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
 
@@ -352,8 +357,9 @@ func TestAbortSnoozeAndClassifier(t *testing.T) {
 	require.ErrorIs(t, err, hopper.ErrAborted)
 }
 
-func TestPanickingHandlerIsAFailure(t *testing.T) {
-	t.Parallel()
+func TestPanickingHandlerIsAFailure(t *testing.T) { forEachDriver(t, testPanickingHandlerIsAFailure) }
+
+func testPanickingHandlerIsAFailure(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	boom := hopper.Define("boom", func(ctx context.Context, _ int) (int, error) {
 		if hopper.JobFromContext(ctx).Attempt() == 1 {
 			panic("kaboom")
@@ -361,7 +367,7 @@ func TestPanickingHandlerIsAFailure(t *testing.T) {
 		return 7, nil
 	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: time.Millisecond}})
 	var hookPanics atomic.Int32
-	c := newClient(t, hopper.Config{
+	c := newClient(t, hopper.Config{Driver: newDriver(t), 
 		OnEvent: func(hopper.Event) { panic("bad hook") },
 		OnError: func(err error, phase hopper.ErrorPhase) {
 			if phase == hopper.PhaseHook {
@@ -385,14 +391,15 @@ func TestPanickingHandlerIsAFailure(t *testing.T) {
 	require.Positive(t, hookPanics.Load(), "panicking hooks are reported, the engine carries on")
 }
 
-func TestUniqueKey(t *testing.T) {
-	t.Parallel()
+func TestUniqueKey(t *testing.T) { forEachDriver(t, testUniqueKey) }
+
+func testUniqueKey(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	release := make(chan struct{})
 	slow := hopper.Define("slow", func(ctx context.Context, n int) (int, error) {
 		<-release
 		return n, nil
 	}, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(slow))
 	ctx := testCtx(t)
 
@@ -416,8 +423,9 @@ func TestUniqueKey(t *testing.T) {
 	require.Equal(t, 3, v)
 }
 
-func TestOptionPrecedence(t *testing.T) {
-	t.Parallel()
+func TestOptionPrecedence(t *testing.T) { forEachDriver(t, testOptionPrecedence) }
+
+func testOptionPrecedence(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	type in struct {
 		Tenant string `json:"tenant"`
 	}
@@ -431,8 +439,7 @@ func TestOptionPrecedence(t *testing.T) {
 			return &hopper.InsertOpts{Group: v.Tenant, Priority: 2, Metadata: map[string]string{"from": "computed", "tenant": v.Tenant}}
 		},
 	})
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+	d := newDriver(t)
 	c, err := hopper.New(hopper.Config{Driver: d, Retry: hopper.RetryPolicy{Attempts: 9, Max: time.Minute, Jitter: hopper.NoJitter}, AttemptTimeout: time.Second})
 	require.NoError(t, err)
 	ctx := testCtx(t)
@@ -461,10 +468,10 @@ func TestOptionPrecedence(t *testing.T) {
 	require.True(t, row.Deadline.Equal(at.Add(time.Hour).Truncate(time.Microsecond)), "deadline wins over timeout")
 }
 
-func TestCrossClientWaiter(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestCrossClientWaiter(t *testing.T) { forEachDriver(t, testCrossClientWaiter) }
+
+func testCrossClientWaiter(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	add := hopper.Define("add", addHandler, nil)
 	worker := newClient(t, hopper.Config{Driver: d})
 	require.NoError(t, worker.Register(add))
@@ -484,10 +491,10 @@ func TestCrossClientWaiter(t *testing.T) {
 	require.Equal(t, 42, v)
 }
 
-func TestClaimOnceAcrossClients(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestClaimOnceAcrossClients(t *testing.T) { forEachDriver(t, testClaimOnceAcrossClients) }
+
+func testClaimOnceAcrossClients(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	var effects atomic.Int32
 	job := hopper.Define("once", func(ctx context.Context, key string) (bool, error) {
 		ok, err := hopper.JobFromContext(ctx).Claim(ctx, key)
@@ -521,15 +528,16 @@ func TestClaimOnceAcrossClients(t *testing.T) {
 	require.EqualValues(t, 1, effects.Load())
 }
 
-func TestCancel(t *testing.T) {
-	t.Parallel()
+func TestCancel(t *testing.T) { forEachDriver(t, testCancel) }
+
+func testCancel(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	started := make(chan string, 1)
 	block := hopper.Define("block", func(ctx context.Context, _ int) (int, error) {
 		started <- hopper.JobFromContext(ctx).ID()
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(block))
 	ctx := testCtx(t)
 
@@ -564,10 +572,10 @@ func TestCancel(t *testing.T) {
 	require.Equal(t, 1, row.Attempt)
 }
 
-func TestCancelRunningInOtherProcess(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestCancelRunningInOtherProcess(t *testing.T) { forEachDriver(t, testCancelRunningInOtherProcess) }
+
+func testCancelRunningInOtherProcess(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	started := make(chan struct{}, 1)
 	block := hopper.Define("block", func(ctx context.Context, _ int) (int, error) {
 		started <- struct{}{}
@@ -588,10 +596,11 @@ func TestCancelRunningInOtherProcess(t *testing.T) {
 	require.ErrorIs(t, err, hopper.ErrCancelled)
 }
 
-func TestDeadlines(t *testing.T) {
-	t.Parallel()
+func TestDeadlines(t *testing.T) { forEachDriver(t, testDeadlines) }
+
+func testDeadlines(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	events := newEventLog()
-	c, clk := hoppertest.NewClient(t, hopper.Config{OnEvent: events.hook})
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook})
 	var runs atomic.Int32
 	job := hopper.Define("d", func(ctx context.Context, fail bool) (int, error) {
 		runs.Add(1)
@@ -624,9 +633,10 @@ func TestDeadlines(t *testing.T) {
 	require.Equal(t, hopper.StateExpired, row.State)
 }
 
-func TestAttemptTimeout(t *testing.T) {
-	t.Parallel()
-	c, clk := hoppertest.NewClient(t, hopper.Config{})
+func TestAttemptTimeout(t *testing.T) { forEachDriver(t, testAttemptTimeout) }
+
+func testAttemptTimeout(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
 	started := make(chan struct{}, 4)
 	job := hopper.Define("slow", func(ctx context.Context, _ int) (int, error) {
 		started <- struct{}{}
@@ -643,8 +653,9 @@ func TestAttemptTimeout(t *testing.T) {
 	require.ErrorIs(t, err, hopper.ErrAttemptTimeout)
 }
 
-func TestRedriveAndRetry(t *testing.T) {
-	t.Parallel()
+func TestRedriveAndRetry(t *testing.T) { forEachDriver(t, testRedriveAndRetry) }
+
+func testRedriveAndRetry(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var fail atomic.Bool
 	fail.Store(true)
 	job := hopper.Define("r", func(ctx context.Context, _ int) (int, error) {
@@ -654,7 +665,7 @@ func TestRedriveAndRetry(t *testing.T) {
 		return hopper.JobFromContext(ctx).Attempt(), nil
 	}, nil)
 	events := newEventLog()
-	c := newClient(t, hopper.Config{OnEvent: events.hook})
+	c := newClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook})
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
 
@@ -697,8 +708,9 @@ func TestRedriveAndRetry(t *testing.T) {
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
 }
 
-func TestAutoRedrive(t *testing.T) {
-	t.Parallel()
+func TestAutoRedrive(t *testing.T) { forEachDriver(t, testAutoRedrive) }
+
+func testAutoRedrive(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var fail atomic.Bool
 	fail.Store(true)
 	job := hopper.Define("r", func(ctx context.Context, _ int) (int, error) {
@@ -708,7 +720,7 @@ func TestAutoRedrive(t *testing.T) {
 		return 1, nil
 	}, nil)
 	events := newEventLog()
-	c := newClient(t, hopper.Config{AutoRedrive: 10, PollInterval: 10 * time.Millisecond, OnEvent: events.hook})
+	c := newClient(t, hopper.Config{Driver: newDriver(t), AutoRedrive: 10, PollInterval: 10 * time.Millisecond, OnEvent: events.hook})
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
 	h, err := job.Enqueue(ctx, c, 0, nil)
@@ -722,9 +734,10 @@ func TestAutoRedrive(t *testing.T) {
 	require.Equal(t, hopper.StateSucceeded, row.State)
 }
 
-func TestPausedQueue(t *testing.T) {
-	t.Parallel()
-	c, clk := hoppertest.NewClient(t, hopper.Config{})
+func TestPausedQueue(t *testing.T) { forEachDriver(t, testPausedQueue) }
+
+func testPausedQueue(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
 	add := hopper.Define("add", addHandler, nil)
 	require.NoError(t, c.Register(add))
 	ctx := testCtx(t)
@@ -747,10 +760,10 @@ func TestPausedQueue(t *testing.T) {
 	require.Equal(t, 1, v)
 }
 
-func TestListPaging(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestListPaging(t *testing.T) { forEachDriver(t, testListPaging) }
+
+func testListPaging(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	add := hopper.Define("add", addHandler, nil)
 	c, err := hopper.New(hopper.Config{Driver: d})
 	require.NoError(t, err)
@@ -780,14 +793,15 @@ func TestListPaging(t *testing.T) {
 	}
 }
 
-func TestSkipQueue(t *testing.T) {
-	t.Parallel()
+func TestSkipQueue(t *testing.T) { forEachDriver(t, testSkipQueue) }
+
+func testSkipQueue(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var worker atomic.Value
 	job := hopper.Define("fast", func(ctx context.Context, n int) (int, error) {
 		worker.Store(hopper.JobFromContext(ctx).Attempt())
 		return n * 2, nil
 	}, &hopper.TypeOpts[int]{SkipQueue: true})
-	c := newClient(t, hopper.Config{PollInterval: time.Hour})
+	c := newClient(t, hopper.Config{Driver: newDriver(t), PollInterval: time.Hour})
 	require.NoError(t, c.Register(job))
 	require.NoError(t, c.PauseQueue(testCtx(t), hopper.DefaultQueue))
 	ctx := testCtx(t)
@@ -801,10 +815,10 @@ func TestSkipQueue(t *testing.T) {
 
 // TestStopWhileEnqueueing: goroutines enqueue while the client stops; no job
 // is left running, every stored job is either done or waiting, none lost.
-func TestStopWhileEnqueueing(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestStopWhileEnqueueing(t *testing.T) { forEachDriver(t, testStopWhileEnqueueing) }
+
+func testStopWhileEnqueueing(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	job := hopper.Define("work", func(ctx context.Context, n int) (int, error) {
 		select {
 		case <-ctx.Done():
@@ -871,10 +885,10 @@ func TestStopWhileEnqueueing(t *testing.T) {
 	require.EqualValues(t, enqueued.Load(), total, "every acknowledged enqueue is stored")
 }
 
-func TestStartStopIdempotent(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestStartStopIdempotent(t *testing.T) { forEachDriver(t, testStartStopIdempotent) }
+
+func testStartStopIdempotent(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	add := hopper.Define("add", addHandler, nil)
 	c, err := hopper.New(hopper.Config{Driver: d})
 	require.NoError(t, err)
@@ -895,13 +909,4 @@ func TestStartStopIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, v)
 	require.NoError(t, c.Stop(ctx))
-}
-
-
-
-// newSharedDriver is a memory store several clients share in one test.
-func newSharedDriver(t *testing.T) driver.Driver {
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
-	return d
 }

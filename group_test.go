@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
 )
 
 type fanIn struct {
@@ -37,11 +38,12 @@ func fanoutType(name string, child *hopper.Type[addIn, int], fail *atomic.Int32)
 	}, &hopper.TypeOpts[fanIn]{Retry: hopper.RetryPolicy{Base: time.Millisecond}})
 }
 
-func TestFanOutFold(t *testing.T) {
-	t.Parallel()
+func TestFanOutFold(t *testing.T) { forEachDriver(t, testFanOutFold) }
+
+func testFanOutFold(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	events := newEventLog()
 	fan := fanoutType("fanout", summing, nil)
-	c := newClient(t, hopper.Config{OnEvent: events.hook, MaxWorkers: 16})
+	c := newClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook, MaxWorkers: 16})
 	require.NoError(t, c.Register(fan, summing))
 	ctx := testCtx(t)
 
@@ -77,12 +79,13 @@ func TestFanOutFold(t *testing.T) {
 	require.Equal(t, 1, n, "group-done fires once")
 }
 
-func TestFanOutIsAtomicWithParent(t *testing.T) {
-	t.Parallel()
+func TestFanOutIsAtomicWithParent(t *testing.T) { forEachDriver(t, testFanOutIsAtomicWithParent) }
+
+func testFanOutIsAtomicWithParent(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var fails atomic.Int32
 	fails.Store(2) // the first two attempts spawn and then fail
 	fan := fanoutType("fanout", summing, &fails)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(fan, summing))
 	ctx := testCtx(t)
 	h, err := fan.Enqueue(ctx, c, fanIn{N: 5}, nil)
@@ -100,8 +103,9 @@ func TestFanOutIsAtomicWithParent(t *testing.T) {
 	require.Len(t, page.Jobs, 5, "children of failed attempts were never stored")
 }
 
-func TestGroupValueLastWriterAndFinal(t *testing.T) {
-	t.Parallel()
+func TestGroupValueLastWriterAndFinal(t *testing.T) { forEachDriver(t, testGroupValueLastWriterAndFinal) }
+
+func testGroupValueLastWriterAndFinal(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	plain := hopper.Define("plain", func(ctx context.Context, in addIn) (int, error) { return in.A, nil }, nil)
 	parent := hopper.Define("parent", func(ctx context.Context, final bool) (int, error) {
 		jc := hopper.JobFromContext(ctx)
@@ -113,7 +117,7 @@ func TestGroupValueLastWriterAndFinal(t *testing.T) {
 		}
 		return 100, nil
 	}, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(plain, parent))
 	ctx := testCtx(t)
 
@@ -135,8 +139,9 @@ func TestGroupValueLastWriterAndFinal(t *testing.T) {
 	require.Equal(t, 100, v, "a final contribution locks the group value")
 }
 
-func TestFoldExactUnderConcurrency(t *testing.T) {
-	t.Parallel()
+func TestFoldExactUnderConcurrency(t *testing.T) { forEachDriver(t, testFoldExactUnderConcurrency) }
+
+func testFoldExactUnderConcurrency(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	one := hopper.Define("one", func(ctx context.Context, _ addIn) (hopper.None, error) {
 		return hopper.None{}, hopper.FoldGroup(ctx, func(acc int) int { return acc + 1 })
 	}, nil)
@@ -148,7 +153,7 @@ func TestFoldExactUnderConcurrency(t *testing.T) {
 		}
 		return hopper.None{}, jc.Spawn(specs...)
 	}, nil)
-	d := newSharedDriver(t)
+	d := newDriver(t)
 	var clients []*hopper.Client
 	for range 3 {
 		c := newClient(t, hopper.Config{Driver: d, MaxWorkers: 32})
@@ -165,8 +170,9 @@ func TestFoldExactUnderConcurrency(t *testing.T) {
 	require.Equal(t, 300, n, "300 concurrent folds across three clients, none lost")
 }
 
-func TestNestedFanOutAndRedriveReopens(t *testing.T) {
-	t.Parallel()
+func TestNestedFanOutAndRedriveReopens(t *testing.T) { forEachDriver(t, testNestedFanOutAndRedriveReopens) }
+
+func testNestedFanOutAndRedriveReopens(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var failLeaf atomic.Bool
 	failLeaf.Store(true)
 	leaf := hopper.Define("leaf", func(ctx context.Context, in addIn) (int, error) {
@@ -183,7 +189,7 @@ func TestNestedFanOutAndRedriveReopens(t *testing.T) {
 		jc := hopper.JobFromContext(ctx)
 		return hopper.None{}, jc.Spawn(mid.Job(addIn{A: 1}, nil), mid.Job(addIn{A: 3}, nil))
 	}, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(leaf, mid, root))
 	ctx := testCtx(t)
 	h, err := root.Enqueue(ctx, c, hopper.None{}, nil)
@@ -211,13 +217,14 @@ func TestNestedFanOutAndRedriveReopens(t *testing.T) {
 	_ = st
 }
 
-func TestCancelledChildSettlesGroup(t *testing.T) {
-	t.Parallel()
+func TestCancelledChildSettlesGroup(t *testing.T) { forEachDriver(t, testCancelledChildSettlesGroup) }
+
+func testCancelledChildSettlesGroup(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	later := hopper.Define("later", func(ctx context.Context, in addIn) (int, error) { return in.A, nil }, nil)
 	parent := hopper.Define("parent", func(ctx context.Context, _ hopper.None) (hopper.None, error) {
 		return hopper.None{}, hopper.JobFromContext(ctx).Spawn(later.Job(addIn{A: 1}, &hopper.InsertOpts{ID: "the-child", Delay: time.Hour}))
 	}, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(later, parent))
 	ctx := testCtx(t)
 	h, err := parent.Enqueue(ctx, c, hopper.None{}, nil)
@@ -235,8 +242,9 @@ func TestCancelledChildSettlesGroup(t *testing.T) {
 	require.False(t, g.Set)
 }
 
-func TestSpawnRefusesBadInput(t *testing.T) {
-	t.Parallel()
+func TestSpawnRefusesBadInput(t *testing.T) { forEachDriver(t, testSpawnRefusesBadInput) }
+
+func testSpawnRefusesBadInput(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	child := hopper.Define("child", func(ctx context.Context, in addIn) (int, error) { return 0, nil }, nil)
 	errc := make(chan error, 1)
 	parent := hopper.Define("parent", func(ctx context.Context, _ hopper.None) (hopper.None, error) {
@@ -244,7 +252,7 @@ func TestSpawnRefusesBadInput(t *testing.T) {
 		errc <- err
 		return hopper.None{}, nil
 	}, nil)
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(child, parent))
 	ctx := testCtx(t)
 	h, err := parent.Enqueue(ctx, c, hopper.None{}, nil)

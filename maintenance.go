@@ -71,6 +71,7 @@ func (m *maintenance) run() {
 			return
 		case <-t.C():
 		}
+		t.Reset(c.cfg.LeaderTTL / 3)
 		row, err := c.drv.LeaderAttempt(m.ctx, &driver.LeaderAttemptParams{Name: leaderName, Owner: c.worker, Now: c.now(), TTL: c.cfg.LeaderTTL})
 		switch {
 		case err != nil:
@@ -101,7 +102,6 @@ func (m *maintenance) run() {
 		default:
 			stopLeading()
 		}
-		t.Reset(c.cfg.LeaderTTL / 3)
 	}
 }
 
@@ -139,20 +139,20 @@ func (m *maintenance) lead(ctx context.Context, t leadTimers) {
 		case <-ctx.Done():
 			return
 		case <-rescue.C():
+			rescue.Reset(c.cfg.RescueInterval)
 			if err := c.rescue(ctx); err != nil && ctx.Err() == nil {
 				c.reportError(fmt.Errorf("rescue: %w", err), PhaseMaintenance)
 			}
-			rescue.Reset(c.cfg.RescueInterval)
 		case <-promote.C():
+			promote.Reset(c.cfg.PollInterval)
 			if _, err := c.drv.JobPromote(ctx, &driver.JobPromoteParams{Now: c.now(), Limit: 1000}); err != nil && ctx.Err() == nil {
 				c.reportError(fmt.Errorf("promote due jobs: %w", err), PhaseMaintenance)
 			}
-			promote.Reset(c.cfg.PollInterval)
 		case <-retention.C():
+			retention.Reset(time.Minute)
 			if err := c.retain(ctx); err != nil && ctx.Err() == nil {
 				c.reportError(fmt.Errorf("retention: %w", err), PhaseMaintenance)
 			}
-			retention.Reset(time.Minute)
 		}
 	}
 }

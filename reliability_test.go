@@ -9,7 +9,6 @@ import (
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
-	"github.com/hopper-go/hopper/driver/memdriver"
 	"github.com/hopper-go/hopper/hoppertest"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/stretchr/testify/require"
@@ -38,10 +37,10 @@ func jobState(t *testing.T, d driver.Driver, id string) *hoppertype.JobRow {
 // TestDeadWorkerJobRunsAgain: a worker claims a job and dies (never
 // heartbeats, never finishes). After its lease lapses the rescuer retries the
 // job, which runs again with attempt+1 and succeeds. Nothing is lost.
-func TestDeadWorkerJobRunsAgain(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestDeadWorkerJobRunsAgain(t *testing.T) { forEachDriver(t, testDeadWorkerJobRunsAgain) }
+
+func testDeadWorkerJobRunsAgain(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	clk := hoppertest.NewClock(time.Time{})
 	ctx := testCtx(t)
 	job := hopper.Define("work", func(ctx context.Context, _ int) (int, error) {
@@ -83,15 +82,20 @@ func TestDeadWorkerJobRunsAgain(t *testing.T) {
 
 // TestHeartbeatKeepsLongJob: a job running for ten visibility timeouts,
 // heartbeating, is never rescued.
-func TestHeartbeatKeepsLongJob(t *testing.T) {
-	t.Parallel()
+func TestHeartbeatKeepsLongJob(t *testing.T) { forEachDriver(t, testHeartbeatKeepsLongJob) }
+
+func testHeartbeatKeepsLongJob(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	events := newEventLog()
-	c, clk := hoppertest.NewClient(t, hopper.Config{OnEvent: events.hook, Visibility: 30 * time.Second})
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook, Visibility: 30 * time.Second})
 	release := make(chan struct{})
 	started := make(chan struct{})
 	job := hopper.Define("long", func(ctx context.Context, _ int) (int, error) {
 		close(started)
-		<-release
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 		return hopper.JobFromContext(ctx).Attempt(), nil
 	}, nil)
 	require.NoError(t, c.Register(job))
@@ -119,10 +123,10 @@ func TestHeartbeatKeepsLongJob(t *testing.T) {
 // TestRescueThenLateCompletion: a worker stalls past its lease; the job is
 // rescued and finished by another worker; when the stalled worker finally
 // returns, its completion changes nothing.
-func TestRescueThenLateCompletion(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestRescueThenLateCompletion(t *testing.T) { forEachDriver(t, testRescueThenLateCompletion) }
+
+func testRescueThenLateCompletion(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	ctx := testCtx(t)
 
 	// Worker A's clock never moves, so it never heartbeats: it is stalled.
@@ -131,7 +135,11 @@ func TestRescueThenLateCompletion(t *testing.T) {
 	released := make(chan struct{})
 	jobA := hopper.Define("work", func(ctx context.Context, _ int) (string, error) {
 		close(stalled)
-		<-released
+		select {
+		case <-released:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 		return "late", nil
 	}, nil)
 	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkA, WorkerID: "A"})
@@ -168,9 +176,10 @@ func TestRescueThenLateCompletion(t *testing.T) {
 
 // TestLeaseLostCancelsHandler: when a heartbeat finds the lease gone, the
 // handler's context is cancelled with ErrLeaseLost.
-func TestLeaseLostCancelsHandler(t *testing.T) {
-	t.Parallel()
-	c, clk := hoppertest.NewClient(t, hopper.Config{})
+func TestLeaseLostCancelsHandler(t *testing.T) { forEachDriver(t, testLeaseLostCancelsHandler) }
+
+func testLeaseLostCancelsHandler(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
 	cause := make(chan error, 4)
 	started := make(chan string, 4)
 	job := hopper.Define("w", func(ctx context.Context, _ int) (int, error) {
@@ -202,10 +211,10 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 
 // TestStuckAfterRepeatedLeaseLoss: a job whose every attempt loses its lease
 // ends stuck (engine failure, retryable), not silently dead.
-func TestStuckAfterRepeatedLeaseLoss(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestStuckAfterRepeatedLeaseLoss(t *testing.T) { forEachDriver(t, testStuckAfterRepeatedLeaseLoss) }
+
+func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	clk := hoppertest.NewClock(time.Time{})
 	ctx := testCtx(t)
 	job := hopper.Define("w", func(ctx context.Context, _ int) (int, error) { return 0, nil },
@@ -246,10 +255,10 @@ func TestStuckAfterRepeatedLeaseLoss(t *testing.T) {
 }
 
 // TestLeaderElection: one leader at a time; when it stops, another takes over.
-func TestLeaderElection(t *testing.T) {
-	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
+func TestLeaderElection(t *testing.T) { forEachDriver(t, testLeaderElection) }
+
+func testLeaderElection(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
 	clk := hoppertest.NewClock(time.Time{})
 	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, WorkerID: "A"})
 	eventually(t, "A leads", a.IsLeader)

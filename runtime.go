@@ -269,8 +269,10 @@ func (rt *runtime) heartbeatLoop(t Timer) {
 			return
 		case <-t.C():
 		}
-		rt.heartbeatOnce(context.Background())
+		// Re-arm before the work, so beats keep a fixed rate and the next
+		// one is armed as soon as this one is visible.
 		t.Reset(c.cfg.HeartbeatInterval)
+		rt.heartbeatOnce(context.Background())
 	}
 }
 
@@ -288,8 +290,8 @@ func (rt *runtime) drainHeartbeats() {
 		case <-done:
 			return
 		case <-t.C():
-			rt.heartbeatOnce(context.Background())
 			t.Reset(rt.c.cfg.HeartbeatInterval)
+			rt.heartbeatOnce(context.Background())
 		}
 	}
 }
