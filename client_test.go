@@ -249,7 +249,9 @@ func testBadInputIsRefused(t *testing.T, newDriver func(*testing.T) driver.Drive
 	require.ErrorIs(t, c.Register(hopper.Define("add", addHandler, nil)), hopper.ErrDuplicateType)
 }
 
-func TestResultThatDoesNotEncodeDeadLetters(t *testing.T) { forEachDriver(t, testResultThatDoesNotEncodeDeadLetters) }
+func TestResultThatDoesNotEncodeDeadLetters(t *testing.T) {
+	forEachDriver(t, testResultThatDoesNotEncodeDeadLetters)
+}
 
 func testResultThatDoesNotEncodeDeadLetters(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	bad := hopper.Define("bad-out", func(context.Context, addIn) (func(), error) { return func() {}, nil }, nil)
@@ -367,7 +369,7 @@ func testPanickingHandlerIsAFailure(t *testing.T, newDriver func(*testing.T) dri
 		return 7, nil
 	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: time.Millisecond}})
 	var hookPanics atomic.Int32
-	c := newClient(t, hopper.Config{Driver: newDriver(t), 
+	c := newClient(t, hopper.Config{Driver: newDriver(t),
 		OnEvent: func(hopper.Event) { panic("bad hook") },
 		OnError: func(err error, phase hopper.ErrorPhase) {
 			if phase == hopper.PhaseHook {

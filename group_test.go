@@ -103,7 +103,9 @@ func testFanOutIsAtomicWithParent(t *testing.T, newDriver func(*testing.T) drive
 	require.Len(t, page.Jobs, 5, "children of failed attempts were never stored")
 }
 
-func TestGroupValueLastWriterAndFinal(t *testing.T) { forEachDriver(t, testGroupValueLastWriterAndFinal) }
+func TestGroupValueLastWriterAndFinal(t *testing.T) {
+	forEachDriver(t, testGroupValueLastWriterAndFinal)
+}
 
 func testGroupValueLastWriterAndFinal(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	plain := hopper.Define("plain", func(ctx context.Context, in addIn) (int, error) { return in.A, nil }, nil)
@@ -170,7 +172,9 @@ func testFoldExactUnderConcurrency(t *testing.T, newDriver func(*testing.T) driv
 	require.Equal(t, 300, n, "300 concurrent folds across three clients, none lost")
 }
 
-func TestNestedFanOutAndRedriveReopens(t *testing.T) { forEachDriver(t, testNestedFanOutAndRedriveReopens) }
+func TestNestedFanOutAndRedriveReopens(t *testing.T) {
+	forEachDriver(t, testNestedFanOutAndRedriveReopens)
+}
 
 func testNestedFanOutAndRedriveReopens(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var failLeaf atomic.Bool
