@@ -73,3 +73,67 @@ func TestBenchBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestOperatorCommands(t *testing.T) {
+	db := "sqlite://" + t.TempDir() + "/ops.db"
+	// Seed jobs with a throughput bench run on the same file: 50 succeeded.
+	if _, errOut, code := run(t, "bench", "--db", db, "--driver", "sqlite", "--jobs", "50", "--json"); code != 0 {
+		t.Fatalf("seed: %s", errOut)
+	}
+	out, errOut, code := run(t, "jobs", "list", "--db", db, "--state", "succeeded", "--limit", "10", "--json")
+	if code != 0 {
+		t.Fatalf("jobs list: %s", errOut)
+	}
+	var page struct {
+		Jobs []struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+			Type  string `json:"type"`
+		} `json:"jobs"`
+		NextCursor string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(out), &page); err != nil || len(page.Jobs) != 10 || page.NextCursor == "" {
+		t.Fatalf("jobs list --json: %v %q", err, out)
+	}
+	id := page.Jobs[0].ID
+	out, _, code = run(t, "jobs", "show", id, "--db", db)
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "succeeded") {
+		t.Fatalf("jobs show: %q", out)
+	}
+	out, _, code = run(t, "jobs", "list", "--db", db)
+	if code != 0 || !strings.Contains(out, "STATE") || !strings.Contains(out, "bench-noop") {
+		t.Fatalf("jobs list table: %q", out)
+	}
+	if _, errOut, code := run(t, "jobs", "cancel", id, "--db", db); code == 0 || !strings.Contains(errOut, "conflict") {
+		t.Fatalf("cancelling a finished job: code %d, %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "jobs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("show missing: code %d, %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "jobs", "list", "--db", db, "--state", "bogus"); code == 0 || errOut == "" {
+		t.Fatal("a bad state is refused")
+	}
+
+	out, _, code = run(t, "queues", "pause", "default", "--db", db)
+	if code != 0 {
+		t.Fatalf("pause: %q", out)
+	}
+	out, _, code = run(t, "queues", "list", "--db", db, "--json")
+	if code != 0 || !strings.Contains(out, `"paused": true`) || !strings.Contains(out, `"succeeded": 50`) {
+		t.Fatalf("queues list: %q", out)
+	}
+	if _, _, code := run(t, "queues", "resume", "default", "--db", db); code != 0 {
+		t.Fatal("resume failed")
+	}
+	out, _, code = run(t, "dead", "list", "--db", db, "--json")
+	if code != 0 || !strings.Contains(out, `"jobs": []`) {
+		t.Fatalf("dead list: %q", out)
+	}
+	out, _, code = run(t, "dead", "redrive", "--all", "--db", db)
+	if code != 0 || !strings.Contains(out, "redriven: 0") {
+		t.Fatalf("dead redrive: %q", out)
+	}
+	if _, errOut, code := run(t, "dead", "redrive", "--db", db); code == 0 || errOut == "" {
+		t.Fatal("redrive without a selection is refused")
+	}
+}

@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
+	"github.com/hopper-go/hopper/server"
+)
+
+// findChromium returns a Chromium binary, or "" when none can be had.
+func findChromium() string {
+	if p := os.Getenv("HOPPER_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium: it
+// enqueues a job from the overview page, follows the link to the job's page
+// and sees it succeed, then saves a screenshot. Without Chromium it skips —
+// except under CI, where a missing browser fails the test.
+func TestDashboardInBrowser(t *testing.T) {
+	chrome := findChromium()
+	if chrome == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no Chromium found and CI is set: install Debian's chromium (.ci/run does) or set HOPPER_CHROMIUM")
+		}
+		t.Skip("no Chromium found (install chromium or set HOPPER_CHROMIUM); skipping the browser test")
+	}
+
+	// hopper dev's set-up on a temporary SQLite file.
+	d, err := sqlitedriver.Open(filepath.Join(t.TempDir(), "hopper.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c, err := hopper.New(hopper.Config{Driver: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(exampleTypes()...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	s := server.New(c, nil)
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCtx, stopSrv := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(srvCtx, ln) }()
+	defer func() {
+		stopSrv()
+		<-served
+	}()
+	base := "http://" + ln.Addr().String()
+
+	// Chromium's helpers may still write in its profile for a moment after
+	// it exits, so the directory is removed with retries, not by t.TempDir.
+	profile, err := os.MkdirTemp("", "hopper-chromium-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+
+	err = chromedp.Do(bctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#enqueue")),
+		chromedp.SetValue(chromedp.CSS("#enqueue select[name=type]"), "add"),
+		chromedp.SetValue(chromedp.CSS("#enqueue input[name=input]"), `{"a":40,"b":2}`),
+		chromedp.Click(chromedp.CSS("#enqueue button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#enqueued-link")),
+		chromedp.Click(chromedp.CSS("#enqueued-link")),
+		chromedp.WaitVisible(chromedp.CSS("#result")),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	title, err := chromedp.Run(bctx, chromedp.Title())
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	// The job may still be running when its page first loads; reload until
+	// it shows the succeeded state.
+	var jobState, result string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if jobState, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("h2 .state"))); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+		if result, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#result"))); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+		if jobState == "succeeded" || time.Now().After(deadline) {
+			break
+		}
+		if err := chromedp.Do(bctx, chromedp.Reload()); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+	}
+	if title != "hopper" {
+		t.Errorf("title = %q", title)
+	}
+	if jobState != "succeeded" || strings.TrimSpace(result) != "42" {
+		t.Fatalf("job page shows state %q, result %q; want succeeded, 42", jobState, result)
+	}
+	// Back to the overview for the screenshot: the chart and the queue table.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#chart-throughput polyline")),
+	); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(90))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	dir := os.Getenv("HOPPER_ARTIFACTS_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	path := filepath.Join(dir, "dashboard.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+	if len(shot) < 10_000 {
+		t.Fatalf("screenshot of %d bytes looks empty", len(shot))
+	}
+}
