@@ -137,3 +137,22 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatal("redrive without a selection is refused")
 	}
 }
+
+func TestMigrate(t *testing.T) {
+	db := "sqlite://" + t.TempDir() + "/m.db"
+	out, errOut, code := run(t, "migrate", "--db", db, "--json")
+	if code != 0 {
+		t.Fatalf("migrate: %s", errOut)
+	}
+	var v struct {
+		Driver string `json:"driver"`
+		Stored int    `json:"schema_version"`
+		Known  int    `json:"known_version"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Driver != "sqlite" || v.Stored < 1 || v.Stored != v.Known {
+		t.Fatalf("migrate output %q: %v", out, err)
+	}
+	if out, _, code := run(t, "migrate", "--db", db); code != 0 || !strings.Contains(out, "schema at version") {
+		t.Fatalf("second migrate: %q", out)
+	}
+}

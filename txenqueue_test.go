@@ -1,0 +1,71 @@
+package hopper_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
+)
+
+// TestEnqueueTxSQLite: a job enqueued through the caller's transaction
+// exists if and only if that transaction commits, and then runs.
+func TestEnqueueTxSQLite(t *testing.T) {
+	t.Parallel()
+	d, err := sqlitedriver.Open(filepath.Join(t.TempDir(), "tx.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	add := hopper.Define("add", addHandler, nil)
+	c := newClient(t, hopper.Config{Driver: d, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, c.Register(add))
+	ctx := testCtx(t)
+	db := d.DB()
+	_, err = db.ExecContext(ctx, `CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER)`)
+	require.NoError(t, err)
+
+	// Rolled back: neither the order nor the job exists.
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, `INSERT INTO orders (id, total) VALUES (1, 5)`)
+	require.NoError(t, err)
+	h, err := add.EnqueueTx(ctx, c, tx, addIn{A: 2, B: 3}, nil)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback())
+	_, err = c.Get(ctx, h.ID())
+	require.ErrorIs(t, err, hopper.ErrNotFound)
+
+	// Committed: both exist, and the job runs.
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, `INSERT INTO orders (id, total) VALUES (2, 7)`)
+	require.NoError(t, err)
+	h, err = add.EnqueueTx(ctx, c, tx, addIn{A: 3, B: 4}, nil)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	v, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 7, v)
+
+	// A transaction of the wrong kind is refused, storing nothing.
+	_, err = add.EnqueueTx(ctx, c, "not a tx", addIn{}, nil)
+	require.ErrorIs(t, err, driver.ErrTxType)
+	_, err = add.EnqueueTx(ctx, c, nil, addIn{}, nil)
+	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+}
+
+func TestEnqueueTxUnsupported(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	add := hopper.Define("add", addHandler, nil)
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	_, err = add.EnqueueTx(context.Background(), c, struct{}{}, addIn{}, nil)
+	require.ErrorIs(t, err, driver.ErrNotImplemented)
+}
