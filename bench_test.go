@@ -88,3 +88,32 @@ func BenchmarkThroughputNoop(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 }
+
+// BenchmarkChannelHandoff is the floor the memory driver is measured
+// against: b.N items handed through a buffered channel to 100 goroutines,
+// each "completion" counted, no durability at all.
+func BenchmarkChannelHandoff(b *testing.B) {
+	ch := make(chan int, 5000)
+	var done atomic.Int64
+	all := make(chan struct{})
+	n := int64(b.N)
+	for range 100 {
+		go func() {
+			for range ch {
+				if done.Add(1) == n {
+					close(all)
+				}
+			}
+		}()
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		ch <- i
+	}
+	<-all
+	elapsed := time.Since(start)
+	b.StopTimer()
+	close(ch)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+}
