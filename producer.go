@@ -160,8 +160,48 @@ func (p *producer) sleepForSlot() {
 	p.mu.Unlock()
 }
 
-// dispatch runs a claimed job on its own goroutine.
-func (rt *runtime) dispatch(row *hoppertype.JobRow, holdsSlot bool) {
+// dispatch runs a claimed job on a pooled worker goroutine: an idle worker
+// takes it, or a new one starts. Workers are kept between jobs (their stacks
+// stay grown) and exit after a while idle or when the runtime stops.
+func (rt *runtime) dispatch(row *hoppertype.JobRow, holdsSlot bool) bool {
+	rt.mu.Lock()
+	if rt.draining {
+		rt.mu.Unlock()
+		return false
+	}
 	rt.execs.Add(1)
-	go rt.execute(row, holdsSlot)
+	rt.mu.Unlock()
+	it := dispatchItem{row: row, holdsSlot: holdsSlot}
+	select {
+	case rt.pool <- it:
+	default:
+		rt.poolWG.Add(1)
+		go rt.worker(it)
+	}
+	return true
+}
+
+type dispatchItem struct {
+	row       *hoppertype.JobRow
+	holdsSlot bool
+}
+
+// workerIdle is how long a pooled worker waits for another job.
+const workerIdle = 10 * time.Second
+
+func (rt *runtime) worker(it dispatchItem) {
+	defer rt.poolWG.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		rt.execute(it.row, it.holdsSlot)
+		idle.Reset(workerIdle)
+		select {
+		case it = <-rt.pool:
+		case <-idle.C:
+			return
+		case <-rt.poolDone:
+			return
+		}
+	}
 }

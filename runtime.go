@@ -30,11 +30,15 @@ type runtime struct {
 	slots *slots
 
 	mu        sync.Mutex
+	draining  bool // set once Stop waits for running attempts: no more dispatch
 	producers map[string]*producer
 	active    map[driver.Lease]*activeJob
 
 	loops     sync.WaitGroup // producers, heartbeater, maintenance, listeners
 	execs     sync.WaitGroup // running attempts
+	pool      chan dispatchItem
+	poolDone  chan struct{}
+	poolWG    sync.WaitGroup // pooled worker goroutines
 	completer *completer
 	maint     *maintenance
 
@@ -56,6 +60,8 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		slots:     newSlots(c.cfg.MaxWorkers),
 		producers: map[string]*producer{},
 		active:    map[driver.Lease]*activeJob{},
+		pool:      make(chan dispatchItem),
+		poolDone:  make(chan struct{}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.workCtx, rt.workCancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -234,6 +240,9 @@ func (rt *runtime) stop(ctx context.Context) error {
 			<-p.done
 		}
 		// 2. Let running attempts finish until ctx is done, then cancel them.
+		rt.mu.Lock()
+		rt.draining = true
+		rt.mu.Unlock()
 		finished := make(chan struct{})
 		go func() {
 			rt.execs.Wait()
@@ -247,6 +256,8 @@ func (rt *runtime) stop(ctx context.Context) error {
 			<-finished
 		}
 		rt.workCancel(errStopping)
+		close(rt.poolDone)
+		rt.poolWG.Wait()
 		// 3. Record every outcome, then stop the rest.
 		rt.completer.stop()
 		rt.loops.Wait()

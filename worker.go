@@ -82,10 +82,9 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
 // claimed by this client, at once in this process.
 func (c *Client) runSkipQueue(row *hoppertype.JobRow) {
 	rt := c.runtime()
-	if rt == nil || rt.ctx.Err() != nil {
-		return // the lease lapses and the rescuer retries it
+	if rt == nil || !rt.dispatch(row, false) {
+		return // the client stopped: the lease lapses and the rescuer retries it
 	}
-	rt.dispatch(row, false)
 }
 
 // skipQueueRows marks SkipQueue jobs that this client can run now as

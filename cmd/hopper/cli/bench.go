@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ type benchOpts struct {
 	duration time.Duration
 	backlog  int
 	batch    int
+	cpuprof  string
 }
 
 // ThroughputResult is one throughput run, as --json prints it.
@@ -85,6 +87,7 @@ $HOPPER_TEST_POSTGRES_URL.`,
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to enqueue (latency)")
 	f.IntVar(&o.backlog, "backlog", 0, "jobs scheduled far in the future, stored before the run")
 	f.IntVar(&o.batch, "batch", 5000, "insert batch size")
+	f.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the work phase to this file")
 	return cmd
 }
 
@@ -195,6 +198,10 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 	}
 	insertElapsed := time.Since(start)
 
+	stopProfile, err := startProfile(o.cpuprof)
+	if err != nil {
+		return nil, err
+	}
 	start = time.Now()
 	if err := c.Start(ctx); err != nil {
 		return nil, err
@@ -206,6 +213,7 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 		return nil, ctx.Err()
 	}
 	workElapsed := time.Since(start)
+	stopProfile()
 	if err := c.Stop(ctx); err != nil {
 		return nil, err
 	}
@@ -311,5 +319,25 @@ func benchLatency(ctx context.Context, drv driver.Driver, o *benchOpts) (*Latenc
 	return &LatencyResult{
 		Mode: "latency", Driver: drv.Name(), Rate: o.rate, Jobs: len(latencies),
 		P50Ms: pct(0.50), P95Ms: pct(0.95), P99Ms: pct(0.99), MaxMs: pct(1),
+	}, nil
+}
+
+// startProfile starts a CPU profile into path (no-op when empty) and
+// returns the function that stops it.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}, nil
 }
