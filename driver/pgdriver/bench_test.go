@@ -1,0 +1,105 @@
+package pgdriver
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// benchJobs returns n pending jobs of queue q with fresh ids.
+func benchJobs(q string, n int) []*hoppertype.JobRow {
+	jobs := make([]*hoppertype.JobRow, n)
+	for i := range jobs {
+		jobs[i] = newJob(q)
+		jobs[i].Input = []byte(`{"to":"someone@example.com","n":42}`)
+	}
+	return jobs
+}
+
+// BenchmarkInsertBatch1000 inserts 1,000 jobs per op in one call.
+func BenchmarkInsertBatch1000(b *testing.B) {
+	pool := newPool(b, 4)
+	d := newTestDriver(b, pool)
+	ctx := b.Context()
+	const batch = 1000
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		jobs := benchJobs("bench", batch)
+		b.StartTimer()
+		if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkInsertBatch1000Unique inserts 1,000 jobs with unique keys per op
+// (the unnest INSERT … ON CONFLICT path).
+func BenchmarkInsertBatch1000Unique(b *testing.B) {
+	pool := newPool(b, 4)
+	d := newTestDriver(b, pool)
+	ctx := b.Context()
+	const batch = 1000
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		jobs := benchJobs("bench", batch)
+		for _, j := range jobs {
+			j.UniqueKey = j.ID
+		}
+		b.StartTimer()
+		if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkClaimFinish100 claims 100 jobs and finishes them in one batch per
+// op, from a queue filled beforehand.
+func BenchmarkClaimFinish100(b *testing.B) {
+	pool := newPool(b, 4)
+	d := newTestDriver(b, pool)
+	ctx := b.Context()
+	const batch = 100
+	q := fmt.Sprintf("bench-%d", b.N)
+	for n := b.N * batch; n > 0; n -= 5000 {
+		if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: benchJobs(q, min(n, 5000))}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE `+d.q.schema+`.jobs`); err != nil {
+		b.Fatal(err)
+	}
+	items := make([]driver.JobFinishParams, 0, batch)
+	b.ResetTimer()
+	for range b.N {
+		now := time.Now()
+		rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: q, Limit: batch, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rows) != batch {
+			b.Fatalf("claimed %d jobs, want %d", len(rows), batch)
+		}
+		items = items[:0]
+		for _, r := range rows {
+			items = append(items, driver.JobFinishParams{ID: r.ID, LeaseToken: r.LeaseToken, State: hoppertype.JobStateSucceeded,
+				Attempt: r.Attempt, RunAt: r.RunAt, Result: []byte(`{"ok":true}`), EndedAt: now})
+		}
+		res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				b.Fatal(r.Err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}

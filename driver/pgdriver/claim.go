@@ -1,0 +1,182 @@
+package pgdriver
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// promoteBatch bounds how many due jobs of a queue one claim promotes; the
+// rest wait for the next claim or for JobPromote.
+const promoteBatch = 1000
+
+// claimDetachTimeout bounds a claim that runs on after its caller's
+// context ended.
+const claimDetachTimeout = 10 * time.Second
+
+// limitArg is a LIMIT argument: n, or NULL (no limit) when n <= 0.
+func limitArg(n int) any {
+	if n <= 0 {
+		return nil
+	}
+	return n
+}
+
+// JobClaim promotes the queue's due jobs, then claims pending ones; see
+// driver.Executor. Both statements go in one round trip and one transaction.
+// The context is checked before the claim is sent, not while it runs: a
+// claim the caller never hears of would hold its jobs until their leases
+// expire.
+func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if err := e.check(ctx, "claim jobs"); err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(e.d.q.promoteQueue, p.Queue, p.Now, promoteBatch)
+	if p.Limit > 0 {
+		args := []any{p.Queue, p.Limit, ts(p.LeaseExpiresAt), p.Worker, p.Now}
+		sql := e.d.q.claim
+		if len(p.Types) > 0 {
+			sql = e.d.q.claimTypes
+			args = append(args, p.Types)
+		}
+		b.Queue(sql, args...)
+	}
+	if e.tx == nil {
+		// Once sent, a claim is seen through: abandoning it on cancellation
+		// could commit a claim nobody knows about, leaving its jobs running
+		// until their leases expire.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), claimDetachTimeout)
+		defer cancel()
+	}
+	rows := []*hoppertype.JobRow{}
+	err := e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if p.Limit <= 0 {
+			return nil
+		}
+		got, err := collectJobs(br.Query())
+		if got != nil {
+			rows = got
+		}
+		return err
+	})
+	if err != nil {
+		return nil, e.d.fail("claim jobs", err)
+	}
+	// RETURNING has no order: put the rows back in claim order.
+	slices.SortFunc(rows, func(a, b *hoppertype.JobRow) int {
+		if a.Priority != b.Priority {
+			return b.Priority - a.Priority
+		}
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return rows, nil
+}
+
+// JobPromote makes due scheduled and retrying jobs pending in every queue,
+// earliest RunAt first, at most Limit (no limit when Limit <= 0).
+func (e *executor) JobPromote(ctx context.Context, p *driver.JobPromoteParams) (int, error) {
+	if err := e.check(ctx, "promote jobs"); err != nil {
+		return 0, err
+	}
+	tag, err := e.q.Exec(ctx, e.d.q.promoteAll, p.Now, limitArg(p.Limit))
+	if err != nil {
+		return 0, e.d.fail("promote jobs", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// JobNextRunAt returns the earliest RunAt of the queue's scheduled and
+// retrying jobs, or the zero time.
+func (e *executor) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+	if err := e.check(ctx, "next run"); err != nil {
+		return time.Time{}, err
+	}
+	var next pgtype.Timestamptz
+	if err := e.q.QueryRow(ctx, e.d.q.nextRunAt, queue).Scan(&next); err != nil {
+		return time.Time{}, e.d.fail("next run", err)
+	}
+	return fromTS(next), nil
+}
+
+// sortedIndex returns the indexes of n items ordered by id, so batch writes
+// lock rows in one global order and two batches cannot deadlock.
+func sortedIndex(n int, id func(i int) string) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(id(a), id(b)) })
+	return idx
+}
+
+// JobHeartbeat extends the leases still held, in one statement, and reports
+// each lease in the order given.
+func (e *executor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	if err := e.check(ctx, "heartbeat"); err != nil {
+		return nil, err
+	}
+	out := make([]driver.JobHeartbeatResult, len(p.Leases))
+	for i, l := range p.Leases {
+		out[i].ID = l.ID
+	}
+	if len(p.Leases) == 0 {
+		return out, nil
+	}
+	order := sortedIndex(len(p.Leases), func(i int) string { return p.Leases[i].ID })
+	ids := make([]string, len(order))
+	tokens := make([]int64, len(order))
+	for k, i := range order {
+		ids[k], tokens[k] = p.Leases[i].ID, p.Leases[i].Token
+	}
+	rows, err := e.q.Query(ctx, e.d.q.heartbeat, ids, tokens, ts(p.ExpiresAt))
+	if err != nil {
+		return nil, e.d.fail("heartbeat", err)
+	}
+	held := make(map[driver.Lease]bool, len(ids)) // lease → cancel requested
+	var (
+		id     string
+		token  int64
+		cancel bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &token, &cancel}, func() error {
+		held[driver.Lease{ID: id, Token: token}] = cancel
+		return nil
+	})
+	if err != nil {
+		return nil, e.d.fail("heartbeat", err)
+	}
+	for i, l := range p.Leases {
+		if c, ok := held[l]; ok {
+			out[i].Held, out[i].CancelRequested = true, c
+		}
+	}
+	return out, nil
+}
+
+// JobListExpiredLeases returns running jobs whose lease expired before Now,
+// oldest expiry first, at most Limit (no limit when Limit <= 0).
+func (e *executor) JobListExpiredLeases(ctx context.Context, p *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	if err := e.check(ctx, "list expired leases"); err != nil {
+		return nil, err
+	}
+	rows, err := collectJobs(e.q.Query(ctx, e.d.q.expiredLease, p.Now, limitArg(p.Limit)))
+	if err != nil {
+		return nil, e.d.fail("list expired leases", err)
+	}
+	return rows, nil
+}

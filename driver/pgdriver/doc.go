@@ -1,0 +1,87 @@
+// Package pgdriver is hopper's PostgreSQL driver, built on pgx/v5 and
+// pgxpool, for many worker processes on many machines sharing one database.
+// It passes the conformance suite in driver/drivertest.
+//
+// # Opening
+//
+// Open connects to a postgres:// or postgresql:// URL and owns the pool it
+// makes (connections default to READ COMMITTED); New uses a pool the
+// application owns and leaves it open on Close.
+//
+//	d, err := pgdriver.Open(ctx, "postgres://app@db/app?pool_max_conns=16", nil)
+//
+// Both apply the embedded, versioned migrations (migrations/*.sql) first, in
+// one transaction under pg_advisory_xact_lock, so processes starting
+// together do not race; Options.NoMigrate skips that (Driver.Migrate runs it
+// later). A schema newer than the binary knows is refused with an error
+// wrapping ErrSchemaTooNew that names both versions.
+//
+// Every table lives in one schema, Options.Schema ("hopper" by default), and
+// every statement names it, so several applications can share a database
+// without seeing each other's jobs or notifications.
+//
+// # Schema
+//
+// jobs is one narrow-as-possible hot table: text id primary key, text keys
+// and labels in COLLATE "C" (byte order, as Go compares strings),
+// timestamptz times (microseconds, the contract's precision), bytea input
+// and result (a NULL result is nil, an empty one is empty), and JSON text
+// for the cold structured fields (error, stuck, retry policy, metadata,
+// dependents). Its indexes are partial where they can be: no state change is
+// a HOT update, so a transition writes an entry into every index whose
+// predicate the new row version matches, and fewer, narrower indexes mean
+// cheaper transitions:
+//
+//	jobs_claim      (queue, priority DESC, run_at, id) WHERE state = 'pending'
+//	jobs_due_queue  (queue, run_at)   WHERE state IN ('scheduled', 'retrying')
+//	jobs_due        (run_at)          WHERE state IN ('scheduled', 'retrying')
+//	jobs_lease      (lease_expires_at, id) WHERE state = 'running'
+//	jobs_unique     UNIQUE (type, unique_key) WHERE unique_key IS NOT NULL
+//	                    AND state NOT IN ('succeeded', 'dead', 'expired', 'cancelled')
+//	jobs_retention  (state, ended_at) WHERE state is terminal
+//	jobs_group      (group_id, id), jobs_parent (parent_id, id)
+//
+// There are no GIN indexes and no foreign keys. groups, keys, leaders and
+// queues hold the other rows; a sequence hands out lease tokens.
+//
+// # Transactions
+//
+// InTx begins a READ COMMITTED transaction; a nested InTx is a savepoint.
+// An operation that needs more than one statement runs them in one
+// transaction, pipelined into one round trip when they do not depend on each
+// other (a claim's promotion and claim, a group's lock and update, a
+// leadership's upsert and read), so each operation on the Driver is atomic
+// on its own. Inside InTx a failed statement aborts the transaction, as
+// PostgreSQL does, so fn should return the error (or run the statement in a
+// nested InTx to recover from it). Operations that can fail on conflict
+// without aborting (a duplicate job id, a duplicate group id) check rather
+// than fail where they can.
+//
+// JobInsertManyTx inserts jobs through the application's own pgx.Tx
+// (transactional enqueue) and notifies the queues inside it.
+//
+// # Hot path
+//
+// A claim is one statement after the promotion of the queue's due jobs: a
+// MATERIALIZED CTE selects the ids with every predicate inside it (queue,
+// state, types, not paused) in claim order, LIMIT n FOR UPDATE SKIP LOCKED,
+// and an UPDATE … FROM it marks them running under fresh lease tokens; the
+// rows are sorted back into claim order in Go. Completions (JobFinishMany)
+// and heartbeats are one UPDATE per batch over unnest'ed arrays with the
+// compare-and-set in the WHERE; rows are locked in id order so concurrent
+// batches cannot deadlock. An insert is one INSERT … SELECT FROM unnest(…)
+// ON CONFLICT DO NOTHING (COPY for large batches without unique keys), after
+// which the holders of conflicting unique keys are read.
+//
+// # Notifications
+//
+// Notify is pg_notify on the channel "<schema>:<topic>" (a digest when that
+// is longer than PostgreSQL's 63 bytes). Inside InTx notifications are
+// buffered, de-duplicated and sent in one statement just before COMMIT, so
+// they are delivered if and only if the transaction commits, once per
+// distinct (topic, payload). Listen shares one dedicated connection per
+// Driver (application_name "hopper-listen:<schema>") that LISTENs on the
+// subscribed channels; it reconnects with backoff after a loss and then
+// sends an empty payload ("something may have changed, look again") on
+// every subscription, because notifications may have been missed.
+package pgdriver

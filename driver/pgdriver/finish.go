@@ -1,0 +1,99 @@
+package pgdriver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// JobFinishMany applies workers' transitions in one statement: the batch is
+// unnest'ed and joined to the jobs, with the compare-and-set (running, same
+// lease token, and the lease expired before the bound when one is given) in
+// the WHERE. Items that did not apply get hoppertype.ErrLeaseLost, or
+// hoppertype.ErrNotFound when the job does not exist.
+func (e *executor) JobFinishMany(ctx context.Context, p *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	if err := e.check(ctx, "finish jobs"); err != nil {
+		return nil, err
+	}
+	items := p.Items
+	out := make([]driver.JobFinishResult, len(items))
+	if len(items) == 0 {
+		return out, nil
+	}
+	n := len(items)
+	var (
+		idx                       = make([]int32, n)
+		ids                       = make([]string, n)
+		tokens                    = make([]int64, n)
+		states                    = make([]string, n)
+		attempts                  = make([]int32, n)
+		runAt, endedAt, expBefore = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		results                   = make([][]byte, n)
+		errInfo, stuck            = make([]pgtype.Text, n), make([]pgtype.Text, n)
+	)
+	for k, i := range sortedIndex(n, func(i int) string { return items[i].ID }) {
+		it := &items[i]
+		if it.Attempt != int(int32(it.Attempt)) {
+			return nil, fmt.Errorf("pgdriver: finish job %q: attempt %d out of range", it.ID, it.Attempt)
+		}
+		idx[k], ids[k], tokens[k], states[k], attempts[k] = int32(i), it.ID, it.LeaseToken, string(it.State), int32(it.Attempt)
+		runAt[k] = pgtype.Timestamptz{Time: it.RunAt, Valid: true}
+		endedAt[k], expBefore[k] = ts(it.EndedAt), ts(it.RequireLeaseExpiredBefore)
+		results[k] = it.Result
+		errInfo[k], stuck[k] = text(marshalError(it.Error)), text(marshalStuck(it.Stuck))
+	}
+	rows, err := e.q.Query(ctx, e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore)
+	if err != nil {
+		return nil, e.d.fail("finish jobs", err)
+	}
+	applied := 0
+	for rows.Next() {
+		var i int32
+		job, err := scanJob(rows, &i)
+		if err != nil {
+			rows.Close()
+			return nil, e.d.fail("finish jobs", err)
+		}
+		out[i].Job = job
+		applied++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, e.d.fail("finish jobs", err)
+	}
+	if applied == n {
+		return out, nil
+	}
+	// Tell a lost lease from a missing job (rare, so a second statement).
+	var lost []string
+	for i := range out {
+		if out[i].Job == nil {
+			lost = append(lost, items[i].ID)
+		}
+	}
+	exists := make(map[string]bool, len(lost))
+	rows, err = e.q.Query(ctx, e.d.q.existingIDs, lost)
+	if err != nil {
+		return nil, e.d.fail("finish jobs", err)
+	}
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { exists[id] = true; return nil }); err != nil {
+		return nil, e.d.fail("finish jobs", err)
+	}
+	for i := range out {
+		if out[i].Job != nil {
+			continue
+		}
+		cause := hoppertype.ErrLeaseLost
+		if !exists[items[i].ID] {
+			cause = hoppertype.ErrNotFound
+		}
+		out[i].Err = fmt.Errorf("pgdriver: finish job %q: %w", items[i].ID, cause)
+	}
+	return out, nil
+}

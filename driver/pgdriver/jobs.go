@@ -1,0 +1,420 @@
+package pgdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// JobGet returns one job or hoppertype.ErrNotFound.
+func (e *executor) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	if err := e.check(ctx, "get job"); err != nil {
+		return nil, err
+	}
+	r, err := scanJob(e.q.QueryRow(ctx, e.d.q.getJob, id))
+	if err != nil {
+		return nil, e.d.fail(fmt.Sprintf("get job %q", id), err)
+	}
+	return r, nil
+}
+
+// JobGetMany returns the jobs that exist among ids, in the order of ids.
+func (e *executor) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	if err := e.check(ctx, "get jobs"); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return []*hoppertype.JobRow{}, nil
+	}
+	rows, err := collectJobs(e.q.Query(ctx, e.d.q.getJobs, ids))
+	if err != nil {
+		return nil, e.d.fail("get jobs", err)
+	}
+	byID := make(map[string]*hoppertype.JobRow, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	out := make([]*hoppertype.JobRow, 0, len(rows))
+	used := make(map[string]bool, len(rows))
+	for _, id := range ids {
+		r := byID[id]
+		switch {
+		case r == nil:
+		case used[id]:
+			out = append(out, r.Clone()) // a repeated id gets its own copy
+		default:
+			used[id] = true
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// stateStrings converts states for an array argument.
+func stateStrings(states []hoppertype.JobState) []string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// JobList returns the jobs matching the filter ordered by id; see
+// driver.Executor. Ids compare byte-wise (COLLATE "C"), as Go strings do.
+func (e *executor) JobList(ctx context.Context, p *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	if err := e.check(ctx, "list jobs"); err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 {
+		return nil, errors.New("pgdriver: list jobs: limit must be > 0")
+	}
+	var where []string
+	var args []any
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
+	}
+	if len(p.IDs) > 0 {
+		add("id = ANY($?::text[])", p.IDs)
+	}
+	if len(p.States) > 0 {
+		add("state = ANY($?::text[])", stateStrings(p.States))
+	}
+	if len(p.Types) > 0 {
+		add("type = ANY($?::text[])", p.Types)
+	}
+	if len(p.Queues) > 0 {
+		add("queue = ANY($?::text[])", p.Queues)
+	}
+	if p.GroupID != "" {
+		add("group_id = $?", p.GroupID)
+	}
+	if p.ParentID != "" {
+		add("parent_id = $?", p.ParentID)
+	}
+	if !p.QueuedAfter.IsZero() {
+		add("queued_at >= $?", p.QueuedAfter)
+	}
+	if !p.QueuedBefore.IsZero() {
+		add("queued_at < $?", p.QueuedBefore)
+	}
+	order := "DESC"
+	if p.Ascending {
+		order = "ASC"
+	}
+	if p.Cursor != "" {
+		if p.Ascending {
+			add("id > $?", p.Cursor)
+		} else {
+			add("id < $?", p.Cursor)
+		}
+	}
+	var b strings.Builder
+	b.WriteString("SELECT " + cols("") + " FROM " + e.d.q.schema + ".jobs")
+	if len(where) > 0 {
+		b.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	args = append(args, p.Limit)
+	b.WriteString(" ORDER BY id " + order + " LIMIT $" + strconv.Itoa(len(args)))
+	rows, err := collectJobs(e.q.Query(ctx, b.String(), args...))
+	if err != nil {
+		return nil, e.d.fail("list jobs", err)
+	}
+	if rows == nil {
+		rows = []*hoppertype.JobRow{}
+	}
+	return rows, nil
+}
+
+// JobCountByState counts jobs per queue and state, ordered by queue and then
+// by state in lifecycle order.
+func (e *executor) JobCountByState(ctx context.Context, p *driver.JobCountParams) ([]driver.JobCount, error) {
+	if err := e.check(ctx, "count jobs"); err != nil {
+		return nil, err
+	}
+	var rows pgx.Rows
+	var err error
+	if p.Queue == "" {
+		rows, err = e.q.Query(ctx, e.d.q.countAll)
+	} else {
+		rows, err = e.q.Query(ctx, e.d.q.countQueue, p.Queue)
+	}
+	if err != nil {
+		return nil, e.d.fail("count jobs", err)
+	}
+	out := []driver.JobCount{}
+	var c driver.JobCount
+	var state string
+	if _, err := pgx.ForEachRow(rows, []any{&c.Queue, &state, &c.Count}, func() error {
+		c.State = hoppertype.JobState(state)
+		out = append(out, c)
+		return nil
+	}); err != nil {
+		return nil, e.d.fail("count jobs", err)
+	}
+	rank := func(s hoppertype.JobState) int {
+		if i := slices.Index(hoppertype.AllJobStates, s); i >= 0 {
+			return i
+		}
+		return len(hoppertype.AllJobStates)
+	}
+	slices.SortFunc(out, func(a, b driver.JobCount) int {
+		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
+			return c
+		}
+		if c := rank(a.State) - rank(b.State); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.State), string(b.State))
+	})
+	return out, nil
+}
+
+// JobCancel cancels a waiting or stuck job, flags a running one and refuses
+// a terminal one; see driver.Executor.
+func (e *executor) JobCancel(ctx context.Context, p *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	if err := e.check(ctx, "cancel job"); err != nil {
+		return nil, err
+	}
+	op := fmt.Sprintf("cancel job %q", p.ID)
+	errInfo := text(marshalError(p.Error))
+	for range 3 {
+		row, err := scanJob(e.q.QueryRow(ctx, e.d.q.cancel, p.ID, ts(p.Now), errInfo))
+		if err == nil {
+			return row, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, e.d.fail(op, err)
+		}
+		// Nothing changed: the job is missing, terminal, or running with a
+		// cancel already requested.
+		cur, err := scanJob(e.q.QueryRow(ctx, e.d.q.getJob, p.ID))
+		if err != nil {
+			return nil, e.d.fail(op, err)
+		}
+		switch {
+		case cur.State.Terminal():
+			return cur, fmt.Errorf("pgdriver: %s in state %s: %w", op, cur.State, hoppertype.ErrStateConflict)
+		case cur.State == hoppertype.JobStateRunning && cur.CancelRequested:
+			return cur, nil
+		}
+		// The job changed between the two statements: try again.
+	}
+	return nil, fmt.Errorf("pgdriver: %s: the job kept changing state", op)
+}
+
+// JobDeleteFinished deletes terminal jobs of the given states (every
+// terminal state when States is empty) that ended before Before, oldest
+// first, at most Limit (no limit when Limit <= 0).
+func (e *executor) JobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinishedParams) (int, error) {
+	if err := e.check(ctx, "delete finished jobs"); err != nil {
+		return 0, err
+	}
+	states := stateStrings(p.States)
+	if len(states) == 0 {
+		states = []string{"succeeded", "dead", "expired", "cancelled"}
+	}
+	tag, err := e.q.Exec(ctx, e.d.q.deleteFinished, states, ts(p.Before), limitArg(p.Limit))
+	if err != nil {
+		return 0, e.d.fail("delete finished jobs", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// retryPage is how many candidates JobRetry locks and examines at a time
+// when it selects by type or takes all.
+const retryPage = 500
+
+// retryCand is a job JobRetry may move, as locked.
+type retryCand struct {
+	id, typ, key string
+	state        hoppertype.JobState
+}
+
+// JobRetry moves the selected jobs back to pending as fresh jobs, skipping a
+// job whose unique key another live job holds; see driver.Executor. The
+// candidates are locked, their keys' holders read, and the chosen jobs
+// moved in one statement, all in one transaction.
+func (e *executor) JobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	if err := e.check(ctx, "retry jobs"); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		var out []driver.JobRetryResult
+		err := e.withTx(ctx, func(tx *executor) error {
+			var err error
+			out, err = tx.retry(ctx, p)
+			return err
+		})
+		var pgErr *pgconn.PgError
+		if err != nil && e.tx == nil && attempt < 3 && errors.As(err, &pgErr) &&
+			pgErr.Code == codeUniqueViolation && pgErr.ConstraintName == "jobs_unique" {
+			continue // a job took a key between the holder check and the move
+		}
+		if err != nil {
+			return nil, e.d.fail("retry jobs", err)
+		}
+		return out, nil
+	}
+}
+
+func (e *executor) retry(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	states := stateStrings(p.States)
+	held := make(map[uniqueKey]string) // key → live holder id, as far as examined
+	var out []driver.JobRetryResult
+	switch {
+	case len(p.IDs) > 0:
+		cands, err := e.retryCandidates(ctx, p, states, "")
+		if err != nil {
+			return nil, err
+		}
+		pos := make(map[string]int, len(p.IDs))
+		for i, id := range p.IDs {
+			if _, ok := pos[id]; !ok {
+				pos[id] = i
+			}
+		}
+		slices.SortFunc(cands, func(a, b retryCand) int { return pos[a.id] - pos[b.id] })
+		return e.retryMove(ctx, p, cands, held, out)
+	case p.Type != "" || p.All:
+		after := ""
+		for {
+			cands, err := e.retryCandidates(ctx, p, states, after)
+			if err != nil {
+				return nil, err
+			}
+			if out, err = e.retryMove(ctx, p, cands, held, out); err != nil {
+				return nil, err
+			}
+			if len(cands) < retryPage || (p.Limit > 0 && len(out) >= p.Limit) {
+				return out, nil
+			}
+			after = cands[len(cands)-1].id
+		}
+	}
+	return nil, nil
+}
+
+// retryCandidates locks and returns the jobs JobRetry selects: the ids
+// given, or one page (after the id after) of the type or of all jobs.
+func (e *executor) retryCandidates(ctx context.Context, p *driver.JobRetryParams, states []string, after string) ([]retryCand, error) {
+	var where []string
+	var args []any
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
+	}
+	byIDs := len(p.IDs) > 0
+	switch {
+	case byIDs:
+		add("id = ANY($?::text[])", p.IDs)
+	case p.Type != "":
+		add("type = $?", p.Type)
+	}
+	if len(states) > 0 {
+		add("state = ANY($?::text[])", states)
+	}
+	if !byIDs && after != "" {
+		add("id > $?", after)
+	}
+	sql := "SELECT id, state, type, unique_key FROM " + e.d.q.schema + ".jobs"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	sql += " ORDER BY id"
+	if !byIDs {
+		args = append(args, retryPage)
+		sql += " LIMIT $" + strconv.Itoa(len(args))
+	}
+	sql += " FOR UPDATE"
+	rows, err := e.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []retryCand
+	var c retryCand
+	var state string
+	var key pgtype.Text
+	_, err = pgx.ForEachRow(rows, []any{&c.id, &state, &c.typ, &key}, func() error {
+		c.state, c.key = hoppertype.JobState(state), key.String
+		out = append(out, c)
+		return nil
+	})
+	return out, err
+}
+
+// retryMove moves the candidates whose keys are free (or their own), up to
+// the limit, appending the results to out.
+func (e *executor) retryMove(ctx context.Context, p *driver.JobRetryParams, cands []retryCand, held map[uniqueKey]string, out []driver.JobRetryResult) ([]driver.JobRetryResult, error) {
+	var types, keys []string
+	for _, c := range cands {
+		if _, known := held[uniqueKey{c.typ, c.key}]; c.key != "" && !known {
+			types = append(types, c.typ)
+			keys = append(keys, c.key)
+		}
+	}
+	if len(types) > 0 {
+		rows, err := e.q.Query(ctx, e.d.q.retryHolders, types, keys)
+		if err != nil {
+			return nil, err
+		}
+		var k uniqueKey
+		var id string
+		if _, err := pgx.ForEachRow(rows, []any{&k.typ, &k.key, &id}, func() error { held[k] = id; return nil }); err != nil {
+			return nil, err
+		}
+	}
+	var ids []string
+	var prev []hoppertype.JobState
+	for _, c := range cands {
+		if p.Limit > 0 && len(out)+len(ids) >= p.Limit {
+			break
+		}
+		if c.key != "" {
+			k := uniqueKey{c.typ, c.key}
+			if h, ok := held[k]; ok && h != c.id {
+				continue
+			}
+			held[k] = c.id
+		}
+		ids = append(ids, c.id)
+		prev = append(prev, c.state)
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := e.q.Query(ctx, e.d.q.retryMove, ids, ts(p.Now))
+	if err != nil {
+		return nil, err
+	}
+	moved := make([]*hoppertype.JobRow, len(ids))
+	for rows.Next() {
+		var ord int64
+		r, err := scanJob(rows, &ord)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		moved[ord-1] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i, r := range moved {
+		if r != nil {
+			out = append(out, driver.JobRetryResult{Job: r, PrevState: prev[i]})
+		}
+	}
+	return out, nil
+}

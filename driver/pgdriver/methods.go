@@ -1,0 +1,143 @@
+package pgdriver
+
+import (
+	"context"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// The Driver's operations run on the pool, each atomic on its own; see
+// driver.Executor for their contracts.
+
+// InTx runs fn in a transaction at READ COMMITTED; a nested InTx on the
+// transaction's executor is a savepoint. Notifications made through tx are
+// sent, de-duplicated, just before the commit. When fn returns an error (or
+// panics) everything is rolled back and InTx returns fn's error. A statement
+// that fails inside fn aborts the transaction, as in PostgreSQL: fn should
+// return the error (or run the statement in a nested InTx to recover).
+func (d *Driver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	return d.root.InTx(ctx, fn)
+}
+
+// Notify sends a notification at once with pg_notify on the topic's
+// schema-prefixed channel.
+func (d *Driver) Notify(ctx context.Context, topic, payload string) error {
+	return d.root.Notify(ctx, topic, payload)
+}
+
+// JobInsertMany inserts jobs in one statement (COPY for large batches
+// without unique keys); see driver.Executor.
+func (d *Driver) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	return d.root.JobInsertMany(ctx, params)
+}
+
+// JobGet returns one job or hoppertype.ErrNotFound.
+func (d *Driver) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	return d.root.JobGet(ctx, id)
+}
+
+// JobGetMany returns the jobs that exist among ids, in the order of ids.
+func (d *Driver) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	return d.root.JobGetMany(ctx, ids)
+}
+
+// JobList lists jobs by id; see driver.Executor.
+func (d *Driver) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	return d.root.JobList(ctx, params)
+}
+
+// JobCountByState counts jobs per queue and state.
+func (d *Driver) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
+	return d.root.JobCountByState(ctx, params)
+}
+
+// JobClaim promotes the queue's due jobs and claims pending ones under a
+// lease; see driver.Executor. ctx is checked before the claim is sent; once
+// sent, the claim runs to its end (for at most 10s) even if ctx ends, so a
+// claim never commits without its caller receiving the jobs.
+func (d *Driver) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	return d.root.JobClaim(ctx, params)
+}
+
+// JobPromote makes due scheduled and retrying jobs pending in every queue.
+func (d *Driver) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
+	return d.root.JobPromote(ctx, params)
+}
+
+// JobNextRunAt returns the earliest RunAt of the queue's scheduled and
+// retrying jobs, or the zero time.
+func (d *Driver) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+	return d.root.JobNextRunAt(ctx, queue)
+}
+
+// JobHeartbeat extends the leases still held; see driver.Executor.
+func (d *Driver) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	return d.root.JobHeartbeat(ctx, params)
+}
+
+// JobFinishMany applies workers' transitions; see driver.Executor.
+func (d *Driver) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	return d.root.JobFinishMany(ctx, params)
+}
+
+// JobListExpiredLeases lists running jobs whose lease expired.
+func (d *Driver) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	return d.root.JobListExpiredLeases(ctx, params)
+}
+
+// JobCancel cancels a job; see driver.Executor.
+func (d *Driver) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	return d.root.JobCancel(ctx, params)
+}
+
+// JobRetry moves jobs back to pending; see driver.Executor.
+func (d *Driver) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	return d.root.JobRetry(ctx, params)
+}
+
+// JobDeleteFinished deletes old terminal jobs.
+func (d *Driver) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+	return d.root.JobDeleteFinished(ctx, params)
+}
+
+// GroupInsert stores a new group.
+func (d *Driver) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+	return d.root.GroupInsert(ctx, row)
+}
+
+// GroupGet returns a group or hoppertype.ErrNotFound.
+func (d *Driver) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+	return d.root.GroupGet(ctx, id)
+}
+
+// GroupUpdate changes a group atomically; see driver.Executor.
+func (d *Driver) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	return d.root.GroupUpdate(ctx, params)
+}
+
+// KeySetIfAbsent stores a key unless it is held.
+func (d *Driver) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+	return d.root.KeySetIfAbsent(ctx, params)
+}
+
+// LeaderAttempt takes or renews a leadership and returns its holder.
+func (d *Driver) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+	return d.root.LeaderAttempt(ctx, params)
+}
+
+// LeaderResign gives up a leadership Owner holds.
+func (d *Driver) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+	return d.root.LeaderResign(ctx, params)
+}
+
+// QueueSetPaused stores whether a queue is paused.
+func (d *Driver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+	return d.root.QueueSetPaused(ctx, params)
+}
+
+// QueueList returns the stored queue states by name.
+func (d *Driver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+	return d.root.QueueList(ctx)
+}

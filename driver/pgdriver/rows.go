@@ -1,0 +1,259 @@
+package pgdriver
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// scanJob reads a row of jobColumns, after the extra destinations pre.
+func scanJob(row pgx.Row, pre ...any) (*hoppertype.JobRow, error) {
+	var (
+		r                                      hoppertype.JobRow
+		state                                  string
+		attemptTimeout                         int64
+		queuedAt, runAt                        time.Time
+		startedAt, endedAt, deadline, leaseExp pgtype.Timestamptz
+		parentID, uniqueKey                    pgtype.Text
+		retry, metadata, deps, errInfo, stuck  []byte
+	)
+	dest := append(pre, &r.ID, &r.Type, &r.Queue, &state, &r.Priority, &r.Attempt, &r.LeaseToken, &attemptTimeout,
+		&queuedAt, &runAt, &startedAt, &endedAt, &deadline, &leaseExp,
+		&r.CancelRequested, &r.Worker, &r.GroupID, &parentID, &r.FairKey, &uniqueKey,
+		&retry, &metadata, &deps, &errInfo, &stuck, &r.Input, &r.Result)
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	r.State = hoppertype.JobState(state)
+	r.AttemptTimeout = time.Duration(attemptTimeout)
+	r.QueuedAt = fromTime(queuedAt)
+	r.RunAt = fromTime(runAt)
+	r.StartedAt = fromTS(startedAt)
+	r.EndedAt = fromTS(endedAt)
+	r.Deadline = fromTS(deadline)
+	r.LeaseExpiresAt = fromTS(leaseExp)
+	r.ParentID = parentID.String
+	r.UniqueKey = uniqueKey.String
+	if err := json.Unmarshal(retry, &r.Retry); err != nil {
+		return nil, fmt.Errorf("job %s: decode retry policy: %w", r.ID, err)
+	}
+	if metadata != nil {
+		if err := json.Unmarshal(metadata, &r.Metadata); err != nil {
+			return nil, fmt.Errorf("job %s: decode metadata: %w", r.ID, err)
+		}
+	}
+	if deps != nil {
+		if err := json.Unmarshal(deps, &r.Dependents); err != nil {
+			return nil, fmt.Errorf("job %s: decode dependents: %w", r.ID, err)
+		}
+	}
+	var err error
+	if r.Error, err = hoppertype.UnmarshalErrorInfo(errInfo); err != nil {
+		return nil, fmt.Errorf("job %s: decode error: %w", r.ID, err)
+	}
+	if r.Stuck, err = unmarshalStuck(stuck); err != nil {
+		return nil, fmt.Errorf("job %s: decode stuck: %w", r.ID, err)
+	}
+	return &r, nil
+}
+
+// collectJobs reads every row of rows as a job; err is the error of the
+// query that made rows, returned as is.
+func collectJobs(rows pgx.Rows, err error) ([]*hoppertype.JobRow, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*hoppertype.JobRow
+	for rows.Next() {
+		r, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// fromTime returns a stored time in UTC (the zero time stays zero).
+func fromTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// fromTS returns a nullable stored time; NULL is the zero time.
+func fromTS(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return fromTime(t.Time)
+}
+
+// ts is a nullable time argument: the zero time is NULL.
+func ts(t time.Time) pgtype.Timestamptz {
+	if t.IsZero() {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: t, Valid: true}
+}
+
+// trunc gives a time the microsecond precision the store keeps.
+func trunc(t time.Time) time.Time { return t.Truncate(time.Microsecond) }
+
+// text is a nullable text argument: nil is NULL.
+func text(b []byte) pgtype.Text {
+	if b == nil {
+		return pgtype.Text{}
+	}
+	return pgtype.Text{String: string(b), Valid: true}
+}
+
+// optText is a nullable text argument: "" is NULL.
+func optText(s string) pgtype.Text {
+	return pgtype.Text{String: s, Valid: s != ""}
+}
+
+// marshalError encodes an error record with its time truncated.
+func marshalError(e *hoppertype.ErrorInfo) []byte {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	c.At = trunc(c.At)
+	return hoppertype.MarshalErrorInfo(&c)
+}
+
+// marshalStuck encodes a stuck record with its time truncated; nil stays nil.
+func marshalStuck(s *hoppertype.StuckInfo) []byte {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.ObservedAt = trunc(c.ObservedAt)
+	b, _ := json.Marshal(&c)
+	return b
+}
+
+func unmarshalStuck(b []byte) (*hoppertype.StuckInfo, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var s hoppertype.StuckInfo
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// marshalOpt encodes a map or slice as JSON, or nil when it is empty.
+func marshalOpt[T any](v T, empty bool) ([]byte, error) {
+	if empty {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// storedJob returns a copy of r as the store keeps it: times truncated to
+// microseconds and in UTC, and nothing shared with r.
+func storedJob(r *hoppertype.JobRow) *hoppertype.JobRow {
+	c := r.Clone()
+	c.QueuedAt = fromTime(trunc(c.QueuedAt))
+	c.RunAt = fromTime(trunc(c.RunAt))
+	c.StartedAt = fromTime(trunc(c.StartedAt))
+	c.EndedAt = fromTime(trunc(c.EndedAt))
+	c.Deadline = fromTime(trunc(c.Deadline))
+	c.LeaseExpiresAt = fromTime(trunc(c.LeaseExpiresAt))
+	if c.Error != nil {
+		c.Error.At = trunc(c.Error.At)
+	}
+	if c.Stuck != nil {
+		c.Stuck.ObservedAt = trunc(c.Stuck.ObservedAt)
+	}
+	return c
+}
+
+// jobArrays are the column arrays of a batch insert, in jobColumns order.
+type jobArrays struct {
+	ids, types, queues, states                             []string
+	priorities, attempts                                   []int32
+	tokens, timeouts                                       []int64
+	queuedAt, runAt, startedAt, endedAt, deadline, leaseAt []pgtype.Timestamptz
+	cancel                                                 []bool
+	worker, groupID, parentID, fairKey, uniqueKey          []pgtype.Text
+	retry, metadata, deps, errInfo, stuck                  []pgtype.Text
+	input, result                                          [][]byte
+}
+
+// newJobArrays encodes rows into column arrays.
+func newJobArrays(rows []*hoppertype.JobRow) (*jobArrays, error) {
+	n := len(rows)
+	a := &jobArrays{
+		ids: make([]string, n), types: make([]string, n), queues: make([]string, n), states: make([]string, n),
+		priorities: make([]int32, n), attempts: make([]int32, n), tokens: make([]int64, n), timeouts: make([]int64, n),
+		queuedAt: make([]pgtype.Timestamptz, n), runAt: make([]pgtype.Timestamptz, n), startedAt: make([]pgtype.Timestamptz, n),
+		endedAt: make([]pgtype.Timestamptz, n), deadline: make([]pgtype.Timestamptz, n), leaseAt: make([]pgtype.Timestamptz, n),
+		cancel: make([]bool, n), worker: make([]pgtype.Text, n), groupID: make([]pgtype.Text, n), parentID: make([]pgtype.Text, n),
+		fairKey: make([]pgtype.Text, n), uniqueKey: make([]pgtype.Text, n), retry: make([]pgtype.Text, n),
+		metadata: make([]pgtype.Text, n), deps: make([]pgtype.Text, n), errInfo: make([]pgtype.Text, n), stuck: make([]pgtype.Text, n),
+		input: make([][]byte, n), result: make([][]byte, n),
+	}
+	for i, r := range rows {
+		if r.Priority != int(int32(r.Priority)) || r.Attempt != int(int32(r.Attempt)) {
+			return nil, fmt.Errorf("job %s: priority %d or attempt %d out of range", r.ID, r.Priority, r.Attempt)
+		}
+		retry, err := json.Marshal(&r.Retry)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: encode retry policy: %w", r.ID, err)
+		}
+		meta, err := marshalOpt(r.Metadata, len(r.Metadata) == 0)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: encode metadata: %w", r.ID, err)
+		}
+		deps, err := marshalOpt(r.Dependents, len(r.Dependents) == 0)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: encode dependents: %w", r.ID, err)
+		}
+		a.ids[i], a.types[i], a.queues[i], a.states[i] = r.ID, r.Type, r.Queue, string(r.State)
+		a.priorities[i], a.attempts[i] = int32(r.Priority), int32(r.Attempt)
+		a.tokens[i], a.timeouts[i] = r.LeaseToken, int64(r.AttemptTimeout)
+		a.queuedAt[i] = pgtype.Timestamptz{Time: r.QueuedAt, Valid: true}
+		a.runAt[i] = pgtype.Timestamptz{Time: r.RunAt, Valid: true}
+		a.startedAt[i], a.endedAt[i], a.deadline[i], a.leaseAt[i] = ts(r.StartedAt), ts(r.EndedAt), ts(r.Deadline), ts(r.LeaseExpiresAt)
+		a.cancel[i] = r.CancelRequested
+		a.worker[i] = pgtype.Text{String: r.Worker, Valid: true}
+		a.groupID[i] = pgtype.Text{String: r.GroupID, Valid: true}
+		a.fairKey[i] = pgtype.Text{String: r.FairKey, Valid: true}
+		a.parentID[i], a.uniqueKey[i] = optText(r.ParentID), optText(r.UniqueKey)
+		a.retry[i], a.metadata[i], a.deps[i] = text(retry), text(meta), text(deps)
+		a.errInfo[i], a.stuck[i] = text(marshalError(r.Error)), text(marshalStuck(r.Stuck))
+		a.input[i], a.result[i] = r.Input, r.Result
+	}
+	return a, nil
+}
+
+// args returns the arrays as statement arguments, in jobColumns order.
+func (a *jobArrays) args() []any {
+	return []any{
+		a.ids, a.types, a.queues, a.states, a.priorities, a.attempts, a.tokens, a.timeouts,
+		a.queuedAt, a.runAt, a.startedAt, a.endedAt, a.deadline, a.leaseAt,
+		a.cancel, a.worker, a.groupID, a.parentID, a.fairKey, a.uniqueKey,
+		a.retry, a.metadata, a.deps, a.errInfo, a.stuck, a.input, a.result,
+	}
+}
+
+// row returns row i as COPY values, in jobColumns order.
+func (a *jobArrays) row(i int) []any {
+	return []any{
+		a.ids[i], a.types[i], a.queues[i], a.states[i], a.priorities[i], a.attempts[i], a.tokens[i], a.timeouts[i],
+		a.queuedAt[i], a.runAt[i], a.startedAt[i], a.endedAt[i], a.deadline[i], a.leaseAt[i],
+		a.cancel[i], a.worker[i], a.groupID[i], a.parentID[i], a.fairKey[i], a.uniqueKey[i],
+		a.retry[i], a.metadata[i], a.deps[i], a.errInfo[i], a.stuck[i], a.input[i], a.result[i],
+	}
+}

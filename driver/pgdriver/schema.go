@@ -1,0 +1,190 @@
+package pgdriver
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DefaultSchema is the schema the driver uses when Options.Schema is empty.
+const DefaultSchema = "hopper"
+
+// ErrSchemaTooNew is wrapped by the error returned for a database whose
+// hopper schema is newer than this binary knows.
+var ErrSchemaTooNew = errors.New("pgdriver: database schema is newer than this binary")
+
+// schemaName is what a schema name must look like: an unquoted-style
+// identifier of at most 48 bytes (so schema-prefixed notification channels
+// fit PostgreSQL's 63-byte names), not in the reserved pg_ namespace.
+var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+// validateSchema refuses a schema name the driver cannot use safely.
+func validateSchema(name string) error {
+	if !schemaName.MatchString(name) {
+		return fmt.Errorf("pgdriver: invalid schema name %q: use 1 to 48 letters, digits and underscores, not starting with a digit", name)
+	}
+	if strings.HasPrefix(strings.ToLower(name), "pg_") {
+		return fmt.Errorf("pgdriver: invalid schema name %q: the pg_ prefix is reserved by PostgreSQL", name)
+	}
+	return nil
+}
+
+// migrationFS holds the schema migrations, one file per version, named
+// NNNN_description.sql and applied in version order.
+//
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded schema version.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations are the embedded migrations in version order.
+var migrations = mustLoadMigrations()
+
+func mustLoadMigrations() []migration {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	var out []migration
+	for _, e := range entries {
+		name := e.Name()
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			panic(fmt.Sprintf("pgdriver: bad migration file name %q", name))
+		}
+		b, err := migrationFS.ReadFile(path.Join("migrations", name))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			panic(fmt.Sprintf("pgdriver: migrations are not numbered 1, 2, 3...: %q", m.name))
+		}
+	}
+	return out
+}
+
+// SchemaVersion is the newest schema version this binary knows and migrates
+// to.
+func SchemaVersion() int { return len(migrations) }
+
+// migrateLockKey is the advisory lock that serialises migrations of one
+// schema across processes.
+func migrateLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("hopper/pgdriver/migrate:" + schema))
+	return int64(h.Sum64())
+}
+
+// Migrate brings the driver's schema up to SchemaVersion: it creates the
+// schema if needed and applies the embedded migrations it lacks, all in one
+// transaction under an advisory lock, so processes starting together do not
+// race. A schema newer than this binary knows is refused with an error
+// wrapping ErrSchemaTooNew. Migrating an up-to-date schema changes nothing.
+func (d *Driver) Migrate(ctx context.Context) error {
+	if d.closed.Load() {
+		return driverClosed("migrate")
+	}
+	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return fmt.Errorf("pgdriver: migrate: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLockKey(d.schema)); err != nil {
+		return fmt.Errorf("pgdriver: migrate: lock: %w", err)
+	}
+	q := d.q.schema
+	// CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on the database
+	// even when the schema exists, so a schema an operator made is left be.
+	var haveSchema bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, d.schema).Scan(&haveSchema); err != nil {
+		return fmt.Errorf("pgdriver: migrate: look up schema %s: %w", q, err)
+	}
+	if !haveSchema {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA `+q); err != nil {
+			return fmt.Errorf("pgdriver: migrate: create schema %s: %w", q, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+q+`.hopper_migrations (
+		version    integer PRIMARY KEY,
+		name       text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()
+	)`); err != nil {
+		return fmt.Errorf("pgdriver: migrate: create version table: %w", err)
+	}
+	cur, err := storedVersion(ctx, tx, q)
+	if err != nil {
+		return err
+	}
+	if err := checkNotNewer(d.schema, cur); err != nil {
+		return err
+	}
+	for _, m := range migrations[cur:] {
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{schema}", q)); err != nil {
+			return fmt.Errorf("pgdriver: migrate schema %s to version %d (%s): %w", q, m.version, m.name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+q+`.hopper_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+			return fmt.Errorf("pgdriver: migrate: record version %d: %w", m.version, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgdriver: migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// checkVersion refuses a schema newer than this binary knows without
+// changing anything; a missing or older schema passes (Migrate brings it
+// up). It serves Options.NoMigrate.
+func (d *Driver) checkVersion(ctx context.Context) error {
+	var exists bool
+	err := d.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, d.q.schema+".hopper_migrations").Scan(&exists)
+	if err != nil {
+		return fmt.Errorf("pgdriver: check schema version: %w", err)
+	}
+	if !exists {
+		return nil
+	}
+	cur, err := storedVersion(ctx, d.pool, d.q.schema)
+	if err != nil {
+		return err
+	}
+	return checkNotNewer(d.schema, cur)
+}
+
+// storedVersion returns the highest applied migration of a schema.
+func storedVersion(ctx context.Context, q querier, schema string) (int, error) {
+	var cur int
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+schema+`.hopper_migrations`).Scan(&cur); err != nil {
+		return 0, fmt.Errorf("pgdriver: read schema version: %w", err)
+	}
+	return cur, nil
+}
+
+// checkNotNewer refuses a stored schema version this binary does not know.
+func checkNotNewer(schema string, v int) error {
+	if v > SchemaVersion() {
+		return fmt.Errorf("%w: schema %q is at version %d but this binary knows versions up to %d; upgrade hopper",
+			ErrSchemaTooNew, schema, v, SchemaVersion())
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+package pgdriver
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// jobColumns are the jobs table's columns in the order scanJob reads them.
+var jobColumns = []string{
+	"id", "type", "queue", "state", "priority", "attempt", "lease_token", "attempt_timeout",
+	"queued_at", "run_at", "started_at", "ended_at", "deadline", "lease_expires_at",
+	"cancel_requested", "worker", "group_id", "parent_id", "fair_key", "unique_key",
+	"retry", "metadata", "dependents", "error", "stuck", "input", "result",
+}
+
+// jobArrayTypes are the array types insertJobs unnests, column by column.
+var jobArrayTypes = []string{
+	"text", "text", "text", "text", "int4", "int4", "int8", "int8",
+	"timestamptz", "timestamptz", "timestamptz", "timestamptz", "timestamptz", "timestamptz",
+	"bool", "text", "text", "text", "text", "text",
+	"text", "text", "text", "text", "text", "bytea", "bytea",
+}
+
+// cols lists the job columns, each prefixed with prefix (e.g. "j.").
+func cols(prefix string) string {
+	var b strings.Builder
+	for i, c := range jobColumns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(prefix)
+		b.WriteString(c)
+	}
+	return b.String()
+}
+
+// unnestArgs returns "$1::text[], $2::text[], …" for the job columns.
+func unnestArgs() string {
+	var b strings.Builder
+	for i, t := range jobArrayTypes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$")
+		b.WriteString(strconv.Itoa(i + 1))
+		b.WriteString("::")
+		b.WriteString(t)
+		b.WriteString("[]")
+	}
+	return b.String()
+}
+
+// Literal predicates shared by the indexes and the queries (see the
+// migration): the planner matches partial indexes only on these words.
+const (
+	terminalStates = `('succeeded', 'dead', 'expired', 'cancelled')`
+	dueStates      = `('scheduled', 'retrying')`
+	liveUnique     = `unique_key IS NOT NULL AND state NOT IN ` + terminalStates
+)
+
+// queries are the driver's statements for one schema. They are built once
+// per Driver; pgx prepares and caches them per connection.
+type queries struct {
+	schema string // quoted
+
+	insertJobs, holders                                                  string
+	getJob, getJobs, countAll, countQueue                                string
+	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
+	heartbeat, finish, existingIDs, cancel                               string
+	retryMove, retryHolders, deleteFinished                              string
+	groupInsert, groupGet, groupLock, groupUpdate                        string
+	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
+	notify, notifyMany                                                   string
+}
+
+// newQueries builds the statements for schema (validated by the caller).
+func newQueries(schema string) *queries {
+	s := pgx.Identifier{schema}.Sanitize()
+	r := strings.NewReplacer("{s}", s, "{cols}", cols(""), "{jcols}", cols("j."),
+		"{terminal}", terminalStates, "{due}", dueStates, "{live}", liveUnique)
+	q := func(sql string) string { return r.Replace(sql) }
+	return &queries{
+		schema: s,
+
+		// One statement inserts the whole batch. dup refuses the batch when
+		// any id exists (a race past it still fails on the primary key);
+		// ON CONFLICT skips jobs whose unique key a live job holds; a
+		// terminal job does not take a key, so it is skipped by hand when
+		// the key is held.
+		insertJobs: q(`WITH dup AS MATERIALIZED (
+	SELECT id FROM {s}.jobs WHERE id = ANY($1::text[]) LIMIT 1
+), ins AS (
+	INSERT INTO {s}.jobs ({cols})
+	SELECT u.* FROM unnest(` + unnestArgs() + `) AS u({cols})
+	WHERE NOT EXISTS (SELECT 1 FROM dup)
+	  AND NOT (u.unique_key IS NOT NULL AND u.state IN {terminal} AND EXISTS (
+		SELECT 1 FROM {s}.jobs h
+		WHERE h.type = u.type AND h.unique_key = u.unique_key
+		  AND h.unique_key IS NOT NULL AND h.state NOT IN {terminal}))
+	ON CONFLICT (type, unique_key) WHERE {live} DO NOTHING
+	RETURNING id
+)
+SELECT id, false FROM ins
+UNION ALL
+SELECT id, true FROM dup`),
+		holders: q(`SELECT {cols} FROM {s}.jobs
+WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+  AND {live}`),
+
+		getJob:     q(`SELECT {cols} FROM {s}.jobs WHERE id = $1`),
+		getJobs:    q(`SELECT {cols} FROM {s}.jobs WHERE id = ANY($1::text[])`),
+		countAll:   q(`SELECT queue, state, count(*) FROM {s}.jobs GROUP BY queue, state`),
+		countQueue: q(`SELECT queue, state, count(*) FROM {s}.jobs WHERE queue = $1 GROUP BY queue, state`),
+
+		promoteQueue: q(`WITH due AS MATERIALIZED (
+	SELECT id FROM {s}.jobs
+	WHERE queue = $1 AND state IN {due} AND run_at <= $2
+	ORDER BY run_at
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.id = due.id`),
+		claim:      q(claimSQL("")),
+		claimTypes: q(claimSQL("\n\t  AND type = ANY($6::text[])")),
+		promoteAll: q(`WITH due AS MATERIALIZED (
+	SELECT id FROM {s}.jobs
+	WHERE state IN {due} AND run_at <= $1
+	ORDER BY run_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.id = due.id`),
+		nextRunAt: q(`SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN {due}`),
+		expiredLease: q(`SELECT {cols} FROM {s}.jobs
+WHERE state = 'running' AND lease_expires_at < $1
+ORDER BY lease_expires_at, id
+LIMIT $2`),
+
+		heartbeat: q(`UPDATE {s}.jobs j SET lease_expires_at = $3
+FROM unnest($1::text[], $2::int8[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+RETURNING j.id, j.lease_token, j.cancel_requested`),
+		finish: q(`UPDATE {s}.jobs j SET
+	state = u.state, attempt = u.attempt, run_at = u.run_at, result = u.result, error = u.error,
+	ended_at = u.ended_at, stuck = u.stuck, lease_expires_at = NULL, worker = ''
+FROM unnest($1::int4[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::timestamptz[],
+	$7::bytea[], $8::text[], $9::timestamptz[], $10::text[], $11::timestamptz[])
+	AS u(idx, id, token, state, attempt, run_at, result, error, ended_at, stuck, expired_before)
+WHERE j.id = u.id AND j.state = 'running' AND j.lease_token = u.token
+  AND (u.expired_before IS NULL OR j.lease_expires_at < u.expired_before)
+RETURNING u.idx, {jcols}`),
+		existingIDs: q(`SELECT id FROM {s}.jobs WHERE id = ANY($1::text[])`),
+		cancel: q(`UPDATE {s}.jobs SET
+	state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
+	cancel_requested = cancel_requested OR state = 'running',
+	ended_at = CASE WHEN state = 'running' THEN ended_at ELSE $2 END,
+	error = CASE WHEN state = 'running' THEN error ELSE $3 END
+WHERE id = $1 AND state NOT IN {terminal} AND NOT (state = 'running' AND cancel_requested)
+RETURNING {cols}`),
+
+		retryHolders: q(`SELECT type, unique_key, id FROM {s}.jobs
+WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+  AND {live}`),
+		retryMove: q(`UPDATE {s}.jobs j SET
+	state = 'pending', attempt = 0, run_at = $2, result = NULL, ended_at = NULL,
+	lease_expires_at = NULL, worker = '', cancel_requested = false, stuck = NULL,
+	deadline = CASE WHEN j.deadline <= $2 THEN NULL ELSE j.deadline END
+FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord)
+WHERE j.id = r.id
+RETURNING r.ord, {jcols}`),
+		deleteFinished: q(`WITH victims AS MATERIALIZED (
+	SELECT id FROM {s}.jobs
+	WHERE state = ANY($1::text[]) AND state IN {terminal} AND ended_at < $2
+	ORDER BY ended_at
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id`),
+
+		groupInsert: q(`INSERT INTO {s}.groups (id, open, state, value_set, final, created_at, settled_at, value)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (id) DO NOTHING`),
+		groupGet:  q(`SELECT id, open, state, value_set, final, created_at, settled_at, value FROM {s}.groups WHERE id = $1`),
+		groupLock: q(`SELECT state, final, value_set, value FROM {s}.groups WHERE id = $1 FOR UPDATE`),
+		groupUpdate: q(`UPDATE {s}.groups g SET
+	value = CASE WHEN $2::boolean AND NOT g.final THEN $3::bytea ELSE g.value END,
+	value_set = g.value_set OR ($2::boolean AND NOT g.final),
+	final = g.final OR ($2::boolean AND $4::boolean),
+	open = g.open + $5::integer,
+	state = CASE
+		WHEN g.state <> 'settled' AND $5::integer < 0 AND g.open + $5::integer <= 0 THEN 'settled'
+		WHEN g.state = 'settled' AND g.open + $5::integer > 0 THEN 'open'
+		ELSE g.state END,
+	settled_at = CASE
+		WHEN g.state <> 'settled' AND $5::integer < 0 AND g.open + $5::integer <= 0 THEN $6::timestamptz
+		WHEN g.state = 'settled' AND g.open + $5::integer > 0 THEN NULL
+		ELSE g.settled_at END
+WHERE g.id = $1
+RETURNING g.id, g.open, g.state, g.value_set, g.final, g.created_at, g.settled_at, g.value`),
+
+		keySet: q(`INSERT INTO {s}.keys AS k (key, created_at, expires_at, value) VALUES ($1, $2, $3, $4)
+ON CONFLICT (key) DO UPDATE SET created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, value = EXCLUDED.value
+WHERE k.expires_at IS NOT NULL AND k.expires_at < EXCLUDED.created_at
+RETURNING true`),
+		// One upsert takes the row when it is free, expired or already the
+		// owner's, and raises the term when the owner changes.
+		leaderAttempt: q(`INSERT INTO {s}.leaders AS l (name, owner, term, expires_at) VALUES ($1, $2, 1, $3)
+ON CONFLICT (name) DO UPDATE SET
+	owner = EXCLUDED.owner,
+	term = CASE WHEN l.owner = EXCLUDED.owner THEN l.term ELSE l.term + 1 END,
+	expires_at = EXCLUDED.expires_at
+WHERE l.owner = EXCLUDED.owner OR l.owner = '' OR l.expires_at IS NULL OR l.expires_at <= $4
+RETURNING name, owner, term, expires_at`),
+		leaderGet:    q(`SELECT name, owner, term, expires_at FROM {s}.leaders WHERE name = $1`),
+		leaderResign: q(`UPDATE {s}.leaders SET owner = '', expires_at = NULL WHERE name = $1 AND owner = $2 AND owner <> ''`),
+		queueSet: q(`INSERT INTO {s}.queues (name, paused, updated_at) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
+		queueList: q(`SELECT name, paused, updated_at FROM {s}.queues ORDER BY name`),
+
+		notify:     `SELECT pg_notify($1, $2)`,
+		notifyMany: `SELECT pg_notify(n.c, n.p) FROM unnest($1::text[], $2::text[]) AS n(c, p)`,
+	}
+}
+
+// claimSQL is the claim statement: a MATERIALIZED CTE picks the ids with
+// every predicate inside it (so nothing outside the LIMIT can waste a slot
+// and the planner cannot run it twice), in claim order, skipping rows other
+// claimers hold; the UPDATE marks them running under a fresh lease token.
+// Its parameters: $1 queue, $2 limit, $3 lease expiry, $4 worker, $5 now,
+// and $6 the types when typeFilter uses them.
+func claimSQL(typeFilter string) string {
+	return `WITH picked AS MATERIALIZED (
+	SELECT id FROM {s}.jobs
+	WHERE queue = $1 AND state = 'pending'` + typeFilter + `
+	  AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1 AND paused)
+	ORDER BY priority DESC, run_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE {s}.jobs j SET
+	state = 'running',
+	attempt = j.attempt + 1,
+	lease_token = GREATEST(nextval('{s}.lease_tokens'), j.lease_token + 1),
+	lease_expires_at = $3,
+	worker = $4,
+	started_at = $5
+FROM picked WHERE j.id = picked.id
+RETURNING {jcols}`
+}
