@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -148,10 +149,19 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 				out[i].job, out[i].err = res[k].Job, res[k].Err
 			}
 		}
+		// Items with effects lock their groups; taking them in group order
+		// keeps two completers (two processes) from deadlocking.
+		var scoped []int
 		for i, it := range items {
-			if !needsOwnScope(it) {
-				continue
+			if needsOwnScope(it) {
+				scoped = append(scoped, i)
 			}
+		}
+		slices.SortStableFunc(scoped, func(a, b int) int {
+			return strings.Compare(items[a].row.GroupID, items[b].row.GroupID)
+		})
+		for _, i := range scoped {
+			it := items[i]
 			f := &out[i]
 			err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 				res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{it.outcome.params}})

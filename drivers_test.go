@@ -1,11 +1,19 @@
 package hopper_test
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/driver/pgdriver"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
 )
 
@@ -17,7 +25,7 @@ type driverCase struct {
 
 // testDrivers are the stores every engine test runs on.
 func testDrivers() []driverCase {
-	return []driverCase{
+	cases := []driverCase{
 		{"memory", func(t *testing.T) driver.Driver {
 			d := memdriver.New()
 			t.Cleanup(func() { _ = d.Close() })
@@ -34,6 +42,40 @@ func testDrivers() []driverCase {
 			return d
 		}},
 	}
+	if url := os.Getenv("HOPPER_TEST_POSTGRES_URL"); url != "" {
+		cases = append(cases, driverCase{"postgres", func(t *testing.T) driver.Driver { return openPostgres(t, url) }})
+	}
+	return cases
+}
+
+// openPostgres opens the driver on a fresh schema of the test database,
+// dropped when the test ends.
+func openPostgres(t *testing.T, url string) driver.Driver {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "hopper_engine_" + hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := pgdriver.Open(ctx, url, &pgdriver.Options{Schema: schema})
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = d.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return d
 }
 
 // forEachDriver runs an engine test once per driver, in parallel.

@@ -83,13 +83,13 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		return nil, err
 	}
 	rt.slots.onRelease = rt.slotFreed
+	rt.maint = newMaintenance(c, rt.ctx) // before the producers, which use it
 	rt.ensureProducers()
 	// Timers are armed before Start returns, so a virtual clock moved right
 	// after Start finds them.
 	hb := c.clock.NewTimer(c.cfg.HeartbeatInterval)
 	rt.loops.Add(1)
 	go rt.heartbeatLoop(hb)
-	rt.maint = newMaintenance(c, rt.ctx)
 	rt.loops.Add(1)
 	go func() {
 		defer rt.loops.Done()
