@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
-	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
 	"github.com/hopper-go/hopper/server"
 )
 
@@ -38,9 +39,11 @@ type env struct {
 	srv *server.Server
 }
 
-// newDriver is the store the API tests run on.
+// newDriver is the store the API tests run on: a temporary SQLite file,
+// as hopper dev uses.
 var newDriver = func(t *testing.T) driver.Driver {
-	d := memdriver.New()
+	d, err := sqlitedriver.Open(filepath.Join(t.TempDir(), "hopper.db"), nil)
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
