@@ -39,6 +39,18 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 		return nil, err
 	}
 	b := &pgx.Batch{}
+	// The claim must walk jobs_claim in order and stop at LIMIT: an index
+	// scan marks the entries of claimed rows dead as it passes them
+	// (kill_prior_tuple), so the next claim skips them. Right after a burst of
+	// inserts, before autovacuum has analyzed the table, the planner prefers
+	// a bitmap scan and a sort, which rereads every dead entry at the head of
+	// the index on every claim (a million-job backlog then cut throughput to
+	// a quarter). Bitmap and sequential scans are off for the claim's own
+	// transaction; a claim inside a caller's transaction leaves its
+	// settings alone.
+	if e.tx == nil {
+		b.Queue(sqlClaimPlan)
+	}
 	b.Queue(e.d.q.promoteQueue, p.Queue, p.Now, promoteBatch)
 	if p.Limit > 0 {
 		args := []any{p.Queue, p.Limit, ts(p.LeaseExpiresAt), p.Worker, p.Now}
@@ -59,7 +71,12 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 	}
 	rows := []*hoppertype.JobRow{}
 	err := e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
+		if e.tx == nil {
+			if _, err := br.Exec(); err != nil { // the planner settings
+				return err
+			}
+		}
+		if _, err := br.Exec(); err != nil { // the promotion
 			return err
 		}
 		if p.Limit <= 0 {

@@ -264,7 +264,10 @@ func (e *executor) sendAtomic(ctx context.Context, b *pgx.Batch, read func(br pg
 
 // Transaction control for sendAtomic.
 const (
-	sqlBegin    = "BEGIN ISOLATION LEVEL READ COMMITTED"
-	sqlCommit   = "COMMIT"
-	sqlRollback = "ROLLBACK"
+	// sqlClaimPlan holds a claim to its index (see JobClaim), for the
+	// claim's own transaction only.
+	sqlClaimPlan = "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
+	sqlBegin     = "BEGIN ISOLATION LEVEL READ COMMITTED"
+	sqlCommit    = "COMMIT"
+	sqlRollback  = "ROLLBACK"
 )
