@@ -237,7 +237,7 @@ func (c *Client) redrive(ctx context.Context, p *driver.JobRetryParams) ([]drive
 		if err != nil {
 			return err
 		}
-		var queues []string
+		queues := make([]string, 0, len(res))
 		for _, r := range res {
 			j := r.Job
 			if r.PrevState.Terminal() && j.GroupID != j.ID {
@@ -245,16 +245,9 @@ func (c *Client) redrive(ctx context.Context, p *driver.JobRetryParams) ([]drive
 					return err
 				}
 			}
-			if !containsString(queues, j.Queue) {
-				queues = append(queues, j.Queue)
-			}
+			queues = append(queues, j.Queue)
 		}
-		for _, q := range queues {
-			if err := tx.Notify(ctx, driver.TopicJobAvailable, q); err != nil {
-				return err
-			}
-		}
-		return nil
+		return notifyQueueNames(ctx, tx, queues)
 	})
 	if err != nil {
 		return nil, err

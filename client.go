@@ -307,13 +307,13 @@ func (c *Client) lookupType(name string) typeCore {
 func (c *Client) queues() []string {
 	qs := []string{c.cfg.DefaultQueue}
 	for _, q := range c.cfg.Queues {
-		if !containsString(qs, q) {
+		if !slices.Contains(qs, q) {
 			qs = append(qs, q)
 		}
 	}
 	c.typesMu.RLock()
 	for _, t := range c.types {
-		if q := t.queue(); q != "" && !containsString(qs, q) {
+		if q := t.queue(); q != "" && !slices.Contains(qs, q) {
 			qs = append(qs, q)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -390,28 +391,22 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 func notifyQueues(ctx context.Context, tx driver.Executor, res []driver.JobInsertResult) error {
 	var queues []string
 	for _, r := range res {
-		if r.Existing || r.Job.State != hoppertype.JobStatePending {
-			continue
-		}
-		if !containsString(queues, r.Job.Queue) {
+		if !r.Existing && r.Job.State == hoppertype.JobStatePending {
 			queues = append(queues, r.Job.Queue)
 		}
 	}
-	for _, q := range queues {
+	return notifyQueueNames(ctx, tx, queues)
+}
+
+// notifyQueueNames announces, once each, that the queues have due jobs.
+func notifyQueueNames(ctx context.Context, tx driver.Executor, queues []string) error {
+	slices.Sort(queues)
+	for _, q := range slices.Compact(queues) {
 		if err := tx.Notify(ctx, driver.TopicJobAvailable, q); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func containsString(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // afterInsert runs after the insert committed: local wake-ups, events, and

@@ -36,6 +36,7 @@ type runtime struct {
 
 	loops     sync.WaitGroup // producers, heartbeater, maintenance, listeners
 	execs     sync.WaitGroup // running attempts
+	execsDone chan struct{}  // closed by stop once every attempt has returned
 	pool      chan dispatchItem
 	poolDone  chan struct{}
 	poolWG    sync.WaitGroup // pooled worker goroutines
@@ -61,6 +62,7 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		producers: map[string]*producer{},
 		active:    map[driver.Lease]*activeJob{},
 		pool:      make(chan dispatchItem),
+		execsDone: make(chan struct{}),
 		poolDone:  make(chan struct{}),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -256,6 +258,7 @@ func (rt *runtime) stop(ctx context.Context) error {
 			<-finished
 		}
 		rt.workCancel(errStopping)
+		close(rt.execsDone)
 		close(rt.poolDone)
 		rt.poolWG.Wait()
 		// 3. Record every outcome, then stop the rest.
@@ -287,13 +290,11 @@ func (rt *runtime) heartbeatLoop(t Timer) {
 	}
 }
 
-// drainHeartbeats keeps leases alive while Stop waits for running attempts.
+// drainHeartbeats keeps leases alive while Stop waits for running attempts
+// (until Stop closes execsDone: waiting on the WaitGroup here would race
+// with the producers' last dispatches).
 func (rt *runtime) drainHeartbeats() {
-	done := make(chan struct{})
-	go func() {
-		rt.execs.Wait()
-		close(done)
-	}()
+	done := rt.execsDone
 	t := rt.c.clock.NewTimer(rt.c.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {

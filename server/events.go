@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -132,7 +133,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			if len(kinds) > 0 && !kinds[string(e.Kind)] {
 				continue
 			}
-			if len(types) > 0 && !contains(types, e.Type) {
+			if len(types) > 0 && !slices.Contains(types, e.Type) {
 				continue
 			}
 			b, _ := json.Marshal(eventJSON(e))
@@ -152,13 +153,4 @@ func splitList(vs []string) []string {
 		}
 	}
 	return out
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
