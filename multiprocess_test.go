@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -84,7 +85,12 @@ type pgWorker struct {
 func startPGWorker(t *testing.T, url, schema, name string) *pgWorker {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPostgresWorkerChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "HOPPER_PG_CHILD_URL="+url, "HOPPER_PG_CHILD_SCHEMA="+schema, "HOPPER_PG_CHILD_NAME="+name)
+	// The workers' connections carry a name, so a test can cut them all.
+	childURL := url + "&application_name=hopper-worker-" + schema
+	if !strings.Contains(url, "?") {
+		childURL = url + "?application_name=hopper-worker-" + schema
+	}
+	cmd.Env = append(os.Environ(), "HOPPER_PG_CHILD_URL="+childURL, "HOPPER_PG_CHILD_SCHEMA="+schema, "HOPPER_PG_CHILD_NAME="+name)
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
@@ -191,8 +197,9 @@ func TestPostgresThreeProcesses(t *testing.T) {
 }
 
 // TestPostgresKillChurn: the same with one process killed with SIGKILL every
-// two seconds and restarted, and the workers' listening connections cut
-// once (they reconnect; other tests' connections are left alone): nothing lost, killed workers' leases rescued, no finished job overwritten
+// two seconds and restarted, and every connection of the workers cut once
+// (as a database restart would; other tests' connections are left alone):
+// nothing lost, killed workers' leases rescued, no finished job overwritten
 // (the ledger has exactly one row per job, and every job succeeded).
 func TestPostgresKillChurn(t *testing.T) {
 	n := multiProcessJobs() / 2
@@ -217,11 +224,15 @@ func TestPostgresKillChurn(t *testing.T) {
 		kills++
 		lastKill = time.Now()
 		if !cut && kills == 2 {
-			// Cut the workers' listening connections: they must reconnect.
+			// Cut every connection of the workers, pooled and listening, as
+			// a database restart would: they must reconnect and carry on.
 			cut = true
-			_, err := d.Pool().Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name LIKE 'hopper-listen:`+d.Schema()+`%'`)
+			var cutN int
+			err := d.Pool().QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid()
+				  AND (application_name = 'hopper-worker-`+d.Schema()+`' OR application_name LIKE 'hopper-listen:`+d.Schema()+`%')`).Scan(&cutN)
 			require.NoError(t, err)
+			require.Positive(t, cutN, "no worker connection found to cut")
 		}
 	})
 	t.Logf("%d jobs, %d kills", n, kills)
