@@ -179,7 +179,9 @@ type Executor interface {
 	JobRetry(ctx context.Context, params *JobRetryParams) ([]JobRetryResult, error)
 
 	// JobDeleteFinished deletes terminal jobs of the given States whose EndedAt
-	// is before Before, at most Limit, and returns how many it deleted.
+	// is before Before, at most Limit, and returns how many it deleted. A
+	// deleted job that is a workflow run takes its run row, history, hooks
+	// and stream chunks with it.
 	JobDeleteFinished(ctx context.Context, params *JobDeleteFinishedParams) (int, error)
 
 	// GroupInsert stores a new group row; an existing id is
@@ -214,6 +216,131 @@ type Executor interface {
 
 	// QueueList returns the queues that have a stored state, by name.
 	QueueList(ctx context.Context) ([]*QueueRow, error)
+
+	// JobWake makes the named jobs that wait (scheduled or retrying) due
+	// now: pending with RunAt = Now. Jobs in any other state are left as
+	// they are. It returns the jobs it woke. It is how a waiting workflow
+	// run is resumed by a hook, a child or an activity.
+	JobWake(ctx context.Context, params *JobWakeParams) ([]*hoppertype.JobRow, error)
+
+	// RunInsert stores a new workflow run row; an existing id is
+	// hoppertype.ErrDuplicateID. (The run's job is inserted beside it with
+	// JobInsertMany, in the same transaction.)
+	RunInsert(ctx context.Context, row *hoppertype.RunRow) error
+
+	// RunGet returns a run row or hoppertype.ErrNotFound.
+	RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error)
+
+	// RunList returns runs matching the filter, newest CreatedAt first (ties
+	// by id, descending), skipping Offset and returning at most Limit.
+	RunList(ctx context.Context, params *RunListParams) ([]*hoppertype.RunRow, error)
+
+	// RunUpdate sets a run's status (and, when given, its error and end
+	// time; UpdatedAt = Now). With ExpectStatuses set it applies only when
+	// the run's status is one of them, else it returns the run with
+	// hoppertype.ErrStateConflict. A missing run is hoppertype.ErrNotFound.
+	RunUpdate(ctx context.Context, params *RunUpdateParams) (*hoppertype.RunRow, error)
+
+	// RunEventAppend appends events to a run's history, fenced by the run's
+	// lease: it applies only if the job with the run's id is running under
+	// LeaseToken, else it returns hoppertype.ErrLeaseLost and writes nothing.
+	// An event whose (RunID, Attempt, Seq) exists fails the call with
+	// hoppertype.ErrDuplicateID and writes nothing.
+	RunEventAppend(ctx context.Context, params *RunEventAppendParams) error
+
+	// RunEventList returns a run's history in (Attempt, Seq) order; with
+	// Attempt > 0 only that attempt's events.
+	RunEventList(ctx context.Context, params *RunEventListParams) ([]*hoppertype.RunEvent, error)
+
+	// HookInsert stores a waiting hook; an existing token is
+	// hoppertype.ErrDuplicateID.
+	HookInsert(ctx context.Context, row *hoppertype.HookRow) error
+
+	// HookGet returns a hook by token or hoppertype.ErrNotFound.
+	HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error)
+
+	// HookResume delivers a payload to a waiting hook: it becomes resumed
+	// with Payload and ResumedAt = Now and is returned. A hook already
+	// resumed is returned unchanged with hoppertype.ErrStateConflict; a
+	// missing one is hoppertype.ErrNotFound.
+	HookResume(ctx context.Context, params *HookResumeParams) (*hoppertype.HookRow, error)
+
+	// HookListByRun returns a run's hooks by creation time, then token.
+	HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error)
+
+	// StreamAppend appends chunks to a run's stream and returns them with
+	// their offsets (consecutive, from 0 for a run's first chunk).
+	StreamAppend(ctx context.Context, params *StreamAppendParams) ([]*hoppertype.StreamChunk, error)
+
+	// StreamRead returns a run's chunks with Offset >= From, in order, at
+	// most Limit.
+	StreamRead(ctx context.Context, params *StreamReadParams) ([]*hoppertype.StreamChunk, error)
+}
+
+// JobWakeParams are the arguments of JobWake.
+type JobWakeParams struct {
+	IDs []string
+	Now time.Time
+}
+
+// RunListParams filter RunList. Empty fields do not filter.
+type RunListParams struct {
+	Statuses []hoppertype.RunStatus
+	Workflow string
+	ParentID string
+	// CreatedAfter and CreatedBefore bound CreatedAt (inclusive, exclusive).
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	Offset        int
+	// Limit caps the rows returned; it must be > 0.
+	Limit int
+}
+
+// RunUpdateParams are the arguments of RunUpdate.
+type RunUpdateParams struct {
+	ID     string
+	Status hoppertype.RunStatus
+	// Error, when non-nil, replaces the run's error.
+	Error *hoppertype.ErrorInfo
+	// EndedAt, when set, is stored.
+	EndedAt        time.Time
+	ExpectStatuses []hoppertype.RunStatus
+	Now            time.Time
+}
+
+// RunEventAppendParams are the arguments of RunEventAppend.
+type RunEventAppendParams struct {
+	RunID      string
+	LeaseToken int64
+	Events     []*hoppertype.RunEvent
+}
+
+// RunEventListParams are the arguments of RunEventList.
+type RunEventListParams struct {
+	RunID   string
+	Attempt int
+}
+
+// HookResumeParams are the arguments of HookResume.
+type HookResumeParams struct {
+	Token   string
+	Payload []byte
+	Now     time.Time
+}
+
+// StreamAppendParams are the arguments of StreamAppend.
+type StreamAppendParams struct {
+	RunID  string
+	Chunks [][]byte
+	Now    time.Time
+}
+
+// StreamReadParams are the arguments of StreamRead.
+type StreamReadParams struct {
+	RunID string
+	From  int64
+	// Limit caps the chunks returned; it must be > 0.
+	Limit int
 }
 
 // JobInsertManyParams are the jobs to insert, fully formed by the engine.

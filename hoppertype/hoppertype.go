@@ -304,3 +304,102 @@ func UnmarshalErrorInfo(b []byte) (*ErrorInfo, error) {
 	}
 	return &e, nil
 }
+
+// RunStatus is the status of a workflow run.
+type RunStatus string
+
+// Run statuses.
+const (
+	RunPending      RunStatus = "pending"
+	RunRunning      RunStatus = "running"
+	RunWaiting      RunStatus = "waiting"
+	RunCompleted    RunStatus = "completed"
+	RunFailed       RunStatus = "failed"
+	RunCompensating RunStatus = "compensating"
+	RunCompensated  RunStatus = "compensated"
+	RunCancelled    RunStatus = "cancelled"
+	RunQuarantined  RunStatus = "quarantined"
+	RunStuck        RunStatus = "stuck"
+)
+
+// AllRunStatuses lists every run status.
+var AllRunStatuses = []RunStatus{RunPending, RunRunning, RunWaiting, RunCompleted, RunFailed,
+	RunCompensating, RunCompensated, RunCancelled, RunQuarantined, RunStuck}
+
+// Terminal reports whether a run in status s is finished for good.
+func (s RunStatus) Terminal() bool {
+	switch s {
+	case RunCompleted, RunFailed, RunCompensated, RunCancelled, RunQuarantined:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is a run status.
+func (s RunStatus) Valid() bool {
+	for _, v := range AllRunStatuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// RunRow is a workflow run as the store holds it. The run executes as a job
+// with the same id (its input, output, attempts and lease live there); the
+// run row holds what is particular to workflows.
+type RunRow struct {
+	ID       string
+	Workflow string
+	Status   RunStatus
+	ParentID string
+	// CodeVersion is the workflow code's version tag when the run started.
+	CodeVersion string
+	Error       *ErrorInfo
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	EndedAt     time.Time
+}
+
+// RunEvent is one entry of a run's history, written by the run's own
+// execution, in order: Seq counts from 1 within each Attempt (a run retried
+// from the beginning starts a fresh history attempt).
+type RunEvent struct {
+	RunID   string
+	Attempt int
+	Seq     int
+	Kind    string
+	Name    string
+	// Data is the event's JSON payload (a step's output or error, a wake
+	// time, a child's id …).
+	Data []byte
+	At   time.Time
+}
+
+// HookState is the state of a hook.
+type HookState string
+
+// Hook states.
+const (
+	HookWaiting HookState = "waiting"
+	HookResumed HookState = "resumed"
+)
+
+// HookRow is a durable wait for an external payload, found by its token.
+type HookRow struct {
+	Token     string
+	RunID     string
+	Name      string
+	State     HookState
+	Payload   []byte
+	CreatedAt time.Time
+	ResumedAt time.Time
+}
+
+// StreamChunk is one chunk of a run's append-only stream.
+type StreamChunk struct {
+	RunID  string
+	Offset int64
+	Data   []byte
+	At     time.Time
+}

@@ -13,8 +13,10 @@
 // The suite checks every method's contract as documented on driver.Executor
 // and driver.Driver, with one file per area: jobs (insert, get, count), list,
 // claim (claim, promote, next run, heartbeat, expired leases), finish, admin
-// (cancel, retry, delete), groups, keys, leader, queues and tx (transactions,
-// notifications, close). An operation a driver reports as
+// (cancel, retry, delete), groups, keys, leader, queues, tx (transactions,
+// notifications, close), and the workflow operations: wake (JobWake), runs
+// (run rows, and the run state that retention and rollback take), events
+// (a run's history under its lease), hooks and streams. An operation a driver reports as
 // driver.ErrNotImplemented fails the case that needs it, with that error in
 // the message: the suite never passes a missing capability silently.
 //
@@ -56,6 +58,11 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Leader", leaderCases()},
 		{"Queues", queueCases()},
 		{"Tx", txCases()},
+		{"Wake", wakeCases()},
+		{"Runs", runCases()},
+		{"Events", eventCases()},
+		{"Hooks", hookCases()},
+		{"Streams", streamCases()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -443,6 +443,39 @@ func testClose(t *testing.T, f *fixture) {
 			return f.d.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true, Now: base})
 		},
 		"QueueList": func() error { _, err := f.d.QueueList(ctx); return err },
+		"JobWake": func() error {
+			_, err := f.d.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: base})
+			return err
+		},
+		"RunInsert": func() error { return f.d.RunInsert(ctx, f.runRow()) },
+		"RunGet":    func() error { _, err := f.d.RunGet(ctx, j.ID); return err },
+		"RunList":   func() error { _, err := f.d.RunList(ctx, &driver.RunListParams{Limit: 10}); return err },
+		"RunUpdate": func() error {
+			_, err := f.d.RunUpdate(ctx, &driver.RunUpdateParams{ID: j.ID, Status: hoppertype.RunCompleted, Now: base})
+			return err
+		},
+		"RunEventAppend": func() error {
+			return f.d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: j.ID, LeaseToken: 1, Events: []*hoppertype.RunEvent{event(j.ID, 1, 1, "step")}})
+		},
+		"RunEventList": func() error {
+			_, err := f.d.RunEventList(ctx, &driver.RunEventListParams{RunID: j.ID})
+			return err
+		},
+		"HookInsert": func() error { return f.d.HookInsert(ctx, f.hookRow(j.ID)) },
+		"HookGet":    func() error { _, err := f.d.HookGet(ctx, "h"); return err },
+		"HookResume": func() error {
+			_, err := f.d.HookResume(ctx, &driver.HookResumeParams{Token: "h", Payload: []byte(`1`), Now: base})
+			return err
+		},
+		"HookListByRun": func() error { _, err := f.d.HookListByRun(ctx, j.ID); return err },
+		"StreamAppend": func() error {
+			_, err := f.d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: j.ID, Chunks: [][]byte{[]byte("c")}, Now: base})
+			return err
+		},
+		"StreamRead": func() error {
+			_, err := f.d.StreamRead(ctx, &driver.StreamReadParams{RunID: j.ID, Limit: 10})
+			return err
+		},
 	}
 	for name, call := range calls {
 		require.ErrorIs(t, call(), driver.ErrClosed, "%s after Close", name)

@@ -250,7 +250,8 @@ func (t *tx) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]dri
 
 // JobDeleteFinished deletes terminal jobs of the given states (every
 // terminal state when States is empty) that ended before Before, oldest
-// first, at most Limit (no limit when Limit <= 0).
+// first, at most Limit (no limit when Limit <= 0). A deleted job that is a
+// workflow run takes its run row, history, hooks and stream with it.
 func (t *tx) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
 	if err := t.check(ctx); err != nil {
 		return 0, err
@@ -275,6 +276,7 @@ func (t *tx) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFini
 	}
 	for _, r := range victims {
 		t.deleteJob(r.ID)
+		t.deleteRunData(r.ID)
 	}
 	return len(victims), nil
 }

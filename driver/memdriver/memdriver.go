@@ -230,3 +230,69 @@ func (d *Driver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPaus
 func (d *Driver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 	return call(ctx, d, func(tx *tx) ([]*driver.QueueRow, error) { return tx.QueueList(ctx) })
 }
+
+// JobWake makes waiting jobs due now; see driver.Executor.
+func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobWake(ctx, params) })
+}
+
+// RunInsert stores a new workflow run; see driver.Executor.
+func (d *Driver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
+	return d.run(ctx, func(tx *tx) error { return tx.RunInsert(ctx, row) })
+}
+
+// RunGet returns a workflow run; see driver.Executor.
+func (d *Driver) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+	return call(ctx, d, func(tx *tx) (*hoppertype.RunRow, error) { return tx.RunGet(ctx, id) })
+}
+
+// RunList lists workflow runs; see driver.Executor.
+func (d *Driver) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.RunRow, error) { return tx.RunList(ctx, params) })
+}
+
+// RunUpdate sets a workflow run's status; see driver.Executor.
+func (d *Driver) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
+	return call(ctx, d, func(tx *tx) (*hoppertype.RunRow, error) { return tx.RunUpdate(ctx, params) })
+}
+
+// RunEventAppend appends to a run's history under its lease; see
+// driver.Executor.
+func (d *Driver) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.RunEventAppend(ctx, params) })
+}
+
+// RunEventList returns a run's history; see driver.Executor.
+func (d *Driver) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.RunEvent, error) { return tx.RunEventList(ctx, params) })
+}
+
+// HookInsert stores a waiting hook; see driver.Executor.
+func (d *Driver) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
+	return d.run(ctx, func(tx *tx) error { return tx.HookInsert(ctx, row) })
+}
+
+// HookGet returns a hook; see driver.Executor.
+func (d *Driver) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+	return call(ctx, d, func(tx *tx) (*hoppertype.HookRow, error) { return tx.HookGet(ctx, token) })
+}
+
+// HookResume delivers a payload to a waiting hook; see driver.Executor.
+func (d *Driver) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
+	return call(ctx, d, func(tx *tx) (*hoppertype.HookRow, error) { return tx.HookResume(ctx, params) })
+}
+
+// HookListByRun returns a run's hooks; see driver.Executor.
+func (d *Driver) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.HookRow, error) { return tx.HookListByRun(ctx, runID) })
+}
+
+// StreamAppend appends chunks to a run's stream; see driver.Executor.
+func (d *Driver) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.StreamChunk, error) { return tx.StreamAppend(ctx, params) })
+}
+
+// StreamRead reads a run's stream; see driver.Executor.
+func (d *Driver) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.StreamChunk, error) { return tx.StreamRead(ctx, params) })
+}

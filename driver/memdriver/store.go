@@ -25,6 +25,16 @@ type store struct {
 	leaders   map[string]*driver.LeaderRow
 	queueRows map[string]*driver.QueueRow
 
+	// Workflow state, keyed by run id (a run's id is its job's id).
+	runs map[string]*hoppertype.RunRow
+	// events holds each run's history in (Attempt, Seq) order.
+	events map[string][]*hoppertype.RunEvent
+	hooks  map[string]*hoppertype.HookRow
+	// runHooks indexes the hook tokens of each run.
+	runHooks map[string]map[string]struct{}
+	// streams holds each run's chunks; a chunk's offset is its index.
+	streams map[string][]*hoppertype.StreamChunk
+
 	// version stamps every job write; heap entries carry the version they
 	// were pushed for, so a stale entry is recognised and skipped.
 	version uint64
@@ -56,6 +66,11 @@ func newStore() *store {
 		keys:      make(map[string]keyRow),
 		leaders:   make(map[string]*driver.LeaderRow),
 		queueRows: make(map[string]*driver.QueueRow),
+		runs:      make(map[string]*hoppertype.RunRow),
+		events:    make(map[string][]*hoppertype.RunEvent),
+		hooks:     make(map[string]*hoppertype.HookRow),
+		runHooks:  make(map[string]map[string]struct{}),
+		streams:   make(map[string][]*hoppertype.StreamChunk),
 	}
 }
 

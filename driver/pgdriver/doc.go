@@ -44,6 +44,21 @@
 // There are no GIN indexes and no foreign keys. groups, keys, leaders and
 // queues hold the other rows; a sequence hands out lease tokens.
 //
+// Workflows (schema version 2) add four tables beside jobs, where a run
+// executes as the job with the same id:
+//
+//	runs           id PK; runs_created (created_at DESC, id DESC) and the
+//	               same order after status, workflow and parent_id (partial,
+//	               parent_id IS NOT NULL), so RunList reads newest first
+//	run_events     PK (run_id, attempt, seq): a run's history in order
+//	hooks          token PK; hooks_run (run_id, created_at, token)
+//	stream_chunks  PK (run_id, "offset")
+//
+// Event data, hook payloads and stream chunks are bytea (nil and empty
+// stay distinct); a run's error is JSON text. JobDeleteFinished deletes a
+// deleted job's run row, events, hooks and chunks in the statement that
+// deletes the job.
+//
 // # Transactions
 //
 // InTx begins a READ COMMITTED transaction; a nested InTx is a savepoint.
@@ -72,6 +87,26 @@
 // batches cannot deadlock. An insert is one INSERT … SELECT FROM unnest(…)
 // ON CONFLICT DO NOTHING (COPY for large batches without unique keys), after
 // which the holders of conflicting unique keys are read.
+//
+// # Workflow operations
+//
+// RunEventAppend is one INSERT … SELECT from unnest'ed events that writes
+// only while the run's job is running under the lease token: it locks the
+// job row FOR SHARE, so a transition of the job (a finish, a rescue, a
+// heartbeat) waits for the append's transaction and the history is complete
+// before the job moves on. The same statement checks the events' keys
+// first, so an existing (run, attempt, seq) is hoppertype.ErrDuplicateID
+// with nothing written and no failed statement; a key another transaction
+// commits meanwhile fails the statement on the pool (which writes nothing)
+// and, inside InTx, is skipped by ON CONFLICT DO NOTHING, after which the
+// call deletes the events it wrote, so the transaction stays usable.
+// Inserts of runs and hooks use ON CONFLICT DO NOTHING for the same reason.
+// RunUpdate locks the run and applies its compare-and-set in one round
+// trip. JobWake is one UPDATE over the ids, locked in id order.
+// StreamAppend takes a per-run advisory transaction lock (a hash of the
+// schema and run id) in one statement, then inserts at the offsets after
+// the run's last chunk in the next, both in one round trip, so concurrent
+// appends to a run get consecutive offsets.
 //
 // # Notifications
 //

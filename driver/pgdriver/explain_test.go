@@ -8,12 +8,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // TestExplainUsesIndexes loads 200,000 jobs (pending, scheduled, running and
-// succeeded, over several queues, some with unique keys), analyzes the
-// table and checks that no hot-path query plans a sequential scan of jobs.
+// succeeded, over several queues, some with unique keys) and 50,000
+// workflow runs with their events, hooks and streams, analyzes the tables
+// and checks that no hot-path query plans a sequential scan, and that the
+// listings an index orders (runs newest first, a run's events, hooks and
+// stream) do not sort.
 func TestExplainUsesIndexes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads 200,000 rows")
@@ -53,24 +57,80 @@ func TestExplainUsesIndexes(t *testing.T) {
 		}
 		insert(t, d, jobs...)
 	}
-	_, err := pool.Exec(ctx, `ANALYZE `+d.q.schema+`.jobs`)
+	// Workflow rows: 50,000 runs (every fifth a child of one of 10
+	// parents) over 20 workflows and every status, each with four events
+	// of two attempts, a hook and four stream chunks.
+	s := d.q.schema
+	for _, load := range []string{
+		`INSERT INTO ` + s + `.runs (id, workflow, status, parent_id, code_version, created_at, updated_at)
+SELECT format('explain-%s', lpad(i::text, 7, '0')), 'wf-' || (i % 20),
+	(ARRAY['pending', 'running', 'waiting', 'completed', 'failed', 'compensating', 'compensated',
+		'cancelled', 'quarantined', 'stuck'])[i % 10 + 1],
+	CASE WHEN i % 5 = 0 THEN 'parent-' || (i % 10) END, 'v1',
+	$1::timestamptz - i * interval '1 second', $1::timestamptz
+FROM generate_series(0, 49999) i`,
+		`INSERT INTO ` + s + `.run_events (run_id, attempt, seq, kind, name, at, data)
+SELECT format('explain-%s', lpad(i::text, 7, '0')), 1 + k / 2, 1 + k % 2, 'step', 's', $1::timestamptz, '{}'
+FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
+		`INSERT INTO ` + s + `.hooks (token, run_id, name, state, created_at)
+SELECT 'hook-' || i, format('explain-%s', lpad(i::text, 7, '0')), 'h', 'waiting', $1::timestamptz
+FROM generate_series(0, 49999) i`,
+		`INSERT INTO ` + s + `.stream_chunks (run_id, "offset", at, data)
+SELECT format('explain-%s', lpad(i::text, 7, '0')), k, $1::timestamptz, 'chunk'
+FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
+	} {
+		_, err := pool.Exec(ctx, load, testBase)
+		require.NoError(t, err)
+	}
+	_, err := pool.Exec(ctx, `ANALYZE `+s+`.jobs, `+s+`.runs, `+s+`.run_events, `+s+`.hooks, `+s+`.stream_chunks`)
 	require.NoError(t, err)
+	runList := func(p driver.RunListParams) (string, []any) { return d.q.runList(&p) }
+	listAll, listAllArgs := runList(driver.RunListParams{Limit: 50})
+	listPage, listPageArgs := runList(driver.RunListParams{Limit: 50, Offset: 100})
+	listStatus, listStatusArgs := runList(driver.RunListParams{Statuses: []hoppertype.RunStatus{hoppertype.RunWaiting}, Limit: 50})
+	listStatuses, listStatusesArgs := runList(driver.RunListParams{
+		Statuses: []hoppertype.RunStatus{hoppertype.RunWaiting, hoppertype.RunFailed}, Limit: 50})
+	listWorkflow, listWorkflowArgs := runList(driver.RunListParams{Workflow: "wf-3", Limit: 50})
+	listParent, listParentArgs := runList(driver.RunListParams{ParentID: "parent-5", Limit: 50})
+	listRange, listRangeArgs := runList(driver.RunListParams{CreatedAfter: testBase.Add(-time.Hour), CreatedBefore: testBase, Limit: 50})
+	run := "explain-0012345"
 
 	now, lease := testBase, testBase.Add(time.Minute)
 	queries := []struct {
 		name string
 		sql  string
 		args []any
+		// sorted is set for queries whose order an index must give.
+		sorted bool
 	}{
-		{"claim", d.q.claim, []any{"q1", 100, lease, "w", now}},
-		{"claim with types", d.q.claimTypes, []any{"q1", 100, lease, "w", now, []string{"type-1", "type-2"}}},
-		{"promote queue", d.q.promoteQueue, []any{"q1", now, promoteBatch}},
-		{"promote all", d.q.promoteAll, []any{now, 1000}},
-		{"next run at", d.q.nextRunAt, []any{"q1"}},
-		{"expired leases", d.q.expiredLease, []any{now, 100}},
-		{"unique lookup", d.q.holders, []any{[]string{"type-3", "type-5"}, []string{"key-3", "key-13"}}},
-		{"heartbeat", d.q.heartbeat, []any{[]string{"explain-0000005"}, []int64{5}, lease}},
-		{"retention", d.q.deleteFinished, []any{[]string{"succeeded"}, now, 1000}},
+		{"claim", d.q.claim, []any{"q1", 100, lease, "w", now}, false},
+		{"claim with types", d.q.claimTypes, []any{"q1", 100, lease, "w", now, []string{"type-1", "type-2"}}, false},
+		{"promote queue", d.q.promoteQueue, []any{"q1", now, promoteBatch}, false},
+		{"promote all", d.q.promoteAll, []any{now, 1000}, false},
+		{"next run at", d.q.nextRunAt, []any{"q1"}, false},
+		{"expired leases", d.q.expiredLease, []any{now, 100}, false},
+		{"unique lookup", d.q.holders, []any{[]string{"type-3", "type-5"}, []string{"key-3", "key-13"}}, false},
+		{"heartbeat", d.q.heartbeat, []any{[]string{"explain-0000005"}, []int64{5}, lease}, false},
+		{"retention", d.q.deleteFinished, []any{[]string{"succeeded"}, now, 1000}, false},
+		{"wake", d.q.wake, []any{[]string{"explain-0000001", "explain-0000006"}, now}, false},
+		{"run get", d.q.runGet, []any{run}, false},
+		{"run update", d.q.runUpdate, []any{run, "completed", nil, now, now, []string{"running"}}, false},
+		{"run list newest first", listAll, listAllArgs, true},
+		{"run list page", listPage, listPageArgs, true},
+		{"run list by status", listStatus, listStatusArgs, true},
+		{"run list by statuses", listStatuses, listStatusesArgs, false},
+		{"run list by workflow", listWorkflow, listWorkflowArgs, true},
+		{"run list by parent", listParent, listParentArgs, true},
+		{"run list by time", listRange, listRangeArgs, true},
+		{"event append", d.q.eventAppend, []any{run, int64(5), []int32{3}, []int32{1}, []string{"step"}, []string{"s"}, []time.Time{now}, [][]byte{nil}}, false},
+		{"event append in tx", d.q.eventAppendTx, []any{run, int64(5), []int32{3}, []int32{1}, []string{"step"}, []string{"s"}, []time.Time{now}, [][]byte{nil}}, false},
+		{"event list by run", d.q.eventList, []any{run}, true},
+		{"event list by attempt", d.q.eventListAttempt, []any{run, 2}, true},
+		{"hook by token", d.q.hookGet, []any{"hook-12345"}, false},
+		{"hook resume", d.q.hookResume, []any{"hook-12345", []byte("{}"), now}, false},
+		{"hooks by run", d.q.hookByRun, []any{run}, true},
+		{"stream append", d.q.streamAppend, []any{run, [][]byte{[]byte("x")}, now}, false},
+		{"stream read", d.q.streamRead, []any{run, int64(1), 100}, true},
 	}
 	for _, q := range queries {
 		var plan []byte
@@ -78,8 +138,13 @@ func TestExplainUsesIndexes(t *testing.T) {
 		var doc []struct{ Plan planNode }
 		require.NoError(t, json.Unmarshal(plan, &doc), q.name)
 		require.Len(t, doc, 1)
-		if scan := doc[0].Plan.find("Seq Scan", "jobs"); scan {
-			t.Errorf("%s plans a sequential scan of jobs:\n%s", q.name, plan)
+		for _, table := range []string{"jobs", "runs", "run_events", "hooks", "stream_chunks"} {
+			if doc[0].Plan.find("Seq Scan", table) {
+				t.Errorf("%s plans a sequential scan of %s:\n%s", q.name, table, plan)
+			}
+		}
+		if q.sorted && doc[0].Plan.find("Sort", "") {
+			t.Errorf("%s sorts instead of reading an index in order:\n%s", q.name, plan)
 		}
 		if testing.Verbose() {
 			rows, err := pool.Query(ctx, `EXPLAIN `+q.sql, q.args...)

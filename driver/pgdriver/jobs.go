@@ -215,7 +215,9 @@ func (e *executor) JobCancel(ctx context.Context, p *driver.JobCancelParams) (*h
 
 // JobDeleteFinished deletes terminal jobs of the given states (every
 // terminal state when States is empty) that ended before Before, oldest
-// first, at most Limit (no limit when Limit <= 0).
+// first, at most Limit (no limit when Limit <= 0). A deleted job that is a
+// workflow run takes its run row, history, hooks and stream chunks with it,
+// in the same statement.
 func (e *executor) JobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinishedParams) (int, error) {
 	if err := e.check(ctx, "delete finished jobs"); err != nil {
 		return 0, err
@@ -224,11 +226,11 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *driver.JobDeleteFin
 	if len(states) == 0 {
 		states = []string{"succeeded", "dead", "expired", "cancelled"}
 	}
-	tag, err := e.q.Exec(ctx, e.d.q.deleteFinished, states, ts(p.Before), limitArg(p.Limit))
-	if err != nil {
+	var n int
+	if err := e.q.QueryRow(ctx, e.d.q.deleteFinished, states, ts(p.Before), limitArg(p.Limit)).Scan(&n); err != nil {
 		return 0, e.d.fail("delete finished jobs", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // retryPage is how many candidates JobRetry locks and examines at a time

@@ -141,3 +141,69 @@ func (d *Driver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPaus
 func (d *Driver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 	return d.root.QueueList(ctx)
 }
+
+// JobWake makes the named waiting jobs due now; see driver.Executor.
+func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
+	return d.root.JobWake(ctx, params)
+}
+
+// RunInsert stores a new workflow run.
+func (d *Driver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
+	return d.root.RunInsert(ctx, row)
+}
+
+// RunGet returns a run or hoppertype.ErrNotFound.
+func (d *Driver) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+	return d.root.RunGet(ctx, id)
+}
+
+// RunList lists runs newest first; see driver.Executor.
+func (d *Driver) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
+	return d.root.RunList(ctx, params)
+}
+
+// RunUpdate sets a run's status; see driver.Executor.
+func (d *Driver) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
+	return d.root.RunUpdate(ctx, params)
+}
+
+// RunEventAppend appends to a run's history under its lease; see
+// driver.Executor.
+func (d *Driver) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
+	return d.root.RunEventAppend(ctx, params)
+}
+
+// RunEventList returns a run's history.
+func (d *Driver) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
+	return d.root.RunEventList(ctx, params)
+}
+
+// HookInsert stores a new hook.
+func (d *Driver) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
+	return d.root.HookInsert(ctx, row)
+}
+
+// HookGet returns a hook or hoppertype.ErrNotFound.
+func (d *Driver) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+	return d.root.HookGet(ctx, token)
+}
+
+// HookResume delivers a payload to a waiting hook; see driver.Executor.
+func (d *Driver) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
+	return d.root.HookResume(ctx, params)
+}
+
+// HookListByRun returns a run's hooks.
+func (d *Driver) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+	return d.root.HookListByRun(ctx, runID)
+}
+
+// StreamAppend appends chunks to a run's stream; see driver.Executor.
+func (d *Driver) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
+	return d.root.StreamAppend(ctx, params)
+}
+
+// StreamRead reads a run's stream.
+func (d *Driver) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
+	return d.root.StreamRead(ctx, params)
+}

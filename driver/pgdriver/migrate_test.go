@@ -6,10 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 func TestMigrateFresh(t *testing.T) {
@@ -30,7 +32,8 @@ func TestMigrateFresh(t *testing.T) {
 		tables = append(tables, name)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"groups", "hopper_migrations", "jobs", "keys", "leaders", "queues"}, tables)
+	require.Equal(t, []string{"groups", "hooks", "hopper_migrations", "jobs", "keys", "leaders", "queues",
+		"run_events", "runs", "stream_chunks"}, tables)
 	require.Equal(t, "postgres", d.Name())
 }
 
@@ -150,4 +153,62 @@ func TestOpen(t *testing.T) {
 		require.NoError(t, err, "postgresql:// works too")
 		d.Close()
 	}
+}
+
+// TestMigrateFromVersion1 makes a schema at version 1 with a job in it,
+// then checks that the driver upgrades it in place and that the workflow
+// tables work.
+func TestMigrateFromVersion1(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	schema := randomSchema()
+	dropSchemaLater(t, pool, schema)
+	ctx := t.Context()
+	old, err := New(pool, &Options{Schema: schema, NoMigrate: true})
+	require.NoError(t, err)
+	defer old.Close()
+	require.NoError(t, old.migrate(ctx, 1))
+	version := func() int {
+		var v int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT max(version) FROM `+quoteIdent(schema)+`.hopper_migrations`).Scan(&v))
+		return v
+	}
+	require.Equal(t, 1, version())
+	var runs bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, quoteIdent(schema)+".runs").Scan(&runs))
+	require.False(t, runs, "version 1 has no workflow tables")
+	j := newJob("q")
+	insert(t, old, j)
+
+	d, err := New(pool, &Options{Schema: schema})
+	require.NoError(t, err, "upgrading a version 1 schema")
+	defer d.Close()
+	require.Equal(t, SchemaVersion(), version())
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+quoteIdent(schema)+`.hopper_migrations`).Scan(&n))
+	require.Equal(t, SchemaVersion(), n, "each version is recorded once")
+	got, err := d.JobGet(ctx, j.ID)
+	require.NoError(t, err, "jobs survive the upgrade")
+	require.Equal(t, j.ID, got.ID)
+
+	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, d.RunInsert(ctx, &hoppertype.RunRow{ID: j.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}))
+	require.NoError(t, d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: j.ID, LeaseToken: claimed[0].LeaseToken,
+		Events: []*hoppertype.RunEvent{{Attempt: 1, Seq: 1, Kind: "start", At: testBase}}}))
+	require.NoError(t, d.HookInsert(ctx, &hoppertype.HookRow{Token: "t", RunID: j.ID, CreatedAt: testBase}))
+	chunks, err := d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: j.ID, Chunks: [][]byte{[]byte("x")}, Now: testBase})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), chunks[0].Offset)
+	runs2, err := d.RunList(ctx, &driver.RunListParams{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, runs2, 1)
+
+	// The binary that knew only version 1 would now be refused; the
+	// current one reopens the upgraded schema without change.
+	again, err := New(pool, &Options{Schema: schema})
+	require.NoError(t, err)
+	again.Close()
+	require.Equal(t, SchemaVersion(), version())
 }

@@ -162,15 +162,18 @@ func driverClosed(op string) error {
 	return fmt.Errorf("pgdriver: %s: %w", op, driver.ErrClosed)
 }
 
-// Error codes and constraint names the driver maps to hopper's errors.
-const (
-	codeUniqueViolation = "23505"
-	constraintJobsPK    = "jobs_pkey"
-	constraintGroupsPK  = "groups_pkey"
-)
+// codeUniqueViolation is the SQLSTATE of a unique violation.
+const codeUniqueViolation = "23505"
+
+// idConstraints are the primary keys whose violation is
+// hoppertype.ErrDuplicateID: a job id, a group id, a run id, a hook token
+// or an event's (run, attempt, seq).
+var idConstraints = map[string]bool{
+	"jobs_pkey": true, "groups_pkey": true, "runs_pkey": true, "hooks_pkey": true, "run_events_pkey": true,
+}
 
 // fail maps a database error to the driver contract's errors, in one place:
-// no rows is hoppertype.ErrNotFound, a duplicate job or group id is
+// no rows is hoppertype.ErrNotFound, a duplicate id (see idConstraints) is
 // hoppertype.ErrDuplicateID, and anything after Close is driver.ErrClosed.
 func (d *Driver) fail(op string, err error) error {
 	if err == nil {
@@ -183,8 +186,7 @@ func (d *Driver) fail(op string, err error) error {
 		return fmt.Errorf("pgdriver: %s: %w", op, hoppertype.ErrNotFound)
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation &&
-		(pgErr.ConstraintName == constraintJobsPK || pgErr.ConstraintName == constraintGroupsPK) {
+	if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && idConstraints[pgErr.ConstraintName] {
 		return fmt.Errorf("pgdriver: %s: %w: %s", op, hoppertype.ErrDuplicateID, pgErr.Detail)
 	}
 	return fmt.Errorf("pgdriver: %s: %w", op, err)

@@ -101,6 +101,12 @@ func migrateLockKey(schema string) int64 {
 // race. A schema newer than this binary knows is refused with an error
 // wrapping ErrSchemaTooNew. Migrating an up-to-date schema changes nothing.
 func (d *Driver) Migrate(ctx context.Context) error {
+	return d.migrate(ctx, SchemaVersion())
+}
+
+// migrate applies the embedded migrations the schema lacks up to version
+// upTo (tests stop short of the newest to check upgrades in place).
+func (d *Driver) migrate(ctx context.Context, upTo int) error {
 	if d.closed.Load() {
 		return driverClosed("migrate")
 	}
@@ -138,7 +144,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	if err := checkNotNewer(d.schema, cur); err != nil {
 		return err
 	}
-	for _, m := range migrations[cur:] {
+	for _, m := range migrations[min(cur, upTo):upTo] {
 		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{schema}", q)); err != nil {
 			return fmt.Errorf("pgdriver: migrate schema %s to version %d (%s): %w", q, m.version, m.name, err)
 		}

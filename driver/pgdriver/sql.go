@@ -73,12 +73,26 @@ type queries struct {
 	groupInsert, groupGet, groupLock, groupUpdate                        string
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
 	notify, notifyMany                                                   string
+
+	wake                                       string
+	runInsert, runGet, runLock, runUpdate      string
+	eventAppend, eventAppendTx, eventUndo      string
+	eventList, eventListAttempt                string
+	hookInsert, hookGet, hookResume, hookByRun string
+	streamLock, streamAppend, streamRead       string
 }
+
+// runColumns are the runs table's columns in the order scanRun reads them.
+const runColumns = "id, workflow, status, parent_id, code_version, error, created_at, updated_at, ended_at"
+
+// hookColumns are the hooks table's columns in the order scanHook reads them.
+const hookColumns = "token, run_id, name, state, created_at, resumed_at, payload"
 
 // newQueries builds the statements for schema (validated by the caller).
 func newQueries(schema string) *queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	r := strings.NewReplacer("{s}", s, "{cols}", cols(""), "{jcols}", cols("j."),
+		"{runcols}", runColumns, "{hookcols}", hookColumns,
 		"{terminal}", terminalStates, "{due}", dueStates, "{live}", liveUnique)
 	q := func(sql string) string { return r.Replace(sql) }
 	return &queries{
@@ -170,14 +184,31 @@ WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord)
 WHERE j.id = r.id
 RETURNING r.ord, {jcols}`),
+		// A deleted job that is a workflow run takes its run row, history,
+		// hooks and stream with it, in the same statement. Data-modifying
+		// CTEs always run to completion; each probes its table's index by
+		// the deleted ids.
 		deleteFinished: q(`WITH victims AS MATERIALIZED (
 	SELECT id FROM {s}.jobs
 	WHERE state = ANY($1::text[]) AND state IN {terminal} AND ended_at < $2
 	ORDER BY ended_at
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
+), del AS (
+	DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id
+	RETURNING j.id
+), gone AS MATERIALIZED (
+	SELECT array_agg(id) AS ids FROM del
+), del_runs AS (
+	DELETE FROM {s}.runs WHERE id = ANY((SELECT ids FROM gone)::text[])
+), del_events AS (
+	DELETE FROM {s}.run_events WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_hooks AS (
+	DELETE FROM {s}.hooks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_chunks AS (
+	DELETE FROM {s}.stream_chunks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
 )
-DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id`),
+SELECT coalesce(cardinality(ids), 0) FROM gone`),
 
 		groupInsert: q(`INSERT INTO {s}.groups (id, open, state, value_set, final, created_at, settled_at, value)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -219,9 +250,95 @@ RETURNING name, owner, term, expires_at`),
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
 		queueList: q(`SELECT name, paused, updated_at FROM {s}.queues ORDER BY name`),
 
+		// JobWake locks the waiting jobs in id order, then makes them due.
+		wake: q(`WITH w AS MATERIALIZED (
+	SELECT id FROM {s}.jobs
+	WHERE id = ANY($1::text[]) AND state IN {due}
+	ORDER BY id
+	FOR UPDATE
+)
+UPDATE {s}.jobs j SET state = 'pending', run_at = $2
+FROM w WHERE j.id = w.id AND j.state IN {due}
+RETURNING {jcols}`),
+
+		runInsert: q(`INSERT INTO {s}.runs ({runcols})
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (id) DO NOTHING`),
+		runGet:  q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
+		runLock: q(`SELECT {runcols} FROM {s}.runs WHERE id = $1 FOR UPDATE`),
+		// RunUpdate's compare-and-set, after runLock in the same
+		// transaction: $6 NULL expects any status.
+		runUpdate: q(`UPDATE {s}.runs SET
+	status = $2, error = coalesce($3, error), ended_at = coalesce($4, ended_at), updated_at = $5
+WHERE id = $1 AND ($6::text[] IS NULL OR status = ANY($6::text[]))
+RETURNING {runcols}`),
+
+		eventAppend:   q(eventAppendSQL("")),
+		eventAppendTx: q(eventAppendSQL("\n\tON CONFLICT (run_id, attempt, seq) DO NOTHING")),
+		eventUndo: q(`DELETE FROM {s}.run_events
+WHERE run_id = $1 AND (attempt, seq) IN (SELECT * FROM unnest($2::int4[], $3::int4[]))`),
+		eventList: q(`SELECT run_id, attempt, seq, kind, name, at, data FROM {s}.run_events
+WHERE run_id = $1 ORDER BY attempt, seq`),
+		eventListAttempt: q(`SELECT run_id, attempt, seq, kind, name, at, data FROM {s}.run_events
+WHERE run_id = $1 AND attempt = $2 ORDER BY attempt, seq`),
+
+		hookInsert: q(`INSERT INTO {s}.hooks ({hookcols}) VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (token) DO NOTHING`),
+		hookGet: q(`SELECT {hookcols} FROM {s}.hooks WHERE token = $1`),
+		hookResume: q(`UPDATE {s}.hooks SET state = 'resumed', payload = $2, resumed_at = $3
+WHERE token = $1 AND state = 'waiting'
+RETURNING {hookcols}`),
+		hookByRun: q(`SELECT {hookcols} FROM {s}.hooks WHERE run_id = $1 ORDER BY created_at, token`),
+
+		// A run's appenders take its advisory lock (a statement of its own,
+		// so the append's snapshot sees every earlier append), then the
+		// chunks go at the offsets after the last one.
+		streamLock: `SELECT pg_advisory_xact_lock($1)`,
+		streamAppend: q(`INSERT INTO {s}.stream_chunks (run_id, "offset", at, data)
+SELECT $1, b.next + u.ord - 1, $3, u.data
+FROM (SELECT coalesce(max("offset") + 1, 0) AS next FROM {s}.stream_chunks WHERE run_id = $1) b,
+	unnest($2::bytea[]) WITH ORDINALITY AS u(data, ord)
+RETURNING "offset"`),
+		streamRead: q(`SELECT "offset", at, data FROM {s}.stream_chunks
+WHERE run_id = $1 AND "offset" >= $2
+ORDER BY "offset"
+LIMIT $3`),
+
 		notify:     `SELECT pg_notify($1, $2)`,
 		notifyMany: `SELECT pg_notify(n.c, n.p) FROM unnest($1::text[], $2::text[]) AS n(c, p)`,
 	}
+}
+
+// eventAppendSQL is RunEventAppend's statement: one INSERT … SELECT from
+// unnest'ed events that writes only while the run's job is running under
+// the lease token (the job row is locked FOR SHARE, so a transition of the
+// job waits for the append's transaction, and one that came first makes it
+// write nothing) and while none of the events' keys exists. It returns one
+// row per inserted event, or one row with NULL keys when none was inserted,
+// each with whether the lease held and whether a key existed. conflict is
+// empty on the pool (a key another transaction committed meanwhile fails
+// the statement, which then writes nothing) or ON CONFLICT DO NOTHING in a
+// transaction (the caller undoes a partial insert rather than abort the
+// transaction). Parameters: $1 run id, $2 lease token, $3 attempts, $4
+// seqs, $5 kinds, $6 names, $7 times, $8 data.
+func eventAppendSQL(conflict string) string {
+	return `WITH lease AS MATERIALIZED (
+	SELECT id FROM {s}.jobs WHERE id = $1 AND state = 'running' AND lease_token = $2
+	FOR SHARE
+), dup AS MATERIALIZED (
+	SELECT 1 FROM {s}.run_events e, unnest($3::int4[], $4::int4[]) AS k(attempt, seq)
+	WHERE e.run_id = $1 AND e.attempt = k.attempt AND e.seq = k.seq
+	LIMIT 1
+), ins AS (
+	INSERT INTO {s}.run_events (run_id, attempt, seq, kind, name, at, data)
+	SELECT $1, u.attempt, u.seq, u.kind, u.name, u.at, u.data
+	FROM unnest($3::int4[], $4::int4[], $5::text[], $6::text[], $7::timestamptz[], $8::bytea[])
+		AS u(attempt, seq, kind, name, at, data)
+	WHERE EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)` + conflict + `
+	RETURNING attempt, seq
+)
+SELECT EXISTS (SELECT 1 FROM lease), EXISTS (SELECT 1 FROM dup), ins.attempt, ins.seq
+FROM (SELECT 1) one LEFT JOIN ins ON true`
 }
 
 // claimSQL is the claim statement: a MATERIALIZED CTE picks the ids with

@@ -18,7 +18,8 @@ const maxChunk = 32
 // chunkSizes are the statement sizes, largest first.
 var chunkSizes = []int{32, 16, 8, 4, 2, 1}
 
-// chunks splits n rows into chunk sizes, largest first.
+// chunks splits n rows into chunk sizes, largest first: more than one chunk
+// means more than one statement (n = 3 is 2 + 1).
 func chunks(n int) []int {
 	var out []int
 	for _, size := range chunkSizes {

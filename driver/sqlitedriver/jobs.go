@@ -403,7 +403,8 @@ func (r *runner) jobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driv
 
 // jobDeleteFinished deletes terminal jobs of the given states (every
 // terminal state when States is empty) that ended before Before, at most
-// Limit (no limit when Limit <= 0).
+// Limit (no limit when Limit <= 0), and the workflow rows of the deleted
+// jobs that are runs. It writes several times; the caller makes it atomic.
 func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinishedParams) (int, error) {
 	var states []string
 	for _, s := range hoppertype.AllJobStates {
@@ -418,20 +419,29 @@ func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinis
 	if limit <= 0 {
 		limit = -1
 	}
-	res, err := r.exec(ctx, deleteFinishedSQL(states), trunc(p.Before).UnixMicro(), limit)
+	var ids []string
+	err := r.each(ctx, deleteFinishedSQL(states), func(rows *sql.Rows) error {
+		var id string
+		err := rows.Scan(&id)
+		ids = append(ids, id)
+		return err
+	}, trunc(p.Before).UnixMicro(), limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	// A deleted job that is a workflow run takes its run's rows with it.
+	if err := r.deleteRunsOf(ctx, ids); err != nil {
+		return 0, fmt.Errorf("delete finished jobs: workflow rows: %w", err)
+	}
+	return len(ids), nil
 }
 
 // deleteFinishedSQL deletes terminal jobs in states (quoted SQL literals)
-// that ended before ?1, at most ?2. The first state term repeats the
-// jobs_retention predicate so that index serves the query; the second
-// narrows it to the states asked for.
+// that ended before ?1, at most ?2, and returns their ids. The first state
+// term repeats the jobs_retention predicate so that index serves the query;
+// the second narrows it to the states asked for.
 func deleteFinishedSQL(states []string) string {
 	return `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_retention
 	WHERE state IN ` + terminalStates + ` AND state IN (` + strings.Join(states, ", ") + `)
-	AND ended_at < ?1 LIMIT ?2)`
+	AND ended_at < ?1 LIMIT ?2) RETURNING id`
 }

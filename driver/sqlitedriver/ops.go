@@ -187,6 +187,74 @@ func (d *Driver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 	return read(ctx, d, func(r *runner) ([]*driver.QueueRow, error) { return r.queueList(ctx) })
 }
 
+// JobWake makes waiting jobs due now; see driver.Executor.
+func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobWake(ctx, params) })
+}
+
+// RunInsert stores a new workflow run; see driver.Executor.
+func (d *Driver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunInsert(ctx, row) })
+}
+
+// RunGet returns a workflow run; see driver.Executor.
+func (d *Driver) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+	return read(ctx, d, func(r *runner) (*hoppertype.RunRow, error) { return r.runGet(ctx, id) })
+}
+
+// RunList lists workflow runs, newest first; see driver.Executor.
+func (d *Driver) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
+	return read(ctx, d, func(r *runner) ([]*hoppertype.RunRow, error) { return r.runList(ctx, params) })
+}
+
+// RunUpdate sets a run's status; see driver.Executor.
+func (d *Driver) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (*hoppertype.RunRow, error) { return t.RunUpdate(ctx, params) })
+}
+
+// RunEventAppend appends to a run's history under its lease; see
+// driver.Executor.
+func (d *Driver) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunEventAppend(ctx, params) })
+}
+
+// RunEventList returns a run's history; see driver.Executor.
+func (d *Driver) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
+	return read(ctx, d, func(r *runner) ([]*hoppertype.RunEvent, error) { return r.runEventList(ctx, params) })
+}
+
+// HookInsert stores a waiting hook; see driver.Executor.
+func (d *Driver) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.HookInsert(ctx, row) })
+}
+
+// HookGet returns a hook by token; see driver.Executor.
+func (d *Driver) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+	return read(ctx, d, func(r *runner) (*hoppertype.HookRow, error) { return r.hookGet(ctx, token) })
+}
+
+// HookResume delivers a payload to a waiting hook; see driver.Executor.
+func (d *Driver) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (*hoppertype.HookRow, error) { return t.HookResume(ctx, params) })
+}
+
+// HookListByRun returns a run's hooks; see driver.Executor.
+func (d *Driver) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+	return read(ctx, d, func(r *runner) ([]*hoppertype.HookRow, error) { return r.hookListByRun(ctx, runID) })
+}
+
+// StreamAppend appends chunks to a run's stream; see driver.Executor.
+func (d *Driver) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.StreamChunk, error) {
+		return t.StreamAppend(ctx, params)
+	})
+}
+
+// StreamRead reads a run's stream; see driver.Executor.
+func (d *Driver) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
+	return read(ctx, d, func(r *runner) ([]*hoppertype.StreamChunk, error) { return r.streamRead(ctx, params) })
+}
+
 // The transaction's executor.
 
 // JobInsertMany inserts jobs; a duplicate id undoes the whole call.
@@ -337,7 +405,13 @@ func (t *txExec) JobDeleteFinished(ctx context.Context, params *driver.JobDelete
 	if err := t.check(ctx); err != nil {
 		return 0, err
 	}
-	return t.r.jobDeleteFinished(ctx, params)
+	var n int
+	err := t.atomic(ctx, func() error {
+		var err error
+		n, err = t.r.jobDeleteFinished(ctx, params)
+		return err
+	})
+	return n, err
 }
 
 // GroupInsert stores a new group.
@@ -402,4 +476,128 @@ func (t *txExec) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 		return nil, err
 	}
 	return t.r.queueList(ctx)
+}
+
+// JobWake makes waiting jobs due now, in one statement.
+func (t *txExec) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.jobWake(ctx, params)
+}
+
+// RunInsert stores a new workflow run.
+func (t *txExec) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	return t.r.runInsert(ctx, row)
+}
+
+// RunGet returns a workflow run, as this transaction sees it.
+func (t *txExec) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.runGet(ctx, id)
+}
+
+// RunList lists workflow runs.
+func (t *txExec) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.runList(ctx, params)
+}
+
+// RunUpdate sets a run's status.
+func (t *txExec) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.runUpdate(ctx, params)
+}
+
+// RunEventAppend appends to a run's history under its lease; a duplicate
+// event undoes the whole call.
+func (t *txExec) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	run := func() error { return t.r.runEventAppend(ctx, params) }
+	if len(chunks(len(params.Events))) > 1 {
+		return t.atomic(ctx, run)
+	}
+	return run()
+}
+
+// RunEventList returns a run's history, as this transaction sees it.
+func (t *txExec) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.runEventList(ctx, params)
+}
+
+// HookInsert stores a waiting hook.
+func (t *txExec) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	return t.r.hookInsert(ctx, row)
+}
+
+// HookGet returns a hook, as this transaction sees it.
+func (t *txExec) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.hookGet(ctx, token)
+}
+
+// HookResume delivers a payload to a waiting hook.
+func (t *txExec) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.hookResume(ctx, params)
+}
+
+// HookListByRun returns a run's hooks, as this transaction sees them.
+func (t *txExec) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.hookListByRun(ctx, runID)
+}
+
+// StreamAppend appends chunks to a run's stream.
+func (t *txExec) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	var out []*hoppertype.StreamChunk
+	run := func() error {
+		var err error
+		out, err = t.r.streamAppend(ctx, params)
+		return err
+	}
+	var err error
+	if len(chunks(len(params.Chunks))) > 1 {
+		err = t.atomic(ctx, run)
+	} else {
+		err = run()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StreamRead reads a run's stream, as this transaction sees it.
+func (t *txExec) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.streamRead(ctx, params)
 }

@@ -5,14 +5,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // planRows is how many jobs the plan test stores, so the planner's choices
 // reflect a real table (sqlite_stat1 is filled by ANALYZE).
 const planRows = 10000
 
-// TestQueryPlans checks that the hot queries use their indexes and never
-// scan the jobs table.
+// TestQueryPlans checks that the hot queries use their indexes, never scan
+// a table and never sort.
 func TestQueryPlans(t *testing.T) {
 	t.Parallel()
 	d := openTemp(t, &Options{Synchronous: "NORMAL"})
@@ -50,7 +53,9 @@ func TestQueryPlans(t *testing.T) {
 			"job-000008", 1, "succeeded", 1, now, nil, nil, now, nil, nil}, "sqlite_autoindex_jobs_1"},
 		{"heartbeat", heartbeatSQL, []any{"job-000002", 1, now}, "sqlite_autoindex_jobs_1"},
 		{"retention", deleteFinishedSQL([]string{"'succeeded'", "'dead'"}), []any{now, 1000}, "jobs_retention"},
+		{"wake", wakeSQL, []any{`["job-000001","job-000003"]`, now}, "sqlite_autoindex_jobs_1"},
 	}
+	cases = append(cases, workflowPlanCases(t, d, now)...)
 	// Without statistics (the driver never runs ANALYZE itself) and with them.
 	for _, analyzed := range []bool{false, true} {
 		if analyzed {
@@ -61,6 +66,75 @@ func TestQueryPlans(t *testing.T) {
 		checkPlans(t, d, analyzed, cases)
 	}
 }
+
+// workflowPlanCases fills the workflow tables (schema version 2) and
+// returns the cases of their hot queries.
+func workflowPlanCases(t *testing.T, d *Driver, now int64) []planCase {
+	t.Helper()
+	ctx := context.Background()
+	fills := []string{
+		`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
+		INSERT INTO runs (id, workflow, status, parent_id, created_at)
+		SELECT printf('run-%06d', i), 'wf-' || (i % 7),
+			CASE i % 5 WHEN 0 THEN 'pending' WHEN 1 THEN 'running' WHEN 2 THEN 'waiting' WHEN 3 THEN 'completed' ELSE 'failed' END,
+			CASE WHEN i % 10 = 0 THEN printf('run-%06d', i / 10) END, ?2 + i * 1000000 FROM n`,
+		`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
+		INSERT INTO run_events (run_id, attempt, seq, kind, name, data, at)
+		SELECT printf('run-%06d', i / 5), 1 + (i % 5) / 3, i % 5 + 1, 'step', 's', '{}', ?2 FROM n`,
+		`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
+		INSERT INTO hooks (token, run_id, name, state, created_at)
+		SELECT printf('hook-%06d', i), printf('run-%06d', i / 3), 'h', 'waiting', ?2 + i FROM n`,
+		`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
+		INSERT INTO stream_chunks (run_id, "offset", data, at)
+		SELECT printf('run-%06d', i / 10), i % 10, x'00', ?2 FROM n`,
+	}
+	for _, q := range fills {
+		if _, err := d.wdb.ExecContext(ctx, q, planRows, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(p driver.RunListParams) (string, []any) {
+		p.Limit = 50
+		return runListSQL(&p)
+	}
+	cases := []planCase{
+		{"lease fence", leaseHeldSQL, []any{"job-000002", 1}, "sqlite_autoindex_jobs_1"},
+		{"append events", insertEventsSQLs[2], []any{"run-000001", 9, 1, "step", "", nil, now,
+			"run-000001", 9, 2, "step", "", nil, now, "job-000002", 1}, "sqlite_autoindex_jobs_1"},
+		{"list events", listEventsSQL, []any{"run-000001"}, "PRIMARY KEY"},
+		{"list events of an attempt", listEventsAttemptSQL, []any{"run-000001", 2}, "PRIMARY KEY"},
+		{"get hook", getHookSQL, []any{"hook-000001"}, "sqlite_autoindex_hooks_1"},
+		{"resume hook", resumeHookSQL, []any{"hook-000001", nil, now}, "sqlite_autoindex_hooks_1"},
+		{"hooks of a run", listHooksSQL, []any{"run-000001"}, "hooks_run"},
+		{"stream tail", streamTailSQL, []any{"run-000001"}, "PRIMARY KEY"},
+		{"read stream", streamReadSQL, []any{"run-000001", 3, 100}, "PRIMARY KEY"},
+		{"get run", getRunSQL, []any{"run-000001"}, "sqlite_autoindex_runs_1"},
+		{"update run", updateRunSQL, []any{"run-000001", "running", nil, nil, now, `["pending"]`}, "sqlite_autoindex_runs_1"},
+		{"delete run rows", deleteRunsSQLs[0], []any{`["run-000001"]`}, "sqlite_autoindex_runs_1"},
+		{"delete run events", deleteRunsSQLs[1], []any{`["run-000001"]`}, "PRIMARY KEY"},
+		{"delete run hooks", deleteRunsSQLs[2], []any{`["run-000001"]`}, "hooks_run"},
+		{"delete run chunks", deleteRunsSQLs[3], []any{`["run-000001"]`}, "PRIMARY KEY"},
+	}
+	for _, c := range []struct {
+		name  string
+		p     driver.RunListParams
+		index string
+	}{
+		{"list runs", driver.RunListParams{Offset: 100}, "runs_created"},
+		{"list runs by status", driver.RunListParams{Statuses: []hoppertype.RunStatus{hoppertype.RunWaiting}}, "runs_status"},
+		{"list runs by workflow", driver.RunListParams{Workflow: "wf-3"}, "runs_workflow"},
+		{"list runs by parent", driver.RunListParams{ParentID: "run-000001"}, "runs_parent"},
+	} {
+		q, args := list(c.p)
+		cases = append(cases, planCase{c.name, q, args, c.index})
+	}
+	return cases
+}
+
+// walkIndexes are the indexes meant to be walked in order from one end
+// (a list with no filter, paged by LIMIT and OFFSET): "SCAN t USING INDEX
+// i" is their plan, not a table scan.
+var walkIndexes = map[string]bool{"runs_created": true}
 
 type planCase struct {
 	name, query string
@@ -88,14 +162,24 @@ func checkPlans(t *testing.T, d *Driver, analyzed bool, cases []planCase) {
 		rows.Close()
 		all := strings.Join(plan, "\n")
 		for _, line := range plan {
-			if strings.HasPrefix(line, "SCAN jobs") {
-				t.Errorf("%s (analyzed %v) scans the jobs table:\n%s", c.name, analyzed, all)
+			for _, table := range []string{"jobs", "runs", "run_events", "hooks", "stream_chunks"} {
+				if walkIndexes[c.index] && line == "SCAN "+table+" USING INDEX "+c.index {
+					continue
+				}
+				if line == "SCAN "+table || strings.HasPrefix(line, "SCAN "+table+" ") {
+					t.Errorf("%s (analyzed %v) scans the %s table:\n%s", c.name, analyzed, table, all)
+				}
 			}
 			if strings.Contains(line, "TEMP B-TREE") {
 				t.Errorf("%s (analyzed %v) sorts:\n%s", c.name, analyzed, all)
 			}
 		}
-		if !strings.Contains(all, "INDEX "+c.index+" ") {
+		use := "INDEX " + c.index + " "
+		if c.index == "PRIMARY KEY" { // of a WITHOUT ROWID table
+			use = "USING PRIMARY KEY ("
+		}
+		// A line may end with the index name.
+		if !strings.Contains(strings.ReplaceAll(all, "\n", " \n")+" ", use) {
 			t.Errorf("%s (analyzed %v) does not use index %s:\n%s", c.name, analyzed, c.index, all)
 		}
 	}

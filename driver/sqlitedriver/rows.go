@@ -18,7 +18,8 @@ import (
 //   - metadata, dependents, retry policy, error and stuck info are JSON text
 //     (NULL when empty or nil);
 //   - input and result are BLOBs: NULL for nil and a zero-length blob for an
-//     empty non-nil slice, so the two stay distinct;
+//     empty non-nil slice, so the two stay distinct; so are the workflow
+//     payloads (run event data, hook payloads, stream chunks);
 //   - empty parent_id and unique_key are NULL (their indexes skip them).
 
 // zeroMicros is time.Time{}.UnixMicro().

@@ -24,7 +24,8 @@ func TestMigrateFreshAndReopen(t *testing.T) {
 	if err != nil || stored != known || known != latestVersion() {
 		t.Fatalf("SchemaVersion = %d, %d, %v; want %d, %d", stored, known, err, latestVersion(), latestVersion())
 	}
-	for _, table := range []string{"jobs", "groups", "keys", "leaders", "queues", "hopper_meta", "hopper_migrations"} {
+	for _, table := range []string{"jobs", "groups", "keys", "leaders", "queues", "hopper_meta", "hopper_migrations",
+		"runs", "run_events", "hooks", "stream_chunks"} {
 		var n int
 		if err := d.rdb.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, table).Scan(&n); err != nil || n != 1 {
 			t.Errorf("table %s: count %d, %v", table, n, err)
