@@ -150,6 +150,11 @@ func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
 			if _, settled, err = c.applyGroup(ctx, tx, row, nil); err != nil {
 				return err
 			}
+			if isRunJob(row) {
+				if err := c.applyRunEffects(ctx, tx, row, nil); err != nil {
+					return err
+				}
+			}
 			return tx.Notify(ctx, driver.TopicJobDone, row.ID)
 		case hoppertype.JobStateRunning:
 			return tx.Notify(ctx, driver.TopicJobCancel, row.ID)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,6 +125,10 @@ type Config struct {
 	// WorkerID names this process in leases and attempts. Defaults to
 	// host-pid-random.
 	WorkerID string
+	// WebhookBaseURL builds hook URLs: Hook.URL is this plus the hook's
+	// token (for example "http://127.0.0.1:7700/v1/webhooks/"). hopper dev
+	// sets it from its address.
+	WebhookBaseURL string
 }
 
 // Client enqueues jobs, runs the jobs of its registered types once started,
@@ -258,8 +263,8 @@ func (c *Client) Driver() driver.Driver { return c.drv }
 // WorkerID returns the name this client uses in leases.
 func (c *Client) WorkerID() string { return c.worker }
 
-// Register adds job types this client runs. Types may be registered before or
-// after Start; a name may be registered once.
+// Register adds job types and workflows this client runs. They may be
+// registered before or after Start; a name may be registered once.
 func (c *Client) Register(types ...AnyType) error {
 	c.typesMu.Lock()
 	for _, t := range types {
@@ -267,13 +272,13 @@ func (c *Client) Register(types ...AnyType) error {
 			c.typesMu.Unlock()
 			return errors.New("hopper: Register(nil)")
 		}
-		if _, ok := c.types[t.Name()]; ok {
+		if _, ok := c.types[t.core().name()]; ok {
 			c.typesMu.Unlock()
 			return fmt.Errorf("%w: %q", ErrDuplicateType, t.Name())
 		}
 	}
 	for _, t := range types {
-		c.types[t.Name()] = t.core()
+		c.types[t.core().name()] = t.core()
 	}
 	c.typesMu.Unlock()
 	c.mu.Lock()
@@ -285,15 +290,38 @@ func (c *Client) Register(types ...AnyType) error {
 	return nil
 }
 
-// Types returns the names of the registered types, sorted.
+// Types returns the names of the registered job types, sorted.
 func (c *Client) Types() []string {
+	return c.registered(false)
+}
+
+// Workflows returns the names of the registered workflows, sorted.
+func (c *Client) Workflows() []string {
+	return c.registered(true)
+}
+
+func (c *Client) registered(workflows bool) []string {
+	c.typesMu.RLock()
+	defer c.typesMu.RUnlock()
+	names := make([]string, 0, len(c.types))
+	for n := range c.types {
+		if w, ok := strings.CutPrefix(n, workflowTypePrefix); ok == workflows {
+			names = append(names, w)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// claimTypes returns every registered type name as stored on jobs
+// (workflows carry their prefix): what this client's producers claim.
+func (c *Client) claimTypes() []string {
 	c.typesMu.RLock()
 	defer c.typesMu.RUnlock()
 	names := make([]string, 0, len(c.types))
 	for n := range c.types {
 		names = append(names, n)
 	}
-	slices.Sort(names)
 	return names
 }
 

@@ -23,6 +23,9 @@ type finishItem struct {
 	// group is the attempt's effect on its fan-out group (spawned children,
 	// a final or folded contribution), applied with the transition.
 	group *groupEffect
+	// run is a workflow run's effect (its final status, a recheck after it
+	// suspends).
+	run *runEffect
 	// effects, if set, run in the same transaction as the transition, after
 	// its compare-and-set succeeded (gates, history …).
 	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
@@ -120,7 +123,8 @@ func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
 // then share a savepoint with its transition; plain items are written in
 // one statement for the whole batch.
 func needsOwnScope(it finishItem) bool {
-	return it.effects != nil || it.group != nil || (it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID)
+	return it.effects != nil || it.group != nil || (it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID) ||
+		isRunJob(it.row) || it.row.Metadata[wakeKey] != ""
 }
 
 func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
@@ -184,6 +188,16 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 						return err
 					}
 					f.spawned, f.settled = spawned, settled
+					if runID := job.Metadata[wakeKey]; runID != "" {
+						if err := c.wake(ctx, tx, runID, c.now()); err != nil {
+							return err
+						}
+					}
+				}
+				if isRunJob(job) {
+					if err := c.applyRunEffects(ctx, tx, job, it.run); err != nil {
+						return err
+					}
 				}
 				f.job = job
 				return nil
@@ -258,6 +272,17 @@ func (c *Client) afterFinish(f finished) {
 	for _, g := range f.settled {
 		c.waiters.groupDone(g.ID)
 		c.emit(Event{Kind: EventGroupDone, GroupID: g.ID, Result: rawJSON(g.Value), At: g.SettledAt})
+	}
+	if it.run != nil && it.run.recheck != nil && (job.State == hoppertype.JobStateScheduled || job.State == hoppertype.JobStatePending) {
+		// The run waits for something that may have happened before its
+		// wait was committed: look again now that it is, and wake it if so.
+		ctx := context.Background()
+		if it.run.recheck(ctx) {
+			if err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return c.wake(ctx, tx, job.ID, c.now()) }); err != nil {
+				c.reportError(fmt.Errorf("wake run %s: %w", job.ID, err), PhaseCommit)
+			}
+			job.State = hoppertype.JobStatePending
+		}
 	}
 	switch job.State {
 	case hoppertype.JobStatePending:

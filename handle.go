@@ -8,6 +8,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // Handle refers to an enqueued job. Result waits for the job's own output;
@@ -192,9 +193,11 @@ func (c *Client) waitGroup(ctx context.Context, id string) (*GroupValue, error) 
 	}
 }
 
-// waitSignal waits for any of chs, the wait poll or ctx.
+// waitSignal waits for any of chs, the wait poll or ctx. The poll is the
+// fallback for a missed notification, so it runs on the wall clock even
+// under a virtual one (where it would otherwise wait for the clock to move).
 func (c *Client) waitSignal(ctx context.Context, chs ...<-chan struct{}) error {
-	t := c.clock.NewTimer(c.cfg.WaitPollInterval)
+	t := hclock.Real{}.NewTimer(c.cfg.WaitPollInterval)
 	defer t.Stop()
 	var second <-chan struct{}
 	if len(chs) > 1 {

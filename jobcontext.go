@@ -16,6 +16,8 @@ type JobContext struct {
 	c     *Client
 	row   *hoppertype.JobRow
 	group jobGroup
+	// run is set when the job is a workflow run's execution.
+	run *runEffect
 }
 
 type jobCtxKey struct{}

@@ -97,6 +97,11 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		return expire()
 	}
 
+	var suspend *suspendError
+	if errors.As(err, &suspend) {
+		// A workflow run waits: deferred without using an attempt.
+		return deferTo(suspend.until)
+	}
 	var snooze *SnoozeError
 	if errors.As(err, &snooze) {
 		at := snooze.RunAt
@@ -117,6 +122,18 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	}
 	if errors.Is(err, ErrAborted) {
 		abort = true
+	}
+	switch kind {
+	case hoppertype.ErrorKindCancelled:
+		return terminal(hoppertype.JobStateCancelled, errInfo(kind, err, ""), EventCancelled)
+	case hoppertype.ErrorKindNonDeterminism:
+		// Replay diverged from history: retrying the same code cannot help.
+		p := base
+		notRetryable := false
+		p.State, p.Error = hoppertype.JobStateStuck, errInfo(kind, err, "")
+		p.Stuck = &hoppertype.StuckInfo{Cause: hoppertype.StuckEngineFailure, Retryable: &notRetryable, Detail: err.Error(), ObservedAt: now}
+		ev.Kind, ev.Error = EventStuck, err.Error()
+		return outcome{params: p, event: ev}
 	}
 	if abort {
 		if kind == hoppertype.ErrorKindHandler {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // producer claims the due jobs of one queue, in batches sized by the free
@@ -100,10 +101,19 @@ func (p *producer) sleep(next time.Time) {
 	}
 	t := c.clock.NewTimer(d)
 	defer t.Stop()
+	// Under a virtual clock the poll that makes up for a missed
+	// notification still runs on the wall clock.
+	var fallback <-chan time.Time
+	if _, real := c.clock.(hclock.Real); !real {
+		ft := time.NewTimer(c.cfg.PollInterval)
+		defer ft.Stop()
+		fallback = ft.C
+	}
 	select {
 	case <-p.rt.ctx.Done():
 	case <-p.wakeC:
 	case <-t.C():
+	case <-fallback:
 	}
 }
 
@@ -111,7 +121,7 @@ func (p *producer) sleep(next time.Time) {
 // and whether it filled every free slot (so more may be waiting).
 func (p *producer) round() (int, bool, error) {
 	rt, c := p.rt, p.rt.c
-	types := c.Types()
+	types := c.claimTypes()
 	if len(types) == 0 {
 		return 0, false, nil
 	}

@@ -71,7 +71,7 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
 		classify = c.cfg.Classify
 	}
 	o := decide(row, res, classify, c.now(), defaultRand, func(e error) { c.reportError(e, PhaseHook) })
-	item := finishItem{row: row, outcome: o}
+	item := finishItem{row: row, outcome: o, run: jc.run}
 	if o.params.State == hoppertype.JobStateSucceeded {
 		item.group = jc.groupEffect()
 	}

@@ -1,0 +1,417 @@
+package hopper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// RunInfo is a workflow run as the runtime API shows it.
+type RunInfo struct {
+	ID          string
+	Workflow    string
+	Status      RunStatus
+	ParentID    string
+	CodeVersion string
+	Input       json.RawMessage
+	Output      json.RawMessage
+	Error       *hoppertype.ErrorInfo
+	// Attempt is the run's current attempt (StrategyRetry starts anew).
+	Attempt   int
+	CreatedAt time.Time
+	StartedAt time.Time
+	EndedAt   time.Time
+	// History is the current attempt's history (GetRun only).
+	History []*hoppertype.RunEvent
+	// Steps, Compensations and Hooks are views of it (GetRun only).
+	Steps         []StepInfo
+	Compensations []CompensationInfo
+	Hooks         []*hoppertype.HookRow
+}
+
+// StepInfo is one recorded step (or activity) of a run.
+type StepInfo struct {
+	Name   string
+	Kind   string // "step" or "activity"
+	Output json.RawMessage
+	Error  *hoppertype.ErrorInfo
+	At     time.Time
+}
+
+// CompensationInfo is one registered compensation and what became of it.
+type CompensationInfo struct {
+	Name     string
+	Executed bool
+	Error    string
+}
+
+// RunError is the error a waiter gets for a run that did not complete.
+type RunError struct {
+	RunID   string
+	Status  RunStatus
+	Kind    hoppertype.ErrorKind
+	Message string
+}
+
+// Error implements error.
+func (e *RunError) Error() string {
+	return fmt.Sprintf("hopper: workflow run %s %s: %s", e.RunID, e.Status, e.Message)
+}
+
+// Unwrap maps the kind to hopper's sentinels (a cancelled run matches
+// ErrCancelled).
+func (e *RunError) Unwrap() error {
+	if e.Status == hoppertype.RunCancelled {
+		return ErrCancelled
+	}
+	return (&JobError{Kind: e.Kind}).Unwrap()
+}
+
+func (r *RunInfo) err() error {
+	e := &RunError{RunID: r.ID, Status: r.Status, Message: string(r.Status)}
+	if r.Error != nil {
+		e.Kind, e.Message = r.Error.Kind, r.Error.Message
+	}
+	return e
+}
+
+// runStatus reads a run's row and job, without history.
+func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
+	run, err := c.drv.RunGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
+	}
+	job, err := c.drv.JobGet(ctx, id)
+	if err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
+		return nil, err
+	}
+	return runInfo(run, job), nil
+}
+
+func runInfo(run *hoppertype.RunRow, job *hoppertype.JobRow) *RunInfo {
+	info := &RunInfo{ID: run.ID, Workflow: run.Workflow, Status: run.Status, ParentID: run.ParentID, CodeVersion: run.CodeVersion,
+		Error: run.Error, CreatedAt: run.CreatedAt, EndedAt: run.EndedAt}
+	if job != nil {
+		info.Input, info.Output, info.Attempt, info.StartedAt = job.Input, job.Result, job.Attempt, job.StartedAt
+		if info.Error == nil && job.Error != nil && run.Status.Terminal() && run.Status != hoppertype.RunCompleted {
+			info.Error = job.Error
+		}
+	}
+	return info
+}
+
+// GetRun returns a run with its status, output, error and its current
+// attempt's history, steps, compensations and hooks.
+func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
+	info, err := c.runStatus(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	attempt := max(info.Attempt, 1)
+	if info.History, err = c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: id, Attempt: attempt}); err != nil {
+		return nil, err
+	}
+	if info.Hooks, err = c.drv.HookListByRun(ctx, id); err != nil {
+		return nil, err
+	}
+	// Compensations: registered in order (the i-th is "name#i" when it
+	// runs); shown in the order they ran, then those that did not.
+	var added []CompensationInfo
+	ranAt := map[string]int{}
+	errs := map[string]string{}
+	for i, ev := range info.History {
+		var data evData
+		_ = json.Unmarshal(ev.Data, &data)
+		switch ev.Kind {
+		case evStep, evActivityCompleted:
+			kind := "step"
+			if ev.Kind == evActivityCompleted {
+				kind = "activity"
+			}
+			info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, At: ev.At})
+		case evCompensationAdded:
+			added = append(added, CompensationInfo{Name: ev.Name})
+		case evCompensationDone, evCompensationFail:
+			ranAt[ev.Name] = i
+			if data.Error != nil {
+				errs[ev.Name] = data.Error.Message
+			}
+		}
+	}
+	type ranComp struct {
+		at int
+		ci CompensationInfo
+	}
+	var ran []ranComp
+	var pending []CompensationInfo
+	for i, ci := range added {
+		key := ci.Name + "#" + fmt.Sprint(i)
+		at, ok := ranAt[key]
+		if !ok {
+			pending = append(pending, ci)
+			continue
+		}
+		ci.Executed, ci.Error = true, errs[key]
+		ran = append(ran, ranComp{at, ci})
+	}
+	slices.SortFunc(ran, func(a, b ranComp) int { return a.at - b.at })
+	for _, r := range ran {
+		info.Compensations = append(info.Compensations, r.ci)
+	}
+	info.Compensations = append(info.Compensations, pending...)
+	return info, nil
+}
+
+// WaitRun blocks until the run is finished (or ctx is done) and returns it.
+func (c *Client) WaitRun(ctx context.Context, id string) (*RunInfo, error) {
+	if _, err := c.drv.RunGet(ctx, id); err != nil {
+		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
+	}
+	if _, err := c.waitJob(ctx, id); err != nil {
+		return nil, err
+	}
+	return c.runStatus(ctx, id)
+}
+
+// RunQuery filters QueryRuns. Empty fields do not filter.
+type RunQuery struct {
+	Statuses      []RunStatus
+	Workflow      string
+	ParentID      string
+	StartedAfter  time.Time
+	StartedBefore time.Time
+	// Limit caps the runs returned. Defaults to 100; at most 1000.
+	Limit int
+	// Offset skips runs (newest first); at most 100,000.
+	Offset int
+}
+
+// QueryRuns returns runs matching q, newest first, without their history.
+func (c *Client) QueryRuns(ctx context.Context, q *RunQuery) ([]*RunInfo, error) {
+	if q == nil {
+		q = &RunQuery{}
+	}
+	for _, s := range q.Statuses {
+		if !s.Valid() {
+			return nil, fmt.Errorf("%w: unknown run status %q", ErrInvalidInput, s)
+		}
+	}
+	limit := q.Limit
+	switch {
+	case limit < 0 || q.Offset < 0 || q.Offset > 100_000:
+		return nil, fmt.Errorf("%w: limit and offset must be positive (offset at most 100000)", ErrInvalidInput)
+	case limit == 0:
+		limit = 100
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+	rows, err := c.drv.RunList(ctx, &driver.RunListParams{Statuses: q.Statuses, Workflow: q.Workflow, ParentID: q.ParentID,
+		CreatedAfter: q.StartedAfter, CreatedBefore: q.StartedBefore, Offset: q.Offset, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: query runs: %w", err)
+	}
+	out := make([]*RunInfo, len(rows))
+	for i, r := range rows {
+		job, err := c.drv.JobGet(ctx, r.ID)
+		if err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
+			return nil, err
+		}
+		out[i] = runInfo(r, job)
+	}
+	return out, nil
+}
+
+var runLive = []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunRunning, hoppertype.RunWaiting, hoppertype.RunCompensating, hoppertype.RunStuck}
+
+// CancelRun asks a run to stop: its context is cancelled and its
+// operations return ErrCancelled; the compensations registered so far run;
+// it ends cancelled. A waiting run is woken to do so. Its children are
+// cancelled too. Cancelling a finished run is an error matching
+// ErrStateConflict.
+func (c *Client) CancelRun(ctx context.Context, id string) error {
+	now := c.now()
+	var job *hoppertype.JobRow
+	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		run, err := tx.RunGet(ctx, id)
+		if err != nil {
+			return err
+		}
+		if run.Status.Terminal() {
+			return fmt.Errorf("run is %s: %w", run.Status, hoppertype.ErrStateConflict)
+		}
+		if _, err := tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: run.Status, ExpectStatuses: runLive, Now: now,
+			Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancel requested", At: now}}); err != nil {
+			return err
+		}
+		if job, err = tx.JobGet(ctx, id); err != nil {
+			return err
+		}
+		switch job.State {
+		case hoppertype.JobStateRunning:
+			_, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now})
+			if err == nil {
+				err = tx.Notify(ctx, driver.TopicJobCancel, id)
+			}
+		case hoppertype.JobStateStuck:
+			// Nothing can run it: it ends cancelled now.
+			_, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now,
+				Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancelled", At: now}})
+			if err == nil {
+				_, err = tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: hoppertype.RunCancelled, EndedAt: now, Now: now})
+			}
+		default:
+			_, err = tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{id}, Now: now})
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("hopper: cancel run %s: %w", id, err)
+	}
+	if job != nil {
+		c.wakeQueue(job.Queue, time.Time{})
+		if rt := c.runtime(); rt != nil && job.State == hoppertype.JobStateRunning {
+			rt.cancelLocal(id)
+		}
+	}
+	children, err := c.drv.RunList(ctx, &driver.RunListParams{ParentID: id, Statuses: runLive, Limit: 10_000})
+	if err != nil {
+		return fmt.Errorf("hopper: cancel run %s: children: %w", id, err)
+	}
+	for _, ch := range children {
+		if err := c.CancelRun(ctx, ch.ID); err != nil && !errors.Is(err, ErrStateConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResumeHook delivers payload (JSON) to the hook with this token and wakes
+// its run. An unknown token matches ErrNotFound; a hook already resumed,
+// or whose run has finished or is being cancelled, matches
+// ErrStateConflict — nothing changes then.
+func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawMessage) error {
+	if token == "" {
+		return fmt.Errorf("%w: empty hook token", ErrInvalidInput)
+	}
+	if len(payload) > c.cfg.MaxPayloadBytes {
+		return fmt.Errorf("%w: payload of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(payload), c.cfg.MaxPayloadBytes)
+	}
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	if !json.Valid(payload) {
+		return fmt.Errorf("%w: hook payload is not JSON", ErrInvalidInput)
+	}
+	now := c.now()
+	var queue string
+	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		h, err := tx.HookGet(ctx, token)
+		if err != nil {
+			return err
+		}
+		run, err := tx.RunGet(ctx, h.RunID)
+		if err != nil {
+			return err
+		}
+		if run.Status.Terminal() {
+			return fmt.Errorf("its run is %s: %w", run.Status, hoppertype.ErrStateConflict)
+		}
+		if run.Error != nil && run.Error.Kind == hoppertype.ErrorKindCancelled {
+			return fmt.Errorf("its run is being cancelled: %w", hoppertype.ErrStateConflict)
+		}
+		if _, err := tx.HookResume(ctx, &driver.HookResumeParams{Token: token, Payload: payload, Now: now}); err != nil {
+			if errors.Is(err, hoppertype.ErrStateConflict) {
+				return fmt.Errorf("the hook was already resumed: %w", err)
+			}
+			return err
+		}
+		woken, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{h.RunID}, Now: now})
+		if len(woken) > 0 {
+			queue = woken[0].Queue
+			return tx.Notify(ctx, driver.TopicJobAvailable, queue)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("hopper: resume hook: %w", err)
+	}
+	if queue != "" {
+		c.wakeQueue(queue, time.Time{})
+	}
+	return nil
+}
+
+// ReadStream returns a run's stream chunks from offset from, at most limit
+// (1..1000).
+func (c *Client) ReadStream(ctx context.Context, runID string, from int64, limit int) ([]*hoppertype.StreamChunk, error) {
+	if from < 0 || limit < 1 || limit > MaxListLimit {
+		return nil, fmt.Errorf("%w: stream read from %d limit %d", ErrInvalidInput, from, limit)
+	}
+	return c.drv.StreamRead(ctx, &driver.StreamReadParams{RunID: runID, From: from, Limit: limit})
+}
+
+// applyRunEffects records, in the transaction of a run's job transition,
+// what the transition means for the run: its status, and waking its parent
+// when it ends.
+func (c *Client) applyRunEffects(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow, eff *runEffect) error {
+	now := c.now()
+	p := &driver.RunUpdateParams{ID: job.ID, Now: now}
+	switch job.State {
+	case hoppertype.JobStateSucceeded:
+		p.Status = hoppertype.RunCompleted
+	case hoppertype.JobStatePending, hoppertype.JobStateScheduled:
+		p.Status = hoppertype.RunWaiting
+	case hoppertype.JobStateRetrying:
+		p.Status = hoppertype.RunPending
+	case hoppertype.JobStateDead, hoppertype.JobStateExpired:
+		p.Status = hoppertype.RunFailed
+		if eff != nil && eff.final != "" {
+			p.Status = eff.final
+		}
+		p.Error = job.Error
+	case hoppertype.JobStateCancelled:
+		p.Status = hoppertype.RunCancelled
+	case hoppertype.JobStateStuck:
+		p.Status = hoppertype.RunStuck
+		p.Error = job.Error
+	default:
+		return nil
+	}
+	if job.State.Terminal() {
+		p.EndedAt = now
+	}
+	run, err := tx.RunUpdate(ctx, p)
+	if err != nil {
+		if errors.Is(err, hoppertype.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	if job.State.Terminal() && run.ParentID != "" {
+		return c.wake(ctx, tx, run.ParentID, now)
+	}
+	return nil
+}
+
+// wake makes a waiting run (or any waiting job) due now.
+func (c *Client) wake(ctx context.Context, tx driver.Executor, id string, now time.Time) error {
+	woken, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{id}, Now: now})
+	if err != nil {
+		return err
+	}
+	for _, j := range woken {
+		if err := tx.Notify(ctx, driver.TopicJobAvailable, j.Queue); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isRunJob(job *hoppertype.JobRow) bool { return strings.HasPrefix(job.Type, workflowTypePrefix) }

@@ -1,0 +1,425 @@
+package hopper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// History event kinds. A run's history holds what its own execution did, in
+// order; replay answers each operation of the workflow function from it.
+const (
+	evWorkflowStarted   = "workflow_started"
+	evWorkflowCompleted = "workflow_completed"
+	evWorkflowFailed    = "workflow_failed"
+	evWorkflowCancelled = "workflow_cancelled"
+	evStep              = "step"
+	evSideEffect        = "side_effect"
+	evSleep             = "sleep"
+	evPatch             = "patch"
+	evHookCreated       = "hook_created"
+	evHookWait          = "hook_wait"
+	evHookReceived      = "hook_received"
+	evHookTimeout       = "hook_timeout"
+	evChildStarted      = "child_started"
+	evChildCompleted    = "child_completed"
+	evActivityScheduled = "activity_scheduled"
+	evActivityCompleted = "activity_completed"
+	evCompensationAdded = "compensation_added"
+	evCompensationDone  = "compensation_executed"
+	evCompensationFail  = "compensation_failed"
+	evStreamWrite       = "stream_write"
+)
+
+// farFuture is when a run waiting for an event with no timeout is due: the
+// event wakes it first.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// evData is the JSON payload of a history event.
+type evData struct {
+	Output json.RawMessage       `json:"output,omitempty"`
+	Error  *hoppertype.ErrorInfo `json:"error,omitempty"`
+	Until  time.Time             `json:"until,omitzero"`
+	Token  string                `json:"token,omitempty"`
+	Child  string                `json:"child,omitempty"`
+	Job    string                `json:"job,omitempty"`
+	Status hoppertype.RunStatus  `json:"status,omitempty"`
+}
+
+// errSuspended is returned by workflow operations once the run is waiting
+// (a sleep, a hook, a child, an activity): the workflow function should
+// return it (any error will do). Once a run is suspended no further
+// operation runs, so code that swallows the error does no harm.
+var errSuspended = errors.New("hopper: workflow suspended (return this error)")
+
+// runEffect is what a run's execution asks of the transaction that records
+// its job's outcome.
+type runEffect struct {
+	// final is the run status a final failure ends in (compensated,
+	// quarantined …); empty means the default for the job's state.
+	final hoppertype.RunStatus
+	// recheck, for a suspended run, reports after the suspension committed
+	// whether what it waits for already happened (closing the lost-wake
+	// race); the run is then woken at once.
+	recheck func(ctx context.Context) bool
+}
+
+// suspendError carries a suspension from the executor to the outcome.
+type suspendError struct{ until time.Time }
+
+func (e *suspendError) Error() string { return "workflow waiting until " + e.until.Format(time.RFC3339) }
+
+// compensation is a registered undo action.
+type compensation struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+// wfState is a run's execution: the history being replayed, what was
+// registered, whether it suspended.
+type wfState struct {
+	c       *Client
+	ctx     context.Context
+	jc      *JobContext
+	run     *hoppertype.RunRow
+	opts    WorkflowOpts
+	attempt int
+	events  []*hoppertype.RunEvent
+	pos     int
+	nextSeq int
+
+	suspended bool
+	until     time.Time
+	recheck   func(ctx context.Context) bool
+	fatal     error // non-determinism or a lost lease: nothing more may run
+	cancelled bool
+	comps     []compensation
+}
+
+// executeRun runs or resumes a workflow in its job's handler.
+func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(WorkflowContext) ([]byte, error)) (out []byte, err error) {
+	jc := JobFromContext(ctx)
+	if jc == nil {
+		return nil, errors.New("hopper: a workflow runs only as a job")
+	}
+	runID := jc.ID()
+	run, err := c.drv.RunGet(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
+	}
+	st := &wfState{c: c, ctx: ctx, jc: jc, run: run, opts: opts, attempt: jc.Attempt()}
+	st.cancelled = run.Error != nil && run.Error.Kind == hoppertype.ErrorKindCancelled
+	jc.run = &runEffect{}
+	if run.Status != hoppertype.RunRunning {
+		if _, err := c.drv.RunUpdate(ctx, &driver.RunUpdateParams{ID: runID, Status: hoppertype.RunRunning, Now: c.now()}); err != nil {
+			return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
+		}
+	}
+	if st.events, err = c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID, Attempt: st.attempt}); err != nil {
+		return nil, fmt.Errorf("hopper: workflow run %s: history: %w", runID, err)
+	}
+	st.nextSeq = len(st.events) + 1
+	if ev, err := st.next("", evWorkflowStarted); err != nil {
+		return nil, st.fatalErr()
+	} else if ev == nil {
+		if err := st.record(ctx, nil, evWorkflowStarted, "", evData{}); err != nil {
+			return nil, st.fatalErr()
+		}
+	}
+
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				out, err = nil, &kindError{kind: hoppertype.ErrorKindPanic, err: fmt.Errorf("%w: %v", ErrPanic, r), stack: string(debug.Stack())}
+			}
+		}()
+		out, err = body(st)
+	}()
+
+	switch {
+	case st.fatal != nil:
+		return nil, st.fatalErr()
+	case st.suspended:
+		jc.run.recheck = st.recheck
+		return nil, &suspendError{until: st.until}
+	case err == nil && !st.cancelled:
+		if st.pos < len(st.events) {
+			ev := st.events[st.pos]
+			st.fatal = &NonDeterminismError{RunID: runID, Attempt: st.attempt, Position: st.pos + 1, RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
+			return nil, st.fatalErr()
+		}
+		if rerr := st.record(ctx, nil, evWorkflowCompleted, "", evData{Output: out}); rerr != nil {
+			return nil, st.fatalErr()
+		}
+		return out, nil
+	}
+	if err == nil {
+		err = ErrCancelled
+	}
+	if st.isCancelled() {
+		c.compensate(st)
+		_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowCancelled, "", evData{})
+		return nil, &kindError{kind: hoppertype.ErrorKindCancelled, err: fmt.Errorf("%w: workflow run %s", ErrCancelled, runID), abort: true}
+	}
+	final := errors.Is(err, ErrAborted) || opts.Strategy != StrategyRetry || jc.Attempt() >= jc.MaxAttempts()
+	if !final {
+		_ = st.record(ctx, nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now())})
+		return nil, err // the job retries: a new attempt, a fresh history
+	}
+	status := hoppertype.RunFailed
+	switch opts.Strategy {
+	case StrategyRetry, StrategyCompensate:
+		if len(st.comps) > 0 {
+			if _, uerr := c.drv.RunUpdate(ctx, &driver.RunUpdateParams{ID: runID, Status: hoppertype.RunCompensating, Now: c.now()}); uerr != nil {
+				return nil, uerr
+			}
+			c.compensate(st)
+			status = hoppertype.RunCompensated
+		}
+	case StrategyQuarantine:
+		status = hoppertype.RunQuarantined
+	case StrategyCascade:
+		c.cascade(ctx, run)
+		status = hoppertype.RunCancelled
+	}
+	jc.run.final = status
+	_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now()), Status: status})
+	return nil, Abort(err)
+}
+
+// compensate runs the registered compensations in reverse order, each once
+// (a compensation recorded by an earlier, interrupted execution is skipped).
+// A failing compensation is recorded and the rest still run. They run on a
+// context detached from the run's cancellation.
+func (c *Client) compensate(st *wfState) {
+	ctx := context.WithoutCancel(st.ctx)
+	done := map[string]bool{}
+	for _, ev := range st.events[st.pos:] {
+		if ev.Kind == evCompensationDone || ev.Kind == evCompensationFail {
+			done[ev.Name] = true
+		}
+	}
+	st.pos = len(st.events) // what follows is live
+	for i := len(st.comps) - 1; i >= 0; i-- {
+		comp := st.comps[i]
+		key := comp.name + "#" + strconv.Itoa(i)
+		if done[key] {
+			continue
+		}
+		err := func() (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = fmt.Errorf("%w: %v", ErrPanic, r)
+				}
+			}()
+			return comp.fn(ctx)
+		}()
+		if err != nil {
+			_ = st.record(ctx, nil, evCompensationFail, key, evData{Error: errorInfo(err, st.attempt, c.now())})
+			continue
+		}
+		_ = st.record(ctx, nil, evCompensationDone, key, evData{})
+	}
+}
+
+// cascade cancels a failed run's parent and children.
+func (c *Client) cascade(ctx context.Context, run *hoppertype.RunRow) {
+	ctx = context.WithoutCancel(ctx)
+	if run.ParentID != "" {
+		_ = c.CancelRun(ctx, run.ParentID)
+	}
+	children, err := c.drv.RunList(ctx, &driver.RunListParams{ParentID: run.ID, Limit: 10_000})
+	if err != nil {
+		c.reportError(fmt.Errorf("cascade from run %s: %w", run.ID, err), PhaseHook)
+		return
+	}
+	for _, ch := range children {
+		if !ch.Status.Terminal() {
+			_ = c.CancelRun(ctx, ch.ID)
+		}
+	}
+}
+
+func errorInfo(err error, attempt int, now time.Time) *hoppertype.ErrorInfo {
+	kind := hoppertype.ErrorKindHandler
+	var ke *kindError
+	switch {
+	case errors.As(err, &ke):
+		kind = ke.kind
+	case errors.Is(err, ErrAborted):
+		kind = hoppertype.ErrorKindAborted
+	case errors.Is(err, ErrCancelled):
+		kind = hoppertype.ErrorKindCancelled
+	case errors.Is(err, ErrNonDeterminism):
+		kind = hoppertype.ErrorKindNonDeterminism
+	}
+	return &hoppertype.ErrorInfo{Kind: kind, Message: err.Error(), Attempt: attempt, At: now}
+}
+
+// fatalErr is the error a run ends its execution with after a fatal
+// problem: non-determinism (the run goes stuck) or a lost lease.
+func (st *wfState) fatalErr() error {
+	if errors.Is(st.fatal, hoppertype.ErrLeaseLost) {
+		return st.fatal
+	}
+	return &kindError{kind: hoppertype.ErrorKindNonDeterminism, err: st.fatal, abort: true}
+}
+
+// check says whether an operation may go on: not after a suspension or a
+// fatal problem. Recorded operations replay even in a cancelled run (so its
+// compensations are registered again); live ones ask live() too.
+func (st *wfState) check() error {
+	switch {
+	case st.fatal != nil:
+		return st.fatal
+	case st.suspended:
+		return errSuspended
+	}
+	return nil
+}
+
+// live says whether an operation that is not in the history may run now:
+// not in a cancelled run.
+func (st *wfState) live() error {
+	if st.isCancelled() {
+		return ErrCancelled
+	}
+	return nil
+}
+
+func (st *wfState) isCancelled() bool {
+	if !st.cancelled && errors.Is(context.Cause(st.ctx), ErrCancelled) {
+		st.cancelled = true
+	}
+	return st.cancelled
+}
+
+// next consumes the next history event if there is one: it must be of one
+// of kinds and bear name, else the run has diverged from its history.
+func (st *wfState) next(name string, kinds ...string) (*hoppertype.RunEvent, error) {
+	if st.pos >= len(st.events) {
+		return nil, nil
+	}
+	ev := st.events[st.pos]
+	if !slices.Contains(kinds, ev.Kind) || ev.Name != name {
+		st.fatal = &NonDeterminismError{RunID: st.run.ID, Workflow: st.run.Workflow, Attempt: st.attempt, Position: st.pos + 1,
+			RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: fmt.Sprintf("%s %q", kinds[0], name)}
+		return nil, st.fatal
+	}
+	st.pos++
+	return ev, nil
+}
+
+// peek returns the next history event without consuming it.
+func (st *wfState) peek() *hoppertype.RunEvent {
+	if st.pos >= len(st.events) {
+		return nil
+	}
+	return st.events[st.pos]
+}
+
+// record appends one event to the run's history (through tx when given),
+// fenced by the run's lease. Inside a transaction the event is taken into
+// the run's state only once the transaction commits (see inTx): a store may
+// run a transaction's function again, and a rolled-back event must not
+// count.
+func (st *wfState) record(ctx context.Context, tx driver.Executor, kind, name string, data evData) error {
+	ev, err := st.event(kind, name, data)
+	if err != nil {
+		return err
+	}
+	if tx != nil {
+		return st.appendEvent(ctx, tx, ev)
+	}
+	if err := st.appendEvent(ctx, st.c.drv, ev); err != nil {
+		return st.fail(err)
+	}
+	st.accept(ev)
+	return nil
+}
+
+// event builds the next event of the run's history.
+func (st *wfState) event(kind, name string, data evData) (*hoppertype.RunEvent, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	return &hoppertype.RunEvent{RunID: st.run.ID, Attempt: st.attempt, Seq: st.nextSeq, Kind: kind, Name: name, Data: b, At: st.c.now()}, nil
+}
+
+func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hoppertype.RunEvent) error {
+	err := ex.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: st.run.ID, LeaseToken: st.jc.row.LeaseToken, Events: []*hoppertype.RunEvent{ev}})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, hoppertype.ErrLeaseLost):
+		return fmt.Errorf("hopper: workflow run %s: %w", st.run.ID, hoppertype.ErrLeaseLost)
+	default:
+		return fmt.Errorf("hopper: workflow run %s: record %s: %w", st.run.ID, ev.Kind, err)
+	}
+}
+
+// accept takes a committed event into the run's state.
+func (st *wfState) accept(ev *hoppertype.RunEvent) {
+	st.nextSeq++
+	st.events = append(st.events, ev)
+	st.pos = len(st.events)
+}
+
+// inTx runs fn in a transaction that ends by recording one history event
+// of kind and name; the event counts only once the transaction committed.
+func (st *wfState) inTx(kind, name string, data evData, fn func(ctx context.Context, tx driver.Executor) error) error {
+	ev, err := st.event(kind, name, data)
+	if err != nil {
+		return err
+	}
+	err = st.c.drv.InTx(st.ctx, func(ctx context.Context, tx driver.Executor) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		return st.appendEvent(ctx, tx, ev)
+	})
+	if err != nil {
+		return st.fail(err)
+	}
+	st.accept(ev)
+	return nil
+}
+
+// suspend makes the run wait until at (farFuture: until woken), with a
+// recheck for the lost-wake race.
+func (st *wfState) suspend(at time.Time, recheck func(ctx context.Context) bool) error {
+	st.suspended, st.until, st.recheck = true, at, recheck
+	return errSuspended
+}
+
+// NonDeterminismError says a run's replay diverged from its history: the
+// workflow code changed, or does not run the same way twice. The run goes
+// stuck (engine failure, not retryable) until the code is fixed and it is
+// retried.
+type NonDeterminismError struct {
+	RunID        string
+	Workflow     string
+	Attempt      int
+	Position     int
+	RecordedKind string
+	RecordedName string
+	Attempted    string
+}
+
+// Error implements error.
+func (e *NonDeterminismError) Error() string {
+	return fmt.Sprintf("hopper: non-determinism in workflow %q run %s (attempt %d): history event %d is %s %q, but the code now reaches %s; the workflow code changed or is not deterministic",
+		e.Workflow, e.RunID, e.Attempt, e.Position, e.RecordedKind, e.RecordedName, e.Attempted)
+}
+
+// Unwrap matches ErrNonDeterminism.
+func (e *NonDeterminismError) Unwrap() error { return ErrNonDeterminism }

@@ -1,0 +1,337 @@
+package hopper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// RunStatus is a workflow run's status.
+type RunStatus = hoppertype.RunStatus
+
+// Run statuses.
+const (
+	RunPending      = hoppertype.RunPending
+	RunRunning      = hoppertype.RunRunning
+	RunWaiting      = hoppertype.RunWaiting
+	RunCompleted    = hoppertype.RunCompleted
+	RunFailed       = hoppertype.RunFailed
+	RunCompensating = hoppertype.RunCompensating
+	RunCompensated  = hoppertype.RunCompensated
+	RunCancelled    = hoppertype.RunCancelled
+	RunQuarantined  = hoppertype.RunQuarantined
+	RunStuck        = hoppertype.RunStuck
+)
+
+// FailureStrategy says what a workflow does when its function fails.
+type FailureStrategy string
+
+// Failure strategies.
+const (
+	// StrategyRetry (the default) runs the workflow again from the beginning,
+	// as a new attempt with a fresh history, with backoff, up to MaxRetries
+	// times; when it finally fails, the compensations registered so far run
+	// (LIFO) and the run ends compensated (or failed, with none).
+	StrategyRetry FailureStrategy = "retry"
+	// StrategyCompensate runs the compensations at once, without retries.
+	StrategyCompensate FailureStrategy = "compensate"
+	// StrategyIgnore fails the run with no retry and no compensation.
+	StrategyIgnore FailureStrategy = "ignore"
+	// StrategyQuarantine keeps everything as it is for inspection: no retry,
+	// no compensation, status quarantined.
+	StrategyQuarantine FailureStrategy = "quarantine"
+	// StrategyCascade cancels the run's parent and children and ends the run
+	// cancelled.
+	StrategyCascade FailureStrategy = "cascade"
+)
+
+// workflowTypePrefix prefixes the job type under which a workflow's runs
+// execute, keeping workflow names apart from job type names.
+const workflowTypePrefix = "workflow:"
+
+// WorkflowOpts configure a workflow type. The zero value is valid.
+type WorkflowOpts struct {
+	// Queue the runs go to. Defaults to the client's default queue.
+	Queue string
+	// Priority of the runs; higher runs first.
+	Priority int
+	// Strategy on failure. Defaults to StrategyRetry.
+	Strategy FailureStrategy
+	// MaxRetries bounds StrategyRetry. Defaults to 3.
+	MaxRetries int
+	// Retry shapes the backoff between retries (its Attempts is ignored).
+	Retry RetryPolicy
+	// CodeVersion is stored with every run, to tell which code started it.
+	CodeVersion string
+}
+
+// WorkflowFunc is a workflow's code: plain Go that survives crashes. It must
+// be deterministic: read time, randomness and ids through wf, and put side
+// effects in steps.
+type WorkflowFunc[I, O any] func(wf WorkflowContext, in I) (O, error)
+
+// WorkflowType is a named, typed workflow, made by Workflow.
+type WorkflowType[I, O any] struct {
+	wfName string
+	fn     WorkflowFunc[I, O]
+	opts   WorkflowOpts
+}
+
+// Workflow defines a durable workflow. Register it with the clients that
+// should run it; any client can start it. opts may be nil.
+func Workflow[I, O any](name string, fn WorkflowFunc[I, O], opts *WorkflowOpts) *WorkflowType[I, O] {
+	if name == "" || fn == nil {
+		panic("hopper: Workflow needs a name and a function")
+	}
+	w := &WorkflowType[I, O]{wfName: name, fn: fn}
+	if opts != nil {
+		w.opts = *opts
+	}
+	switch w.opts.Strategy {
+	case "":
+		w.opts.Strategy = StrategyRetry
+	case StrategyRetry, StrategyCompensate, StrategyIgnore, StrategyQuarantine, StrategyCascade:
+	default:
+		panic(fmt.Sprintf("hopper: workflow %q: unknown failure strategy %q", name, w.opts.Strategy))
+	}
+	if w.opts.MaxRetries <= 0 {
+		w.opts.MaxRetries = 3
+	}
+	return w
+}
+
+// Name returns the workflow's name.
+func (w *WorkflowType[I, O]) Name() string { return w.wfName }
+
+func (w *WorkflowType[I, O]) core() typeCore { return (*workflowImpl[I, O])(w) }
+
+// StartOpts are the options of one run. A nil *StartOpts is valid.
+type StartOpts struct {
+	// ID is the run's id. Starting an id that exists, in any state, returns
+	// the existing run (idempotent start). Empty mints one.
+	ID string
+	// Delay postpones the start.
+	Delay time.Duration
+	// Priority overrides the workflow's.
+	Priority int
+	// Queue overrides the workflow's.
+	Queue string
+}
+
+// RunHandle refers to a workflow run.
+type RunHandle[O any] struct {
+	c        *Client
+	id       string
+	existing bool
+	decode   func([]byte) (O, error)
+}
+
+// ID returns the run's id.
+func (h *RunHandle[O]) ID() string { return h.id }
+
+// Existing reports whether Start found a run with this id and returned it.
+func (h *RunHandle[O]) Existing() bool { return h.existing }
+
+// Result waits until the run is finished and returns its output, or an
+// error: a *RunError matching ErrCancelled, ErrNonDeterminism, … with
+// errors.Is.
+func (h *RunHandle[O]) Result(ctx context.Context) (O, error) {
+	var zero O
+	info, err := h.c.WaitRun(ctx, h.id)
+	if err != nil {
+		return zero, err
+	}
+	if info.Status != RunCompleted {
+		return zero, info.err()
+	}
+	return h.decode(info.Output)
+}
+
+// Start starts a run of w with input in.
+func (w *WorkflowType[I, O]) Start(ctx context.Context, c *Client, in I, opts *StartOpts) (*RunHandle[O], error) {
+	id, existing, err := c.startRun(ctx, w.core(), in, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &RunHandle[O]{c: c, id: id, existing: existing, decode: w.decodeOutput(c)}, nil
+}
+
+// Handle returns a handle to an existing run of w by id.
+func (w *WorkflowType[I, O]) Handle(c *Client, id string) *RunHandle[O] {
+	return &RunHandle[O]{c: c, id: id, decode: w.decodeOutput(c)}
+}
+
+func (w *WorkflowType[I, O]) decodeOutput(c *Client) func([]byte) (O, error) {
+	return func(b []byte) (O, error) {
+		var v O
+		if isNoValue[O]() || len(b) == 0 {
+			return v, nil
+		}
+		err := c.codec.Unmarshal(b, &v)
+		return v, err
+	}
+}
+
+// StartName starts a run of a registered workflow by name with JSON input,
+// decoded strictly into the workflow's input.
+func (c *Client) StartName(ctx context.Context, name string, input json.RawMessage, opts *StartOpts) (*RunHandle[json.RawMessage], error) {
+	t := c.lookupType(workflowTypePrefix + name)
+	if t == nil {
+		return nil, fmt.Errorf("%w: workflow %q", ErrUnknownType, name)
+	}
+	if len(input) > c.cfg.MaxPayloadBytes {
+		return nil, fmt.Errorf("%w: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
+	}
+	in, err := t.decodeJSON(input)
+	if err != nil {
+		return nil, err
+	}
+	id, existing, err := c.startRun(ctx, t, in, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &RunHandle[json.RawMessage]{c: c, id: id, existing: existing, decode: rawDecoder}, nil
+}
+
+// startRun stores a run row and its job in one transaction, or finds the
+// run that already has the id.
+func (c *Client) startRun(ctx context.Context, t typeCore, in any, opts *StartOpts) (string, bool, error) {
+	return c.startRunIn(ctx, nil, t, in, opts, "")
+}
+
+// startRunIn starts a run inside tx when given (a parent starting a child),
+// else in its own transaction.
+func (c *Client) startRunIn(ctx context.Context, tx driver.Executor, t typeCore, in any, opts *StartOpts, parentID string) (string, bool, error) {
+	wi, ok := t.(workflowCore)
+	if !ok {
+		return "", false, fmt.Errorf("%w: %q is not a workflow", ErrInvalidInput, t.name())
+	}
+	var o StartOpts
+	if opts != nil {
+		o = *opts
+	}
+	if o.Delay < 0 {
+		return "", false, fmt.Errorf("%w: negative delay", ErrInvalidInput)
+	}
+	spec := &JobSpec{t: t, in: in, opts: InsertOpts{ID: o.ID, Delay: o.Delay, Priority: o.Priority, Queue: o.Queue}, id: o.ID}
+	now := c.now()
+	row, err := c.buildRow(spec, now)
+	if err != nil {
+		return "", false, err
+	}
+	row.ParentID = parentID
+	run := &hoppertype.RunRow{ID: row.ID, Workflow: wi.workflowName(), Status: hoppertype.RunPending, ParentID: parentID,
+		CodeVersion: wi.codeVersion(), CreatedAt: now, UpdatedAt: now}
+	existing := false
+	insert := func(ctx context.Context, tx driver.Executor) error {
+		existing = false
+		if _, err := tx.RunGet(ctx, row.ID); err == nil {
+			existing = true
+			return nil
+		} else if !errors.Is(err, hoppertype.ErrNotFound) {
+			return err
+		}
+		if err := tx.RunInsert(ctx, run); err != nil {
+			return err
+		}
+		res, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
+		if err != nil {
+			return err
+		}
+		return notifyQueues(ctx, tx, res)
+	}
+	if tx != nil {
+		err = tx.InTx(ctx, insert)
+	} else {
+		err = c.drv.InTx(ctx, insert)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("hopper: start workflow %s: %w", wi.workflowName(), err)
+	}
+	if !existing && tx == nil {
+		c.afterInsert([]driver.JobInsertResult{{Job: row}}, nil)
+	}
+	return row.ID, existing, nil
+}
+
+// workflowCore is what the engine needs of a workflow type beyond typeCore.
+type workflowCore interface {
+	typeCore
+	workflowName() string
+	codeVersion() string
+	strategy() FailureStrategy
+}
+
+type workflowImpl[I, O any] WorkflowType[I, O]
+
+func (w *workflowImpl[I, O]) name() string              { return workflowTypePrefix + w.wfName }
+func (w *workflowImpl[I, O]) workflowName() string      { return w.wfName }
+func (w *workflowImpl[I, O]) codeVersion() string       { return w.opts.CodeVersion }
+func (w *workflowImpl[I, O]) strategy() FailureStrategy { return w.opts.Strategy }
+func (w *workflowImpl[I, O]) queue() string             { return w.opts.Queue }
+func (w *workflowImpl[I, O]) codec(c *Client) Codec     { return c.codec }
+func (w *workflowImpl[I, O]) classify() Classifier      { return nil }
+func (w *workflowImpl[I, O]) onEvent() func(Event)      { return nil }
+func (w *workflowImpl[I, O]) skipQueue() bool           { return false }
+func (w *workflowImpl[I, O]) computed(any) *InsertOpts  { return nil }
+
+func (w *workflowImpl[I, O]) base() InsertOpts {
+	attempts := 1
+	if w.opts.Strategy == StrategyRetry {
+		attempts = w.opts.MaxRetries + 1
+	}
+	r := w.opts.Retry
+	r.Attempts = attempts
+	return InsertOpts{Queue: w.opts.Queue, Priority: w.opts.Priority, Retry: r}
+}
+
+func (w *workflowImpl[I, O]) decodeJSON(raw []byte) (any, error) {
+	var in I
+	if len(raw) == 0 {
+		raw = []byte("null")
+	}
+	if err := decodeStrictJSON(raw, &in); err != nil {
+		return nil, fmt.Errorf("%w: input for workflow %q: %v", ErrInvalidInput, w.wfName, err)
+	}
+	return in, nil
+}
+
+func (w *workflowImpl[I, O]) encodeInput(c *Client, in any) ([]byte, error) {
+	v, ok := in.(I)
+	if !ok {
+		return nil, fmt.Errorf("%w: input for workflow %q is %T, want %v", ErrInvalidInput, w.wfName, in, reflect.TypeFor[I]())
+	}
+	b, err := c.codec.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode input for workflow %q: %v", ErrInvalidInput, w.wfName, err)
+	}
+	return b, nil
+}
+
+// run executes (or resumes, by replay) the workflow in the run's job.
+func (w *workflowImpl[I, O]) run(ctx context.Context, c *Client, input []byte) ([]byte, error) {
+	var in I
+	if err := c.codec.Unmarshal(input, &in); err != nil {
+		return nil, &kindError{kind: hoppertype.ErrorKindDecode, err: fmt.Errorf("decode input for workflow %q: %w", w.wfName, err), abort: true}
+	}
+	return c.executeRun(ctx, w.opts, func(wf WorkflowContext) ([]byte, error) {
+		out, err := w.fn(wf, in)
+		if err != nil {
+			return nil, err
+		}
+		if isNoValue[O]() {
+			return nil, nil
+		}
+		b, err := c.codec.Marshal(out)
+		if err != nil {
+			return nil, &kindError{kind: hoppertype.ErrorKindEncode, err: fmt.Errorf("%w: %v", ErrEncode, err), abort: true}
+		}
+		return b, nil
+	})
+}

@@ -1,0 +1,511 @@
+package hopper_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertest"
+)
+
+type order struct {
+	ID     string `json:"order_id"`
+	Amount int    `json:"amount"`
+	FailAt string `json:"fail_at"`
+}
+
+// counter counts step executions by name, for at-most-once-per-record checks.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func newCounter() *counter { return &counter{n: map[string]int{}} }
+
+func (c *counter) inc(k string) {
+	c.mu.Lock()
+	c.n[k]++
+	c.mu.Unlock()
+}
+
+func (c *counter) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[k]
+}
+
+func TestWorkflowSteps(t *testing.T) { forEachDriver(t, testWorkflowSteps) }
+
+func testWorkflowSteps(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	runs := newCounter()
+	wf := hopper.Workflow("three", func(wf hopper.WorkflowContext, in int) (int, error) {
+		sum := in
+		for _, name := range []string{"a", "b", "c"} {
+			v, err := hopper.Step(wf, name, func(ctx context.Context) (int, error) {
+				runs.inc(name)
+				return len(name) * 10, nil
+			}, nil)
+			if err != nil {
+				return 0, err
+			}
+			sum += v
+		}
+		return sum, nil
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, 1, nil)
+	require.NoError(t, err)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 31, out)
+	for _, n := range []string{"a", "b", "c"} {
+		require.Equal(t, 1, runs.get(n))
+	}
+	info, err := c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunCompleted, info.Status)
+	require.JSONEq(t, `31`, string(info.Output))
+	require.Len(t, info.Steps, 3)
+	require.Equal(t, "a", info.Steps[0].Name)
+	kinds := []string{}
+	for _, ev := range info.History {
+		kinds = append(kinds, ev.Kind)
+	}
+	require.Equal(t, []string{"workflow_started", "step", "step", "step", "workflow_completed"}, kinds)
+
+	// Starting the same id again returns the existing run.
+	h2, err := wf.Start(ctx, c, 99, &hopper.StartOpts{ID: h.ID()})
+	require.NoError(t, err)
+	require.True(t, h2.Existing())
+	out, err = h2.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 31, out)
+}
+
+func TestWorkflowDurableSleep(t *testing.T) { forEachDriver(t, testWorkflowDurableSleep) }
+
+func testWorkflowDurableSleep(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	runs := newCounter()
+	wf := hopper.Workflow("sleepy", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		if _, err := hopper.Step(wf, "before", func(context.Context) (int, error) { runs.inc("before"); return 1, nil }, nil); err != nil {
+			return "", err
+		}
+		if err := wf.Sleep(time.Hour); err != nil {
+			return "", err
+		}
+		if _, err := hopper.Step(wf, "after", func(context.Context) (int, error) { runs.inc("after"); return 2, nil }, nil); err != nil {
+			return "", err
+		}
+		return "woke", nil
+	}, nil)
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	eventually(t, "the run to wait", func() bool {
+		info, err := c.GetRun(ctx, h.ID())
+		return err == nil && info.Status == hopper.RunWaiting
+	})
+	require.Empty(t, c.Active(), "a sleeping run holds no worker")
+	require.Equal(t, 1, runs.get("before"))
+	require.Zero(t, runs.get("after"))
+	clk.Advance(59 * time.Minute)
+	time.Sleep(5 * time.Millisecond)
+	info, err := c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunWaiting, info.Status, "not woken early")
+	clk.Advance(time.Minute)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "woke", out)
+	require.Equal(t, 1, runs.get("before"), "a recorded step is replayed, not run again")
+	require.Equal(t, 1, runs.get("after"))
+}
+
+func TestWorkflowHooks(t *testing.T) { forEachDriver(t, testWorkflowHooks) }
+
+type approvalPayload struct {
+	Approved bool   `json:"approved"`
+	By       string `json:"by"`
+}
+
+func testWorkflowHooks(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	approval := hopper.DefineHook[approvalPayload]("manager-approval")
+	wf := hopper.Workflow("approval", func(wf hopper.WorkflowContext, req string) (approvalPayload, error) {
+		h, err := approval.Create(wf)
+		if err != nil {
+			return approvalPayload{}, err
+		}
+		if err := wf.Stream().Write(map[string]string{"hook": h.Token()}); err != nil {
+			return approvalPayload{}, err
+		}
+		return h.Wait(nil)
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, "x", nil)
+	require.NoError(t, err)
+	var token string
+	eventually(t, "the hook", func() bool {
+		info, err := c.GetRun(ctx, h.ID())
+		if err != nil || len(info.Hooks) == 0 || info.Status != hopper.RunWaiting {
+			return false
+		}
+		token = info.Hooks[0].Token
+		return true
+	})
+	require.Len(t, token, 32, "128 random bits, hex")
+	chunks, err := c.ReadStream(ctx, h.ID(), 0, 10)
+	require.NoError(t, err)
+	require.Len(t, chunks, 1)
+	require.JSONEq(t, `{"hook":"`+token+`"}`, string(chunks[0].Data))
+
+	require.ErrorIs(t, c.ResumeHook(ctx, "no-such-token", json.RawMessage(`{}`)), hopper.ErrNotFound)
+	require.ErrorIs(t, c.ResumeHook(ctx, token, json.RawMessage(`{not json`)), hopper.ErrInvalidInput)
+	require.NoError(t, c.ResumeHook(ctx, token, json.RawMessage(`{"approved":true,"by":"ada"}`)))
+	require.ErrorIs(t, c.ResumeHook(ctx, token, json.RawMessage(`{"approved":false}`)), hopper.ErrStateConflict, "a hook is resumed once")
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, approvalPayload{Approved: true, By: "ada"}, out, "the run's output is the payload it was resumed with")
+
+	// A hook whose run was cancelled cannot be resumed.
+	h2, err := wf.Start(ctx, c, "y", nil)
+	require.NoError(t, err)
+	var token2 string
+	eventually(t, "the second hook", func() bool {
+		info, err := c.GetRun(ctx, h2.ID())
+		if err != nil || len(info.Hooks) == 0 || info.Status != hopper.RunWaiting {
+			return false
+		}
+		token2 = info.Hooks[0].Token
+		return true
+	})
+	require.NoError(t, c.CancelRun(ctx, h2.ID()))
+	_, err = h2.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled)
+	require.ErrorIs(t, c.ResumeHook(ctx, token2, json.RawMessage(`{}`)), hopper.ErrStateConflict)
+}
+
+func TestWorkflowHookTimeout(t *testing.T) { forEachDriver(t, testWorkflowHookTimeout) }
+
+func testWorkflowHookTimeout(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	wf := hopper.Workflow("timeout", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		_, err := hopper.WaitHook[string](wf, "reply", &hopper.HookWaitOpts{Timeout: time.Minute})
+		if errors.Is(err, hopper.ErrHookTimeout) {
+			return "timed out", nil
+		}
+		return "replied", err
+	}, nil)
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	eventually(t, "the run to wait", func() bool {
+		info, err := c.GetRun(ctx, h.ID())
+		return err == nil && info.Status == hopper.RunWaiting
+	})
+	clk.Advance(time.Minute)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "timed out", out)
+}
+
+func TestWorkflowChildAndActivity(t *testing.T) { forEachDriver(t, testWorkflowChildAndActivity) }
+
+func testWorkflowChildAndActivity(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	double := hopper.Define("double", func(_ context.Context, n int) (int, error) { return 2 * n, nil }, nil)
+	failing := hopper.Define("failing", func(context.Context, int) (int, error) { return 0, hopper.Abort(errors.New("no")) }, nil)
+	child := hopper.Workflow("child", func(wf hopper.WorkflowContext, n int) (int, error) {
+		return hopper.Activity(wf, double, n, nil)
+	}, nil)
+	parent := hopper.Workflow("parent", func(wf hopper.WorkflowContext, n int) (string, error) {
+		a, err := hopper.Child(wf, child, n, nil)
+		if err != nil {
+			return "", err
+		}
+		b, err := hopper.Child(wf, child, a, nil)
+		if err != nil {
+			return "", err
+		}
+		_, ferr := hopper.Activity(wf, failing, 1, nil)
+		var se *hopper.StepError
+		if !errors.As(ferr, &se) || !errors.Is(ferr, hopper.ErrAborted) {
+			return "", fmt.Errorf("activity failure not reported: %v", ferr)
+		}
+		return fmt.Sprint(a, b), nil
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(double, failing, child, parent))
+	ctx := testCtx(t)
+	h, err := parent.Start(ctx, c, 5, nil)
+	require.NoError(t, err)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "10 20", out)
+	kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID()})
+	require.NoError(t, err)
+	require.Len(t, kids, 2)
+	for _, k := range kids {
+		require.Equal(t, hopper.RunCompleted, k.Status)
+		require.Equal(t, "child", k.Workflow)
+	}
+	done, err := c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunCompleted}, Workflow: "parent"})
+	require.NoError(t, err)
+	require.Len(t, done, 1)
+	_, err = c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{"bogus"}})
+	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+}
+
+// sagaSteps is the order example: charge → reserve → ship, each with a
+// compensation.
+func sagaWorkflow(name string, trace *[]string, mu *sync.Mutex, strategy hopper.FailureStrategy) *hopper.WorkflowType[order, string] {
+	note := func(s string) {
+		mu.Lock()
+		*trace = append(*trace, s)
+		mu.Unlock()
+	}
+	return hopper.Workflow(name, func(wf hopper.WorkflowContext, o order) (string, error) {
+		for _, step := range []string{"charge", "reserve", "ship"} {
+			_, err := hopper.Step(wf, step, func(context.Context) (string, error) {
+				if o.FailAt == step {
+					return "", hopper.Fatal(fmt.Errorf("%s failed", step))
+				}
+				note(step)
+				return step + "-ok", nil
+			}, nil)
+			if err != nil {
+				return "", err
+			}
+			undo := "undo-" + step
+			wf.Compensate(undo, func(context.Context) error { note(undo); return nil })
+		}
+		return "shipped " + o.ID, nil
+	}, &hopper.WorkflowOpts{Strategy: strategy})
+}
+
+func TestWorkflowSaga(t *testing.T) { forEachDriver(t, testWorkflowSaga) }
+
+func testWorkflowSaga(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var mu sync.Mutex
+	var trace []string
+	wf := sagaWorkflow("order", &trace, &mu, hopper.StrategyCompensate)
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+
+	h, err := wf.Start(ctx, c, order{ID: "o1", Amount: 42}, nil)
+	require.NoError(t, err)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "shipped o1", out)
+
+	mu.Lock()
+	trace = nil
+	mu.Unlock()
+	h, err = wf.Start(ctx, c, order{ID: "o2", FailAt: "ship"}, nil)
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	var re *hopper.RunError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, hopper.RunCompensated, re.Status)
+	mu.Lock()
+	require.Equal(t, []string{"charge", "reserve", "undo-reserve", "undo-charge"}, trace, "compensations run last-in first-out")
+	mu.Unlock()
+	info, err := c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunCompensated, info.Status)
+	require.Equal(t, []hopper.CompensationInfo{{Name: "undo-reserve", Executed: true}, {Name: "undo-charge", Executed: true}}, info.Compensations)
+}
+
+func TestWorkflowStrategies(t *testing.T) { forEachDriver(t, testWorkflowStrategies) }
+
+func testWorkflowStrategies(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var attempts atomic.Int32
+	flaky := hopper.Workflow("flaky-wf", func(wf hopper.WorkflowContext, failTimes int) (int, error) {
+		n := int(attempts.Add(1))
+		if n <= failTimes {
+			return 0, fmt.Errorf("attempt %d fails", n)
+		}
+		return wf.Attempt(), nil
+	}, &hopper.WorkflowOpts{MaxRetries: 3, Retry: hopper.RetryPolicy{Base: time.Millisecond}})
+	quarantine := hopper.Workflow("q", func(wf hopper.WorkflowContext, _ int) (int, error) {
+		return 0, errors.New("keep me for inspection")
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyQuarantine})
+	ignore := hopper.Workflow("i", func(wf hopper.WorkflowContext, _ int) (int, error) {
+		return 0, errors.New("just fail")
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyIgnore})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(flaky, quarantine, ignore))
+	ctx := testCtx(t)
+
+	h, err := flaky.Start(ctx, c, 2, nil)
+	require.NoError(t, err)
+	got, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, got, "retried from the beginning as attempt 3")
+
+	hq, err := quarantine.Start(ctx, c, 0, nil)
+	require.NoError(t, err)
+	_, err = hq.Result(ctx)
+	var re *hopper.RunError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, hopper.RunQuarantined, re.Status)
+	info, err := c.GetRun(ctx, hq.ID())
+	require.NoError(t, err)
+	require.Equal(t, 1, info.Attempt, "quarantine does not retry")
+
+	hi, err := ignore.Start(ctx, c, 0, nil)
+	require.NoError(t, err)
+	_, err = hi.Result(ctx)
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, hopper.RunFailed, re.Status)
+	require.Contains(t, re.Message, "just fail")
+}
+
+func TestWorkflowNonDeterminism(t *testing.T) { forEachDriver(t, testWorkflowNonDeterminism) }
+
+func testWorkflowNonDeterminism(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var changed atomic.Bool
+	wf := hopper.Workflow("drifty", func(wf hopper.WorkflowContext, _ hopper.None) (int, error) {
+		name := "first"
+		if changed.Load() {
+			name = "renamed"
+		}
+		if _, err := hopper.Step(wf, name, func(context.Context) (int, error) { return 1, nil }, nil); err != nil {
+			return 0, err
+		}
+		if err := wf.Sleep(time.Hour); err != nil {
+			return 0, err
+		}
+		return 2, nil
+	}, nil)
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	eventually(t, "the run to wait", func() bool {
+		info, err := c.GetRun(ctx, h.ID())
+		return err == nil && info.Status == hopper.RunWaiting
+	})
+	changed.Store(true) // a deploy renames the step while the run sleeps
+	clk.Advance(time.Hour)
+	var info *hopper.RunInfo
+	eventually(t, "the run to go stuck", func() bool {
+		info, err = c.GetRun(ctx, h.ID())
+		return err == nil && info.Status == hopper.RunStuck
+	})
+	require.NotNil(t, info.Error)
+	require.Contains(t, info.Error.Message, `step "first"`)
+	require.Contains(t, info.Error.Message, `step "renamed"`)
+	job, err := c.Get(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateStuck, job.State)
+	require.False(t, *job.Stuck.Retryable, "a divergence is not retryable")
+}
+
+func TestWorkflowCancel(t *testing.T) { forEachDriver(t, testWorkflowCancel) }
+
+func testWorkflowCancel(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var mu sync.Mutex
+	var undone []string
+	child := hopper.Workflow("sleeper", func(wf hopper.WorkflowContext, _ hopper.None) (int, error) {
+		return 0, wf.Sleep(24 * time.Hour)
+	}, nil)
+	wf := hopper.Workflow("cancellable", func(wf hopper.WorkflowContext, _ hopper.None) (int, error) {
+		if _, err := hopper.Step(wf, "reserve", func(context.Context) (int, error) { return 1, nil }, nil); err != nil {
+			return 0, err
+		}
+		wf.Compensate("release", func(context.Context) error {
+			mu.Lock()
+			undone = append(undone, "release")
+			mu.Unlock()
+			return nil
+		})
+		return hopper.Child(wf, child, hopper.None{}, nil)
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf, child))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	eventually(t, "parent and child to wait", func() bool {
+		kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID(), Statuses: []hopper.RunStatus{hopper.RunWaiting}})
+		info, err2 := c.GetRun(ctx, h.ID())
+		return err == nil && err2 == nil && len(kids) == 1 && info.Status == hopper.RunWaiting
+	})
+	require.NoError(t, c.CancelRun(ctx, h.ID()))
+	_, err = h.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled)
+	mu.Lock()
+	require.Equal(t, []string{"release"}, undone, "cancelling runs the compensations")
+	mu.Unlock()
+	kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID()})
+	require.NoError(t, err)
+	require.Len(t, kids, 1)
+	_, err = child.Handle(c, kids[0].ID).Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled, "cancel cascades to children")
+	require.ErrorIs(t, c.CancelRun(ctx, h.ID()), hopper.ErrStateConflict)
+}
+
+// TestSleepingWorkflowsHoldNoGoroutines: 10,000 runs sleeping at once (on
+// the memory driver; 500 on the SQL drivers, which pay a round trip per
+// history write) hold no goroutines, and all wake.
+func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+		d := newDriver(t)
+		n := 500
+		if d.Name() == "memory" {
+			n = 10_000
+		}
+		if raceEnabled {
+			n = 200
+		}
+		wf := hopper.Workflow("nap", func(wf hopper.WorkflowContext, _ int) (int, error) {
+			return 1, wf.Sleep(time.Hour)
+		}, nil)
+		c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d, MaxWorkers: 200})
+		require.NoError(t, c.Register(wf))
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		before := runtime.NumGoroutine()
+		var hs []*hopper.RunHandle[int]
+		for i := range n {
+			h, err := wf.Start(ctx, c, i, nil)
+			require.NoError(t, err)
+			hs = append(hs, h)
+		}
+		countWaiting := func() int {
+			waiting := 0
+			for off := 0; off < n; off += 1000 {
+				rs, err := c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunWaiting}, Limit: 1000, Offset: off})
+				require.NoError(t, err)
+				waiting += len(rs)
+			}
+			return waiting
+		}
+		eventually(t, "every run to wait", func() bool { return countWaiting() == n && len(c.Active()) == 0 })
+		require.Less(t, runtime.NumGoroutine()-before, 300, "%d sleeping runs hold no goroutines (pooled workers aside)", n)
+		clk.Advance(time.Hour)
+		for _, h := range hs {
+			v, err := h.Result(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, v)
+		}
+	})
+}
