@@ -326,5 +326,5 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"types": s.c.Types()})
+	writeJSON(w, http.StatusOK, map[string]any{"types": s.c.Types(), "workflows": s.c.Workflows()})
 }

@@ -107,6 +107,14 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/queues/{name}/pause", s.auth(http.HandlerFunc(s.pauseQueue)))
 	m.Handle("POST /v1/queues/{name}/resume", s.auth(http.HandlerFunc(s.resumeQueue)))
 	m.Handle("GET /v1/types", s.auth(http.HandlerFunc(s.listTypes)))
+	m.Handle("POST /v1/runs", s.auth(http.HandlerFunc(s.startRun)))
+	m.Handle("GET /v1/runs", s.auth(http.HandlerFunc(s.listRuns)))
+	m.Handle("GET /v1/runs/{id}", s.auth(http.HandlerFunc(s.getRun)))
+	m.Handle("POST /v1/runs/{id}/cancel", s.auth(http.HandlerFunc(s.cancelRun)))
+	m.Handle("GET /v1/runs/{id}/stream", s.auth(http.HandlerFunc(s.streamRun)))
+	m.Handle("POST /v1/hooks/{token}", s.auth(http.HandlerFunc(s.resumeHook)))
+	// The webhook token is its own authorisation, as webhook URLs are.
+	m.HandleFunc("/v1/webhooks/{token}", s.webhook)
 	m.Handle("GET /v1/events", s.auth(http.HandlerFunc(s.streamEvents)))
 	m.Handle("GET /v1/stats", s.auth(http.HandlerFunc(s.getStats)))
 	m.Handle("/v1/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -58,9 +58,35 @@ func setup(t *testing.T, opts *server.Options) *env {
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}, nil)
+	saga := hopper.Workflow("saga", func(wf hopper.WorkflowContext, in struct {
+		FailAt string `json:"fail_at"`
+	}) (string, error) {
+		for _, step := range []string{"charge", "reserve", "ship"} {
+			if _, err := hopper.Step(wf, step, func(context.Context) (string, error) {
+				if in.FailAt == step {
+					return "", hopper.Fatal(errors.New(step + " failed"))
+				}
+				return step, nil
+			}, nil); err != nil {
+				return "", err
+			}
+			wf.Compensate("undo-"+step, func(context.Context) error { return nil })
+		}
+		return "done", nil
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyCompensate})
+	approval := hopper.Workflow("approval", func(wf hopper.WorkflowContext, _ hopper.None) (json.RawMessage, error) {
+		h, err := hopper.NewHook[json.RawMessage](wf, "approval")
+		if err != nil {
+			return nil, err
+		}
+		if err := wf.Stream().Write(map[string]string{"waiting": "approval"}); err != nil {
+			return nil, err
+		}
+		return h.Wait(nil)
+	}, nil)
 	c, err := hopper.New(hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, err)
-	require.NoError(t, c.Register(add, fail, block))
+	require.NoError(t, c.Register(add, fail, block, saga, approval))
 	require.NoError(t, c.Start(context.Background()))
 	s := server.New(c, opts)
 	ts := httptest.NewServer(s)
@@ -186,6 +212,9 @@ func TestAPIJobs(t *testing.T) {
 	var types struct{ Types []string }
 	require.Equal(t, 200, e.do("GET", "/v1/types", "", &types))
 	require.Equal(t, []string{"add", "block", "fail"}, types.Types)
+	var both struct{ Workflows []string }
+	require.Equal(t, 200, e.do("GET", "/v1/types", "", &both))
+	require.Equal(t, []string{"approval", "saga"}, both.Workflows)
 	var qs struct{ Queues []server.QueueJSON }
 	require.Equal(t, 200, e.do("POST", "/v1/queues/default/pause", "", nil))
 	require.Equal(t, 200, e.do("GET", "/v1/queues", "", &qs))
@@ -266,6 +295,8 @@ func TestAPIBadInput(t *testing.T) {
 		{"POST", "/v1/jobs/x/cancel"}, {"POST", "/v1/jobs/x/retry"}, {"GET", "/v1/groups/x"}, {"GET", "/v1/dead"},
 		{"POST", "/v1/dead/redrive"}, {"GET", "/v1/queues"}, {"POST", "/v1/queues/q/pause"}, {"POST", "/v1/queues/q/resume"},
 		{"GET", "/v1/types"}, {"GET", "/v1/events"}, {"GET", "/v1/stats"}, {"GET", "/metrics"}, {"GET", "/"}, {"GET", "/jobs"}, {"GET", "/dead"},
+		{"POST", "/v1/runs"}, {"GET", "/v1/runs"}, {"GET", "/v1/runs/x"}, {"POST", "/v1/runs/x/cancel"}, {"GET", "/v1/runs/x/stream"},
+		{"POST", "/v1/hooks/x"}, {"GET", "/runs"}, {"GET", "/runs/x"},
 	} {
 		require.Equal(t, 401, e.doAuth(r.method, r.path, "", "", nil), "%s %s without a token", r.method, r.path)
 		require.Equal(t, 401, e.doAuth(r.method, r.path, "", "Bearer wrong", nil), "%s %s with a wrong token", r.method, r.path)
@@ -403,4 +434,115 @@ func TestListenRefusesOpenNonLoopback(t *testing.T) {
 	require.True(t, server.IsLoopback("localhost:1"))
 	require.False(t, server.IsLoopback(":7700"))
 	require.False(t, server.IsLoopback("10.0.0.1:7700"))
+}
+
+func TestAPIRuns(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+
+	// A saga that completes, then one that fails and compensates.
+	var started server.StartRunResponse
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":""},"id":"run-ok"}`, &started))
+	require.Equal(t, "run-ok", started.RunID)
+	require.Equal(t, 200, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{},"id":"run-ok"}`, &started), "same id twice: the existing run")
+	require.True(t, started.Existing)
+	run := waitRun(t, e, "run-ok")
+	require.Equal(t, "completed", run.Status)
+	require.JSONEq(t, `"done"`, string(run.Output))
+	require.Len(t, run.Steps, 3)
+	require.NotEmpty(t, run.History)
+
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":"ship"}}`, &started))
+	run = waitRun(t, e, started.RunID)
+	require.Equal(t, "compensated", run.Status)
+	require.Equal(t, []server.CompensationJSON{{Name: "undo-reserve", Executed: true}, {Name: "undo-charge", Executed: true}}, run.Compensations)
+	require.NotNil(t, run.Error)
+
+	var list server.RunListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/runs?workflow=saga&status=completed,compensated&limit=10", "", &list))
+	require.Len(t, list.Runs, 2)
+	require.Equal(t, started.RunID, list.Runs[0].RunID, "newest first")
+	require.Equal(t, 200, e.do("GET", "/v1/runs?status=completed&offset=0&limit=1", "", &list))
+	require.Len(t, list.Runs, 1)
+
+	// A hook resumed through the API, another through the webhook URL.
+	for _, via := range []string{"api", "webhook"} {
+		require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"approval","input":{}}`, &started))
+		var tok string
+		deadline := time.Now().Add(10 * time.Second)
+		for tok == "" {
+			require.True(t, time.Now().Before(deadline), "no hook")
+			var r server.RunJSON
+			require.Equal(t, 200, e.do("GET", "/v1/runs/"+started.RunID, "", &r))
+			if len(r.Hooks) == 1 && r.Status == "waiting" {
+				tok = r.Hooks[0].Token
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if via == "api" {
+			require.Equal(t, 200, e.do("POST", "/v1/hooks/"+tok, `{"approved":true}`, nil))
+			var eb errBody
+			require.Equal(t, 409, e.do("POST", "/v1/hooks/"+tok, `{"approved":false}`, &eb), "a hook resumes once")
+		} else {
+			// No API token: the hook's token is the authorisation.
+			require.Equal(t, 200, e.doAuth("PUT", "/v1/webhooks/"+tok, "plain text body", "", nil))
+		}
+		run = waitRun(t, e, started.RunID)
+		require.Equal(t, "completed", run.Status)
+		if via == "api" {
+			require.JSONEq(t, `{"approved":true}`, string(run.Output), "the output is the payload it was resumed with")
+		} else {
+			require.JSONEq(t, `"plain text body"`, string(run.Output))
+		}
+		// The stream: its one chunk, then the end.
+		req, _ := http.NewRequest("GET", e.url+"/v1/runs/"+started.RunID+"/stream?from=0", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Contains(t, string(body), "event: chunk\ndata: {\"waiting\":\"approval\"}")
+		require.Contains(t, string(body), `event: end`)
+	}
+
+	var eb errBody
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"POST", "/v1/runs", `{"workflow":"nope","input":{}}`, 404},
+		{"POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":5}}`, 400},
+		{"POST", "/v1/runs", `{"input":{}}`, 400},
+		{"GET", "/v1/runs/missing", "", 404},
+		{"GET", "/v1/runs?status=bogus", "", 400},
+		{"GET", "/v1/runs?limit=0", "", 400},
+		{"GET", "/v1/runs?offset=-1", "", 400},
+		{"GET", "/v1/runs?started_after=yesterday", "", 400},
+		{"POST", "/v1/runs/missing/cancel", "", 404},
+		{"POST", "/v1/runs/run-ok/cancel", "", 409},
+		{"POST", "/v1/hooks/unknown", `{}`, 404},
+		{"POST", "/v1/hooks/" + strings.Repeat("a", 32), `{not json`, 400},
+		{"GET", "/v1/runs/missing/stream", "", 404},
+		{"GET", "/v1/runs/run-ok/stream?from=-3", "", 400},
+	} {
+		eb = errBody{}
+		require.Equal(t, tc.status, e.do(tc.method, tc.path, tc.body, &eb), "%s %s %s", tc.method, tc.path, tc.body)
+		require.NotEmpty(t, eb.Error.Code)
+	}
+	require.Equal(t, 404, e.doAuth("POST", "/v1/webhooks/unknown", `{}`, "", &eb))
+}
+
+func waitRun(t *testing.T, e *env, id string) server.RunJSON {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var r server.RunJSON
+		require.Equal(t, 200, e.do("GET", "/v1/runs/"+id, "", &r))
+		switch r.Status {
+		case "completed", "failed", "compensated", "cancelled", "quarantined":
+			return r
+		}
+		require.True(t, time.Now().Before(deadline), "run %s still %s", id, r.Status)
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,8 +36,15 @@ func (s *Server) uiRoutes() {
 	s.mux.Handle("GET /jobs", s.uiAuth(s.uiJobs))
 	s.mux.Handle("GET /jobs/{id}", s.uiAuth(s.uiJob))
 	s.mux.Handle("GET /dead", s.uiAuth(s.uiDead))
+	s.mux.Handle("GET /runs", s.uiAuth(s.uiRuns))
+	s.mux.Handle("GET /runs/{id}", s.uiAuth(s.uiRun))
 	s.mux.Handle("GET /search", s.uiAuth(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/jobs/"+url.PathEscape(strings.TrimSpace(r.URL.Query().Get("id"))), http.StatusSeeOther)
+		id := strings.TrimSpace(r.URL.Query().Get("id"))
+		if _, err := s.c.GetRun(r.Context(), id); err == nil {
+			http.Redirect(w, r, "/runs/"+url.PathEscape(id), http.StatusSeeOther)
+			return
+		}
+		http.Redirect(w, r, "/jobs/"+url.PathEscape(id), http.StatusSeeOther)
 	}))
 }
 
@@ -99,9 +107,64 @@ func (s *Server) uiOverview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	runs, err := s.c.QueryRuns(r.Context(), &hopper.RunQuery{Limit: 10})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	s.render(w, http.StatusOK, "overview", map[string]any{
 		"Queues": qs, "Recent": recent.Jobs, "Types": s.c.Types(), "Started": s.c.Started(), "Active": len(s.c.Active()),
+		"Workflows": s.c.Workflows(), "Runs": runs,
 	})
+}
+
+const runsPage = 50
+
+func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	data := map[string]any{"Status": q.Get("status"), "Workflow": q.Get("workflow"), "Workflows": s.c.Workflows(),
+		"Statuses": hoppertype.AllRunStatuses}
+	rq, err := runQuery(q)
+	if err != nil {
+		data["Error"] = err.Error()
+		s.render(w, http.StatusBadRequest, "runs", data)
+		return
+	}
+	rq.Limit = runsPage + 1
+	runs, err := s.c.QueryRuns(r.Context(), rq)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(runs) > runsPage {
+		runs = runs[:runsPage]
+		next := url.Values{}
+		for k, v := range q {
+			next[k] = v
+		}
+		next.Set("offset", strconv.Itoa(rq.Offset+runsPage))
+		data["HasNext"], data["Next"] = true, next
+	}
+	data["Runs"] = runs
+	s.render(w, http.StatusOK, "runs", data)
+}
+
+func (s *Server) uiRun(w http.ResponseWriter, r *http.Request) {
+	info, err := s.c.GetRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		if errorsIsNotFound(err) {
+			s.render(w, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	chunks, err := s.c.ReadStream(r.Context(), info.ID, 0, hopper.MaxListLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, http.StatusOK, "run", map[string]any{"Run": info, "Chunks": chunks})
 }
 
 func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {

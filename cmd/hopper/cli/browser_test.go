@@ -148,6 +148,41 @@ func TestDashboardInBrowser(t *testing.T) {
 	if jobState != "succeeded" || strings.TrimSpace(result) != "42" {
 		t.Fatalf("job page shows state %q, result %q; want succeeded, 42", jobState, result)
 	}
+	// Start an order run from the dashboard and watch it complete on its page.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#start-run")),
+		chromedp.SetValue(chromedp.CSS("#start-run select[name=workflow]"), "order"),
+		chromedp.SetValue(chromedp.CSS("#start-run input[name=input]"), `{"order_id":"o1","amount":42,"fail_at":""}`),
+		chromedp.Click(chromedp.CSS("#start-run button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("#started-link")),
+		chromedp.Click(chromedp.CSS("#started-link")),
+		chromedp.WaitVisible(chromedp.CSS("#run-status")),
+	); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	var runStatus, output string
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if runStatus, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#run-status .state"))); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+		if runStatus == "completed" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if output, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#run-output"))); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if runStatus != "completed" || !strings.Contains(output, `"shipment": "ship-o1-42"`) {
+		t.Fatalf("run page shows %q with output %q; want completed with a shipment", runStatus, output)
+	}
+	runShot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+
 	// Back to the overview for the screenshot: the chart and the queue table.
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(base+"/"),
@@ -155,7 +190,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(90))
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("browser: %v", err)
 	}
@@ -167,7 +202,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+	if err := os.WriteFile(filepath.Join(dir, "run.png"), runShot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots: %s, run.png (%d bytes)", path, len(shot))
 	if len(shot) < 10_000 {
 		t.Fatalf("screenshot of %d bytes looks empty", len(shot))
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -61,7 +62,95 @@ var exampleFlaky = hopper.Define("flaky", func(ctx context.Context, in FlakyInpu
 	},
 })
 
+// OrderInput is the input of the "order" workflow.
+type OrderInput struct {
+	OrderID string `json:"order_id"`
+	Amount  int    `json:"amount"`
+	// FailAt names a step (charge, reserve, ship) that fails, so the saga
+	// compensates what it did.
+	FailAt string `json:"fail_at"`
+}
+
+// Receipt is the output of the "order" workflow.
+type Receipt struct {
+	OrderID  string `json:"order_id"`
+	Payment  string `json:"payment"`
+	Reserved string `json:"reservation"`
+	Shipment string `json:"shipment"`
+}
+
+// exampleOrder is a saga: charge → reserve → ship, each step with a
+// compensation; a failing step makes the run compensate (refund, release)
+// in reverse order and end compensated.
+var exampleOrder = hopper.Workflow("order", func(wf hopper.WorkflowContext, in OrderInput) (Receipt, error) {
+	r := Receipt{OrderID: in.OrderID}
+	step := func(name, undo string, out *string) error {
+		v, err := hopper.Step(wf, name, func(ctx context.Context) (string, error) {
+			if in.FailAt == name {
+				return "", hopper.Fatal(fmt.Errorf("%s failed for order %s", name, in.OrderID))
+			}
+			return fmt.Sprintf("%s-%s-%d", name, in.OrderID, in.Amount), nil
+		}, nil)
+		if err != nil {
+			return err
+		}
+		*out = v
+		wf.Compensate(undo, func(ctx context.Context) error { return nil })
+		return nil
+	}
+	if err := step("charge", "refund", &r.Payment); err != nil {
+		return Receipt{}, err
+	}
+	if err := step("reserve", "release", &r.Reserved); err != nil {
+		return Receipt{}, err
+	}
+	if err := step("ship", "recall", &r.Shipment); err != nil {
+		return Receipt{}, err
+	}
+	return r, nil
+}, &hopper.WorkflowOpts{Strategy: hopper.StrategyCompensate})
+
+// ApprovalInput is the input of the "approval" workflow.
+type ApprovalInput struct {
+	Request string `json:"request"`
+}
+
+// exampleApproval waits on a hook; its output is the payload it was resumed
+// with (POST /v1/hooks/{token}, or any request to /v1/webhooks/{token}).
+var exampleApproval = hopper.Workflow("approval", func(wf hopper.WorkflowContext, in ApprovalInput) (json.RawMessage, error) {
+	h, err := hopper.NewHook[json.RawMessage](wf, "approval")
+	if err != nil {
+		return nil, err
+	}
+	if err := wf.Stream().Write(map[string]string{"request": in.Request, "hook": h.Token(), "url": h.URL()}); err != nil {
+		return nil, err
+	}
+	return h.Wait(nil)
+}, nil)
+
+// SleepyInput is the input of the "sleepy" workflow.
+type SleepyInput struct {
+	Seconds int `json:"seconds"`
+}
+
+// exampleSleepy sleeps durably, one second at a time, writing its progress
+// to its stream.
+var exampleSleepy = hopper.Workflow("sleepy", func(wf hopper.WorkflowContext, in SleepyInput) (string, error) {
+	if in.Seconds < 0 || in.Seconds > 3600 {
+		return "", hopper.Fatal(fmt.Errorf("sleepy: seconds must be between 0 and 3600, got %d", in.Seconds))
+	}
+	for i := 1; i <= in.Seconds; i++ {
+		if err := wf.Sleep(time.Second); err != nil {
+			return "", err
+		}
+		if err := wf.Stream().Write(map[string]int{"slept": i, "of": in.Seconds}); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("slept %ds", in.Seconds), nil
+}, nil)
+
 // exampleTypes are registered by hopper dev (and hopper serve --examples).
 func exampleTypes() []hopper.AnyType {
-	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout}
+	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout, exampleOrder, exampleApproval, exampleSleepy}
 }

@@ -73,13 +73,19 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 	if len(o.tokens) == 0 && !server.IsLoopback(o.addr) {
 		return fmt.Errorf("refusing to serve %s without an API token: pass --token (or $HOPPER_TOKENS) or bind to 127.0.0.1", o.addr)
 	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	url := "http://" + ln.Addr().String()
 	d, err := openDriver(ctx, g.db)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	logger := slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := hopper.New(hopper.Config{Driver: d, Logger: logger})
+	c, err := hopper.New(hopper.Config{Driver: d, Logger: logger, WebhookBaseURL: url + "/v1/webhooks/"})
 	if err != nil {
 		return err
 	}
@@ -98,11 +104,6 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 	}()
 	s := server.New(c, &server.Options{Tokens: o.tokens, Logger: logger})
 	defer s.Close()
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return err
-	}
-	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(g.out, "%s: dashboard and API on %s (database %s)\n", name, url, g.db)
 	if len(o.tokens) == 0 {
 		fmt.Fprintf(g.out, "  no API token set: listening on loopback only\n")
@@ -113,6 +114,7 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 			auth = `-H "Authorization: Bearer $TOKEN" `
 		}
 		fmt.Fprintf(g.out, "  try: curl -s %s-X POST %s/v1/jobs -d '{\"type\":\"add\",\"input\":{\"a\":1,\"b\":2}}'\n", auth, url)
+		fmt.Fprintf(g.out, "       curl -s %s-X POST %s/v1/runs -d '{\"workflow\":\"order\",\"input\":{\"order_id\":\"o1\",\"amount\":42}}'\n", auth, url)
 	}
 	fmt.Fprintln(g.out, "  Ctrl-C stops")
 	err = s.Serve(ctx, ln)

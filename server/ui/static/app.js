@@ -46,6 +46,24 @@
           .catch(function (e) { b.disabled = false; alert(e.message); });
       };
     });
+    document.querySelectorAll("button[data-prompt]").forEach(function (b) {
+      b.onclick = function () {
+        var body = prompt(b.getAttribute("data-prompt"), "{}");
+        if (body === null) return;
+        post(b.getAttribute("data-post"), body).then(function () { location.reload(); }).catch(function (e) { alert(e.message); });
+      };
+    });
+    var start = document.getElementById("start-run");
+    if (start) start.onsubmit = function (ev) {
+      ev.preventDefault();
+      var out = document.getElementById("start-result");
+      var input;
+      try { input = JSON.parse(start.input.value || "null"); } catch (e) { out.textContent = "input is not JSON: " + e.message; out.className = "note error"; return; }
+      post("/v1/runs", JSON.stringify({ workflow: start.workflow.value, input: input })).then(function (j) {
+        out.innerHTML = 'Started <a id="started-link" class="mono" href="/runs/' + j.run_id + '">' + j.run_id + "</a>";
+        out.className = "note";
+      }).catch(function (e) { out.textContent = e.message; out.className = "note error"; });
+    };
     var form = document.getElementById("enqueue");
     if (form) form.onsubmit = function (ev) {
       ev.preventDefault();
@@ -75,6 +93,15 @@
       var lag = document.getElementById("lag");
       if (lag) lag.textContent = s.pickup_lag_ms.samples ? ("p50 " + s.pickup_lag_ms.p50.toFixed(1) + " ms · p99 " + s.pickup_lag_ms.p99.toFixed(1) + " ms") : "no jobs started in the last minute";
     }).catch(function () {});
+  }
+
+  // A run's page refreshes while the run is live (its stream and history
+  // are rendered by the server).
+  if (document.body.getAttribute("data-page") === "run") {
+    setInterval(function () {
+      var st = document.querySelector("#run-status .state");
+      if (st && ["completed", "failed", "compensated", "cancelled", "quarantined"].indexOf(st.textContent) < 0) refresh();
+    }, 1000);
   }
 
   wire();

@@ -1,0 +1,321 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// StartRunRequest is the body of POST /v1/runs.
+type StartRunRequest struct {
+	Workflow string          `json:"workflow"`
+	Input    json.RawMessage `json:"input"`
+	ID       string          `json:"id,omitempty"`
+}
+
+// StartRunResponse is the answer to POST /v1/runs.
+type StartRunResponse struct {
+	RunID    string `json:"run_id"`
+	Existing bool   `json:"existing,omitempty"`
+}
+
+// RunJSON is a run as the API returns it.
+type RunJSON struct {
+	RunID         string             `json:"run_id"`
+	Workflow      string             `json:"workflow"`
+	Status        string             `json:"status"`
+	Attempt       int                `json:"attempt"`
+	Input         json.RawMessage    `json:"input"`
+	Output        json.RawMessage    `json:"output"`
+	Error         *ErrorJSON         `json:"error"`
+	ParentID      string             `json:"parent_id,omitempty"`
+	CodeVersion   string             `json:"code_version,omitempty"`
+	CreatedAt     time.Time          `json:"created_at"`
+	StartedAt     *time.Time         `json:"started_at"`
+	EndedAt       *time.Time         `json:"ended_at"`
+	History       []EventEntryJSON   `json:"history,omitempty"`
+	Steps         []StepJSON         `json:"steps,omitempty"`
+	Compensations []CompensationJSON `json:"compensations,omitempty"`
+	Hooks         []HookJSON         `json:"hooks,omitempty"`
+}
+
+// EventEntryJSON is one history event.
+type EventEntryJSON struct {
+	Seq  int             `json:"seq"`
+	Kind string          `json:"kind"`
+	Name string          `json:"name,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
+	At   time.Time       `json:"at"`
+}
+
+// StepJSON is one recorded step or activity.
+type StepJSON struct {
+	Name   string          `json:"name"`
+	Kind   string          `json:"kind"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  *ErrorJSON      `json:"error,omitempty"`
+	At     time.Time       `json:"at"`
+}
+
+// CompensationJSON is one compensation, in the order they ran.
+type CompensationJSON struct {
+	Name     string `json:"name"`
+	Executed bool   `json:"executed"`
+	Error    string `json:"error,omitempty"`
+}
+
+// HookJSON is one of a run's hooks.
+type HookJSON struct {
+	Name  string `json:"name"`
+	Token string `json:"token,omitempty"`
+	State string `json:"state"`
+}
+
+func errJSON(e *hoppertype.ErrorInfo) *ErrorJSON {
+	if e == nil {
+		return nil
+	}
+	return &ErrorJSON{Kind: string(e.Kind), Message: e.Message, Attempt: e.Attempt, At: e.At, Stack: e.Stack}
+}
+
+func runJSON(r *hopper.RunInfo, showTokens bool) *RunJSON {
+	out := &RunJSON{RunID: r.ID, Workflow: r.Workflow, Status: string(r.Status), Attempt: r.Attempt, Input: payload(r.Input),
+		Output: payload(r.Output), Error: errJSON(r.Error), ParentID: r.ParentID, CodeVersion: r.CodeVersion,
+		CreatedAt: r.CreatedAt, StartedAt: timePtr(r.StartedAt), EndedAt: timePtr(r.EndedAt)}
+	if r.Status != hopper.RunCompleted {
+		out.Output = json.RawMessage("null")
+	}
+	for _, ev := range r.History {
+		out.History = append(out.History, EventEntryJSON{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: json.RawMessage(ev.Data), At: ev.At})
+	}
+	for _, s := range r.Steps {
+		out.Steps = append(out.Steps, StepJSON{Name: s.Name, Kind: s.Kind, Output: s.Output, Error: errJSON(s.Error), At: s.At})
+	}
+	for _, c := range r.Compensations {
+		out.Compensations = append(out.Compensations, CompensationJSON{Name: c.Name, Executed: c.Executed, Error: c.Error})
+	}
+	for _, h := range r.Hooks {
+		hj := HookJSON{Name: h.Name, State: string(h.State)}
+		if showTokens {
+			hj.Token = h.Token
+		}
+		out.Hooks = append(out.Hooks, hj)
+	}
+	return out
+}
+
+func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+	var req StartRunRequest
+	if err := decodeBody(r.Body, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Workflow == "" {
+		s.fail(w, r, badRequest("workflow is required"))
+		return
+	}
+	h, err := s.c.StartName(r.Context(), req.Workflow, req.Input, &hopper.StartOpts{ID: req.ID})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if h.Existing() {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, StartRunResponse{RunID: h.ID(), Existing: h.Existing()})
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	info, err := s.c.GetRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runJSON(info, true))
+}
+
+// RunListJSON is a page of runs.
+type RunListJSON struct {
+	Runs []*RunJSON `json:"runs"`
+}
+
+func runQuery(q map[string][]string) (*hopper.RunQuery, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	rq := &hopper.RunQuery{Workflow: get("workflow"), ParentID: get("parent")}
+	for _, st := range splitList(q["status"]) {
+		rs := hoppertype.RunStatus(st)
+		if !rs.Valid() {
+			return nil, badRequest("unknown status %q", st)
+		}
+		rq.Statuses = append(rq.Statuses, rs)
+	}
+	for k, dst := range map[string]*int{"limit": &rq.Limit, "offset": &rq.Offset} {
+		if v := get(k); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || (k == "limit" && (n < 1 || n > hopper.MaxListLimit)) || (k == "offset" && n > 100_000) {
+				return nil, badRequest("%s out of range", k)
+			}
+			*dst = n
+		}
+	}
+	for k, dst := range map[string]*time.Time{"started_after": &rq.StartedAfter, "started_before": &rq.StartedBefore} {
+		if v := get(k); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return nil, badRequest("%s must be an RFC 3339 time", k)
+			}
+			*dst = t
+		}
+	}
+	return rq, nil
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	rq, err := runQuery(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	runs, err := s.c.QueryRuns(r.Context(), rq)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := RunListJSON{Runs: make([]*RunJSON, len(runs))}
+	for i, run := range runs {
+		out.Runs[i] = runJSON(run, true)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.c.CancelRun(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	info, err := s.c.GetRun(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runJSON(info, true))
+}
+
+// resumeHook serves POST /v1/hooks/{token}: the body is the JSON payload.
+func (s *Server) resumeHook(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.c.ResumeHook(r.Context(), r.PathValue("token"), body); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"resumed": true})
+}
+
+// webhook serves /v1/webhooks/{token} for any method: the token in the URL
+// is the authorisation. A JSON body is the payload as it is; any other body
+// arrives as a JSON string; an empty one as null.
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var p json.RawMessage
+	switch {
+	case len(body) == 0:
+		p = json.RawMessage("null")
+	case json.Valid(body):
+		p = body
+	default:
+		p, _ = json.Marshal(string(body))
+	}
+	if err := s.c.ResumeHook(r.Context(), r.PathValue("token"), p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"resumed": true})
+}
+
+// streamRun serves GET /v1/runs/{id}/stream as Server-Sent Events: the
+// run's chunks from ?from= (default 0), then new ones as they are written,
+// until the run ends.
+func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var from int64
+	if v := r.URL.Query().Get("from"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.fail(w, r, badRequest("from must be a non-negative offset"))
+			return
+		}
+		from = n
+	}
+	if _, err := s.c.GetRun(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": hopper run stream\n\n")
+	fl.Flush()
+	ctx := r.Context()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		chunks, err := s.c.ReadStream(ctx, id, from, 500)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				fmt.Fprintf(w, "event: error\ndata: %q\n\n", err.Error())
+			}
+			return
+		}
+		for _, ch := range chunks {
+			fmt.Fprintf(w, "id: %d\nevent: chunk\ndata: %s\n\n", ch.Offset, ch.Data)
+			from = ch.Offset + 1
+		}
+		fl.Flush()
+		if len(chunks) == 0 {
+			info, err := s.c.GetRun(ctx, id)
+			if err != nil {
+				return
+			}
+			if info.Status.Terminal() {
+				fmt.Fprintf(w, "event: end\ndata: {\"status\":%q}\n\n", info.Status)
+				fl.Flush()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.events.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}
+}
