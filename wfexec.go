@@ -101,6 +101,9 @@ type wfState struct {
 	recheck   func(ctx context.Context) bool
 	fatal     error // non-determinism or a lost lease: nothing more may run
 	cancelled bool
+	// replay is set for an offline replay (ReplayHistory): the end of the
+	// history ends the execution, as a suspension, instead of going live.
+	replay bool
 	comps     []compensation
 }
 
@@ -306,6 +309,10 @@ func (st *wfState) isCancelled() bool {
 // of kinds and bear name, else the run has diverged from its history.
 func (st *wfState) next(name string, kinds ...string) (*hoppertype.RunEvent, error) {
 	if st.pos >= len(st.events) {
+		if st.replay {
+			st.suspended = true
+			return nil, errSuspended
+		}
 		return nil, nil
 	}
 	ev := st.events[st.pos]

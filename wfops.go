@@ -110,6 +110,9 @@ func (st *wfState) Patch(name string) bool {
 	}
 	ev := st.peek()
 	switch {
+	case ev == nil && st.replay:
+		st.suspended = true
+		return false
 	case ev == nil:
 		return st.live() == nil && st.record(st.ctx, nil, evPatch, name, evData{}) == nil
 	case ev.Kind == evPatch && ev.Name == name:
@@ -134,6 +137,9 @@ func (st *wfState) sleep(d time.Duration, until time.Time) error {
 			return err
 		}
 		until = data.Until
+		if st.replay && st.pos < len(st.events) {
+			return nil // the history goes on: the sleep ended
+		}
 	} else {
 		if err := st.live(); err != nil {
 			return err

@@ -1,0 +1,154 @@
+package hopper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
+)
+
+// History is one attempt of a workflow run's recorded history in a portable
+// form: Client.History exports it, ReplayHistory checks workflow code
+// against it. Saved as JSON (testdata/histories/*.json is the convention),
+// histories of real runs make replay tests that catch a code change that
+// would break the runs in flight.
+type History struct {
+	RunID       string          `json:"run_id"`
+	Workflow    string          `json:"workflow"`
+	CodeVersion string          `json:"code_version,omitempty"`
+	Attempt     int             `json:"attempt"`
+	Status      RunStatus       `json:"status,omitempty"`
+	Input       json.RawMessage `json:"input"`
+	Events      []HistoryEvent  `json:"events"`
+}
+
+// HistoryEvent is one event of a History.
+type HistoryEvent struct {
+	Seq  int             `json:"seq"`
+	Kind string          `json:"kind"`
+	Name string          `json:"name,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
+	At   time.Time       `json:"at"`
+}
+
+// History exports the current attempt of a run's history.
+func (c *Client) History(ctx context.Context, runID string) (*History, error) {
+	info, err := c.runStatus(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	attempt := max(info.Attempt, 1)
+	events, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID, Attempt: attempt})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: run %s: history: %w", runID, err)
+	}
+	h := &History{RunID: runID, Workflow: info.Workflow, CodeVersion: info.CodeVersion, Attempt: attempt, Status: info.Status, Input: info.Input}
+	for _, ev := range events {
+		he := HistoryEvent{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, At: ev.At}
+		if len(ev.Data) > 0 && string(ev.Data) != "{}" {
+			he.Data = json.RawMessage(ev.Data)
+		}
+		h.Events = append(h.Events, he)
+	}
+	return h, nil
+}
+
+// ReadHistoryFile reads a History saved as JSON.
+func ReadHistoryFile(path string) (*History, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var h History
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("hopper: history %s: %w", path, err)
+	}
+	return &h, nil
+}
+
+// ErrHistoryMismatch is returned by ReplayHistory for a history that is not
+// one of w's (another workflow's, or not a history at all).
+var ErrHistoryMismatch = errors.New("hopper: history does not belong to this workflow")
+
+// ReplayHistory runs workflow w's current code against a recorded history,
+// offline (no store, no workers, nothing runs: steps, activities and
+// children answer from the history), and reports whether the code still
+// takes the path the history recorded. It returns nil when every recorded
+// operation is met, in order, until the code reaches the end of the history
+// (where the run was, or ended); a *NonDeterminismError (matching
+// ErrNonDeterminism) naming the first event the code diverges from; or
+// another error for a history that cannot be read.
+//
+// Run it in tests over histories exported from real runs (Client.History)
+// before deploying a change to a workflow with runs in flight.
+func ReplayHistory[I, O any](ctx context.Context, w *WorkflowType[I, O], h *History) error {
+	if h == nil {
+		return fmt.Errorf("%w: no history", ErrHistoryMismatch)
+	}
+	if h.Workflow != w.wfName {
+		return fmt.Errorf("%w: the history is of workflow %q, not %q", ErrHistoryMismatch, h.Workflow, w.wfName)
+	}
+	var in I
+	if len(h.Input) > 0 {
+		if err := json.Unmarshal(h.Input, &in); err != nil {
+			return fmt.Errorf("hopper: history of run %s: decode input: %w", h.RunID, err)
+		}
+	}
+	c := &Client{cfg: Config{IDGenerator: func() string { return "" }}, clock: hclock.Real{}, codec: JSONCodec{}}
+	attempt := max(h.Attempt, 1)
+	run := &hoppertype.RunRow{ID: h.RunID, Workflow: h.Workflow, CodeVersion: h.CodeVersion, Status: RunRunning}
+	events := make([]*hoppertype.RunEvent, 0, len(h.Events))
+	for _, ev := range h.Events {
+		// The engine's own closing events (the end of the run, the
+		// compensations it ran) are not answers to workflow code.
+		if replayTail(ev.Kind) {
+			break
+		}
+		events = append(events, &hoppertype.RunEvent{RunID: h.RunID, Attempt: attempt, Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: ev.Data, At: ev.At})
+	}
+	st := &wfState{c: c, ctx: ctx, run: run, opts: w.opts, attempt: attempt, events: events, replay: true}
+	st.nextSeq = len(events) + 1
+	if len(events) > 0 {
+		if _, err := st.next("", evWorkflowStarted); err != nil {
+			return err
+		}
+	}
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: replaying run %s: %v", ErrPanic, h.RunID, r)
+			}
+		}()
+		_, err = w.fn(st, in)
+	}()
+	switch {
+	case st.fatal != nil:
+		return st.fatal
+	case st.suspended:
+		return nil // the code reached the end of the history on its path
+	case errors.Is(err, ErrPanic):
+		return err
+	case st.pos < len(st.events):
+		ev := st.events[st.pos]
+		return &NonDeterminismError{RunID: h.RunID, Workflow: h.Workflow, Attempt: attempt, Position: st.pos + 1,
+			RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
+	}
+	return nil
+}
+
+// replayTail says whether an event kind is one the engine writes after the
+// workflow code ended.
+func replayTail(kind string) bool {
+	switch kind {
+	case evWorkflowCompleted, evWorkflowFailed, evWorkflowCancelled, evCompensationDone, evCompensationFail:
+		return true
+	}
+	return false
+}
