@@ -171,7 +171,9 @@ func eventIndex(h *hopper.History, kind, name string) int {
 	panic(fmt.Sprintf("history has no %s %q", kind, name))
 }
 
-func renameEvent(h *hopper.History, kind, name, to string) { h.Events[eventIndex(h, kind, name)].Name = to }
+func renameEvent(h *hopper.History, kind, name, to string) {
+	h.Events[eventIndex(h, kind, name)].Name = to
+}
 
 func removeEvent(h *hopper.History, kind, name string) {
 	i := eventIndex(h, kind, name)

@@ -75,7 +75,9 @@ type runEffect struct {
 // suspendError carries a suspension from the executor to the outcome.
 type suspendError struct{ until time.Time }
 
-func (e *suspendError) Error() string { return "workflow waiting until " + e.until.Format(time.RFC3339) }
+func (e *suspendError) Error() string {
+	return "workflow waiting until " + e.until.Format(time.RFC3339)
+}
 
 // compensation is a registered undo action.
 type compensation struct {
@@ -104,7 +106,7 @@ type wfState struct {
 	// replay is set for an offline replay (ReplayHistory): the end of the
 	// history ends the execution, as a suspension, instead of going live.
 	replay bool
-	comps     []compensation
+	comps  []compensation
 }
 
 // executeRun runs or resumes a workflow in its job's handler.
