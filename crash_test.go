@@ -123,7 +123,12 @@ func TestSQLiteCrashSafety(t *testing.T) {
 		require.NoError(t, err, "child did not start")
 		require.Equal(t, "ready\n", line)
 		// Let it run a random while, then kill it without warning.
-		time.Sleep(time.Duration(5+rng.IntN(150)) * time.Millisecond)
+		// (The race detector slows the child several times over.)
+		pause := time.Duration(5+rng.IntN(150)) * time.Millisecond
+		if raceEnabled {
+			pause *= 5
+		}
+		time.Sleep(pause)
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		rest, _ := rd.ReadString(0)
 		werr := cmd.Wait()
