@@ -37,17 +37,19 @@ type HistoryEvent struct {
 	At   time.Time       `json:"at"`
 }
 
-// History exports the current attempt of a run's history.
+// History exports a run's current history: its latest generation (a
+// workflow retry starts a new one; a crash does not).
 func (c *Client) History(ctx context.Context, runID string) (*History, error) {
 	info, err := c.runStatus(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	attempt := max(info.Attempt, 1)
-	events, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID, Attempt: attempt})
+	all, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: run %s: history: %w", runID, err)
 	}
+	attempt, events := lastGeneration(all)
+	attempt = max(attempt, 1)
 	h := &History{RunID: runID, Workflow: info.Workflow, CodeVersion: info.CodeVersion, Attempt: attempt, Status: info.Status, Input: info.Input}
 	for _, ev := range events {
 		he := HistoryEvent{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, At: ev.At}

@@ -28,7 +28,8 @@ type RunInfo struct {
 	CreatedAt time.Time
 	StartedAt time.Time
 	EndedAt   time.Time
-	// History is the current attempt's history (GetRun only).
+	// History is the run's latest history generation (GetRun only): a
+	// workflow retry starts a new one; a crash continues the last one.
 	History []*hoppertype.RunEvent
 	// Steps, Compensations and Hooks are views of it (GetRun only).
 	Steps         []StepInfo
@@ -114,10 +115,11 @@ func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	attempt := max(info.Attempt, 1)
-	if info.History, err = c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: id, Attempt: attempt}); err != nil {
+	all, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: id})
+	if err != nil {
 		return nil, err
 	}
+	_, info.History = lastGeneration(all)
 	if info.Hooks, err = c.drv.HookListByRun(ctx, id); err != nil {
 		return nil, err
 	}

@@ -103,6 +103,9 @@ type wfState struct {
 	recheck   func(ctx context.Context) bool
 	fatal     error // non-determinism or a lost lease: nothing more may run
 	cancelled bool
+	// pending is an event to store with the next one appended (the run's
+	// start), already counted in nextSeq.
+	pending *hoppertype.RunEvent
 	// replay is set for an offline replay (ReplayHistory): the end of the
 	// history ends the execution, as a suspension, instead of going live.
 	replay bool
@@ -128,16 +131,25 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 			return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
 		}
 	}
-	if st.events, err = c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID, Attempt: st.attempt}); err != nil {
+	all, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID})
+	if err != nil {
 		return nil, fmt.Errorf("hopper: workflow run %s: history: %w", runID, err)
 	}
+	var retries int
+	st.attempt, st.events, retries = currentHistory(all, jc.Attempt())
 	st.nextSeq = len(st.events) + 1
 	if ev, err := st.next("", evWorkflowStarted); err != nil {
 		return nil, st.fatalErr()
 	} else if ev == nil {
-		if err := st.record(ctx, nil, evWorkflowStarted, "", evData{}); err != nil {
-			return nil, st.fatalErr()
+		// The start goes to the store with the run's first recorded
+		// operation, saving a commit: every path of a first execution
+		// records something before it ends or suspends.
+		ev, err := st.event(evWorkflowStarted, "", evData{})
+		if err != nil {
+			return nil, err
 		}
+		st.pending = ev
+		st.nextSeq++
 	}
 
 	func() {
@@ -158,7 +170,12 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	case err == nil && !st.cancelled:
 		if st.pos < len(st.events) {
 			ev := st.events[st.pos]
-			st.fatal = &NonDeterminismError{RunID: runID, Attempt: st.attempt, Position: st.pos + 1, RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
+			if ev.Kind == evWorkflowCompleted && st.pos == len(st.events)-1 {
+				// Recorded by an execution that died before its job
+				// completed: the run is done.
+				return out, nil
+			}
+			st.fatal = &NonDeterminismError{RunID: runID, Workflow: run.Workflow, Attempt: st.attempt, Position: st.pos + 1, RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
 			return nil, st.fatalErr()
 		}
 		if rerr := st.record(ctx, nil, evWorkflowCompleted, "", evData{Output: out}); rerr != nil {
@@ -171,10 +188,12 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	}
 	if st.isCancelled() {
 		c.compensate(st)
-		_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowCancelled, "", evData{})
+		if !st.recorded(evWorkflowCancelled) {
+			_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowCancelled, "", evData{})
+		}
 		return nil, &kindError{kind: hoppertype.ErrorKindCancelled, err: fmt.Errorf("%w: workflow run %s", ErrCancelled, runID), abort: true}
 	}
-	final := errors.Is(err, ErrAborted) || opts.Strategy != StrategyRetry || jc.Attempt() >= jc.MaxAttempts()
+	final := errors.Is(err, ErrAborted) || opts.Strategy != StrategyRetry || retries >= opts.MaxRetries || jc.Attempt() >= jc.MaxAttempts()
 	if !final {
 		_ = st.record(ctx, nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now())})
 		return nil, err // the job retries: a new attempt, a fresh history
@@ -196,8 +215,65 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 		status = hoppertype.RunCancelled
 	}
 	jc.run.final = status
-	_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now()), Status: status})
+	if !st.recorded(evWorkflowFailed) {
+		_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now()), Status: status})
+	}
 	return nil, Abort(err)
+}
+
+// currentHistory picks, from all of a run's events (in attempt, seq
+// order), the history an execution at job attempt jobAttempt continues.
+// A run's history has generations, each keyed by the job attempt that
+// began it: a crash (the job rescued, its attempt counted) continues the
+// last generation, so recorded steps never run again; only a failure the
+// workflow retries (StrategyRetry: the generation ends with a
+// workflow_failed event without a final status) starts a fresh one. It
+// returns the generation's attempt, its events, and how many generations
+// failed and were retried.
+func currentHistory(all []*hoppertype.RunEvent, jobAttempt int) (attempt int, events []*hoppertype.RunEvent, retries int) {
+	start := 0
+	for i := 0; i <= len(all); i++ {
+		if i < len(all) && all[i].Attempt == all[start].Attempt {
+			continue
+		}
+		if i > start && retriedGeneration(all[i-1]) {
+			retries++
+		}
+		start = i
+	}
+	if len(all) == 0 {
+		return max(jobAttempt, 1), nil, 0
+	}
+	last := all[len(all)-1]
+	if retriedGeneration(last) {
+		return max(jobAttempt, 1), nil, retries
+	}
+	attempt, events = lastGeneration(all)
+	return attempt, events, retries
+}
+
+// lastGeneration returns the events of the run's latest history
+// generation (the last attempt that recorded any) and its attempt.
+func lastGeneration(all []*hoppertype.RunEvent) (int, []*hoppertype.RunEvent) {
+	if len(all) == 0 {
+		return 0, nil
+	}
+	first := len(all) - 1
+	for first > 0 && all[first-1].Attempt == all[first].Attempt {
+		first--
+	}
+	return all[first].Attempt, all[first:]
+}
+
+// retriedGeneration says whether ev ends a generation the workflow
+// retries: a workflow_failed event without a final status.
+func retriedGeneration(ev *hoppertype.RunEvent) bool {
+	if ev.Kind != evWorkflowFailed {
+		return false
+	}
+	var data evData
+	_ = json.Unmarshal(ev.Data, &data)
+	return data.Status == ""
 }
 
 // compensate runs the registered compensations in reverse order, each once
@@ -327,6 +403,12 @@ func (st *wfState) next(name string, kinds ...string) (*hoppertype.RunEvent, err
 	return ev, nil
 }
 
+// recorded says whether the history holds an event of kind: an ending an
+// earlier execution recorded before it died.
+func (st *wfState) recorded(kind string) bool {
+	return slices.ContainsFunc(st.events, func(ev *hoppertype.RunEvent) bool { return ev.Kind == kind })
+}
+
 // peek returns the next history event without consuming it.
 func (st *wfState) peek() *hoppertype.RunEvent {
 	if st.pos >= len(st.events) {
@@ -365,7 +447,11 @@ func (st *wfState) event(kind, name string, data evData) (*hoppertype.RunEvent, 
 }
 
 func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hoppertype.RunEvent) error {
-	err := ex.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: st.run.ID, LeaseToken: st.jc.row.LeaseToken, Events: []*hoppertype.RunEvent{ev}})
+	events := []*hoppertype.RunEvent{ev}
+	if st.pending != nil {
+		events = []*hoppertype.RunEvent{st.pending, ev}
+	}
+	err := ex.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: st.run.ID, LeaseToken: st.jc.row.LeaseToken, Events: events})
 	switch {
 	case err == nil:
 		return nil
@@ -378,6 +464,10 @@ func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hopp
 
 // accept takes a committed event into the run's state.
 func (st *wfState) accept(ev *hoppertype.RunEvent) {
+	if st.pending != nil {
+		st.events = append(st.events, st.pending)
+		st.pending = nil
+	}
 	st.nextSeq++
 	st.events = append(st.events, ev)
 	st.pos = len(st.events)

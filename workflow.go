@@ -231,13 +231,10 @@ func (c *Client) startRunIn(ctx context.Context, tx driver.Executor, t typeCore,
 	existing := false
 	insert := func(ctx context.Context, tx driver.Executor) error {
 		existing = false
-		if _, err := tx.RunGet(ctx, row.ID); err == nil {
+		if err := tx.RunInsert(ctx, run); errors.Is(err, hoppertype.ErrDuplicateID) {
 			existing = true
 			return nil
-		} else if !errors.Is(err, hoppertype.ErrNotFound) {
-			return err
-		}
-		if err := tx.RunInsert(ctx, run); err != nil {
+		} else if err != nil {
 			return err
 		}
 		res, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
@@ -281,11 +278,19 @@ func (w *workflowImpl[I, O]) onEvent() func(Event)      { return nil }
 func (w *workflowImpl[I, O]) skipQueue() bool           { return false }
 func (w *workflowImpl[I, O]) computed(any) *InsertOpts  { return nil }
 
+// runCrashAllowance is how many executions of a run may be lost to
+// crashes (a lease expired: the worker died or stalled) on top of its
+// retries before the run goes stuck: a crash resumes the run from its
+// history and does not use a retry, but a run that kills its process
+// every time must not loop forever.
+const runCrashAllowance = 100
+
 func (w *workflowImpl[I, O]) base() InsertOpts {
 	attempts := 1
 	if w.opts.Strategy == StrategyRetry {
 		attempts = w.opts.MaxRetries + 1
 	}
+	attempts += runCrashAllowance
 	r := w.opts.Retry
 	r.Attempts = attempts
 	return InsertOpts{Queue: w.opts.Queue, Priority: w.opts.Priority, Retry: r}

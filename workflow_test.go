@@ -500,7 +500,12 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 			return waiting
 		}
 		eventually(t, "every run to wait", func() bool { return countWaiting() == n && len(c.Active()) == 0 })
-		require.Less(t, runtime.NumGoroutine()-before, 300, "%d sleeping runs hold no goroutines (pooled workers aside)", n)
+		// Goroutines that wind down after the last suspension (idle pooled
+		// workers, store connections) may linger a moment; runs that held
+		// goroutines would keep n of them for the hour.
+		eventually(t, fmt.Sprintf("%d sleeping runs to hold no goroutines (pooled workers aside)", n), func() bool {
+			return runtime.NumGoroutine()-before < 300
+		})
 		clk.Advance(time.Hour)
 		for _, h := range hs {
 			v, err := h.Result(ctx)

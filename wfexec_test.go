@@ -1,0 +1,54 @@
+package hopper
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+func TestCurrentHistory(t *testing.T) {
+	ev := func(attempt, seq int, kind, data string) *hoppertype.RunEvent {
+		return &hoppertype.RunEvent{Attempt: attempt, Seq: seq, Kind: kind, Data: []byte(data)}
+	}
+	started := func(a int) *hoppertype.RunEvent { return ev(a, 1, evWorkflowStarted, `{}`) }
+	step := func(a, seq int) *hoppertype.RunEvent { return ev(a, seq, evStep, `{"output":1}`) }
+	retried := func(a, seq int) *hoppertype.RunEvent { return ev(a, seq, evWorkflowFailed, `{"error":{"kind":"handler"}}`) }
+	final := func(a, seq int) *hoppertype.RunEvent {
+		return ev(a, seq, evWorkflowFailed, `{"error":{"kind":"handler"},"status":"compensated"}`)
+	}
+	tests := []struct {
+		name        string
+		all         []*hoppertype.RunEvent
+		jobAttempt  int
+		wantAttempt int
+		wantEvents  int
+		wantRetries int
+	}{
+		{"a new run", nil, 1, 1, 0, 0},
+		{"a run resumed after a wait", []*hoppertype.RunEvent{started(1), step(1, 2)}, 1, 1, 2, 0},
+		// A crash counts a job attempt but continues the history: the
+		// recorded step must not run again.
+		{"after a crash", []*hoppertype.RunEvent{started(1), step(1, 2)}, 2, 1, 2, 0},
+		{"after two crashes", []*hoppertype.RunEvent{started(1), step(1, 2), step(1, 3)}, 3, 1, 3, 0},
+		// A failure the workflow retries starts a fresh generation.
+		{"after a retried failure", []*hoppertype.RunEvent{started(1), step(1, 2), retried(1, 3)}, 2, 2, 0, 1},
+		{"a crash in the second generation", []*hoppertype.RunEvent{started(1), retried(1, 2), started(2), step(2, 2)}, 3, 2, 2, 1},
+		{"a crash, then a retried failure", []*hoppertype.RunEvent{started(1), step(1, 2), retried(1, 3)}, 3, 3, 0, 1},
+		{"two retried failures", []*hoppertype.RunEvent{started(1), retried(1, 2), started(2), retried(2, 2)}, 3, 3, 0, 2},
+		// A final failure recorded before a crash is replayed, not retried.
+		{"after a final failure", []*hoppertype.RunEvent{started(1), step(1, 2), final(1, 3)}, 2, 1, 3, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			attempt, events, retries := currentHistory(tt.all, tt.jobAttempt)
+			require.Equal(t, tt.wantAttempt, attempt, "attempt")
+			require.Len(t, events, tt.wantEvents, "events")
+			require.Equal(t, tt.wantRetries, retries, "retries")
+			for _, e := range events {
+				require.Equal(t, attempt, e.Attempt)
+			}
+		})
+	}
+}
