@@ -44,6 +44,19 @@ type ThroughputResult struct {
 	Completed      int     `json:"completed"`
 }
 
+// WorkflowResult is one workflow run, as --json prints it.
+type WorkflowResult struct {
+	Mode          string  `json:"mode"`
+	Driver        string  `json:"driver"`
+	Workflows     int     `json:"workflows"`
+	Workers       int     `json:"workers"`
+	WorkflowsPerS float64 `json:"workflows_per_s"`
+	StepsPerS     float64 `json:"steps_per_s"`
+	SeqP50Ms      float64 `json:"seq_p50_ms"`
+	SeqP99Ms      float64 `json:"seq_p99_ms"`
+	Config        string  `json:"config"`
+}
+
 // LatencyResult is one latency run, as --json prints it.
 type LatencyResult struct {
 	Mode   string  `json:"mode"`
@@ -66,6 +79,10 @@ func benchCmd(g *globals) *cobra.Command {
   throughput: insert --jobs no-op jobs in batches of 5,000 (insert jobs/s), then start
               the workers and time until every job is completed and persisted
               (work jobs/s); verify that exactly --jobs jobs succeeded.
+  workflow:   start --jobs workflows of three no-op steps (from 16 goroutines) with
+              --workers workers and time until every run completed (workflows/s,
+              steps/s); verify that exactly --jobs runs completed; then run 200
+              workflows one at a time (Start + Result) for p50/p99.
   latency:    enqueue at --rate jobs/s for --duration; report enqueue-to-start
               p50/p95/p99/max.
 
@@ -128,7 +145,7 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 	case "latency":
 		res, err = benchLatency(ctx, drv, o)
 	case "workflow":
-		return errors.New("--mode workflow needs durable workflows, which this build does not have yet")
+		res, err = benchWorkflow(ctx, drv, o)
 	default:
 		return fmt.Errorf("unknown --mode %q", o.mode)
 	}
@@ -142,6 +159,9 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 	case *ThroughputResult:
 		fmt.Fprintf(g.out, "%s throughput: %d jobs, %d workers, backlog %d\n  insert: %.0f jobs/s\n  work:   %.0f jobs/s (%d completed)\n",
 			r.Driver, r.Jobs, r.Workers, r.Backlog, r.InsertJobsPerS, r.WorkJobsPerS, r.Completed)
+	case *WorkflowResult:
+		fmt.Fprintf(g.out, "%s workflow: %d 3-step workflows, %d workers\n  %.0f workflows/s, %.0f steps/s\n  sequential p50 %.2f ms  p99 %.2f ms\n",
+			r.Driver, r.Workflows, o.workers, r.WorkflowsPerS, r.StepsPerS, r.SeqP50Ms, r.SeqP99Ms)
 	case *LatencyResult:
 		fmt.Fprintf(g.out, "%s latency at %.0f jobs/s: %d jobs\n  p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 			r.Driver, r.Rate, r.Jobs, r.P50Ms, r.P95Ms, r.P99Ms, r.MaxMs)
@@ -339,5 +359,112 @@ func startProfile(path string) (func(), error) {
 	return func() {
 		pprof.StopCPUProfile()
 		f.Close()
+	}, nil
+}
+
+// benchSteps is the workflow of --mode workflow: three no-op steps.
+var benchSteps = hopper.Workflow("bench-3step", func(wf hopper.WorkflowContext, n int) (int, error) {
+	sum := n
+	for _, name := range [...]string{"one", "two", "three"} {
+		v, err := hopper.Step(wf, name, func(context.Context) (int, error) { return 1, nil }, nil)
+		if err != nil {
+			return 0, err
+		}
+		sum += v
+	}
+	return sum, nil
+}, nil)
+
+// benchSeq is how many workflows --mode workflow runs one at a time.
+const benchSeq = 200
+
+func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*WorkflowResult, error) {
+	var done atomic.Int64
+	all := make(chan struct{})
+	n := int64(o.jobs)
+	c, err := hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, OnEvent: func(e hopper.Event) {
+		if e.Kind == hopper.EventSucceeded && done.Add(1) == n {
+			close(all)
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Register(benchSteps); err != nil {
+		return nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer c.Stop(context.Background())
+	const starters = 16
+	stopProfile, err := startProfile(o.cpuprof)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var (
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		startErr atomic.Pointer[error]
+	)
+	for range starters {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= n || startErr.Load() != nil {
+					return
+				}
+				if _, err := benchSteps.Start(ctx, c, int(i), nil); err != nil {
+					startErr.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if e := startErr.Load(); e != nil {
+		return nil, fmt.Errorf("start: %w", *e)
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	elapsed := time.Since(start)
+	stopProfile()
+	// Each run is a job: count those that succeeded in the store.
+	completed, err := countState(ctx, c, hopper.StateSucceeded)
+	if err != nil {
+		return nil, err
+	}
+	if completed != o.jobs {
+		return nil, fmt.Errorf("verification failed: %d runs completed in the store, want %d", completed, o.jobs)
+	}
+
+	lat := make([]time.Duration, 0, benchSeq)
+	for i := range benchSeq {
+		t := time.Now()
+		h, err := benchSteps.Start(ctx, c, i, nil)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := h.Result(ctx); err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t))
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		i := max(0, min(int(math.Ceil(p*float64(len(lat))))-1, len(lat)-1))
+		return float64(lat[i]) / float64(time.Millisecond)
+	}
+	return &WorkflowResult{
+		Mode: "workflow", Driver: drv.Name(), Workflows: o.jobs, Workers: o.workers,
+		WorkflowsPerS: float64(o.jobs) / elapsed.Seconds(),
+		StepsPerS:     3 * float64(o.jobs) / elapsed.Seconds(),
+		SeqP50Ms:      pct(0.50), SeqP99Ms: pct(0.99),
+		Config: fmt.Sprintf("%d workflows of 3 no-op steps started from %d goroutines (Start), %d workers, timed from the first Start to the last run's completion; %d sequential workflows via Start + Result",
+			o.jobs, starters, o.workers, benchSeq),
 	}, nil
 }
