@@ -14,7 +14,9 @@ func TestCurrentHistory(t *testing.T) {
 	}
 	started := func(a int) *hoppertype.RunEvent { return ev(a, 1, evWorkflowStarted, `{}`) }
 	step := func(a, seq int) *hoppertype.RunEvent { return ev(a, seq, evStep, `{"output":1}`) }
-	retried := func(a, seq int) *hoppertype.RunEvent { return ev(a, seq, evWorkflowFailed, `{"error":{"kind":"handler"}}`) }
+	retried := func(a, seq int) *hoppertype.RunEvent {
+		return ev(a, seq, evWorkflowFailed, `{"error":{"kind":"handler"}}`)
+	}
 	final := func(a, seq int) *hoppertype.RunEvent {
 		return ev(a, seq, evWorkflowFailed, `{"error":{"kind":"handler"},"status":"compensated"}`)
 	}
