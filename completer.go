@@ -168,6 +168,15 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 			it := items[i]
 			f := &out[i]
 			err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+				if it.run != nil && len(it.run.events) > 0 {
+					err := tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events})
+					if errors.Is(err, hoppertype.ErrLeaseLost) {
+						f.err = err
+						return errItemLost
+					} else if err != nil {
+						return err
+					}
+				}
 				res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{it.outcome.params}})
 				if err != nil {
 					return err

@@ -383,14 +383,21 @@ func (s *slots) release(n int) {
 	}
 }
 
-// unreserve returns reserved slots that were not used, without waking anyone.
+// unreserve returns reserved slots that were not used. Like release, it
+// wakes producers waiting for a slot: another queue's producer may have
+// found none free only because this claim held them, and it has no other
+// wake-up coming.
 func (s *slots) unreserve(n int) {
 	if n <= 0 {
 		return
 	}
 	s.mu.Lock()
 	s.used -= n
+	f := s.onRelease
 	s.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 func (s *slots) inUse() int {

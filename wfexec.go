@@ -70,6 +70,9 @@ type runEffect struct {
 	// whether what it waits for already happened (closing the lost-wake
 	// race); the run is then woken at once.
 	recheck func(ctx context.Context) bool
+	// events are appended to the run's history in the transaction that
+	// records the job's outcome, under the same lease (the run's end).
+	events []*hoppertype.RunEvent
 }
 
 // suspendError carries a suspension from the executor to the outcome.
@@ -178,9 +181,16 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 			st.fatal = &NonDeterminismError{RunID: runID, Workflow: run.Workflow, Attempt: st.attempt, Position: st.pos + 1, RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
 			return nil, st.fatalErr()
 		}
-		if rerr := st.record(ctx, nil, evWorkflowCompleted, "", evData{Output: out}); rerr != nil {
-			return nil, st.fatalErr()
+		// The end is recorded in the transaction that completes the run's
+		// job, saving a commit.
+		ev, eerr := st.event(evWorkflowCompleted, "", evData{Output: out})
+		if eerr != nil {
+			return nil, eerr
 		}
+		if st.pending != nil {
+			jc.run.events = append(jc.run.events, st.pending)
+		}
+		jc.run.events = append(jc.run.events, ev)
 		return out, nil
 	}
 	if err == nil {
