@@ -61,9 +61,55 @@
 // Guard side effects that must not repeat with JobContext.Claim, which
 // returns true exactly once across the fleet.
 //
+// # Workflows
+//
+// A workflow is plain Go that survives crashes. Workflow makes one; each
+// run is a job of type "workflow:<name>" whose history, an event log,
+// records what it did. Step runs a function and records its result, which
+// a replay returns without running it again; Sleep, hooks, Child and
+// Activity suspend the run, holding no goroutine, until their time or event
+// comes.
+//
+//	order := hopper.Workflow("order", func(wf hopper.WorkflowContext, o Order) (string, error) {
+//		payment, err := hopper.Step(wf, "charge", func(ctx context.Context) (string, error) {
+//			return payments.Charge(ctx, o.ID, o.Cents)
+//		}, nil)
+//		if err != nil {
+//			return "", err
+//		}
+//		wf.Compensate("refund", func(ctx context.Context) error { return payments.Refund(ctx, payment) })
+//		approval, err := hopper.WaitHook[Approval](wf, "approval", &hopper.HookWaitOpts{Timeout: 48 * time.Hour})
+//		if err != nil {
+//			return "", err // suspended (return it), or timed out: the refund runs
+//		}
+//		return "approved by " + approval.By, nil
+//	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyCompensate})
+//
+//	_ = c.Register(order)
+//	run, err := order.Start(ctx, c, Order{ID: "o-1", Cents: 4200}, &hopper.StartOpts{ID: "order-o-1"})
+//	out, err := run.Result(ctx)
+//
+// A run resumes by replay: its function runs again from the top and each
+// recorded operation returns its recorded result. Workflow code must
+// therefore be deterministic: it reads time, randomness and ids through
+// WorkflowContext (Now, Random, NewID) and does side effects in steps. A
+// replay that diverges from the history fails with a NonDeterminismError
+// and the run goes stuck; WorkflowContext.Patch guards code changes for
+// runs in flight. A recorded step never runs again in its attempt; one
+// interrupted by a crash does, so step effects should be idempotent.
+//
+// Hooks wait for a payload from outside, delivered once by token:
+// Client.ResumeHook, or over HTTP (package server) POST /v1/hooks/{token}
+// or a webhook URL. When the function fails, WorkflowOpts.Strategy
+// decides: retry from the beginning (the default: up to 3 retries, then
+// compensate), run the registered compensations at once in reverse order,
+// fail, quarantine, or cancel the parent and children. Starting with a
+// StartOpts.ID is idempotent; Client.GetRun, QueryRuns, WaitRun and
+// CancelRun inspect and stop runs.
+//
 // # Testing
 //
 // Package hoppertest gives a client on the in-memory driver with a virtual
-// clock, so backoff, delays, deadlines and leases are tested without
-// waiting.
+// clock, so backoff, delays, deadlines, leases, durable sleeps and hook
+// timeouts are tested without waiting.
 package hopper

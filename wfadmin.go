@@ -100,7 +100,8 @@ func runInfo(run *hoppertype.RunRow, job *hoppertype.JobRow) *RunInfo {
 	info := &RunInfo{ID: run.ID, Workflow: run.Workflow, Status: run.Status, ParentID: run.ParentID, CodeVersion: run.CodeVersion,
 		Error: run.Error, CreatedAt: run.CreatedAt, EndedAt: run.EndedAt}
 	if job != nil {
-		info.Input, info.Output, info.Attempt, info.StartedAt = job.Input, job.Result, job.Attempt, job.StartedAt
+		// A waiting run gives its attempt back; it has still begun one.
+		info.Input, info.Output, info.Attempt, info.StartedAt = job.Input, job.Result, max(job.Attempt, 1), job.StartedAt
 		if info.Error == nil && job.Error != nil && run.Status.Terminal() && run.Status != hoppertype.RunCompleted {
 			info.Error = job.Error
 		}
