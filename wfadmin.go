@@ -99,6 +99,10 @@ func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
 func runInfo(run *hoppertype.RunRow, job *hoppertype.JobRow) *RunInfo {
 	info := &RunInfo{ID: run.ID, Workflow: run.Workflow, Status: run.Status, ParentID: run.ParentID, CodeVersion: run.CodeVersion,
 		Error: run.Error, CreatedAt: run.CreatedAt, EndedAt: run.EndedAt}
+	if job != nil && job.State == hoppertype.JobStateRunning && (run.Status == hoppertype.RunPending || run.Status == hoppertype.RunWaiting) {
+		// Executing, before its first record marks it running.
+		info.Status = hoppertype.RunRunning
+	}
 	if job != nil {
 		// A waiting run gives its attempt back; it has still begun one.
 		info.Input, info.Output, info.Attempt, info.StartedAt = job.Input, job.Result, max(job.Attempt, 1), job.StartedAt

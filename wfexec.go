@@ -109,6 +109,8 @@ type wfState struct {
 	// pending is an event to store with the next one appended (the run's
 	// start), already counted in nextSeq.
 	pending *hoppertype.RunEvent
+	// markRunning asks the next append to set the run's status to running.
+	markRunning bool
 	// replay is set for an offline replay (ReplayHistory): the end of the
 	// history ends the execution, as a suspension, instead of going live.
 	replay bool
@@ -129,11 +131,10 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	st := &wfState{c: c, ctx: ctx, jc: jc, run: run, opts: opts, attempt: jc.Attempt()}
 	st.cancelled = run.Error != nil && run.Error.Kind == hoppertype.ErrorKindCancelled
 	jc.run = &runEffect{}
-	if run.Status != hoppertype.RunRunning {
-		if _, err := c.drv.RunUpdate(ctx, &driver.RunUpdateParams{ID: runID, Status: hoppertype.RunRunning, Now: c.now()}); err != nil {
-			return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
-		}
-	}
+	// The run is marked running by its first record (see appendEvent); an
+	// execution that records nothing (a wake-up with nothing new to do)
+	// leaves the run as it was.
+	st.markRunning = run.Status != hoppertype.RunRunning
 	all, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: workflow run %s: history: %w", runID, err)
@@ -461,7 +462,11 @@ func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hopp
 	if st.pending != nil {
 		events = []*hoppertype.RunEvent{st.pending, ev}
 	}
-	err := ex.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: st.run.ID, LeaseToken: st.jc.row.LeaseToken, Events: events})
+	p := &driver.RunEventAppendParams{RunID: st.run.ID, LeaseToken: st.jc.row.LeaseToken, Events: events}
+	if st.markRunning {
+		p.RunStatus, p.Now = hoppertype.RunRunning, ev.At
+	}
+	err := ex.RunEventAppend(ctx, p)
 	switch {
 	case err == nil:
 		return nil
@@ -474,6 +479,7 @@ func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hopp
 
 // accept takes a committed event into the run's state.
 func (st *wfState) accept(ev *hoppertype.RunEvent) {
+	st.markRunning = false
 	if st.pending != nil {
 		st.events = append(st.events, st.pending)
 		st.pending = nil

@@ -313,6 +313,11 @@ type RunEventAppendParams struct {
 	RunID      string
 	LeaseToken int64
 	Events     []*hoppertype.RunEvent
+	// RunStatus, when set, becomes the run's status (UpdatedAt = Now) in the
+	// same write, if the append applies: an execution marks its run
+	// running with its first record, saving a write of its own.
+	RunStatus hoppertype.RunStatus
+	Now       time.Time
 }
 
 // RunEventListParams are the arguments of RunEventList.

@@ -23,7 +23,46 @@ func eventCases() []testCase {
 		{"DuplicateWritesNothing", testEventDuplicate},
 		{"DuplicateInsideTxWritesNothing", testEventDuplicateInTx},
 		{"FenceSeesClaimInSameTx", testEventClaimInTx},
+		{"AppendSetsRunStatus", testEventRunStatus},
 	}
+}
+
+// testEventRunStatus: an append's RunStatus applies with its events, and
+// not at all when the append does not.
+func testEventRunStatus(t *testing.T, f *fixture) {
+	r, j := f.leasedRun(t)
+	getStatus := func() hoppertype.RunStatus {
+		t.Helper()
+		row, err := f.d.RunGet(f.ctx, r.ID)
+		require.NoError(t, err)
+		return row.Status
+	}
+	_, err := f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunWaiting, Now: base})
+	require.NoError(t, err)
+	before := getStatus()
+	require.Equal(t, hoppertype.RunWaiting, before)
+
+	// Lost lease, duplicate key: neither events nor status.
+	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken + 1000,
+		Events: []*hoppertype.RunEvent{event(r.ID, 1, 1, "step")}, RunStatus: hoppertype.RunRunning, Now: at(time.Second)})
+	require.ErrorIs(t, err, hoppertype.ErrLeaseLost)
+	require.Equal(t, before, getStatus(), "a fenced-off append leaves the status")
+
+	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 1, "step"))
+	require.Equal(t, before, getStatus(), "an append without RunStatus leaves the status")
+	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
+		Events: []*hoppertype.RunEvent{event(r.ID, 1, 1, "step")}, RunStatus: hoppertype.RunRunning, Now: at(time.Second)})
+	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
+	require.Equal(t, before, getStatus(), "a duplicate append leaves the status")
+
+	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
+		Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "step")}, RunStatus: hoppertype.RunRunning, Now: at(time.Minute)})
+	require.NoError(t, err)
+	row, err := f.d.RunGet(f.ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunRunning, row.Status)
+	require.True(t, row.UpdatedAt.Equal(at(time.Minute)), "UpdatedAt is Now: %v", row.UpdatedAt)
+	require.Equal(t, []string{"1.1", "1.2"}, seqs(f.events(t, r.ID, 0)))
 }
 
 // event builds a history event of run runID; its Data and At derive from

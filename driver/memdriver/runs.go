@@ -167,6 +167,13 @@ func (t *tx) RunEventAppend(ctx context.Context, params *driver.RunEventAppendPa
 	if len(params.Events) > 0 {
 		t.setEvents(params.RunID, evs)
 	}
+	if params.RunStatus != "" {
+		if cur := t.st.runs[params.RunID]; cur != nil && cur.Status != params.RunStatus {
+			r := cloneRun(cur)
+			r.Status, r.UpdatedAt = params.RunStatus, trunc(params.Now)
+			t.putRun(r)
+		}
+	}
 	return nil
 }
 

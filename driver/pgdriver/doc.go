@@ -99,10 +99,11 @@
 // with nothing written and no failed statement; a key another transaction
 // commits meanwhile fails the statement on the pool (which writes nothing)
 // and, inside InTx, is skipped by ON CONFLICT DO NOTHING, after which the
-// call deletes the events it wrote, so the transaction stays usable.
+// call deletes the events it wrote, so the transaction stays usable. An
+// append's RunStatus is an UPDATE of the run in the same statement.
 // Inserts of runs and hooks use ON CONFLICT DO NOTHING for the same reason.
-// RunUpdate locks the run and applies its compare-and-set in one round
-// trip. JobWake is one UPDATE over the ids, locked in id order.
+// RunUpdate is one UPDATE carrying its compare-and-set; only when it
+// matches nothing does a read tell a missing run from a conflict. JobWake is one UPDATE over the ids, locked in id order.
 // StreamAppend takes a per-run advisory transaction lock (a hash of the
 // schema and run id) in one statement, then inserts at the offsets after
 // the run's last chunk in the next, both in one round trip, so concurrent

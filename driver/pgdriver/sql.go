@@ -75,7 +75,7 @@ type queries struct {
 	notify, notifyMany                                                   string
 
 	wake                                       string
-	runInsert, runGet, runLock, runUpdate      string
+	runInsert, runGet, runUpdate               string
 	eventAppend, eventAppendTx, eventUndo      string
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
@@ -264,10 +264,8 @@ RETURNING {jcols}`),
 		runInsert: q(`INSERT INTO {s}.runs ({runcols})
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (id) DO NOTHING`),
-		runGet:  q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
-		runLock: q(`SELECT {runcols} FROM {s}.runs WHERE id = $1 FOR UPDATE`),
-		// RunUpdate's compare-and-set, after runLock in the same
-		// transaction: $6 NULL expects any status.
+		runGet: q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
+		// RunUpdate's compare-and-set: $6 NULL expects any status.
 		runUpdate: q(`UPDATE {s}.runs SET
 	status = $2, error = coalesce($3, error), ended_at = coalesce($4, ended_at), updated_at = $5
 WHERE id = $1 AND ($6::text[] IS NULL OR status = ANY($6::text[]))
@@ -319,8 +317,9 @@ LIMIT $3`),
 // empty on the pool (a key another transaction committed meanwhile fails
 // the statement, which then writes nothing) or ON CONFLICT DO NOTHING in a
 // transaction (the caller undoes a partial insert rather than abort the
-// transaction). Parameters: $1 run id, $2 lease token, $3 attempts, $4
-// seqs, $5 kinds, $6 names, $7 times, $8 data.
+// transaction). With the events applied, the run's status becomes $9 unless
+// that is NULL. Parameters: $1 run id, $2 lease token, $3 attempts, $4
+// seqs, $5 kinds, $6 names, $7 times, $8 data, $9 run status, $10 now.
 func eventAppendSQL(conflict string) string {
 	return `WITH lease AS MATERIALIZED (
 	SELECT id FROM {s}.jobs WHERE id = $1 AND state = 'running' AND lease_token = $2
@@ -336,6 +335,10 @@ func eventAppendSQL(conflict string) string {
 		AS u(attempt, seq, kind, name, at, data)
 	WHERE EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)` + conflict + `
 	RETURNING attempt, seq
+), status AS (
+	UPDATE {s}.runs SET status = $9, updated_at = $10
+	WHERE id = $1 AND $9::text IS NOT NULL AND status <> $9
+		AND EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)
 )
 SELECT EXISTS (SELECT 1 FROM lease), EXISTS (SELECT 1 FROM dup), ins.attempt, ins.seq
 FROM (SELECT 1) one LEFT JOIN ins ON true`

@@ -213,30 +213,24 @@ func (e *executor) RunUpdate(ctx context.Context, p *driver.RunUpdateParams) (*h
 	if len(p.ExpectStatuses) > 0 {
 		expect = runStatusStrings(p.ExpectStatuses)
 	}
-	b := &pgx.Batch{}
-	b.Queue(e.d.q.runLock, p.ID)
-	b.Queue(e.d.q.runUpdate, p.ID, string(p.Status), text(marshalError(p.Error)), ts(p.EndedAt), ts(p.Now), expect)
-	var cur, updated *hoppertype.RunRow
-	err := e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
-		var err error
-		if cur, err = scanRun(br.QueryRow()); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if updated, err = scanRun(br.QueryRow()); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		return nil
-	})
+	// One statement applies the compare-and-set; only when it matched
+	// nothing does a second one tell a missing run from a conflict (the
+	// status it reports is as of that read).
+	updated, err := scanRun(e.q.QueryRow(ctx, e.d.q.runUpdate, p.ID, string(p.Status), text(marshalError(p.Error)), ts(p.EndedAt), ts(p.Now), expect))
+	if err == nil {
+		return updated, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, e.d.fail(op, err)
+	}
+	cur, err := scanRun(e.q.QueryRow(ctx, e.d.q.runGet, p.ID))
 	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("pgdriver: %s: %w", op, hoppertype.ErrNotFound)
 	case err != nil:
 		return nil, e.d.fail(op, err)
-	case updated != nil:
-		return updated, nil
-	case cur == nil:
-		return nil, fmt.Errorf("pgdriver: %s: %w", op, hoppertype.ErrNotFound)
-	default:
-		return cur, fmt.Errorf("pgdriver: %s in status %s: %w", op, cur.Status, hoppertype.ErrStateConflict)
 	}
+	return cur, fmt.Errorf("pgdriver: %s in status %s: %w", op, cur.Status, hoppertype.ErrStateConflict)
 }
 
 // RunEventAppend appends events in one statement fenced by the run's lease
@@ -272,7 +266,11 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 	if e.tx != nil {
 		sql = e.d.q.eventAppendTx
 	}
-	rows, err := e.q.Query(ctx, sql, p.RunID, p.LeaseToken, attempts, seqs, kinds, names, at, data)
+	var status any
+	if p.RunStatus != "" {
+		status = string(p.RunStatus)
+	}
+	rows, err := e.q.Query(ctx, sql, p.RunID, p.LeaseToken, attempts, seqs, kinds, names, at, data, status, ts(p.Now))
 	if err != nil {
 		return e.d.fail(op, err)
 	}

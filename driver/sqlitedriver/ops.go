@@ -525,7 +525,7 @@ func (t *txExec) RunEventAppend(ctx context.Context, params *driver.RunEventAppe
 		return err
 	}
 	run := func() error { return t.r.runEventAppend(ctx, params) }
-	if len(chunks(len(params.Events))) > 1 {
+	if len(chunks(len(params.Events))) > 1 || params.RunStatus != "" {
 		return t.atomic(ctx, run)
 	}
 	return run()

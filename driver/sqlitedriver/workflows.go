@@ -35,6 +35,9 @@ const (
 	WHERE id = ?1 AND (?6 IS NULL OR status IN (SELECT value FROM json_each(?6)))
 	RETURNING ` + runCols
 
+	// setRunStatusSQL is RunEventAppend's RunStatus.
+	setRunStatusSQL = `UPDATE runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status <> ?1`
+
 	// leaseHeldSQL is the lease fence of RunEventAppend without events.
 	// INDEXED BY pins the primary key over the (state, id) list index.
 	leaseHeldSQL = `SELECT 1 FROM jobs INDEXED BY sqlite_autoindex_jobs_1 WHERE id = ? AND state = 'running' AND lease_token = ?`
@@ -289,7 +292,7 @@ func (r *runner) runEventAppend(ctx context.Context, p *driver.RunEventAppendPar
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		return nil
+		return r.setRunStatus(ctx, p, what)
 	}
 	for i, e := range p.Events {
 		if e == nil {
@@ -322,6 +325,17 @@ func (r *runner) runEventAppend(ctx context.Context, p *driver.RunEventAppendPar
 			// writes between the statements of one call.
 			return fmt.Errorf("%s: %w", what, hoppertype.ErrLeaseLost)
 		}
+	}
+	return r.setRunStatus(ctx, p, what)
+}
+
+// setRunStatus applies an append's RunStatus, once its events are in.
+func (r *runner) setRunStatus(ctx context.Context, p *driver.RunEventAppendParams, what string) error {
+	if p.RunStatus == "" {
+		return nil
+	}
+	if _, err := r.exec(ctx, setRunStatusSQL, string(p.RunStatus), trunc(p.Now).UnixMicro(), p.RunID); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
 }
