@@ -117,3 +117,84 @@ func BenchmarkChannelHandoff(b *testing.B) {
 	close(ch)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 }
+
+// BenchmarkWorkflowSteps measures workflow overhead on the memory driver:
+// one run of b.N no-op steps, so ns/op is the cost of a checkpointed step
+// (its record included).
+func BenchmarkWorkflowSteps(b *testing.B) {
+	n := b.N
+	wf := hopper.Workflow("bench-steps", func(wf hopper.WorkflowContext, _ hopper.None) (int, error) {
+		for i := range n {
+			if _, err := hopper.Step(wf, "s", func(context.Context) (int, error) { return i, nil }, nil); err != nil {
+				return 0, err
+			}
+		}
+		return n, nil
+	}, nil)
+	c, err := hopper.New(hopper.Config{Driver: memdriver.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Register(wf); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer c.Stop(ctx)
+	b.ReportAllocs()
+	b.ResetTimer()
+	h, err := wf.Start(ctx, c, hopper.None{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := h.Result(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+}
+
+// BenchmarkWorkflowRuns measures whole 3-step workflows on the memory
+// driver, 100 at a time.
+func BenchmarkWorkflowRuns(b *testing.B) {
+	wf := hopper.Workflow("bench-3", func(wf hopper.WorkflowContext, in int) (int, error) {
+		for _, name := range [...]string{"a", "b", "c"} {
+			if _, err := hopper.Step(wf, name, func(context.Context) (int, error) { return in, nil }, nil); err != nil {
+				return 0, err
+			}
+		}
+		return in, nil
+	}, nil)
+	var done atomic.Int64
+	all := make(chan struct{})
+	n := int64(b.N)
+	c, err := hopper.New(hopper.Config{Driver: memdriver.New(), MaxWorkers: 100, OnEvent: func(e hopper.Event) {
+		if e.Kind == hopper.EventSucceeded && done.Add(1) == n {
+			close(all)
+		}
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Register(wf); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range b.N {
+		if _, err := wf.Start(ctx, c, i, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := c.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	<-all
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "workflows/s")
+	if err := c.Stop(ctx); err != nil {
+		b.Fatal(err)
+	}
+}

@@ -69,6 +69,13 @@ type WorkflowOpts struct {
 	Retry RetryPolicy
 	// CodeVersion is stored with every run, to tell which code started it.
 	CodeVersion string
+	// SkipQueue runs a run's first execution in the starting process at
+	// once, without a trip through the queue (still recorded as running
+	// under a lease: a crash resumes it from its history), when the starting
+	// client is started and has the workflow registered. It saves the
+	// pickup latency; the start then bypasses the worker limit, so the
+	// callers bound the concurrency. Child runs always go through the queue.
+	SkipQueue bool
 }
 
 // WorkflowFunc is a workflow's code: plain Go that survives crashes. It must
@@ -226,6 +233,10 @@ func (c *Client) startRunIn(ctx context.Context, tx driver.Executor, t typeCore,
 		return "", false, err
 	}
 	row.ParentID = parentID
+	var skip map[string]bool
+	if tx == nil && parentID == "" {
+		skip = c.skipQueueRows([]*JobSpec{spec}, []*hoppertype.JobRow{row}, now)
+	}
 	run := &hoppertype.RunRow{ID: row.ID, Workflow: wi.workflowName(), Status: hoppertype.RunPending, ParentID: parentID,
 		CodeVersion: wi.codeVersion(), CreatedAt: now, UpdatedAt: now}
 	existing := false
@@ -252,7 +263,7 @@ func (c *Client) startRunIn(ctx context.Context, tx driver.Executor, t typeCore,
 		return "", false, fmt.Errorf("hopper: start workflow %s: %w", wi.workflowName(), err)
 	}
 	if !existing && tx == nil {
-		c.afterInsert([]driver.JobInsertResult{{Job: row}}, nil)
+		c.afterInsert([]driver.JobInsertResult{{Job: row}}, skip)
 	}
 	return row.ID, existing, nil
 }
@@ -275,7 +286,7 @@ func (w *workflowImpl[I, O]) queue() string             { return w.opts.Queue }
 func (w *workflowImpl[I, O]) codec(c *Client) Codec     { return c.codec }
 func (w *workflowImpl[I, O]) classify() Classifier      { return nil }
 func (w *workflowImpl[I, O]) onEvent() func(Event)      { return nil }
-func (w *workflowImpl[I, O]) skipQueue() bool           { return false }
+func (w *workflowImpl[I, O]) skipQueue() bool           { return w.opts.SkipQueue }
 func (w *workflowImpl[I, O]) computed(any) *InsertOpts  { return nil }
 
 // runCrashAllowance is how many executions of a run may be lost to

@@ -16,6 +16,7 @@ import (
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertest"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 type order struct {
@@ -513,4 +514,101 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 			require.Equal(t, 1, v)
 		}
 	})
+}
+
+// historyCounter counts a driver's history reads.
+type historyCounter struct {
+	driver.Driver
+	reads atomic.Int64
+}
+
+func (d *historyCounter) RunEventList(ctx context.Context, p *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
+	d.reads.Add(1)
+	return d.Driver.RunEventList(ctx, p)
+}
+
+// TestResumeReadsHistoryOnce: resuming a run after N recorded steps reads
+// its history once and runs none of the N again.
+func TestResumeReadsHistoryOnce(t *testing.T) { forEachDriver(t, testResumeReadsHistoryOnce) }
+
+func testResumeReadsHistoryOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	const n = 100
+	var ran atomic.Int64
+	wf := hopper.Workflow("long", func(wf hopper.WorkflowContext, _ hopper.None) (int64, error) {
+		step := func(name string) error {
+			_, err := hopper.Step(wf, name, func(context.Context) (int, error) { ran.Add(1); return 1, nil }, nil)
+			return err
+		}
+		for i := range n {
+			if err := step(fmt.Sprint("s", i)); err != nil {
+				return 0, err
+			}
+		}
+		if err := wf.Sleep(time.Hour); err != nil {
+			return 0, err
+		}
+		return ran.Load(), step("last")
+	}, nil)
+	d := &historyCounter{Driver: newDriver(t)}
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	eventually(t, "the run to sleep", func() bool {
+		rs, err := c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunWaiting}})
+		require.NoError(t, err)
+		return len(rs) == 1 && len(c.Active()) == 0
+	})
+	require.EqualValues(t, n, ran.Load())
+	d.reads.Store(0)
+	clk.Advance(time.Hour)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, n, out, "no recorded step ran again")
+	require.EqualValues(t, n+1, ran.Load())
+	require.EqualValues(t, 1, d.reads.Load(), "one history read to resume after %d steps", n)
+}
+
+// TestWorkflowSkipQueue: a SkipQueue workflow's first execution runs in the
+// starting process at once, even on a queue no producer of this client
+// polls; a plain one started there waits for a worker of that queue.
+func TestWorkflowSkipQueue(t *testing.T) { forEachDriver(t, testWorkflowSkipQueue) }
+
+func testWorkflowSkipQueue(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	body := func(wf hopper.WorkflowContext, in int) (int, error) {
+		return hopper.Step(wf, "double", func(context.Context) (int, error) { return 2 * in, nil }, nil)
+	}
+	fast := hopper.Workflow("fast", body, &hopper.WorkflowOpts{SkipQueue: true})
+	slow := hopper.Workflow("slow", body, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	nowhere := &hopper.StartOpts{Queue: "nowhere"} // no producer of c polls it
+	require.NoError(t, c.Register(fast))
+	require.NoError(t, c.Register(slow))
+	ctx := testCtx(t)
+
+	h, err := fast.Start(ctx, c, 21, nowhere)
+	require.NoError(t, err)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 42, out)
+	info, err := c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunCompleted, info.Status)
+	require.Len(t, info.Steps, 1)
+
+	// Starting the same id again returns the run, without running it again.
+	h2, err := fast.Start(ctx, c, 5, &hopper.StartOpts{ID: h.ID()})
+	require.NoError(t, err)
+	require.True(t, h2.Existing())
+
+	s, err := slow.Start(ctx, c, 1, nowhere)
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = s.Result(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "no worker polls the queue")
+	info, err = c.GetRun(ctx, s.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunPending, info.Status)
 }

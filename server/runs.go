@@ -143,6 +143,17 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, runJSON(info, true))
 }
 
+// runHistory serves a run's history in the portable form of hopper.History,
+// the input of hopper.ReplayHistory.
+func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
+	h, err := s.c.History(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
 // RunListJSON is a page of runs.
 type RunListJSON struct {
 	Runs []*RunJSON `json:"runs"`

@@ -112,6 +112,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/runs/{id}", s.auth(http.HandlerFunc(s.getRun)))
 	m.Handle("POST /v1/runs/{id}/cancel", s.auth(http.HandlerFunc(s.cancelRun)))
 	m.Handle("GET /v1/runs/{id}/stream", s.auth(http.HandlerFunc(s.streamRun)))
+	m.Handle("GET /v1/runs/{id}/history", s.auth(http.HandlerFunc(s.runHistory)))
 	m.Handle("POST /v1/hooks/{token}", s.auth(http.HandlerFunc(s.resumeHook)))
 	// The webhook token is its own authorisation, as webhook URLs are.
 	m.HandleFunc("/v1/webhooks/{token}", s.webhook)

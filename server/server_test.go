@@ -451,6 +451,11 @@ func TestAPIRuns(t *testing.T) {
 	require.JSONEq(t, `"done"`, string(run.Output))
 	require.Len(t, run.Steps, 3)
 	require.NotEmpty(t, run.History)
+	var hist hopper.History
+	require.Equal(t, 200, e.do("GET", "/v1/runs/run-ok/history", "", &hist))
+	require.Equal(t, "saga", hist.Workflow)
+	require.Len(t, hist.Events, len(run.History))
+	require.Equal(t, 404, e.do("GET", "/v1/runs/nope/history", "", nil))
 
 	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":"ship"}}`, &started))
 	run = waitRun(t, e, started.RunID)

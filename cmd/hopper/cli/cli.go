@@ -51,7 +51,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.db, "db", envOr("HOPPER_DB", "sqlite://hopper.db"), "database: a file path or URL (sqlite://…, postgres://…, memory://) [$HOPPER_DB]")
 	root.PersistentFlags().BoolVar(&g.asJSON, "json", false, "print JSON for scripts instead of tables")
-	root.AddCommand(versionCmd(g), benchCmd(g), jobsCmd(g), deadCmd(g), queuesCmd(g), devCmd(g), serveCmd(g), migrateCmd(g))
+	root.AddCommand(versionCmd(g), benchCmd(g), jobsCmd(g), deadCmd(g), queuesCmd(g), runsCmd(g), hooksCmd(g), devCmd(g), serveCmd(g), migrateCmd(g))
 	return root
 }
 

@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+func runsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "runs", Short: "List, show, cancel workflow runs and export their histories"}
+	var (
+		statuses []string
+		workflow string
+		parent   string
+		limit    int
+		offset   int
+	)
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List workflow runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := &hopper.RunQuery{Workflow: workflow, ParentID: parent, Limit: limit, Offset: offset}
+			for _, s := range statuses {
+				st := hopper.RunStatus(s)
+				if !st.Valid() {
+					return fmt.Errorf("unknown run status %q", s)
+				}
+				q.Statuses = append(q.Statuses, st)
+			}
+			if limit < 1 || limit > 1000 {
+				return fmt.Errorf("--limit must be between 1 and 1000")
+			}
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				runs, err := c.QueryRuns(cmd.Context(), q)
+				if err != nil {
+					return err
+				}
+				if g.asJSON {
+					out := make([]runOut, len(runs))
+					for i, r := range runs {
+						out[i] = toRunOut(r)
+					}
+					return writeJSON(g.out, struct {
+						Runs []runOut `json:"runs"`
+					}{out})
+				}
+				rows := make([][]string, len(runs))
+				for i, r := range runs {
+					rows[i] = []string{r.ID, r.Workflow, string(r.Status), orDash(r.ParentID), fmtTime(r.CreatedAt), fmtTime(r.EndedAt)}
+				}
+				return table(g.out, []string{"ID", "WORKFLOW", "STATUS", "PARENT", "CREATED", "ENDED"}, rows)
+			})
+		},
+	}
+	f := list.Flags()
+	f.StringSliceVar(&statuses, "status", nil, "statuses to list (repeatable or comma-separated)")
+	f.StringVar(&workflow, "workflow", "", "only runs of this workflow")
+	f.StringVar(&parent, "parent", "", "only children of this run")
+	f.IntVar(&limit, "limit", 50, "runs to list (at most 1000)")
+	f.IntVar(&offset, "offset", 0, "runs to skip")
+
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a run: status, steps, compensations, hooks",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				info, err := c.GetRun(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return printRun(g, info)
+			})
+		},
+	}
+	history := &cobra.Command{
+		Use:   "history ID",
+		Short: "Print a run's history as JSON (save it in testdata/histories for replay tests)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				h, err := c.History(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return writeJSON(g.out, h)
+			})
+		},
+	}
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a run: it stops at its next operation, runs its compensations, and its children are cancelled",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				if err := c.CancelRun(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				info, err := c.GetRun(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return printRun(g, info)
+			})
+		},
+	}
+	cmd.AddCommand(list, show, history, cancel)
+	return cmd
+}
+
+func hooksCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "hooks", Short: "Resume workflow hooks"}
+	var payload string
+	resume := &cobra.Command{
+		Use:   "resume TOKEN",
+		Short: "Deliver a JSON payload to the run waiting on a hook",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !json.Valid([]byte(payload)) {
+				return fmt.Errorf("--payload is not valid JSON: %q", payload)
+			}
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				if err := c.ResumeHook(cmd.Context(), args[0], json.RawMessage(payload)); err != nil {
+					return err
+				}
+				if g.asJSON {
+					return writeJSON(g.out, map[string]bool{"resumed": true})
+				}
+				fmt.Fprintln(g.out, "resumed")
+				return nil
+			})
+		},
+	}
+	resume.Flags().StringVar(&payload, "payload", "null", "the payload, as JSON")
+	cmd.AddCommand(resume)
+	return cmd
+}
+
+// runOut is a run as the CLI prints it with --json (the API's names).
+type runOut struct {
+	ID            string                    `json:"id"`
+	Workflow      string                    `json:"workflow"`
+	Status        string                    `json:"status"`
+	ParentID      string                    `json:"parent_id,omitempty"`
+	CodeVersion   string                    `json:"code_version,omitempty"`
+	Attempt       int                       `json:"attempt"`
+	Input         json.RawMessage           `json:"input,omitempty"`
+	Output        json.RawMessage           `json:"output,omitempty"`
+	Error         string                    `json:"error,omitempty"`
+	CreatedAt     time.Time                 `json:"created_at"`
+	EndedAt       *time.Time                `json:"ended_at,omitempty"`
+	Steps         []stepOut                 `json:"steps,omitempty"`
+	Compensations []hopper.CompensationInfo `json:"compensations,omitempty"`
+	Hooks         []hookOut                 `json:"hooks,omitempty"`
+}
+
+type stepOut struct {
+	Name   string          `json:"name"`
+	Kind   string          `json:"kind"`
+	Output json.RawMessage `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	At     time.Time       `json:"at"`
+}
+
+type hookOut struct {
+	Name  string `json:"name"`
+	Token string `json:"token"`
+	State string `json:"state"`
+}
+
+func toRunOut(r *hopper.RunInfo) runOut {
+	o := runOut{ID: r.ID, Workflow: r.Workflow, Status: string(r.Status), ParentID: r.ParentID, CodeVersion: r.CodeVersion,
+		Attempt: r.Attempt, Input: rawOrNil(r.Input), Output: rawOrNil(r.Output), CreatedAt: r.CreatedAt, Compensations: r.Compensations}
+	if r.Error != nil {
+		o.Error = r.Error.Message
+	}
+	if !r.EndedAt.IsZero() {
+		t := r.EndedAt
+		o.EndedAt = &t
+	}
+	for _, s := range r.Steps {
+		so := stepOut{Name: s.Name, Kind: s.Kind, Output: rawOrNil(s.Output), At: s.At}
+		if s.Error != nil {
+			so.Error = s.Error.Message
+		}
+		o.Steps = append(o.Steps, so)
+	}
+	for _, h := range r.Hooks {
+		o.Hooks = append(o.Hooks, hookOut{Name: h.Name, Token: h.Token, State: string(h.State)})
+	}
+	return o
+}
+
+// rawOrNil keeps only valid JSON (a codec other than JSON stores bytes
+// that are not).
+func rawOrNil(b []byte) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func printRun(g *globals, r *hopper.RunInfo) error {
+	if g.asJSON {
+		return writeJSON(g.out, toRunOut(r))
+	}
+	lines := [][2]string{
+		{"id", r.ID}, {"workflow", r.Workflow}, {"status", string(r.Status)}, {"parent", orDash(r.ParentID)},
+		{"attempt", fmt.Sprint(r.Attempt)}, {"created", fmtTime(r.CreatedAt)}, {"ended", fmtTime(r.EndedAt)},
+		{"input", string(r.Input)},
+	}
+	if len(r.Output) > 0 {
+		lines = append(lines, [2]string{"output", string(r.Output)})
+	}
+	if r.Error != nil {
+		lines = append(lines, [2]string{"error", fmt.Sprintf("[%s] %s", r.Error.Kind, r.Error.Message)})
+	}
+	for _, l := range lines {
+		fmt.Fprintf(g.out, "%-9s %s\n", l[0]+":", l[1])
+	}
+	if len(r.Steps) > 0 {
+		fmt.Fprintln(g.out, "\nsteps:")
+		rows := make([][]string, len(r.Steps))
+		for i, s := range r.Steps {
+			res := string(s.Output)
+			if s.Error != nil {
+				res = "error: " + s.Error.Message
+			}
+			rows[i] = []string{fmt.Sprint(i + 1), s.Name, s.Kind, truncate(res, 60), fmtTime(s.At)}
+		}
+		if err := table(g.out, []string{"#", "STEP", "KIND", "RESULT", "AT"}, rows); err != nil {
+			return err
+		}
+	}
+	if len(r.Compensations) > 0 {
+		fmt.Fprintln(g.out, "\ncompensations:")
+		rows := make([][]string, len(r.Compensations))
+		for i, c := range r.Compensations {
+			state := "pending"
+			switch {
+			case c.Executed && c.Error != "":
+				state = "failed: " + c.Error
+			case c.Executed:
+				state = "executed"
+			}
+			rows[i] = []string{c.Name, state}
+		}
+		if err := table(g.out, []string{"NAME", "STATE"}, rows); err != nil {
+			return err
+		}
+	}
+	if len(r.Hooks) > 0 {
+		fmt.Fprintln(g.out, "\nhooks:")
+		rows := make([][]string, len(r.Hooks))
+		for i, h := range r.Hooks {
+			rows[i] = []string{h.Name, string(h.State), h.Token}
+		}
+		if err := table(g.out, []string{"NAME", "STATE", "TOKEN"}, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+var _ = hoppertype.HookWaiting

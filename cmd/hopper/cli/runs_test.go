@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
+)
+
+// TestRunsCommands drives a workflow from the command line: a run waiting
+// on a hook is listed and shown, its history exported, its hook resumed
+// with `hopper hooks resume`; a worker then completes it; a second run is
+// cancelled.
+func TestRunsCommands(t *testing.T) {
+	path := t.TempDir() + "/runs.db"
+	db := "sqlite://" + path
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	d, err := sqlitedriver.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	c, err := hopper.New(hopper.Config{Driver: d, PollInterval: 20 * time.Millisecond, WaitPollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(exampleApproval); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	h, err := exampleApproval.Start(ctx, c, ApprovalInput{Request: "a laptop"}, &hopper.StartOpts{ID: "approve-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := exampleApproval.Start(ctx, c, ApprovalInput{Request: "a car"}, &hopper.StartOpts{ID: "approve-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := ""
+	for token == "" {
+		info, err := c.GetRun(ctx, h.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Status == hopper.RunWaiting && len(info.Hooks) == 1 {
+			token = info.Hooks[0].Token
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the run never waited on its hook")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	out, errOut, code := run(t, "runs", "list", "--db", db, "--workflow", "approval", "--json")
+	if code != 0 {
+		t.Fatalf("runs list: %s", errOut)
+	}
+	var list struct {
+		Runs []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Runs) != 2 {
+		t.Fatalf("runs list --json: %v %q", err, out)
+	}
+	out, _, code = run(t, "runs", "show", h.ID(), "--db", db)
+	if code != 0 || !strings.Contains(out, "approval") || !strings.Contains(out, token) || !strings.Contains(out, "waiting") {
+		t.Fatalf("runs show: %q", out)
+	}
+	out, _, code = run(t, "runs", "history", h.ID(), "--db", db)
+	var hist hopper.History
+	if code != 0 || json.Unmarshal([]byte(out), &hist) != nil || hist.Workflow != "approval" || len(hist.Events) < 3 {
+		t.Fatalf("runs history: %q", out)
+	}
+	if _, errOut, code := run(t, "runs", "list", "--db", db, "--status", "bogus"); code == 0 || errOut == "" {
+		t.Fatal("a bad status is refused")
+	}
+	if _, errOut, code := run(t, "hooks", "resume", token, "--db", db, "--payload", "{nope"); code == 0 || !strings.Contains(errOut, "JSON") {
+		t.Fatalf("bad payload: code %d, %q", code, errOut)
+	}
+	if _, errOut, code := run(t, "hooks", "resume", token, "--db", db, "--payload", `{"ok":true}`); code != 0 {
+		t.Fatalf("hooks resume: %s", errOut)
+	}
+	if _, errOut, code := run(t, "hooks", "resume", token, "--db", db, "--payload", `{"ok":true}`); code == 0 || errOut == "" {
+		t.Fatal("a hook resumed twice is refused")
+	}
+	got, err := h.Result(ctx)
+	if err != nil || string(got) != `{"ok":true}` {
+		t.Fatalf("result after resume: %s, %v", got, err)
+	}
+
+	out, errOut, code = run(t, "runs", "cancel", other.ID(), "--db", db)
+	if code != 0 {
+		t.Fatalf("runs cancel: %s", errOut)
+	}
+	if _, err := other.Result(ctx); err == nil {
+		t.Fatal("a cancelled run has no result")
+	}
+	out, _, code = run(t, "runs", "show", other.ID(), "--db", db, "--json")
+	if code != 0 || !strings.Contains(out, `"status": "cancelled"`) {
+		t.Fatalf("runs show after cancel: %q", out)
+	}
+	if _, errOut, code := run(t, "runs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("show missing: code %d, %q", code, errOut)
+	}
+}
