@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-go/hopper"
-	"github.com/hopper-go/hopper/hoppertype"
 )
 
 func runsCmd(g *globals) *cobra.Command {
@@ -111,18 +110,96 @@ func runsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(list, show, history, cancel)
+	var (
+		from   int64
+		follow bool
+		every  time.Duration
+	)
+	tail := &cobra.Command{
+		Use:   "tail ID",
+		Short: "Print a run's stream from --from, following it until the run ends (--follow=false: what is there now)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if from < 0 {
+				return fmt.Errorf("--from must not be negative")
+			}
+			if every <= 0 {
+				return fmt.Errorf("--poll must be positive")
+			}
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				return tailStream(cmd, g, c, args[0], from, follow, every)
+			})
+		},
+	}
+	tail.Flags().Int64Var(&from, "from", 0, "the first offset to print")
+	tail.Flags().BoolVar(&follow, "follow", true, "keep printing new chunks until the run ends")
+	tail.Flags().DurationVar(&every, "poll", 250*time.Millisecond, "how often to look for new chunks while following")
+	cmd.AddCommand(list, show, history, cancel, tail)
 	return cmd
+}
+
+// tailStream prints a run's stream chunks, one per line ("offset data", or
+// JSON objects with --json), until the run ends when following.
+func tailStream(cmd *cobra.Command, g *globals, c *hopper.Client, id string, from int64, follow bool, every time.Duration) error {
+	ctx := cmd.Context()
+	info, err := c.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	for {
+		chunks, err := c.ReadStream(ctx, id, from, 1000)
+		if err != nil {
+			return err
+		}
+		for _, ch := range chunks {
+			if g.asJSON {
+				line, err := json.Marshal(struct {
+					Offset int64           `json:"offset"`
+					Data   json.RawMessage `json:"data"`
+					At     time.Time       `json:"at"`
+				}{ch.Offset, rawOrNil(ch.Data), ch.At})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(g.out, string(line))
+			} else {
+				fmt.Fprintf(g.out, "%d %s\n", ch.Offset, ch.Data)
+			}
+			from = ch.Offset + 1
+		}
+		if len(chunks) == 1000 {
+			continue
+		}
+		if !follow || info.Status.Terminal() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+		// Read the status before the chunks: a chunk written just before
+		// the run ended is then read before the loop stops.
+		if info, err = c.GetRun(ctx, id); err != nil {
+			return err
+		}
+	}
 }
 
 func hooksCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "hooks", Short: "Resume workflow hooks"}
 	var payload string
 	resume := &cobra.Command{
-		Use:   "resume TOKEN",
-		Short: "Deliver a JSON payload to the run waiting on a hook",
-		Args:  cobra.ExactArgs(1),
+		Use:   "resume TOKEN [PAYLOAD]",
+		Short: "Deliver a JSON payload (an argument, or --payload) to the run waiting on a hook",
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				if cmd.Flags().Changed("payload") {
+					return fmt.Errorf("give the payload as an argument or with --payload, not both")
+				}
+				payload = args[1]
+			}
 			if !json.Valid([]byte(payload)) {
 				return fmt.Errorf("--payload is not valid JSON: %q", payload)
 			}
@@ -283,5 +360,3 @@ func truncate(s string, n int) string {
 	}
 	return s[:n-1] + "…"
 }
-
-var _ = hoppertype.HookWaiting

@@ -89,7 +89,14 @@ func TestRunsCommands(t *testing.T) {
 	if _, errOut, code := run(t, "hooks", "resume", token, "--db", db, "--payload", "{nope"); code == 0 || !strings.Contains(errOut, "JSON") {
 		t.Fatalf("bad payload: code %d, %q", code, errOut)
 	}
-	if _, errOut, code := run(t, "hooks", "resume", token, "--db", db, "--payload", `{"ok":true}`); code != 0 {
+	out, _, code = run(t, "runs", "tail", h.ID(), "--db", db, "--follow=false")
+	if code != 0 || !strings.HasPrefix(out, "0 ") || !strings.Contains(out, "a laptop") || !strings.Contains(out, token) {
+		t.Fatalf("runs tail: %q", out)
+	}
+	if _, errOut, code := run(t, "hooks", "resume", token, `{"ok":true}`, "--db", db, "--payload", `{}`); code == 0 || errOut == "" {
+		t.Fatal("a payload given twice is refused")
+	}
+	if _, errOut, code := run(t, "hooks", "resume", token, `{"ok":true}`, "--db", db); code != 0 {
 		t.Fatalf("hooks resume: %s", errOut)
 	}
 	if _, errOut, code := run(t, "hooks", "resume", token, "--db", db, "--payload", `{"ok":true}`); code == 0 || errOut == "" {
@@ -98,6 +105,15 @@ func TestRunsCommands(t *testing.T) {
 	got, err := h.Result(ctx)
 	if err != nil || string(got) != `{"ok":true}` {
 		t.Fatalf("result after resume: %s, %v", got, err)
+	}
+	// Following the stream of a run that ended prints it and returns.
+	out, _, code = run(t, "runs", "tail", h.ID(), "--db", db, "--json")
+	var chunk struct {
+		Offset int64           `json:"offset"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if code != 0 || json.Unmarshal([]byte(strings.TrimSpace(out)), &chunk) != nil || chunk.Offset != 0 || !strings.Contains(string(chunk.Data), "a laptop") {
+		t.Fatalf("runs tail --json: %q", out)
 	}
 
 	out, errOut, code = run(t, "runs", "cancel", other.ID(), "--db", db)
