@@ -142,7 +142,9 @@ func testRescueThenLateCompletion(t *testing.T, newDriver func(*testing.T) drive
 		}
 		return "late", nil
 	}, nil)
-	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkA, WorkerID: "A"})
+	// A has one worker, which the stall keeps busy: A cannot claim the job
+	// again once it is rescued (its clock says nothing else is due).
+	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkA, WorkerID: "A", MaxWorkers: 1})
 	require.NoError(t, a.Register(jobA))
 	h, err := jobA.Enqueue(ctx, a, 0, nil)
 	require.NoError(t, err)
