@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -129,6 +130,10 @@ type Config struct {
 	// token (for example "http://127.0.0.1:7700/v1/webhooks/"). hopper dev
 	// sets it from its address.
 	WebhookBaseURL string
+	// FetchAllowPrivate lets Fetch reach loopback, private, link-local and
+	// unspecified addresses, which it refuses by default (a workflow's
+	// input must not be able to point it at the internal network).
+	FetchAllowPrivate bool
 }
 
 // Client enqueues jobs, runs the jobs of its registered types once started,
@@ -148,6 +153,9 @@ type Client struct {
 
 	subsMu sync.Mutex
 	subs   atomic.Pointer[[]*subscriber]
+
+	fetchOnce sync.Once
+	fetchHTTP *http.Client
 
 	mu         sync.Mutex
 	rt         *runtime // nil unless started

@@ -43,7 +43,10 @@ type StepInfo struct {
 	Kind   string // "step" or "activity"
 	Output json.RawMessage
 	Error  *hoppertype.ErrorInfo
-	At     time.Time
+	// Attempts is how many tries the step took (0 when not recorded: an
+	// activity's are its job's).
+	Attempts int
+	At       time.Time
 }
 
 // CompensationInfo is one registered compensation and what became of it.
@@ -142,7 +145,7 @@ func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
 			if ev.Kind == evActivityCompleted {
 				kind = "activity"
 			}
-			info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, At: ev.At})
+			info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, Attempts: data.Attempts, At: ev.At})
 		case evCompensationAdded:
 			added = append(added, CompensationInfo{Name: ev.Name})
 		case evCompensationDone, evCompensationFail:

@@ -52,6 +52,8 @@ type evData struct {
 	Child  string                `json:"child,omitempty"`
 	Job    string                `json:"job,omitempty"`
 	Status hoppertype.RunStatus  `json:"status,omitempty"`
+	// Attempts is how many tries a step took.
+	Attempts int `json:"attempts,omitempty"`
 }
 
 // errSuspended is returned by workflow operations once the run is waiting

@@ -258,8 +258,11 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 	}
 	p := policy.resolved()
 	var v T
-	for attempt := 1; ; attempt++ {
-		v, err = runStep(st.ctx, fn)
+	meta := StepMetadata{RunID: st.run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.run.ID, name, st.nextSeq)}
+	attempt := 1
+	for ; ; attempt++ {
+		meta.Attempt = attempt
+		v, err = runStep(context.WithValue(st.ctx, stepMetaKey{}, meta), fn)
 		if err == nil || errors.Is(err, ErrAborted) || attempt >= p.Attempts || st.ctx.Err() != nil {
 			break
 		}
@@ -277,7 +280,7 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 			return zero, ErrCancelled
 		}
 		ei := errorInfo(err, st.attempt, st.c.now())
-		if rerr := st.record(st.ctx, nil, evStep, name, evData{Error: ei}); rerr != nil {
+		if rerr := st.record(st.ctx, nil, evStep, name, evData{Error: ei, Attempts: attempt}); rerr != nil {
 			return zero, rerr
 		}
 		return zero, &StepError{Step: name, Kind: ei.Kind, Message: ei.Message}
@@ -286,10 +289,30 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 	if err != nil {
 		return zero, fmt.Errorf("hopper: step %q: encode output: %w", name, err)
 	}
-	if err := st.record(st.ctx, nil, evStep, name, evData{Output: b}); err != nil {
+	if err := st.record(st.ctx, nil, evStep, name, evData{Output: b, Attempts: attempt}); err != nil {
 		return zero, err
 	}
 	return v, nil
+}
+
+// StepMetadata describes the step whose function is running.
+type StepMetadata struct {
+	RunID string
+	Name  string
+	// ID is the step's identity in its run ("run/name#position"), the same
+	// on every try: a good idempotency key for the step's effect.
+	ID string
+	// Attempt counts the step's tries, from 1.
+	Attempt int
+}
+
+type stepMetaKey struct{}
+
+// StepFromContext returns the metadata of the step whose function was given
+// ctx (false outside a step).
+func StepFromContext(ctx context.Context) (StepMetadata, bool) {
+	m, ok := ctx.Value(stepMetaKey{}).(StepMetadata)
+	return m, ok
 }
 
 func runStep[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (v T, err error) {
