@@ -62,7 +62,9 @@ type StepJSON struct {
 	Kind   string          `json:"kind"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  *ErrorJSON      `json:"error,omitempty"`
-	At     time.Time       `json:"at"`
+	// Attempts is how many tries the step took (absent for activities).
+	Attempts int       `json:"attempts,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // CompensationJSON is one compensation, in the order they ran.
@@ -97,7 +99,7 @@ func runJSON(r *hopper.RunInfo, showTokens bool) *RunJSON {
 		out.History = append(out.History, EventEntryJSON{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: json.RawMessage(ev.Data), At: ev.At})
 	}
 	for _, s := range r.Steps {
-		out.Steps = append(out.Steps, StepJSON{Name: s.Name, Kind: s.Kind, Output: s.Output, Error: errJSON(s.Error), At: s.At})
+		out.Steps = append(out.Steps, StepJSON{Name: s.Name, Kind: s.Kind, Output: s.Output, Error: errJSON(s.Error), Attempts: s.Attempts, At: s.At})
 	}
 	for _, c := range r.Compensations {
 		out.Compensations = append(out.Compensations, CompensationJSON{Name: c.Name, Executed: c.Executed, Error: c.Error})

@@ -450,6 +450,7 @@ func TestAPIRuns(t *testing.T) {
 	require.Equal(t, "completed", run.Status)
 	require.JSONEq(t, `"done"`, string(run.Output))
 	require.Len(t, run.Steps, 3)
+	require.Equal(t, 1, run.Steps[0].Attempts)
 	require.NotEmpty(t, run.History)
 	var hist hopper.History
 	require.Equal(t, 200, e.do("GET", "/v1/runs/run-ok/history", "", &hist))

@@ -243,7 +243,9 @@ type stepOut struct {
 	Kind   string          `json:"kind"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  string          `json:"error,omitempty"`
-	At     time.Time       `json:"at"`
+	// Attempts is how many tries the step took (absent for activities).
+	Attempts int       `json:"attempts,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 type hookOut struct {
@@ -263,7 +265,7 @@ func toRunOut(r *hopper.RunInfo) runOut {
 		o.EndedAt = &t
 	}
 	for _, s := range r.Steps {
-		so := stepOut{Name: s.Name, Kind: s.Kind, Output: rawOrNil(s.Output), At: s.At}
+		so := stepOut{Name: s.Name, Kind: s.Kind, Output: rawOrNil(s.Output), Attempts: s.Attempts, At: s.At}
 		if s.Error != nil {
 			so.Error = s.Error.Message
 		}
