@@ -35,6 +35,18 @@ type RunInfo struct {
 	Steps         []StepInfo
 	Compensations []CompensationInfo
 	Hooks         []*hoppertype.HookRow
+	// Activities are the run's activity jobs as they stand (GetRun only).
+	Activities []ActivityInfo
+}
+
+// ActivityInfo is one activity of a run: its job, live.
+type ActivityInfo struct {
+	Name        string
+	JobID       string
+	State       hoppertype.JobState
+	Attempt     int
+	MaxAttempts int
+	Error       *hoppertype.ErrorInfo
 }
 
 // StepInfo is one recorded step (or activity) of a run.
@@ -128,6 +140,9 @@ func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
 		return nil, err
 	}
 	_, info.History = lastGeneration(all)
+	if info.Activities, err = c.activities(ctx, info.History); err != nil {
+		return nil, err
+	}
 	if info.Hooks, err = c.drv.HookListByRun(ctx, id); err != nil {
 		return nil, err
 	}
@@ -177,6 +192,40 @@ func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
 	}
 	info.Compensations = append(info.Compensations, pending...)
 	return info, nil
+}
+
+// activities reads the jobs of the activities a history scheduled.
+func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent) ([]ActivityInfo, error) {
+	var ids, names []string
+	for _, ev := range history {
+		if ev.Kind != evActivityScheduled {
+			continue
+		}
+		var data evData
+		if err := json.Unmarshal(ev.Data, &data); err == nil && data.Job != "" {
+			ids, names = append(ids, data.Job), append(names, ev.Name)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	jobs, err := c.drv.JobGetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*hoppertype.JobRow, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID] = j
+	}
+	out := make([]ActivityInfo, 0, len(ids))
+	for i, id := range ids {
+		a := ActivityInfo{Name: names[i], JobID: id}
+		if j := byID[id]; j != nil { // a finished job may have been deleted by retention
+			a.State, a.Attempt, a.MaxAttempts, a.Error = j.State, j.Attempt, j.Retry.Attempts, j.Error
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // WaitRun blocks until the run is finished (or ctx is done) and returns it.

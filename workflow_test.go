@@ -270,6 +270,20 @@ func testWorkflowChildAndActivity(t *testing.T, newDriver func(*testing.T) drive
 	require.Len(t, done, 1)
 	_, err = c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{"bogus"}})
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+
+	// GetRun shows the parent's activity as its job stands: dead, aborted.
+	info, err := c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Len(t, info.Activities, 1)
+	act := info.Activities[0]
+	require.Equal(t, "failing", act.Name)
+	require.Equal(t, hopper.StateDead, act.State)
+	require.Equal(t, 1, act.Attempt)
+	require.NotNil(t, act.Error)
+	kid, err := c.GetRun(ctx, kids[0].ID)
+	require.NoError(t, err)
+	require.Len(t, kid.Activities, 1)
+	require.Equal(t, hopper.StateSucceeded, kid.Activities[0].State)
 }
 
 // sagaSteps is the order example: charge → reserve → ship, each with a

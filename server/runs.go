@@ -45,6 +45,7 @@ type RunJSON struct {
 	Steps         []StepJSON         `json:"steps,omitempty"`
 	Compensations []CompensationJSON `json:"compensations,omitempty"`
 	Hooks         []HookJSON         `json:"hooks,omitempty"`
+	Activities    []ActivityJSON     `json:"activities,omitempty"`
 }
 
 // EventEntryJSON is one history event.
@@ -65,6 +66,16 @@ type StepJSON struct {
 	// Attempts is how many tries the step took (absent for activities).
 	Attempts int       `json:"attempts,omitempty"`
 	At       time.Time `json:"at"`
+}
+
+// ActivityJSON is one activity of a run: its job as it stands.
+type ActivityJSON struct {
+	Name        string     `json:"name"`
+	JobID       string     `json:"job_id"`
+	State       string     `json:"state,omitempty"`
+	Attempt     int        `json:"attempt"`
+	MaxAttempts int        `json:"max_attempts"`
+	Error       *ErrorJSON `json:"error,omitempty"`
 }
 
 // CompensationJSON is one compensation, in the order they ran.
@@ -103,6 +114,10 @@ func runJSON(r *hopper.RunInfo, showTokens bool) *RunJSON {
 	}
 	for _, c := range r.Compensations {
 		out.Compensations = append(out.Compensations, CompensationJSON{Name: c.Name, Executed: c.Executed, Error: c.Error})
+	}
+	for _, a := range r.Activities {
+		out.Activities = append(out.Activities, ActivityJSON{Name: a.Name, JobID: a.JobID, State: string(a.State),
+			Attempt: a.Attempt, MaxAttempts: a.MaxAttempts, Error: errJSON(a.Error)})
 	}
 	for _, h := range r.Hooks {
 		hj := HookJSON{Name: h.Name, State: string(h.State)}
