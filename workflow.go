@@ -3,7 +3,6 @@ package hopper
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -239,26 +238,12 @@ func (c *Client) startRunIn(ctx context.Context, tx driver.Executor, t typeCore,
 	}
 	run := &hoppertype.RunRow{ID: row.ID, Workflow: wi.workflowName(), Status: hoppertype.RunPending, ParentID: parentID,
 		CodeVersion: wi.codeVersion(), CreatedAt: now, UpdatedAt: now}
-	existing := false
-	insert := func(ctx context.Context, tx driver.Executor) error {
-		existing = false
-		if err := tx.RunInsert(ctx, run); errors.Is(err, hoppertype.ErrDuplicateID) {
-			existing = true
-			return nil
-		} else if err != nil {
-			return err
-		}
-		res, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
-		if err != nil {
-			return err
-		}
-		return notifyQueues(ctx, tx, res)
-	}
+	// One atomic store operation: the run, its job, the queue's wake-up.
+	var ex driver.Executor = c.drv
 	if tx != nil {
-		err = tx.InTx(ctx, insert)
-	} else {
-		err = c.drv.InTx(ctx, insert)
+		ex = tx
 	}
+	existing, err := ex.RunStart(ctx, &driver.RunStartParams{Run: run, Job: row})
 	if err != nil {
 		return "", false, fmt.Errorf("hopper: start workflow %s: %w", wi.workflowName(), err)
 	}

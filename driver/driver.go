@@ -22,6 +22,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
@@ -228,6 +229,13 @@ type Executor interface {
 	// JobInsertMany, in the same transaction.)
 	RunInsert(ctx context.Context, row *hoppertype.RunRow) error
 
+	// RunStart stores a new run and its job (Job.ID = Run.ID) atomically,
+	// as RunInsert then JobInsertMany would, and notifies TopicJobAvailable
+	// with the job's queue when the job is pending, delivered with the
+	// commit. When the run's id exists, nothing is written and existing is
+	// true. RunStartTx implements it from the other operations.
+	RunStart(ctx context.Context, params *RunStartParams) (existing bool, err error)
+
 	// RunGet returns a run row or hoppertype.ErrNotFound.
 	RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error)
 
@@ -307,6 +315,38 @@ type RunUpdateParams struct {
 	ExpectStatuses []hoppertype.RunStatus
 	Now            time.Time
 }
+
+// RunStartParams are the arguments of RunStart.
+type RunStartParams struct {
+	Run *hoppertype.RunRow
+	Job *hoppertype.JobRow
+}
+
+// RunStartTx is RunStart made of RunInsert, JobInsertMany and Notify on tx,
+// which must be a transaction's executor (or a store whose operations on
+// one executor are atomic together).
+func RunStartTx(ctx context.Context, tx Executor, p *RunStartParams) (bool, error) {
+	if p == nil || p.Run == nil || p.Job == nil || p.Run.ID == "" || p.Job.ID != p.Run.ID {
+		return false, fmt.Errorf("start run: %w", errBadRunStart)
+	}
+	if err := tx.RunInsert(ctx, p.Run); errors.Is(err, hoppertype.ErrDuplicateID) {
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	res, err := tx.JobInsertMany(ctx, &JobInsertManyParams{Jobs: []*hoppertype.JobRow{p.Job}})
+	if err != nil {
+		return false, err
+	}
+	if len(res) == 1 && !res[0].Existing && res[0].Job.State == hoppertype.JobStatePending {
+		if err := tx.Notify(ctx, TopicJobAvailable, res[0].Job.Queue); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+var errBadRunStart = errors.New("a run and a job with the run's id are required")
 
 // RunEventAppendParams are the arguments of RunEventAppend.
 type RunEventAppendParams struct {

@@ -30,6 +30,74 @@ func runCases() []testCase {
 		{"DeleteFinishedTakesRunState", testRunDeleteCascade},
 		{"RollbackUndoesWorkflowWrites", testRunRollback},
 		{"NestedRollbackUndoesOnlyNested", testRunNestedRollback},
+		{"StartStoresRunAndJob", testRunStart},
+		{"StartInTxRollsBack", testRunStartInTx},
+	}
+}
+
+// testRunStart: RunStart stores the run and its job and announces the
+// queue; a second start of the id writes nothing.
+func testRunStart(t *testing.T, f *fixture) {
+	queue := "q-" + f.id()
+	sub := f.listen(t, driver.TopicJobAvailable)
+	run := f.runRow(func(r *hoppertype.RunRow) { r.Status = hoppertype.RunPending })
+	job := f.job(func(j *hoppertype.JobRow) { j.ID, j.GroupID, j.Queue, j.Type = run.ID, run.ID, queue, "workflow:wf" })
+	existing, err := f.d.RunStart(f.ctx, &driver.RunStartParams{Run: run, Job: job})
+	require.NoError(t, err)
+	require.False(t, existing)
+	got, err := f.d.RunGet(f.ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunPending, got.Status)
+	requireJob(t, job, f.get(t, run.ID))
+	for p := recv(t, sub); p != queue; p = recv(t, sub) {
+	}
+
+	// The same id again: existing, and neither row changes.
+	again := f.runRow(func(r *hoppertype.RunRow) { r.ID, r.Workflow, r.Status = run.ID, "other", hoppertype.RunPending })
+	job2 := f.job(func(j *hoppertype.JobRow) { j.ID, j.GroupID, j.Queue, j.Input = run.ID, run.ID, queue, []byte(`{"n":2}`) })
+	existing, err = f.d.RunStart(f.ctx, &driver.RunStartParams{Run: again, Job: job2})
+	require.NoError(t, err)
+	require.True(t, existing)
+	got, err = f.d.RunGet(f.ctx, run.ID)
+	require.NoError(t, err)
+	require.Equal(t, "wf", got.Workflow)
+	requireJob(t, job, f.get(t, run.ID))
+
+	// A job that does not carry the run's id is refused.
+	bad := f.runRow()
+	_, err = f.d.RunStart(f.ctx, &driver.RunStartParams{Run: bad, Job: f.job()})
+	require.Error(t, err)
+	_, err = f.d.RunGet(f.ctx, bad.ID)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+}
+
+// testRunStartInTx: a start inside a transaction that rolls back leaves
+// nothing, and announces nothing.
+func testRunStartInTx(t *testing.T, f *fixture) {
+	queue := "q-" + f.id()
+	sub := f.listen(t, driver.TopicJobAvailable)
+	run := f.runRow(func(r *hoppertype.RunRow) { r.Status = hoppertype.RunPending })
+	job := f.job(func(j *hoppertype.JobRow) { j.ID, j.GroupID, j.Queue = run.ID, run.ID, queue })
+	boom := errors.New("boom")
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		existing, err := tx.RunStart(ctx, &driver.RunStartParams{Run: run, Job: job})
+		require.NoError(t, err)
+		require.False(t, existing)
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = f.d.RunGet(f.ctx, run.ID)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+	_, err = f.d.JobGet(f.ctx, run.ID)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+
+	// Committed, it is all there and announced.
+	require.NoError(t, f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		_, err := tx.RunStart(ctx, &driver.RunStartParams{Run: run, Job: job})
+		return err
+	}))
+	requireJob(t, job, f.get(t, run.ID))
+	for p := recv(t, sub); p != queue; p = recv(t, sub) {
 	}
 }
 

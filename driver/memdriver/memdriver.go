@@ -236,7 +236,16 @@ func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobWake(ctx, params) })
 }
 
-// RunInsert stores a new workflow run; see driver.Executor.
+// RunStart stores a run and its job at once; see driver.Executor.
+func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (existing bool, err error) {
+	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		existing, err = driver.RunStartTx(ctx, tx, params)
+		return err
+	})
+	return existing, err
+}
+
+// RunInsert stores a new run row; see driver.Executor.
 func (d *Driver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
 	return d.run(ctx, func(tx *tx) error { return tx.RunInsert(ctx, row) })
 }

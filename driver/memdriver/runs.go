@@ -36,7 +36,12 @@ func (t *tx) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hopp
 	return out, nil
 }
 
-// RunInsert stores a copy of row.
+// RunStart stores a run and its job at once; see driver.Executor.
+func (t *tx) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
+	return driver.RunStartTx(ctx, t, params)
+}
+
+// RunInsert stores a new run row.
 func (t *tx) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
 	if err := t.check(ctx); err != nil {
 		return err

@@ -147,7 +147,12 @@ func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 	return d.root.JobWake(ctx, params)
 }
 
-// RunInsert stores a new workflow run.
+// RunStart stores a run and its job in one statement; see driver.Executor.
+func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
+	return d.root.RunStart(ctx, params)
+}
+
+// RunInsert stores a new run; see driver.Executor.
 func (d *Driver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
 	return d.root.RunInsert(ctx, row)
 }

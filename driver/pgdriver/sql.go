@@ -75,7 +75,7 @@ type queries struct {
 	notify, notifyMany                                                   string
 
 	wake                                       string
-	runInsert, runGet, runUpdate               string
+	runInsert, runStart, runGet, runUpdate     string
 	eventAppend, eventAppendTx, eventUndo      string
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
@@ -264,6 +264,23 @@ RETURNING {jcols}`),
 		runInsert: q(`INSERT INTO {s}.runs ({runcols})
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (id) DO NOTHING`),
+		// RunStart in one statement: the run, then its job only if the
+		// run was new, then (on the pool, $37 not NULL) the notification.
+		// The job's 27 columns are $1-$27 as in insertJobs; the run's are
+		// $28-$36.
+		runStart: q(`WITH run AS (
+	INSERT INTO {s}.runs ({runcols})
+	VALUES ($28, $29, $30, $31, $32, $33, $34, $35, $36)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id
+), ins AS (
+	INSERT INTO {s}.jobs ({cols})
+	SELECT u.* FROM unnest(` + unnestArgs() + `) AS u({cols})
+	WHERE EXISTS (SELECT 1 FROM run)
+	RETURNING state, queue
+)
+SELECT EXISTS (SELECT 1 FROM run),
+	(SELECT count(pg_notify($37::text, i.queue)) FROM ins i WHERE i.state = 'pending' AND $37::text IS NOT NULL)`),
 		runGet: q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
 		// RunUpdate's compare-and-set: $6 NULL expects any status.
 		runUpdate: q(`UPDATE {s}.runs SET

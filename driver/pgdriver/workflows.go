@@ -115,6 +115,47 @@ func (e *executor) RunInsert(ctx context.Context, r *hoppertype.RunRow) error {
 	return nil
 }
 
+// RunStart stores a run and its job in one statement (see runStart); on
+// the pool the notification is part of it, in a transaction it joins the
+// transaction's buffered notifications.
+func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool, error) {
+	if err := e.check(ctx, "start run"); err != nil {
+		return false, err
+	}
+	if p == nil || p.Run == nil || p.Job == nil || p.Run.ID == "" || p.Job.ID != p.Run.ID {
+		return false, errors.New("pgdriver: start run: a run and a job with the run's id are required")
+	}
+	r := p.Run
+	op := fmt.Sprintf("start run %q", r.ID)
+	if !r.Status.Valid() {
+		return false, fmt.Errorf("pgdriver: %s: invalid status %q", op, r.Status)
+	}
+	a, err := newJobArrays([]*hoppertype.JobRow{p.Job})
+	if err != nil {
+		return false, fmt.Errorf("pgdriver: %s: %w", op, err)
+	}
+	var channel pgtype.Text
+	if e.notes == nil && e.tx == nil {
+		channel = pgtype.Text{String: e.d.channel(driver.TopicJobAvailable), Valid: true}
+	}
+	args := append(a.args(), r.ID, r.Workflow, string(r.Status), optText(r.ParentID), r.CodeVersion,
+		text(marshalError(r.Error)), pgtype.Timestamptz{Time: r.CreatedAt, Valid: true}, ts(r.UpdatedAt), ts(r.EndedAt), channel)
+	var inserted bool
+	var notified int64
+	if err := e.q.QueryRow(ctx, e.d.q.runStart, args...).Scan(&inserted, &notified); err != nil {
+		return false, e.d.fail(op, err)
+	}
+	if !inserted {
+		return true, nil
+	}
+	if p.Job.State == hoppertype.JobStatePending && !channel.Valid {
+		if err := e.Notify(ctx, driver.TopicJobAvailable, p.Job.Queue); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
 // RunGet returns a run or hoppertype.ErrNotFound.
 func (e *executor) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
 	if err := e.check(ctx, "get run"); err != nil {

@@ -192,7 +192,16 @@ func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobWake(ctx, params) })
 }
 
-// RunInsert stores a new workflow run; see driver.Executor.
+// RunStart stores a run and its job at once; see driver.Executor.
+func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (existing bool, err error) {
+	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		existing, err = driver.RunStartTx(ctx, tx, params)
+		return err
+	})
+	return existing, err
+}
+
+// RunInsert stores a new run row; see driver.Executor.
 func (d *Driver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunInsert(ctx, row) })
 }
@@ -486,7 +495,12 @@ func (t *txExec) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 	return t.r.jobWake(ctx, params)
 }
 
-// RunInsert stores a new workflow run.
+// RunStart stores a run and its job at once; see driver.Executor.
+func (t *txExec) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
+	return driver.RunStartTx(ctx, t, params)
+}
+
+// RunInsert stores a new run row in the transaction.
 func (t *txExec) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
 	if err := t.check(ctx); err != nil {
 		return err
