@@ -54,7 +54,9 @@ func testRunStart(t *testing.T, f *fixture) {
 
 	// The same id again: existing, and neither row changes.
 	again := f.runRow(func(r *hoppertype.RunRow) { r.ID, r.Workflow, r.Status = run.ID, "other", hoppertype.RunPending })
-	job2 := f.job(func(j *hoppertype.JobRow) { j.ID, j.GroupID, j.Queue, j.Input = run.ID, run.ID, queue, []byte(`{"n":2}`) })
+	job2 := f.job(func(j *hoppertype.JobRow) {
+		j.ID, j.GroupID, j.Queue, j.Input = run.ID, run.ID, queue, []byte(`{"n":2}`)
+	})
 	existing, err = f.d.RunStart(f.ctx, &driver.RunStartParams{Run: again, Job: job2})
 	require.NoError(t, err)
 	require.True(t, existing)
