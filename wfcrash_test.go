@@ -18,6 +18,7 @@ import (
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/pgdriver"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
 )
 
@@ -133,7 +134,7 @@ var wfCrash5 = hopper.Workflow("crash-5", func(wf hopper.WorkflowContext, in int
 // itself, not inside a transaction, so they pass through here;
 // should that change, the child never reaches its kill point and says so.
 type wfKillDriver struct {
-	*sqlitedriver.Driver
+	driver.Driver
 	run, kind, name, label string
 }
 
@@ -185,13 +186,17 @@ func TestWorkflowCrashChild(t *testing.T) {
 	if pt.label == "" {
 		fail("kill point", fmt.Errorf("unknown %q", os.Getenv("HOPPER_WFCRASH_KILLAT")))
 	}
-	sd, err := sqlitedriver.Open(dbPath, nil)
+	var d driver.Driver
+	if strings.HasPrefix(dbPath, "postgres") {
+		d, err = pgdriver.Open(context.Background(), dbPath, &pgdriver.Options{Schema: os.Getenv("HOPPER_WFCRASH_SCHEMA")})
+	} else {
+		d, err = sqlitedriver.Open(dbPath, nil)
+	}
 	if err != nil {
 		fail("open", err)
 	}
-	var d driver.Driver = sd
 	if pt.kind != "" {
-		d = &wfKillDriver{Driver: sd, run: runID, kind: pt.kind, name: pt.name, label: pt.label}
+		d = &wfKillDriver{Driver: d, run: runID, kind: pt.kind, name: pt.name, label: pt.label}
 	}
 	wfCrashKillRun, wfCrashKillBefore, wfCrashKillIn = runID, pt.beforeStep, pt.inStep
 	c, err := hopper.New(wfCrashConfig(d, []string{queue}))
@@ -224,9 +229,33 @@ func TestWorkflowCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test skipped in -short mode")
 	}
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "wfcrash.db")
+		testWorkflowCrash(t, path, "", func() driver.Driver {
+			d, err := sqlitedriver.Open(path, nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = d.Close() })
+			return d
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := os.Getenv("HOPPER_TEST_POSTGRES_URL")
+		if url == "" {
+			if os.Getenv("CI") != "" {
+				t.Fatal("HOPPER_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run under CI")
+			}
+			t.Skip("set HOPPER_TEST_POSTGRES_URL to run the PostgreSQL crash test")
+		}
+		d := openPostgres(t, url).(*pgdriver.Driver) // a fresh schema, dropped at the end
+		testWorkflowCrash(t, url, d.Schema(), func() driver.Driver { return d })
+	})
+}
+
+// testWorkflowCrash runs the crash test on the store at db (a SQLite path
+// or a PostgreSQL URL with schema); open gives the parent's driver on it.
+func testWorkflowCrash(t *testing.T, db, schema string, open func() driver.Driver) {
 	start := time.Now()
 	dir := t.TempDir()
-	dbPath := filepath.Join(dir, "wfcrash.db")
 	wfCrashEffects = filepath.Join(dir, "effects.txt")
 	pts := wfCrashPoints()
 	runID := func(i int) string { return fmt.Sprintf("wfcrash-%02d-%s", i, pts[i].label) }
@@ -240,7 +269,7 @@ func TestWorkflowCrash(t *testing.T) {
 		queues = append(queues, queue(i))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestWorkflowCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "HOPPER_WFCRASH_DB="+dbPath, "HOPPER_WFCRASH_EFFECTS="+wfCrashEffects,
+		cmd.Env = append(os.Environ(), "HOPPER_WFCRASH_DB="+db, "HOPPER_WFCRASH_SCHEMA="+schema, "HOPPER_WFCRASH_EFFECTS="+wfCrashEffects,
 			"HOPPER_WFCRASH_RUN="+runID(i), "HOPPER_WFCRASH_QUEUE="+queue(i), "HOPPER_WFCRASH_INPUT="+strconv.Itoa(i),
 			"HOPPER_WFCRASH_KILLAT="+pt.label)
 		out, err := cmd.CombinedOutput()
@@ -256,9 +285,7 @@ func TestWorkflowCrash(t *testing.T) {
 
 	// A fresh client recovers every run: the leases lapse, the rescuer
 	// retries the runs' jobs, and each run resumes from its history.
-	d, err := sqlitedriver.Open(dbPath, nil)
-	require.NoError(t, err)
-	defer d.Close()
+	d := open()
 	c, err := hopper.New(wfCrashConfig(d, queues))
 	require.NoError(t, err)
 	require.NoError(t, c.Register(wfCrash5))
