@@ -169,7 +169,14 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 			f := &out[i]
 			err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 				if it.run != nil && len(it.run.events) > 0 {
-					err := tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events})
+					p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
+					if it.outcome.params.State == hoppertype.JobStateSucceeded {
+						// The run's end goes with its last record.
+						now := c.now()
+						p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
+						it.run.ended = true
+					}
+					err := tx.RunEventAppend(ctx, p)
 					if errors.Is(err, hoppertype.ErrLeaseLost) {
 						f.err = err
 						return errItemLost

@@ -421,6 +421,13 @@ func (c *Client) ReadStream(ctx context.Context, runID string, from int64, limit
 // when it ends.
 func (c *Client) applyRunEffects(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow, eff *runEffect) error {
 	now := c.now()
+	if eff != nil && eff.ended && job.State == hoppertype.JobStateSucceeded {
+		// The run's end was stored with its last record.
+		if job.ParentID != "" {
+			return c.wake(ctx, tx, job.ParentID, now)
+		}
+		return nil
+	}
 	p := &driver.RunUpdateParams{ID: job.ID, Now: now}
 	switch job.State {
 	case hoppertype.JobStateSucceeded:

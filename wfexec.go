@@ -75,6 +75,9 @@ type runEffect struct {
 	// events are appended to the run's history in the transaction that
 	// records the job's outcome, under the same lease (the run's end).
 	events []*hoppertype.RunEvent
+	// ended says the append of events also stored the run's end (status
+	// completed), so the outcome's run update is not needed.
+	ended bool
 }
 
 // suspendError carries a suspension from the executor to the outcome.

@@ -358,6 +358,8 @@ type RunEventAppendParams struct {
 	// running with its first record, saving a write of its own.
 	RunStatus hoppertype.RunStatus
 	Now       time.Time
+	// EndedAt, when set with RunStatus, is stored as the run's end.
+	EndedAt time.Time
 }
 
 // RunEventListParams are the arguments of RunEventList.

@@ -62,7 +62,18 @@ func testEventRunStatus(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunRunning, row.Status)
 	require.True(t, row.UpdatedAt.Equal(at(time.Minute)), "UpdatedAt is Now: %v", row.UpdatedAt)
+	require.True(t, row.EndedAt.IsZero(), "no EndedAt given, none stored")
 	require.Equal(t, []string{"1.1", "1.2"}, seqs(f.events(t, r.ID, 0)))
+
+	// The run's last record may end it.
+	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
+		Events: []*hoppertype.RunEvent{event(r.ID, 1, 3, "workflow_completed")}, RunStatus: hoppertype.RunCompleted,
+		Now: at(2 * time.Minute), EndedAt: at(2 * time.Minute)})
+	require.NoError(t, err)
+	row, err = f.d.RunGet(f.ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunCompleted, row.Status)
+	require.True(t, row.EndedAt.Equal(at(2*time.Minute)), "EndedAt: %v", row.EndedAt)
 }
 
 // event builds a history event of run runID; its Data and At derive from

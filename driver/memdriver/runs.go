@@ -176,6 +176,9 @@ func (t *tx) RunEventAppend(ctx context.Context, params *driver.RunEventAppendPa
 		if cur := t.st.runs[params.RunID]; cur != nil && cur.Status != params.RunStatus {
 			r := cloneRun(cur)
 			r.Status, r.UpdatedAt = params.RunStatus, trunc(params.Now)
+			if !params.EndedAt.IsZero() {
+				r.EndedAt = trunc(params.EndedAt)
+			}
 			t.putRun(r)
 		}
 	}

@@ -335,8 +335,9 @@ LIMIT $3`),
 // the statement, which then writes nothing) or ON CONFLICT DO NOTHING in a
 // transaction (the caller undoes a partial insert rather than abort the
 // transaction). With the events applied, the run's status becomes $9 unless
-// that is NULL. Parameters: $1 run id, $2 lease token, $3 attempts, $4
-// seqs, $5 kinds, $6 names, $7 times, $8 data, $9 run status, $10 now.
+// that is NULL (and its end becomes $11 unless that is NULL). Parameters:
+// $1 run id, $2 lease token, $3 attempts, $4 seqs, $5 kinds, $6 names, $7
+// times, $8 data, $9 run status, $10 now, $11 ended at.
 func eventAppendSQL(conflict string) string {
 	return `WITH lease AS MATERIALIZED (
 	SELECT id FROM {s}.jobs WHERE id = $1 AND state = 'running' AND lease_token = $2
@@ -353,7 +354,7 @@ func eventAppendSQL(conflict string) string {
 	WHERE EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)` + conflict + `
 	RETURNING attempt, seq
 ), status AS (
-	UPDATE {s}.runs SET status = $9, updated_at = $10
+	UPDATE {s}.runs SET status = $9, updated_at = $10, ended_at = coalesce($11, ended_at)
 	WHERE id = $1 AND $9::text IS NOT NULL AND status <> $9
 		AND EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)
 )

@@ -311,7 +311,7 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 	if p.RunStatus != "" {
 		status = string(p.RunStatus)
 	}
-	rows, err := e.q.Query(ctx, sql, p.RunID, p.LeaseToken, attempts, seqs, kinds, names, at, data, status, ts(p.Now))
+	rows, err := e.q.Query(ctx, sql, p.RunID, p.LeaseToken, attempts, seqs, kinds, names, at, data, status, ts(p.Now), ts(p.EndedAt))
 	if err != nil {
 		return e.d.fail(op, err)
 	}

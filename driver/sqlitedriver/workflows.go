@@ -36,7 +36,7 @@ const (
 	RETURNING ` + runCols
 
 	// setRunStatusSQL is RunEventAppend's RunStatus.
-	setRunStatusSQL = `UPDATE runs SET status = ?1, updated_at = ?2 WHERE id = ?3 AND status <> ?1`
+	setRunStatusSQL = `UPDATE runs SET status = ?1, updated_at = ?2, ended_at = coalesce(?4, ended_at) WHERE id = ?3 AND status <> ?1`
 
 	// leaseHeldSQL is the lease fence of RunEventAppend without events.
 	// INDEXED BY pins the primary key over the (state, id) list index.
@@ -334,7 +334,7 @@ func (r *runner) setRunStatus(ctx context.Context, p *driver.RunEventAppendParam
 	if p.RunStatus == "" {
 		return nil
 	}
-	if _, err := r.exec(ctx, setRunStatusSQL, string(p.RunStatus), trunc(p.Now).UnixMicro(), p.RunID); err != nil {
+	if _, err := r.exec(ctx, setRunStatusSQL, string(p.RunStatus), trunc(p.Now).UnixMicro(), p.RunID, micros(trunc(p.EndedAt))); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil
