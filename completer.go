@@ -127,6 +127,26 @@ func needsOwnScope(it finishItem) bool {
 		isRunJob(it.row) || it.row.Metadata[wakeKey] != ""
 }
 
+// ownSavepoint says whether a scoped item needs a savepoint of its own. A
+// workflow run's outcome with no group or activity effects does not: its
+// writes are the run's last history events (fenced by the lease: when the
+// lease is lost they write nothing, and once written they hold the job so
+// its finish cannot lose it), the job's finish and the run's status, so an
+// item that is lost has written nothing to undo. Skipping the savepoint
+// saves two statements per run.
+func ownSavepoint(it finishItem) bool {
+	return !(isRunJob(it.row) && it.effects == nil && it.group == nil && it.row.GroupID == it.row.ID && it.row.Metadata[wakeKey] == "")
+}
+
+// scope runs an item's writes in a savepoint of tx when it needs one, else
+// directly in tx.
+func scope(tx driver.Executor, it finishItem) func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	if ownSavepoint(it) {
+		return tx.InTx
+	}
+	return func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error { return fn(ctx, tx) }
+}
+
 func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
 	out := make([]finished, len(items))
 	for i := range items {
@@ -167,7 +187,7 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 		for _, i := range scoped {
 			it := items[i]
 			f := &out[i]
-			err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			err := scope(tx, it)(ctx, func(ctx context.Context, tx driver.Executor) error {
 				if it.run != nil && len(it.run.events) > 0 {
 					p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
 					if it.outcome.params.State == hoppertype.JobStateSucceeded {
@@ -219,6 +239,9 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 				return nil
 			})
 			if err != nil && !errors.Is(err, errItemLost) {
+				if !ownSavepoint(it) {
+					return err // no savepoint to undo the item alone: the batch retries
+				}
 				f.job, f.err = nil, err
 				c.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), PhaseCommit)
 			}

@@ -626,3 +626,69 @@ func testWorkflowSkipQueue(t *testing.T, newDriver func(*testing.T) driver.Drive
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunPending, info.Status)
 }
+
+// TestWorkflowRescueThenLateCompletion: a run's worker stalls past its
+// lease inside a step; another worker rescues the run and completes it;
+// when the stalled worker returns, nothing it does reaches the run's
+// history or status (every write is fenced by the lease).
+func TestWorkflowRescueThenLateCompletion(t *testing.T) {
+	forEachDriver(t, testWorkflowRescueThenLateCompletion)
+}
+
+func testWorkflowRescueThenLateCompletion(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	ctx := testCtx(t)
+	clkA := hoppertest.NewClock(time.Time{}) // never moves: A never heartbeats
+	stalled, released := make(chan struct{}), make(chan struct{})
+	slow := hopper.Workflow("late-run", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		return hopper.Step(wf, "work", func(context.Context) (string, error) {
+			close(stalled)
+			<-released
+			return "late", nil
+		}, nil)
+	}, nil)
+	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkA, WorkerID: "A", MaxWorkers: 1})
+	require.NoError(t, a.Register(slow))
+	h, err := slow.Start(ctx, a, hopper.None{}, nil)
+	require.NoError(t, err)
+	<-stalled
+
+	clkB := hoppertest.NewClock(clkA.Now().Add(time.Minute))
+	fast := hopper.Workflow("late-run", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		return hopper.Step(wf, "work", func(context.Context) (string, error) { return "rescued", nil }, nil)
+	}, nil)
+	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B"})
+	require.NoError(t, b.Register(fast))
+	eventually(t, "B leads", b.IsLeader)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		row := jobState(t, d, h.ID())
+		if row.State == hopper.StateSucceeded {
+			break
+		}
+		if row.State == hopper.StateRunning && row.Worker == "B" {
+			continue
+		}
+		clkB.Advance(time.Second)
+	}
+	info, err := b.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunCompleted, info.Status)
+	require.JSONEq(t, `"rescued"`, string(info.Output))
+	before := len(info.History)
+
+	// A's step returns at last: its record is fenced off, and so is its end.
+	close(released)
+	eventually(t, "A's attempt to end", func() bool { return len(a.Active()) == 0 })
+	info, err = b.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunCompleted, info.Status)
+	require.JSONEq(t, `"rescued"`, string(info.Output))
+	require.Len(t, info.History, before, "a late worker adds nothing to the history")
+	require.Len(t, info.Steps, 1)
+	require.JSONEq(t, `"rescued"`, string(info.Steps[0].Output))
+	all, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: h.ID()})
+	require.NoError(t, err)
+	for _, ev := range all {
+		require.NotContains(t, string(ev.Data), "late", "no event of A's survives")
+	}
+}
