@@ -144,7 +144,9 @@ func scope(tx driver.Executor, it finishItem) func(ctx context.Context, fn func(
 	if ownSavepoint(it) {
 		return tx.InTx
 	}
-	return func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error { return fn(ctx, tx) }
+	return func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+		return fn(ctx, tx)
+	}
 }
 
 func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
