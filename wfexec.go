@@ -129,7 +129,8 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 		return nil, errors.New("hopper: a workflow runs only as a job")
 	}
 	runID := jc.ID()
-	run, err := c.drv.RunGet(ctx, runID)
+	// One read: the run and its whole history.
+	run, all, err := c.drv.RunLoad(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
 	}
@@ -140,10 +141,6 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	// execution that records nothing (a wake-up with nothing new to do)
 	// leaves the run as it was.
 	st.markRunning = run.Status != hoppertype.RunRunning
-	all, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID})
-	if err != nil {
-		return nil, fmt.Errorf("hopper: workflow run %s: history: %w", runID, err)
-	}
 	var retries int
 	st.attempt, st.events, retries = currentHistory(all, jc.Attempt())
 	st.nextSeq = len(st.events) + 1

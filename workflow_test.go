@@ -541,6 +541,11 @@ func (d *historyCounter) RunEventList(ctx context.Context, p *driver.RunEventLis
 	return d.Driver.RunEventList(ctx, p)
 }
 
+func (d *historyCounter) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	d.reads.Add(1)
+	return d.Driver.RunLoad(ctx, id)
+}
+
 // TestResumeReadsHistoryOnce: resuming a run after N recorded steps reads
 // its history once and runs none of the N again.
 func TestResumeReadsHistoryOnce(t *testing.T) { forEachDriver(t, testResumeReadsHistoryOnce) }

@@ -239,6 +239,11 @@ type Executor interface {
 	// RunGet returns a run row or hoppertype.ErrNotFound.
 	RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error)
 
+	// RunLoad returns a run row and its whole history, as RunGet and
+	// RunEventList would (in one round trip where the store can), or
+	// hoppertype.ErrNotFound. RunLoadSeq implements it from those two.
+	RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error)
+
 	// RunList returns runs matching the filter, newest CreatedAt first (ties
 	// by id, descending), skipping Offset and returning at most Limit.
 	RunList(ctx context.Context, params *RunListParams) ([]*hoppertype.RunRow, error)
@@ -344,6 +349,19 @@ func RunStartTx(ctx context.Context, tx Executor, p *RunStartParams) (bool, erro
 		}
 	}
 	return false, nil
+}
+
+// RunLoadSeq is RunLoad made of RunGet then RunEventList on ex.
+func RunLoadSeq(ctx context.Context, ex Executor, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	run, err := ex.RunGet(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err := ex.RunEventList(ctx, &RunEventListParams{RunID: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	return run, events, nil
 }
 
 var errBadRunStart = errors.New("a run and a job with the run's id are required")

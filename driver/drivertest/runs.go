@@ -32,7 +32,41 @@ func runCases() []testCase {
 		{"NestedRollbackUndoesOnlyNested", testRunNestedRollback},
 		{"StartStoresRunAndJob", testRunStart},
 		{"StartInTxRollsBack", testRunStartInTx},
+		{"LoadIsGetAndEvents", testRunLoad},
 	}
+}
+
+// testRunLoad: RunLoad returns what RunGet and RunEventList do.
+func testRunLoad(t *testing.T, f *fixture) {
+	_, _, err := f.d.RunLoad(f.ctx, "no-such-run")
+	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+
+	r, j := f.leasedRun(t)
+	run, events, err := f.d.RunLoad(f.ctx, r.ID)
+	require.NoError(t, err)
+	want, err := f.d.RunGet(f.ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, want.ID, run.ID)
+	require.Equal(t, want.Status, run.Status)
+	require.Empty(t, events, "no history yet")
+
+	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 1, "step"), event(r.ID, 1, 2, "sleep"))
+	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 2, 1, "step"))
+	run, events, err = f.d.RunLoad(f.ctx, r.ID)
+	require.NoError(t, err)
+	require.Equal(t, r.Workflow, run.Workflow)
+	require.True(t, run.CreatedAt.Equal(want.CreatedAt))
+	requireEvents(t, f.events(t, r.ID, 0), events)
+	require.Equal(t, []string{"1.1", "1.2", "2.1"}, seqs(events))
+
+	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		run, events, err := tx.RunLoad(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, r.ID, run.ID)
+		require.Len(t, events, 3)
+		return nil
+	})
+	require.NoError(t, err)
 }
 
 // testRunStart: RunStart stores the run and its job and announces the

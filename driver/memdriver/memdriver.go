@@ -236,6 +236,11 @@ func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobWake(ctx, params) })
 }
 
+// RunLoad returns a run and its history; see driver.Executor.
+func (d *Driver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, d, id)
+}
+
 // RunStart stores a run and its job at once; see driver.Executor.
 func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (existing bool, err error) {
 	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {

@@ -36,6 +36,11 @@ func (t *tx) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hopp
 	return out, nil
 }
 
+// RunLoad returns a run and its history; see driver.Executor.
+func (t *tx) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, t, id)
+}
+
 // RunStart stores a run and its job at once; see driver.Executor.
 func (t *tx) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
 	return driver.RunStartTx(ctx, t, params)

@@ -147,6 +147,12 @@ func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 	return d.root.JobWake(ctx, params)
 }
 
+// RunLoad reads a run and its history in one statement; see
+// driver.Executor.
+func (d *Driver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return d.root.RunLoad(ctx, id)
+}
+
 // RunStart stores a run and its job in one statement; see driver.Executor.
 func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
 	return d.root.RunStart(ctx, params)

@@ -75,7 +75,8 @@ type queries struct {
 	notify, notifyMany                                                   string
 
 	wake                                       string
-	runInsert, runStart, runGet, runUpdate     string
+	runInsert, runStart, runGet, runLoad       string
+	runUpdate                                  string
 	eventAppend, eventAppendTx, eventUndo      string
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
@@ -282,6 +283,13 @@ ON CONFLICT (id) DO NOTHING`),
 SELECT EXISTS (SELECT 1 FROM run),
 	(SELECT count(pg_notify($37::text, i.queue)) FROM ins i WHERE i.state = 'pending' AND $37::text IS NOT NULL)`),
 		runGet: q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
+		// RunLoad: the run's columns on every row, then one event per row
+		// (NULLs for a run without history).
+		runLoad: q(`SELECT r.id, r.workflow, r.status, r.parent_id, r.code_version, r.error, r.created_at, r.updated_at, r.ended_at,
+	e.attempt, e.seq, e.kind, e.name, e.at, e.data
+FROM {s}.runs r LEFT JOIN {s}.run_events e ON e.run_id = r.id
+WHERE r.id = $1
+ORDER BY e.attempt, e.seq`),
 		// RunUpdate's compare-and-set: $6 NULL expects any status.
 		runUpdate: q(`UPDATE {s}.runs SET
 	status = $2, error = coalesce($3, error), ended_at = coalesce($4, ended_at), updated_at = $5

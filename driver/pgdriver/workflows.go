@@ -156,6 +156,59 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 	return false, nil
 }
 
+// RunLoad reads a run and its history in one statement.
+func (e *executor) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	if err := e.check(ctx, "load run"); err != nil {
+		return nil, nil, err
+	}
+	op := fmt.Sprintf("load run %q", id)
+	rows, err := e.q.Query(ctx, e.d.q.runLoad, id)
+	if err != nil {
+		return nil, nil, e.d.fail(op, err)
+	}
+	defer rows.Close()
+	var run *hoppertype.RunRow
+	events := []*hoppertype.RunEvent{}
+	for rows.Next() {
+		var (
+			r              hoppertype.RunRow
+			status         string
+			parentID       pgtype.Text
+			errInfo        []byte
+			created        time.Time
+			updated, ended pgtype.Timestamptz
+			attempt, seq   pgtype.Int4
+			kind, name     pgtype.Text
+			at             pgtype.Timestamptz
+			data           []byte
+		)
+		if err := rows.Scan(&r.ID, &r.Workflow, &status, &parentID, &r.CodeVersion, &errInfo, &created, &updated, &ended,
+			&attempt, &seq, &kind, &name, &at, &data); err != nil {
+			return nil, nil, e.d.fail(op, err)
+		}
+		if run == nil {
+			r.Status = hoppertype.RunStatus(status)
+			r.ParentID = parentID.String
+			r.CreatedAt, r.UpdatedAt, r.EndedAt = fromTime(created), fromTS(updated), fromTS(ended)
+			if r.Error, err = hoppertype.UnmarshalErrorInfo(errInfo); err != nil {
+				return nil, nil, fmt.Errorf("pgdriver: %s: decode error: %w", op, err)
+			}
+			run = &r
+		}
+		if attempt.Valid {
+			events = append(events, &hoppertype.RunEvent{RunID: id, Attempt: int(attempt.Int32), Seq: int(seq.Int32),
+				Kind: kind.String, Name: name.String, At: fromTS(at), Data: data})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, e.d.fail(op, err)
+	}
+	if run == nil {
+		return nil, nil, fmt.Errorf("pgdriver: %s: %w", op, hoppertype.ErrNotFound)
+	}
+	return run, events, nil
+}
+
 // RunGet returns a run or hoppertype.ErrNotFound.
 func (e *executor) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
 	if err := e.check(ctx, "get run"); err != nil {

@@ -192,6 +192,11 @@ func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobWake(ctx, params) })
 }
 
+// RunLoad returns a run and its history; see driver.Executor.
+func (d *Driver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, d, id)
+}
+
 // RunStart stores a run and its job at once; see driver.Executor.
 func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (existing bool, err error) {
 	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
@@ -493,6 +498,11 @@ func (t *txExec) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 		return nil, err
 	}
 	return t.r.jobWake(ctx, params)
+}
+
+// RunLoad returns a run and its history; see driver.Executor.
+func (t *txExec) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, t, id)
 }
 
 // RunStart stores a run and its job at once; see driver.Executor.
