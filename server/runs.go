@@ -314,6 +314,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	caughtUp := false
 	for {
 		chunks, err := s.c.ReadStream(ctx, id, from, 500)
 		if err != nil {
@@ -336,6 +337,13 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 				fmt.Fprintf(w, "event: end\ndata: {\"status\":%q}\n\n", info.Status)
 				fl.Flush()
 				return
+			}
+			if !caughtUp {
+				// Everything written so far is sent: a reader that wants
+				// only that (hopper runs tail --follow=false) may stop.
+				caughtUp = true
+				fmt.Fprintf(w, "event: caught-up\ndata: {\"next\":%d}\n\n", from)
+				fl.Flush()
 			}
 			select {
 			case <-ctx.Done():

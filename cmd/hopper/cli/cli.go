@@ -35,8 +35,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 type globals struct {
 	db     string
 	asJSON bool
-	out    io.Writer
-	errw   io.Writer
+	// server and apiToken, when server is set, send the operator commands
+	// to a hopper server's HTTP API instead of the database.
+	server   string
+	apiToken string
+	out      io.Writer
+	errw     io.Writer
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -51,6 +55,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.db, "db", envOr("HOPPER_DB", "sqlite://hopper.db"), "database: a file path or URL (sqlite://…, postgres://…, memory://) [$HOPPER_DB]")
 	root.PersistentFlags().BoolVar(&g.asJSON, "json", false, "print JSON for scripts instead of tables")
+	root.PersistentFlags().StringVar(&g.server, "server", os.Getenv("HOPPER_SERVER"), "send jobs, dead, queues, runs and hooks commands to this hopper server (http://host:port) instead of --db [$HOPPER_SERVER]")
+	root.PersistentFlags().StringVar(&g.apiToken, "api-token", os.Getenv("HOPPER_API_TOKEN"), "the API token for --server [$HOPPER_API_TOKEN]")
 	root.AddCommand(versionCmd(g), benchCmd(g), jobsCmd(g), deadCmd(g), queuesCmd(g), runsCmd(g), hooksCmd(g), devCmd(g), serveCmd(g), migrateCmd(g))
 	return root
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/server"
 )
 
 // withClient opens the --db store, makes an unstarted client over it and
@@ -39,6 +41,9 @@ func jobsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if r := g.remote(); r != nil {
+				return remoteJobList(cmd.Context(), g, r, &p, p.states)
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error { return printPage(cmd.Context(), g, c, params) })
 		},
 	}
@@ -48,6 +53,9 @@ func jobsCmd(g *globals) *cobra.Command {
 		Short: "Show one job",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if r := g.remote(); r != nil {
+				return remoteJob(cmd.Context(), g, r, http.MethodGet, "/v1/jobs/"+pathEsc(args[0]))
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				row, err := c.Get(cmd.Context(), args[0])
 				if err != nil {
@@ -62,6 +70,9 @@ func jobsCmd(g *globals) *cobra.Command {
 		Short: "Cancel a job (a running one is asked to stop)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if r := g.remote(); r != nil {
+				return remoteJob(cmd.Context(), g, r, http.MethodPost, "/v1/jobs/"+pathEsc(args[0])+"/cancel")
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				row, err := c.Cancel(cmd.Context(), args[0])
 				if err != nil {
@@ -76,6 +87,9 @@ func jobsCmd(g *globals) *cobra.Command {
 		Short: "Move a dead, expired, cancelled or stuck job back to pending",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if r := g.remote(); r != nil {
+				return remoteJob(cmd.Context(), g, r, http.MethodPost, "/v1/jobs/"+pathEsc(args[0])+"/retry")
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				row, err := c.Retry(cmd.Context(), args[0])
 				if err != nil {
@@ -229,6 +243,9 @@ func deadCmd(g *globals) *cobra.Command {
 				return err
 			}
 			params.States = []hopper.JobState{hopper.StateDead}
+			if r := g.remote(); r != nil {
+				return remoteJobList(cmd.Context(), g, r, &p, []string{"dead"})
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error { return printPage(cmd.Context(), g, c, params) })
 		},
 	}
@@ -242,6 +259,9 @@ func deadCmd(g *globals) *cobra.Command {
 		Short: "Move dead jobs back to pending as fresh jobs (--id, --type or --all)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if r := g.remote(); r != nil {
+				return remoteRedrive(cmd.Context(), g, r, server.RedriveRequest{IDs: ids, Type: typ, All: all, Limit: limit})
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				n, err := c.Redrive(cmd.Context(), &hopper.RedriveParams{IDs: ids, Type: typ, All: all, Limit: limit})
 				if err != nil {
@@ -270,6 +290,9 @@ func queuesCmd(g *globals) *cobra.Command {
 		Short: "List queues with their job counts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if r := g.remote(); r != nil {
+				return remoteQueues(cmd.Context(), g, r)
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				qs, err := c.Queues(cmd.Context())
 				if err != nil {
@@ -313,6 +336,16 @@ func queuesCmd(g *globals) *cobra.Command {
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if r := g.remote(); r != nil {
+					if err := r.post(cmd.Context(), "/v1/queues/"+pathEsc(args[0])+"/"+use, nil, nil); err != nil {
+						return err
+					}
+					if g.asJSON {
+						return writeJSON(g.out, map[string]any{"name": args[0], "paused": pause})
+					}
+					fmt.Fprintf(g.out, "queue %s paused: %v\n", args[0], pause)
+					return nil
+				}
 				return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 					var err error
 					if pause {

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ func runsCmd(g *globals) *cobra.Command {
 			}
 			if limit < 1 || limit > 1000 {
 				return fmt.Errorf("--limit must be between 1 and 1000")
+			}
+			if r := g.remote(); r != nil {
+				return remoteRunList(cmd.Context(), g, r, statuses, workflow, parent, limit, offset)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				runs, err := c.QueryRuns(cmd.Context(), q)
@@ -70,6 +74,9 @@ func runsCmd(g *globals) *cobra.Command {
 		Short: "Show a run: status, steps, compensations, hooks",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if r := g.remote(); r != nil {
+				return remoteRun(cmd.Context(), g, r, args[0])
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				info, err := c.GetRun(cmd.Context(), args[0])
 				if err != nil {
@@ -84,6 +91,13 @@ func runsCmd(g *globals) *cobra.Command {
 		Short: "Print a run's history as JSON (save it in testdata/histories for replay tests)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if r := g.remote(); r != nil {
+				var h json.RawMessage
+				if err := r.get(cmd.Context(), "/v1/runs/"+pathEsc(args[0])+"/history", nil, &h); err != nil {
+					return err
+				}
+				return writeJSON(g.out, h)
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				h, err := c.History(cmd.Context(), args[0])
 				if err != nil {
@@ -98,6 +112,12 @@ func runsCmd(g *globals) *cobra.Command {
 		Short: "Cancel a run: it stops at its next operation, runs its compensations, and its children are cancelled",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if r := g.remote(); r != nil {
+				if err := r.post(cmd.Context(), "/v1/runs/"+pathEsc(args[0])+"/cancel", nil, nil); err != nil {
+					return err
+				}
+				return remoteRun(cmd.Context(), g, r, args[0])
+			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				if err := c.CancelRun(cmd.Context(), args[0]); err != nil {
 					return err
@@ -125,6 +145,9 @@ func runsCmd(g *globals) *cobra.Command {
 			}
 			if every <= 0 {
 				return fmt.Errorf("--poll must be positive")
+			}
+			if r := g.remote(); r != nil {
+				return remoteTail(cmd.Context(), g, r, args[0], from, follow)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				return tailStream(cmd, g, c, args[0], from, follow, every)
@@ -202,6 +225,16 @@ func hooksCmd(g *globals) *cobra.Command {
 			}
 			if !json.Valid([]byte(payload)) {
 				return fmt.Errorf("--payload is not valid JSON: %q", payload)
+			}
+			if r := g.remote(); r != nil {
+				if _, err := r.do(cmd.Context(), http.MethodPost, "/v1/hooks/"+pathEsc(args[0]), nil, []byte(payload)); err != nil {
+					return err
+				}
+				if g.asJSON {
+					return writeJSON(g.out, map[string]bool{"resumed": true})
+				}
+				fmt.Fprintln(g.out, "resumed")
+				return nil
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
 				if err := c.ResumeHook(cmd.Context(), args[0], json.RawMessage(payload)); err != nil {
