@@ -157,19 +157,7 @@ func testRescueThenLateCompletion(t *testing.T, newDriver func(*testing.T) drive
 	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B"})
 	require.NoError(t, b.Register(jobB))
 	eventually(t, "B leads", b.IsLeader)
-	// Move B's clock on until the job is rescued and B runs it, then let B
-	// finish: advancing further while B works would expire B's own lease
-	// on a slow machine.
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		row := jobState(t, d, h.ID())
-		if row.State == hopper.StateSucceeded {
-			break
-		}
-		if row.State == hopper.StateRunning && row.Worker == "B" {
-			continue
-		}
-		clkB.Advance(time.Second)
-	}
+	rescueBy(t, d, h.ID(), clkB, "B")
 	row := jobState(t, d, h.ID())
 	require.Equal(t, hopper.StateSucceeded, row.State)
 	require.Equal(t, 2, row.Attempt)
@@ -183,6 +171,23 @@ func testRescueThenLateCompletion(t *testing.T, newDriver func(*testing.T) drive
 	require.Equal(t, row.Attempt, row2.Attempt)
 	require.Equal(t, row.Result, row2.Result, "a terminal job is never overwritten by a late worker")
 	require.Equal(t, hopper.StateSucceeded, row2.State)
+}
+
+// rescueBy moves worker's clock on until job id is rescued and worker runs
+// it, then lets it finish (for at most 15 s): advancing further while it
+// works would expire its own lease on a slow machine.
+func rescueBy(t *testing.T, d driver.Driver, id string, clk *hoppertest.Clock, worker string) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		row := jobState(t, d, id)
+		if row.State == hopper.StateSucceeded {
+			return
+		}
+		if row.State == hopper.StateRunning && row.Worker == worker {
+			continue
+		}
+		clk.Advance(time.Second)
+	}
 }
 
 // TestLeaseLostCancelsHandler: when a heartbeat finds the lease gone, the

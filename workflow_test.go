@@ -665,16 +665,7 @@ func testWorkflowRescueThenLateCompletion(t *testing.T, newDriver func(*testing.
 	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B"})
 	require.NoError(t, b.Register(fast))
 	eventually(t, "B leads", b.IsLeader)
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		row := jobState(t, d, h.ID())
-		if row.State == hopper.StateSucceeded {
-			break
-		}
-		if row.State == hopper.StateRunning && row.Worker == "B" {
-			continue
-		}
-		clkB.Advance(time.Second)
-	}
+	rescueBy(t, d, h.ID(), clkB, "B")
 	info, err := b.GetRun(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)

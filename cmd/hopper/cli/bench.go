@@ -187,19 +187,28 @@ func insertBacklog(ctx context.Context, c *hopper.Client, n, batch int) error {
 	return nil
 }
 
-func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*ThroughputResult, error) {
+// benchClient makes an unstarted client with o.workers workers and the
+// types; all is closed once n jobs have succeeded.
+func benchClient(drv driver.Driver, o *benchOpts, n int64, types ...hopper.AnyType) (c *hopper.Client, all chan struct{}, err error) {
 	var done atomic.Int64
-	all := make(chan struct{})
-	n := int64(o.jobs)
-	c, err := hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, OnEvent: func(e hopper.Event) {
+	all = make(chan struct{})
+	c, err = hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, OnEvent: func(e hopper.Event) {
 		if e.Kind == hopper.EventSucceeded && done.Add(1) == n {
 			close(all)
 		}
 	}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := c.Register(benchNoop); err != nil {
+	if err := c.Register(types...); err != nil {
+		return nil, nil, err
+	}
+	return c, all, nil
+}
+
+func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*ThroughputResult, error) {
+	c, all, err := benchClient(drv, o, int64(o.jobs), benchNoop)
+	if err != nil {
 		return nil, err
 	}
 	if o.backlog > 0 {
@@ -388,21 +397,9 @@ var (
 const benchSeq = 200
 
 func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*WorkflowResult, error) {
-	var done atomic.Int64
-	all := make(chan struct{})
 	n := int64(o.jobs)
-	c, err := hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, OnEvent: func(e hopper.Event) {
-		if e.Kind == hopper.EventSucceeded && done.Add(1) == n {
-			close(all)
-		}
-	}})
+	c, all, err := benchClient(drv, o, n, benchSteps, benchStepsDirect)
 	if err != nil {
-		return nil, err
-	}
-	if err := c.Register(benchSteps); err != nil {
-		return nil, err
-	}
-	if err := c.Register(benchStepsDirect); err != nil {
 		return nil, err
 	}
 	if err := c.Start(ctx); err != nil {
