@@ -113,6 +113,15 @@ func (r *remote) post(ctx context.Context, path string, in, out any) error {
 
 func pathEsc(s string) string { return url.PathEscape(s) }
 
+// compact prints JSON on one line (the API indents it).
+func compact(b []byte) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return string(b)
+	}
+	return buf.String()
+}
+
 // Jobs over the API.
 
 func remoteJobList(ctx context.Context, g *globals, r *remote, p *listFlags, states []string) error {
@@ -166,10 +175,10 @@ func printRemoteJob(g *globals, j *server.JobJSON) error {
 		{"id", j.ID}, {"type", j.Type}, {"queue", j.Queue}, {"state", j.State},
 		{"attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts)}, {"priority", strconv.Itoa(j.Priority)},
 		{"group", j.GroupID}, {"queued", fmtTime(j.QueuedAt)}, {"due", fmtTime(j.RunAt)}, {"ended", fmtTime(ended)},
-		{"input", string(j.Input)},
+		{"input", compact(j.Input)},
 	}
 	if len(j.Result) > 0 && string(j.Result) != "null" {
-		lines = append(lines, [2]string{"result", string(j.Result)})
+		lines = append(lines, [2]string{"result", compact(j.Result)})
 	}
 	if j.Error != nil {
 		lines = append(lines, [2]string{"error", fmt.Sprintf("[%s, attempt %d] %s", j.Error.Kind, j.Error.Attempt, j.Error.Message)})
@@ -277,10 +286,10 @@ func printRemoteRun(g *globals, run *server.RunJSON) error {
 	lines := [][2]string{
 		{"id", run.RunID}, {"workflow", run.Workflow}, {"status", run.Status}, {"parent", orDash(run.ParentID)},
 		{"attempt", strconv.Itoa(run.Attempt)}, {"created", fmtTime(run.CreatedAt)}, {"ended", fmtTime(ended)},
-		{"input", string(run.Input)},
+		{"input", compact(run.Input)},
 	}
 	if len(run.Output) > 0 && string(run.Output) != "null" {
-		lines = append(lines, [2]string{"output", string(run.Output)})
+		lines = append(lines, [2]string{"output", compact(run.Output)})
 	}
 	if run.Error != nil {
 		lines = append(lines, [2]string{"error", fmt.Sprintf("[%s] %s", run.Error.Kind, run.Error.Message)})
