@@ -55,8 +55,8 @@ type StepInfo struct {
 	Kind   string // "step" or "activity"
 	Output json.RawMessage
 	Error  *hoppertype.ErrorInfo
-	// Attempts is how many tries the step took (0 when not recorded: an
-	// activity's are its job's).
+	// Attempts is how many tries the step took (an activity's: its job's
+	// attempts).
 	Attempts int
 	At       time.Time
 }

@@ -412,7 +412,7 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 			return err == nil && j.State.Terminal()
 		})
 	}
-	data := evData{}
+	data := evData{Attempts: job.Attempt}
 	if job.State == hoppertype.JobStateSucceeded {
 		data.Output = job.Result
 	} else {

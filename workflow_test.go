@@ -284,6 +284,9 @@ func testWorkflowChildAndActivity(t *testing.T, newDriver func(*testing.T) drive
 	require.NoError(t, err)
 	require.Len(t, kid.Activities, 1)
 	require.Equal(t, hopper.StateSucceeded, kid.Activities[0].State)
+	require.Len(t, kid.Steps, 1)
+	require.Equal(t, "activity", kid.Steps[0].Kind)
+	require.Equal(t, 1, kid.Steps[0].Attempts, "an activity's tries are its job's")
 }
 
 // sagaSteps is the order example: charge → reserve → ship, each with a

@@ -63,7 +63,7 @@ type StepJSON struct {
 	Kind   string          `json:"kind"`
 	Output json.RawMessage `json:"output,omitempty"`
 	Error  *ErrorJSON      `json:"error,omitempty"`
-	// Attempts is how many tries the step took (absent for activities).
+	// Attempts is how many tries the step took (an activity: its job's attempts).
 	Attempts int       `json:"attempts,omitempty"`
 	At       time.Time `json:"at"`
 }
