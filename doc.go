@@ -107,6 +107,12 @@
 // StartOpts.ID is idempotent; Client.GetRun, QueryRuns, WaitRun and
 // CancelRun inspect and stop runs.
 //
+// Fetch makes an HTTP request as a recorded step (refusing the internal
+// network unless Config.FetchAllowPrivate). A crash resumes a run from its
+// history without using one of its retries. Client.History exports a
+// run's history and ReplayHistory checks changed workflow code against
+// such histories offline, in tests, before the change ships.
+//
 // # Testing
 //
 // Package hoppertest gives a client on the in-memory driver with a virtual
