@@ -182,8 +182,8 @@ func (t *Type[I, O]) EnqueueMany(ctx context.Context, c *Client, ins []I, opts *
 
 // EnqueueTx stores a job through the caller's own database transaction, so
 // the job exists if and only if tx commits. tx must be a transaction of the
-// client's driver kind (*sql.Tx for SQLite; pgx.Tx or *sql.Tx for
-// PostgreSQL). Workers notice the job at their next poll after the commit.
+// client's driver kind (*sql.Tx for SQLite; pgx.Tx, or *sql.Tx opened
+// through pgx's database/sql driver, for PostgreSQL). Workers notice the job at their next poll after the commit.
 func (t *Type[I, O]) EnqueueTx(ctx context.Context, c *Client, tx any, in I, opts *InsertOpts) (*Handle[O], error) {
 	if tx == nil {
 		return nil, fmt.Errorf("%w: EnqueueTx with a nil transaction", ErrInvalidInput)

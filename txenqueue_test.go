@@ -2,15 +2,20 @@ package hopper_test
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/driver/pgdriver"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
 )
 
@@ -68,4 +73,58 @@ func TestEnqueueTxUnsupported(t *testing.T) {
 	require.NoError(t, err)
 	_, err = add.EnqueueTx(context.Background(), c, struct{}{}, addIn{}, nil)
 	require.ErrorIs(t, err, driver.ErrNotImplemented)
+}
+
+// TestEnqueueTxPostgres: on PostgreSQL a job enqueued through the caller's
+// pgx.Tx or *sql.Tx (pgx's database/sql driver) exists if and only if that
+// transaction commits, and then runs.
+func TestEnqueueTxPostgres(t *testing.T) {
+	url := os.Getenv("HOPPER_TEST_POSTGRES_URL")
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("HOPPER_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run under CI")
+		}
+		t.Skip("set HOPPER_TEST_POSTGRES_URL to run the PostgreSQL transactional enqueue test")
+	}
+	t.Parallel()
+	d := openPostgres(t, url).(*pgdriver.Driver)
+	add := hopper.Define("add", addHandler, nil)
+	c := newClient(t, hopper.Config{Driver: d})
+	require.NoError(t, c.Register(add))
+	ctx := testCtx(t)
+	pool := d.Pool()
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+
+	type txn struct {
+		name     string
+		begin    func() any
+		rollback func(any)
+		commit   func(any)
+	}
+	for _, k := range []txn{
+		{"pgx.Tx",
+			func() any { tx, err := pool.Begin(ctx); require.NoError(t, err); return tx },
+			func(tx any) { require.NoError(t, tx.(pgx.Tx).Rollback(ctx)) },
+			func(tx any) { require.NoError(t, tx.(pgx.Tx).Commit(ctx)) }},
+		{"*sql.Tx",
+			func() any { tx, err := db.BeginTx(ctx, nil); require.NoError(t, err); return tx },
+			func(tx any) { require.NoError(t, tx.(*sql.Tx).Rollback()) },
+			func(tx any) { require.NoError(t, tx.(*sql.Tx).Commit()) }},
+	} {
+		tx := k.begin()
+		h, err := add.EnqueueTx(ctx, c, tx, addIn{A: 2, B: 3}, nil)
+		require.NoError(t, err, k.name)
+		k.rollback(tx)
+		_, err = c.Get(ctx, h.ID())
+		require.ErrorIs(t, err, hopper.ErrNotFound, "%s: a rolled-back enqueue leaves no job", k.name)
+
+		tx = k.begin()
+		h, err = add.EnqueueTx(ctx, c, tx, addIn{A: 3, B: 4}, nil)
+		require.NoError(t, err, k.name)
+		k.commit(tx)
+		v, err := h.Result(ctx)
+		require.NoError(t, err, k.name)
+		require.Equal(t, 7, v, k.name)
+	}
 }

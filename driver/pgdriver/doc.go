@@ -72,8 +72,10 @@
 // without aborting (a duplicate job id, a duplicate group id) check rather
 // than fail where they can.
 //
-// JobInsertManyTx inserts jobs through the application's own pgx.Tx
-// (transactional enqueue) and notifies the queues inside it.
+// JobInsertManyTx inserts jobs through the application's own transaction
+// (transactional enqueue) and notifies the queues inside it: a pgx.Tx, or a
+// *sql.Tx opened through pgx's database/sql driver (pgx/v5/stdlib), which
+// passes pgx's array arguments through (the COPY path is not used there).
 //
 // # Hot path
 //

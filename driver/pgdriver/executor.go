@@ -34,6 +34,9 @@ type executor struct {
 	// notes buffers the notifications of the top-level transaction; nil on
 	// the pool and in a caller's transaction (JobInsertManyTx).
 	notes *noteBuf
+	// callerSQLTx marks an executor on a caller's *sql.Tx (tx is nil, but
+	// the executor is inside a transaction all the same).
+	callerSQLTx bool
 }
 
 var _ driver.Executor = (*executor)(nil)
@@ -204,7 +207,7 @@ func (b *noteBuf) flush(ctx context.Context, q querier, sql string) error {
 // withTx runs fn in a transaction: e's own when it has one, else a new one
 // at READ COMMITTED that commits when fn returns nil.
 func (e *executor) withTx(ctx context.Context, fn func(tx *executor) error) error {
-	if e.tx != nil {
+	if e.tx != nil || e.callerSQLTx {
 		return fn(e)
 	}
 	tx, err := e.d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})

@@ -2,6 +2,7 @@ package pgdriver
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -31,17 +32,28 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 	return res, nil
 }
 
-// JobInsertManyTx inserts jobs through tx, which must be a pgx.Tx on the
-// driver's database (any other type is an error wrapping driver.ErrTxType),
-// with JobInsertMany's semantics. In the same transaction it notifies
+// JobInsertManyTx inserts jobs through tx, with JobInsertMany's semantics:
+// a pgx.Tx on the driver's database, or a *sql.Tx opened through pgx's
+// database/sql driver (github.com/jackc/pgx/v5/stdlib); any other type is
+// an error wrapping driver.ErrTxType. In the same transaction it notifies
 // TopicJobAvailable with the queues that received pending jobs, so workers
 // wake when the caller commits. The jobs exist if and only if tx commits.
 func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
-	ptx, ok := tx.(pgx.Tx)
-	if !ok || ptx == nil {
-		return nil, fmt.Errorf("pgdriver: insert jobs: %T is not a pgx.Tx: %w", tx, driver.ErrTxType)
+	var e *executor
+	switch t := tx.(type) {
+	case pgx.Tx:
+		if t == nil {
+			return nil, fmt.Errorf("pgdriver: insert jobs: a nil pgx.Tx: %w", driver.ErrTxType)
+		}
+		e = &executor{d: d, q: t, tx: t}
+	case *sql.Tx:
+		if t == nil {
+			return nil, fmt.Errorf("pgdriver: insert jobs: a nil *sql.Tx: %w", driver.ErrTxType)
+		}
+		e = &executor{d: d, q: sqlTx{t}, callerSQLTx: true}
+	default:
+		return nil, fmt.Errorf("pgdriver: insert jobs: %T is neither a pgx.Tx nor a *sql.Tx: %w", tx, driver.ErrTxType)
 	}
-	e := &executor{d: d, q: ptx, tx: ptx}
 	res, err := e.JobInsertMany(ctx, params)
 	if err != nil {
 		return nil, err
@@ -59,7 +71,7 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params *driver.Job
 		for _, q := range queues {
 			buf.add(d.channel(driver.TopicJobAvailable), q)
 		}
-		if err := buf.flush(ctx, ptx, d.q.notifyMany); err != nil {
+		if err := buf.flush(ctx, e.q, d.q.notifyMany); err != nil {
 			return nil, d.fail("notify", err)
 		}
 	}
@@ -110,7 +122,7 @@ func (e *executor) insertJobs(ctx context.Context, jobs []*hoppertype.JobRow) ([
 	var err error
 	switch {
 	case len(cands) == 0:
-	case !keyed && len(cands) >= copyMinRows:
+	case !keyed && len(cands) >= copyMinRows && !e.callerSQLTx:
 		err = e.copyJobs(ctx, cands)
 		for _, c := range cands {
 			outcomes[c.ID] = &insertOutcome{inserted: true}

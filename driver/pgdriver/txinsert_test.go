@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
@@ -95,10 +96,73 @@ func TestInsertTxWrongType(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, 2)
 	d := newTestDriver(t, pool)
-	for _, tx := range []any{nil, "not a tx", &sql.Tx{}, pool} {
+	for _, tx := range []any{nil, "not a tx", (*sql.Tx)(nil), pgx.Tx(nil), pool} {
 		_, err := d.JobInsertManyTx(t.Context(), tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q")}})
 		require.ErrorIs(t, err, driver.ErrTxType, "%T", tx)
 	}
+}
+
+// TestInsertSQLTx: a *sql.Tx opened through pgx's database/sql driver
+// takes the same inserts: gone with a rollback, there (and announced) with
+// a commit, unique keys and big batches included.
+func TestInsertSQLTx(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	d := newTestDriver(t, pool)
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	ctx := t.Context()
+	sub, err := d.Listen(ctx, driver.TopicJobAvailable)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	j := newJob("sqltx-queue")
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	res, err := d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.False(t, res[0].Existing)
+	require.NoError(t, tx.Rollback())
+	_, err = d.JobGet(ctx, j.ID)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a rolled-back enqueue leaves no job")
+
+	first := newJob("sqltx-queue")
+	first.UniqueKey = "k"
+	insert(t, d, first)
+	keyed := newJob("sqltx-queue")
+	keyed.UniqueKey = "k"
+	many := []*hoppertype.JobRow{j, keyed}
+	for range copyMinRows {
+		many = append(many, newJob("sqltx-queue"))
+	}
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, `CREATE TEMP TABLE app_rows (v int)`)
+	require.NoError(t, err, "the caller's own writes share the transaction")
+	res, err = d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: many})
+	require.NoError(t, err)
+	require.Len(t, res, len(many))
+	require.True(t, res[1].Existing, "the unique key's holder")
+	require.Equal(t, first.ID, res[1].Job.ID)
+	require.NoError(t, tx.Commit())
+	require.Equal(t, "sqltx-queue", recv(t, sub), "workers wake when the caller commits")
+	got, err := d.JobGet(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.JobStatePending, got.State)
+	for _, r := range res[2:] {
+		_, err := d.JobGet(ctx, r.Job.ID)
+		require.NoError(t, err)
+	}
+
+	// A duplicate id fails the call, and the caller's transaction with it.
+	dup := newJob("sqltx-queue")
+	dup.ID = first.ID
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{dup}})
+	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
+	require.NoError(t, tx.Rollback())
 }
 
 func TestTwoSchemasAreIsolated(t *testing.T) {
