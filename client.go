@@ -157,6 +157,8 @@ type Client struct {
 	fetchOnce sync.Once
 	fetchHTTP *http.Client
 
+	hist histWriter
+
 	mu         sync.Mutex
 	rt         *runtime // nil unless started
 	stopped    chan struct{}

@@ -443,7 +443,7 @@ func (st *wfState) record(ctx context.Context, tx driver.Executor, kind, name st
 	if tx != nil {
 		return st.appendEvent(ctx, tx, ev)
 	}
-	if err := st.appendEvent(ctx, st.c.drv, ev); err != nil {
+	if err := st.appendEvent(ctx, nil, ev); err != nil {
 		return st.fail(err)
 	}
 	st.accept(ev)
@@ -459,6 +459,9 @@ func (st *wfState) event(kind, name string, data evData) (*hoppertype.RunEvent, 
 	return &hoppertype.RunEvent{RunID: st.run.ID, Attempt: st.attempt, Seq: st.nextSeq, Kind: kind, Name: name, Data: b, At: st.c.now()}, nil
 }
 
+// appendEvent appends ev (with a pending start) under the run's lease:
+// through ex, a transaction, or, when ex is nil, through the client's
+// history writer, which shares a statement between runs.
 func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hoppertype.RunEvent) error {
 	events := []*hoppertype.RunEvent{ev}
 	if st.pending != nil {
@@ -468,7 +471,12 @@ func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hopp
 	if st.markRunning {
 		p.RunStatus, p.Now = hoppertype.RunRunning, ev.At
 	}
-	err := ex.RunEventAppend(ctx, p)
+	var err error
+	if ex == nil {
+		err = st.c.hist.append(ctx, st.c.drv, p) // shares a statement with other runs'
+	} else {
+		err = ex.RunEventAppend(ctx, p)
+	}
 	switch {
 	case err == nil:
 		return nil

@@ -261,6 +261,13 @@ type Executor interface {
 	// hoppertype.ErrDuplicateID and writes nothing.
 	RunEventAppend(ctx context.Context, params *RunEventAppendParams) error
 
+	// RunEventAppendMany makes appends to distinct runs, each with
+	// RunEventAppend's fence and outcome: errs[i] is params[i]'s (nil,
+	// ErrLeaseLost or ErrDuplicateID), in one statement where the store can.
+	// err fails the whole call, and then none of the appends applied.
+	// RunEventAppendManyTx implements it from RunEventAppend.
+	RunEventAppendMany(ctx context.Context, params []*RunEventAppendParams) (errs []error, err error)
+
 	// RunEventList returns a run's history in (Attempt, Seq) order; with
 	// Attempt > 0 only that attempt's events.
 	RunEventList(ctx context.Context, params *RunEventListParams) ([]*hoppertype.RunEvent, error)
@@ -362,6 +369,21 @@ func RunLoadSeq(ctx context.Context, ex Executor, id string) (*hoppertype.RunRow
 		return nil, nil, err
 	}
 	return run, events, nil
+}
+
+// RunEventAppendManyTx is RunEventAppendMany made of RunEventAppend calls
+// on tx, a transaction's executor (or a store whose operations on one
+// executor are atomic together).
+func RunEventAppendManyTx(ctx context.Context, tx Executor, params []*RunEventAppendParams) ([]error, error) {
+	errs := make([]error, len(params))
+	for i, p := range params {
+		err := tx.RunEventAppend(ctx, p)
+		if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) && !errors.Is(err, hoppertype.ErrDuplicateID) {
+			return nil, err
+		}
+		errs[i] = err
+	}
+	return errs, nil
 }
 
 var errBadRunStart = errors.New("a run and a job with the run's id are required")

@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -24,7 +25,62 @@ func eventCases() []testCase {
 		{"DuplicateInsideTxWritesNothing", testEventDuplicateInTx},
 		{"FenceSeesClaimInSameTx", testEventClaimInTx},
 		{"AppendSetsRunStatus", testEventRunStatus},
+		{"AppendManyOutcomesApart", testEventAppendMany},
 	}
+}
+
+// testEventAppendMany: each append of a RunEventAppendMany call has its own
+// fence and outcome; the good ones apply, with their status, the others
+// write nothing.
+func testEventAppendMany(t *testing.T, f *fixture) {
+	a, aj := f.leasedRun(t)
+	b, bj := f.leasedRun(t)
+	c, cj := f.leasedRun(t)
+	d, dj := f.leasedRun(t)
+	f.appendEvents(t, c.ID, cj.LeaseToken, event(c.ID, 1, 1, "step"))
+	_, err := f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: d.ID, Status: hoppertype.RunWaiting, Now: base})
+	require.NoError(t, err)
+	params := []*driver.RunEventAppendParams{
+		{RunID: a.ID, LeaseToken: aj.LeaseToken, Events: []*hoppertype.RunEvent{event(a.ID, 1, 1, "step"), event(a.ID, 1, 2, "step")}},
+		{RunID: b.ID, LeaseToken: bj.LeaseToken + 1000, Events: []*hoppertype.RunEvent{event(b.ID, 1, 1, "step")},
+			RunStatus: hoppertype.RunCompleted, Now: at(time.Minute)},
+		{RunID: c.ID, LeaseToken: cj.LeaseToken, Events: []*hoppertype.RunEvent{event(c.ID, 1, 1, "step")}},
+		{RunID: d.ID, LeaseToken: dj.LeaseToken, Events: []*hoppertype.RunEvent{event(d.ID, 1, 1, "step")},
+			RunStatus: hoppertype.RunRunning, Now: at(time.Minute)},
+	}
+	errs, err := f.d.RunEventAppendMany(f.ctx, params)
+	require.NoError(t, err)
+	require.Len(t, errs, 4)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], hoppertype.ErrLeaseLost)
+	require.ErrorIs(t, errs[2], hoppertype.ErrDuplicateID)
+	require.NoError(t, errs[3])
+	require.Equal(t, []string{"1.1", "1.2"}, seqs(f.events(t, a.ID, 0)))
+	require.Empty(t, f.events(t, b.ID, 0))
+	rb, err := f.d.RunGet(f.ctx, b.ID)
+	require.NoError(t, err)
+	require.NotEqual(t, hoppertype.RunCompleted, rb.Status, "a fenced-off append leaves the status")
+	require.Equal(t, []string{"1.1"}, seqs(f.events(t, c.ID, 0)))
+	require.Equal(t, []string{"1.1"}, seqs(f.events(t, d.ID, 0)))
+	rd, err := f.d.RunGet(f.ctx, d.ID)
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunRunning, rd.Status)
+
+	// Inside a transaction too, and undone with it.
+	e, ej := f.leasedRun(t)
+	boom := errors.New("boom")
+	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		errs, err := tx.RunEventAppendMany(ctx, []*driver.RunEventAppendParams{
+			{RunID: e.ID, LeaseToken: ej.LeaseToken, Events: []*hoppertype.RunEvent{event(e.ID, 1, 1, "step")}},
+			{RunID: a.ID, LeaseToken: aj.LeaseToken, Events: []*hoppertype.RunEvent{event(a.ID, 1, 1, "step")}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, errs[0])
+		require.ErrorIs(t, errs[1], hoppertype.ErrDuplicateID)
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Empty(t, f.events(t, e.ID, 0))
 }
 
 // testEventRunStatus: an append's RunStatus applies with its events, and

@@ -41,6 +41,11 @@ func (t *tx) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hop
 	return driver.RunLoadSeq(ctx, t, id)
 }
 
+// RunEventAppendMany makes several appends; see driver.Executor.
+func (t *tx) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+	return driver.RunEventAppendManyTx(ctx, t, params)
+}
+
 // RunStart stores a run and its job at once; see driver.Executor.
 func (t *tx) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
 	return driver.RunStartTx(ctx, t, params)

@@ -147,6 +147,12 @@ func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 	return d.root.JobWake(ctx, params)
 }
 
+// RunEventAppendMany makes appends to several runs in one statement; see
+// driver.Executor.
+func (d *Driver) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+	return d.root.RunEventAppendMany(ctx, params)
+}
+
 // RunLoad reads a run and its history in one statement; see
 // driver.Executor.
 func (d *Driver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {

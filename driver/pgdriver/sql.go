@@ -78,6 +78,7 @@ type queries struct {
 	runInsert, runStart, runGet, runLoad       string
 	runUpdate                                  string
 	eventAppend, eventAppendTx, eventUndo      string
+	eventAppendMany                            string
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
 	streamLock, streamAppend, streamRead       string
@@ -296,6 +297,38 @@ ORDER BY e.attempt, e.seq`),
 WHERE id = $1 AND ($6::text[] IS NULL OR status = ANY($6::text[]))
 RETURNING {runcols}`),
 
+		// RunEventAppendMany in one statement: each run's fence (its job
+		// locked FOR SHARE, in id order) and key check apply to its events
+		// and status alone; one row per run says whether its lease held
+		// and whether a key existed. Parameters: $1-$5 per run (id, token,
+		// status, now, ended), $6-$12 per event (run id, attempt, seq,
+		// kind, name, at, data).
+		eventAppendMany: q(`WITH req AS (
+	SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::timestamptz[], $5::timestamptz[])
+		AS r(run_id, token, status, now, ended)
+), lease AS MATERIALIZED (
+	SELECT j.id FROM {s}.jobs j JOIN req ON j.id = req.run_id AND j.lease_token = req.token
+	WHERE j.state = 'running'
+	ORDER BY j.id
+	FOR SHARE OF j
+), ev AS (
+	SELECT * FROM unnest($6::text[], $7::int4[], $8::int4[], $9::text[], $10::text[], $11::timestamptz[], $12::bytea[])
+		AS e(run_id, attempt, seq, kind, name, at, data)
+), dup AS MATERIALIZED (
+	SELECT DISTINCT e.run_id FROM ev e
+	JOIN {s}.run_events x ON x.run_id = e.run_id AND x.attempt = e.attempt AND x.seq = e.seq
+), ok AS MATERIALIZED (
+	SELECT id FROM lease WHERE id NOT IN (SELECT run_id FROM dup)
+), ins AS (
+	INSERT INTO {s}.run_events (run_id, attempt, seq, kind, name, at, data)
+	SELECT e.run_id, e.attempt, e.seq, e.kind, e.name, e.at, e.data FROM ev e
+	WHERE e.run_id IN (SELECT id FROM ok)
+), status AS (
+	UPDATE {s}.runs r SET status = q.status, updated_at = q.now, ended_at = coalesce(q.ended, r.ended_at)
+	FROM req q
+	WHERE r.id = q.run_id AND q.status IS NOT NULL AND r.status <> q.status AND q.run_id IN (SELECT id FROM ok)
+)
+SELECT q.run_id, q.run_id IN (SELECT id FROM lease), q.run_id IN (SELECT run_id FROM dup) FROM req q`),
 		eventAppend:   q(eventAppendSQL("")),
 		eventAppendTx: q(eventAppendSQL("\n\tON CONFLICT (run_id, attempt, seq) DO NOTHING")),
 		eventUndo: q(`DELETE FROM {s}.run_events

@@ -400,6 +400,88 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 	return fmt.Errorf("pgdriver: %s: an event's (attempt, seq) exists: %w", op, hoppertype.ErrDuplicateID)
 }
 
+// RunEventAppendMany makes appends to distinct runs in one statement on the
+// pool (see eventAppendMany); in a transaction, one by one. A key another
+// transaction commits meanwhile fails the statement, which then writes
+// nothing.
+func (e *executor) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+	if err := e.check(ctx, "append run events"); err != nil {
+		return nil, err
+	}
+	if e.tx != nil || len(params) == 1 {
+		return driver.RunEventAppendManyTx(ctx, e, params)
+	}
+	n := len(params)
+	var (
+		runIDs         = make([]string, n)
+		tokens         = make([]int64, n)
+		statuses       = make([]pgtype.Text, n)
+		nows, ends     = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		evRuns         []string
+		attempts, seqs []int32
+		kinds, names   []string
+		ats            []pgtype.Timestamptz
+		datas          [][]byte
+		index          = make(map[string]int, n)
+	)
+	for i, p := range params {
+		if _, twice := index[p.RunID]; twice {
+			return nil, fmt.Errorf("pgdriver: append run events: run %q appears twice in one call", p.RunID)
+		}
+		index[p.RunID] = i
+		runIDs[i], tokens[i], nows[i], ends[i] = p.RunID, p.LeaseToken, ts(p.Now), ts(p.EndedAt)
+		if p.RunStatus != "" {
+			statuses[i] = pgtype.Text{String: string(p.RunStatus), Valid: true}
+		}
+		for j, ev := range p.Events {
+			switch {
+			case ev == nil:
+				return nil, fmt.Errorf("pgdriver: append events to run %q: event %d is nil", p.RunID, j)
+			case ev.RunID != "" && ev.RunID != p.RunID:
+				return nil, fmt.Errorf("pgdriver: append events to run %q: event %d belongs to run %q", p.RunID, j, ev.RunID)
+			case ev.Attempt != int(int32(ev.Attempt)) || ev.Seq != int(int32(ev.Seq)):
+				return nil, fmt.Errorf("pgdriver: append events to run %q: event %d: attempt %d or seq %d out of range", p.RunID, j, ev.Attempt, ev.Seq)
+			}
+			evRuns = append(evRuns, p.RunID)
+			attempts, seqs = append(attempts, int32(ev.Attempt)), append(seqs, int32(ev.Seq))
+			kinds, names = append(kinds, ev.Kind), append(names, ev.Name)
+			ats, datas = append(ats, ts(ev.At)), append(datas, ev.Data)
+		}
+	}
+	rows, err := e.q.Query(ctx, e.d.q.eventAppendMany, runIDs, tokens, statuses, nows, ends,
+		evRuns, attempts, seqs, kinds, names, ats, datas)
+	if err != nil {
+		return nil, e.d.fail("append run events", err)
+	}
+	errs := make([]error, n)
+	seen := 0
+	var (
+		id        string
+		held, dup bool
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &held, &dup}, func() error {
+		i, ok := index[id]
+		if !ok {
+			return fmt.Errorf("unknown run %q in the answer", id)
+		}
+		seen++
+		op := fmt.Sprintf("append events to run %q", id)
+		switch {
+		case !held:
+			errs[i] = fmt.Errorf("pgdriver: %s: %w", op, hoppertype.ErrLeaseLost)
+		case dup:
+			errs[i] = fmt.Errorf("pgdriver: %s: an event's (attempt, seq) exists: %w", op, hoppertype.ErrDuplicateID)
+		}
+		return nil
+	}); err != nil {
+		return nil, e.d.fail("append run events", err)
+	}
+	if seen != n {
+		return nil, fmt.Errorf("pgdriver: append run events: %d answers for %d runs", seen, n)
+	}
+	return errs, nil
+}
+
 // RunEventList returns a run's history in (attempt, seq) order, of one
 // attempt when Attempt > 0.
 func (e *executor) RunEventList(ctx context.Context, p *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {

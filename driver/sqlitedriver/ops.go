@@ -197,6 +197,19 @@ func (d *Driver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []
 	return driver.RunLoadSeq(ctx, d, id)
 }
 
+// RunEventAppendMany makes several appends in one transaction; see
+// driver.Executor.
+func (d *Driver) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) (errs []error, err error) {
+	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		errs, err = driver.RunEventAppendManyTx(ctx, tx, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
 // RunStart stores a run and its job at once; see driver.Executor.
 func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (existing bool, err error) {
 	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
@@ -503,6 +516,12 @@ func (t *txExec) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 // RunLoad returns a run and its history; see driver.Executor.
 func (t *txExec) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
 	return driver.RunLoadSeq(ctx, t, id)
+}
+
+// RunEventAppendMany makes several appends in the transaction; see
+// driver.Executor.
+func (t *txExec) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+	return driver.RunEventAppendManyTx(ctx, t, params)
 }
 
 // RunStart stores a run and its job at once; see driver.Executor.
