@@ -7,6 +7,13 @@
 //	h, _ := sendEmail.Enqueue(ctx, c, Email{To: "a@b.c"}, &hopper.InsertOpts{Delay: time.Hour})
 //	clk.Advance(time.Hour)
 //	receipt, err := h.Result(ctx)
+//
+// Everything that waits reads this clock: job retry backoff, delays,
+// leases, workflow durable sleeps and hook timeouts, and also the backoff
+// between the tries of a workflow step, which runs inside the run's worker.
+// A step that fails and retries therefore waits, holding its worker, until
+// the test advances the clock past its backoff (or give the step a policy
+// with Attempts: 1 in such a test).
 package hoppertest
 
 import (
