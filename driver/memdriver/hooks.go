@@ -180,20 +180,7 @@ func (s *store) unindexHook(h *hoppertype.HookRow) {
 // setStream stores a run's chunks (none when chunks is empty) and records
 // how to restore the previous ones. Stored chunks are never modified.
 func (t *tx) setStream(runID string, chunks []*hoppertype.StreamChunk) {
-	st := t.st
-	old, had := st.streams[runID]
-	if len(chunks) == 0 {
-		delete(st.streams, runID)
-	} else {
-		st.streams[runID] = chunks
-	}
-	t.undo = append(t.undo, func() {
-		if had {
-			st.streams[runID] = old
-		} else {
-			delete(st.streams, runID)
-		}
-	})
+	setOrDelete(t, t.st.streams, runID, chunks)
 }
 
 func cloneHook(h *hoppertype.HookRow) *hoppertype.HookRow {

@@ -222,36 +222,12 @@ func compareEvents(a, b *hoppertype.RunEvent) int {
 }
 
 // putRun stores a run row and records how to restore the previous one.
-func (t *tx) putRun(row *hoppertype.RunRow) {
-	st := t.st
-	old, had := st.runs[row.ID]
-	st.runs[row.ID] = row
-	t.undo = append(t.undo, func() {
-		if had {
-			st.runs[row.ID] = old
-		} else {
-			delete(st.runs, row.ID)
-		}
-	})
-}
+func (t *tx) putRun(row *hoppertype.RunRow) { put(t, t.st.runs, row.ID, row) }
 
 // setEvents stores a run's history (none when evs is empty) and records how
 // to restore the previous one. Stored events are never modified.
 func (t *tx) setEvents(runID string, evs []*hoppertype.RunEvent) {
-	st := t.st
-	old, had := st.events[runID]
-	if len(evs) == 0 {
-		delete(st.events, runID)
-	} else {
-		st.events[runID] = evs
-	}
-	t.undo = append(t.undo, func() {
-		if had {
-			st.events[runID] = old
-		} else {
-			delete(st.events, runID)
-		}
-	})
+	setOrDelete(t, t.st.events, runID, evs)
 }
 
 // deleteRunData removes what a run keeps beside its job: the run row, its

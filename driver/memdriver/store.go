@@ -214,58 +214,45 @@ func (t *tx) deleteJob(id string) {
 }
 
 // putGroup stores a group row and records how to restore the previous one.
-func (t *tx) putGroup(row *hoppertype.GroupRow) {
-	st := t.st
-	old, had := st.groups[row.ID]
-	st.groups[row.ID] = row
-	t.undo = append(t.undo, func() {
-		if had {
-			st.groups[row.ID] = old
-		} else {
-			delete(st.groups, row.ID)
-		}
-	})
-}
+func (t *tx) putGroup(row *hoppertype.GroupRow) { put(t, t.st.groups, row.ID, row) }
 
 // putKey stores a key and records how to restore the previous one.
-func (t *tx) putKey(key string, row keyRow) {
-	st := t.st
-	old, had := st.keys[key]
-	st.keys[key] = row
-	t.undo = append(t.undo, func() {
-		if had {
-			st.keys[key] = old
-		} else {
-			delete(st.keys, key)
-		}
-	})
-}
+func (t *tx) putKey(key string, row keyRow) { put(t, t.st.keys, key, row) }
 
 // putLeader stores a leadership row and records how to restore the previous
 // one.
-func (t *tx) putLeader(row *driver.LeaderRow) {
-	st := t.st
-	old, had := st.leaders[row.Name]
-	st.leaders[row.Name] = row
+func (t *tx) putLeader(row *driver.LeaderRow) { put(t, t.st.leaders, row.Name, row) }
+
+// putQueue stores a queue row and records how to restore the previous one.
+func (t *tx) putQueue(row *driver.QueueRow) { put(t, t.st.queueRows, row.Name, row) }
+
+// put stores v under key in m and records how to restore what was there.
+func put[V any](t *tx, m map[string]V, key string, v V) {
+	old, had := m[key]
+	m[key] = v
 	t.undo = append(t.undo, func() {
 		if had {
-			st.leaders[row.Name] = old
+			m[key] = old
 		} else {
-			delete(st.leaders, row.Name)
+			delete(m, key)
 		}
 	})
 }
 
-// putQueue stores a queue row and records how to restore the previous one.
-func (t *tx) putQueue(row *driver.QueueRow) {
-	st := t.st
-	old, had := st.queueRows[row.Name]
-	st.queueRows[row.Name] = row
+// setOrDelete stores vs under key in m, or deletes key when vs is empty,
+// and records how to restore what was there.
+func setOrDelete[V any](t *tx, m map[string][]V, key string, vs []V) {
+	old, had := m[key]
+	if len(vs) == 0 {
+		delete(m, key)
+	} else {
+		m[key] = vs
+	}
 	t.undo = append(t.undo, func() {
 		if had {
-			st.queueRows[row.Name] = old
+			m[key] = old
 		} else {
-			delete(st.queueRows, row.Name)
+			delete(m, key)
 		}
 	})
 }
