@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
 	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	hmigrations "github.com/hopper-go/hopper/internal/migrations"
 )
 
 // DefaultSchema is the schema the driver uses when Options.Schema is empty.
@@ -45,43 +42,8 @@ func validateSchema(name string) error {
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded schema version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations are the embedded migrations in version order.
-var migrations = mustLoadMigrations()
-
-func mustLoadMigrations() []migration {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			panic(fmt.Sprintf("pgdriver: bad migration file name %q", name))
-		}
-		b, err := migrationFS.ReadFile(path.Join("migrations", name))
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			panic(fmt.Sprintf("pgdriver: migrations are not numbered 1, 2, 3...: %q", m.name))
-		}
-	}
-	return out
-}
+var migrations = hmigrations.MustLoad(migrationFS, "migrations", "pgdriver")
 
 // SchemaVersion is the newest schema version this binary knows and migrates
 // to.
@@ -145,11 +107,11 @@ func (d *Driver) migrate(ctx context.Context, upTo int) error {
 		return err
 	}
 	for _, m := range migrations[min(cur, upTo):upTo] {
-		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.sql, "{schema}", q)); err != nil {
-			return fmt.Errorf("pgdriver: migrate schema %s to version %d (%s): %w", q, m.version, m.name, err)
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(m.SQL, "{schema}", q)); err != nil {
+			return fmt.Errorf("pgdriver: migrate schema %s to version %d (%s): %w", q, m.Version, m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO `+q+`.hopper_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return fmt.Errorf("pgdriver: migrate: record version %d: %w", m.version, err)
+		if _, err := tx.Exec(ctx, `INSERT INTO `+q+`.hopper_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("pgdriver: migrate: record version %d: %w", m.Version, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

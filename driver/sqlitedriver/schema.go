@@ -5,12 +5,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
+	hmigrations "github.com/hopper-go/hopper/internal/migrations"
 )
 
 // migrationFS holds the schema migrations, one file per version, named
@@ -19,43 +15,8 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded schema version.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
 // migrations are the embedded migrations in version order.
-var migrations = mustLoadMigrations()
-
-func mustLoadMigrations() []migration {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			panic(fmt.Sprintf("sqlitedriver: bad migration file name %q", name))
-		}
-		b, err := migrationFS.ReadFile(path.Join("migrations", name))
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(name, ".sql"), sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i, m := range out {
-		if m.version != i+1 {
-			panic(fmt.Sprintf("sqlitedriver: migrations are not numbered 1, 2, 3...: %q", m.name))
-		}
-	}
-	return out
-}
+var migrations = hmigrations.MustLoad(migrationFS, "migrations", "sqlitedriver")
 
 // latestVersion is the schema version this binary knows.
 func latestVersion() int { return len(migrations) }
@@ -128,12 +89,12 @@ func migrate(ctx context.Context, q querier) error {
 		return err
 	}
 	for _, m := range migrations[v:] {
-		if _, err := q.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("sqlitedriver: migrate to version %d (%s): %w", m.version, m.name, err)
+		if _, err := q.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("sqlitedriver: migrate to version %d (%s): %w", m.Version, m.Name, err)
 		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO hopper_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("sqlitedriver: migrate to version %d: record: %w", m.version, err)
+			m.Version, m.Name, time.Now().UnixMicro()); err != nil {
+			return fmt.Errorf("sqlitedriver: migrate to version %d: record: %w", m.Version, err)
 		}
 	}
 	return nil

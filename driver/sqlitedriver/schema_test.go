@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hopper-go/hopper/driver"
+	hmigrations "github.com/hopper-go/hopper/internal/migrations"
 )
 
 func TestMigrateFreshAndReopen(t *testing.T) {
@@ -111,8 +112,8 @@ func TestMigrateUpgradesInPlace(t *testing.T) {
 
 	saved := migrations
 	t.Cleanup(func() { migrations = saved })
-	migrations = append(append([]migration(nil), saved...), migration{
-		version: len(saved) + 1, name: "test_upgrade", sql: `CREATE TABLE upgrade_marker (x INTEGER)`,
+	migrations = append(append([]hmigrations.Migration(nil), saved...), hmigrations.Migration{
+		Version: len(saved) + 1, Name: "test_upgrade", SQL: `CREATE TABLE upgrade_marker (x INTEGER)`,
 	})
 
 	d = openAt(t, path, nil)

@@ -641,15 +641,15 @@ func createVersion1(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if migrations[0].version != 1 {
+	if migrations[0].Version != 1 {
 		t.Fatal("migration 1 is not first")
 	}
-	for _, q := range []string{createVersionTable, migrations[0].sql} {
+	for _, q := range []string{createVersionTable, migrations[0].SQL} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Exec(`INSERT INTO hopper_migrations (version, name, applied_at) VALUES (1, ?, 0)`, migrations[0].name); err != nil {
+	if _, err := db.Exec(`INSERT INTO hopper_migrations (version, name, applied_at) VALUES (1, ?, 0)`, migrations[0].Name); err != nil {
 		t.Fatal(err)
 	}
 	const id = "old-job"
