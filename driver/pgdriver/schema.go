@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
 	hmigrations "github.com/hopper-go/hopper/internal/migrations"
 )
 

@@ -5,8 +5,8 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"time"
 	hmigrations "github.com/hopper-go/hopper/internal/migrations"
+	"time"
 )
 
 // migrationFS holds the schema migrations, one file per version, named
