@@ -5,8 +5,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	hmigrations "github.com/hopper-go/hopper/internal/migrations"
 	"time"
+
+	hmigrations "github.com/hopper-go/hopper/internal/migrations"
 )
 
 // migrationFS holds the schema migrations, one file per version, named
