@@ -334,28 +334,30 @@ type RunStartParams struct {
 	Job *hoppertype.JobRow
 }
 
-// RunStartTx is RunStart made of RunInsert, JobInsertMany and Notify on tx,
-// which must be a transaction's executor (or a store whose operations on
-// one executor are atomic together).
-func RunStartTx(ctx context.Context, tx Executor, p *RunStartParams) (bool, error) {
+// RunStartTx is RunStart made of RunInsert, JobInsertMany and Notify in
+// ex.InTx: a transaction of a driver, a savepoint of a transaction.
+func RunStartTx(ctx context.Context, ex Executor, p *RunStartParams) (existing bool, err error) {
 	if p == nil || p.Run == nil || p.Job == nil || p.Run.ID == "" || p.Job.ID != p.Run.ID {
 		return false, fmt.Errorf("start run: %w", errBadRunStart)
 	}
-	if err := tx.RunInsert(ctx, p.Run); errors.Is(err, hoppertype.ErrDuplicateID) {
-		return true, nil
-	} else if err != nil {
-		return false, err
-	}
-	res, err := tx.JobInsertMany(ctx, &JobInsertManyParams{Jobs: []*hoppertype.JobRow{p.Job}})
-	if err != nil {
-		return false, err
-	}
-	if len(res) == 1 && !res[0].Existing && res[0].Job.State == hoppertype.JobStatePending {
-		if err := tx.Notify(ctx, TopicJobAvailable, res[0].Job.Queue); err != nil {
-			return false, err
+	err = ex.InTx(ctx, func(ctx context.Context, tx Executor) error {
+		existing = false
+		if err := tx.RunInsert(ctx, p.Run); errors.Is(err, hoppertype.ErrDuplicateID) {
+			existing = true
+			return nil
+		} else if err != nil {
+			return err
 		}
-	}
-	return false, nil
+		res, err := tx.JobInsertMany(ctx, &JobInsertManyParams{Jobs: []*hoppertype.JobRow{p.Job}})
+		if err != nil {
+			return err
+		}
+		if len(res) == 1 && !res[0].Existing && res[0].Job.State == hoppertype.JobStatePending {
+			return tx.Notify(ctx, TopicJobAvailable, res[0].Job.Queue)
+		}
+		return nil
+	})
+	return existing, err
 }
 
 // RunLoadSeq is RunLoad made of RunGet then RunEventList on ex.
@@ -372,16 +374,21 @@ func RunLoadSeq(ctx context.Context, ex Executor, id string) (*hoppertype.RunRow
 }
 
 // RunEventAppendManyTx is RunEventAppendMany made of RunEventAppend calls
-// on tx, a transaction's executor (or a store whose operations on one
-// executor are atomic together).
-func RunEventAppendManyTx(ctx context.Context, tx Executor, params []*RunEventAppendParams) ([]error, error) {
+// in ex.InTx: a transaction of a driver, a savepoint of a transaction.
+func RunEventAppendManyTx(ctx context.Context, ex Executor, params []*RunEventAppendParams) ([]error, error) {
 	errs := make([]error, len(params))
-	for i, p := range params {
-		err := tx.RunEventAppend(ctx, p)
-		if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) && !errors.Is(err, hoppertype.ErrDuplicateID) {
-			return nil, err
+	err := ex.InTx(ctx, func(ctx context.Context, tx Executor) error {
+		for i, p := range params {
+			err := tx.RunEventAppend(ctx, p)
+			if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) && !errors.Is(err, hoppertype.ErrDuplicateID) {
+				return err
+			}
+			errs[i] = err
 		}
-		errs[i] = err
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return errs, nil
 }

@@ -408,7 +408,7 @@ func (e *executor) RunEventAppendMany(ctx context.Context, params []*driver.RunE
 	if err := e.check(ctx, "append run events"); err != nil {
 		return nil, err
 	}
-	if e.tx != nil || len(params) == 1 {
+	if e.tx != nil {
 		return driver.RunEventAppendManyTx(ctx, e, params)
 	}
 	n := len(params)

@@ -199,24 +199,13 @@ func (d *Driver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []
 
 // RunEventAppendMany makes several appends in one transaction; see
 // driver.Executor.
-func (d *Driver) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) (errs []error, err error) {
-	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		errs, err = driver.RunEventAppendManyTx(ctx, tx, params)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return errs, nil
+func (d *Driver) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+	return driver.RunEventAppendManyTx(ctx, d, params)
 }
 
 // RunStart stores a run and its job at once; see driver.Executor.
-func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (existing bool, err error) {
-	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		existing, err = driver.RunStartTx(ctx, tx, params)
-		return err
-	})
-	return existing, err
+func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
+	return driver.RunStartTx(ctx, d, params)
 }
 
 // RunInsert stores a new run row; see driver.Executor.
