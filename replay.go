@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
@@ -40,18 +39,12 @@ type HistoryEvent struct {
 // History exports a run's current history: its latest generation (a
 // workflow retry starts a new one; a crash does not).
 func (c *Client) History(ctx context.Context, runID string) (*History, error) {
-	info, err := c.runStatus(ctx, runID)
+	info, attempt, err := c.loadRun(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	all, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: runID})
-	if err != nil {
-		return nil, fmt.Errorf("hopper: run %s: history: %w", runID, err)
-	}
-	attempt, events := lastGeneration(all)
-	attempt = max(attempt, 1)
-	h := &History{RunID: runID, Workflow: info.Workflow, CodeVersion: info.CodeVersion, Attempt: attempt, Status: info.Status, Input: info.Input}
-	for _, ev := range events {
+	h := &History{RunID: runID, Workflow: info.Workflow, CodeVersion: info.CodeVersion, Attempt: max(attempt, 1), Status: info.Status, Input: info.Input}
+	for _, ev := range info.History {
 		he := HistoryEvent{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, At: ev.At}
 		if len(ev.Data) > 0 && string(ev.Data) != "{}" {
 			he.Data = json.RawMessage(ev.Data)

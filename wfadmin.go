@@ -104,7 +104,27 @@ func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
-	job, err := c.drv.JobGet(ctx, id)
+	return c.withJob(ctx, run)
+}
+
+// loadRun reads a run with its job and its latest history generation.
+func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, error) {
+	run, all, err := c.drv.RunLoad(ctx, id)
+	if err != nil {
+		return nil, 0, fmt.Errorf("hopper: run %s: %w", id, err)
+	}
+	info, err := c.withJob(ctx, run)
+	if err != nil {
+		return nil, 0, err
+	}
+	attempt, history := lastGeneration(all)
+	info.History = history
+	return info, attempt, nil
+}
+
+// withJob completes a run's view with its job (gone after retention).
+func (c *Client) withJob(ctx context.Context, run *hoppertype.RunRow) (*RunInfo, error) {
+	job, err := c.drv.JobGet(ctx, run.ID)
 	if err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
 		return nil, err
 	}
@@ -131,15 +151,10 @@ func runInfo(run *hoppertype.RunRow, job *hoppertype.JobRow) *RunInfo {
 // GetRun returns a run with its status, output, error and its current
 // attempt's history, steps, compensations and hooks.
 func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
-	info, err := c.runStatus(ctx, id)
+	info, _, err := c.loadRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	all, err := c.drv.RunEventList(ctx, &driver.RunEventListParams{RunID: id})
-	if err != nil {
-		return nil, err
-	}
-	_, info.History = lastGeneration(all)
 	if info.Activities, err = c.activities(ctx, info.History); err != nil {
 		return nil, err
 	}
