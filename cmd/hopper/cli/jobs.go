@@ -151,15 +151,20 @@ func printPage(ctx context.Context, g *globals, c *hopper.Client, p *hopper.List
 		}
 		return writeJSON(g.out, out)
 	}
-	rows := make([][]string, len(page.Jobs))
-	for i, j := range page.Jobs {
+	return printJobTable(g, page.Jobs, page.NextCursor)
+}
+
+// printJobTable prints a page of jobs for humans.
+func printJobTable(g *globals, jobs []*hopper.JobRow, next string) error {
+	rows := make([][]string, len(jobs))
+	for i, j := range jobs {
 		rows[i] = []string{j.ID, j.Type, j.Queue, string(j.State), fmt.Sprintf("%d/%d", j.Attempt, j.Retry.Attempts), fmtTime(j.QueuedAt), fmtTime(j.EndedAt)}
 	}
 	if err := table(g.out, []string{"ID", "TYPE", "QUEUE", "STATE", "ATTEMPT", "QUEUED", "ENDED"}, rows); err != nil {
 		return err
 	}
-	if page.NextCursor != "" {
-		fmt.Fprintf(g.out, "\nmore: --cursor %s\n", page.NextCursor)
+	if next != "" {
+		fmt.Fprintf(g.out, "\nmore: --cursor %s\n", next)
 	}
 	return nil
 }
@@ -209,6 +214,11 @@ func printJob(g *globals, j *hopper.JobRow) error {
 	if g.asJSON {
 		return writeJSON(g.out, toJobOut(j))
 	}
+	return printJobText(g, j)
+}
+
+// printJobText prints a job for humans.
+func printJobText(g *globals, j *hopper.JobRow) error {
 	lines := [][2]string{
 		{"id", j.ID}, {"type", j.Type}, {"queue", j.Queue}, {"state", string(j.State)},
 		{"attempt", fmt.Sprintf("%d of %d", j.Attempt, j.Retry.Attempts)}, {"priority", strconv.Itoa(j.Priority)},

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/server"
 )
 
@@ -146,47 +148,32 @@ func remoteJobList(ctx context.Context, g *globals, r *remote, p *listFlags, sta
 	if g.asJSON {
 		return writeJSON(g.out, page)
 	}
-	rows := make([][]string, len(page.Jobs))
+	jobs := make([]*hopper.JobRow, len(page.Jobs))
 	for i, j := range page.Jobs {
-		ended := time.Time{}
-		if j.EndedAt != nil {
-			ended = *j.EndedAt
-		}
-		rows[i] = []string{j.ID, j.Type, j.Queue, j.State, fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), fmtTime(j.QueuedAt), fmtTime(ended)}
+		jobs[i] = jobFromJSON(j)
 	}
-	if err := table(g.out, []string{"ID", "TYPE", "QUEUE", "STATE", "ATTEMPT", "QUEUED", "ENDED"}, rows); err != nil {
-		return err
-	}
-	if page.NextCursor != "" {
-		fmt.Fprintf(g.out, "\nmore: --cursor %s\n", page.NextCursor)
-	}
-	return nil
+	return printJobTable(g, jobs, page.NextCursor)
 }
 
-func printRemoteJob(g *globals, j *server.JobJSON) error {
-	if g.asJSON {
-		return writeJSON(g.out, j)
-	}
-	ended := time.Time{}
+// jobFromJSON turns the API's job into the row the human printers take.
+func jobFromJSON(j *server.JobJSON) *hopper.JobRow {
+	row := &hopper.JobRow{ID: j.ID, Type: j.Type, Queue: j.Queue, State: hopper.JobState(j.State), Attempt: j.Attempt,
+		Priority: j.Priority, GroupID: j.GroupID, ParentID: j.ParentID, QueuedAt: j.QueuedAt, RunAt: j.RunAt,
+		Input: []byte(compact(j.Input))}
+	row.Retry.Attempts = j.MaxAttempts
 	if j.EndedAt != nil {
-		ended = *j.EndedAt
-	}
-	lines := [][2]string{
-		{"id", j.ID}, {"type", j.Type}, {"queue", j.Queue}, {"state", j.State},
-		{"attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts)}, {"priority", strconv.Itoa(j.Priority)},
-		{"group", j.GroupID}, {"queued", fmtTime(j.QueuedAt)}, {"due", fmtTime(j.RunAt)}, {"ended", fmtTime(ended)},
-		{"input", compact(j.Input)},
+		row.EndedAt = *j.EndedAt
 	}
 	if len(j.Result) > 0 && string(j.Result) != "null" {
-		lines = append(lines, [2]string{"result", compact(j.Result)})
+		row.Result = []byte(compact(j.Result))
 	}
 	if j.Error != nil {
-		lines = append(lines, [2]string{"error", fmt.Sprintf("[%s, attempt %d] %s", j.Error.Kind, j.Error.Attempt, j.Error.Message)})
+		row.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKind(j.Error.Kind), Message: j.Error.Message, Attempt: j.Error.Attempt, At: j.Error.At}
 	}
-	for _, l := range lines {
-		fmt.Fprintf(g.out, "%-9s %s\n", l[0]+":", l[1])
+	if j.Stuck != nil {
+		row.Stuck = &hoppertype.StuckInfo{Cause: hoppertype.StuckCause(j.Stuck.Cause), Detail: j.Stuck.Detail}
 	}
-	return nil
+	return row
 }
 
 func remoteJob(ctx context.Context, g *globals, r *remote, method, path string) error {
@@ -200,7 +187,10 @@ func remoteJob(ctx context.Context, g *globals, r *remote, method, path string) 
 	if err != nil {
 		return err
 	}
-	return printRemoteJob(g, &j)
+	if g.asJSON {
+		return writeJSON(g.out, j)
+	}
+	return printJobText(g, jobFromJSON(&j))
 }
 
 func remoteRedrive(ctx context.Context, g *globals, r *remote, req server.RedriveRequest) error {
@@ -264,64 +254,40 @@ func remoteRunList(ctx context.Context, g *globals, r *remote, statuses []string
 	if g.asJSON {
 		return writeJSON(g.out, list)
 	}
-	rows := make([][]string, len(list.Runs))
+	runs := make([]*hopper.RunInfo, len(list.Runs))
 	for i, run := range list.Runs {
-		ended := time.Time{}
-		if run.EndedAt != nil {
-			ended = *run.EndedAt
-		}
-		rows[i] = []string{run.RunID, run.Workflow, run.Status, orDash(run.ParentID), fmtTime(run.CreatedAt), fmtTime(ended)}
+		runs[i] = runFromJSON(run)
 	}
-	return table(g.out, []string{"ID", "WORKFLOW", "STATUS", "PARENT", "CREATED", "ENDED"}, rows)
+	return printRunTable(g, runs)
 }
 
-func printRemoteRun(g *globals, run *server.RunJSON) error {
-	if g.asJSON {
-		return writeJSON(g.out, run)
+// runFromJSON turns the API's run into the view the human printers take.
+func runFromJSON(r *server.RunJSON) *hopper.RunInfo {
+	info := &hopper.RunInfo{ID: r.RunID, Workflow: r.Workflow, Status: hopper.RunStatus(r.Status), ParentID: r.ParentID,
+		CodeVersion: r.CodeVersion, Attempt: r.Attempt, Input: []byte(compact(r.Input)), CreatedAt: r.CreatedAt}
+	if r.EndedAt != nil {
+		info.EndedAt = *r.EndedAt
 	}
-	ended := time.Time{}
-	if run.EndedAt != nil {
-		ended = *run.EndedAt
+	if len(r.Output) > 0 && string(r.Output) != "null" {
+		info.Output = []byte(compact(r.Output))
 	}
-	lines := [][2]string{
-		{"id", run.RunID}, {"workflow", run.Workflow}, {"status", run.Status}, {"parent", orDash(run.ParentID)},
-		{"attempt", strconv.Itoa(run.Attempt)}, {"created", fmtTime(run.CreatedAt)}, {"ended", fmtTime(ended)},
-		{"input", compact(run.Input)},
-	}
-	if len(run.Output) > 0 && string(run.Output) != "null" {
-		lines = append(lines, [2]string{"output", compact(run.Output)})
-	}
-	if run.Error != nil {
-		lines = append(lines, [2]string{"error", fmt.Sprintf("[%s] %s", run.Error.Kind, run.Error.Message)})
-	}
-	for _, l := range lines {
-		fmt.Fprintf(g.out, "%-9s %s\n", l[0]+":", l[1])
-	}
-	if len(run.Steps) > 0 {
-		fmt.Fprintln(g.out, "\nsteps:")
-		rows := make([][]string, len(run.Steps))
-		for i, s := range run.Steps {
-			res := string(s.Output)
-			if s.Error != nil {
-				res = "error: " + s.Error.Message
-			}
-			rows[i] = []string{strconv.Itoa(i + 1), s.Name, s.Kind, truncate(res, 60), fmtTime(s.At)}
+	errInfo := func(e *server.ErrorJSON) *hoppertype.ErrorInfo {
+		if e == nil {
+			return nil
 		}
-		if err := table(g.out, []string{"#", "STEP", "KIND", "RESULT", "AT"}, rows); err != nil {
-			return err
-		}
+		return &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKind(e.Kind), Message: e.Message, Attempt: e.Attempt, At: e.At}
 	}
-	if len(run.Hooks) > 0 {
-		fmt.Fprintln(g.out, "\nhooks:")
-		rows := make([][]string, len(run.Hooks))
-		for i, h := range run.Hooks {
-			rows[i] = []string{h.Name, h.State, h.Token}
-		}
-		if err := table(g.out, []string{"NAME", "STATE", "TOKEN"}, rows); err != nil {
-			return err
-		}
+	info.Error = errInfo(r.Error)
+	for _, s := range r.Steps {
+		info.Steps = append(info.Steps, hopper.StepInfo{Name: s.Name, Kind: s.Kind, Output: s.Output, Error: errInfo(s.Error), Attempts: s.Attempts, At: s.At})
 	}
-	return nil
+	for _, c := range r.Compensations {
+		info.Compensations = append(info.Compensations, hopper.CompensationInfo{Name: c.Name, Executed: c.Executed, Error: c.Error})
+	}
+	for _, h := range r.Hooks {
+		info.Hooks = append(info.Hooks, &hoppertype.HookRow{Name: h.Name, Token: h.Token, State: hoppertype.HookState(h.State)})
+	}
+	return info
 }
 
 func remoteRun(ctx context.Context, g *globals, r *remote, id string) error {
@@ -329,7 +295,10 @@ func remoteRun(ctx context.Context, g *globals, r *remote, id string) error {
 	if err := r.get(ctx, "/v1/runs/"+pathEsc(id), nil, &run); err != nil {
 		return err
 	}
-	return printRemoteRun(g, &run)
+	if g.asJSON {
+		return writeJSON(g.out, run)
+	}
+	return printRunText(g, runFromJSON(&run))
 }
 
 // remoteTail prints a run's stream from the API's Server-Sent Events,

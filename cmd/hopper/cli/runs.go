@@ -54,11 +54,7 @@ func runsCmd(g *globals) *cobra.Command {
 						Runs []runOut `json:"runs"`
 					}{out})
 				}
-				rows := make([][]string, len(runs))
-				for i, r := range runs {
-					rows[i] = []string{r.ID, r.Workflow, string(r.Status), orDash(r.ParentID), fmtTime(r.CreatedAt), fmtTime(r.EndedAt)}
-				}
-				return table(g.out, []string{"ID", "WORKFLOW", "STATUS", "PARENT", "CREATED", "ENDED"}, rows)
+				return printRunTable(g, runs)
 			})
 		},
 	}
@@ -323,6 +319,20 @@ func printRun(g *globals, r *hopper.RunInfo) error {
 	if g.asJSON {
 		return writeJSON(g.out, toRunOut(r))
 	}
+	return printRunText(g, r)
+}
+
+// printRunTable prints runs for humans.
+func printRunTable(g *globals, runs []*hopper.RunInfo) error {
+	rows := make([][]string, len(runs))
+	for i, r := range runs {
+		rows[i] = []string{r.ID, r.Workflow, string(r.Status), orDash(r.ParentID), fmtTime(r.CreatedAt), fmtTime(r.EndedAt)}
+	}
+	return table(g.out, []string{"ID", "WORKFLOW", "STATUS", "PARENT", "CREATED", "ENDED"}, rows)
+}
+
+// printRunText prints a run for humans.
+func printRunText(g *globals, r *hopper.RunInfo) error {
 	lines := [][2]string{
 		{"id", r.ID}, {"workflow", r.Workflow}, {"status", string(r.Status)}, {"parent", orDash(r.ParentID)},
 		{"attempt", fmt.Sprint(r.Attempt)}, {"created", fmtTime(r.CreatedAt)}, {"ended", fmtTime(r.EndedAt)},
