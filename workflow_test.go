@@ -116,10 +116,7 @@ func testWorkflowDurableSleep(t *testing.T, newDriver func(*testing.T) driver.Dr
 	ctx := testCtx(t)
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	eventually(t, "the run to wait", func() bool {
-		info, err := c.GetRun(ctx, h.ID())
-		return err == nil && info.Status == hopper.RunWaiting
-	})
+	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
 	require.Empty(t, c.Active(), "a sleeping run holds no worker")
 	require.Equal(t, 1, runs.get("before"))
 	require.Zero(t, runs.get("after"))
@@ -216,10 +213,7 @@ func testWorkflowHookTimeout(t *testing.T, newDriver func(*testing.T) driver.Dri
 	ctx := testCtx(t)
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	eventually(t, "the run to wait", func() bool {
-		info, err := c.GetRun(ctx, h.ID())
-		return err == nil && info.Status == hopper.RunWaiting
-	})
+	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
 	clk.Advance(time.Minute)
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
@@ -417,10 +411,7 @@ func testWorkflowNonDeterminism(t *testing.T, newDriver func(*testing.T) driver.
 	ctx := testCtx(t)
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	eventually(t, "the run to wait", func() bool {
-		info, err := c.GetRun(ctx, h.ID())
-		return err == nil && info.Status == hopper.RunWaiting
-	})
+	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
 	changed.Store(true) // a deploy renames the step while the run sleeps
 	clk.Advance(time.Hour)
 	var info *hopper.RunInfo
@@ -530,6 +521,15 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, v)
 		}
+	})
+}
+
+// waitRunStatus waits until run id has status.
+func waitRunStatus(t *testing.T, c *hopper.Client, id string, status hopper.RunStatus) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("run %s to be %s", id, status), func() bool {
+		info, err := c.GetRun(context.Background(), id)
+		return err == nil && info.Status == status
 	})
 }
 
