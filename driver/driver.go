@@ -23,6 +23,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
@@ -126,7 +128,8 @@ type Executor interface {
 	// unless Ascending), at most Limit, starting after Cursor.
 	JobList(ctx context.Context, params *JobListParams) ([]*hoppertype.JobRow, error)
 
-	// JobCountByState counts jobs per queue and state.
+	// JobCountByState counts jobs per queue and state, ordered as
+	// SortJobCounts orders them.
 	JobCountByState(ctx context.Context, params *JobCountParams) ([]JobCount, error)
 
 	// JobClaim first makes due jobs of the queue pending (scheduled or
@@ -391,6 +394,26 @@ func RunEventAppendManyTx(ctx context.Context, ex Executor, params []*RunEventAp
 		return nil, err
 	}
 	return errs, nil
+}
+
+// SortJobCounts puts counts in the order JobCountByState returns them: by
+// queue, then by state in hoppertype.AllJobStates order.
+func SortJobCounts(counts []JobCount) {
+	rank := func(s hoppertype.JobState) int {
+		if i := slices.Index(hoppertype.AllJobStates, s); i >= 0 {
+			return i
+		}
+		return len(hoppertype.AllJobStates)
+	}
+	slices.SortFunc(counts, func(a, b JobCount) int {
+		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
+			return c
+		}
+		if c := rank(a.State) - rank(b.State); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.State), string(b.State))
+	})
 }
 
 var errBadRunStart = errors.New("a run and a job with the run's id are required")

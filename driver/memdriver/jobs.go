@@ -146,21 +146,7 @@ func (t *tx) JobCountByState(ctx context.Context, params *driver.JobCountParams)
 	for k, n := range counts {
 		out = append(out, driver.JobCount{Queue: k.queue, State: k.state, Count: n})
 	}
-	order := func(s hoppertype.JobState) int {
-		if i := slices.Index(hoppertype.AllJobStates, s); i >= 0 {
-			return i
-		}
-		return len(hoppertype.AllJobStates)
-	}
-	slices.SortFunc(out, func(a, b driver.JobCount) int {
-		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
-			return c
-		}
-		if c := order(a.State) - order(b.State); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.State), string(b.State))
-	})
+	driver.SortJobCounts(out)
 	return out, nil
 }
 

@@ -162,21 +162,7 @@ func (e *executor) JobCountByState(ctx context.Context, p *driver.JobCountParams
 	}); err != nil {
 		return nil, e.d.fail("count jobs", err)
 	}
-	rank := func(s hoppertype.JobState) int {
-		if i := slices.Index(hoppertype.AllJobStates, s); i >= 0 {
-			return i
-		}
-		return len(hoppertype.AllJobStates)
-	}
-	slices.SortFunc(out, func(a, b driver.JobCount) int {
-		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
-			return c
-		}
-		if c := rank(a.State) - rank(b.State); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.State), string(b.State))
-	})
+	driver.SortJobCounts(out)
 	return out, nil
 }
 

@@ -258,21 +258,7 @@ func (r *runner) jobCountByState(ctx context.Context, p *driver.JobCountParams) 
 	if err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	order := func(s hoppertype.JobState) int {
-		if i := slices.Index(hoppertype.AllJobStates, s); i >= 0 {
-			return i
-		}
-		return len(hoppertype.AllJobStates)
-	}
-	slices.SortFunc(out, func(a, b driver.JobCount) int {
-		if c := strings.Compare(a.Queue, b.Queue); c != 0 {
-			return c
-		}
-		if c := order(a.State) - order(b.State); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.State), string(b.State))
-	})
+	driver.SortJobCounts(out)
 	return out, nil
 }
 
