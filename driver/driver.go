@@ -17,6 +17,22 @@
 //     microsecond precision; a driver never reads the wall clock for job
 //     timing.
 //   - A capability a driver lacks returns ErrNotImplemented.
+//
+// # Gates
+//
+// A gate is a job (its firing runs as an attempt, under a lease) plus a gate
+// row that counts the jobs it watches: how many it saw terminal and how
+// many succeed. The counts are kept by the transitions themselves: whenever
+// JobFinishMany, JobCancel or JobRetry moves a job into or out of a
+// terminal state, every gate watching that job records the state it now
+// observes (GateObserved), adjusts its counts (GateDelta) and, when
+// GateWakes says so, wakes its job (GateWake, notified on
+// TopicJobAvailable) — all in the transition's transaction, so the gate that
+// a transition completes is woken exactly by it, under any concurrency. A
+// store with concurrent writers makes GateInsert read the watched jobs'
+// states under a lock that those transitions respect, so a gate inserted
+// beside a finishing job never misses it. Observed states outlive the jobs
+// (retention deletes jobs, not what gates saw of them).
 package driver
 
 import (
@@ -154,7 +170,9 @@ type Executor interface {
 	// held and whether a cancel was requested.
 	JobHeartbeat(ctx context.Context, params *JobHeartbeatParams) ([]JobHeartbeatResult, error)
 
-	// JobFinishMany applies workers' transitions. Each item is a
+	// JobFinishMany applies workers' transitions (and, like JobCancel and
+	// JobRetry, updates the gates watching the jobs it moves into or out of
+	// a terminal state; see "Gates"). Each item is a
 	// compare-and-set: it applies only if the job is running with the item's
 	// LeaseToken (and, when RequireLeaseExpiredBefore is set, its lease
 	// expires before that time); otherwise the item's result carries
@@ -298,6 +316,91 @@ type Executor interface {
 	// StreamRead returns a run's chunks with Offset >= From, in order, at
 	// most Limit.
 	StreamRead(ctx context.Context, params *StreamReadParams) ([]*hoppertype.StreamChunk, error)
+
+	// GateInsert stores gates (see "Gates" in the package doc). Each gate
+	// watches the distinct ids of its On and will queue the ids of its
+	// Queues when it fires; its counts start from the states the watched
+	// jobs have now (a job not stored yet is not done). The gate's job (a
+	// job with the gate's id) is stored first, in the same transaction. A
+	// gate whose condition is already met or impossible has its job woken as
+	// a transition would. An existing gate id, or a queued id another gate
+	// already queues, fails the call with hoppertype.ErrDuplicateID and
+	// stores nothing. It returns the gates stored, in order.
+	GateInsert(ctx context.Context, params *GateInsertParams) ([]*hoppertype.GateRow, error)
+
+	// GateGet returns a gate or hoppertype.ErrNotFound.
+	GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error)
+
+	// GateWaitList returns the jobs a gate watches with the states it
+	// observed, by job id.
+	GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error)
+
+	// GateEdges returns, for each of ids that has any, the ids it waits on
+	// in the graph of gates: for a gate, the jobs it watches; for a job that
+	// a gate will queue, that gate. It is what cycle detection walks.
+	GateEdges(ctx context.Context, ids []string) (map[string][]string, error)
+}
+
+// GateInsertParams are the arguments of GateInsert.
+type GateInsertParams struct {
+	Gates []*GateSpec
+	Now   time.Time
+}
+
+// GateSpec is a gate to store.
+type GateSpec struct {
+	ID     string
+	Cond   hoppertype.GateCondition
+	On     []string
+	Queues []string
+}
+
+// GateDelta is how one job's observed state change moves a gate's counts.
+func GateDelta(old, new hoppertype.JobState) (done, succeeded int) {
+	count := func(s hoppertype.JobState) (int, int) {
+		d, ok := 0, 0
+		if s.Terminal() {
+			d = 1
+		}
+		if s == hoppertype.JobStateSucceeded {
+			ok = 1
+		}
+		return d, ok
+	}
+	od, os := count(old)
+	nd, ns := count(new)
+	return nd - od, ns - os
+}
+
+// GateObserved is the state a gate records for a job in state s: s when it
+// is terminal, "" otherwise.
+func GateObserved(s hoppertype.JobState) hoppertype.JobState {
+	if s.Terminal() {
+		return s
+	}
+	return ""
+}
+
+// GateWakes says whether a gate's job, in the state job is in, is woken now
+// that the gate's counts are g's: a waiting (scheduled) gate whose
+// condition is met or impossible, so it fires or reports itself stuck; a
+// gate stuck on a failed blocker whose condition is possible again (the
+// blocker was redriven), so it waits again.
+func GateWakes(g *hoppertype.GateRow, job *hoppertype.JobRow) bool {
+	switch job.State {
+	case hoppertype.JobStateScheduled:
+		return g.Cond.Met(g.Total, g.Done, g.Succeeded) || g.Cond.Impossible(g.Total, g.Done, g.Succeeded)
+	case hoppertype.JobStateStuck:
+		return job.Stuck != nil && job.Stuck.Cause == hoppertype.StuckFailedBlocker &&
+			!g.Cond.Impossible(g.Total, g.Done, g.Succeeded)
+	}
+	return false
+}
+
+// GateWake is the transition GateWakes asks for: the gate's job becomes
+// pending at now, its stuck slot cleared.
+func GateWake(job *hoppertype.JobRow, now time.Time) {
+	job.State, job.RunAt, job.Stuck = hoppertype.JobStatePending, now, nil
 }
 
 // JobWakeParams are the arguments of JobWake.

@@ -9,6 +9,7 @@ package hoppertype
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -402,4 +403,137 @@ type StreamChunk struct {
 	Offset int64
 	Data   []byte
 	At     time.Time
+}
+
+// GateConditionKind names a gate condition.
+type GateConditionKind string
+
+// Gate condition kinds.
+const (
+	// GateAllSuccess holds when every watched job succeeded.
+	GateAllSuccess GateConditionKind = "all-success"
+	// GateAllDone holds when every watched job is terminal.
+	GateAllDone GateConditionKind = "all-done"
+	// GateCount holds when at least Count watched jobs are done (Of "done",
+	// any terminal state) or succeeded (Of "success").
+	GateCount GateConditionKind = "count"
+)
+
+// Gate count targets: what a GateCount condition counts.
+const (
+	GateOfDone    = "done"
+	GateOfSuccess = "success"
+)
+
+// GateCondition says when a gate fires. The zero value is all-success.
+// Done means any terminal job state (succeeded, dead, expired, cancelled);
+// success means succeeded. A job that is missing or not terminal (stuck
+// included) is not done.
+type GateCondition struct {
+	Kind  GateConditionKind `json:"kind,omitempty"`
+	Count int               `json:"count,omitempty"`
+	Of    string            `json:"of,omitempty"`
+}
+
+// Normalize fills in defaults: Kind all-success, Of done.
+func (c GateCondition) Normalize() GateCondition {
+	if c.Kind == "" {
+		c.Kind = GateAllSuccess
+	}
+	if c.Kind == GateCount && c.Of == "" {
+		c.Of = GateOfDone
+	}
+	if c.Kind != GateCount {
+		c.Count, c.Of = 0, ""
+	}
+	return c
+}
+
+// Validate reports a condition that cannot be evaluated.
+func (c GateCondition) Validate() error {
+	c = c.Normalize()
+	switch c.Kind {
+	case GateAllSuccess, GateAllDone:
+		return nil
+	case GateCount:
+		if c.Count < 0 {
+			return fmt.Errorf("gate condition: negative count %d", c.Count)
+		}
+		if c.Of != GateOfDone && c.Of != GateOfSuccess {
+			return fmt.Errorf("gate condition: count of %q (want %q or %q)", c.Of, GateOfDone, GateOfSuccess)
+		}
+		return nil
+	}
+	return fmt.Errorf("gate condition: unknown kind %q", c.Kind)
+}
+
+// Met reports whether the condition holds for total watched jobs of which
+// done are terminal and succeeded succeeded.
+func (c GateCondition) Met(total, done, succeeded int) bool {
+	c = c.Normalize()
+	switch c.Kind {
+	case GateAllSuccess:
+		return succeeded == total
+	case GateAllDone:
+		return done == total
+	case GateCount:
+		if c.Of == GateOfSuccess {
+			return succeeded >= c.Count
+		}
+		return done >= c.Count
+	}
+	return false
+}
+
+// Impossible reports whether the condition can no longer hold whatever the
+// jobs not yet terminal do: all-success with a job terminal but not
+// succeeded, or a count that the jobs left cannot reach.
+func (c GateCondition) Impossible(total, done, succeeded int) bool {
+	c = c.Normalize()
+	switch c.Kind {
+	case GateAllSuccess:
+		return done > succeeded
+	case GateCount:
+		if c.Of == GateOfSuccess {
+			return succeeded+(total-done) < c.Count
+		}
+		return total < c.Count
+	}
+	return false
+}
+
+// String renders the condition as the seeds spell it: "all-success",
+// "all-done", "count:2" or "count:2:success".
+func (c GateCondition) String() string {
+	c = c.Normalize()
+	if c.Kind != GateCount {
+		return string(c.Kind)
+	}
+	if c.Of == GateOfSuccess {
+		return fmt.Sprintf("count:%d:success", c.Count)
+	}
+	return fmt.Sprintf("count:%d", c.Count)
+}
+
+// GateRow is a gate as the store holds it: the condition and the counts of
+// the jobs it watches, kept exact by the transitions of those jobs. A
+// gate's id is the id of the job that fires it.
+type GateRow struct {
+	ID   string
+	Cond GateCondition
+	// Total is how many distinct jobs the gate watches; Done how many of
+	// them it saw terminal; Succeeded how many it saw succeed.
+	Total     int
+	Done      int
+	Succeeded int
+	CreatedAt time.Time
+}
+
+// GateWait is one job a gate watches and the state the gate last observed
+// for it: a terminal state, or "" while the job is missing or not terminal.
+// The observed state outlives the job (retention never reads as failure).
+type GateWait struct {
+	GateID string
+	JobID  string
+	State  JobState
 }

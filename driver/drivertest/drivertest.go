@@ -63,6 +63,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Events", eventCases()},
 		{"Hooks", hookCases()},
 		{"Streams", streamCases()},
+		{"Gates", gateCases()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -218,6 +218,7 @@ func (t *tx) JobFinishMany(ctx context.Context, params *driver.JobFinishManyPara
 		row.LeaseExpiresAt = time.Time{}
 		row.Worker = ""
 		t.putJob(row)
+		t.observeGates(row.ID, cur.State, row.State, row.EndedAt)
 		out[i].Job = row.Clone()
 	}
 	return out, nil

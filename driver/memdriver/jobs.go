@@ -178,6 +178,7 @@ func (t *tx) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*ho
 		row.EndedAt = trunc(params.Now)
 		row.Error = cloneError(params.Error)
 		t.putJob(row)
+		t.observeGates(row.ID, cur.State, row.State, row.EndedAt)
 		return row.Clone(), nil
 	}
 }
@@ -229,6 +230,7 @@ func (t *tx) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]dri
 		row.CancelRequested = false
 		row.Stuck = nil
 		t.putJob(row)
+		t.observeGates(row.ID, cur.State, row.State, now)
 		out = append(out, driver.JobRetryResult{Job: row.Clone(), PrevState: cur.State})
 	}
 	return out, nil
@@ -263,6 +265,7 @@ func (t *tx) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFini
 	for _, r := range victims {
 		t.deleteJob(r.ID)
 		t.deleteRunData(r.ID)
+		t.deleteGateData(r.ID)
 	}
 	return len(victims), nil
 }

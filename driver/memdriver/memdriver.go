@@ -312,3 +312,23 @@ func (d *Driver) StreamAppend(ctx context.Context, params *driver.StreamAppendPa
 func (d *Driver) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
 	return call(ctx, d, func(tx *tx) ([]*hoppertype.StreamChunk, error) { return tx.StreamRead(ctx, params) })
 }
+
+// GateInsert implements driver.Executor.
+func (d *Driver) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.GateRow, error) { return tx.GateInsert(ctx, params) })
+}
+
+// GateGet implements driver.Executor.
+func (d *Driver) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
+	return call(ctx, d, func(tx *tx) (*hoppertype.GateRow, error) { return tx.GateGet(ctx, id) })
+}
+
+// GateWaitList implements driver.Executor.
+func (d *Driver) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.GateWait, error) { return tx.GateWaitList(ctx, gateID) })
+}
+
+// GateEdges implements driver.Executor.
+func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
+	return call(ctx, d, func(tx *tx) (map[string][]string, error) { return tx.GateEdges(ctx, ids) })
+}

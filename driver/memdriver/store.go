@@ -35,6 +35,12 @@ type store struct {
 	// streams holds each run's chunks; a chunk's offset is its index.
 	streams map[string][]*hoppertype.StreamChunk
 
+	// Gates, keyed by gate id; gatesByJob indexes the gates watching each
+	// job; gateQueues maps a job a gate will queue to that gate.
+	gates      map[string]*gateState
+	gatesByJob map[string][]string
+	gateQueues map[string]string
+
 	// version stamps every job write; heap entries carry the version they
 	// were pushed for, so a stale entry is recognised and skipped.
 	version uint64
@@ -71,6 +77,10 @@ func newStore() *store {
 		hooks:     make(map[string]*hoppertype.HookRow),
 		runHooks:  make(map[string]map[string]struct{}),
 		streams:   make(map[string][]*hoppertype.StreamChunk),
+
+		gates:      make(map[string]*gateState),
+		gatesByJob: make(map[string][]string),
+		gateQueues: make(map[string]string),
 	}
 }
 

@@ -16,10 +16,25 @@ import (
 // lease token, and the lease expired before the bound when one is given) in
 // the WHERE. Items that did not apply get hoppertype.ErrLeaseLost, or
 // hoppertype.ErrNotFound when the job does not exist.
+//
+// The same round trip locks the gate waits on the batch's jobs; the jobs
+// that became terminal are then counted in the gates watching them (see
+// the driver package's "Gates"), in the same transaction. On the pool the
+// call runs in a transaction of its own.
 func (e *executor) JobFinishMany(ctx context.Context, p *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
 	if err := e.check(ctx, "finish jobs"); err != nil {
 		return nil, err
 	}
+	var out []driver.JobFinishResult
+	err := e.atomic(ctx, func(tx *executor) error {
+		var err error
+		out, err = tx.finish(ctx, p)
+		return err
+	})
+	return out, err
+}
+
+func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
 	items := p.Items
 	out := make([]driver.JobFinishResult, len(items))
 	if len(items) == 0 {
@@ -47,24 +62,54 @@ func (e *executor) JobFinishMany(ctx context.Context, p *driver.JobFinishManyPar
 		results[k] = it.Result
 		errInfo[k], stuck[k] = text(marshalError(it.Error)), text(marshalStuck(it.Stuck))
 	}
-	rows, err := e.q.Query(ctx, e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore)
+	b := &pgx.Batch{}
+	b.Queue(e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore)
+	b.Queue(e.d.q.gates.watched, ids)
+	br := e.q.SendBatch(ctx, b)
+	applied := 0
+	var waits []gateWait
+	err := func() error {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var i int32
+			job, err := scanJob(rows, &i)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			out[i].Job = job
+			applied++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = br.Query()
+		if err != nil {
+			return err
+		}
+		waits, err = readWaits(rows)
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, e.d.fail("finish jobs", err)
 	}
-	applied := 0
-	for rows.Next() {
-		var i int32
-		job, err := scanJob(rows, &i)
-		if err != nil {
-			rows.Close()
-			return nil, e.d.fail("finish jobs", err)
+	if len(waits) > 0 {
+		var changes []gateChange
+		for _, r := range out {
+			if r.Job != nil && r.Job.State.Terminal() {
+				changes = append(changes, gateChange{id: r.Job.ID, state: r.Job.State, at: r.Job.EndedAt})
+			}
 		}
-		out[i].Job = job
-		applied++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, e.d.fail("finish jobs", err)
+		if err := e.observe(ctx, changes, waits); err != nil {
+			return nil, e.d.fail("finish jobs: gates", err)
+		}
 	}
 	if applied == n {
 		return out, nil
@@ -77,7 +122,7 @@ func (e *executor) JobFinishMany(ctx context.Context, p *driver.JobFinishManyPar
 		}
 	}
 	exists := make(map[string]bool, len(lost))
-	rows, err = e.q.Query(ctx, e.d.q.existingIDs, lost)
+	rows, err := e.q.Query(ctx, e.d.q.existingIDs, lost)
 	if err != nil {
 		return nil, e.d.fail("finish jobs", err)
 	}

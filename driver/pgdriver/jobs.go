@@ -172,6 +172,21 @@ func (e *executor) JobCancel(ctx context.Context, p *driver.JobCancelParams) (*h
 	if err := e.check(ctx, "cancel job"); err != nil {
 		return nil, err
 	}
+	var row *hoppertype.JobRow
+	err := e.atomic(ctx, func(tx *executor) error {
+		var err error
+		row, err = tx.cancel(ctx, p)
+		if err == nil && row.State == hoppertype.JobStateCancelled {
+			if err := tx.observeChanges(ctx, []gateChange{{id: row.ID, state: row.State, at: row.EndedAt}}); err != nil {
+				return e.d.fail(fmt.Sprintf("cancel job %q: gates", p.ID), err)
+			}
+		}
+		return err
+	})
+	return row, err
+}
+
+func (e *executor) cancel(ctx context.Context, p *driver.JobCancelParams) (*hoppertype.JobRow, error) {
 	op := fmt.Sprintf("cancel job %q", p.ID)
 	errInfo := text(marshalError(p.Error))
 	for range 3 {
@@ -399,10 +414,17 @@ func (e *executor) retryMove(ctx context.Context, p *driver.JobRetryParams, cand
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	var changes []gateChange
 	for i, r := range moved {
 		if r != nil {
 			out = append(out, driver.JobRetryResult{Job: r, PrevState: prev[i]})
+			if prev[i].Terminal() {
+				changes = append(changes, gateChange{id: r.ID, state: r.State, at: trunc(p.Now)})
+			}
 		}
+	}
+	if err := e.observeChanges(ctx, changes); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -224,3 +224,23 @@ func (d *Driver) StreamAppend(ctx context.Context, params *driver.StreamAppendPa
 func (d *Driver) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
 	return d.root.StreamRead(ctx, params)
 }
+
+// GateInsert stores gates; see driver.Executor.
+func (d *Driver) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
+	return d.root.GateInsert(ctx, params)
+}
+
+// GateGet returns a gate; see driver.Executor.
+func (d *Driver) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
+	return d.root.GateGet(ctx, id)
+}
+
+// GateWaitList returns a gate's waits; see driver.Executor.
+func (d *Driver) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
+	return d.root.GateWaitList(ctx, gateID)
+}
+
+// GateEdges returns gate graph edges; see driver.Executor.
+func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
+	return d.root.GateEdges(ctx, ids)
+}

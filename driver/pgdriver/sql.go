@@ -82,6 +82,8 @@ type queries struct {
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
 	streamLock, streamAppend, streamRead       string
+
+	gates gateQueries
 }
 
 // runColumns are the runs table's columns in the order scanRun reads them.
@@ -209,6 +211,12 @@ RETURNING r.ord, {jcols}`),
 	DELETE FROM {s}.hooks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
 ), del_chunks AS (
 	DELETE FROM {s}.stream_chunks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_gates AS (
+	DELETE FROM {s}.gates WHERE id = ANY((SELECT ids FROM gone)::text[])
+), del_waits AS (
+	DELETE FROM {s}.gate_waits WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
+), del_queued AS (
+	DELETE FROM {s}.gate_queues WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
 )
 SELECT coalesce(cardinality(ids), 0) FROM gone`),
 
@@ -362,6 +370,8 @@ LIMIT $3`),
 
 		notify:     `SELECT pg_notify($1, $2)`,
 		notifyMany: `SELECT pg_notify(n.c, n.p) FROM unnest($1::text[], $2::text[]) AS n(c, p)`,
+
+		gates: newGateQueries(q),
 	}
 }
 

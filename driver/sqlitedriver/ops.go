@@ -380,8 +380,16 @@ func (t *txExec) JobFinishMany(ctx context.Context, params *driver.JobFinishMany
 	var out []driver.JobFinishResult
 	err := t.atomic(ctx, func() error {
 		var err error
-		out, err = t.r.jobFinishMany(ctx, params)
-		return err
+		if out, err = t.r.jobFinishMany(ctx, params); err != nil {
+			return err
+		}
+		var changes []gateChange
+		for _, res := range out {
+			if res.Job != nil && res.Job.State.Terminal() {
+				changes = append(changes, gateChange{id: res.Job.ID, state: res.Job.State, at: res.Job.EndedAt})
+			}
+		}
+		return t.observe(ctx, changes)
 	})
 	return out, err
 }
@@ -399,7 +407,18 @@ func (t *txExec) JobCancel(ctx context.Context, params *driver.JobCancelParams) 
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.jobCancel(ctx, params)
+	var out *hoppertype.JobRow
+	err := t.atomic(ctx, func() error {
+		var err error
+		if out, err = t.r.jobCancel(ctx, params); err != nil {
+			return err
+		}
+		if out.State == hoppertype.JobStateCancelled {
+			return t.observe(ctx, []gateChange{{id: out.ID, state: out.State, at: out.EndedAt}})
+		}
+		return nil
+	})
+	return out, err
 }
 
 // JobRetry moves jobs back to pending.
@@ -410,8 +429,16 @@ func (t *txExec) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([
 	var out []driver.JobRetryResult
 	err := t.atomic(ctx, func() error {
 		var err error
-		out, err = t.r.jobRetry(ctx, params)
-		return err
+		if out, err = t.r.jobRetry(ctx, params); err != nil {
+			return err
+		}
+		changes := make([]gateChange, 0, len(out))
+		for _, res := range out {
+			if res.PrevState.Terminal() {
+				changes = append(changes, gateChange{id: res.Job.ID, state: res.Job.State, at: trunc(params.Now)})
+			}
+		}
+		return t.observe(ctx, changes)
 	})
 	return out, err
 }

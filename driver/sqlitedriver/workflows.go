@@ -540,13 +540,17 @@ func (r *runner) streamRead(ctx context.Context, p *driver.StreamReadParams) ([]
 	return out, nil
 }
 
-// deleteRunsSQLs delete the workflow rows of the jobs whose ids are in the
-// JSON array ?1: the run row, its history, hooks and stream chunks.
+// deleteRunsSQLs delete the rows kept beside the jobs whose ids are in the
+// JSON array ?1: a run's row, history, hooks and stream chunks; a gate's
+// row, waits and queued ids.
 var deleteRunsSQLs = []string{
 	`DELETE FROM runs WHERE id IN (SELECT value FROM json_each(?1))`,
 	`DELETE FROM run_events WHERE run_id IN (SELECT value FROM json_each(?1))`,
 	`DELETE FROM hooks WHERE run_id IN (SELECT value FROM json_each(?1))`,
 	`DELETE FROM stream_chunks WHERE run_id IN (SELECT value FROM json_each(?1))`,
+	`DELETE FROM gates WHERE id IN (SELECT value FROM json_each(?1))`,
+	`DELETE FROM gate_waits WHERE gate_id IN (SELECT value FROM json_each(?1))`,
+	`DELETE FROM gate_queues WHERE gate_id IN (SELECT value FROM json_each(?1))`,
 }
 
 // deleteRunsOf deletes the workflow rows of deleted jobs.

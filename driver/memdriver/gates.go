@@ -1,0 +1,181 @@
+package memdriver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// gateState is what the store keeps of one gate besides its job.
+type gateState struct {
+	row *hoppertype.GateRow
+	// on lists the watched ids, sorted; waits holds the observed states.
+	on     []string
+	waits  map[string]hoppertype.JobState
+	queues []string
+}
+
+func (g *gateState) clone() *gateState {
+	c := &gateState{row: cloneGate(g.row), on: g.on, queues: g.queues, waits: make(map[string]hoppertype.JobState, len(g.waits))}
+	for k, v := range g.waits {
+		c.waits[k] = v
+	}
+	return c
+}
+
+func cloneGate(g *hoppertype.GateRow) *hoppertype.GateRow {
+	c := *g
+	return &c
+}
+
+// GateInsert stores gates, counting what their watched jobs are now.
+func (t *tx) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	st := t.st
+	seenQueued := map[string]bool{}
+	for _, spec := range params.Gates {
+		if _, ok := st.gates[spec.ID]; ok {
+			return nil, fmt.Errorf("insert gate %q: %w", spec.ID, hoppertype.ErrDuplicateID)
+		}
+		for _, q := range spec.Queues {
+			if _, ok := st.gateQueues[q]; ok || seenQueued[q] {
+				return nil, fmt.Errorf("insert gate %q: job %q is queued by another gate: %w", spec.ID, q, hoppertype.ErrDuplicateID)
+			}
+			seenQueued[q] = true
+		}
+	}
+	now := trunc(params.Now)
+	out := make([]*hoppertype.GateRow, 0, len(params.Gates))
+	for _, spec := range params.Gates {
+		on := slices.Compact(slices.Sorted(slices.Values(spec.On)))
+		g := &gateState{
+			row:    &hoppertype.GateRow{ID: spec.ID, Cond: spec.Cond.Normalize(), Total: len(on), CreatedAt: now},
+			on:     on,
+			waits:  make(map[string]hoppertype.JobState, len(on)),
+			queues: slices.Clone(spec.Queues),
+		}
+		for _, id := range on {
+			obs := hoppertype.JobState("")
+			if e := st.jobs[id]; e != nil {
+				obs = driver.GateObserved(e.row.State)
+			}
+			g.waits[id] = obs
+			d, s := driver.GateDelta("", obs)
+			g.row.Done += d
+			g.row.Succeeded += s
+			put(t, st.gatesByJob, id, append(slices.Clip(st.gatesByJob[id]), spec.ID))
+		}
+		for _, q := range g.queues {
+			put(t, st.gateQueues, q, spec.ID)
+		}
+		put(t, st.gates, spec.ID, g)
+		t.wakeGate(g.row, now)
+		out = append(out, cloneGate(g.row))
+	}
+	return out, nil
+}
+
+// GateGet returns a copy of a gate's row.
+func (t *tx) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	g := t.st.gates[id]
+	if g == nil {
+		return nil, fmt.Errorf("get gate %q: %w", id, hoppertype.ErrNotFound)
+	}
+	return cloneGate(g.row), nil
+}
+
+// GateWaitList returns a gate's watched jobs and observed states.
+func (t *tx) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	g := t.st.gates[gateID]
+	if g == nil {
+		return nil, nil
+	}
+	out := make([]*hoppertype.GateWait, len(g.on))
+	for i, id := range g.on {
+		out[i] = &hoppertype.GateWait{GateID: gateID, JobID: id, State: g.waits[id]}
+	}
+	return out, nil
+}
+
+// GateEdges returns the gate graph's edges out of ids.
+func (t *tx) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, id := range ids {
+		if g := t.st.gates[id]; g != nil {
+			out[id] = slices.Clone(g.on)
+		} else if gid, ok := t.st.gateQueues[id]; ok {
+			out[id] = []string{gid}
+		}
+	}
+	return out, nil
+}
+
+// observeGates records a job's move from old to new state in the gates
+// watching it, and wakes those that the move decides.
+func (t *tx) observeGates(id string, old, new hoppertype.JobState, now time.Time) {
+	st := t.st
+	obs := driver.GateObserved(new)
+	if driver.GateObserved(old) == obs {
+		return
+	}
+	for _, gid := range st.gatesByJob[id] {
+		cur := st.gates[gid]
+		if cur == nil || cur.waits[id] == obs {
+			continue
+		}
+		g := cur.clone()
+		d, s := driver.GateDelta(g.waits[id], obs)
+		g.waits[id] = obs
+		g.row.Done += d
+		g.row.Succeeded += s
+		put(t, st.gates, gid, g)
+		t.wakeGate(g.row, trunc(now))
+	}
+}
+
+// wakeGate wakes a gate's job when driver.GateWakes says so.
+func (t *tx) wakeGate(g *hoppertype.GateRow, now time.Time) {
+	e := t.st.jobs[g.ID]
+	if e == nil || !driver.GateWakes(g, e.row) {
+		return
+	}
+	row := e.row.Clone()
+	driver.GateWake(row, now)
+	t.putJob(row)
+	t.notes = append(t.notes, note{topic: driver.TopicJobAvailable, payload: row.Queue})
+}
+
+// deleteGateData removes a deleted gate job's gate, recording how to
+// restore it.
+func (t *tx) deleteGateData(id string) {
+	st := t.st
+	g := st.gates[id]
+	if g == nil {
+		return
+	}
+	for _, j := range g.on {
+		put(t, st.gatesByJob, j, slices.DeleteFunc(slices.Clone(st.gatesByJob[j]), func(s string) bool { return s == id }))
+	}
+	for _, q := range g.queues {
+		old := st.gateQueues[q]
+		delete(st.gateQueues, q)
+		t.undo = append(t.undo, func() { st.gateQueues[q] = old })
+	}
+	delete(st.gates, id)
+	t.undo = append(t.undo, func() { st.gates[id] = g })
+}
