@@ -14,6 +14,17 @@ import (
 // JobRow is a job as stored: its state, attempts, payloads and times.
 type JobRow = hoppertype.JobRow
 
+// StuckInfo is the cause of a stuck job: the flat status slot (cause,
+// retryable, blocker ids, detail, when it was observed).
+type StuckInfo = hoppertype.StuckInfo
+
+// Stuck causes.
+const (
+	StuckEngineFailure = hoppertype.StuckEngineFailure
+	StuckFailedBlocker = hoppertype.StuckFailedBlocker
+	StuckCycle         = hoppertype.StuckCycle
+)
+
 // JobState is a job's state.
 type JobState = hoppertype.JobState
 

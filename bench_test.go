@@ -198,3 +198,59 @@ func BenchmarkWorkflowRuns(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkFanOutFanIn measures a fan-out of 10,000 children folded into
+// their group, then a gate that fires once all of them succeeded: one op
+// is one whole fan-out and fan-in, on each store.
+func BenchmarkFanOutFanIn(b *testing.B) {
+	const children = 10000
+	leaf := hopper.Define("bench-leaf", func(ctx context.Context, n int) (hopper.None, error) {
+		return hopper.None{}, hopper.FoldGroup(ctx, func(acc int) int { return acc + n })
+	}, nil)
+	final := hopper.Define("bench-final", func(ctx context.Context, _ int) (int, error) {
+		return len(hopper.JobFromContext(ctx).Dependents()), nil
+	}, nil)
+	root := hopper.Define("bench-root", func(ctx context.Context, n int) (hopper.None, error) {
+		job := hopper.JobFromContext(ctx)
+		for range n {
+			if err := job.Spawn(leaf.Job(1, nil)); err != nil {
+				return hopper.None{}, err
+			}
+		}
+		job.Then(hopper.AllSuccess, final.Job(0, nil))
+		return hopper.None{}, nil
+	}, nil)
+	for _, dc := range testDrivers() {
+		b.Run(dc.name, func(b *testing.B) {
+			c, err := hopper.New(hopper.Config{Driver: dc.open(b), MaxWorkers: 100})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := c.Register(leaf, final, root); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := c.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer c.Stop(ctx)
+			b.ResetTimer()
+			for range b.N {
+				h, err := root.Enqueue(ctx, c, children, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				g, err := h.Group(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// The leaves fold 1 each; the gate's job queues final, whose
+				// result (its dependents, 10,000) is the last contribution.
+				if v, err := hopper.GroupDecode[int](g); err != nil || v != children {
+					b.Fatalf("group value %d, %v; want %d", v, err, children)
+				}
+			}
+			b.ReportMetric(float64(b.N*children)/b.Elapsed().Seconds(), "children/s")
+		})
+	}
+}

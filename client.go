@@ -130,6 +130,10 @@ type Config struct {
 	// token (for example "http://127.0.0.1:7700/v1/webhooks/"). hopper dev
 	// sets it from its address.
 	WebhookBaseURL string
+	// GateRecheck is how often a waiting gate looks at its jobs on its own,
+	// a safety net behind the transitions that wake it. Defaults to
+	// DefaultGateRecheck.
+	GateRecheck time.Duration
 	// FetchAllowPrivate lets Fetch reach loopback, private, link-local and
 	// unspecified addresses, which it refuses by default (a workflow's
 	// input must not be able to point it at the internal network).
@@ -147,7 +151,9 @@ type Client struct {
 	worker string
 
 	typesMu sync.RWMutex
-	types   map[string]typeCore
+	// batchers holds the open batches of each batch type (DefineBatch).
+	batchers sync.Map
+	types    map[string]typeCore
 
 	waiters *waiterHub
 
@@ -229,6 +235,7 @@ func newClient(cfg Config) (*Client, error) {
 	setDur(&cfg.RescueInterval, 5*time.Second)
 	setDur(&cfg.WaitPollInterval, 250*time.Millisecond)
 	setDur(&cfg.LeaderTTL, 15*time.Second)
+	setDur(&cfg.GateRecheck, DefaultGateRecheck)
 	for _, d := range []*time.Duration{&cfg.Retention.Succeeded, &cfg.Retention.Dead, &cfg.Retention.Expired, &cfg.Retention.Cancelled} {
 		if *d == 0 {
 			*d = 24 * time.Hour
@@ -260,7 +267,7 @@ func newClient(cfg Config) (*Client, error) {
 		codec:   cfg.Codec,
 		log:     cfg.Logger,
 		worker:  cfg.WorkerID,
-		types:   map[string]typeCore{},
+		types:   map[string]typeCore{gateTypeName: gateType.core()},
 		stopped: make(chan struct{}),
 	}
 	c.waiters = newWaiterHub(c)
@@ -315,6 +322,9 @@ func (c *Client) registered(workflows bool) []string {
 	defer c.typesMu.RUnlock()
 	names := make([]string, 0, len(c.types))
 	for n := range c.types {
+		if n == gateTypeName {
+			continue // built in
+		}
 		if w, ok := strings.CutPrefix(n, workflowTypePrefix); ok == workflows {
 			names = append(names, w)
 		}

@@ -20,18 +20,18 @@ import (
 // driverCase opens a fresh, empty store for a test.
 type driverCase struct {
 	name string
-	open func(t *testing.T) driver.Driver
+	open func(t testing.TB) driver.Driver
 }
 
 // testDrivers are the stores every engine test runs on.
 func testDrivers() []driverCase {
 	cases := []driverCase{
-		{"memory", func(t *testing.T) driver.Driver {
+		{"memory", func(t testing.TB) driver.Driver {
 			d := memdriver.New()
 			t.Cleanup(func() { _ = d.Close() })
 			return d
 		}},
-		{"sqlite", func(t *testing.T) driver.Driver {
+		{"sqlite", func(t testing.TB) driver.Driver {
 			// NORMAL: these tests are about the engine; the SQLite
 			// driver's own tests cover durability with FULL.
 			d, err := sqlitedriver.Open(filepath.Join(t.TempDir(), "hopper.db"), &sqlitedriver.Options{Synchronous: "NORMAL"})
@@ -43,14 +43,14 @@ func testDrivers() []driverCase {
 		}},
 	}
 	if url := os.Getenv("HOPPER_TEST_POSTGRES_URL"); url != "" {
-		cases = append(cases, driverCase{"postgres", func(t *testing.T) driver.Driver { return openPostgres(t, url) }})
+		cases = append(cases, driverCase{"postgres", func(t testing.TB) driver.Driver { return openPostgres(t, url) }})
 	}
 	return cases
 }
 
 // openPostgres opens the driver on a fresh schema of the test database,
 // dropped when the test ends.
-func openPostgres(t *testing.T, url string) driver.Driver {
+func openPostgres(t testing.TB, url string) driver.Driver {
 	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -84,7 +84,7 @@ func forEachDriver(t *testing.T, test func(t *testing.T, newDriver func(*testing
 	for _, dc := range testDrivers() {
 		t.Run(dc.name, func(t *testing.T) {
 			t.Parallel()
-			test(t, dc.open)
+			test(t, func(t *testing.T) driver.Driver { return dc.open(t) })
 		})
 	}
 }

@@ -60,6 +60,8 @@ type Event struct {
 	RunAt time.Time
 	// Deadline is the deadline an expired job passed.
 	Deadline time.Time
-	Result   json.RawMessage
-	At       time.Time
+	// Stuck is a stuck job's cause and blockers.
+	Stuck  *StuckInfo
+	Result json.RawMessage
+	At     time.Time
 }

@@ -23,6 +23,8 @@ type groupEffect struct {
 type jobGroup struct {
 	mu  sync.Mutex
 	eff groupEffect
+	// err, set by a Then that could not be built, fails the attempt.
+	err error
 }
 
 // Spawn fans out: the jobs join this job's group and are stored atomically
@@ -131,6 +133,9 @@ func (c *Client) applyGroup(ctx context.Context, tx driver.Executor, job *hopper
 				added++
 				inserted = append(inserted, r)
 			}
+		}
+		if err := c.insertGates(ctx, tx, res); err != nil {
+			return nil, nil, err
 		}
 		if err := notifyQueues(ctx, tx, res); err != nil {
 			return nil, nil, err

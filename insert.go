@@ -127,6 +127,8 @@ type JobSpec struct {
 	opts InsertOpts
 	id   string
 	err  error
+	// gate is set on a spec made by Gate.
+	gate *gateSpec
 }
 
 // Job builds a JobSpec of this type; opts may be nil.
@@ -276,6 +278,9 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 	if s.err != nil {
 		return nil, s.err
 	}
+	if s.gate != nil {
+		return c.buildGateRow(s, now)
+	}
 	if err := s.opts.validate(); err != nil {
 		return nil, err
 	}
@@ -365,6 +370,11 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 	params := &driver.JobInsertManyParams{Jobs: rows}
 	var err error
 	if tx != nil {
+		for _, r := range rows {
+			if r.Type == gateTypeName {
+				return nil, fmt.Errorf("%w: a gate cannot be enqueued through a caller's transaction (enqueue it with EnqueueMany)", ErrInvalidInput)
+			}
+		}
 		ti, ok := c.drv.(driver.TxInserter)
 		if !ok {
 			return nil, fmt.Errorf("%w: the %s driver has no transactional enqueue", driver.ErrNotImplemented, c.drv.Name())
@@ -375,6 +385,9 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 			var err error
 			res, err = dtx.JobInsertMany(ctx, params)
 			if err != nil {
+				return err
+			}
+			if err := c.insertGates(ctx, dtx, res); err != nil {
 				return err
 			}
 			return notifyQueues(ctx, dtx, res)

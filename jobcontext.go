@@ -18,6 +18,8 @@ type JobContext struct {
 	group jobGroup
 	// run is set when the job is a workflow run's execution.
 	run *runEffect
+	// effects, when set, run in the transaction that records the attempt.
+	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
 }
 
 type jobCtxKey struct{}

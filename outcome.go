@@ -63,7 +63,9 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		return terminal(hoppertype.JobStateExpired, errInfo(hoppertype.ErrorKindExpired, ErrExpired, ""), EventExpired)
 	}
 	deferTo := func(at time.Time) outcome {
-		if deadlinePassed(at) {
+		// Deferred to its deadline exactly, a job is expired when it comes
+		// due (dispatch refuses a job at its deadline); past it, at once.
+		if !row.Deadline.IsZero() && at.After(row.Deadline) {
 			return expire()
 		}
 		p := base
@@ -97,6 +99,13 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		return expire()
 	}
 
+	var stuck *stuckError
+	if errors.As(err, &stuck) {
+		p := base
+		p.State, p.Stuck = hoppertype.JobStateStuck, stuck.info
+		ev.Kind, ev.Error, ev.Stuck = EventStuck, err.Error(), stuck.info
+		return outcome{params: p, event: ev}
+	}
 	var suspend *suspendError
 	if errors.As(err, &suspend) {
 		// A workflow run waits: deferred without using an attempt.
@@ -132,7 +141,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		notRetryable := false
 		p.State, p.Error = hoppertype.JobStateStuck, errInfo(kind, err, "")
 		p.Stuck = &hoppertype.StuckInfo{Cause: hoppertype.StuckEngineFailure, Retryable: &notRetryable, Detail: err.Error(), ObservedAt: now}
-		ev.Kind, ev.Error = EventStuck, err.Error()
+		ev.Kind, ev.Error, ev.Stuck = EventStuck, err.Error(), p.Stuck
 		return outcome{params: p, event: ev}
 	}
 	if abort {

@@ -54,6 +54,13 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
 		ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, RunAt: row.RunAt, At: row.StartedAt})
 
 	out, err := t.run(ctx, c, row.Input)
+	if err == nil {
+		jc.group.mu.Lock()
+		if jc.group.err != nil {
+			err = Abort(jc.group.err)
+		}
+		jc.group.mu.Unlock()
+	}
 
 	rt.removeActive(row)
 	res := attemptResult{out: out, err: err}
@@ -71,7 +78,7 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
 		classify = c.cfg.Classify
 	}
 	o := decide(row, res, classify, c.now(), defaultRand, func(e error) { c.reportError(e, PhaseHook) })
-	item := finishItem{row: row, outcome: o, run: jc.run}
+	item := finishItem{row: row, outcome: o, run: jc.run, effects: jc.effects}
 	if o.params.State == hoppertype.JobStateSucceeded {
 		item.group = jc.groupEffect()
 	}

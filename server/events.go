@@ -27,13 +27,14 @@ type EventJSON struct {
 	RunAt      *time.Time      `json:"run_at,omitempty"`
 	Deadline   *time.Time      `json:"deadline,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
+	Stuck      *StuckJSON      `json:"stuck,omitempty"`
 	At         time.Time       `json:"at"`
 }
 
 func eventJSON(e hopper.Event) EventJSON {
 	return EventJSON{Kind: string(e.Kind), JobID: e.JobID, Type: e.Type, Queue: e.Queue, GroupID: e.GroupID, ParentID: e.ParentID,
 		Dependents: e.Dependents, Attempt: e.Attempt, Error: e.Error, WillRetry: e.WillRetry, RunAt: timePtr(e.RunAt),
-		Deadline: timePtr(e.Deadline), Result: e.Result, At: e.At}
+		Deadline: timePtr(e.Deadline), Result: e.Result, Stuck: stuckJSON(e.Stuck), At: e.At}
 }
 
 var eventKinds = []hopper.EventKind{

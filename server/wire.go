@@ -89,7 +89,7 @@ func jobJSON(j *hoppertype.JobRow) *JobJSON {
 		out.Error = &ErrorJSON{Kind: string(e.Kind), Message: e.Message, Attempt: e.Attempt, At: e.At, Stack: e.Stack}
 	}
 	if st := j.Stuck; st != nil {
-		out.Stuck = &StuckJSON{Cause: string(st.Cause), Retryable: st.Retryable, BlockerIDs: st.BlockerIDs, Detail: st.Detail, ObservedAt: st.ObservedAt}
+		out.Stuck = stuckJSON(st)
 	}
 	return out
 }
@@ -200,3 +200,11 @@ func parseWait(s string, max time.Duration) (time.Duration, error) {
 func jsonIndent(buf *bytes.Buffer, b []byte) error { return json.Indent(buf, b, "", "  ") }
 
 func errorsIsNotFound(err error) bool { return errors.Is(err, hopper.ErrNotFound) }
+
+// stuckJSON is a stuck slot on the wire; nil stays nil.
+func stuckJSON(st *hopper.StuckInfo) *StuckJSON {
+	if st == nil {
+		return nil
+	}
+	return &StuckJSON{Cause: string(st.Cause), Retryable: st.Retryable, BlockerIDs: st.BlockerIDs, Detail: st.Detail, ObservedAt: st.ObservedAt}
+}

@@ -1,0 +1,159 @@
+package hopper
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
+)
+
+// BatchFunc runs a batch: it receives the inputs of several jobs and
+// returns one output per input, in the same order.
+type BatchFunc[I, O any] func(ctx context.Context, in []I) ([]O, error)
+
+// DefineBatch makes a job type whose jobs run together: each job is
+// enqueued, prioritised, retried and joins groups on its own, but a worker
+// process gathers the jobs of the type it has claimed — up to size of them,
+// or as many as arrived within maxWait of the first — and calls run once
+// with their inputs. Each job's handle gets its own output, the one at its
+// index.
+//
+// When run fails, every job in the batch fails with that error and follows
+// its own retry policy (a retried job may land in another batch). A run
+// that returns Snooze defers every job. A run that returns a number of
+// outputs other than the number of inputs fails the batch with
+// `batch "<type>" returned N outputs for M inputs`.
+//
+// run gets no JobContext (it serves several jobs); its context ends when
+// the client stops. Jobs waiting for their batch hold worker slots, so a
+// batch holds at most Config.MaxWorkers jobs: set MaxWorkers to at least
+// size. opts are as for Define.
+func DefineBatch[I, O any](name string, size int, maxWait time.Duration, run BatchFunc[I, O], opts *TypeOpts[I]) *Type[I, O] {
+	switch {
+	case size < 1:
+		panic(fmt.Sprintf("hopper: DefineBatch %q with size %d (want at least 1)", name, size))
+	case maxWait < 0:
+		panic(fmt.Sprintf("hopper: DefineBatch %q with a negative maxWait", name))
+	case run == nil:
+		panic(fmt.Sprintf("hopper: DefineBatch %q with a nil run", name))
+	}
+	def := &batchDef[I, O]{name: name, size: size, maxWait: maxWait, run: run}
+	return Define(name, def.join, opts)
+}
+
+// batchDef is a batch type's definition; its join is the type's handler.
+type batchDef[I, O any] struct {
+	name    string
+	size    int
+	maxWait time.Duration
+	run     BatchFunc[I, O]
+}
+
+// batcher gathers one client's jobs of one batch type into batches.
+type batcher[I, O any] struct {
+	def *batchDef[I, O]
+	c   *Client
+	mu  sync.Mutex
+	cur *batchRun[I, O]
+}
+
+// batchRun is one batch: the inputs gathered so far and, once run, the
+// outputs.
+type batchRun[I, O any] struct {
+	ins   []I
+	timer hclock.Timer
+	done  chan struct{}
+	outs  []O
+	err   error
+}
+
+// join adds the job's input to the open batch (opening one if none is) and
+// waits for the batch's outcome.
+func (d *batchDef[I, O]) join(ctx context.Context, in I) (O, error) {
+	var zero O
+	j := JobFromContext(ctx)
+	if j == nil {
+		return zero, fmt.Errorf("hopper: batch %q outside a worker", d.name)
+	}
+	c := j.c
+	v, _ := c.batchers.LoadOrStore(d, &batcher[I, O]{def: d, c: c})
+	b := v.(*batcher[I, O])
+
+	b.mu.Lock()
+	r := b.cur
+	if r == nil {
+		r = &batchRun[I, O]{done: make(chan struct{})}
+		b.cur = r
+		if d.maxWait > 0 && d.size > 1 {
+			r.timer = c.clock.AfterFunc(d.maxWait, func() { go b.flush(r) })
+		}
+	}
+	idx := len(r.ins)
+	r.ins = append(r.ins, in)
+	full := len(r.ins) >= d.size || d.maxWait == 0
+	if full {
+		b.close(r) // under the lock: no job joins a full batch
+	}
+	b.mu.Unlock()
+	if full {
+		b.run(r)
+	}
+	select {
+	case <-r.done:
+		if r.err != nil {
+			return zero, r.err
+		}
+		return r.outs[idx], nil
+	case <-ctx.Done():
+		return zero, context.Cause(ctx)
+	}
+}
+
+// flush closes batch r to new jobs and runs it, unless it is closed
+// already (it filled up first).
+func (b *batcher[I, O]) flush(r *batchRun[I, O]) {
+	b.mu.Lock()
+	open := b.cur == r
+	if open {
+		b.close(r)
+	}
+	b.mu.Unlock()
+	if open {
+		b.run(r)
+	}
+}
+
+// close makes r no longer the open batch. b.mu is held.
+func (b *batcher[I, O]) close(r *batchRun[I, O]) {
+	b.cur = nil
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+}
+
+// run calls the batch function once and hands each job its outcome.
+func (b *batcher[I, O]) run(r *batchRun[I, O]) {
+	ctx := context.Background()
+	if rt := b.c.runtime(); rt != nil {
+		ctx = rt.workCtx
+	}
+	r.outs, r.err = b.call(ctx, r.ins)
+	if r.err == nil && len(r.outs) != len(r.ins) {
+		r.err = fmt.Errorf("batch %q returned %d outputs for %d inputs", b.def.name, len(r.outs), len(r.ins))
+	}
+	close(r.done)
+}
+
+// call runs the batch function, turning a panic into an error.
+func (b *batcher[I, O]) call(ctx context.Context, ins []I) (outs []O, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &kindError{kind: hoppertype.ErrorKindPanic, err: fmt.Errorf("%w: %v", ErrPanic, p), stack: string(debug.Stack())}
+		}
+	}()
+	return b.def.run(ctx, ins)
+}

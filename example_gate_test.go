@@ -1,0 +1,99 @@
+package hopper_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper"
+)
+
+// A standalone gate, enqueued beside the jobs it waits on: their ids are
+// taken before enqueue, and the gate queues "report" once both succeed.
+func ExampleGate() {
+	fetch := hopper.Define("fetch", func(ctx context.Context, url string) (int, error) {
+		return len(url), nil
+	}, nil)
+	report := hopper.Define("report", func(ctx context.Context, title string) (string, error) {
+		waited := len(hopper.JobFromContext(ctx).Dependents())
+		return fmt.Sprintf("%s after %d fetches", title, waited), nil
+	}, nil)
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{}, fetch, report)
+	defer c.Stop(ctx)
+
+	a, b := fetch.Job("https://example.com/a", nil), fetch.Job("https://example.com/b", nil)
+	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job("daily", nil)}, hopper.AllSuccess, 0)
+	hs, err := c.EnqueueMany(ctx, a, b, gate)
+	if err != nil {
+		panic(err)
+	}
+	// The gate's group settles once the jobs it queued did.
+	g, err := hs[2].Group(ctx)
+	if err != nil {
+		panic(err)
+	}
+	v, _ := hopper.GroupDecode[string](g)
+	fmt.Println(v)
+	// Output: daily after 2 fetches
+}
+
+// Then chains gates from a handler: the next jobs are queued once the
+// previous cohort meets the condition — here, every chunk done, then one
+// merge, then one publish.
+func ExampleJobContext_Then() {
+	var log []string
+	step := hopper.Define("step", func(ctx context.Context, name string) (hopper.None, error) {
+		log = append(log, name)
+		return hopper.None{}, nil
+	}, nil)
+	pipeline := hopper.Define("pipeline", func(ctx context.Context, chunks int) (hopper.None, error) {
+		job := hopper.JobFromContext(ctx)
+		for i := range chunks {
+			if err := job.Spawn(step.Job(fmt.Sprintf("chunk-%d", i), nil)); err != nil {
+				return hopper.None{}, err
+			}
+		}
+		job.Then(hopper.AllDone, step.Job("merge", nil)).
+			Then(hopper.AllSuccess, step.Job("publish", nil))
+		return hopper.None{}, nil
+	}, nil)
+
+	ctx := context.Background()
+	// One worker, so the log needs no lock.
+	c := exampleClient(hopper.Config{MaxWorkers: 1}, step, pipeline)
+	defer c.Stop(ctx)
+
+	h, _ := pipeline.Enqueue(ctx, c, 3, nil)
+	if _, err := h.Group(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(len(log), strings.Join(log[3:], " → "))
+	// Output: 5 merge → publish
+}
+
+// A batch type runs many jobs' inputs in one call; each job still gets its
+// own output.
+func ExampleDefineBatch() {
+	embed := hopper.DefineBatch("embed", 8, 10*time.Millisecond, func(ctx context.Context, texts []string) ([]int, error) {
+		out := make([]int, len(texts))
+		for i, t := range texts {
+			out[i] = len(t) // one model call for the whole batch, in real life
+		}
+		return out, nil
+	}, nil)
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{}, embed)
+	defer c.Stop(ctx)
+
+	hs, _ := embed.EnqueueMany(ctx, c, []string{"a", "bb", "ccc"}, nil)
+	for _, h := range hs {
+		n, _ := h.Result(ctx)
+		fmt.Print(n, " ")
+	}
+	fmt.Println()
+	// Output: 1 2 3
+}
