@@ -184,8 +184,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
 		c.emit(Event{Kind: EventCancelled, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
 			ParentID: row.ParentID, Attempt: row.Attempt, Error: "cancelled", At: now})
 		for _, g := range settled {
-			c.waiters.groupDone(g.ID)
-			c.emit(Event{Kind: EventGroupDone, GroupID: g.ID, Result: rawJSON(g.Value), At: now})
+			c.groupSettled(g, now)
 		}
 	case hoppertype.JobStateRunning:
 		if rt := c.runtime(); rt != nil {

@@ -130,6 +130,13 @@ type Config struct {
 	// token (for example "http://127.0.0.1:7700/v1/webhooks/"). hopper dev
 	// sets it from its address.
 	WebhookBaseURL string
+	// OnOrphanGroup is called once across every process sharing the store
+	// when a fan-out group settles that nobody awaited: no Handle.Group or
+	// WaitGroup was waiting for it, in any process, before it settled. It
+	// runs in the process that recorded the settle (set it on every client
+	// that runs jobs), after the commit, on the engine's goroutine: keep it
+	// quick. A panic is reported through OnError and ignored.
+	OnOrphanGroup func(g *GroupValue)
 	// GateRecheck is how often a waiting gate looks at its jobs on its own,
 	// a safety net behind the transitions that wake it. Defaults to
 	// DefaultGateRecheck.

@@ -311,8 +311,7 @@ func (c *Client) afterFinish(f finished) {
 		c.afterInsert(f.spawned, nil)
 	}
 	for _, g := range f.settled {
-		c.waiters.groupDone(g.ID)
-		c.emit(Event{Kind: EventGroupDone, GroupID: g.ID, Result: rawJSON(g.Value), At: g.SettledAt})
+		c.groupSettled(g, g.SettledAt)
 	}
 	if it.run != nil && it.run.recheck != nil && (job.State == hoppertype.JobStateScheduled || job.State == hoppertype.JobStatePending) {
 		// The run waits for something that may have happened before its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -100,6 +101,46 @@ func (j *JobContext) groupEffect() *groupEffect {
 	}
 	e := j.group.eff
 	return &e
+}
+
+// groupSettled runs once a group's settle committed: waiters, the
+// group-done event and the orphan check.
+func (c *Client) groupSettled(g *hoppertype.GroupRow, at time.Time) {
+	c.waiters.groupDone(g.ID)
+	c.emit(Event{Kind: EventGroupDone, GroupID: g.ID, Result: rawJSON(g.Value), At: at})
+	if c.cfg.OnOrphanGroup == nil {
+		return
+	}
+	// Waiters mark the groups they await with this key; taking it here
+	// means nobody did, and makes this the one process that reports it.
+	orphan, err := c.markAwaited(context.Background(), g.ID)
+	if err != nil {
+		c.reportError(fmt.Errorf("orphan check of group %s: %w", g.ID, err), PhaseHook)
+		return
+	}
+	if orphan {
+		gv := &GroupValue{ID: g.ID, Value: g.Value, Set: g.ValueSet, Settled: true, codec: c.codec}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					c.reportError(fmt.Errorf("orphan group hook panicked for group %s: %v", g.ID, r), PhaseHook)
+				}
+			}()
+			c.cfg.OnOrphanGroup(gv)
+		}()
+	}
+}
+
+// markAwaited records that group id is (or was) awaited, once across the
+// fleet; it reports whether this call recorded it. The mark lasts as long
+// as a succeeded job is kept.
+func (c *Client) markAwaited(ctx context.Context, id string) (bool, error) {
+	now := c.now()
+	keep := c.cfg.Retention.Succeeded
+	if keep <= 0 {
+		keep = 24 * time.Hour
+	}
+	return c.drv.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "hopper.awaited:" + id, Now: now, ExpiresAt: now.Add(keep)})
 }
 
 // GroupDecode decodes a settled group's value into a T. It is the typed

@@ -150,6 +150,9 @@ func (c *Client) waitJob(ctx context.Context, id string) (*hoppertype.JobRow, er
 // group of one with no row: it settles when the job is terminal, with the
 // job's result as its value when it succeeded.
 func (c *Client) waitGroup(ctx context.Context, id string) (*GroupValue, error) {
+	if _, err := c.markAwaited(ctx, id); err != nil {
+		return nil, fmt.Errorf("hopper: wait for group %s: %w", id, err)
+	}
 	for {
 		gch, grelease := c.waiters.watch(waitGroup, id)
 		jch, jrelease := c.waiters.watch(waitJob, id)

@@ -240,7 +240,16 @@ func (c *Client) retain(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	// Expiring keys (awaited-group marks) go once they expired.
+	for {
+		n, err := c.drv.KeyDeleteExpired(ctx, &driver.KeyDeleteExpiredParams{Before: now, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		if n < 1000 {
+			return nil
+		}
+	}
 }
 
 // autoRedrive moves dead jobs back when a queue is idle, at most once per

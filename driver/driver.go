@@ -223,6 +223,11 @@ type Executor interface {
 	// reports whether it stored it. It is the fleet-wide "once" primitive.
 	KeySetIfAbsent(ctx context.Context, params *KeySetIfAbsentParams) (bool, error)
 
+	// KeyDeleteExpired deletes keys whose expiry is before Before (keys
+	// without an expiry are kept), at most Limit (0 = no limit), and
+	// returns how many it deleted.
+	KeyDeleteExpired(ctx context.Context, params *KeyDeleteExpiredParams) (int, error)
+
 	// LeaderAttempt takes or renews the named leadership for Owner until
 	// Now+TTL when it is free, expired or already Owner's, and returns the
 	// current holder either way. The term increases each time the holder
@@ -731,6 +736,12 @@ type GroupUpdateResult struct {
 	Group *hoppertype.GroupRow
 	// Settled is set when this update settled the group.
 	Settled bool
+}
+
+// KeyDeleteExpiredParams are the arguments of KeyDeleteExpired.
+type KeyDeleteExpiredParams struct {
+	Before time.Time
+	Limit  int
 }
 
 // KeySetIfAbsentParams are the arguments of KeySetIfAbsent.

@@ -17,6 +17,7 @@ func keyCases() []testCase {
 		{"ExpiredKeyCanBeTakenAgain", testKeyExpiry},
 		{"KeyWithoutExpiryIsForever", testKeyNoExpiry},
 		{"ConcurrentSetsOneWinner", testKeyConcurrent},
+		{"DeleteExpired", testKeyDeleteExpired},
 	}
 }
 
@@ -78,4 +79,27 @@ func testKeyConcurrent(t *testing.T, f *fixture) {
 		}
 	}
 	require.Equal(t, 1, winners, "exactly one caller stores the key")
+}
+
+func testKeyDeleteExpired(t *testing.T, f *fixture) {
+	p := "exp-" + f.id()
+	for i, exp := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, time.Hour} {
+		require.True(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: p + string(rune('a'+i)), Now: base, ExpiresAt: at(exp)}))
+	}
+	forever := p + "-forever"
+	require.True(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: forever, Now: base}))
+
+	n, err := f.d.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(time.Minute), Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "at most Limit")
+	n, err = f.d.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(time.Minute)})
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the third expired key; the live one and the one without expiry stay")
+	// A deleted key is free again; a kept one is still held.
+	require.True(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: p + "a", Now: base}))
+	require.False(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: p + "d", Now: at(time.Minute)}))
+	require.False(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: forever, Now: at(time.Hour)}))
+	n, err = f.d.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(24 * time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only the key that expired in the meantime")
 }

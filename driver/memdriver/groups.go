@@ -158,3 +158,27 @@ func (t *tx) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 	slices.SortFunc(out, func(a, b *driver.QueueRow) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
+
+// KeyDeleteExpired deletes keys that expired before Before, at most Limit.
+func (t *tx) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+	if err := t.check(ctx); err != nil {
+		return 0, err
+	}
+	before := trunc(params.Before)
+	var victims []string
+	for k, row := range t.st.keys {
+		if !row.expiresAt.IsZero() && row.expiresAt.Before(before) {
+			victims = append(victims, k)
+		}
+	}
+	slices.Sort(victims)
+	if params.Limit > 0 && len(victims) > params.Limit {
+		victims = victims[:params.Limit]
+	}
+	for _, k := range victims {
+		old := t.st.keys[k]
+		delete(t.st.keys, k)
+		t.undo = append(t.undo, func() { t.st.keys[k] = old })
+	}
+	return len(victims), nil
+}

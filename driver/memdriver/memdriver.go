@@ -332,3 +332,8 @@ func (d *Driver) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype
 func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
 	return call(ctx, d, func(tx *tx) (map[string][]string, error) { return tx.GateEdges(ctx, ids) })
 }
+
+// KeyDeleteExpired deletes expired keys; see driver.Executor.
+func (d *Driver) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+	return call(ctx, d, func(tx *tx) (int, error) { return tx.KeyDeleteExpired(ctx, params) })
+}

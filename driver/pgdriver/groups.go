@@ -241,3 +241,16 @@ func (e *executor) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
 	}
 	return out, nil
 }
+
+// KeyDeleteExpired deletes keys that expired before p.Before, at most
+// p.Limit; see driver.Executor.
+func (e *executor) KeyDeleteExpired(ctx context.Context, p *driver.KeyDeleteExpiredParams) (int, error) {
+	if err := e.check(ctx, "delete expired keys"); err != nil {
+		return 0, err
+	}
+	tag, err := e.q.Exec(ctx, e.d.q.keyDeleteExpired, ts(p.Before), limitArg(p.Limit))
+	if err != nil {
+		return 0, e.d.fail("delete expired keys", err)
+	}
+	return int(tag.RowsAffected()), nil
+}

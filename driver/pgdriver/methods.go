@@ -244,3 +244,8 @@ func (d *Driver) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype
 func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
 	return d.root.GateEdges(ctx, ids)
 }
+
+// KeyDeleteExpired deletes expired keys; see driver.Executor.
+func (d *Driver) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+	return d.root.KeyDeleteExpired(ctx, params)
+}

@@ -72,6 +72,7 @@ type queries struct {
 	retryMove, retryHolders, deleteFinished                              string
 	groupInsert, groupGet, groupLock, groupUpdate                        string
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
+	keyDeleteExpired                                                     string
 	notify, notifyMany                                                   string
 
 	wake                                       string
@@ -245,6 +246,8 @@ RETURNING g.id, g.open, g.state, g.value_set, g.final, g.created_at, g.settled_a
 ON CONFLICT (key) DO UPDATE SET created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, value = EXCLUDED.value
 WHERE k.expires_at IS NOT NULL AND k.expires_at < EXCLUDED.created_at
 RETURNING true`),
+		keyDeleteExpired: q(`DELETE FROM {s}.keys WHERE key IN (
+	SELECT key FROM {s}.keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`),
 		// One upsert takes the row when it is free, expired or already the
 		// owner's, and raises the term when the owner changes.
 		leaderAttempt: q(`INSERT INTO {s}.leaders AS l (name, owner, term, expires_at) VALUES ($1, $2, 1, $3)

@@ -202,3 +202,19 @@ func (r *runner) queueList(ctx context.Context) ([]*driver.QueueRow, error) {
 	}
 	return out, nil
 }
+
+// keyDeleteExpired deletes keys that expired before p.Before, at most
+// p.Limit.
+func (r *runner) keyDeleteExpired(ctx context.Context, p *driver.KeyDeleteExpiredParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	res, err := r.exec(ctx, `DELETE FROM keys WHERE key IN (SELECT key FROM keys WHERE expires_at IS NOT NULL AND expires_at < ? ORDER BY expires_at LIMIT ?)`,
+		trunc(p.Before).UnixMicro(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired keys: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}

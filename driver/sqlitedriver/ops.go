@@ -162,6 +162,11 @@ func (d *Driver) GroupUpdate(ctx context.Context, params *driver.GroupUpdatePara
 	})
 }
 
+// KeyDeleteExpired deletes expired keys; see driver.Executor.
+func (d *Driver) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (int, error) { return t.KeyDeleteExpired(ctx, params) })
+}
+
 // KeySetIfAbsent stores a key unless it is held; see driver.Executor.
 func (d *Driver) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
 	return call(ctx, d, func(ctx context.Context, t *txExec) (bool, error) { return t.KeySetIfAbsent(ctx, params) })
@@ -479,6 +484,14 @@ func (t *txExec) GroupUpdate(ctx context.Context, params *driver.GroupUpdatePara
 		return nil, err
 	}
 	return t.r.groupUpdate(ctx, params)
+}
+
+// KeyDeleteExpired deletes expired keys.
+func (t *txExec) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+	if err := t.check(ctx); err != nil {
+		return 0, err
+	}
+	return t.r.keyDeleteExpired(ctx, params)
 }
 
 // KeySetIfAbsent stores a key unless it is held.

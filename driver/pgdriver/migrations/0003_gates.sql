@@ -39,3 +39,6 @@ CREATE TABLE {schema}.gate_queues (
 );
 
 CREATE INDEX gate_queues_gate ON {schema}.gate_queues (gate_id);
+
+-- KeyDeleteExpired (retention of expiring keys).
+CREATE INDEX keys_expiry ON {schema}.keys (expires_at) WHERE expires_at IS NOT NULL;

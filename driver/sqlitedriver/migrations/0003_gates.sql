@@ -36,3 +36,6 @@ CREATE TABLE gate_queues (
 ) WITHOUT ROWID;
 
 CREATE INDEX gate_queues_gate ON gate_queues (gate_id);
+
+-- KeyDeleteExpired (retention of expiring keys).
+CREATE INDEX keys_expiry ON keys (expires_at) WHERE expires_at IS NOT NULL;

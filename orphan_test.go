@@ -1,0 +1,68 @@
+package hopper_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+)
+
+// orphans records the groups an OnOrphanGroup hook reported.
+type orphans struct {
+	mu  sync.Mutex
+	ids []string
+	sum map[string]int
+}
+
+func (o *orphans) hook(g *hopper.GroupValue) {
+	var v int
+	_ = g.Decode(&v)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ids = append(o.ids, g.ID)
+	if o.sum == nil {
+		o.sum = map[string]int{}
+	}
+	o.sum[g.ID] = v
+}
+
+func (o *orphans) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.ids...)
+}
+
+func TestOrphanGroupHook(t *testing.T) { forEachDriver(t, testOrphanGroupHook) }
+
+func testOrphanGroupHook(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var seen orphans
+	d := newDriver(t)
+	fan := fanoutType("orphan-fanout", summing, nil)
+	// Two clients, both with the hook: a group is reported once in all.
+	c1 := newClient(t, hopper.Config{Driver: d, OnOrphanGroup: seen.hook, MaxWorkers: 4})
+	c2 := newClient(t, hopper.Config{Driver: d, OnOrphanGroup: seen.hook, MaxWorkers: 4})
+	require.NoError(t, c1.Register(fan, summing))
+	require.NoError(t, c2.Register(fan, summing))
+	ctx := testCtx(t)
+
+	awaited, err := fan.Enqueue(ctx, c1, fanIn{N: 5}, nil)
+	require.NoError(t, err)
+	_, err = awaited.Group(ctx)
+	require.NoError(t, err)
+
+	orphan, err := fan.Enqueue(ctx, c1, fanIn{N: 4}, nil)
+	require.NoError(t, err)
+	waitFor(t, func() bool { return len(seen.list()) > 0 })
+	// Give a second report, which must not come, a chance to show up.
+	_, err = c2.WaitGroup(ctx, orphan.GroupID())
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	require.Equal(t, []string{orphan.GroupID()}, seen.list(), "only the group nobody awaited, once")
+	seen.mu.Lock()
+	require.Equal(t, 10, seen.sum[orphan.GroupID()], "the hook gets the group value")
+	seen.mu.Unlock()
+}
