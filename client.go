@@ -43,7 +43,8 @@ const (
 	// PhaseQueue: claiming, polling or routing jobs failed; the loop backs
 	// off and continues.
 	PhaseQueue ErrorPhase = "queue"
-	// PhaseHook: an event hook or a classifier panicked.
+	// PhaseHook: an event hook, a classifier, Config.Backpressure or
+	// Config.Accept panicked.
 	PhaseHook ErrorPhase = "hook"
 	// PhaseMaintenance: a maintenance service (rescuer, retention, leader
 	// election, redrive) failed; it retries on its next round.
@@ -98,6 +99,31 @@ type Config struct {
 	// PollInterval is the fallback poll when no notification arrives.
 	// Defaults to 1s.
 	PollInterval time.Duration
+	// Backpressure, if set, is asked by each queue's producer before every
+	// claim round how long to wait first. A positive duration makes the
+	// producer wait that long on Clock, deaf to wake-ups, and ask again;
+	// zero or less lets it claim. It gates claiming only: enqueueing,
+	// running attempts and SkipQueue jobs go on. ctx ends when the client
+	// stops and carries the round's BackpressureInfo (queue, running
+	// attempts, outcome counts; see BackpressureFromContext). It is called
+	// from several goroutines and should be quick. A panic is reported
+	// through OnError (PhaseHook) and counts as 0. NewAdaptiveDelay makes
+	// one that backs off while attempts fail. Defaults to none: always
+	// claim.
+	Backpressure func(ctx context.Context) time.Duration
+	// Accept, if set, sees each job this client claims from a queue before
+	// the job runs, and returning false declines it: the job goes straight
+	// back to pending, its attempt not used, for another process (or this
+	// one, later) to take. Use it to shard job types across processes;
+	// separate queues do the same more cheaply. A producer whose round
+	// declined every job it claimed waits PollInterval (on Clock, deaf to
+	// wake-ups) before claiming from that queue again, so declining costs
+	// a claim per PollInterval, not a busy loop. Accept runs on the
+	// producer's goroutine and should be quick. A panic is reported through
+	// OnError (PhaseHook) and accepts the job. Jobs of hopper's own types
+	// (named "hopper.…") are not offered to it. Defaults to none: accept
+	// every job.
+	Accept func(info AcceptInfo) bool
 	// RescueInterval is how often the leader looks for expired leases.
 	// Defaults to 5s.
 	RescueInterval time.Duration
@@ -171,6 +197,10 @@ type Client struct {
 	fetchHTTP *http.Client
 
 	hist histWriter
+
+	// outcomes counts finished attempts for Config.Backpressure (nil
+	// without it).
+	outcomes *outcomeCounts
 
 	mu         sync.Mutex
 	rt         *runtime // nil unless started
@@ -278,6 +308,9 @@ func newClient(cfg Config) (*Client, error) {
 		stopped: make(chan struct{}),
 	}
 	c.waiters = newWaiterHub(c)
+	if cfg.Backpressure != nil {
+		c.outcomes = &outcomeCounts{}
+	}
 	return c, nil
 }
 
@@ -485,6 +518,9 @@ func (c *Client) Subscribe(fn func(Event)) (unsubscribe func()) {
 // emit delivers an event to the client's hook, the subscribers and the
 // type's hook.
 func (c *Client) emit(e Event) {
+	if c.outcomes != nil {
+		c.outcomes.observe(e)
+	}
 	if c.cfg.OnEvent != nil {
 		c.callHook(c.cfg.OnEvent, e)
 	}

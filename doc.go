@@ -52,6 +52,19 @@
 // Dead letters stay queryable (Client.List) until Client.Redrive or
 // Client.Retry moves them back as fresh jobs.
 //
+// # Flow control
+//
+// Each queue has its own producer, and the queues take the worker slots
+// (Config.MaxWorkers) in turn, so a backlog on one queue does not starve
+// another. Config.Backpressure pauses claiming while it returns a positive
+// duration (NewAdaptiveDelay backs off by itself while attempts fail):
+//
+//	ad := hopper.NewAdaptiveDelay(&hopper.AdaptiveDelayOpts{Max: 10 * time.Second})
+//	c, err := hopper.New(hopper.Config{Backpressure: ad.Backpressure})
+//
+// Config.Accept sees each claimed job before it runs and may decline it: the
+// job goes back to pending, its attempt unused, for another process.
+//
 // # Groups and gates
 //
 // A handler fans out with JobContext.Spawn: the children join its group and

@@ -12,27 +12,33 @@ import (
 
 // producer claims the due jobs of one queue, in batches sized by the free
 // worker slots, and hands them to executors. It sleeps until a notification
-// (a local enqueue, a notification from the store, a freed slot it waited
-// for) or the next due time, with PollInterval as the fallback: an idle
-// queue costs one poll per interval and no busy loop.
+// (a local enqueue, a notification from the store, a slot granted to it in
+// turn) or the next due time, with PollInterval as the fallback: an idle
+// queue costs one poll per interval and no busy loop. Before each round it
+// asks Config.Backpressure, and it passes each claimed job through
+// Config.Accept (backpressure.go).
 type producer struct {
 	rt    *runtime
 	queue string
 	wakeC chan struct{}
 	done  chan struct{}
 
+	// slot is the producer's place in the line for worker slots.
+	slot slotWaiter
+
 	mu sync.Mutex
 	// nextAt is the earliest due time hinted since the last round.
 	nextAt time.Time
-	// wantSlots is set while the producer waits for a slot to free up.
-	wantSlots bool
 }
 
 func newProducer(rt *runtime, queue string) *producer {
-	return &producer{rt: rt, queue: queue, wakeC: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &producer{rt: rt, queue: queue, wakeC: make(chan struct{}, 1), done: make(chan struct{})}
+	p.slot.wake = p.signal
+	return p
 }
 
-// wake asks for a round now (at zero) or at the given due time.
+// wake asks for a round now (at zero) or at the given due time. A round
+// asked for now takes its turn for a worker slot at once.
 func (p *producer) wake(at time.Time) {
 	if !at.IsZero() && at.After(p.rt.c.now()) {
 		p.mu.Lock()
@@ -40,20 +46,17 @@ func (p *producer) wake(at time.Time) {
 			p.nextAt = at
 		}
 		p.mu.Unlock()
+	} else {
+		p.rt.slots.enlist(&p.slot)
 	}
+	p.signal()
+}
+
+// signal interrupts the producer's sleep, or its next one.
+func (p *producer) signal() {
 	select {
 	case p.wakeC <- struct{}{}:
 	default:
-	}
-}
-
-// slotFreed wakes the producer only if it is waiting for a slot.
-func (p *producer) slotFreed() {
-	p.mu.Lock()
-	w := p.wantSlots
-	p.mu.Unlock()
-	if w {
-		p.wake(time.Time{})
 	}
 }
 
@@ -62,7 +65,11 @@ func (p *producer) run() {
 	c := p.rt.c
 	errBackoff := time.Duration(0)
 	for p.rt.ctx.Err() == nil {
-		n, full, err := p.round()
+		if d := p.backpressure(); d > 0 {
+			p.hold(d)
+			continue
+		}
+		r, err := p.round()
 		if err != nil {
 			c.reportError(fmt.Errorf("claim from queue %q: %w", p.queue, err), PhaseQueue)
 			errBackoff = min(max(2*errBackoff, 10*time.Millisecond), c.cfg.PollInterval)
@@ -70,10 +77,16 @@ func (p *producer) run() {
 			continue
 		}
 		errBackoff = 0
-		if full {
+		if r.declinedAll {
+			// Every job claimed went back (Config.Accept): claiming again
+			// at once would take the same jobs back.
+			p.hold(c.cfg.PollInterval)
 			continue
 		}
-		if n == 0 && c.cfg.AutoRedrive > 0 {
+		if r.full {
+			continue
+		}
+		if r.started == 0 && c.cfg.AutoRedrive > 0 {
 			p.rt.maint.autoRedrive()
 		}
 		next := c.now().Add(c.cfg.PollInterval)
@@ -117,27 +130,31 @@ func (p *producer) sleep(next time.Time) {
 	}
 }
 
-// round claims and dispatches one batch. It reports how many jobs it took
-// and whether it filled every free slot (so more may be waiting).
-func (p *producer) round() (int, bool, error) {
+// roundResult says what a round did.
+type roundResult struct {
+	// started counts the jobs dispatched.
+	started int
+	// full is set when the claim filled every slot it had: more jobs may
+	// be waiting.
+	full bool
+	// declinedAll is set when the round claimed jobs and Config.Accept
+	// declined every one.
+	declinedAll bool
+}
+
+// round claims and dispatches one batch.
+func (p *producer) round() (roundResult, error) {
 	rt, c := p.rt, p.rt.c
 	types := c.claimTypes()
 	if len(types) == 0 {
-		return 0, false, nil
+		rt.slots.withdraw(&p.slot) // pass on a slot granted to a wake-up
+		return roundResult{}, nil
 	}
-	want := rt.slots.tryAcquire(c.cfg.FetchBatch)
+	want := rt.slots.tryAcquire(&p.slot, c.cfg.FetchBatch)
 	if want == 0 {
-		p.mu.Lock()
-		p.wantSlots = true
-		p.mu.Unlock()
-		// A slot may have freed between the first try and the flag.
-		if want = rt.slots.tryAcquire(c.cfg.FetchBatch); want == 0 {
-			p.sleepForSlot()
-			return 0, true, nil
-		}
-		p.mu.Lock()
-		p.wantSlots = false
-		p.mu.Unlock()
+		// In line: a freed slot is granted in turn and wakes us.
+		p.sleepForSlot()
+		return roundResult{full: true}, nil
 	}
 	now := c.now()
 	rows, err := c.drv.JobClaim(rt.ctx, &driver.JobClaimParams{
@@ -149,25 +166,37 @@ func (p *producer) round() (int, bool, error) {
 		Worker:         c.worker,
 	})
 	if err != nil {
-		rt.slots.unreserve(want)
-		return 0, false, err
+		rt.slots.release(want)
+		return roundResult{}, err
 	}
-	rt.slots.unreserve(want - len(rows))
+	claimed := len(rows)
+	rows = p.accepted(rows, now)
+	rt.slots.release(want - len(rows))
 	for _, row := range rows {
 		rt.dispatch(row, true)
 	}
-	return len(rows), len(rows) == want, nil
+	return roundResult{started: len(rows), full: claimed == want, declinedAll: claimed > 0 && len(rows) == 0}, nil
 }
 
-// sleepForSlot waits until a slot frees or the runtime stops.
+// sleepForSlot waits until a slot is granted (or another wake-up comes) or
+// the runtime stops.
 func (p *producer) sleepForSlot() {
 	select {
 	case <-p.rt.ctx.Done():
 	case <-p.wakeC:
 	}
-	p.mu.Lock()
-	p.wantSlots = false
-	p.mu.Unlock()
+}
+
+// hold waits d on the client's clock, deaf to wake-ups, or until the
+// runtime stops. The producer leaves the line for slots meanwhile.
+func (p *producer) hold(d time.Duration) {
+	p.rt.slots.withdraw(&p.slot)
+	t := p.rt.c.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.rt.ctx.Done():
+	case <-t.C():
+	}
 }
 
 // dispatch runs a claimed job on a pooled worker goroutine: an idle worker

@@ -84,7 +84,6 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		rt.abortStart()
 		return nil, err
 	}
-	rt.slots.onRelease = rt.slotFreed
 	rt.maint = newMaintenance(c, rt.ctx) // before the producers, which use it
 	rt.ensureProducers()
 	// Timers are armed before Start returns, so a virtual clock moved right
@@ -172,19 +171,6 @@ func (rt *runtime) wakeAll() {
 	rt.mu.Unlock()
 	for _, p := range ps {
 		p.wake(time.Time{})
-	}
-}
-
-// slotFreed wakes the producers that wait for a free slot.
-func (rt *runtime) slotFreed() {
-	rt.mu.Lock()
-	ps := make([]*producer, 0, len(rt.producers))
-	for _, p := range rt.producers {
-		ps = append(ps, p)
-	}
-	rt.mu.Unlock()
-	for _, p := range ps {
-		p.slotFreed()
 	}
 }
 
@@ -342,66 +328,4 @@ func (rt *runtime) heartbeatOnce(ctx context.Context) {
 			rt.cancelLocal(r.ID)
 		}
 	}
-}
-
-// slots bounds how many attempts run at once.
-type slots struct {
-	mu        sync.Mutex
-	max       int // Unlimited for no cap
-	used      int
-	onRelease func()
-}
-
-func newSlots(max int) *slots { return &slots{max: max} }
-
-// tryAcquire reserves up to n slots and returns how many it reserved.
-func (s *slots) tryAcquire(n int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.max != Unlimited {
-		if free := s.max - s.used; n > free {
-			n = free
-		}
-	}
-	if n < 0 {
-		n = 0
-	}
-	s.used += n
-	return n
-}
-
-func (s *slots) release(n int) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.used -= n
-	f := s.onRelease
-	s.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
-// unreserve returns reserved slots that were not used. Like release, it
-// wakes producers waiting for a slot: another queue's producer may have
-// found none free only because this claim held them, and it has no other
-// wake-up coming.
-func (s *slots) unreserve(n int) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.used -= n
-	f := s.onRelease
-	s.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
-func (s *slots) inUse() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.used
 }

@@ -1,0 +1,115 @@
+package hopper
+
+import (
+	"slices"
+	"sync"
+)
+
+// slots bounds how many attempts run at once and shares them among the
+// queues' producers in turn. A producer that finds no slot free stands in
+// line, and every slot freed goes to the producer at the head of the line,
+// so a queue with a long backlog cannot take each freed slot while another
+// queue's job waits: with k queues in line, a queue waits at most k freed
+// slots. A producer woken for new work stands in line at once, before its
+// goroutine even runs, so its turn does not depend on the scheduler.
+type slots struct {
+	mu   sync.Mutex
+	max  int // Unlimited for no cap
+	used int // running, reserved and granted slots
+	// line holds the producers waiting for a slot, first come first
+	// served. It is empty whenever a slot is free.
+	line []*slotWaiter
+}
+
+// slotWaiter is one producer's place in the line for slots. Its fields
+// other than wake are guarded by slots.mu.
+type slotWaiter struct {
+	// wake tells the producer a slot was granted to it; it must not block.
+	wake func()
+	// granted counts the slots handed to this producer in its turn, not
+	// yet taken by tryAcquire; they count as used.
+	granted int
+	inLine  bool
+	// away is set while the producer does not claim (it holds off under
+	// backpressure, say): wake-ups then do not put it in line.
+	away bool
+}
+
+func newSlots(max int) *slots { return &slots{max: max} }
+
+// tryAcquire reserves up to n slots for w: the slots granted to it, then
+// free ones. When it gets none, w stands in line (if it does not already)
+// and its wake is called when a slot is granted.
+func (s *slots) tryAcquire(w *slotWaiter, n int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.away = false
+	got := min(w.granted, n)
+	w.granted -= got
+	if rest := n - got; rest > 0 {
+		free := rest
+		if s.max != Unlimited {
+			free = max(min(rest, s.max-s.used), 0)
+		}
+		s.used += free
+		got += free
+	}
+	if got == 0 && !w.inLine {
+		s.line = append(s.line, w)
+		w.inLine = true
+	}
+	return got
+}
+
+// release frees n slots (of finished attempts, or reserved and unused):
+// each goes to the next producer in line, the rest become free.
+func (s *slots) release(n int) {
+	if n <= 0 {
+		return
+	}
+	var woken []*slotWaiter
+	s.mu.Lock()
+	for ; n > 0 && len(s.line) > 0; n-- {
+		w := s.line[0]
+		s.line[0] = nil
+		s.line = s.line[1:]
+		w.inLine = false
+		w.granted++
+		woken = append(woken, w)
+	}
+	s.used -= n
+	s.mu.Unlock()
+	for _, w := range woken {
+		w.wake()
+	}
+}
+
+// enlist puts w in line when no slot is free: its producer was woken for
+// new work. It does nothing while w is away, in line or holds a grant.
+func (s *slots) enlist(w *slotWaiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.away || w.inLine || w.granted > 0 || s.max == Unlimited || s.used < s.max {
+		return
+	}
+	s.line = append(s.line, w)
+	w.inLine = true
+}
+
+// withdraw takes w out of line and passes the slots granted to it on: its
+// producer will not claim for a while. w stays away until its next
+// tryAcquire.
+func (s *slots) withdraw(w *slotWaiter) {
+	s.mu.Lock()
+	w.away = true
+	if w.inLine {
+		if i := slices.Index(s.line, w); i >= 0 {
+			s.line = slices.Delete(s.line, i, i+1)
+		}
+		w.inLine = false
+	}
+	n := w.granted
+	w.granted = 0
+	s.mu.Unlock()
+	s.release(n)
+}
