@@ -163,6 +163,13 @@ type Config struct {
 	// that runs jobs), after the commit, on the engine's goroutine: keep it
 	// quick. A panic is reported through OnError and ignored.
 	OnOrphanGroup func(g *GroupValue)
+	// Limit bounds the attempts of every type without a limit of its own
+	// (TypeOpts.Limit) in this client: how many run at once, in which order
+	// waiting ones start (fair across fairness groups, by priority, by
+	// age), how fast they start. Jobs waiting for their turn are claimed
+	// and hold worker slots, so a Limit caps below MaxWorkers. Defaults to
+	// none.
+	Limit *Limit
 	// GateRecheck is how often a waiting gate looks at its jobs on its own,
 	// a safety net behind the transitions that wake it. Defaults to
 	// DefaultGateRecheck.
@@ -261,6 +268,9 @@ func newClient(cfg Config) (*Client, error) {
 	if err := cfg.Retry.Validate(); err != nil {
 		return nil, fmt.Errorf("hopper: Config.Retry: %w", err)
 	}
+	if err := cfg.Limit.validate(); err != nil {
+		return nil, fmt.Errorf("hopper: Config.Limit: %w", err)
+	}
 	setDur := func(d *time.Duration, def time.Duration) {
 		if *d <= 0 {
 			*d = def
@@ -332,6 +342,10 @@ func (c *Client) Register(types ...AnyType) error {
 		if _, ok := c.types[t.core().name()]; ok {
 			c.typesMu.Unlock()
 			return fmt.Errorf("%w: %q", ErrDuplicateType, t.Name())
+		}
+		if err := t.core().limit().validate(); err != nil {
+			c.typesMu.Unlock()
+			return fmt.Errorf("hopper: type %q: %w", t.Name(), err)
 		}
 	}
 	for _, t := range types {
@@ -545,4 +559,16 @@ func (c *Client) callHook(h func(Event), e Event) {
 		}
 	}()
 	h(e)
+}
+
+// anyTypeLimit reports whether a registered type has a Limit of its own.
+func (c *Client) anyTypeLimit() bool {
+	c.typesMu.RLock()
+	defer c.typesMu.RUnlock()
+	for _, t := range c.types {
+		if t.limit() != nil {
+			return true
+		}
+	}
+	return false
 }

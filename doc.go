@@ -65,6 +65,11 @@
 // Config.Accept sees each claimed job before it runs and may decline it: the
 // job goes back to pending, its attempt unused, for another process.
 //
+// A Limit caps how many attempts run at once, in which order waiting ones
+// start (FairLimit across fairness groups, PriorityLimit, AgeLimit) and how
+// fast they start (RateLimit), for the whole client (Config.Limit) or one
+// type (TypeOpts.Limit).
+//
 // # Groups and gates
 //
 // A handler fans out with JobContext.Spawn: the children join its group and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hopper-go/hopper"
@@ -96,4 +97,33 @@ func ExampleDefineBatch() {
 	}
 	fmt.Println()
 	// Output: 1 2 3
+}
+
+// A type's Limit caps how many of its jobs run at once in a client (and,
+// with Rate, how fast they start), whatever MaxWorkers allows.
+func ExampleLimit() {
+	var mu sync.Mutex
+	running, peak := 0, 0
+	call := hopper.Define("call-partner-api", func(ctx context.Context, n int) (hopper.None, error) {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[int]{Limit: hopper.FairLimit(3)})
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{MaxWorkers: 50}, call)
+	defer c.Stop(ctx)
+
+	hs, _ := call.EnqueueMany(ctx, c, make([]int, 30), nil)
+	for _, h := range hs {
+		_, _ = h.Result(ctx)
+	}
+	fmt.Println("at most", peak, "at once")
+	// Output: at most 3 at once
 }

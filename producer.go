@@ -145,7 +145,7 @@ type roundResult struct {
 // round claims and dispatches one batch.
 func (p *producer) round() (roundResult, error) {
 	rt, c := p.rt, p.rt.c
-	types := c.claimTypes()
+	types := rt.claimable(c.claimTypes())
 	if len(types) == 0 {
 		rt.slots.withdraw(&p.slot) // pass on a slot granted to a wake-up
 		return roundResult{}, nil
@@ -173,7 +173,7 @@ func (p *producer) round() (roundResult, error) {
 	rows = p.accepted(rows, now)
 	rt.slots.release(want - len(rows))
 	for _, row := range rows {
-		rt.dispatch(row, true)
+		rt.start(row)
 	}
 	return roundResult{started: len(rows), full: claimed == want, declinedAll: claimed > 0 && len(rows) == 0}, nil
 }
@@ -202,7 +202,7 @@ func (p *producer) hold(d time.Duration) {
 // dispatch runs a claimed job on a pooled worker goroutine: an idle worker
 // takes it, or a new one starts. Workers are kept between jobs (their stacks
 // stay grown) and exit after a while idle or when the runtime stops.
-func (rt *runtime) dispatch(row *hoppertype.JobRow, holdsSlot bool) bool {
+func (rt *runtime) dispatch(row *hoppertype.JobRow, holdsSlot bool, done func()) bool {
 	rt.mu.Lock()
 	if rt.draining {
 		rt.mu.Unlock()
@@ -210,7 +210,7 @@ func (rt *runtime) dispatch(row *hoppertype.JobRow, holdsSlot bool) bool {
 	}
 	rt.execs.Add(1)
 	rt.mu.Unlock()
-	it := dispatchItem{row: row, holdsSlot: holdsSlot}
+	it := dispatchItem{row: row, holdsSlot: holdsSlot, done: done}
 	select {
 	case rt.pool <- it:
 	default:
@@ -223,6 +223,8 @@ func (rt *runtime) dispatch(row *hoppertype.JobRow, holdsSlot bool) bool {
 type dispatchItem struct {
 	row       *hoppertype.JobRow
 	holdsSlot bool
+	// done, if set, runs once the attempt returned (a limiter's turn ends).
+	done func()
 }
 
 // workerIdle is how long a pooled worker waits for another job.
@@ -234,6 +236,9 @@ func (rt *runtime) worker(it dispatchItem) {
 	defer idle.Stop()
 	for {
 		rt.execute(it.row, it.holdsSlot)
+		if it.done != nil {
+			it.done()
+		}
 		idle.Reset(workerIdle)
 		select {
 		case it = <-rt.pool:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,8 @@ type runtime struct {
 	workCancel context.CancelCauseFunc
 
 	slots *slots
+	// limits holds the limiters: "" for Config.Limit, else per type name.
+	limits limiters
 
 	mu        sync.Mutex
 	draining  bool // set once Stop waits for running attempts: no more dispatch
@@ -231,6 +234,7 @@ func (rt *runtime) stop(ctx context.Context) error {
 		rt.mu.Lock()
 		rt.draining = true
 		rt.mu.Unlock()
+		rt.putBackWaiting()
 		finished := make(chan struct{})
 		go func() {
 			rt.execs.Wait()
@@ -326,6 +330,90 @@ func (rt *runtime) heartbeatOnce(ctx context.Context) {
 			}
 		case r.CancelRequested:
 			rt.cancelLocal(r.ID)
+		}
+	}
+}
+
+// limiters holds a runtime's limiters, made on first use.
+type limiters struct {
+	mu sync.Mutex
+	m  map[string]*limiter
+}
+
+// limiterOf returns the limiter governing jobs of type typ: the type's own,
+// else the client's, else nil.
+func (rt *runtime) limiterOf(typ string) *limiter {
+	c := rt.c
+	if strings.HasPrefix(typ, "hopper.") {
+		return nil // hopper's own jobs (gates) are never held back
+	}
+	key, lim := "", c.cfg.Limit
+	if t := c.lookupType(typ); t != nil && t.limit() != nil {
+		key, lim = typ, t.limit()
+	}
+	if lim == nil || (lim.Max == 0 && lim.Rate == 0) {
+		return nil
+	}
+	rt.limits.mu.Lock()
+	defer rt.limits.mu.Unlock()
+	if rt.limits.m == nil {
+		rt.limits.m = map[string]*limiter{}
+	}
+	l := rt.limits.m[key]
+	if l == nil {
+		l = newLimiter(*lim, c.clock, rt.wakeAll)
+		rt.limits.m[key] = l
+	}
+	return l
+}
+
+// claimable drops from types those whose limiter has a full backlog: the
+// jobs claimed already wait for their turn.
+func (rt *runtime) claimable(types []string) []string {
+	if rt.c.cfg.Limit == nil && !rt.c.anyTypeLimit() {
+		return types
+	}
+	out := types[:0:0]
+	for _, t := range types {
+		if l := rt.limiterOf(t); l == nil || !l.full() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// start runs a claimed job: now, or once its limiter gives it a turn.
+// While it waits it is heartbeated (its lease held) and holds its slot.
+func (rt *runtime) start(row *hoppertype.JobRow) {
+	l := rt.limiterOf(row.Type)
+	if l == nil {
+		rt.dispatch(row, true, nil)
+		return
+	}
+	rt.addActive(row, func(error) {})
+	l.admit(row, func() {
+		if !rt.dispatch(row, true, l.done) {
+			l.done()
+		}
+	})
+}
+
+// putBackWaiting hands the jobs still waiting in limiters back to the
+// store, their attempts unused: the client is stopping.
+func (rt *runtime) putBackWaiting() {
+	rt.limits.mu.Lock()
+	ls := make([]*limiter, 0, len(rt.limits.m))
+	for _, l := range rt.limits.m {
+		ls = append(ls, l)
+	}
+	rt.limits.mu.Unlock()
+	c := rt.c
+	for _, l := range ls {
+		for _, row := range l.drain() {
+			rt.removeActive(row)
+			o := decide(row, attemptResult{err: errStopping, cause: errStopping}, nil, c.now(), nil, nil)
+			rt.completer.submit(finishItem{row: row, outcome: o})
+			rt.slots.release(1)
 		}
 	}
 }

@@ -46,6 +46,10 @@ type TypeOpts[I any] struct {
 	OnEvent func(Event)
 	// Codec encodes this type's input and output. Defaults to the client's.
 	Codec Codec
+	// Limit bounds this type's attempts in each client: how many run at
+	// once, in which order waiting ones start, how fast they start. It
+	// governs the type's jobs instead of Config.Limit. Defaults to none.
+	Limit *Limit
 	// SkipQueue runs the first attempt in the enqueuing process at once
 	// (still recorded as running under a lease; a failure retries durably)
 	// when the enqueuing client is started and has the type registered.
@@ -95,6 +99,8 @@ type typeCore interface {
 	classify() Classifier
 	onEvent() func(Event)
 	skipQueue() bool
+	// limit returns the type's own Limit, nil if none.
+	limit() *Limit
 	// base returns the type's constant options.
 	base() InsertOpts
 	// computed returns the per-instance options computed from in (nil if none).
@@ -125,6 +131,7 @@ func (t *typeImpl[I, O]) codec(c *Client) Codec {
 func (t *typeImpl[I, O]) classify() Classifier { return t.opts.Classify }
 func (t *typeImpl[I, O]) onEvent() func(Event) { return t.opts.OnEvent }
 func (t *typeImpl[I, O]) skipQueue() bool      { return t.opts.SkipQueue }
+func (t *typeImpl[I, O]) limit() *Limit         { return t.opts.Limit }
 func (t *typeImpl[I, O]) base() InsertOpts {
 	return InsertOpts{
 		Queue:          t.opts.Queue,

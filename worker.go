@@ -89,7 +89,7 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
 // claimed by this client, at once in this process.
 func (c *Client) runSkipQueue(row *hoppertype.JobRow) {
 	rt := c.runtime()
-	if rt == nil || !rt.dispatch(row, false) {
+	if rt == nil || !rt.dispatch(row, false, nil) {
 		return // the client stopped: the lease lapses and the rescuer retries it
 	}
 }

@@ -1,0 +1,186 @@
+package hopper_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/hoppertest"
+)
+
+// concurrency tracks how many handlers run at once and the most seen.
+type concurrency struct {
+	now, peak atomic.Int32
+}
+
+func (c *concurrency) enter() {
+	n := c.now.Add(1)
+	for {
+		p := c.peak.Load()
+		if n <= p || c.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+func (c *concurrency) leave() { c.now.Add(-1) }
+
+func TestTypeLimitCapsConcurrency(t *testing.T) { forEachDriver(t, testTypeLimit) }
+
+func testTypeLimit(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var capped, free concurrency
+	slow := hopper.Define("capped", func(ctx context.Context, _ int) (hopper.None, error) {
+		capped.enter()
+		defer capped.leave()
+		time.Sleep(5 * time.Millisecond)
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(2)})
+	other := hopper.Define("uncapped", func(ctx context.Context, _ int) (hopper.None, error) {
+		free.enter()
+		defer free.leave()
+		time.Sleep(5 * time.Millisecond)
+		return hopper.None{}, nil
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t), MaxWorkers: 20})
+	require.NoError(t, c.Register(slow, other))
+	ctx := testCtx(t)
+	hs, err := slow.EnqueueMany(ctx, c, make([]int, 20), nil)
+	require.NoError(t, err)
+	hs2, err := other.EnqueueMany(ctx, c, make([]int, 20), nil)
+	require.NoError(t, err)
+	for _, h := range append(hs, hs2...) {
+		_, err := h.Result(ctx)
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, capped.peak.Load(), int32(2), "the type's limit caps it")
+	require.Equal(t, int32(2), capped.peak.Load(), "and its jobs use the cap")
+	require.Greater(t, free.peak.Load(), int32(2), "another type is not held by it")
+}
+
+func TestFairLimitSharesAcrossGroups(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	job := hopper.Define("tenant-job", func(ctx context.Context, tenant string) (hopper.None, error) {
+		mu.Lock()
+		order = append(order, tenant)
+		mu.Unlock()
+		return hopper.None{}, nil
+	}, nil)
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := hopper.New(hopper.Config{Driver: d, Limit: hopper.FairLimit(1)})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	// Tenant a floods first; tenant b's two jobs come last.
+	var hs []*hopper.Handle[hopper.None]
+	for range 12 {
+		h, err := job.Enqueue(ctx, c, "a", &hopper.InsertOpts{Group: "a"})
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	for range 2 {
+		h, err := job.Enqueue(ctx, c, "b", &hopper.InsertOpts{Group: "b"})
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	for _, h := range hs {
+		_, err := h.Result(ctx)
+		require.NoError(t, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, order, 14)
+	firstB := -1
+	for i, o := range order {
+		if o == "b" {
+			firstB = i
+			break
+		}
+	}
+	require.GreaterOrEqual(t, firstB, 0)
+	require.Less(t, firstB, 3, "tenant b starts among the first jobs, not after a's flood: %v", order)
+}
+
+func TestRateLimitSpacesStarts(t *testing.T) {
+	var started atomic.Int32
+	job := hopper.Define("rated", func(ctx context.Context, _ int) (hopper.None, error) {
+		started.Add(1)
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[int]{Limit: hopper.RateLimit(1, 1)})
+	c, clk := hoppertest.NewClient(t, hopper.Config{Visibility: time.Hour})
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	_, err := job.EnqueueMany(ctx, c, []int{1, 2, 3}, nil)
+	require.NoError(t, err)
+	waitFor(t, func() bool { return started.Load() == 1 })
+	require.Len(t, c.Active(), 2, "the others are claimed and wait for a token")
+	require.Equal(t, int32(1), started.Load(), "one token a second")
+	clk.Advance(time.Second)
+	waitFor(t, func() bool { return started.Load() == 2 })
+	clk.Advance(time.Second)
+	waitFor(t, func() bool { return started.Load() == 3 })
+}
+
+func TestLimitStopHandsWaitingJobsBack(t *testing.T) {
+	release := make(chan struct{})
+	var ran atomic.Int32
+	job := hopper.Define("held", func(ctx context.Context, _ int) (hopper.None, error) {
+		ran.Add(1)
+		<-release
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(1)})
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	hs, err := job.EnqueueMany(ctx, c, []int{1, 2}, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	waitFor(t, func() bool { return ran.Load() == 1 && len(c.Active()) == 2 })
+	stopped := make(chan error)
+	go func() { stopped <- c.Stop(ctx) }()
+	// Stop hands the waiting job back before it waits for the running one.
+	waitFor(t, func() bool {
+		for _, h := range hs {
+			if row, err := c.Get(ctx, h.ID()); err == nil && row.State == hopper.StatePending {
+				return true
+			}
+		}
+		return false
+	})
+	close(release)
+	require.NoError(t, <-stopped)
+	require.Equal(t, int32(1), ran.Load(), "the waiting job never ran")
+	var waiting *hopper.JobRow
+	for _, h := range hs {
+		row, err := c.Get(ctx, h.ID())
+		require.NoError(t, err)
+		if row.State != hopper.StateSucceeded {
+			waiting = row
+		}
+	}
+	require.NotNil(t, waiting)
+	require.Equal(t, hopper.StatePending, waiting.State, "handed back")
+	require.Equal(t, 0, waiting.Attempt, "its attempt unused")
+}
+
+func TestBadLimitIsRefused(t *testing.T) {
+	_, err := hopper.New(hopper.Config{Driver: memdriver.New(), Limit: &hopper.Limit{Max: -1}})
+	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+	c := newClient(t, hopper.Config{})
+	bad := hopper.Define("bad-limit", func(context.Context, int) (int, error) { return 0, nil },
+		&hopper.TypeOpts[int]{Limit: &hopper.Limit{Order: "random"}})
+	require.ErrorIs(t, c.Register(bad), hopper.ErrInvalidInput)
+}
