@@ -131,7 +131,7 @@ func (t *typeImpl[I, O]) codec(c *Client) Codec {
 func (t *typeImpl[I, O]) classify() Classifier { return t.opts.Classify }
 func (t *typeImpl[I, O]) onEvent() func(Event) { return t.opts.OnEvent }
 func (t *typeImpl[I, O]) skipQueue() bool      { return t.opts.SkipQueue }
-func (t *typeImpl[I, O]) limit() *Limit         { return t.opts.Limit }
+func (t *typeImpl[I, O]) limit() *Limit        { return t.opts.Limit }
 func (t *typeImpl[I, O]) base() InsertOpts {
 	return InsertOpts{
 		Queue:          t.opts.Queue,
