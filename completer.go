@@ -248,9 +248,25 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 				c.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), PhaseCommit)
 			}
 		}
+		if err := notifyKeyFreed(ctx, tx, out); err != nil {
+			return err
+		}
 		return notifyDone(ctx, tx, out)
 	})
 	return out, err
+}
+
+// notifyKeyFreed announces the queues of jobs with a concurrency key that
+// stopped running: a job of the same key held back by the limit may now be
+// claimed, by any process.
+func notifyKeyFreed(ctx context.Context, tx driver.Executor, out []finished) error {
+	var queues []string
+	for _, f := range out {
+		if f.job != nil && f.job.ConcurrencyKey != "" {
+			queues = append(queues, f.job.Queue)
+		}
+	}
+	return notifyQueueNames(ctx, tx, queues)
 }
 
 // notifyDone announces the jobs that reached a terminal state, in payloads
@@ -323,6 +339,9 @@ func (c *Client) afterFinish(f finished) {
 			}
 			job.State = hoppertype.JobStatePending
 		}
+	}
+	if job.ConcurrencyKey != "" {
+		c.wakeQueue(job.Queue, time.Time{}) // its key has room again
 	}
 	switch job.State {
 	case hoppertype.JobStatePending:

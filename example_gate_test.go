@@ -127,3 +127,58 @@ func ExampleLimit() {
 	fmt.Println("at most", peak, "at once")
 	// Output: at most 3 at once
 }
+
+// A concurrency key caps how many jobs with that key run at once across
+// every process sharing the store: here at most one report per customer.
+func ExampleInsertOpts_concurrencyKey() {
+	var mu sync.Mutex
+	running, peak := map[string]int{}, 0
+	report := hopper.Define("customer-report", func(ctx context.Context, customer string) (hopper.None, error) {
+		mu.Lock()
+		running[customer]++
+		peak = max(peak, running[customer])
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		running[customer]--
+		mu.Unlock()
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[string]{Options: func(customer string) *hopper.InsertOpts {
+		return &hopper.InsertOpts{ConcurrencyKey: "customer:" + customer, ConcurrencyLimit: 1}
+	}})
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{}, report)
+	defer c.Stop(ctx)
+
+	hs, _ := report.EnqueueMany(ctx, c, []string{"acme", "acme", "acme", "globex", "globex"}, nil)
+	for _, h := range hs {
+		_, _ = h.Result(ctx)
+	}
+	fmt.Println("at most", peak, "per customer at once")
+	// Output: at most 1 per customer at once
+}
+
+// OnOrphanGroup reports, once across the fleet, a fan-out group that
+// settled with nobody waiting for it.
+func ExampleConfig_onOrphanGroup() {
+	orphans := make(chan string, 1)
+	leaf := hopper.Define("leaf", func(ctx context.Context, n int) (int, error) { return n, nil }, nil)
+	fan := hopper.Define("fan", func(ctx context.Context, n int) (hopper.None, error) {
+		job := hopper.JobFromContext(ctx)
+		for i := range n {
+			if err := job.Spawn(leaf.Job(i, nil)); err != nil {
+				return hopper.None{}, err
+			}
+		}
+		return hopper.None{}, nil
+	}, nil)
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{OnOrphanGroup: func(g *hopper.GroupValue) { orphans <- g.ID }}, leaf, fan)
+	defer c.Stop(ctx)
+
+	h, _ := fan.Enqueue(ctx, c, 3, nil) // fire and forget: nobody calls h.Group
+	fmt.Println(<-orphans == h.GroupID())
+	// Output: true
+}

@@ -49,6 +49,14 @@ type InsertOpts struct {
 	UniqueKey string
 	// Metadata is stored with the job; keys set here override the type's.
 	Metadata map[string]string
+	// ConcurrencyKey and ConcurrencyLimit cap how many jobs with the same
+	// key run at once across every process sharing the store — at most 2
+	// jobs of "customer:42", say. The store enforces it when it hands out
+	// jobs: a job whose key is at its limit waits (pending) and the claim
+	// moves on to other jobs. Jobs of one key should agree on the limit;
+	// each job is held to its own. Both are set or neither.
+	ConcurrencyKey   string
+	ConcurrencyLimit int
 }
 
 // validate reports options that make no sense.
@@ -69,6 +77,12 @@ func (o *InsertOpts) validate() error {
 		return fmt.Errorf("%w: queue name %q (at most 255 bytes, no commas)", ErrInvalidInput, o.Queue)
 	case len(o.UniqueKey) > 1024:
 		return fmt.Errorf("%w: unique key longer than 1024 bytes", ErrInvalidInput)
+	case len(o.ConcurrencyKey) > 1024:
+		return fmt.Errorf("%w: concurrency key longer than 1024 bytes", ErrInvalidInput)
+	case o.ConcurrencyLimit < 0 || o.ConcurrencyLimit > 1<<30:
+		return fmt.Errorf("%w: concurrency limit %d", ErrInvalidInput, o.ConcurrencyLimit)
+	case (o.ConcurrencyKey == "") != (o.ConcurrencyLimit == 0):
+		return fmt.Errorf("%w: a concurrency key needs a limit (and a limit a key)", ErrInvalidInput)
 	}
 	return o.Retry.Validate()
 }
@@ -108,6 +122,9 @@ func (r *InsertOpts) overlay(o *InsertOpts) {
 	}
 	if o.UniqueKey != "" {
 		r.UniqueKey = o.UniqueKey
+	}
+	if o.ConcurrencyKey != "" {
+		r.ConcurrencyKey, r.ConcurrencyLimit = o.ConcurrencyKey, o.ConcurrencyLimit
 	}
 	if len(o.Metadata) > 0 {
 		if r.Metadata == nil {
@@ -326,21 +343,23 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 	}
 	id := s.id
 	return &hoppertype.JobRow{
-		ID:             id,
-		Type:           t.name(),
-		Queue:          o.Queue,
-		State:          state,
-		Priority:       o.Priority,
-		Input:          input,
-		GroupID:        id,
-		FairKey:        o.Group,
-		UniqueKey:      o.UniqueKey,
-		Metadata:       o.Metadata,
-		Retry:          o.Retry.stored(),
-		AttemptTimeout: o.AttemptTimeout,
-		Deadline:       deadline,
-		QueuedAt:       now,
-		RunAt:          runAt,
+		ID:               id,
+		Type:             t.name(),
+		Queue:            o.Queue,
+		State:            state,
+		Priority:         o.Priority,
+		Input:            input,
+		GroupID:          id,
+		FairKey:          o.Group,
+		UniqueKey:        o.UniqueKey,
+		ConcurrencyKey:   o.ConcurrencyKey,
+		ConcurrencyLimit: o.ConcurrencyLimit,
+		Metadata:         o.Metadata,
+		Retry:            o.Retry.stored(),
+		AttemptTimeout:   o.AttemptTimeout,
+		Deadline:         deadline,
+		QueuedAt:         now,
+		RunAt:            runAt,
 	}, nil
 }
 

@@ -184,3 +184,68 @@ func TestBadLimitIsRefused(t *testing.T) {
 		&hopper.TypeOpts[int]{Limit: &hopper.Limit{Order: "random"}})
 	require.ErrorIs(t, c.Register(bad), hopper.ErrInvalidInput)
 }
+
+// TestConcurrencyKeyAcrossClients runs jobs of two customers on two
+// clients sharing a store: each customer's key caps its jobs fleet-wide.
+func TestConcurrencyKeyAcrossClients(t *testing.T) { forEachDriver(t, testConcurrencyKey) }
+
+func testConcurrencyKey(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var mu sync.Mutex
+	now, peak := map[string]int{}, map[string]int{}
+	job := hopper.Define("per-customer", func(ctx context.Context, customer string) (hopper.None, error) {
+		mu.Lock()
+		now[customer]++
+		peak[customer] = max(peak[customer], now[customer])
+		mu.Unlock()
+		time.Sleep(3 * time.Millisecond)
+		mu.Lock()
+		now[customer]--
+		mu.Unlock()
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[string]{Options: func(customer string) *hopper.InsertOpts {
+		limit := map[string]int{"a": 2, "b": 1}[customer]
+		return &hopper.InsertOpts{ConcurrencyKey: "customer:" + customer, ConcurrencyLimit: limit}
+	}})
+	d := newDriver(t)
+	c1 := newClient(t, hopper.Config{Driver: d, MaxWorkers: 8})
+	c2 := newClient(t, hopper.Config{Driver: d, MaxWorkers: 8})
+	require.NoError(t, c1.Register(job))
+	require.NoError(t, c2.Register(job))
+	ctx := testCtx(t)
+	var ins []string
+	for range 20 {
+		ins = append(ins, "a")
+	}
+	for range 10 {
+		ins = append(ins, "b")
+	}
+	hs, err := job.EnqueueMany(ctx, c1, ins, nil)
+	require.NoError(t, err)
+	for _, h := range hs {
+		_, err := h.Result(ctx)
+		require.NoError(t, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.LessOrEqual(t, peak["a"], 2, "customer a: at most 2 at once across both clients")
+	require.Equal(t, 1, peak["b"], "customer b: one at a time")
+	row, err := c1.Get(ctx, hs[0].ID())
+	require.NoError(t, err)
+	require.Equal(t, "customer:a", row.ConcurrencyKey)
+	require.Equal(t, 1, row.Attempt, "a job held back by its key used no attempt")
+}
+
+func TestConcurrencyKeyBadInput(t *testing.T) {
+	c := newClient(t, hopper.Config{})
+	job := hopper.Define("ck-bad", func(context.Context, int) (int, error) { return 0, nil }, nil)
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	for _, o := range []*hopper.InsertOpts{
+		{ConcurrencyKey: "k"},
+		{ConcurrencyLimit: 2},
+		{ConcurrencyKey: "k", ConcurrencyLimit: -1},
+	} {
+		_, err := job.Enqueue(ctx, c, 1, o)
+		require.ErrorIs(t, err, hopper.ErrInvalidInput, "%+v", o)
+	}
+}

@@ -290,11 +290,15 @@ func testLeaderElection(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	require.False(t, b.IsLeader(), "never two leaders")
 	// A stops (resigning); B takes over at its next attempt.
 	require.NoError(t, a.Stop(testCtx(t)))
+	// Each second of virtual time is one election attempt; under load an
+	// attempt takes a while of real time to land, so wait for it a little.
 	var ok atomic.Bool
 	for i := 0; i < 30 && !ok.Load(); i++ {
 		clk.Advance(time.Second)
-		time.Sleep(time.Millisecond)
-		ok.Store(b.IsLeader())
+		for j := 0; j < 50 && !ok.Load(); j++ {
+			time.Sleep(2 * time.Millisecond)
+			ok.Store(b.IsLeader())
+		}
 	}
 	require.True(t, b.IsLeader())
 }

@@ -151,7 +151,11 @@ type Executor interface {
 	// JobClaim first makes due jobs of the queue pending (scheduled or
 	// retrying jobs whose RunAt <= Now), then claims up to Limit pending jobs
 	// of the queue whose type is in Types (any type when Types is empty),
-	// highest priority first, then earliest RunAt, then id. Each claimed job
+	// highest priority first, then earliest RunAt, then id. A job with a
+	// ConcurrencyKey is claimed only while fewer than its ConcurrencyLimit
+	// jobs with that key are running, counted across every claimer of the
+	// store (a job it passes over stays pending, and the claim goes on to
+	// the jobs after it). Each claimed job
 	// becomes running with Attempt+1, a new LeaseToken, LeaseExpiresAt,
 	// Worker and StartedAt = Now. A paused queue yields no jobs. The returned
 	// jobs are in claim order.

@@ -182,10 +182,16 @@ type JobRow struct {
 	// Dependents are the ids a gate waited on before it queued this job.
 	Dependents []string
 	// FairKey is the fairness label (the "group" option) read by fair limiters.
-	FairKey   string
-	UniqueKey string
-	Metadata  map[string]string
-	Retry     RetryPolicy
+	FairKey string
+	// ConcurrencyKey, with ConcurrencyLimit > 0, caps how many jobs with
+	// that key run at once across every process sharing the store: a claim
+	// takes such a job only while fewer than ConcurrencyLimit jobs with its
+	// key are running.
+	ConcurrencyKey   string
+	ConcurrencyLimit int
+	UniqueKey        string
+	Metadata         map[string]string
+	Retry            RetryPolicy
 	// AttemptTimeout bounds one execution; 0 means none.
 	AttemptTimeout time.Duration
 	// Deadline bounds the whole life of the job; zero means none.

@@ -14,29 +14,33 @@ import (
 
 // JobJSON is a job as the API returns it.
 type JobJSON struct {
-	ID          string            `json:"id"`
-	Type        string            `json:"type"`
-	Queue       string            `json:"queue"`
-	State       string            `json:"state"`
-	Attempt     int               `json:"attempt"`
-	MaxAttempts int               `json:"max_attempts"`
-	Priority    int               `json:"priority"`
-	Group       string            `json:"group,omitempty"`
-	GroupID     string            `json:"group_id"`
-	ParentID    string            `json:"parent_id,omitempty"`
-	Dependents  []string          `json:"dependents,omitempty"`
-	UniqueKey   string            `json:"unique_key,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	Input       json.RawMessage   `json:"input"`
-	Result      json.RawMessage   `json:"result"`
-	Error       *ErrorJSON        `json:"error"`
-	Stuck       *StuckJSON        `json:"stuck,omitempty"`
-	QueuedAt    time.Time         `json:"queued_at"`
-	RunAt       time.Time         `json:"run_at"`
-	StartedAt   *time.Time        `json:"started_at"`
-	EndedAt     *time.Time        `json:"ended_at"`
-	Deadline    *time.Time        `json:"deadline,omitempty"`
-	Worker      string            `json:"worker,omitempty"`
+	ID          string   `json:"id"`
+	Type        string   `json:"type"`
+	Queue       string   `json:"queue"`
+	State       string   `json:"state"`
+	Attempt     int      `json:"attempt"`
+	MaxAttempts int      `json:"max_attempts"`
+	Priority    int      `json:"priority"`
+	Group       string   `json:"group,omitempty"`
+	GroupID     string   `json:"group_id"`
+	ParentID    string   `json:"parent_id,omitempty"`
+	Dependents  []string `json:"dependents,omitempty"`
+	UniqueKey   string   `json:"unique_key,omitempty"`
+	// ConcurrencyKey and ConcurrencyLimit cap the jobs of a key running at
+	// once, fleet-wide.
+	ConcurrencyKey   string            `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit int               `json:"concurrency_limit,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
+	Input            json.RawMessage   `json:"input"`
+	Result           json.RawMessage   `json:"result"`
+	Error            *ErrorJSON        `json:"error"`
+	Stuck            *StuckJSON        `json:"stuck,omitempty"`
+	QueuedAt         time.Time         `json:"queued_at"`
+	RunAt            time.Time         `json:"run_at"`
+	StartedAt        *time.Time        `json:"started_at"`
+	EndedAt          *time.Time        `json:"ended_at"`
+	Deadline         *time.Time        `json:"deadline,omitempty"`
+	Worker           string            `json:"worker,omitempty"`
 }
 
 // ErrorJSON is a job's last failure.
@@ -81,7 +85,7 @@ func jobJSON(j *hoppertype.JobRow) *JobJSON {
 	out := &JobJSON{
 		ID: j.ID, Type: j.Type, Queue: j.Queue, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.Retry.Attempts,
 		Priority: j.Priority, Group: j.FairKey, GroupID: j.GroupID, ParentID: j.ParentID, Dependents: j.Dependents,
-		UniqueKey: j.UniqueKey, Metadata: j.Metadata, Input: payload(j.Input), Result: payload(j.Result),
+		UniqueKey: j.UniqueKey, ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit, Metadata: j.Metadata, Input: payload(j.Input), Result: payload(j.Result),
 		QueuedAt: j.QueuedAt, RunAt: j.RunAt, StartedAt: timePtr(j.StartedAt), EndedAt: timePtr(j.EndedAt),
 		Deadline: timePtr(j.Deadline), Worker: j.Worker,
 	}
@@ -97,18 +101,21 @@ func jobJSON(j *hoppertype.JobRow) *JobJSON {
 // OptsJSON are job options on the wire. Durations are Go duration strings
 // ("2s") or numbers of milliseconds; times are RFC 3339.
 type OptsJSON struct {
-	ID             string            `json:"id,omitempty"`
-	Delay          *hopper.Duration  `json:"delay,omitempty"`
-	RunAt          *time.Time        `json:"run_at,omitempty"`
-	Priority       int               `json:"priority,omitempty"`
-	Queue          string            `json:"queue,omitempty"`
-	Group          string            `json:"group,omitempty"`
-	Retry          *RetryJSON        `json:"retry,omitempty"`
-	Deadline       *time.Time        `json:"deadline,omitempty"`
-	Timeout        *hopper.Duration  `json:"timeout,omitempty"`
-	AttemptTimeout *hopper.Duration  `json:"attempt_timeout,omitempty"`
-	UniqueKey      string            `json:"unique_key,omitempty"`
-	Metadata       map[string]string `json:"metadata,omitempty"`
+	ID             string           `json:"id,omitempty"`
+	Delay          *hopper.Duration `json:"delay,omitempty"`
+	RunAt          *time.Time       `json:"run_at,omitempty"`
+	Priority       int              `json:"priority,omitempty"`
+	Queue          string           `json:"queue,omitempty"`
+	Group          string           `json:"group,omitempty"`
+	Retry          *RetryJSON       `json:"retry,omitempty"`
+	Deadline       *time.Time       `json:"deadline,omitempty"`
+	Timeout        *hopper.Duration `json:"timeout,omitempty"`
+	AttemptTimeout *hopper.Duration `json:"attempt_timeout,omitempty"`
+	UniqueKey      string           `json:"unique_key,omitempty"`
+	// ConcurrencyKey and ConcurrencyLimit: see hopper.InsertOpts.
+	ConcurrencyKey   string            `json:"concurrency_key,omitempty"`
+	ConcurrencyLimit int               `json:"concurrency_limit,omitempty"`
+	Metadata         map[string]string `json:"metadata,omitempty"`
 }
 
 // RetryJSON is a retry policy on the wire; absent fields inherit.
@@ -126,7 +133,8 @@ func (o *OptsJSON) InsertOpts() (*hopper.InsertOpts, error) {
 	if o == nil {
 		return nil, nil
 	}
-	io := &hopper.InsertOpts{ID: o.ID, Priority: o.Priority, Queue: o.Queue, Group: o.Group, UniqueKey: o.UniqueKey, Metadata: o.Metadata}
+	io := &hopper.InsertOpts{ID: o.ID, Priority: o.Priority, Queue: o.Queue, Group: o.Group, UniqueKey: o.UniqueKey,
+		ConcurrencyKey: o.ConcurrencyKey, ConcurrencyLimit: o.ConcurrencyLimit, Metadata: o.Metadata}
 	if o.Delay != nil {
 		io.Delay = time.Duration(*o.Delay)
 	}

@@ -64,6 +64,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Hooks", hookCases()},
 		{"Streams", streamCases()},
 		{"Gates", gateCases()},
+		{"Concurrency", concurrencyCases()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -43,6 +43,10 @@ func (t *tx) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*ho
 			skipped = append(skipped, it)
 			continue
 		}
+		if k := e.row.ConcurrencyKey; k != "" && e.row.ConcurrencyLimit > 0 && t.st.keyRunning[k] >= e.row.ConcurrencyLimit {
+			skipped = append(skipped, it) // its key is at its limit
+			continue
+		}
 		row := e.row.Clone()
 		row.State = hoppertype.JobStateRunning
 		row.Attempt++

@@ -19,14 +19,6 @@ type gateState struct {
 	queues []string
 }
 
-func (g *gateState) clone() *gateState {
-	c := &gateState{row: cloneGate(g.row), on: g.on, queues: g.queues, waits: make(map[string]hoppertype.JobState, len(g.waits))}
-	for k, v := range g.waits {
-		c.waits[k] = v
-	}
-	return c
-}
-
 func cloneGate(g *hoppertype.GateRow) *hoppertype.GateRow {
 	c := *g
 	return &c
@@ -134,16 +126,19 @@ func (t *tx) observeGates(id string, old, new hoppertype.JobState, now time.Time
 		return
 	}
 	for _, gid := range st.gatesByJob[id] {
-		cur := st.gates[gid]
-		if cur == nil || cur.waits[id] == obs {
+		g := st.gates[gid]
+		if g == nil || g.waits[id] == obs {
 			continue
 		}
-		g := cur.clone()
-		d, s := driver.GateDelta(g.waits[id], obs)
+		// In place (a gate may watch many jobs: no copy per change), with
+		// the undo restoring the wait and the row.
+		oldObs, oldRow := g.waits[id], g.row
+		d, s := driver.GateDelta(oldObs, obs)
 		g.waits[id] = obs
+		g.row = cloneGate(oldRow)
 		g.row.Done += d
 		g.row.Succeeded += s
-		put(t, st.gates, gid, g)
+		t.undo = append(t.undo, func() { g.waits[id], g.row = oldObs, oldRow })
 		t.wakeGate(g.row, trunc(now))
 	}
 }

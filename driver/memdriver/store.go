@@ -19,6 +19,8 @@ type store struct {
 	queues map[string]*queueIndex
 	// running is the set of running jobs, scanned for expired leases.
 	running map[string]struct{}
+	// keyRunning counts the running jobs of each concurrency key.
+	keyRunning map[string]int
 
 	groups    map[string]*hoppertype.GroupRow
 	keys      map[string]keyRow
@@ -64,19 +66,21 @@ type keyRow struct {
 
 func newStore() *store {
 	return &store{
-		jobs:      make(map[string]*jobEntry),
-		unique:    make(map[uniqueKey]string),
-		queues:    make(map[string]*queueIndex),
-		running:   make(map[string]struct{}),
-		groups:    make(map[string]*hoppertype.GroupRow),
-		keys:      make(map[string]keyRow),
-		leaders:   make(map[string]*driver.LeaderRow),
-		queueRows: make(map[string]*driver.QueueRow),
-		runs:      make(map[string]*hoppertype.RunRow),
-		events:    make(map[string][]*hoppertype.RunEvent),
-		hooks:     make(map[string]*hoppertype.HookRow),
-		runHooks:  make(map[string]map[string]struct{}),
-		streams:   make(map[string][]*hoppertype.StreamChunk),
+		jobs:    make(map[string]*jobEntry),
+		unique:  make(map[uniqueKey]string),
+		queues:  make(map[string]*queueIndex),
+		running: make(map[string]struct{}),
+
+		keyRunning: make(map[string]int),
+		groups:     make(map[string]*hoppertype.GroupRow),
+		keys:       make(map[string]keyRow),
+		leaders:    make(map[string]*driver.LeaderRow),
+		queueRows:  make(map[string]*driver.QueueRow),
+		runs:       make(map[string]*hoppertype.RunRow),
+		events:     make(map[string][]*hoppertype.RunEvent),
+		hooks:      make(map[string]*hoppertype.HookRow),
+		runHooks:   make(map[string]map[string]struct{}),
+		streams:    make(map[string][]*hoppertype.StreamChunk),
 
 		gates:      make(map[string]*gateState),
 		gatesByJob: make(map[string][]string),
@@ -145,6 +149,9 @@ func (s *store) setJob(row *hoppertype.JobRow) {
 		s.compact(q)
 	case hoppertype.JobStateRunning:
 		s.running[row.ID] = struct{}{}
+		if row.ConcurrencyKey != "" {
+			s.keyRunning[row.ConcurrencyKey]++
+		}
 	}
 }
 
@@ -170,6 +177,11 @@ func (s *store) unindex(row *hoppertype.JobRow) {
 		s.index(row.Queue).liveScheduled--
 	case hoppertype.JobStateRunning:
 		delete(s.running, row.ID)
+		if row.ConcurrencyKey != "" {
+			if s.keyRunning[row.ConcurrencyKey]--; s.keyRunning[row.ConcurrencyKey] <= 0 {
+				delete(s.keyRunning, row.ConcurrencyKey)
+			}
+		}
 	}
 }
 

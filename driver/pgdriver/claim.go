@@ -101,7 +101,82 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	return rows, nil
+	return e.admitKeyed(ctx, rows)
+}
+
+// admitKeyed keeps the claimed jobs whose concurrency keys have room. The
+// claim skips keys at their limit as its snapshot saw them, so one claim
+// (taking several jobs of a key) or claimers racing may go past a limit.
+// Admission settles it, one claimer per key at a time (the key's row in
+// concurrency_keys, FOR UPDATE): the key's running jobs are ranked (the
+// longest running first, then in claim order), and this claim's jobs
+// ranked past their limit go back to pending, their attempts unused. The
+// jobs ranked first are never given back, so every key keeps exactly its
+// limit running when enough jobs wait.
+func (e *executor) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([]*hoppertype.JobRow, error) {
+	var keys []string
+	mine := map[string]*hoppertype.JobRow{}
+	for _, j := range rows {
+		if j.ConcurrencyKey != "" && j.ConcurrencyLimit > 0 {
+			keys = append(keys, j.ConcurrencyKey)
+			mine[j.ID] = j
+		}
+	}
+	if len(keys) == 0 {
+		return rows, nil
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	over := map[string]bool{}
+	err := e.atomic(ctx, func(tx *executor) error {
+		for _, key := range keys {
+			if _, err := tx.q.Exec(ctx, e.d.q.lockKey, key); err != nil {
+				return err
+			}
+			running, err := tx.q.Query(ctx, e.d.q.runningOfKey, key)
+			if err != nil {
+				return err
+			}
+			rank := 0
+			var id string
+			var limit int32
+			if _, err := pgx.ForEachRow(running, []any{&id, &limit}, func() error {
+				rank++
+				if mine[id] != nil && limit > 0 && rank > int(limit) {
+					over[id] = true
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		if len(over) == 0 {
+			return nil
+		}
+		var back []string
+		var tokens []int64
+		for id := range over {
+			back = append(back, id)
+			tokens = append(tokens, mine[id].LeaseToken)
+		}
+		_, err := tx.q.Exec(ctx, e.d.q.unclaim, back, tokens)
+		return err
+	})
+	if err != nil {
+		// The claim committed: leave its jobs to their leases rather than
+		// run them past a limit.
+		return nil, e.d.fail("claim jobs: concurrency keys", err)
+	}
+	if len(over) == 0 {
+		return rows, nil
+	}
+	kept := rows[:0]
+	for _, j := range rows {
+		if !over[j.ID] {
+			kept = append(kept, j)
+		}
+	}
+	return kept, nil
 }
 
 // JobPromote makes due scheduled and retrying jobs pending in every queue,

@@ -55,7 +55,9 @@ WHERE w.gate_id = v.gate_id AND w.job_id = v.job_id`),
 FROM (SELECT * FROM unnest($1::text[], $2::int[], $3::int[]) AS v(id, done, succeeded) ORDER BY id) v
 WHERE g.id = v.id
 RETURNING ` + prefixCols("g.", gateColumns)),
-		gateJobs: q(`SELECT {cols} FROM {s}.jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`),
+		// gateJobs reads only the state and stuck slot: a gate's input (its
+		// watched ids and queued jobs) may be large.
+		gateJobs: q(`SELECT id, state, stuck FROM {s}.jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`),
 		wake: q(`UPDATE {s}.jobs j SET state = 'pending', run_at = v.at, stuck = NULL
 FROM unnest($1::text[], $2::timestamptz[]) AS v(id, at)
 WHERE j.id = v.id
@@ -300,8 +302,16 @@ func (e *executor) wakeGates(ctx context.Context, gates []*hoppertype.GateRow, a
 	var wake []string
 	var at []pgtype.Timestamptz
 	for rows.Next() {
-		job, err := scanJob(rows)
-		if err != nil {
+		job := &hoppertype.JobRow{}
+		var state string
+		var stuck []byte
+		if err := rows.Scan(&job.ID, &state, &stuck); err != nil {
+			rows.Close()
+			return err
+		}
+		job.State = hoppertype.JobState(state)
+		var err error
+		if job.Stuck, err = unmarshalStuck(stuck); err != nil {
 			rows.Close()
 			return err
 		}

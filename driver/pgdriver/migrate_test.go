@@ -32,7 +32,7 @@ func TestMigrateFresh(t *testing.T) {
 		tables = append(tables, name)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"gate_queues", "gate_waits", "gates", "groups", "hooks", "hopper_migrations", "jobs", "keys", "leaders", "queues",
+	require.Equal(t, []string{"concurrency_keys", "gate_queues", "gate_waits", "gates", "groups", "hooks", "hopper_migrations", "jobs", "keys", "leaders", "queues",
 		"run_events", "runs", "stream_chunks"}, tables)
 	require.Equal(t, "postgres", d.Name())
 }
@@ -177,8 +177,11 @@ func TestMigrateFromVersion1(t *testing.T) {
 	var runs bool
 	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, quoteIdent(schema)+".runs").Scan(&runs))
 	require.False(t, runs, "version 1 has no workflow tables")
+	// A job as version 1 stores it (today's insert names later columns).
 	j := newJob("q")
-	insert(t, old, j)
+	_, err = pool.Exec(ctx, `INSERT INTO `+quoteIdent(schema)+`.jobs (id, type, queue, state, queued_at, run_at, retry, group_id, input)
+		VALUES ($1, 't', 'q', 'pending', $2, $2, '{"attempts":3,"backoff":"exponential","base":1000000000,"factor":2}', $1, '{}')`, j.ID, testBase)
+	require.NoError(t, err)
 
 	d, err := New(pool, &Options{Schema: schema})
 	require.NoError(t, err, "upgrading a version 1 schema")

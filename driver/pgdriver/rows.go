@@ -19,13 +19,13 @@ func scanJob(row pgx.Row, pre ...any) (*hoppertype.JobRow, error) {
 		attemptTimeout                         int64
 		queuedAt, runAt                        time.Time
 		startedAt, endedAt, deadline, leaseExp pgtype.Timestamptz
-		parentID, uniqueKey                    pgtype.Text
+		parentID, uniqueKey, concKey           pgtype.Text
 		retry, metadata, deps, errInfo, stuck  []byte
 	)
 	dest := append(pre, &r.ID, &r.Type, &r.Queue, &state, &r.Priority, &r.Attempt, &r.LeaseToken, &attemptTimeout,
 		&queuedAt, &runAt, &startedAt, &endedAt, &deadline, &leaseExp,
 		&r.CancelRequested, &r.Worker, &r.GroupID, &parentID, &r.FairKey, &uniqueKey,
-		&retry, &metadata, &deps, &errInfo, &stuck, &r.Input, &r.Result)
+		&retry, &metadata, &deps, &errInfo, &stuck, &r.Input, &r.Result, &concKey, &r.ConcurrencyLimit)
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
@@ -39,6 +39,7 @@ func scanJob(row pgx.Row, pre ...any) (*hoppertype.JobRow, error) {
 	r.LeaseExpiresAt = fromTS(leaseExp)
 	r.ParentID = parentID.String
 	r.UniqueKey = uniqueKey.String
+	r.ConcurrencyKey = concKey.String
 	if err := json.Unmarshal(retry, &r.Retry); err != nil {
 		return nil, fmt.Errorf("job %s: decode retry policy: %w", r.ID, err)
 	}
@@ -189,6 +190,8 @@ type jobArrays struct {
 	worker, groupID, parentID, fairKey, uniqueKey          []pgtype.Text
 	retry, metadata, deps, errInfo, stuck                  []pgtype.Text
 	input, result                                          [][]byte
+	concKey                                                []pgtype.Text
+	concLimit                                              []int32
 }
 
 // newJobArrays encodes rows into column arrays.
@@ -203,6 +206,7 @@ func newJobArrays(rows []*hoppertype.JobRow) (*jobArrays, error) {
 		fairKey: make([]pgtype.Text, n), uniqueKey: make([]pgtype.Text, n), retry: make([]pgtype.Text, n),
 		metadata: make([]pgtype.Text, n), deps: make([]pgtype.Text, n), errInfo: make([]pgtype.Text, n), stuck: make([]pgtype.Text, n),
 		input: make([][]byte, n), result: make([][]byte, n),
+		concKey: make([]pgtype.Text, n), concLimit: make([]int32, n),
 	}
 	for i, r := range rows {
 		if r.Priority != int(int32(r.Priority)) || r.Attempt != int(int32(r.Attempt)) {
@@ -234,6 +238,10 @@ func newJobArrays(rows []*hoppertype.JobRow) (*jobArrays, error) {
 		a.retry[i], a.metadata[i], a.deps[i] = text(retry), text(meta), text(deps)
 		a.errInfo[i], a.stuck[i] = text(marshalError(r.Error)), text(marshalStuck(r.Stuck))
 		a.input[i], a.result[i] = r.Input, r.Result
+		if r.ConcurrencyLimit != int(int32(r.ConcurrencyLimit)) {
+			return nil, fmt.Errorf("job %s: concurrency limit %d out of range", r.ID, r.ConcurrencyLimit)
+		}
+		a.concKey[i], a.concLimit[i] = optText(r.ConcurrencyKey), int32(r.ConcurrencyLimit)
 	}
 	return a, nil
 }
@@ -245,6 +253,7 @@ func (a *jobArrays) args() []any {
 		a.queuedAt, a.runAt, a.startedAt, a.endedAt, a.deadline, a.leaseAt,
 		a.cancel, a.worker, a.groupID, a.parentID, a.fairKey, a.uniqueKey,
 		a.retry, a.metadata, a.deps, a.errInfo, a.stuck, a.input, a.result,
+		a.concKey, a.concLimit,
 	}
 }
 
@@ -255,5 +264,6 @@ func (a *jobArrays) row(i int) []any {
 		a.queuedAt[i], a.runAt[i], a.startedAt[i], a.endedAt[i], a.deadline[i], a.leaseAt[i],
 		a.cancel[i], a.worker[i], a.groupID[i], a.parentID[i], a.fairKey[i], a.uniqueKey[i],
 		a.retry[i], a.metadata[i], a.deps[i], a.errInfo[i], a.stuck[i], a.input[i], a.result[i],
+		a.concKey[i], a.concLimit[i],
 	}
 }

@@ -13,6 +13,7 @@ var jobColumns = []string{
 	"queued_at", "run_at", "started_at", "ended_at", "deadline", "lease_expires_at",
 	"cancel_requested", "worker", "group_id", "parent_id", "fair_key", "unique_key",
 	"retry", "metadata", "dependents", "error", "stuck", "input", "result",
+	"concurrency_key", "concurrency_limit",
 }
 
 // jobArrayTypes are the array types insertJobs unnests, column by column.
@@ -21,6 +22,7 @@ var jobArrayTypes = []string{
 	"timestamptz", "timestamptz", "timestamptz", "timestamptz", "timestamptz", "timestamptz",
 	"bool", "text", "text", "text", "text", "text",
 	"text", "text", "text", "text", "text", "bytea", "bytea",
+	"text", "int4",
 }
 
 // cols lists the job columns, each prefixed with prefix (e.g. "j.").
@@ -73,6 +75,7 @@ type queries struct {
 	groupInsert, groupGet, groupLock, groupUpdate                        string
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
 	keyDeleteExpired                                                     string
+	lockKey, runningOfKey, unclaim                                       string
 	notify, notifyMany                                                   string
 
 	wake                                       string
@@ -246,6 +249,15 @@ RETURNING g.id, g.open, g.state, g.value_set, g.final, g.created_at, g.settled_a
 ON CONFLICT (key) DO UPDATE SET created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at, value = EXCLUDED.value
 WHERE k.expires_at IS NOT NULL AND k.expires_at < EXCLUDED.created_at
 RETURNING true`),
+		lockKey: q(`WITH ins AS (INSERT INTO {s}.concurrency_keys (key) VALUES ($1) ON CONFLICT DO NOTHING)
+SELECT key FROM {s}.concurrency_keys WHERE key = $1 FOR UPDATE`),
+		runningOfKey: q(`SELECT id, concurrency_limit FROM {s}.jobs
+WHERE concurrency_key = $1 AND state = 'running'
+ORDER BY started_at, priority DESC, run_at, id`),
+		// unclaim gives back jobs this process claimed (same lease token).
+		unclaim: q(`UPDATE {s}.jobs j SET state = 'pending', attempt = j.attempt - 1, lease_expires_at = NULL, worker = ''
+FROM unnest($1::text[], $2::int8[]) AS b(id, token)
+WHERE j.id = b.id AND j.lease_token = b.token AND j.state = 'running'`),
 		keyDeleteExpired: q(`DELETE FROM {s}.keys WHERE key IN (
 	SELECT key FROM {s}.keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`),
 		// One upsert takes the row when it is free, expired or already the
@@ -278,23 +290,11 @@ RETURNING {jcols}`),
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (id) DO NOTHING`),
 		// RunStart in one statement: the run, then its job only if the
-		// run was new, then (on the pool, $37 not NULL) the notification.
-		// The job's 27 columns are $1-$27 as in insertJobs; the run's are
-		// $28-$36.
-		runStart: q(`WITH run AS (
-	INSERT INTO {s}.runs ({runcols})
-	VALUES ($28, $29, $30, $31, $32, $33, $34, $35, $36)
-	ON CONFLICT (id) DO NOTHING
-	RETURNING id
-), ins AS (
-	INSERT INTO {s}.jobs ({cols})
-	SELECT u.* FROM unnest(` + unnestArgs() + `) AS u({cols})
-	WHERE EXISTS (SELECT 1 FROM run)
-	RETURNING state, queue
-)
-SELECT EXISTS (SELECT 1 FROM run),
-	(SELECT count(pg_notify($37::text, i.queue)) FROM ins i WHERE i.state = 'pending' AND $37::text IS NOT NULL)`),
-		runGet: q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
+		// run was new, then (on the pool, the last parameter not NULL) the
+		// notification. The job's columns come first, as in insertJobs,
+		// then the run's.
+		runStart: q(runStartSQL()),
+		runGet:   q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
 		// RunLoad: the run's columns on every row, then one event per row
 		// (NULLs for a run without history).
 		runLoad: q(`SELECT r.id, r.workflow, r.status, r.parent_id, r.code_version, r.error, r.created_at, r.updated_at, r.ended_at,
@@ -422,11 +422,37 @@ FROM (SELECT 1) one LEFT JOIN ins ON true`
 // claimers hold; the UPDATE marks them running under a fresh lease token.
 // Its parameters: $1 queue, $2 limit, $3 lease expiry, $4 worker, $5 now,
 // and $6 the types when typeFilter uses them.
+// runStartSQL is the RunStart statement; its parameters are the job's
+// columns, the run's nine, then the notification channel.
+func runStartSQL() string {
+	n := len(jobColumns)
+	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
+	runArgs := make([]string, 9)
+	for i := range runArgs {
+		runArgs[i] = p(i + 1)
+	}
+	return `WITH run AS (
+	INSERT INTO {s}.runs ({runcols})
+	VALUES (` + strings.Join(runArgs, ", ") + `)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id
+), ins AS (
+	INSERT INTO {s}.jobs ({cols})
+	SELECT u.* FROM unnest(` + unnestArgs() + `) AS u({cols})
+	WHERE EXISTS (SELECT 1 FROM run)
+	RETURNING state, queue
+)
+SELECT EXISTS (SELECT 1 FROM run),
+	(SELECT count(pg_notify(` + p(10) + `::text, i.queue)) FROM ins i WHERE i.state = 'pending' AND ` + p(10) + `::text IS NOT NULL)`
+}
+
 func claimSQL(typeFilter string) string {
 	return `WITH picked AS MATERIALIZED (
 	SELECT id FROM {s}.jobs
 	WHERE queue = $1 AND state = 'pending'` + typeFilter + `
 	  AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1 AND paused)
+	  AND (concurrency_key IS NULL OR concurrency_limit <= 0 OR concurrency_limit >
+	    (SELECT count(*) FROM {s}.jobs r WHERE r.concurrency_key = jobs.concurrency_key AND r.state = 'running'))
 	ORDER BY priority DESC, run_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED

@@ -39,11 +39,20 @@ const (
 		SELECT rowid AS rid, priority, run_at, id FROM jobs INDEXED BY jobs_claim
 		WHERE state = 'pending' AND queue = ?5 %s
 		AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)
+		AND (concurrency_key IS NULL OR concurrency_limit <= 0 OR concurrency_limit >
+			(SELECT count(*) FROM jobs AS r WHERE r.concurrency_key = jobs.concurrency_key AND r.state = 'running'))
 		ORDER BY priority DESC, run_at, id LIMIT ?6)) AS c
 	WHERE jobs.rowid = c.rid
 	RETURNING ` + jobCols
 
 	claimTypesFilter = `AND type IN (SELECT value FROM json_each(?7))`
+
+	// runningOfKeySQL ranks the running jobs of a concurrency key.
+	runningOfKeySQL = `SELECT id, concurrency_limit FROM jobs INDEXED BY jobs_concurrency
+	WHERE concurrency_key = ? AND state = 'running' ORDER BY started_at, priority DESC, run_at, id`
+	// unclaimSQL gives a job claimed in this transaction back.
+	unclaimSQL = `UPDATE jobs SET state = 'pending', attempt = attempt - 1, lease_expires_at = NULL, worker = ''
+	WHERE id = ?`
 
 	leaseCounterSQL    = `SELECT value FROM hopper_meta WHERE key = 'lease_token'`
 	setLeaseCounterSQL = `UPDATE hopper_meta SET value = max(value, ?) WHERE key = 'lease_token'`
@@ -120,7 +129,54 @@ func (r *runner) jobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hop
 	if _, err := r.exec(ctx, setLeaseCounterSQL, top); err != nil {
 		return nil, fmt.Errorf("claim jobs: lease counter: %w", err)
 	}
-	return rows, nil
+	return r.admitKeyed(ctx, rows)
+}
+
+// admitKeyed keeps the claimed jobs whose concurrency keys have room: the
+// claim's filter counts the jobs running before it, so one claim may take
+// more of a key than its limit. Ranking the key's running jobs (the
+// longest running first, then in claim order), the jobs past their limit
+// go back to pending, their attempts unused.
+func (r *runner) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([]*hoppertype.JobRow, error) {
+	keys := map[string]bool{}
+	for _, j := range rows {
+		if j.ConcurrencyKey != "" && j.ConcurrencyLimit > 0 {
+			keys[j.ConcurrencyKey] = true
+		}
+	}
+	if len(keys) == 0 {
+		return rows, nil
+	}
+	over := map[string]bool{}
+	for key := range keys {
+		rank := 0
+		err := r.each(ctx, runningOfKeySQL, func(rs *sql.Rows) error {
+			var id string
+			var limit int
+			if err := rs.Scan(&id, &limit); err != nil {
+				return err
+			}
+			rank++
+			if limit > 0 && rank > limit {
+				over[id] = true
+			}
+			return nil
+		}, key)
+		if err != nil {
+			return nil, fmt.Errorf("claim jobs: concurrency key %q: %w", key, err)
+		}
+	}
+	kept := rows[:0]
+	for _, j := range rows {
+		if !over[j.ID] {
+			kept = append(kept, j)
+			continue
+		}
+		if _, err := r.exec(ctx, unclaimSQL, j.ID); err != nil {
+			return nil, fmt.Errorf("claim jobs: give back job %q: %w", j.ID, err)
+		}
+	}
+	return kept, nil
 }
 
 // jobPromote makes due jobs of every queue pending, earliest first, at most

@@ -3,6 +3,7 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -28,9 +29,10 @@ const (
 	getGateSQL         = `SELECT ` + gateCols + ` FROM gates WHERE id = ?`
 	listGateWaitsSQL   = `SELECT gate_id, job_id, state FROM gate_waits WHERE gate_id = ? ORDER BY job_id`
 	// watchedSQL lists the waits on the jobs of the JSON array ?1.
-	watchedSQL    = `SELECT gate_id, job_id, state FROM gate_waits WHERE job_id IN (SELECT value FROM json_each(?1))`
-	setWaitSQL    = `UPDATE gate_waits SET state = ?3 WHERE gate_id = ?1 AND job_id = ?2`
-	countDeltaSQL = `UPDATE gates SET done = done + ?2, succeeded = succeeded + ?3 WHERE id = ?1 RETURNING ` + gateCols
+	watchedSQL      = `SELECT gate_id, job_id, state FROM gate_waits WHERE job_id IN (SELECT value FROM json_each(?1))`
+	setWaitSQL      = `UPDATE gate_waits SET state = ?3 WHERE gate_id = ?1 AND job_id = ?2`
+	countDeltaSQL   = `UPDATE gates SET done = done + ?2, succeeded = succeeded + ?3 WHERE id = ?1 RETURNING ` + gateCols
+	gateJobStateSQL = `SELECT state, stuck FROM jobs WHERE id = ?`
 	// wakeGateSQL is driver.GateWake.
 	wakeGateSQL  = `UPDATE jobs SET state = 'pending', run_at = ?2, stuck = NULL WHERE id = ?1 RETURNING queue`
 	gateEdgesSQL = `SELECT g.gate_id, g.job_id FROM gate_waits g WHERE g.gate_id IN (SELECT value FROM json_each(?1))
@@ -179,7 +181,25 @@ func (r *runner) observeGates(ctx context.Context, changes []gateChange) ([]*hop
 // wakeGate wakes g's job when driver.GateWakes says so and returns its
 // queue ("" when it did not wake it).
 func (r *runner) wakeGate(ctx context.Context, g *hoppertype.GateRow, now time.Time) (string, error) {
-	job, err := r.job(ctx, getJobSQL, g.ID)
+	// Only the state and stuck slot: a gate's input (its watched ids and
+	// queued jobs) may be large.
+	job := &hoppertype.JobRow{ID: g.ID}
+	err := r.one(ctx, gateJobStateSQL, func(rows *sql.Rows) error {
+		var state string
+		var stuck sql.NullString
+		if err := rows.Scan(&state, &stuck); err != nil {
+			return err
+		}
+		job.State = hoppertype.JobState(state)
+		if stuck.Valid && stuck.String != "" {
+			var s hoppertype.StuckInfo
+			if err := json.Unmarshal([]byte(stuck.String), &s); err != nil {
+				return err
+			}
+			job.Stuck = &s
+		}
+		return nil
+	}, g.ID)
 	if err == sql.ErrNoRows {
 		return "", nil
 	} else if err != nil {

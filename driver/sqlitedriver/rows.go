@@ -28,7 +28,8 @@ var zeroMicros = time.Time{}.UnixMicro()
 // jobCols lists the columns of a job row in the order scanJob reads them.
 const jobCols = `id, type, queue, state, priority, attempt, input, result, error, group_id, parent_id,
 	dependents, fair_key, unique_key, metadata, retry, attempt_timeout, deadline, queued_at, run_at,
-	started_at, ended_at, lease_token, lease_expires_at, worker, cancel_requested, stuck`
+	started_at, ended_at, lease_token, lease_expires_at, worker, cancel_requested, stuck,
+	concurrency_key, concurrency_limit`
 
 // jobColsQ is jobCols qualified with the table name, for statements whose
 // FROM clause names another source.
@@ -36,7 +37,7 @@ const jobColsQ = `jobs.id, jobs.type, jobs.queue, jobs.state, jobs.priority, job
 	jobs.result, jobs.error, jobs.group_id, jobs.parent_id, jobs.dependents, jobs.fair_key,
 	jobs.unique_key, jobs.metadata, jobs.retry, jobs.attempt_timeout, jobs.deadline, jobs.queued_at,
 	jobs.run_at, jobs.started_at, jobs.ended_at, jobs.lease_token, jobs.lease_expires_at,
-	jobs.worker, jobs.cancel_requested, jobs.stuck`
+	jobs.worker, jobs.cancel_requested, jobs.stuck, jobs.concurrency_key, jobs.concurrency_limit`
 
 // micros encodes an optional time: NULL for the zero time.
 func micros(t time.Time) any {
@@ -188,6 +189,7 @@ func jobArgs(j *hoppertype.JobRow) ([]any, error) {
 		meta, retry, int64(j.AttemptTimeout), micros(j.Deadline), j.QueuedAt.UnixMicro(),
 		j.RunAt.UnixMicro(), micros(j.StartedAt), micros(j.EndedAt), j.LeaseToken,
 		micros(j.LeaseExpiresAt), j.Worker, j.CancelRequested, stuck,
+		nullString(j.ConcurrencyKey), j.ConcurrencyLimit,
 	}, nil
 }
 
@@ -197,6 +199,7 @@ func scanJob(rows *sql.Rows) (*hoppertype.JobRow, error) {
 		j                                              hoppertype.JobRow
 		state                                          string
 		errJSON, parent, deps, unique, meta, stuckJSON sql.NullString
+		concKey                                        sql.NullString
 		retry                                          string
 		timeout                                        int64
 		deadline, started, ended, leaseExp             sql.NullInt64
@@ -205,13 +208,14 @@ func scanJob(rows *sql.Rows) (*hoppertype.JobRow, error) {
 	err := rows.Scan(&j.ID, &j.Type, &j.Queue, &state, &j.Priority, &j.Attempt, blob{&j.Input},
 		blob{&j.Result}, &errJSON, &j.GroupID, &parent, &deps, &j.FairKey, &unique, &meta, &retry,
 		&timeout, &deadline, &queued, &runAt, &started, &ended, &j.LeaseToken, &leaseExp, &j.Worker,
-		&j.CancelRequested, &stuckJSON)
+		&j.CancelRequested, &stuckJSON, &concKey, &j.ConcurrencyLimit)
 	if err != nil {
 		return nil, fmt.Errorf("scan job: %w", err)
 	}
 	j.State = hoppertype.JobState(state)
 	j.ParentID = parent.String
 	j.UniqueKey = unique.String
+	j.ConcurrencyKey = concKey.String
 	j.AttemptTimeout = time.Duration(timeout)
 	j.Deadline = fromMicros(deadline)
 	j.QueuedAt = fromMicrosNN(queued)
