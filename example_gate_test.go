@@ -182,3 +182,34 @@ func ExampleConfig_onOrphanGroup() {
 	fmt.Println(<-orphans == h.GroupID())
 	// Output: true
 }
+
+// A handler fans out with Spawn; each child folds its result into the
+// group value, exactly, however many finish at once. The parent delegates:
+// its own result is empty, its group's value is the sum.
+func ExampleFoldGroup() {
+	square := hopper.Define("square", func(ctx context.Context, n int) (hopper.None, error) {
+		return hopper.None{}, hopper.FoldGroup(ctx, func(sum int) int { return sum + n*n })
+	}, nil)
+	sumSquares := hopper.Define("sum-squares", func(ctx context.Context, n int) (hopper.None, error) {
+		job := hopper.JobFromContext(ctx)
+		for i := 1; i <= n; i++ {
+			if err := job.Spawn(square.Job(i, nil)); err != nil {
+				return hopper.None{}, err
+			}
+		}
+		return hopper.None{}, nil
+	}, nil)
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{}, square, sumSquares)
+	defer c.Stop(ctx)
+
+	h, _ := sumSquares.Enqueue(ctx, c, 10, nil)
+	g, err := h.Group(ctx)
+	if err != nil {
+		panic(err)
+	}
+	total, _ := hopper.GroupDecode[int](g)
+	fmt.Println(total)
+	// Output: 385
+}
