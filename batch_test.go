@@ -71,14 +71,16 @@ func testBatchAligned(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.Less(t, len(log.sizes()), len(ins), "jobs ran together")
 }
 
-func TestBatchMaxWaitFlushesPartialBatch(t *testing.T) {
+func TestBatchMaxWaitFlushesPartialBatch(t *testing.T) { forEachDriver(t, testBatchMaxWaitFlushesPartialBatch) }
+
+func testBatchMaxWaitFlushesPartialBatch(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var log batchLog
 	b := hopper.DefineBatch("partial", 10, 10*time.Second, func(ctx context.Context, in []int) ([]int, error) {
 		log.add(in)
 		return in, nil
 	}, nil)
 	// Leases far longer than the clock moves, so no job is rescued.
-	c, clk := hoppertest.NewClient(t, hopper.Config{Visibility: time.Hour})
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), Visibility: time.Hour})
 	require.NoError(t, c.Register(b))
 	ctx := testCtx(t)
 	hs, err := b.EnqueueMany(ctx, c, []int{1, 2, 3}, nil)
@@ -99,11 +101,13 @@ func TestBatchMaxWaitFlushesPartialBatch(t *testing.T) {
 	require.Equal(t, []int{3}, log.sizes())
 }
 
-func TestBatchWrongOutputCount(t *testing.T) {
+func TestBatchWrongOutputCount(t *testing.T) { forEachDriver(t, testBatchWrongOutputCount) }
+
+func testBatchWrongOutputCount(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	b := hopper.DefineBatch("short", 2, time.Second, func(ctx context.Context, in []int) ([]int, error) {
 		return in[:1], nil
 	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 1}})
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(b))
 	ctx := testCtx(t)
 	hs, err := b.EnqueueMany(ctx, c, []int{1, 2}, nil)
@@ -114,7 +118,9 @@ func TestBatchWrongOutputCount(t *testing.T) {
 	}
 }
 
-func TestBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T) {
+func TestBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T) { forEachDriver(t, testBatchFailureRetriesEachItemUnderItsOwnPolicy) }
+
+func testBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var calls atomic.Int32
 	b := hopper.DefineBatch("flaky-batch", 2, time.Second, func(ctx context.Context, in []int) ([]int, error) {
 		if calls.Add(1) == 1 {
@@ -122,7 +128,7 @@ func TestBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T) {
 		}
 		return in, nil
 	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: time.Millisecond}})
-	c := newClient(t, hopper.Config{})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(b))
 	ctx := testCtx(t)
 	once, err := b.Enqueue(ctx, c, 1, &hopper.InsertOpts{Retry: hopper.RetryPolicy{Attempts: 1}})
@@ -140,7 +146,9 @@ func TestBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T) {
 	require.Equal(t, 2, row.Attempt)
 }
 
-func TestBatchSnoozeDefersEveryItem(t *testing.T) {
+func TestBatchSnoozeDefersEveryItem(t *testing.T) { forEachDriver(t, testBatchSnoozeDefersEveryItem) }
+
+func testBatchSnoozeDefersEveryItem(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var calls atomic.Int32
 	events := newEventLog()
 	b := hopper.DefineBatch("snoozy", 2, time.Second, func(ctx context.Context, in []int) ([]int, error) {
@@ -149,7 +157,7 @@ func TestBatchSnoozeDefersEveryItem(t *testing.T) {
 		}
 		return in, nil
 	}, nil)
-	c := newClient(t, hopper.Config{OnEvent: events.hook})
+	c := newClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook})
 	require.NoError(t, c.Register(b))
 	ctx := testCtx(t)
 	hs, err := b.EnqueueMany(ctx, c, []int{7, 8}, nil)

@@ -262,10 +262,12 @@ func waitJobState(t *testing.T, c *hopper.Client, id string, s hopper.JobState) 
 	}
 }
 
-func TestGateTimeout(t *testing.T) {
+func TestGateTimeout(t *testing.T) { forEachDriver(t, testGateTimeout) }
+
+func testGateTimeout(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	f := newGateFixture()
 	events := newEventLog()
-	c, clk := hoppertest.NewClient(t, hopper.Config{OnEvent: events.hook})
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook})
 	require.NoError(t, c.Register(f.step))
 	ctx := testCtx(t)
 
@@ -288,9 +290,11 @@ func TestGateTimeout(t *testing.T) {
 	require.ErrorIs(t, err, hopper.ErrNotFound, "the gate's jobs never exist")
 }
 
-func TestGateRecheckIsASafetyNet(t *testing.T) {
+func TestGateRecheckIsASafetyNet(t *testing.T) { forEachDriver(t, testGateRecheckIsASafetyNet) }
+
+func testGateRecheckIsASafetyNet(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	f := newGateFixture()
-	c, clk := hoppertest.NewClient(t, hopper.Config{GateRecheck: time.Minute})
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), GateRecheck: time.Minute})
 	require.NoError(t, c.Register(f.step))
 	ctx := testCtx(t)
 	a := f.step.Job("a", nil)

@@ -64,7 +64,9 @@ func testTypeLimit(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.Greater(t, free.peak.Load(), int32(2), "another type is not held by it")
 }
 
-func TestFairLimitSharesAcrossGroups(t *testing.T) {
+func TestFairLimitSharesAcrossGroups(t *testing.T) { forEachDriver(t, testFairLimitSharesAcrossGroups) }
+
+func testFairLimitSharesAcrossGroups(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var mu sync.Mutex
 	var order []string
 	job := hopper.Define("tenant-job", func(ctx context.Context, tenant string) (hopper.None, error) {
@@ -73,9 +75,7 @@ func TestFairLimitSharesAcrossGroups(t *testing.T) {
 		mu.Unlock()
 		return hopper.None{}, nil
 	}, nil)
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
-	c, err := hopper.New(hopper.Config{Driver: d, Limit: hopper.FairLimit(1)})
+	c, err := hopper.New(hopper.Config{Driver: newDriver(t), Limit: hopper.FairLimit(1)})
 	require.NoError(t, err)
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
@@ -111,13 +111,15 @@ func TestFairLimitSharesAcrossGroups(t *testing.T) {
 	require.Less(t, firstB, 3, "tenant b starts among the first jobs, not after a's flood: %v", order)
 }
 
-func TestRateLimitSpacesStarts(t *testing.T) {
+func TestRateLimitSpacesStarts(t *testing.T) { forEachDriver(t, testRateLimitSpacesStarts) }
+
+func testRateLimitSpacesStarts(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var started atomic.Int32
 	job := hopper.Define("rated", func(ctx context.Context, _ int) (hopper.None, error) {
 		started.Add(1)
 		return hopper.None{}, nil
 	}, &hopper.TypeOpts[int]{Limit: hopper.RateLimit(1, 1)})
-	c, clk := hoppertest.NewClient(t, hopper.Config{Visibility: time.Hour})
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), Visibility: time.Hour})
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
 	_, err := job.EnqueueMany(ctx, c, []int{1, 2, 3}, nil)
@@ -131,7 +133,9 @@ func TestRateLimitSpacesStarts(t *testing.T) {
 	waitFor(t, func() bool { return started.Load() == 3 })
 }
 
-func TestLimitStopHandsWaitingJobsBack(t *testing.T) {
+func TestLimitStopHandsWaitingJobsBack(t *testing.T) { forEachDriver(t, testLimitStopHandsWaitingJobsBack) }
+
+func testLimitStopHandsWaitingJobsBack(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	release := make(chan struct{})
 	var ran atomic.Int32
 	job := hopper.Define("held", func(ctx context.Context, _ int) (hopper.None, error) {
@@ -139,9 +143,7 @@ func TestLimitStopHandsWaitingJobsBack(t *testing.T) {
 		<-release
 		return hopper.None{}, nil
 	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(1)})
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
-	c, err := hopper.New(hopper.Config{Driver: d})
+	c, err := hopper.New(hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, err)
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
