@@ -71,7 +71,9 @@ func testBatchAligned(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.Less(t, len(log.sizes()), len(ins), "jobs ran together")
 }
 
-func TestBatchMaxWaitFlushesPartialBatch(t *testing.T) { forEachDriver(t, testBatchMaxWaitFlushesPartialBatch) }
+func TestBatchMaxWaitFlushesPartialBatch(t *testing.T) {
+	forEachDriver(t, testBatchMaxWaitFlushesPartialBatch)
+}
 
 func testBatchMaxWaitFlushesPartialBatch(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var log batchLog
@@ -118,7 +120,9 @@ func testBatchWrongOutputCount(t *testing.T, newDriver func(*testing.T) driver.D
 	}
 }
 
-func TestBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T) { forEachDriver(t, testBatchFailureRetriesEachItemUnderItsOwnPolicy) }
+func TestBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T) {
+	forEachDriver(t, testBatchFailureRetriesEachItemUnderItsOwnPolicy)
+}
 
 func testBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var calls atomic.Int32

@@ -133,7 +133,9 @@ func testRateLimitSpacesStarts(t *testing.T, newDriver func(*testing.T) driver.D
 	waitFor(t, func() bool { return started.Load() == 3 })
 }
 
-func TestLimitStopHandsWaitingJobsBack(t *testing.T) { forEachDriver(t, testLimitStopHandsWaitingJobsBack) }
+func TestLimitStopHandsWaitingJobsBack(t *testing.T) {
+	forEachDriver(t, testLimitStopHandsWaitingJobsBack)
+}
 
 func testLimitStopHandsWaitingJobsBack(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	release := make(chan struct{})
