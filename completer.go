@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -175,11 +176,40 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 				out[i].job, out[i].err = res[k].Job, res[k].Err
 			}
 		}
+		// Members of a fan-out group ending with nothing but their
+		// contribution are recorded per group: one finish, one group
+		// update. Should that fail, they go through the item-by-item path.
+		members := map[string][]int{}
+		for i, it := range items {
+			if needsOwnScope(it) && bulkMember(it) {
+				members[it.row.GroupID] = append(members[it.row.GroupID], i)
+			}
+		}
+		done := map[int]bool{}
+		for _, gid := range slices.Sorted(maps.Keys(members)) {
+			idx := members[gid]
+			if len(idx) < 2 {
+				continue
+			}
+			err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+				return c.finishMembers(ctx, tx, gid, items, out, idx)
+			})
+			if err != nil {
+				for _, i := range idx {
+					out[i].job, out[i].err, out[i].settled = nil, nil, nil
+				}
+				c.reportError(fmt.Errorf("record outcomes of group %s together (retried one by one): %w", gid, err), PhaseCommit)
+				continue
+			}
+			for _, i := range idx {
+				done[i] = true
+			}
+		}
 		// Items with effects lock their groups; taking them in group order
 		// keeps two completers (two processes) from deadlocking.
 		var scoped []int
 		for i, it := range items {
-			if needsOwnScope(it) {
+			if needsOwnScope(it) && !done[i] {
 				scoped = append(scoped, i)
 			}
 		}
@@ -349,4 +379,95 @@ func (c *Client) afterFinish(f finished) {
 	case hoppertype.JobStateScheduled, hoppertype.JobStateRetrying:
 		c.wakeQueue(job.Queue, job.RunAt)
 	}
+}
+
+// bulkMember says whether an item is a group member's terminal transition
+// whose only effect is its contribution to the group (no children, no
+// workflow or activity side, no effects hook), so it can be recorded with
+// the other members of its group.
+func bulkMember(it finishItem) bool {
+	return it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID && it.effects == nil &&
+		it.run == nil && !isRunJob(it.row) && it.row.Metadata[wakeKey] == "" &&
+		(it.group == nil || len(it.group.children) == 0)
+}
+
+// finishMembers records the transitions of members of group gid (items at
+// idx) with one finish and one group update: the group's open count drops
+// by the members that applied, and their contributions are applied in
+// order, as each would have been on its own (a final one ends the run of
+// contributions).
+func (c *Client) finishMembers(ctx context.Context, tx driver.Executor, gid string, items []finishItem, out []finished, idx []int) error {
+	params := make([]driver.JobFinishParams, len(idx))
+	for k, i := range idx {
+		params[k] = items[i].outcome.params
+	}
+	res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: params})
+	if err != nil {
+		return err
+	}
+	type contribution struct {
+		value []byte
+		final bool
+		fold  func(existing []byte, set bool) ([]byte, error)
+	}
+	var contribs []contribution
+	applied, last := 0, -1
+	for k, i := range idx {
+		out[i].job, out[i].err = res[k].Job, res[k].Err
+		job := res[k].Job
+		if job == nil {
+			continue
+		}
+		applied++
+		last = i
+		eff := items[i].group
+		if eff == nil {
+			eff = &groupEffect{}
+		}
+		if job.State == hoppertype.JobStateSucceeded && (job.Result != nil || eff.fold != nil) {
+			contribs = append(contribs, contribution{value: job.Result, final: eff.final, fold: eff.fold})
+		}
+	}
+	if applied == 0 {
+		return nil
+	}
+	p := &driver.GroupUpdateParams{ID: gid, OpenDelta: -applied, Now: c.now()}
+	if len(contribs) > 0 {
+		p.Contribute = true
+		for _, ct := range contribs {
+			p.Final = p.Final || ct.final
+		}
+		p.Fold = func(existing []byte, set bool) ([]byte, error) {
+			v, s := existing, set
+			for _, ct := range contribs {
+				if ct.fold != nil {
+					nv, err := ct.fold(v, s)
+					if err != nil {
+						return nil, err
+					}
+					v = nv
+				} else {
+					v = ct.value
+				}
+				s = true
+				if ct.final {
+					break
+				}
+			}
+			return v, nil
+		}
+	}
+	gr, err := tx.GroupUpdate(ctx, p)
+	if errors.Is(err, hoppertype.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("update group %s: %w", gid, err)
+	}
+	if gr.Settled {
+		if err := tx.Notify(ctx, driver.TopicGroupDone, gid); err != nil {
+			return err
+		}
+		out[last].settled = []*hoppertype.GroupRow{gr.Group}
+	}
+	return nil
 }
