@@ -400,6 +400,25 @@ func TestDashboardPages(t *testing.T) {
 	code, _ = get("/jobs/missing", "Bearer "+token)
 	require.Equal(t, 404, code)
 
+	// A gate stuck on a failed blocker shows the cause and links the blocker.
+	failing, err := e.c.NameJob("fail", json.RawMessage(`null`), nil)
+	require.NoError(t, err)
+	next, err := e.c.NameJob("add", json.RawMessage(`{"a":1,"b":1}`), nil)
+	require.NoError(t, err)
+	gate := hopper.Gate([]string{failing.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess, 0)
+	_, err = e.c.EnqueueMany(context.Background(), failing, gate)
+	require.NoError(t, err)
+	var gateJob server.JobJSON
+	require.Eventually(t, func() bool {
+		return e.do("GET", "/v1/jobs/"+gate.ID(), "", &gateJob) == 200 && gateJob.State == "stuck"
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, "failed-blocker", gateJob.Stuck.Cause)
+	require.Equal(t, []string{failing.ID()}, gateJob.Stuck.BlockerIDs)
+	code, body = get("/jobs/"+gate.ID(), "Bearer "+token)
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "failed-blocker")
+	require.Contains(t, body, `href="/jobs/`+failing.ID()+`"`)
+
 	// Signing in with the form sets the cookie the dashboard then uses.
 	jar := &cookieJar{}
 	cl := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
