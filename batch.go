@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
@@ -64,7 +65,10 @@ type batcher[I, O any] struct {
 // batchRun is one batch: the inputs gathered so far and, once run, the
 // outputs.
 type batchRun[I, O any] struct {
-	ins   []I
+	ins []I
+	// gone marks the jobs that stopped waiting (cancelled, lease lost,
+	// stopping) before the batch ran: their inputs are left out.
+	gone  []atomic.Bool
 	timer hclock.Timer
 	done  chan struct{}
 	outs  []O
@@ -94,6 +98,7 @@ func (d *batchDef[I, O]) join(ctx context.Context, in I) (O, error) {
 	}
 	idx := len(r.ins)
 	r.ins = append(r.ins, in)
+	r.gone = append(r.gone, atomic.Bool{})
 	full := len(r.ins) >= d.size || d.maxWait == 0
 	if full {
 		b.close(r) // under the lock: no job joins a full batch
@@ -109,6 +114,11 @@ func (d *batchDef[I, O]) join(ctx context.Context, in I) (O, error) {
 		}
 		return r.outs[idx], nil
 	case <-ctx.Done():
+		b.mu.Lock()
+		if idx < len(r.gone) {
+			r.gone[idx].Store(true)
+		}
+		b.mu.Unlock()
 		return zero, context.Cause(ctx)
 	}
 }
@@ -137,15 +147,39 @@ func (b *batcher[I, O]) close(r *batchRun[I, O]) {
 
 // run calls the batch function once and hands each job its outcome.
 func (b *batcher[I, O]) run(r *batchRun[I, O]) {
+	defer close(r.done)
 	ctx := context.Background()
 	if rt := b.c.runtime(); rt != nil {
 		ctx = rt.workCtx
 	}
-	r.outs, r.err = b.call(ctx, r.ins)
-	if r.err == nil && len(r.outs) != len(r.ins) {
-		r.err = fmt.Errorf("batch %q returned %d outputs for %d inputs", b.def.name, len(r.outs), len(r.ins))
+	if ctx.Err() != nil {
+		r.err = context.Cause(ctx) // stopping: every job goes back
+		return
 	}
-	close(r.done)
+	// Only the jobs still waiting: one that left was handed back or ended
+	// already, and must not be worked on anyway.
+	var ins []I
+	var at []int
+	for i := range r.ins {
+		if !r.gone[i].Load() {
+			ins = append(ins, r.ins[i])
+			at = append(at, i)
+		}
+	}
+	if len(ins) == 0 {
+		return
+	}
+	outs, err := b.call(ctx, ins)
+	if err == nil && len(outs) != len(ins) {
+		err = fmt.Errorf("batch %q returned %d outputs for %d inputs", b.def.name, len(outs), len(ins))
+	}
+	r.err = err
+	if err == nil {
+		r.outs = make([]O, len(r.ins))
+		for k, i := range at {
+			r.outs[i] = outs[k]
+		}
+	}
 }
 
 // call runs the batch function, turning a panic into an error.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -176,20 +175,33 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 				out[i].job, out[i].err = res[k].Job, res[k].Err
 			}
 		}
-		// Members of a fan-out group ending with nothing but their
-		// contribution are recorded per group: one finish, one group
-		// update. Should that fail, they go through the item-by-item path.
-		members := map[string][]int{}
+		// Items with effects lock their groups; taking them in group order
+		// keeps two completers (two processes) from deadlocking.
+		var scoped []int
 		for i, it := range items {
-			if needsOwnScope(it) && bulkMember(it) {
-				members[it.row.GroupID] = append(members[it.row.GroupID], i)
+			if needsOwnScope(it) {
+				scoped = append(scoped, i)
+			}
+		}
+		slices.SortStableFunc(scoped, func(a, b int) int {
+			return strings.Compare(items[a].row.GroupID, items[b].row.GroupID)
+		})
+		// Members of a fan-out group ending with nothing but their
+		// contribution are recorded per group, in their group's turn: one
+		// finish, one group update. Should that fail, they go one by one.
+		members := map[string][]int{}
+		for _, i := range scoped {
+			if bulkMember(items[i]) {
+				members[items[i].row.GroupID] = append(members[items[i].row.GroupID], i)
 			}
 		}
 		done := map[int]bool{}
-		for _, gid := range slices.Sorted(maps.Keys(members)) {
+		tried := map[string]bool{}
+		bulk := func(gid string) {
 			idx := members[gid]
+			tried[gid] = true
 			if len(idx) < 2 {
-				continue
+				return
 			}
 			err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 				return c.finishMembers(ctx, tx, gid, items, out, idx)
@@ -199,24 +211,19 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 					out[i].job, out[i].err, out[i].settled = nil, nil, nil
 				}
 				c.reportError(fmt.Errorf("record outcomes of group %s together (retried one by one): %w", gid, err), PhaseCommit)
-				continue
+				return
 			}
 			for _, i := range idx {
 				done[i] = true
 			}
 		}
-		// Items with effects lock their groups; taking them in group order
-		// keeps two completers (two processes) from deadlocking.
-		var scoped []int
-		for i, it := range items {
-			if needsOwnScope(it) && !done[i] {
-				scoped = append(scoped, i)
-			}
-		}
-		slices.SortStableFunc(scoped, func(a, b int) int {
-			return strings.Compare(items[a].row.GroupID, items[b].row.GroupID)
-		})
 		for _, i := range scoped {
+			if gid := items[i].row.GroupID; !tried[gid] && len(members[gid]) > 0 {
+				bulk(gid)
+			}
+			if done[i] {
+				continue
+			}
 			it := items[i]
 			f := &out[i]
 			err := scope(tx, it)(ctx, func(ctx context.Context, tx driver.Executor) error {

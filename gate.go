@@ -314,6 +314,9 @@ func runGate(ctx context.Context, in gateInput) (None, error) {
 			}
 		}
 		detail := fmt.Sprintf("condition %s cannot hold: %d of %d jobs done, %d succeeded", g.Cond, g.Done, g.Total, g.Succeeded)
+		// A blocker redriven while this ran finds the gate running: look
+		// again in the transaction that records it stuck.
+		j.effects = c.recheckGate
 		return None{}, &stuckError{info: &hoppertype.StuckInfo{Cause: hoppertype.StuckFailedBlocker, BlockerIDs: failed, Detail: detail, ObservedAt: now}}
 	}
 	// Not decided: wait again. A transition that decides the gate while it
@@ -327,12 +330,12 @@ func runGate(ctx context.Context, in gateInput) (None, error) {
 	return None{}, SnoozeUntil(at)
 }
 
-// recheckGate runs in the transaction that records a gate's wait: if the
-// gate was decided meanwhile, it is woken at once.
+// recheckGate runs in the transaction that records a gate's wait or its
+// stuck state: a transition of a watched job that committed while the
+// gate ran found it running and could not wake it, so the counts are read
+// again here and the gate woken if they now decide it (or, stuck on a
+// failed blocker, if the blocker was redriven).
 func (c *Client) recheckGate(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow) error {
-	if job.State != hoppertype.JobStateScheduled {
-		return nil
-	}
 	g, err := tx.GateGet(ctx, job.ID)
 	if err != nil {
 		return err
@@ -340,16 +343,26 @@ func (c *Client) recheckGate(ctx context.Context, tx driver.Executor, job *hoppe
 	if !driver.GateWakes(g, job) {
 		return nil
 	}
-	woken, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{job.ID}, Now: c.now()})
-	if err != nil {
-		return err
-	}
-	for _, w := range woken {
-		if err := tx.Notify(ctx, driver.TopicJobAvailable, w.Queue); err != nil {
+	var queues []string
+	switch job.State {
+	case hoppertype.JobStateScheduled:
+		woken, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{job.ID}, Now: c.now()})
+		if err != nil {
 			return err
 		}
+		for _, w := range woken {
+			queues = append(queues, w.Queue)
+		}
+	case hoppertype.JobStateStuck:
+		res, err := tx.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{job.ID}, States: []hoppertype.JobState{hoppertype.JobStateStuck}, Now: c.now()})
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			queues = append(queues, r.Job.Queue)
+		}
 	}
-	return nil
+	return notifyQueueNames(ctx, tx, queues)
 }
 
 // Chain is a sequence of gates built from a handler with JobContext.Then:

@@ -361,8 +361,9 @@ func TestGateFiresOnceAcrossClients(t *testing.T) { forEachDriver(t, testGateFir
 func testGateFiresOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	f := newGateFixture()
 	d := newDriver(t)
-	c1 := newClient(t, hopper.Config{Driver: d, MaxWorkers: 8})
-	c2 := newClient(t, hopper.Config{Driver: d, MaxWorkers: 8})
+	events := newEventLog()
+	c1 := newClient(t, hopper.Config{Driver: d, MaxWorkers: 8, OnEvent: events.hook})
+	c2 := newClient(t, hopper.Config{Driver: d, MaxWorkers: 8, OnEvent: events.hook})
 	require.NoError(t, c1.Register(f.step))
 	require.NoError(t, c2.Register(f.step))
 	ctx := testCtx(t)
@@ -382,4 +383,13 @@ func testGateFiresOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NoError(t, err)
 	require.Equal(t, n, f.count("leaf"))
 	require.Equal(t, 1, f.count("final"))
+	fired := 0
+	events.mu.Lock()
+	for _, e := range events.events {
+		if e.JobID == gate.ID() && e.Kind == hopper.EventSucceeded {
+			fired++
+		}
+	}
+	events.mu.Unlock()
+	require.Equal(t, 1, fired, "the gate's job succeeded (fired) once across both clients")
 }

@@ -124,9 +124,9 @@ func testRateLimitSpacesStarts(t *testing.T, newDriver func(*testing.T) driver.D
 	ctx := testCtx(t)
 	_, err := job.EnqueueMany(ctx, c, []int{1, 2, 3}, nil)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return started.Load() == 1 })
-	require.Len(t, c.Active(), 2, "the others are claimed and wait for a token")
+	waitFor(t, func() bool { return started.Load() == 1 && len(c.Active()) == 1 })
 	require.Equal(t, int32(1), started.Load(), "one token a second")
+	require.Len(t, c.Active(), 1, "one job waits for the next token; the limit claims no more than it has room for")
 	clk.Advance(time.Second)
 	waitFor(t, func() bool { return started.Load() == 2 })
 	clk.Advance(time.Second)
@@ -252,4 +252,75 @@ func TestConcurrencyKeyBadInput(t *testing.T) {
 		_, err := job.Enqueue(ctx, c, 1, o)
 		require.ErrorIs(t, err, hopper.ErrInvalidInput, "%+v", o)
 	}
+}
+
+// TestLimitDoesNotHoardSlots: a capped type claims no more than its limit
+// has room for, so the other types keep the worker slots and its waiting
+// jobs stay free for other processes.
+func TestLimitDoesNotHoardSlots(t *testing.T) { forEachDriver(t, testLimitDoesNotHoardSlots) }
+
+func testLimitDoesNotHoardSlots(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	release := make(chan struct{})
+	capped := hopper.Define("hoard-capped", func(ctx context.Context, _ int) (hopper.None, error) {
+		<-release
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(1)})
+	other := hopper.Define("hoard-other", func(ctx context.Context, _ int) (hopper.None, error) { return hopper.None{}, nil }, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t), MaxWorkers: 10})
+	require.NoError(t, c.Register(capped, other))
+	ctx := testCtx(t)
+	_, err := capped.EnqueueMany(ctx, c, make([]int, 30), nil)
+	require.NoError(t, err)
+	waitFor(t, func() bool { return len(c.Active()) >= 1 })
+	hs, err := other.EnqueueMany(ctx, c, make([]int, 20), nil)
+	require.NoError(t, err)
+	for _, h := range hs {
+		_, err := h.Result(ctx)
+		require.NoError(t, err, "other types run while the capped one waits")
+	}
+	held := 0
+	for _, a := range c.Active() {
+		if a.Type == "hoard-capped" {
+			held++
+		}
+	}
+	require.LessOrEqual(t, held, 2, "one running and at most one waiting: the rest stay in the store")
+	close(release)
+}
+
+// TestLimitCancelWaitingJob: a job cancelled while it waits for its turn
+// ends cancelled without running.
+func TestLimitCancelWaitingJob(t *testing.T) { forEachDriver(t, testLimitCancelWaitingJob) }
+
+func testLimitCancelWaitingJob(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	release := make(chan struct{})
+	var ran atomic.Int32
+	var first atomic.Int32
+	job := hopper.Define("cancel-waiting", func(ctx context.Context, n int) (hopper.None, error) {
+		ran.Add(1)
+		first.CompareAndSwap(0, int32(n))
+		<-release
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(1)})
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	hs, err := job.EnqueueMany(ctx, c, []int{1, 2}, nil)
+	require.NoError(t, err)
+	waitFor(t, func() bool { return ran.Load() == 1 && len(c.Active()) == 2 })
+	waiting := hs[1]
+	if first.Load() == 2 {
+		waiting = hs[0]
+	}
+	_, err = c.Cancel(ctx, waiting.ID())
+	require.NoError(t, err)
+	_, err = waiting.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled)
+	close(release)
+	_, err = hs[0].Result(ctx)
+	if waiting == hs[0] {
+		_, err = hs[1].Result(ctx)
+	}
+	require.NoError(t, err)
+	require.Equal(t, int32(1), ran.Load(), "the cancelled job never ran")
 }

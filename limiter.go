@@ -138,6 +138,18 @@ func newLimiter(l Limit, clock hclock.Clock, drained func()) *limiter {
 	return lm
 }
 
+// room is how many more jobs the limiter takes now: free running places
+// plus free places in its backlog.
+func (l *limiter) room() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := max(l.backlog-len(l.waiting), 0)
+	if l.lim.Max > 0 {
+		n += max(l.lim.Max-l.running, 0)
+	}
+	return n
+}
+
 // full reports whether the backlog is reached: claim no more for now.
 func (l *limiter) full() bool {
 	l.mu.Lock()
@@ -181,6 +193,20 @@ func (l *limiter) close() {
 		l.timer.Stop()
 	}
 	l.mu.Unlock()
+}
+
+// remove takes a waiting job out of line (same lease); it reports whether
+// the job was waiting.
+func (l *limiter) remove(row *hoppertype.JobRow) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, a := range l.waiting {
+		if a.row.ID == row.ID && a.row.LeaseToken == row.LeaseToken {
+			l.waiting = slices.Delete(l.waiting, i, i+1)
+			return true
+		}
+	}
+	return false
 }
 
 // drain removes and returns the jobs still waiting.
@@ -231,6 +257,10 @@ func (l *limiter) armRate(d time.Duration) {
 	l.timer = l.clock.AfterFunc(d, func() {
 		l.mu.Lock()
 		l.timer = nil
+		if l.closed {
+			l.mu.Unlock()
+			return
+		}
 		before := len(l.waiting)
 		starts := l.next()
 		drained := before >= l.backlog && len(l.waiting) < l.backlog

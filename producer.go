@@ -157,17 +157,29 @@ func (p *producer) round() (roundResult, error) {
 		return roundResult{full: true}, nil
 	}
 	now := c.now()
-	rows, err := c.drv.JobClaim(rt.ctx, &driver.JobClaimParams{
-		Queue:          p.queue,
-		Types:          types,
-		Limit:          want,
-		Now:            now,
-		LeaseExpiresAt: now.Add(c.cfg.Visibility),
-		Worker:         c.worker,
-	})
-	if err != nil {
-		rt.slots.release(want)
-		return roundResult{}, err
+	// The jobs of a limit are claimed apart, no more than it has room for,
+	// so a capped type does not take every slot (and its jobs stay free
+	// for other processes).
+	var rows []*hoppertype.JobRow
+	asked := 0
+	for _, cl := range rt.claimsFor(types, want) {
+		got, err := c.drv.JobClaim(rt.ctx, &driver.JobClaimParams{
+			Queue:          p.queue,
+			Types:          cl.types,
+			Limit:          cl.limit,
+			Now:            now,
+			LeaseExpiresAt: now.Add(c.cfg.Visibility),
+			Worker:         c.worker,
+		})
+		if err != nil {
+			rt.slots.release(want - len(rows))
+			for _, row := range rows {
+				rt.start(row) // claimed already: run them
+			}
+			return roundResult{}, err
+		}
+		asked += cl.limit
+		rows = append(rows, got...)
 	}
 	claimed := len(rows)
 	rows = p.accepted(rows, now)
@@ -175,7 +187,7 @@ func (p *producer) round() (roundResult, error) {
 	for _, row := range rows {
 		rt.start(row)
 	}
-	return roundResult{started: len(rows), full: claimed == want, declinedAll: claimed > 0 && len(rows) == 0}, nil
+	return roundResult{started: len(rows), full: asked > 0 && claimed == asked, declinedAll: claimed > 0 && len(rows) == 0}, nil
 }
 
 // sleepForSlot waits until a slot is granted (or another wake-up comes) or
@@ -235,10 +247,7 @@ func (rt *runtime) worker(it dispatchItem) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		rt.execute(it.row, it.holdsSlot)
-		if it.done != nil {
-			it.done()
-		}
+		rt.execute(it.row, it.holdsSlot, it.done)
 		idle.Reset(workerIdle)
 		select {
 		case it = <-rt.pool:

@@ -390,12 +390,33 @@ func (rt *runtime) start(row *hoppertype.JobRow) {
 		rt.dispatch(row, true, nil)
 		return
 	}
-	rt.addActive(row, func(error) {})
+	// While it waits, a cancel or a lost lease takes it out of line.
+	rt.addActive(row, func(cause error) {
+		if l.remove(row) {
+			rt.endWaiting(row, cause)
+		}
+	})
 	l.admit(row, func() {
 		if !rt.dispatch(row, true, l.done) {
 			l.done()
+			rt.endWaiting(row, errStopping) // the client is stopping
 		}
 	})
+}
+
+// endWaiting ends a job that waited in a limiter without running: handed
+// back (stopping), cancelled, or dropped (its lease was lost: the store
+// gave it to another worker).
+func (rt *runtime) endWaiting(row *hoppertype.JobRow, cause error) {
+	rt.removeActive(row)
+	defer rt.slots.release(1)
+	if errors.Is(cause, ErrLeaseLost) {
+		return
+	}
+	c := rt.c
+	res := attemptResult{err: cause, cause: cause, cancelRequested: errors.Is(cause, ErrCancelled)}
+	o := decide(row, res, nil, c.now(), nil, nil)
+	rt.completer.submit(finishItem{row: row, outcome: o})
 }
 
 // putBackWaiting hands the jobs still waiting in limiters back to the
@@ -407,13 +428,61 @@ func (rt *runtime) putBackWaiting() {
 		ls = append(ls, l)
 	}
 	rt.limits.mu.Unlock()
-	c := rt.c
 	for _, l := range ls {
 		for _, row := range l.drain() {
-			rt.removeActive(row)
-			o := decide(row, attemptResult{err: errStopping, cause: errStopping}, nil, c.now(), nil, nil)
-			rt.completer.submit(finishItem{row: row, outcome: o})
-			rt.slots.release(1)
+			rt.endWaiting(row, errStopping)
 		}
 	}
+}
+
+// claim is one JobClaim of a round: these types, at most limit jobs.
+type claim struct {
+	types []string
+	limit int
+}
+
+// claimsFor splits a round's claim of want jobs of types: the types with
+// no limiter together, and the types of each limiter together, capped at
+// its room. Without limits it is one claim of every type.
+func (rt *runtime) claimsFor(types []string, want int) []claim {
+	if rt.c.cfg.Limit == nil && !rt.c.anyTypeLimit() {
+		return []claim{{types: types, limit: want}}
+	}
+	var free []string
+	byLimiter := map[*limiter][]string{}
+	var order []*limiter
+	for _, t := range types {
+		l := rt.limiterOf(t)
+		if l == nil {
+			free = append(free, t)
+			continue
+		}
+		if _, ok := byLimiter[l]; !ok {
+			order = append(order, l)
+		}
+		byLimiter[l] = append(byLimiter[l], t)
+	}
+	var out []claim
+	left := want
+	if len(free) > 0 {
+		// Unlimited types first: they take at most what is left after
+		// the limits' room, so a limit's jobs still get their turn.
+		room := 0
+		for _, l := range order {
+			room += l.room()
+		}
+		n := max(left-room, min(left, 1))
+		out = append(out, claim{types: free, limit: n})
+		left -= n
+	}
+	for _, l := range order {
+		if left <= 0 {
+			break
+		}
+		if n := min(left, l.room()); n > 0 {
+			out = append(out, claim{types: byLimiter[l], limit: n})
+			left -= n
+		}
+	}
+	return out
 }

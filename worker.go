@@ -10,10 +10,15 @@ import (
 )
 
 // execute runs one claimed attempt and submits its outcome to the completer.
-func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool) {
+func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) {
 	defer rt.execs.Done()
 	if holdsSlot {
 		defer rt.slots.release(1)
+	}
+	if done != nil {
+		// Before execs.Done: a limiter's next job may be handed back to
+		// the completer, which Stop keeps open until every attempt is done.
+		defer done()
 	}
 	c := rt.c
 	now := c.now()
@@ -104,8 +109,9 @@ func (c *Client) skipQueueRows(specs []*JobSpec, rows []*hoppertype.JobRow, now 
 	var skip map[string]bool
 	for i, s := range specs {
 		row := rows[i]
-		if !s.t.skipQueue() || row.State != hoppertype.JobStatePending || row.UniqueKey != "" {
-			continue
+		if !s.t.skipQueue() || row.State != hoppertype.JobStatePending || row.UniqueKey != "" ||
+			row.ConcurrencyKey != "" || rt.limiterOf(row.Type) != nil {
+			continue // a key or a limit is enforced where jobs are claimed
 		}
 		if c.lookupType(row.Type) == nil {
 			continue

@@ -214,7 +214,13 @@ func testWorkflowHookTimeout(t *testing.T, newDriver func(*testing.T) driver.Dri
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
 	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
-	clk.Advance(time.Minute)
+	// The wait may be recorded a moment after the status shows: move the
+	// clock by the timeout until the run ends.
+	eventually(t, "the hook times out", func() bool {
+		clk.Advance(time.Minute)
+		info, err := c.GetRun(context.Background(), h.ID())
+		return err == nil && info.Status.Terminal()
+	})
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "timed out", out)

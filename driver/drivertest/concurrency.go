@@ -86,7 +86,9 @@ func testConcurrencyConcurrent(t *testing.T, f *fixture) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{Queue: q, Limit: 1 + w%3, Now: at(time.Minute),
+			// Claimers' clocks disagree: admission must not trust start times.
+			now := at(time.Minute + time.Duration(w%4-2)*time.Second)
+			got, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{Queue: q, Limit: 1 + w%3, Now: now,
 				LeaseExpiresAt: at(time.Hour), Worker: "w"})
 			if err != nil {
 				t.Error(err)
@@ -98,7 +100,13 @@ func testConcurrencyConcurrent(t *testing.T, f *fixture) {
 		}()
 	}
 	wg.Wait()
-	require.Equal(t, limit, claimed, "claimers racing for one key get exactly its limit")
+	require.LessOrEqual(t, claimed, limit, "claimers racing for one key never get more than its limit")
+	require.Positive(t, claimed)
+	more, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{Queue: q, Limit: 10, Now: at(time.Minute),
+		LeaseExpiresAt: at(time.Hour), Worker: "w"})
+	require.NoError(t, err)
+	claimed += len(more)
+	require.Equal(t, limit, claimed, "a later claim fills the key up to its limit, no more")
 	n := 0
 	for _, r := range rows {
 		if f.get(t, r.ID).State == hoppertype.JobStateRunning {

@@ -108,11 +108,12 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 // claim skips keys at their limit as its snapshot saw them, so one claim
 // (taking several jobs of a key) or claimers racing may go past a limit.
 // Admission settles it, one claimer per key at a time (the key's row in
-// concurrency_keys, FOR UPDATE): the key's running jobs are ranked (the
-// longest running first, then in claim order), and this claim's jobs
-// ranked past their limit go back to pending, their attempts unused. The
-// jobs ranked first are never given back, so every key keeps exactly its
-// limit running when enough jobs wait.
+// concurrency_keys, FOR UPDATE): every other running job of the key counts
+// first — admitted or still being admitted by another claimer — and this
+// claim's jobs of the key are admitted in claim order while they fit under
+// their limit; the rest go back to pending, their attempts unused. Racing
+// claimers may so give back more than needed (the next claim takes them),
+// never admit too many.
 func (e *executor) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([]*hoppertype.JobRow, error) {
 	var keys []string
 	mine := map[string]*hoppertype.JobRow{}
@@ -128,26 +129,34 @@ func (e *executor) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	over := map[string]bool{}
+	running := map[string]int{} // the key's running jobs outside this claim
 	err := e.atomic(ctx, func(tx *executor) error {
 		for _, key := range keys {
 			if _, err := tx.q.Exec(ctx, e.d.q.lockKey, key); err != nil {
 				return err
 			}
-			running, err := tx.q.Query(ctx, e.d.q.runningOfKey, key)
+			rs, err := tx.q.Query(ctx, e.d.q.runningOfKey, key)
 			if err != nil {
 				return err
 			}
-			rank := 0
 			var id string
-			var limit int32
-			if _, err := pgx.ForEachRow(running, []any{&id, &limit}, func() error {
-				rank++
-				if mine[id] != nil && limit > 0 && rank > int(limit) {
-					over[id] = true
+			if _, err := pgx.ForEachRow(rs, []any{&id}, func() error {
+				if mine[id] == nil {
+					running[key]++
 				}
 				return nil
 			}); err != nil {
 				return err
+			}
+		}
+		for _, j := range rows { // in claim order
+			if mine[j.ID] == nil {
+				continue
+			}
+			if k := j.ConcurrencyKey; running[k] >= j.ConcurrencyLimit {
+				over[j.ID] = true
+			} else {
+				running[k]++
 			}
 		}
 		if len(over) == 0 {
@@ -159,8 +168,12 @@ func (e *executor) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([
 			back = append(back, id)
 			tokens = append(tokens, mine[id].LeaseToken)
 		}
-		_, err := tx.q.Exec(ctx, e.d.q.unclaim, back, tokens)
-		return err
+		if _, err := tx.q.Exec(ctx, e.d.q.unclaim, back, tokens); err != nil {
+			return err
+		}
+		// A racing claimer counted here may give its jobs back too: have
+		// the queue looked at again rather than wait for a poll.
+		return tx.Notify(ctx, driver.TopicJobAvailable, mine[back[0]].Queue)
 	})
 	if err != nil {
 		// The claim committed: leave its jobs to their leases rather than

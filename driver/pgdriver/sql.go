@@ -251,9 +251,7 @@ WHERE k.expires_at IS NOT NULL AND k.expires_at < EXCLUDED.created_at
 RETURNING true`),
 		lockKey: q(`WITH ins AS (INSERT INTO {s}.concurrency_keys (key) VALUES ($1) ON CONFLICT DO NOTHING)
 SELECT key FROM {s}.concurrency_keys WHERE key = $1 FOR UPDATE`),
-		runningOfKey: q(`SELECT id, concurrency_limit FROM {s}.jobs
-WHERE concurrency_key = $1 AND state = 'running'
-ORDER BY started_at, priority DESC, run_at, id`),
+		runningOfKey: q(`SELECT id FROM {s}.jobs WHERE concurrency_key = $1 AND state = 'running'`),
 		// unclaim gives back jobs this process claimed (same lease token).
 		unclaim: q(`UPDATE {s}.jobs j SET state = 'pending', attempt = j.attempt - 1, lease_expires_at = NULL, worker = ''
 FROM unnest($1::text[], $2::int8[]) AS b(id, token)

@@ -47,9 +47,8 @@ const (
 
 	claimTypesFilter = `AND type IN (SELECT value FROM json_each(?7))`
 
-	// runningOfKeySQL ranks the running jobs of a concurrency key.
-	runningOfKeySQL = `SELECT id, concurrency_limit FROM jobs INDEXED BY jobs_concurrency
-	WHERE concurrency_key = ? AND state = 'running' ORDER BY started_at, priority DESC, run_at, id`
+	// runningOfKeySQL lists the running jobs of a concurrency key.
+	runningOfKeySQL = `SELECT id FROM jobs INDEXED BY jobs_concurrency WHERE concurrency_key = ? AND state = 'running'`
 	// unclaimSQL gives a job claimed in this transaction back.
 	unclaimSQL = `UPDATE jobs SET state = 'pending', attempt = attempt - 1, lease_expires_at = NULL, worker = ''
 	WHERE id = ?`
@@ -134,9 +133,9 @@ func (r *runner) jobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hop
 
 // admitKeyed keeps the claimed jobs whose concurrency keys have room: the
 // claim's filter counts the jobs running before it, so one claim may take
-// more of a key than its limit. Ranking the key's running jobs (the
-// longest running first, then in claim order), the jobs past their limit
-// go back to pending, their attempts unused.
+// more of a key than its limit. The key's other running jobs count first;
+// this claim's jobs of the key are admitted in claim order while they fit
+// under their limit, and the rest go back to pending, attempts unused.
 func (r *runner) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([]*hoppertype.JobRow, error) {
 	keys := map[string]bool{}
 	for _, j := range rows {
@@ -147,23 +146,34 @@ func (r *runner) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([]*
 	if len(keys) == 0 {
 		return rows, nil
 	}
-	over := map[string]bool{}
+	mine := map[string]bool{}
+	for _, j := range rows {
+		mine[j.ID] = true
+	}
+	running := map[string]int{} // the key's running jobs outside this claim
 	for key := range keys {
-		rank := 0
 		err := r.each(ctx, runningOfKeySQL, func(rs *sql.Rows) error {
 			var id string
-			var limit int
-			if err := rs.Scan(&id, &limit); err != nil {
+			if err := rs.Scan(&id); err != nil {
 				return err
 			}
-			rank++
-			if limit > 0 && rank > limit {
-				over[id] = true
+			if !mine[id] {
+				running[key]++
 			}
 			return nil
 		}, key)
 		if err != nil {
 			return nil, fmt.Errorf("claim jobs: concurrency key %q: %w", key, err)
+		}
+	}
+	over := map[string]bool{}
+	for _, j := range rows { // in claim order
+		if k := j.ConcurrencyKey; k != "" && j.ConcurrencyLimit > 0 {
+			if running[k] >= j.ConcurrencyLimit {
+				over[j.ID] = true
+			} else {
+				running[k]++
+			}
 		}
 	}
 	kept := rows[:0]
