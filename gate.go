@@ -256,6 +256,43 @@ func gateCycle(ctx context.Context, ex driver.Executor, id string) ([]string, er
 	return nil, nil
 }
 
+// repairGate reads the states of the jobs a gate has not seen done and
+// records those that are (a job committed and finished while the gate's
+// insert was in flight is counted by no transition). It returns the gate
+// as it is then.
+func (c *Client) repairGate(ctx context.Context, id string, g *hoppertype.GateRow) (*hoppertype.GateRow, error) {
+	waits, err := c.drv.GateWaitList(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var open []string
+	for _, w := range waits {
+		if w.State == "" {
+			open = append(open, w.JobID)
+		}
+	}
+	if len(open) == 0 {
+		return g, nil
+	}
+	jobs, err := c.drv.JobGetMany(ctx, open)
+	if err != nil {
+		return nil, err
+	}
+	var seen []driver.GateObservation
+	for _, job := range jobs {
+		if job.State.Terminal() {
+			seen = append(seen, driver.GateObservation{ID: job.ID, State: job.State})
+		}
+	}
+	if len(seen) == 0 {
+		return g, nil
+	}
+	if err := c.drv.GateObserve(ctx, &driver.GateObserveParams{Jobs: seen, Now: c.now()}); err != nil {
+		return nil, err
+	}
+	return c.drv.GateGet(ctx, id)
+}
+
 // stuckError is what a handler returns to leave its job stuck.
 type stuckError struct {
 	info *hoppertype.StuckInfo
@@ -277,6 +314,12 @@ func runGate(ctx context.Context, in gateInput) (None, error) {
 		return None{}, Abort(fmt.Errorf("gate %s: no gate is stored for this job", j.ID()))
 	} else if err != nil {
 		return None{}, err
+	}
+	if !g.Cond.Met(g.Total, g.Done, g.Succeeded) && !g.Cond.Impossible(g.Total, g.Done, g.Succeeded) {
+		// Not decided (a recheck): repair what no transition could count.
+		if g, err = c.repairGate(ctx, j.ID(), g); err != nil {
+			return None{}, err
+		}
 	}
 	cycle, err := gateCycle(ctx, c.drv, j.ID())
 	if err != nil {

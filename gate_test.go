@@ -393,3 +393,36 @@ func testGateFiresOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	events.mu.Unlock()
 	require.Equal(t, 1, fired, "the gate's job succeeded (fired) once across both clients")
 }
+
+// TestGateRecheckRepairsAMissedJob: a watched job that became terminal
+// without a transition the gate could see (inserted finished, as a job
+// committed beside the gate's own insert can look) is found by the
+// recheck, and the gate fires.
+func TestGateRecheckRepairsAMissedJob(t *testing.T) { forEachDriver(t, testGateRecheckRepairs) }
+
+func testGateRecheckRepairs(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	f := newGateFixture()
+	d := newDriver(t)
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d, GateRecheck: time.Minute, Visibility: time.Hour})
+	require.NoError(t, c.Register(f.step))
+	ctx := testCtx(t)
+	final := f.step.Job("final", nil)
+	gate := hopper.Gate([]string{"done-elsewhere"}, []*hopper.JobSpec{final}, hopper.AllSuccess, 0)
+	_, err := c.EnqueueMany(ctx, gate)
+	require.NoError(t, err)
+	now := clk.Now()
+	_, err = d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{
+		ID: "done-elsewhere", Type: "gate-step", Queue: "elsewhere", State: hoppertype.JobStateSucceeded, GroupID: "done-elsewhere",
+		Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now, EndedAt: now,
+	}}})
+	require.NoError(t, err)
+	row, err := c.Get(ctx, gate.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateScheduled, row.State, "no transition told the gate")
+	eventually(t, "the recheck fires the gate", func() bool {
+		clk.Advance(time.Minute)
+		row, err := c.Get(ctx, gate.ID())
+		return err == nil && row.State == hopper.StateSucceeded
+	})
+	waitJobState(t, c, final.ID(), hopper.StateSucceeded)
+}

@@ -344,6 +344,13 @@ type Executor interface {
 	// observed, by job id.
 	GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error)
 
+	// GateObserve records the states of the given jobs in the gates watching
+	// them, as their transitions would have (and wakes the gates that this
+	// decides, at Now). A recheck uses it to repair an observation a
+	// transition could not make: a job inserted and finished while a gate
+	// watching it was being inserted, in a store with concurrent writers.
+	GateObserve(ctx context.Context, params *GateObserveParams) error
+
 	// GateEdges returns, for each of ids that has any, the ids it waits on
 	// in the graph of gates: for a gate, the jobs it watches; for a job that
 	// a gate will queue, that gate. It is what cycle detection walks.
@@ -354,6 +361,18 @@ type Executor interface {
 type GateInsertParams struct {
 	Gates []*GateSpec
 	Now   time.Time
+}
+
+// GateObserveParams are the arguments of GateObserve.
+type GateObserveParams struct {
+	Jobs []GateObservation
+	Now  time.Time
+}
+
+// GateObservation is a job's current state, for GateObserve.
+type GateObservation struct {
+	ID    string
+	State hoppertype.JobState
 }
 
 // GateSpec is a gate to store.

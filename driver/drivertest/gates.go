@@ -32,6 +32,7 @@ func gateCases() []testCase {
 		{"DeleteKeepsObservedStates", testGateDelete},
 		{"RollsBackWithTx", testGateRollback},
 		{"ConcurrentFinishesAreExact", testGateConcurrent},
+		{"ObserveRepairsAMissedTransition", testGateObserve},
 	}
 }
 
@@ -404,4 +405,25 @@ func testGateConcurrent(t *testing.T, f *fixture) {
 	}
 	requireCounts(t, f.gateGet(t, g.ID), n, n, n, "every concurrent finish counted once")
 	require.Equal(t, hoppertype.JobStatePending, f.get(t, g.ID).State, "the last finish woke the gate")
+}
+
+func testGateObserve(t *testing.T, f *fixture) {
+	missing := f.id()
+	g := f.gateJob(t)
+	f.gateInsert(t, &driver.GateSpec{ID: g.ID, On: []string{missing}})
+	// The job appears and finishes without the gate seeing it (as a job
+	// committed while the gate's insert was in flight would).
+	j := f.insertOne(t, func(r *hoppertype.JobRow) { r.ID = missing }, inQueue("q-"+f.id()),
+		inState(hoppertype.JobStateSucceeded), endedAt(at(time.Second)))
+	requireCounts(t, f.gateGet(t, g.ID), 1, 0, 0, "inserted terminal: not observed")
+	require.NoError(t, f.d.GateObserve(f.ctx, &driver.GateObserveParams{
+		Jobs: []driver.GateObservation{{ID: j.ID, State: j.State}}, Now: at(time.Minute)}))
+	requireCounts(t, f.gateGet(t, g.ID), 1, 1, 1, "observed now")
+	got := f.get(t, g.ID)
+	require.Equal(t, hoppertype.JobStatePending, got.State, "and the gate woken")
+	requireTime(t, at(time.Minute), got.RunAt)
+	// Observing again changes nothing.
+	require.NoError(t, f.d.GateObserve(f.ctx, &driver.GateObserveParams{
+		Jobs: []driver.GateObservation{{ID: j.ID, State: j.State}}, Now: at(time.Hour)}))
+	requireCounts(t, f.gateGet(t, g.ID), 1, 1, 1)
 }

@@ -174,3 +174,14 @@ func (t *tx) deleteGateData(id string) {
 	delete(st.gates, id)
 	t.undo = append(t.undo, func() { st.gates[id] = g })
 }
+
+// GateObserve records the jobs' states in the gates watching them.
+func (t *tx) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	for _, j := range params.Jobs {
+		t.observeGates(j.ID, "", j.State, params.Now)
+	}
+	return nil
+}

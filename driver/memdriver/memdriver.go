@@ -337,3 +337,8 @@ func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]stri
 func (d *Driver) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
 	return call(ctx, d, func(tx *tx) (int, error) { return tx.KeyDeleteExpired(ctx, params) })
 }
+
+// GateObserve implements driver.Executor.
+func (d *Driver) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.GateObserve(ctx, params) })
+}

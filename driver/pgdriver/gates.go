@@ -420,3 +420,17 @@ func (e *executor) GateEdges(ctx context.Context, ids []string) (map[string][]st
 	}
 	return out, nil
 }
+
+// GateObserve records the jobs' states in the gates watching them; see
+// driver.Executor.
+func (e *executor) GateObserve(ctx context.Context, p *driver.GateObserveParams) error {
+	if err := e.check(ctx, "observe gates"); err != nil {
+		return err
+	}
+	changes := make([]gateChange, len(p.Jobs))
+	for i, j := range p.Jobs {
+		changes[i] = gateChange{id: j.ID, state: j.State, at: trunc(p.Now)}
+	}
+	err := e.atomic(ctx, func(tx *executor) error { return tx.observeChanges(ctx, changes) })
+	return e.d.fail("observe gates", err)
+}

@@ -249,3 +249,8 @@ func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]stri
 func (d *Driver) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
 	return d.root.KeyDeleteExpired(ctx, params)
 }
+
+// GateObserve records jobs' states in their gates; see driver.Executor.
+func (d *Driver) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+	return d.root.GateObserve(ctx, params)
+}

@@ -349,3 +349,21 @@ func (d *Driver) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype
 func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
 	return read(ctx, d, func(r *runner) (map[string][]string, error) { return r.gateEdges(ctx, ids) })
 }
+
+// GateObserve records the jobs' states in the gates watching them.
+func (t *txExec) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	changes := make([]gateChange, len(params.Jobs))
+	for i, j := range params.Jobs {
+		changes[i] = gateChange{id: j.ID, state: j.State, at: trunc(params.Now)}
+	}
+	return t.atomic(ctx, func() error { return t.observe(ctx, changes) })
+}
+
+// GateObserve records the jobs' states in the gates watching them; see
+// driver.Executor.
+func (d *Driver) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.GateObserve(ctx, params) })
+}
