@@ -213,3 +213,59 @@ func ExampleFoldGroup() {
 	fmt.Println(total)
 	// Output: 385
 }
+
+// RateLimit spaces the starts of a type's jobs: here at most 50 a second,
+// one at a time.
+func ExampleRateLimit() {
+	var mu sync.Mutex
+	var starts []time.Time
+	ping := hopper.Define("ping-partner", func(ctx context.Context, _ int) (hopper.None, error) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[int]{Limit: hopper.RateLimit(50, 1)})
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{}, ping)
+	defer c.Stop(ctx)
+
+	hs, _ := ping.EnqueueMany(ctx, c, make([]int, 4), nil)
+	for _, h := range hs {
+		_, _ = h.Result(ctx)
+	}
+	spaced := true
+	for i := 1; i < len(starts); i++ {
+		spaced = spaced && starts[i].Sub(starts[i-1]) >= 15*time.Millisecond
+	}
+	fmt.Println(len(starts), "started, spaced:", spaced)
+	// Output: 4 started, spaced: true
+}
+
+// A noisy type on a queue of its own cannot starve the others: the queues
+// take the worker slots in turn.
+func Example_queues() {
+	ingest := hopper.Define("ingest", func(ctx context.Context, _ int) (hopper.None, error) {
+		time.Sleep(time.Millisecond)
+		return hopper.None{}, nil
+	}, &hopper.TypeOpts[int]{Queue: "bulk"})
+	checkout := hopper.Define("checkout", func(ctx context.Context, _ int) (hopper.None, error) {
+		return hopper.None{}, nil
+	}, nil)
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{MaxWorkers: 2}, ingest, checkout)
+	defer c.Stop(ctx)
+
+	flood, _ := ingest.EnqueueMany(ctx, c, make([]int, 300), nil)
+	h, _ := checkout.Enqueue(ctx, c, 1, nil)
+	_, _ = h.Result(ctx)
+	waiting := 0
+	for _, f := range flood {
+		if row, err := c.Get(ctx, f.ID()); err == nil && !row.State.Terminal() {
+			waiting++
+		}
+	}
+	fmt.Println("checkout done while most of the flood waits:", waiting > 200)
+	// Output: checkout done while most of the flood waits: true
+}
