@@ -312,7 +312,12 @@ var runLive = []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunRunnin
 func (c *Client) CancelRun(ctx context.Context, id string) error {
 	now := c.now()
 	var job *hoppertype.JobRow
+	var (
+		settled    []*hoppertype.GroupRow
+		endedStuck bool
+	)
 	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		settled, endedStuck = nil, false
 		run, err := tx.RunGet(ctx, id)
 		if err != nil {
 			return err
@@ -334,11 +339,22 @@ func (c *Client) CancelRun(ctx context.Context, id string) error {
 				err = tx.Notify(ctx, driver.TopicJobCancel, id)
 			}
 		case hoppertype.JobStateStuck:
-			// Nothing can run it: it ends cancelled now.
-			_, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now,
+			// Nothing can run it: it ends cancelled now, with what a
+			// cancelled job's end brings (its group, its waiters).
+			var row *hoppertype.JobRow
+			row, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now,
 				Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancelled", At: now}})
 			if err == nil {
 				_, err = tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: hoppertype.RunCancelled, EndedAt: now, Now: now})
+			}
+			if err == nil {
+				_, settled, err = c.applyGroup(ctx, tx, row, nil)
+			}
+			if err == nil {
+				err = tx.Notify(ctx, driver.TopicJobDone, id)
+			}
+			if err == nil {
+				job, endedStuck = row, true
 			}
 		default:
 			_, err = tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{id}, Now: now})
@@ -347,6 +363,14 @@ func (c *Client) CancelRun(ctx context.Context, id string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("hopper: cancel run %s: %w", id, err)
+	}
+	if endedStuck {
+		c.waiters.jobDone(id)
+		c.emit(Event{Kind: EventCancelled, JobID: id, Type: job.Type, Queue: job.Queue, GroupID: job.GroupID,
+			ParentID: job.ParentID, Attempt: job.Attempt, Error: "cancelled", At: now})
+		for _, g := range settled {
+			c.groupSettled(g, now)
+		}
 	}
 	if job != nil {
 		c.wakeQueue(job.Queue, time.Time{})

@@ -432,6 +432,14 @@ func testWorkflowNonDeterminism(t *testing.T, newDriver func(*testing.T) driver.
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateStuck, job.State)
 	require.False(t, *job.Stuck.Retryable, "a divergence is not retryable")
+
+	// Cancelling the stuck run ends it at once, and its waiter learns it.
+	require.NoError(t, c.CancelRun(ctx, h.ID()))
+	_, err = h.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled)
+	info, err = c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunCancelled, info.Status)
 }
 
 func TestWorkflowCancel(t *testing.T) { forEachDriver(t, testWorkflowCancel) }
