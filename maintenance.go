@@ -240,6 +240,10 @@ func (c *Client) retain(ctx context.Context) error {
 			}
 		}
 	}
+	// Workers that stopped without saying so (killed) go after a while.
+	if _, err := c.drv.WorkerDelete(ctx, &driver.WorkerDeleteParams{Before: now.Add(-workerRetained)}); err != nil {
+		return err
+	}
 	// Expiring keys (awaited-group marks) go once they expired.
 	for {
 		n, err := c.drv.KeyDeleteExpired(ctx, &driver.KeyDeleteExpiredParams{Before: now, Limit: 1000})

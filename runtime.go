@@ -29,6 +29,8 @@ type runtime struct {
 	workCancel context.CancelCauseFunc
 
 	slots *slots
+	// startedAt is when the client started (its worker row says so).
+	startedAt time.Time
 	// limits holds the limiters: "" for Config.Limit, else per type name.
 	limits limiters
 
@@ -88,6 +90,8 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		return nil, err
 	}
 	rt.maint = newMaintenance(c, rt.ctx) // before the producers, which use it
+	rt.startedAt = c.now()
+	rt.reportWorker(ctx)
 	rt.ensureProducers()
 	// Timers are armed before Start returns, so a virtual clock moved right
 	// after Start finds them.
@@ -255,6 +259,7 @@ func (rt *runtime) stop(ctx context.Context) error {
 		rt.completer.stop()
 		rt.loops.Wait()
 		rt.maint.resign()
+		rt.forgetWorker()
 	})
 	return rt.stopErr
 }
@@ -277,6 +282,7 @@ func (rt *runtime) heartbeatLoop(t Timer) {
 		// one is armed as soon as this one is visible.
 		t.Reset(c.cfg.HeartbeatInterval)
 		rt.heartbeatOnce(context.Background())
+		rt.reportWorker(rt.ctx)
 	}
 }
 

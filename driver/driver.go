@@ -242,6 +242,17 @@ type Executor interface {
 	// monotonic across resignations: the next holder's term is higher.
 	LeaderResign(ctx context.Context, params *LeaderResignParams) error
 
+	// WorkerUpsert stores or refreshes a worker process's row (its id, the
+	// time it started, the time it was last seen, and what it reports).
+	WorkerUpsert(ctx context.Context, row *WorkerRow) error
+
+	// WorkerList returns the workers seen at or after SeenAfter, by id.
+	WorkerList(ctx context.Context, seenAfter time.Time) ([]*WorkerRow, error)
+
+	// WorkerDelete removes the named worker, or, with an empty ID, every
+	// worker last seen before Before; it returns how many it removed.
+	WorkerDelete(ctx context.Context, params *WorkerDeleteParams) (int, error)
+
 	// QueueSetPaused stores whether a queue is paused.
 	QueueSetPaused(ctx context.Context, params *QueueSetPausedParams) error
 
@@ -790,6 +801,21 @@ type LeaderRow struct {
 	Owner     string
 	Term      int64
 	ExpiresAt time.Time
+}
+
+// WorkerRow is a worker process as the store knows it.
+type WorkerRow struct {
+	ID        string
+	StartedAt time.Time
+	SeenAt    time.Time
+	// Info is what the worker reports of itself, as JSON.
+	Info []byte
+}
+
+// WorkerDeleteParams are the arguments of WorkerDelete.
+type WorkerDeleteParams struct {
+	ID     string
+	Before time.Time
 }
 
 // LeaderResignParams are the arguments of LeaderResign.

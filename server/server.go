@@ -107,6 +107,7 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/queues/{name}/pause", s.auth(http.HandlerFunc(s.pauseQueue)))
 	m.Handle("POST /v1/queues/{name}/resume", s.auth(http.HandlerFunc(s.resumeQueue)))
 	m.Handle("GET /v1/types", s.auth(http.HandlerFunc(s.listTypes)))
+	m.Handle("GET /v1/workers", s.auth(http.HandlerFunc(s.listWorkers)))
 	m.Handle("POST /v1/runs", s.auth(http.HandlerFunc(s.startRun)))
 	m.Handle("GET /v1/runs", s.auth(http.HandlerFunc(s.listRuns)))
 	m.Handle("GET /v1/runs/{id}", s.auth(http.HandlerFunc(s.getRun)))
@@ -268,4 +269,14 @@ var errBadRequest = errors.New("bad request")
 
 func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errBadRequest}, args...)...)
+}
+
+// listWorkers serves GET /v1/workers: the clients running jobs on the store.
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.c.Workers(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workers": ws})
 }

@@ -385,8 +385,14 @@ func TestDashboardPages(t *testing.T) {
 	require.Equal(t, 401, code)
 	require.Contains(t, body, `name="token"`, "an unauthenticated browser gets a sign-in form")
 
+	var workers struct {
+		Workers []hopper.WorkerInfo `json:"workers"`
+	}
+	require.Equal(t, 200, e.do("GET", "/v1/workers", "", &workers))
+	require.Len(t, workers.Workers, 1, "the server's own client")
+	require.Equal(t, e.c.WorkerID(), workers.Workers[0].ID)
 	for path, want := range map[string]string{
-		"/":                     "Queues",
+		"/":                     e.c.WorkerID(),
 		"/jobs":                 created.ID,
 		"/jobs?state=succeeded": created.ID,
 		"/jobs/" + created.ID:   "42",

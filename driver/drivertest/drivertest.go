@@ -65,6 +65,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Streams", streamCases()},
 		{"Gates", gateCases()},
 		{"Concurrency", concurrencyCases()},
+		{"Workers", workerCases()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package memdriver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -179,6 +180,53 @@ func (t *tx) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpir
 		old := t.st.keys[k]
 		delete(t.st.keys, k)
 		t.undo = append(t.undo, func() { t.st.keys[k] = old })
+	}
+	return len(victims), nil
+}
+
+// WorkerUpsert stores a copy of a worker's row.
+func (t *tx) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	c := *row
+	c.StartedAt, c.SeenAt, c.Info = trunc(c.StartedAt), trunc(c.SeenAt), cloneBytes(c.Info)
+	put(t, t.st.workers, c.ID, &c)
+	return nil
+}
+
+// WorkerList returns copies of the workers seen at or after seenAfter.
+func (t *tx) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	out := []*driver.WorkerRow{}
+	for _, id := range slices.Sorted(maps.Keys(t.st.workers)) {
+		w := t.st.workers[id]
+		if !w.SeenAt.Before(trunc(seenAfter)) {
+			c := *w
+			c.Info = cloneBytes(w.Info)
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
+// WorkerDelete removes one worker, or those last seen before Before.
+func (t *tx) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
+	if err := t.check(ctx); err != nil {
+		return 0, err
+	}
+	var victims []string
+	for id, w := range t.st.workers {
+		if (params.ID != "" && id == params.ID) || (params.ID == "" && w.SeenAt.Before(trunc(params.Before))) {
+			victims = append(victims, id)
+		}
+	}
+	for _, id := range victims {
+		old := t.st.workers[id]
+		delete(t.st.workers, id)
+		t.undo = append(t.undo, func() { t.st.workers[id] = old })
 	}
 	return len(victims), nil
 }

@@ -342,3 +342,18 @@ func (d *Driver) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteE
 func (d *Driver) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
 	return d.run(ctx, func(tx *tx) error { return tx.GateObserve(ctx, params) })
 }
+
+// WorkerUpsert implements driver.Executor.
+func (d *Driver) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+	return d.run(ctx, func(tx *tx) error { return tx.WorkerUpsert(ctx, row) })
+}
+
+// WorkerList implements driver.Executor.
+func (d *Driver) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*driver.WorkerRow, error) { return tx.WorkerList(ctx, seenAfter) })
+}
+
+// WorkerDelete implements driver.Executor.
+func (d *Driver) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
+	return call(ctx, d, func(tx *tx) (int, error) { return tx.WorkerDelete(ctx, params) })
+}

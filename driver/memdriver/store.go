@@ -25,6 +25,7 @@ type store struct {
 	groups    map[string]*hoppertype.GroupRow
 	keys      map[string]keyRow
 	leaders   map[string]*driver.LeaderRow
+	workers   map[string]*driver.WorkerRow
 	queueRows map[string]*driver.QueueRow
 
 	// Workflow state, keyed by run id (a run's id is its job's id).
@@ -75,6 +76,7 @@ func newStore() *store {
 		groups:     make(map[string]*hoppertype.GroupRow),
 		keys:       make(map[string]keyRow),
 		leaders:    make(map[string]*driver.LeaderRow),
+		workers:    make(map[string]*driver.WorkerRow),
 		queueRows:  make(map[string]*driver.QueueRow),
 		runs:       make(map[string]*hoppertype.RunRow),
 		events:     make(map[string][]*hoppertype.RunEvent),

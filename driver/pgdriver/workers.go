@@ -1,0 +1,81 @@
+package pgdriver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+// WorkerUpsert stores or refreshes a worker's row; see driver.Executor.
+func (e *executor) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+	if err := e.check(ctx, "upsert worker"); err != nil {
+		return err
+	}
+	_, err := e.q.Exec(ctx, `INSERT INTO `+e.d.q.schema+`.workers (id, started_at, seen_at, info) VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE SET started_at = EXCLUDED.started_at, seen_at = EXCLUDED.seen_at, info = EXCLUDED.info`,
+		row.ID, trunc(row.StartedAt), trunc(row.SeenAt), row.Info)
+	return e.d.fail(fmt.Sprintf("upsert worker %q", row.ID), err)
+}
+
+// WorkerList returns the workers seen at or after seenAfter; see
+// driver.Executor.
+func (e *executor) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+	if err := e.check(ctx, "list workers"); err != nil {
+		return nil, err
+	}
+	rows, err := e.q.Query(ctx, `SELECT id, started_at, seen_at, info FROM `+e.d.q.schema+`.workers WHERE seen_at >= $1 ORDER BY id`, trunc(seenAfter))
+	if err != nil {
+		return nil, e.d.fail("list workers", err)
+	}
+	out := []*driver.WorkerRow{}
+	var w driver.WorkerRow
+	var started, seen pgtype.Timestamptz
+	_, err = pgx.ForEachRow(rows, []any{&w.ID, &started, &seen, &w.Info}, func() error {
+		c := w
+		c.StartedAt, c.SeenAt = fromTS(started), fromTS(seen)
+		c.Info = append([]byte(nil), w.Info...)
+		out = append(out, &c)
+		return nil
+	})
+	if err != nil {
+		return nil, e.d.fail("list workers", err)
+	}
+	return out, nil
+}
+
+// WorkerDelete removes one worker, or those last seen before Before; see
+// driver.Executor.
+func (e *executor) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParams) (int, error) {
+	if err := e.check(ctx, "delete workers"); err != nil {
+		return 0, err
+	}
+	q, arg := `DELETE FROM `+e.d.q.schema+`.workers WHERE id = $1`, any(p.ID)
+	if p.ID == "" {
+		q, arg = `DELETE FROM `+e.d.q.schema+`.workers WHERE seen_at < $1`, any(trunc(p.Before))
+	}
+	tag, err := e.q.Exec(ctx, q, arg)
+	if err != nil {
+		return 0, e.d.fail("delete workers", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// WorkerUpsert stores or refreshes a worker's row; see driver.Executor.
+func (d *Driver) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+	return d.root.WorkerUpsert(ctx, row)
+}
+
+// WorkerList returns the workers seen lately; see driver.Executor.
+func (d *Driver) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+	return d.root.WorkerList(ctx, seenAfter)
+}
+
+// WorkerDelete removes workers; see driver.Executor.
+func (d *Driver) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
+	return d.root.WorkerDelete(ctx, params)
+}

@@ -1,0 +1,82 @@
+package hopper
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+// WorkerInfo is a client that runs jobs, as it last reported itself: every
+// started client refreshes its row each Config.HeartbeatInterval and
+// removes it when it stops.
+type WorkerInfo struct {
+	ID         string    `json:"id"`
+	Host       string    `json:"host,omitempty"`
+	PID        int       `json:"pid,omitempty"`
+	Queues     []string  `json:"queues,omitempty"`
+	Types      []string  `json:"types,omitempty"`
+	Workflows  []string  `json:"workflows,omitempty"`
+	MaxWorkers int       `json:"max_workers"`
+	Active     int       `json:"active"`
+	Leader     bool      `json:"leader,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	SeenAt     time.Time `json:"seen_at"`
+}
+
+// workerGone is how long after its last report a worker is no longer
+// listed, in heartbeat intervals, and after which retention deletes it.
+const (
+	workerListed   = 3
+	workerRetained = time.Hour
+)
+
+// Workers returns the clients running jobs on this store (started, and
+// seen within three of this client's heartbeat intervals), by id.
+func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
+	rows, err := c.drv.WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
+	if err != nil {
+		return nil, fmt.Errorf("hopper: list workers: %w", err)
+	}
+	out := make([]*WorkerInfo, 0, len(rows))
+	for _, r := range rows {
+		w := &WorkerInfo{}
+		if len(r.Info) > 0 {
+			if err := json.Unmarshal(r.Info, w); err != nil {
+				return nil, fmt.Errorf("hopper: worker %s: %w", r.ID, err)
+			}
+		}
+		w.ID, w.StartedAt, w.SeenAt = r.ID, r.StartedAt, r.SeenAt
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// reportWorker refreshes this client's worker row.
+func (rt *runtime) reportWorker(ctx context.Context) {
+	c := rt.c
+	host, _ := os.Hostname()
+	rt.mu.Lock()
+	active := len(rt.active)
+	rt.mu.Unlock()
+	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
+		MaxWorkers: c.cfg.MaxWorkers, Active: active, Leader: rt.maint != nil && rt.maint.isLeading()}
+	b, _ := json.Marshal(info)
+	err := c.drv.WorkerUpsert(ctx, &driver.WorkerRow{ID: c.worker, StartedAt: rt.startedAt, SeenAt: c.now(), Info: b})
+	if err != nil && ctx.Err() == nil {
+		c.reportError(fmt.Errorf("report worker: %w", err), PhaseMaintenance)
+	}
+}
+
+// forgetWorker removes this client's worker row: it stopped.
+func (rt *runtime) forgetWorker() {
+	c := rt.c
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.drv.WorkerDelete(ctx, &driver.WorkerDeleteParams{ID: c.worker}); err != nil {
+		c.reportError(fmt.Errorf("remove worker: %w", err), PhaseMaintenance)
+	}
+}
