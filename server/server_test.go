@@ -360,6 +360,16 @@ func TestAPIEventsAndMetrics(t *testing.T) {
 		total += n
 	}
 	require.Equal(t, 1, total)
+	require.Len(t, st.LagP50, st.Seconds)
+	require.Len(t, st.LagP99, st.Seconds)
+	withLag := 0
+	for i := range st.LagP99 {
+		require.GreaterOrEqual(t, st.LagP99[i], st.LagP50[i])
+		if st.Started[i] > 0 {
+			withLag++
+		}
+	}
+	require.Positive(t, withLag, "the seconds in which jobs started have a lag")
 }
 
 func TestDashboardPages(t *testing.T) {

@@ -53,12 +53,16 @@ func (s *stats) observe(e hopper.Event) {
 // StatsJSON is GET /v1/stats: per-second counts for the last Seconds
 // seconds, oldest first, and the pickup lag over the last minute.
 type StatsJSON struct {
-	Seconds   int       `json:"seconds"`
-	Succeeded []int     `json:"succeeded"`
-	Failed    []int     `json:"failed"`
-	Started   []int     `json:"started"`
-	LagMs     LagJSON   `json:"pickup_lag_ms"`
-	Until     time.Time `json:"until"`
+	Seconds   int   `json:"seconds"`
+	Succeeded []int `json:"succeeded"`
+	Failed    []int `json:"failed"`
+	Started   []int `json:"started"`
+	// LagP50 and LagP99 are each second's pickup lag percentiles in
+	// milliseconds (0 for a second in which nothing started).
+	LagP50 []float64 `json:"lag_p50_ms"`
+	LagP99 []float64 `json:"lag_p99_ms"`
+	LagMs  LagJSON   `json:"pickup_lag_ms"`
+	Until  time.Time `json:"until"`
 }
 
 // LagJSON is a latency summary in milliseconds.
@@ -72,7 +76,8 @@ type LagJSON struct {
 
 func (s *stats) snapshot(now time.Time, seconds int) StatsJSON {
 	seconds = max(1, min(seconds, statsWindow))
-	out := StatsJSON{Seconds: seconds, Until: now.Truncate(time.Second), Succeeded: make([]int, seconds), Failed: make([]int, seconds), Started: make([]int, seconds)}
+	out := StatsJSON{Seconds: seconds, Until: now.Truncate(time.Second), Succeeded: make([]int, seconds), Failed: make([]int, seconds), Started: make([]int, seconds),
+		LagP50: make([]float64, seconds), LagP99: make([]float64, seconds)}
 	var lags []float64
 	end := now.Unix()
 	s.mu.Lock()
@@ -83,21 +88,29 @@ func (s *stats) snapshot(now time.Time, seconds int) StatsJSON {
 			continue
 		}
 		out.Succeeded[i], out.Failed[i], out.Started[i] = b.succeeded, b.failed, b.started
+		if len(b.lagsMs) > 0 {
+			sec := slices.Clone(b.lagsMs)
+			slices.Sort(sec)
+			out.LagP50[i], out.LagP99[i] = percentile(sec, 0.5), percentile(sec, 0.99)
+		}
 		if end-sec < 60 {
 			lags = append(lags, b.lagsMs...)
 		}
 	}
 	s.mu.Unlock()
 	slices.Sort(lags)
-	pct := func(p float64) float64 {
-		if len(lags) == 0 {
-			return 0
-		}
-		i := int(p*float64(len(lags))+0.999999) - 1
-		return lags[max(0, min(i, len(lags)-1))]
-	}
+	pct := func(p float64) float64 { return percentile(lags, p) }
 	out.LagMs = LagJSON{Samples: len(lags), P50: pct(0.5), P95: pct(0.95), P99: pct(0.99), Max: pct(1)}
 	return out
+}
+
+// percentile returns the p-th percentile of sorted values (0 for none).
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {

@@ -90,6 +90,17 @@
       svg.innerHTML = line(s.succeeded, "#2b8a3e") + line(s.failed, "#c92a2a");
       var last = s.succeeded[n - 2] || 0;
       document.getElementById("tp-now").textContent = "· now " + last + "/s · peak " + max + "/s";
+      var lagSvg = document.getElementById("chart-lag");
+      if (lagSvg && s.lag_p99_ms) {
+        var lmax = 1;
+        for (var j = 0; j < n; j++) lmax = Math.max(lmax, s.lag_p99_ms[j]);
+        var lline = function (arr, cls) {
+          var pts = arr.map(function (v, i) { return (i * 600 / (n - 1)).toFixed(1) + "," + (115 - v * 110 / lmax).toFixed(1); });
+          return '<polyline fill="none" stroke-width="2" stroke="' + cls + '" points="' + pts.join(" ") + '"/>';
+        };
+        lagSvg.innerHTML = lline(s.lag_p50_ms, "#2b8a3e") + lline(s.lag_p99_ms, "#c92a2a");
+        document.getElementById("lag-peak").textContent = "· peak p99 " + lmax.toFixed(1) + " ms";
+      }
       var lag = document.getElementById("lag");
       if (lag) lag.textContent = s.pickup_lag_ms.samples ? ("p50 " + s.pickup_lag_ms.p50.toFixed(1) + " ms · p99 " + s.pickup_lag_ms.p99.toFixed(1) + " ms") : "no jobs started in the last minute";
     }).catch(function () {});
