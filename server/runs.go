@@ -355,3 +355,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// RunToJSON is a run as the API shows it to an authenticated caller (the
+// CLI prints the same with --json).
+func RunToJSON(r *hopper.RunInfo) *RunJSON { return runJSON(r, true) }

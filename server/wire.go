@@ -216,3 +216,7 @@ func stuckJSON(st *hopper.StuckInfo) *StuckJSON {
 	}
 	return &StuckJSON{Cause: string(st.Cause), Retryable: st.Retryable, BlockerIDs: st.BlockerIDs, Detail: st.Detail, ObservedAt: st.ObservedAt}
 }
+
+// JobToJSON is a job as the API shows it (the CLI prints the same with
+// --json).
+func JobToJSON(j *hopper.JobRow) *JobJSON { return jobJSON(j) }

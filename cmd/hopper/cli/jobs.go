@@ -142,12 +142,9 @@ func printPage(ctx context.Context, g *globals, c *hopper.Client, p *hopper.List
 		return err
 	}
 	if g.asJSON {
-		out := struct {
-			Jobs       []jobOut `json:"jobs"`
-			NextCursor string   `json:"next_cursor,omitempty"`
-		}{Jobs: make([]jobOut, len(page.Jobs)), NextCursor: page.NextCursor}
+		out := server.JobListJSON{Jobs: make([]*server.JobJSON, len(page.Jobs)), NextCursor: page.NextCursor}
 		for i, j := range page.Jobs {
-			out.Jobs[i] = toJobOut(j)
+			out.Jobs[i] = server.JobToJSON(j)
 		}
 		return writeJSON(g.out, out)
 	}
@@ -176,43 +173,9 @@ func fmtTime(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05")
 }
 
-// jobOut is a job as the CLI prints it with --json (the API's names).
-type jobOut struct {
-	ID          string            `json:"id"`
-	Type        string            `json:"type"`
-	Queue       string            `json:"queue"`
-	State       string            `json:"state"`
-	Attempt     int               `json:"attempt"`
-	MaxAttempts int               `json:"max_attempts"`
-	Priority    int               `json:"priority"`
-	GroupID     string            `json:"group_id"`
-	ParentID    string            `json:"parent_id,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	Input       string            `json:"input"`
-	Result      string            `json:"result,omitempty"`
-	Error       string            `json:"error,omitempty"`
-	QueuedAt    time.Time         `json:"queued_at"`
-	RunAt       time.Time         `json:"run_at"`
-	EndedAt     *time.Time        `json:"ended_at,omitempty"`
-}
-
-func toJobOut(j *hopper.JobRow) jobOut {
-	o := jobOut{ID: j.ID, Type: j.Type, Queue: j.Queue, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.Retry.Attempts,
-		Priority: j.Priority, GroupID: j.GroupID, ParentID: j.ParentID, Metadata: j.Metadata, Input: string(j.Input),
-		Result: string(j.Result), QueuedAt: j.QueuedAt, RunAt: j.RunAt}
-	if j.Error != nil {
-		o.Error = j.Error.Message
-	}
-	if !j.EndedAt.IsZero() {
-		t := j.EndedAt
-		o.EndedAt = &t
-	}
-	return o
-}
-
 func printJob(g *globals, j *hopper.JobRow) error {
 	if g.asJSON {
-		return writeJSON(g.out, toJobOut(j))
+		return writeJSON(g.out, server.JobToJSON(j))
 	}
 	return printJobText(g, j)
 }

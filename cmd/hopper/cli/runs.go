@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/server"
 )
 
 func runsCmd(g *globals) *cobra.Command {
@@ -46,13 +47,11 @@ func runsCmd(g *globals) *cobra.Command {
 					return err
 				}
 				if g.asJSON {
-					out := make([]runOut, len(runs))
+					out := server.RunListJSON{Runs: make([]*server.RunJSON, len(runs))}
 					for i, r := range runs {
-						out[i] = toRunOut(r)
+						out.Runs[i] = server.RunToJSON(r)
 					}
-					return writeJSON(g.out, struct {
-						Runs []runOut `json:"runs"`
-					}{out})
+					return writeJSON(g.out, out)
 				}
 				return printRunTable(g, runs)
 			})
@@ -249,63 +248,6 @@ func hooksCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// runOut is a run as the CLI prints it with --json (the API's names).
-type runOut struct {
-	ID            string                    `json:"id"`
-	Workflow      string                    `json:"workflow"`
-	Status        string                    `json:"status"`
-	ParentID      string                    `json:"parent_id,omitempty"`
-	CodeVersion   string                    `json:"code_version,omitempty"`
-	Attempt       int                       `json:"attempt"`
-	Input         json.RawMessage           `json:"input,omitempty"`
-	Output        json.RawMessage           `json:"output,omitempty"`
-	Error         string                    `json:"error,omitempty"`
-	CreatedAt     time.Time                 `json:"created_at"`
-	EndedAt       *time.Time                `json:"ended_at,omitempty"`
-	Steps         []stepOut                 `json:"steps,omitempty"`
-	Compensations []hopper.CompensationInfo `json:"compensations,omitempty"`
-	Hooks         []hookOut                 `json:"hooks,omitempty"`
-}
-
-type stepOut struct {
-	Name   string          `json:"name"`
-	Kind   string          `json:"kind"`
-	Output json.RawMessage `json:"output,omitempty"`
-	Error  string          `json:"error,omitempty"`
-	// Attempts is how many tries the step took (an activity: its job's attempts).
-	Attempts int       `json:"attempts,omitempty"`
-	At       time.Time `json:"at"`
-}
-
-type hookOut struct {
-	Name  string `json:"name"`
-	Token string `json:"token"`
-	State string `json:"state"`
-}
-
-func toRunOut(r *hopper.RunInfo) runOut {
-	o := runOut{ID: r.ID, Workflow: r.Workflow, Status: string(r.Status), ParentID: r.ParentID, CodeVersion: r.CodeVersion,
-		Attempt: r.Attempt, Input: rawOrNil(r.Input), Output: rawOrNil(r.Output), CreatedAt: r.CreatedAt, Compensations: r.Compensations}
-	if r.Error != nil {
-		o.Error = r.Error.Message
-	}
-	if !r.EndedAt.IsZero() {
-		t := r.EndedAt
-		o.EndedAt = &t
-	}
-	for _, s := range r.Steps {
-		so := stepOut{Name: s.Name, Kind: s.Kind, Output: rawOrNil(s.Output), Attempts: s.Attempts, At: s.At}
-		if s.Error != nil {
-			so.Error = s.Error.Message
-		}
-		o.Steps = append(o.Steps, so)
-	}
-	for _, h := range r.Hooks {
-		o.Hooks = append(o.Hooks, hookOut{Name: h.Name, Token: h.Token, State: string(h.State)})
-	}
-	return o
-}
-
 // rawOrNil keeps only valid JSON (a codec other than JSON stores bytes
 // that are not).
 func rawOrNil(b []byte) json.RawMessage {
@@ -317,7 +259,7 @@ func rawOrNil(b []byte) json.RawMessage {
 
 func printRun(g *globals, r *hopper.RunInfo) error {
 	if g.asJSON {
-		return writeJSON(g.out, toRunOut(r))
+		return writeJSON(g.out, server.RunToJSON(r))
 	}
 	return printRunText(g, r)
 }

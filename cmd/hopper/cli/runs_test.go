@@ -65,13 +65,14 @@ func TestRunsCommands(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("runs list: %s", errOut)
 	}
+	// The same shape as the API's (and --server mode's): run_id, status.
 	var list struct {
 		Runs []struct {
-			ID     string `json:"id"`
+			RunID  string `json:"run_id"`
 			Status string `json:"status"`
 		} `json:"runs"`
 	}
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Runs) != 2 {
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Runs) != 2 || list.Runs[0].RunID == "" {
 		t.Fatalf("runs list --json: %v %q", err, out)
 	}
 	out, _, code = run(t, "runs", "show", h.ID(), "--db", db)
