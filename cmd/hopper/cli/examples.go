@@ -49,6 +49,35 @@ var exampleFanout = hopper.Define("fanout", func(ctx context.Context, in FanoutI
 	return hopper.None{}, job.Spawn(children...)
 }, nil)
 
+// PipelineInput is the input of the "pipeline" example.
+type PipelineInput struct {
+	Chunks int `json:"chunks"`
+}
+
+// exampleStage is one stage of the pipeline example; it returns its name.
+var exampleStage = hopper.Define("stage", func(ctx context.Context, name string) (string, error) {
+	time.Sleep(200 * time.Millisecond) // long enough to watch the gates hold
+	return name, nil
+}, nil)
+
+// examplePipeline spawns chunks stage jobs, then chains two gates: "merge"
+// runs once every chunk is done, "publish" once merge succeeded. Its group
+// settles with "publish".
+var examplePipeline = hopper.Define("pipeline", func(ctx context.Context, in PipelineInput) (hopper.None, error) {
+	if in.Chunks < 1 || in.Chunks > 1000 {
+		return hopper.None{}, hopper.Abort(fmt.Errorf("pipeline: chunks must be between 1 and 1000, got %d", in.Chunks))
+	}
+	job := hopper.JobFromContext(ctx)
+	for i := range in.Chunks {
+		if err := job.Spawn(exampleStage.Job(fmt.Sprintf("chunk-%d", i+1), nil)); err != nil {
+			return hopper.None{}, err
+		}
+	}
+	job.Then(hopper.AllDone, exampleStage.Job("merge", nil)).
+		Then(hopper.AllSuccess, exampleStage.Job("publish", nil))
+	return hopper.None{}, nil
+}, nil)
+
 var exampleFlaky = hopper.Define("flaky", func(ctx context.Context, in FlakyInput) (string, error) {
 	job := hopper.JobFromContext(ctx)
 	if job.Attempt() <= in.FailTimes {
@@ -152,5 +181,5 @@ var exampleSleepy = hopper.Workflow("sleepy", func(wf hopper.WorkflowContext, in
 
 // exampleTypes are registered by hopper dev (and hopper serve --examples).
 func exampleTypes() []hopper.AnyType {
-	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout, exampleOrder, exampleApproval, exampleSleepy}
+	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout, exampleStage, examplePipeline, exampleOrder, exampleApproval, exampleSleepy}
 }
