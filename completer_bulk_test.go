@@ -18,7 +18,7 @@ import (
 // record their outcomes with.
 func bulkFixture(t *testing.T, n int) (*Client, []*hoppertype.JobRow) {
 	t.Helper()
-	d := memdriver.New()
+	d := &groupUpdateCounter{Driver: memdriver.New()}
 	t.Cleanup(func() { _ = d.Close() })
 	c, err := newClient(Config{Driver: d})
 	require.NoError(t, err)
@@ -38,6 +38,37 @@ func bulkFixture(t *testing.T, n int) (*Client, []*hoppertype.JobRow) {
 	require.Len(t, claimed, n)
 	return c, claimed
 }
+
+// groupUpdateCounter counts the GroupUpdate calls made in its
+// transactions, to tell the bulk path (one per group) from the fallback.
+type groupUpdateCounter struct {
+	*memdriver.Driver
+	n int
+}
+
+func (d *groupUpdateCounter) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	return d.Driver.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		return fn(ctx, &countingTx{Executor: tx, n: &d.n})
+	})
+}
+
+type countingTx struct {
+	driver.Executor
+	n *int
+}
+
+func (t *countingTx) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	return t.Executor.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		return fn(ctx, &countingTx{Executor: tx, n: t.n})
+	})
+}
+
+func (t *countingTx) GroupUpdate(ctx context.Context, p *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	*t.n++
+	return t.Executor.GroupUpdate(ctx, p)
+}
+
+func updates(c *Client) int { return c.drv.(*groupUpdateCounter).n }
 
 func succeed(row *hoppertype.JobRow, result string, eff *groupEffect) finishItem {
 	var out []byte
@@ -87,6 +118,7 @@ func TestBulkMembersContributeInOrder(t *testing.T) {
 		settled += len(f.settled)
 	}
 	require.Equal(t, 1, settled, "the settle is reported once")
+	require.Equal(t, 1, updates(c), "the five members in one group update")
 }
 
 // TestBulkMembersFallBackOnError: a fold that fails makes the batch go
@@ -105,6 +137,7 @@ func TestBulkMembersFallBackOnError(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, g.Open, "one member still open")
 	require.JSONEq(t, `3`, string(g.Value))
+	require.Equal(t, 1+3, updates(c), "the failed bulk update, then one per member")
 }
 
 // TestBulkMembersSkipLostLeases: a member whose lease is lost neither
