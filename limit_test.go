@@ -324,3 +324,35 @@ func testLimitCancelWaitingJob(t *testing.T, newDriver func(*testing.T) driver.D
 	require.NoError(t, err)
 	require.Equal(t, int32(1), ran.Load(), "the cancelled job never ran")
 }
+
+// TestActivityLimit: an activity is a job of its type, so the type's Limit
+// caps its executions across every run (the seeds' activity limits).
+func TestActivityLimit(t *testing.T) { forEachDriver(t, testActivityLimit) }
+
+func testActivityLimit(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var cc concurrency
+	charge := hopper.Define("limited-charge", func(ctx context.Context, n int) (int, error) {
+		cc.enter()
+		defer cc.leave()
+		time.Sleep(3 * time.Millisecond)
+		return n, nil
+	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(1)})
+	wf := hopper.Workflow("limited-activity", func(wf hopper.WorkflowContext, n int) (int, error) {
+		return hopper.Activity(wf, charge, n, nil)
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t), MaxWorkers: 20})
+	require.NoError(t, c.Register(charge, wf))
+	ctx := testCtx(t)
+	var hs []*hopper.RunHandle[int]
+	for i := range 6 {
+		h, err := wf.Start(ctx, c, i, nil)
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	for i, h := range hs {
+		v, err := h.Result(ctx)
+		require.NoError(t, err)
+		require.Equal(t, i, v)
+	}
+	require.Equal(t, int32(1), cc.peak.Load(), "one charge at a time across six runs")
+}
