@@ -28,6 +28,13 @@ func (l *errorLog) hook(err error, phase hopper.ErrorPhase) {
 	l.errs = append(l.errs, string(phase)+": "+err.Error())
 }
 
+// list returns a copy of what was reported.
+func (l *errorLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.errs)
+}
+
 func (l *errorLog) has(substr string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -109,7 +116,7 @@ func TestBackpressurePanic(t *testing.T) {
 	sum, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 4, sum)
-	require.True(t, errs.has("hook: backpressure panicked"), "reported: %v", errs.errs)
+	require.True(t, errs.has("hook: backpressure panicked"), "reported: %v", errs.list())
 }
 
 // TestAdaptiveDelayBacksOff: the client feeds an AdaptiveDelay its attempt
@@ -308,7 +315,7 @@ func TestAcceptPanic(t *testing.T) {
 	sum, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 7, sum)
-	require.True(t, errs.has("hook: accept panicked for job "+h.ID()), "reported: %v", errs.errs)
+	require.True(t, errs.has("hook: accept panicked for job "+h.ID()), "reported: %v", errs.list())
 }
 
 // TestAcceptSkipsBuiltinTypes: Accept is not offered hopper's own jobs, so

@@ -261,9 +261,13 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 			return len(claimed) == 1
 		})
 		require.Equal(t, attempt, claimed[0].Attempt)
-		for i := 0; i < 60 && jobState(t, d, h.ID()).State == hopper.StateRunning; i++ {
+		running := func() bool { return jobState(t, d, h.ID()).State == hopper.StateRunning }
+		for i := 0; i < 60 && running(); i++ {
 			clk.Advance(time.Second)
-			time.Sleep(time.Millisecond)
+			// Real time for the rescuer to act on this second.
+			for j := 0; j < 25 && running(); j++ {
+				time.Sleep(2 * time.Millisecond)
+			}
 		}
 		clk.Advance(time.Second)
 	}
