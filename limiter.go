@@ -162,17 +162,20 @@ func (l *limiter) full() bool {
 func (l *limiter) admit(row *hoppertype.JobRow, start func()) {
 	l.mu.Lock()
 	l.waiting = append(l.waiting, &admitted{row: row, start: start})
-	starts := l.next()
-	l.mu.Unlock()
-	for _, s := range starts {
-		s()
-	}
+	l.pumpLocked()
 }
 
 // done ends a started job's turn.
 func (l *limiter) done() {
 	l.mu.Lock()
 	l.running--
+	l.pumpLocked()
+}
+
+// pumpLocked starts what may start now; it is called with l.mu held and
+// releases it. Starts, and the drained callback when the backlog dropped
+// below its bound, run outside the lock.
+func (l *limiter) pumpLocked() {
 	before := len(l.waiting)
 	starts := l.next()
 	drained := before >= l.backlog && len(l.waiting) < l.backlog
@@ -261,16 +264,7 @@ func (l *limiter) armRate(d time.Duration) {
 			l.mu.Unlock()
 			return
 		}
-		before := len(l.waiting)
-		starts := l.next()
-		drained := before >= l.backlog && len(l.waiting) < l.backlog
-		l.mu.Unlock()
-		for _, s := range starts {
-			s()
-		}
-		if drained && l.drained != nil {
-			l.drained()
-		}
+		l.pumpLocked()
 	})
 }
 

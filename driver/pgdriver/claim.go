@@ -149,16 +149,7 @@ func (e *executor) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([
 				return err
 			}
 		}
-		for _, j := range rows { // in claim order
-			if mine[j.ID] == nil {
-				continue
-			}
-			if k := j.ConcurrencyKey; running[k] >= j.ConcurrencyLimit {
-				over[j.ID] = true
-			} else {
-				running[k]++
-			}
-		}
+		over = driver.ConcurrencyOverflow(rows, running)
 		if len(over) == 0 {
 			return nil
 		}

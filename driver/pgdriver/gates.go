@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,32 +68,13 @@ UNION ALL SELECT job_id, gate_id FROM {s}.gate_queues WHERE job_id = ANY($1::tex
 	}
 }
 
-// prefixCols qualifies a comma-separated column list with prefix.
+// prefixCols qualifies a ", "-separated column list with prefix.
 func prefixCols(prefix, cols string) string {
-	out := ""
-	for i, c := range splitCols(cols) {
-		if i > 0 {
-			out += ", "
-		}
-		out += prefix + c
+	parts := strings.Split(cols, ", ")
+	for i, c := range parts {
+		parts[i] = prefix + c
 	}
-	return out
-}
-
-func splitCols(cols string) []string {
-	var out []string
-	cur := ""
-	for _, r := range cols {
-		switch r {
-		case ',':
-			out = append(out, cur)
-			cur = ""
-		case ' ', '\n', '\t':
-		default:
-			cur += string(r)
-		}
-	}
-	return append(out, cur)
+	return strings.Join(parts, ", ")
 }
 
 func scanGate(row pgx.Row) (*hoppertype.GateRow, error) {

@@ -166,16 +166,7 @@ func (r *runner) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([]*
 			return nil, fmt.Errorf("claim jobs: concurrency key %q: %w", key, err)
 		}
 	}
-	over := map[string]bool{}
-	for _, j := range rows { // in claim order
-		if k := j.ConcurrencyKey; k != "" && j.ConcurrencyLimit > 0 {
-			if running[k] >= j.ConcurrencyLimit {
-				over[j.ID] = true
-			} else {
-				running[k]++
-			}
-		}
-	}
+	over := driver.ConcurrencyOverflow(rows, running)
 	kept := rows[:0]
 	for _, j := range rows {
 		if !over[j.ID] {
