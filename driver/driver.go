@@ -33,6 +33,19 @@
 // states under a lock that those transitions respect, so a gate inserted
 // beside a finishing job never misses it. Observed states outlive the jobs
 // (retention deletes jobs, not what gates saw of them).
+//
+// # Change feed
+//
+// Every state transition of a job or gate (a change of its State, including
+// its insert) and of a workflow run (a change of its Status, including its
+// insert) writes a hoppertype.Change in the transition's own transaction:
+// the store's outbox. Changes of a job are deleted with the job (and a
+// run's with it, by retention). A change is final when no transaction that
+// could still commit an earlier one in delivery order is running; only
+// final changes are listed in feed order, so a reader that moves a cursor
+// through them never skips one. Feed cursors (CursorLease, CursorAdvance)
+// record, per observer name, how far delivery got, under a lease so that
+// one process at a time delivers a name's changes.
 package driver
 
 import (
@@ -362,10 +375,74 @@ type Executor interface {
 	// watching it was being inserted, in a store with concurrent writers.
 	GateObserve(ctx context.Context, params *GateObserveParams) error
 
+	// ChangeList reads the change feed (see "Change feed"). With EntityID
+	// it returns that entity's changes by Position (after After.Position);
+	// with Own, the changes the current transaction wrote with Position
+	// after After.Position (on a driver outside a transaction, none);
+	// otherwise the final changes after After in delivery order, (Tx,
+	// Position). At most Limit (> 0) in each mode.
+	ChangeList(ctx context.Context, params *ChangeListParams) ([]*hoppertype.Change, error)
+
+	// ChangeMark returns a Position to list a transaction's own changes
+	// after (ChangeListParams.Own): taken at the start of a transaction,
+	// every change the transaction writes next comes after it.
+	ChangeMark(ctx context.Context) (int64, error)
+
+	// CursorLease takes or renews the named feed cursor for Owner until
+	// Now+TTL when it is free, expired or already Owner's, creating it at
+	// the start of the feed if it does not exist, and returns it either
+	// way (held by Owner or not).
+	CursorLease(ctx context.Context, params *CursorLeaseParams) (*CursorRow, error)
+
+	// CursorAdvance moves the named cursor forward to At and extends its
+	// lease to Now+TTL, if Owner holds it unexpired; otherwise it returns
+	// hoppertype.ErrLeaseLost and changes nothing. A cursor never moves
+	// back: an At before the stored one leaves it where it is.
+	CursorAdvance(ctx context.Context, params *CursorAdvanceParams) error
+
+	// CursorList returns the feed cursors by name.
+	CursorList(ctx context.Context) ([]*CursorRow, error)
+
 	// GateEdges returns, for each of ids that has any, the ids it waits on
 	// in the graph of gates: for a gate, the jobs it watches; for a job that
 	// a gate will queue, that gate. It is what cycle detection walks.
 	GateEdges(ctx context.Context, ids []string) (map[string][]string, error)
+}
+
+// ChangeListParams are the arguments of ChangeList.
+type ChangeListParams struct {
+	After    hoppertype.ChangeCursor
+	EntityID string
+	Own      bool
+	// Limit caps the changes returned; it must be > 0.
+	Limit int
+}
+
+// CursorLeaseParams are the arguments of CursorLease.
+type CursorLeaseParams struct {
+	Name  string
+	Owner string
+	Now   time.Time
+	TTL   time.Duration
+}
+
+// CursorAdvanceParams are the arguments of CursorAdvance.
+type CursorAdvanceParams struct {
+	Name  string
+	Owner string
+	At    hoppertype.ChangeCursor
+	Now   time.Time
+	TTL   time.Duration
+}
+
+// CursorRow is a feed cursor: how far the named observer's delivery got,
+// and who delivers it until when.
+type CursorRow struct {
+	Name      string
+	Owner     string
+	ExpiresAt time.Time
+	At        hoppertype.ChangeCursor
+	UpdatedAt time.Time
 }
 
 // JobWakeParams are the arguments of JobWake.

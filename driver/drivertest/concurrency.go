@@ -100,8 +100,9 @@ func testConcurrencyConcurrent(t *testing.T, f *fixture) {
 		}()
 	}
 	wg.Wait()
+	// Racing claimers may all give their jobs back (each counting the
+	// others' claims first); never may they admit too many.
 	require.LessOrEqual(t, claimed, limit, "claimers racing for one key never get more than its limit")
-	require.Positive(t, claimed)
 	more, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{Queue: q, Limit: 10, Now: at(time.Minute),
 		LeaseExpiresAt: at(time.Hour), Worker: "w"})
 	require.NoError(t, err)

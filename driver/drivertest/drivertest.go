@@ -66,6 +66,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Gates", gateCases()},
 		{"Concurrency", concurrencyCases()},
 		{"Workers", workerCases()},
+		{"Changes", changeCases()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

@@ -100,6 +100,7 @@ func (d *Driver) run(ctx context.Context, fn func(tx *tx) error) (err error) {
 		return err
 	}
 	committed = true
+	t.st.feed.compact()
 	return nil
 }
 

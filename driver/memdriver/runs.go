@@ -222,7 +222,10 @@ func compareEvents(a, b *hoppertype.RunEvent) int {
 }
 
 // putRun stores a run row and records how to restore the previous one.
-func (t *tx) putRun(row *hoppertype.RunRow) { put(t, t.st.runs, row.ID, row) }
+func (t *tx) putRun(row *hoppertype.RunRow) {
+	t.runChanged(t.st.runs[row.ID], row)
+	put(t, t.st.runs, row.ID, row)
+}
 
 // setEvents stores a run's history (none when evs is empty) and records how
 // to restore the previous one. Stored events are never modified.

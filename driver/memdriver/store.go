@@ -44,6 +44,9 @@ type store struct {
 	gatesByJob map[string][]string
 	gateQueues map[string]string
 
+	// feed is the change feed and its cursors.
+	feed *feed
+
 	// version stamps every job write; heap entries carry the version they
 	// were pushed for, so a stale entry is recognised and skipped.
 	version uint64
@@ -87,6 +90,7 @@ func newStore() *store {
 		gates:      make(map[string]*gateState),
 		gatesByJob: make(map[string][]string),
 		gateQueues: make(map[string]string),
+		feed:       newFeed(),
 	}
 }
 
@@ -213,6 +217,11 @@ func (s *store) nextToken(prev int64) int64 {
 func (t *tx) putJob(row *hoppertype.JobRow) {
 	st := t.st
 	old := st.jobs[row.ID]
+	if old == nil {
+		t.jobChanged(nil, row)
+	} else {
+		t.jobChanged(old.row, row)
+	}
 	st.setJob(row)
 	id := row.ID
 	t.undo = append(t.undo, func() {
@@ -235,6 +244,7 @@ func (t *tx) deleteJob(id string) {
 	}
 	st.removeJob(id)
 	t.undo = append(t.undo, func() { st.setJob(old.row) })
+	t.dropChanges(id)
 }
 
 // putGroup stores a group row and records how to restore the previous one.

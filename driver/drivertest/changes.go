@@ -1,0 +1,300 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// changeCases cover the change feed (ChangeList, ChangeMark) and feed
+// cursors (CursorLease, CursorAdvance, CursorList).
+func changeCases() []testCase {
+	return []testCase{
+		{"JobTransitions", testChangesOfJob},
+		{"AttemptsAreChanges", testChangesCountAttempts},
+		{"GatesAndRuns", testChangesOfGatesAndRuns},
+		{"NoStateNoChange", testChangesOnlyOnState},
+		{"RollbackWritesNone", testChangesRollback},
+		{"OwnChanges", testChangesOwn},
+		{"FeedPaging", testChangesPaging},
+		{"DeletedWithJob", testChangesDeleted},
+		{"CursorLease", testCursorLease},
+	}
+}
+
+// entityChanges returns an entity's changes, which must be listed.
+func (f *fixture) entityChanges(t *testing.T, id string) []*hoppertype.Change {
+	t.Helper()
+	chs, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{EntityID: id, Limit: 100})
+	require.NoError(t, err)
+	return chs
+}
+
+// feed returns the whole final feed once it holds at least n changes. A
+// committed change becomes final when every transaction that could still
+// commit one before it has ended (at once on a store with one writer, soon
+// on one with concurrent writers).
+func (f *fixture) feed(t *testing.T, n int) []*hoppertype.Change {
+	t.Helper()
+	deadline := time.Now().Add(notifyWait)
+	for {
+		chs, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{Limit: 1000})
+		require.NoError(t, err)
+		if len(chs) >= n || time.Now().After(deadline) {
+			return chs
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func transitions(chs []*hoppertype.Change) []string {
+	out := make([]string, len(chs))
+	for i, ch := range chs {
+		out[i] = ch.Prev + ">" + ch.State
+	}
+	return out
+}
+
+func testChangesOfJob(t *testing.T, f *fixture) {
+	j := f.claimOne(t)
+	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateSucceeded,
+		Attempt: j.Attempt, RunAt: j.RunAt, Result: []byte(`"ok"`), EndedAt: at(time.Second)})
+
+	chs := f.entityChanges(t, j.ID)
+	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, transitions(chs))
+	for i, ch := range chs {
+		require.Equal(t, hoppertype.ChangeJob, ch.Kind)
+		require.Equal(t, j.ID, ch.EntityID)
+		require.Equal(t, "test-job", ch.Type)
+		require.Equal(t, j.Queue, ch.Queue)
+		require.False(t, ch.At.IsZero(), "a change has a time")
+		if i > 0 {
+			require.Greater(t, ch.Position, chs[i-1].Position, "positions increase")
+		}
+	}
+	require.Empty(t, chs[0].Fields, "an insert names no changed fields")
+	require.Equal(t, 1, chs[1].Attempt)
+	require.Equal(t, "worker-1", chs[1].Worker)
+	require.Equal(t, []string{"attempt", "started_at", "worker"}, chs[1].Fields)
+	require.Equal(t, 1, chs[2].Attempt)
+	require.Equal(t, []string{"ended_at", "worker", "result"}, chs[2].Fields)
+
+	// The feed holds the same changes, final once committed, in order.
+	feed := f.feed(t, 3)
+	require.Len(t, feed, 3)
+	for i := range feed {
+		require.Equal(t, chs[i].Position, feed[i].Position)
+		require.Equal(t, chs[i].State, feed[i].State)
+		if i > 0 {
+			require.True(t, hoppertype.CursorOf(feed[i-1]).Before(feed[i]), "feed is in delivery order")
+		}
+	}
+}
+
+// The attempt count is the count of changes into running since the job was
+// last moved back to a fresh start: no counter apart from the changes.
+func testChangesCountAttempts(t *testing.T, f *fixture) {
+	j := f.claimOne(t)
+	retryAt := at(time.Minute)
+	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateRetrying, Attempt: j.Attempt,
+		RunAt: retryAt, Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindHandler, Message: "boom", Attempt: 1, At: base}})
+	rows := f.claim(t, j.Queue, retryAt, 1)
+	require.Len(t, rows, 1)
+	retryable := true
+	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: rows[0].LeaseToken, State: hoppertype.JobStateStuck, Attempt: rows[0].Attempt,
+		RunAt: retryAt, Stuck: &hoppertype.StuckInfo{Cause: hoppertype.StuckEngineFailure, Retryable: &retryable, Detail: "lost", ObservedAt: retryAt}})
+	f.retry(t, driver.JobRetryParams{IDs: []string{j.ID}, States: []hoppertype.JobState{hoppertype.JobStateStuck}, Now: at(2 * time.Minute)})
+
+	chs := f.entityChanges(t, j.ID)
+	require.Equal(t, []string{">pending", "pending>running", "running>retrying", "retrying>pending", "pending>running",
+		"running>stuck", "stuck>pending"}, transitions(chs))
+	starts := 0
+	for _, ch := range chs[:6] {
+		if ch.State == string(hoppertype.JobStateRunning) {
+			starts++
+			require.Equal(t, starts, ch.Attempt, "each start carries its attempt number")
+		}
+	}
+	require.Equal(t, rows[0].Attempt, starts)
+	require.Equal(t, "boom", chs[2].Error.Message, "the failure rides with its change")
+	require.Contains(t, chs[2].Fields, "error")
+	require.Contains(t, chs[2].Fields, "run_at")
+	stuck := chs[5].Stuck
+	require.NotNil(t, stuck)
+	require.Equal(t, hoppertype.StuckEngineFailure, stuck.Cause)
+	require.NotNil(t, stuck.Retryable)
+	require.True(t, *stuck.Retryable)
+	require.Contains(t, chs[5].Fields, "stuck")
+	require.Equal(t, 0, chs[6].Attempt, "a retry starts the attempts afresh")
+	require.Nil(t, chs[6].Stuck, "and clears the stuck slot")
+}
+
+func testChangesOfGatesAndRuns(t *testing.T, f *fixture) {
+	g := f.insertOne(t, ofType(hoppertype.GateType), inState(hoppertype.JobStateScheduled), runAt(at(time.Hour)))
+	chs := f.entityChanges(t, g.ID)
+	require.Len(t, chs, 1)
+	require.Equal(t, hoppertype.ChangeGate, chs[0].Kind)
+	require.Equal(t, string(hoppertype.JobStateScheduled), chs[0].State)
+
+	r := f.insertRun(t, func(r *hoppertype.RunRow) { r.Status = hoppertype.RunPending })
+	f.runUpdate(t, driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunFailed, EndedAt: at(time.Second),
+		Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindHandler, Message: "no", At: at(time.Second)}, Now: at(time.Second)})
+	// Same status again: not a transition.
+	f.runUpdate(t, driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunFailed, Now: at(2 * time.Second)})
+	chs = f.entityChanges(t, r.ID)
+	require.Equal(t, []string{">pending", "pending>failed"}, transitions(chs))
+	require.Equal(t, hoppertype.ChangeRun, chs[1].Kind)
+	require.Equal(t, "wf", chs[1].Type)
+	require.Equal(t, "no", chs[1].Error.Message)
+	require.Equal(t, []string{"ended_at", "error"}, chs[1].Fields)
+}
+
+func testChangesOnlyOnState(t *testing.T, f *fixture) {
+	j := f.claimOne(t)
+	_, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: j.ID, Token: j.LeaseToken}}, ExpiresAt: at(time.Hour)})
+	require.NoError(t, err)
+	_, err = f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Second)})
+	require.NoError(t, err, "a running job gets a cancel request, not a new state")
+	require.Equal(t, []string{">pending", "pending>running"}, transitions(f.entityChanges(t, j.ID)))
+}
+
+func testChangesRollback(t *testing.T, f *fixture) {
+	kept, dropped, inner := f.job(), f.job(), f.job()
+	boom := errors.New("boom")
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{dropped}}); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{kept}}); err != nil {
+			return err
+		}
+		err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{inner}}); err != nil {
+				return err
+			}
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		return nil
+	})
+	require.NoError(t, err)
+	feed := f.feed(t, 1)
+	require.Len(t, feed, 1, "only the committed insert wrote a change")
+	require.Equal(t, kept.ID, feed[0].EntityID)
+	require.Empty(t, f.entityChanges(t, dropped.ID))
+	require.Empty(t, f.entityChanges(t, inner.ID))
+}
+
+func testChangesOwn(t *testing.T, f *fixture) {
+	f.insertOne(t)
+	a, b := f.job(), f.job()
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		mark, err := tx.ChangeMark(ctx)
+		require.NoError(t, err)
+		own, err := tx.ChangeList(ctx, &driver.ChangeListParams{Own: true, After: hoppertype.ChangeCursor{Position: mark}, Limit: 10})
+		require.NoError(t, err)
+		require.Empty(t, own, "nothing written yet")
+		if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a}}); err != nil {
+			return err
+		}
+		own, err = tx.ChangeList(ctx, &driver.ChangeListParams{Own: true, After: hoppertype.ChangeCursor{Position: mark}, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, own, 1)
+		require.Equal(t, a.ID, own[0].EntityID)
+		last := own[0].Position
+		if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{b}}); err != nil {
+			return err
+		}
+		own, err = tx.ChangeList(ctx, &driver.ChangeListParams{Own: true, After: hoppertype.ChangeCursor{Position: last}, Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, own, 1, "only what came after the last one seen")
+		require.Equal(t, b.ID, own[0].EntityID)
+		return nil
+	})
+	require.NoError(t, err)
+	own, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{Own: true, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, own, "outside a transaction nothing is one's own")
+}
+
+func testChangesPaging(t *testing.T, f *fixture) {
+	for range 5 {
+		f.insertOne(t)
+	}
+	all := f.feed(t, 5)
+	require.Len(t, all, 5)
+	var got []*hoppertype.Change
+	var cur hoppertype.ChangeCursor
+	for {
+		page, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{After: cur, Limit: 2})
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 2)
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		cur = hoppertype.CursorOf(page[len(page)-1])
+	}
+	require.Len(t, got, 5)
+	for i := range all {
+		require.Equal(t, all[i].Position, got[i].Position)
+	}
+	_, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{})
+	require.Error(t, err, "a limit is required")
+}
+
+func testChangesDeleted(t *testing.T, f *fixture) {
+	gone := f.finished(t, hoppertype.JobStateSucceeded, endedAt(at(-time.Hour)))
+	kept := f.insertOne(t)
+	n, err := f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: base, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Empty(t, f.entityChanges(t, gone.ID), "a job's changes go with it")
+	require.Len(t, f.entityChanges(t, kept.ID), 1)
+}
+
+func testCursorLease(t *testing.T, f *fixture) {
+	name := "obs-" + f.id()
+	ttl := 10 * time.Second
+	c, err := f.d.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "a", Now: base, TTL: ttl})
+	require.NoError(t, err)
+	require.Equal(t, "a", c.Owner)
+	require.Equal(t, hoppertype.ChangeCursor{}, c.At, "a new cursor starts at the start of the feed")
+	requireTime(t, at(ttl), c.ExpiresAt)
+
+	c, err = f.d.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(time.Second), TTL: ttl})
+	require.NoError(t, err)
+	require.Equal(t, "a", c.Owner, "held by a until it expires")
+	err = f.d.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "b", At: hoppertype.ChangeCursor{Tx: 5, Position: 5}, Now: at(time.Second), TTL: ttl})
+	require.ErrorIs(t, err, hoppertype.ErrLeaseLost)
+
+	require.NoError(t, f.d.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 7, Position: 9}, Now: at(2 * time.Second), TTL: ttl}))
+	require.NoError(t, f.d.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 7, Position: 3}, Now: at(3 * time.Second), TTL: ttl}))
+	list, err := f.d.CursorList(f.ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, hoppertype.ChangeCursor{Tx: 7, Position: 9}, list[0].At, "a cursor never moves back")
+	requireTime(t, at(13*time.Second), list[0].ExpiresAt, "advancing renews the lease")
+
+	// Expired: b takes it over where a left it; a has lost it.
+	c, err = f.d.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(13 * time.Second), TTL: ttl})
+	require.NoError(t, err)
+	require.Equal(t, "b", c.Owner)
+	require.Equal(t, hoppertype.ChangeCursor{Tx: 7, Position: 9}, c.At)
+	err = f.d.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 8, Position: 10}, Now: at(14 * time.Second), TTL: ttl})
+	require.ErrorIs(t, err, hoppertype.ErrLeaseLost)
+	c, err = f.d.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(15 * time.Second), TTL: ttl})
+	require.NoError(t, err)
+	require.Equal(t, "b", c.Owner, "the holder renews")
+	requireTime(t, at(25*time.Second), c.ExpiresAt)
+}

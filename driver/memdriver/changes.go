@@ -1,0 +1,318 @@
+package memdriver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// changeEntry is one change of the feed; gone is set when its entity was
+// deleted (the entry is dropped from the feed at the next compaction).
+type changeEntry struct {
+	ch   *hoppertype.Change
+	gone bool
+}
+
+// feed is the store's change feed: entries in Position order (Tx equals
+// Position: the store has one writer at a time), indexed by entity.
+type feed struct {
+	entries  []*changeEntry
+	byEntity map[string][]*changeEntry
+	seq      int64
+	gone     int
+	cursors  map[string]*driver.CursorRow
+}
+
+func newFeed() *feed {
+	return &feed{byEntity: make(map[string][]*changeEntry), cursors: make(map[string]*driver.CursorRow)}
+}
+
+// appendChange records a change and how to take it back.
+func (t *tx) appendChange(ch *hoppertype.Change) {
+	f := t.st.feed
+	f.seq++
+	ch.Position, ch.Tx = f.seq, f.seq
+	ch.At = trunc(time.Now())
+	e := &changeEntry{ch: ch}
+	f.entries = append(f.entries, e)
+	f.byEntity[ch.EntityID] = append(f.byEntity[ch.EntityID], e)
+	t.undo = append(t.undo, func() {
+		f.entries = f.entries[:len(f.entries)-1]
+		list := f.byEntity[ch.EntityID]
+		if len(list) <= 1 {
+			delete(f.byEntity, ch.EntityID)
+		} else {
+			f.byEntity[ch.EntityID] = list[:len(list)-1]
+		}
+	})
+}
+
+// jobChanged records the change from old (nil for an insert) to row when
+// the job's state differs.
+func (t *tx) jobChanged(old, row *hoppertype.JobRow) {
+	if old != nil && old.State == row.State {
+		return
+	}
+	ch := &hoppertype.Change{Kind: hoppertype.ChangeJob, EntityID: row.ID, Type: row.Type, Queue: row.Queue,
+		State: string(row.State), Attempt: row.Attempt, Worker: row.Worker,
+		Error: cloneError(row.Error), Stuck: cloneStuck(row.Stuck)}
+	if row.Type == hoppertype.GateType {
+		ch.Kind = hoppertype.ChangeGate
+	}
+	if old != nil {
+		ch.Prev = string(old.State)
+		ch.Fields = jobFields(old, row)
+	}
+	t.appendChange(ch)
+}
+
+// jobFields names the fields besides the state that differ between a and b.
+func jobFields(a, b *hoppertype.JobRow) []string {
+	var out []string
+	add := func(changed bool, name string) {
+		if changed {
+			out = append(out, name)
+		}
+	}
+	add(a.Attempt != b.Attempt, "attempt")
+	add(!a.RunAt.Equal(b.RunAt), "run_at")
+	add(!a.StartedAt.Equal(b.StartedAt), "started_at")
+	add(!a.EndedAt.Equal(b.EndedAt), "ended_at")
+	add(a.Worker != b.Worker, "worker")
+	add(!bytes.Equal(a.Result, b.Result) || (a.Result == nil) != (b.Result == nil), "result")
+	add(!errorEqual(a.Error, b.Error), "error")
+	add(!stuckEqual(a.Stuck, b.Stuck), "stuck")
+	return out
+}
+
+func errorEqual(a, b *hoppertype.ErrorInfo) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func stuckEqual(a, b *hoppertype.StuckInfo) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Cause != b.Cause || a.Detail != b.Detail || !a.ObservedAt.Equal(b.ObservedAt) || !slices.Equal(a.BlockerIDs, b.BlockerIDs) {
+		return false
+	}
+	if a.Retryable == nil || b.Retryable == nil {
+		return a.Retryable == b.Retryable
+	}
+	return *a.Retryable == *b.Retryable
+}
+
+// runChanged records the change from old (nil for an insert) to row when
+// the run's status differs.
+func (t *tx) runChanged(old, row *hoppertype.RunRow) {
+	if old != nil && old.Status == row.Status {
+		return
+	}
+	ch := &hoppertype.Change{Kind: hoppertype.ChangeRun, EntityID: row.ID, Type: row.Workflow,
+		State: string(row.Status), Error: cloneError(row.Error)}
+	if old != nil {
+		ch.Prev = string(old.Status)
+		if !errorEqual(old.Error, row.Error) {
+			ch.Fields = []string{"error"}
+		}
+		if !old.EndedAt.Equal(row.EndedAt) {
+			ch.Fields = append([]string{"ended_at"}, ch.Fields...)
+		}
+	}
+	if j := t.st.jobs[row.ID]; j != nil {
+		ch.Queue = j.row.Queue
+	}
+	t.appendChange(ch)
+}
+
+// dropChanges removes an entity's changes with the entity, recording how
+// to restore them.
+func (t *tx) dropChanges(id string) {
+	f := t.st.feed
+	list := f.byEntity[id]
+	if len(list) == 0 {
+		return
+	}
+	delete(f.byEntity, id)
+	for _, e := range list {
+		e.gone = true
+	}
+	f.gone += len(list)
+	t.undo = append(t.undo, func() {
+		for _, e := range list {
+			e.gone = false
+		}
+		f.gone -= len(list)
+		f.byEntity[id] = list
+	})
+}
+
+// compact drops deleted entries from the feed once they are many. It runs
+// after a commit, never inside a transaction (whose undo log may point at
+// entries).
+func (f *feed) compact() {
+	if f.gone < 1024 || f.gone < len(f.entries)/2 {
+		return
+	}
+	kept := f.entries[:0]
+	for _, e := range f.entries {
+		if !e.gone {
+			kept = append(kept, e)
+		}
+	}
+	clear(f.entries[len(kept):])
+	f.entries = kept
+	f.gone = 0
+}
+
+func cloneChange(ch *hoppertype.Change) *hoppertype.Change {
+	c := *ch
+	c.Fields = slices.Clone(ch.Fields)
+	c.Error = cloneError(ch.Error)
+	c.Stuck = cloneStuck(ch.Stuck)
+	return &c
+}
+
+// ChangeList reads the change feed; see driver.Executor.
+func (t *tx) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([]*hoppertype.Change, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	if params.Limit <= 0 {
+		return nil, fmt.Errorf("list changes: limit must be > 0")
+	}
+	f := t.st.feed
+	var out []*hoppertype.Change
+	if params.EntityID != "" {
+		for _, e := range f.byEntity[params.EntityID] {
+			if e.ch.Position > params.After.Position && len(out) < params.Limit {
+				out = append(out, cloneChange(e.ch))
+			}
+		}
+		return out, nil
+	}
+	// Own and feed listings both read the entries after a position: the
+	// store has one writer, so the changes after a transaction's mark are
+	// its own, and every committed change is final.
+	after := params.After
+	if params.Own {
+		after.Tx = after.Position
+	}
+	i := sort.Search(len(f.entries), func(i int) bool { return after.Before(f.entries[i].ch) })
+	for ; i < len(f.entries) && len(out) < params.Limit; i++ {
+		if e := f.entries[i]; !e.gone {
+			out = append(out, cloneChange(e.ch))
+		}
+	}
+	return out, nil
+}
+
+// ChangeMark returns the last position written; see driver.Executor.
+func (t *tx) ChangeMark(ctx context.Context) (int64, error) {
+	if err := t.check(ctx); err != nil {
+		return 0, err
+	}
+	return t.st.feed.seq, nil
+}
+
+// CursorLease takes or renews a feed cursor; see driver.Executor.
+func (t *tx) CursorLease(ctx context.Context, params *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	if params.Owner == "" || params.Name == "" {
+		return nil, fmt.Errorf("lease cursor %q: empty name or owner", params.Name)
+	}
+	now := trunc(params.Now)
+	cur := t.st.feed.cursors[params.Name]
+	if cur != nil && cur.Owner != params.Owner && cur.Owner != "" && cur.ExpiresAt.After(now) {
+		c := *cur
+		return &c, nil
+	}
+	next := &driver.CursorRow{Name: params.Name, Owner: params.Owner, ExpiresAt: trunc(params.Now.Add(params.TTL)), UpdatedAt: now}
+	if cur != nil {
+		next.At = cur.At
+	}
+	put(t, t.st.feed.cursors, params.Name, next)
+	c := *next
+	return &c, nil
+}
+
+// CursorAdvance moves a held cursor forward; see driver.Executor.
+func (t *tx) CursorAdvance(ctx context.Context, params *driver.CursorAdvanceParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	now := trunc(params.Now)
+	cur := t.st.feed.cursors[params.Name]
+	if cur == nil || cur.Owner != params.Owner || !cur.ExpiresAt.After(now) {
+		return fmt.Errorf("advance cursor %q: %w", params.Name, hoppertype.ErrLeaseLost)
+	}
+	next := *cur
+	if cur.At.Before(&hoppertype.Change{Tx: params.At.Tx, Position: params.At.Position}) {
+		next.At = params.At
+	}
+	next.ExpiresAt, next.UpdatedAt = trunc(params.Now.Add(params.TTL)), now
+	put(t, t.st.feed.cursors, params.Name, &next)
+	return nil
+}
+
+// CursorList returns the feed cursors by name; see driver.Executor.
+func (t *tx) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]*driver.CursorRow, 0, len(t.st.feed.cursors))
+	for _, c := range t.st.feed.cursors {
+		cc := *c
+		out = append(out, &cc)
+	}
+	slices.SortFunc(out, func(a, b *driver.CursorRow) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// ChangeList reads the change feed; see driver.Executor. Outside a
+// transaction, Own lists nothing.
+func (d *Driver) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([]*hoppertype.Change, error) {
+	if params.Own {
+		return nil, ctx.Err()
+	}
+	return call(ctx, d, func(tx *tx) ([]*hoppertype.Change, error) { return tx.ChangeList(ctx, params) })
+}
+
+// ChangeMark implements driver.Executor.
+func (d *Driver) ChangeMark(ctx context.Context) (int64, error) {
+	return call(ctx, d, func(tx *tx) (int64, error) { return tx.ChangeMark(ctx) })
+}
+
+// CursorLease implements driver.Executor.
+func (d *Driver) CursorLease(ctx context.Context, params *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+	return call(ctx, d, func(tx *tx) (*driver.CursorRow, error) { return tx.CursorLease(ctx, params) })
+}
+
+// CursorAdvance implements driver.Executor.
+func (d *Driver) CursorAdvance(ctx context.Context, params *driver.CursorAdvanceParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.CursorAdvance(ctx, params) })
+}
+
+// CursorList implements driver.Executor.
+func (d *Driver) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*driver.CursorRow, error) { return tx.CursorList(ctx) })
+}

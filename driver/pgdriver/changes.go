@@ -1,0 +1,195 @@
+package pgdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+const changeColumns = `tx::text::bigint, position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at`
+
+func collectChanges(rows pgx.Rows, err error) ([]*hoppertype.Change, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []*hoppertype.Change{}
+	for rows.Next() {
+		var (
+			ch             hoppertype.Change
+			kind, fields   string
+			prev           pgtype.Text
+			errInfo, stuck []byte
+			at             time.Time
+		)
+		if err := rows.Scan(&ch.Tx, &ch.Position, &kind, &ch.EntityID, &ch.Type, &ch.Queue, &prev, &ch.State, &ch.Attempt,
+			&ch.Worker, &fields, &errInfo, &stuck, &at); err != nil {
+			return nil, err
+		}
+		ch.Kind, ch.Prev, ch.At = hoppertype.ChangeKind(kind), prev.String, fromTime(at)
+		if fields != "" {
+			ch.Fields = strings.Split(fields, ",")
+		}
+		var err error
+		if ch.Error, err = hoppertype.UnmarshalErrorInfo(errInfo); err != nil {
+			return nil, fmt.Errorf("change %d: decode error: %w", ch.Position, err)
+		}
+		if ch.Stuck, err = unmarshalStuck(stuck); err != nil {
+			return nil, fmt.Errorf("change %d: decode stuck: %w", ch.Position, err)
+		}
+		out = append(out, &ch)
+	}
+	return out, rows.Err()
+}
+
+// ChangeList reads the change feed; see driver.Executor. The feed lists
+// only changes of transactions older than every transaction still running
+// (see the schema's version 6): those are final.
+func (e *executor) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
+	if err := e.check(ctx, "list changes"); err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 {
+		return nil, errors.New("pgdriver: list changes: limit must be > 0")
+	}
+	s := e.d.q.schema
+	var q string
+	args := []any{p.After.Position, p.Limit}
+	switch {
+	case p.EntityID != "":
+		q = `SELECT ` + changeColumns + ` FROM ` + s + `.changes WHERE entity_id = $3 AND position > $1 ORDER BY position LIMIT $2`
+		args = append(args, p.EntityID)
+	case p.Own:
+		if e.tx == nil && !e.callerSQLTx {
+			return []*hoppertype.Change{}, nil
+		}
+		q = `SELECT ` + changeColumns + ` FROM ` + s + `.changes WHERE tx = pg_current_xact_id_if_assigned() AND position > $1 ORDER BY tx, position LIMIT $2`
+	default:
+		q = `SELECT ` + changeColumns + ` FROM ` + s + `.changes
+WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY tx, position LIMIT $2`
+		args = append(args, p.After.Tx)
+	}
+	out, err := collectChanges(e.q.Query(ctx, q, args...))
+	if err != nil {
+		return nil, e.d.fail("list changes", err)
+	}
+	return out, nil
+}
+
+// ChangeMark returns 0: a transaction's own changes are told apart by its
+// transaction id, so any mark will do.
+func (e *executor) ChangeMark(ctx context.Context) (int64, error) {
+	return 0, e.check(ctx, "mark changes")
+}
+
+const cursorColumns = `name, owner, expires_at, tx, position, updated_at`
+
+func scanCursor(row pgx.Row) (*driver.CursorRow, error) {
+	var c driver.CursorRow
+	var exp, upd pgtype.Timestamptz
+	if err := row.Scan(&c.Name, &c.Owner, &exp, &c.At.Tx, &c.At.Position, &upd); err != nil {
+		return nil, err
+	}
+	c.ExpiresAt, c.UpdatedAt = fromTS(exp), fromTS(upd)
+	return &c, nil
+}
+
+// CursorLease takes or renews a feed cursor; see driver.Executor.
+func (e *executor) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+	if err := e.check(ctx, "lease cursor"); err != nil {
+		return nil, err
+	}
+	if p.Owner == "" || p.Name == "" {
+		return nil, fmt.Errorf("pgdriver: lease cursor %q: empty name or owner", p.Name)
+	}
+	s := e.d.q.schema
+	now := trunc(p.Now)
+	c, err := scanCursor(e.q.QueryRow(ctx, `INSERT INTO `+s+`.feed_cursors AS f (name, owner, expires_at, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
+	WHERE f.owner = EXCLUDED.owner OR f.owner = '' OR coalesce(f.expires_at, '-infinity') <= $4
+RETURNING `+cursorColumns, p.Name, p.Owner, trunc(p.Now.Add(p.TTL)), now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Held by another owner: read it as it is.
+		c, err = scanCursor(e.q.QueryRow(ctx, `SELECT `+cursorColumns+` FROM `+s+`.feed_cursors WHERE name = $1`, p.Name))
+	}
+	if err != nil {
+		return nil, e.d.fail(fmt.Sprintf("lease cursor %q", p.Name), err)
+	}
+	return c, nil
+}
+
+// CursorAdvance moves a held cursor forward; see driver.Executor.
+func (e *executor) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
+	if err := e.check(ctx, "advance cursor"); err != nil {
+		return err
+	}
+	tag, err := e.q.Exec(ctx, `UPDATE `+e.d.q.schema+`.feed_cursors SET
+	tx = CASE WHEN ($3::bigint, $4::bigint) > (tx, position) THEN $3 ELSE tx END,
+	position = CASE WHEN ($3::bigint, $4::bigint) > (tx, position) THEN $4 ELSE position END,
+	expires_at = $5, updated_at = $6
+WHERE name = $1 AND owner = $2 AND expires_at > $6`,
+		p.Name, p.Owner, p.At.Tx, p.At.Position, trunc(p.Now.Add(p.TTL)), trunc(p.Now))
+	if err != nil {
+		return e.d.fail(fmt.Sprintf("advance cursor %q", p.Name), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgdriver: advance cursor %q: %w", p.Name, hoppertype.ErrLeaseLost)
+	}
+	return nil
+}
+
+// CursorList returns the feed cursors by name; see driver.Executor.
+func (e *executor) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+	if err := e.check(ctx, "list cursors"); err != nil {
+		return nil, err
+	}
+	rows, err := e.q.Query(ctx, `SELECT `+cursorColumns+` FROM `+e.d.q.schema+`.feed_cursors ORDER BY name`)
+	if err != nil {
+		return nil, e.d.fail("list cursors", err)
+	}
+	defer rows.Close()
+	out := []*driver.CursorRow{}
+	for rows.Next() {
+		c, err := scanCursor(rows)
+		if err != nil {
+			return nil, e.d.fail("list cursors", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, e.d.fail("list cursors", err)
+	}
+	return out, nil
+}
+
+// ChangeList reads the change feed; see driver.Executor.
+func (d *Driver) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
+	return d.root.ChangeList(ctx, p)
+}
+
+// ChangeMark implements driver.Executor.
+func (d *Driver) ChangeMark(ctx context.Context) (int64, error) { return d.root.ChangeMark(ctx) }
+
+// CursorLease implements driver.Executor.
+func (d *Driver) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+	return d.root.CursorLease(ctx, p)
+}
+
+// CursorAdvance implements driver.Executor.
+func (d *Driver) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
+	return d.root.CursorAdvance(ctx, p)
+}
+
+// CursorList implements driver.Executor.
+func (d *Driver) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+	return d.root.CursorList(ctx)
+}

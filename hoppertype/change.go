@@ -1,0 +1,79 @@
+package hoppertype
+
+import "time"
+
+// ChangeKind says what kind of entity a change is about.
+type ChangeKind string
+
+// Change kinds.
+const (
+	// ChangeJob is a job's state change.
+	ChangeJob ChangeKind = "job"
+	// ChangeGate is a gate's state change (a gate is a job of type GateType).
+	ChangeGate ChangeKind = "gate"
+	// ChangeRun is a workflow run's status change.
+	ChangeRun ChangeKind = "run"
+)
+
+// GateType is the job type of gates.
+const GateType = "hopper.gate"
+
+// Change is one committed state transition of a job, gate or workflow run,
+// as the store's change feed (its outbox) records it: written in the same
+// transaction as the transition, so it exists exactly when the transition
+// does.
+type Change struct {
+	// Position is the change's number in the store: unique, increasing in
+	// the order changes were written.
+	Position int64
+	// Tx orders delivery: changes are delivered by (Tx, Position). It is
+	// the writing transaction's id on PostgreSQL, where transactions write
+	// positions concurrently, and equal to Position on stores with one
+	// writer at a time.
+	Tx       int64
+	Kind     ChangeKind
+	EntityID string
+	// Type is the job's type or the run's workflow name.
+	Type  string
+	Queue string
+	// Prev is the state before the change; empty when the entity was
+	// created by it.
+	Prev string
+	// State is the state after the change (a JobState for jobs and gates,
+	// a RunStatus for runs).
+	State string
+	// Attempt is the job's attempt number after the change (0 for runs).
+	Attempt int
+	// Worker is the worker holding the job after the change (set on a
+	// change into running).
+	Worker string
+	// Fields names the other fields the transition changed, among attempt,
+	// run_at, started_at, ended_at, worker, result, error and stuck.
+	Fields []string
+	// Error and Stuck are the entity's error and stuck slot after the
+	// change.
+	Error *ErrorInfo
+	Stuck *StuckInfo
+	// At is when the store wrote the change, by the store's clock.
+	At time.Time
+}
+
+// ChangeCursor is a position in the change feed's delivery order: the
+// changes after it are those with a greater (Tx, Position).
+type ChangeCursor struct {
+	Tx       int64 `json:"tx"`
+	Position int64 `json:"position"`
+}
+
+// Before reports whether the cursor stands before ch in delivery order
+// (ch has not been passed yet).
+func (c ChangeCursor) Before(ch *Change) bool {
+	return ch.Tx > c.Tx || (ch.Tx == c.Tx && ch.Position > c.Position)
+}
+
+// CursorOf returns the cursor that stands at ch.
+func CursorOf(ch *Change) ChangeCursor { return ChangeCursor{Tx: ch.Tx, Position: ch.Position} }
+
+// ChangeFieldNames are the fields Change.Fields may name, in the order it
+// names them.
+var ChangeFieldNames = []string{"attempt", "run_at", "started_at", "ended_at", "worker", "result", "error", "stuck"}
