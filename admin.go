@@ -18,6 +18,9 @@ type JobRow = hoppertype.JobRow
 // retryable, blocker ids, detail, when it was observed).
 type StuckInfo = hoppertype.StuckInfo
 
+// ErrorInfo is the record of a failure kept with a job and its changes.
+type ErrorInfo = hoppertype.ErrorInfo
+
 // Stuck causes.
 const (
 	StuckEngineFailure = hoppertype.StuckEngineFailure

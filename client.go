@@ -174,6 +174,11 @@ type Config struct {
 	// a safety net behind the transitions that wake it. Defaults to
 	// DefaultGateRecheck.
 	GateRecheck time.Duration
+	// RetryObserverCap is the retry observer's cap on a job's generations
+	// (see RetryObserver): 0 means MaxRetryAttempts, a negative value turns
+	// the observer off (stuck jobs then wait for a person or a policy of
+	// one's own).
+	RetryObserverCap int
 	// FetchAllowPrivate lets Fetch reach loopback, private, link-local and
 	// unspecified addresses, which it refuses by default (a workflow's
 	// input must not be able to point it at the internal network).
@@ -208,6 +213,14 @@ type Client struct {
 	// outcomes counts finished attempts for Config.Backpressure (nil
 	// without it).
 	outcomes *outcomeCounts
+
+	// inCommitObs are the InCommit observers (read on every transaction
+	// once there are any); afterCommit the AfterCommit ones (fixed at
+	// Start). feedNudge wakes the AfterCommit deliverers after a commit.
+	inCommitObs atomic.Pointer[[]*observer]
+	afterCommit []*observer
+	feedNudge   chan struct{}
+	retryObs    *RetryObserver
 
 	mu         sync.Mutex
 	rt         *runtime // nil unless started
@@ -308,16 +321,28 @@ func newClient(cfg Config) (*Client, error) {
 		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewID()[24:])
 	}
 	c := &Client{
-		cfg:     cfg,
-		drv:     cfg.Driver,
-		clock:   cfg.Clock,
-		codec:   cfg.Codec,
-		log:     cfg.Logger,
-		worker:  cfg.WorkerID,
-		types:   map[string]typeCore{gateTypeName: gateType.core()},
-		stopped: make(chan struct{}),
+		cfg:       cfg,
+		drv:       cfg.Driver,
+		clock:     cfg.Clock,
+		codec:     cfg.Codec,
+		log:       cfg.Logger,
+		worker:    cfg.WorkerID,
+		types:     map[string]typeCore{gateTypeName: gateType.core()},
+		stopped:   make(chan struct{}),
+		feedNudge: make(chan struct{}, 1),
 	}
 	c.waiters = newWaiterHub(c)
+	if cfg.RetryObserverCap >= 0 {
+		max := cfg.RetryObserverCap
+		if max == 0 {
+			max = MaxRetryAttempts
+		}
+		r, err := newRetryObserver(c, max)
+		if err != nil {
+			return nil, err
+		}
+		c.retryObs = r
+	}
 	if cfg.Backpressure != nil {
 		c.outcomes = &outcomeCounts{}
 	}
@@ -325,7 +350,15 @@ func newClient(cfg Config) (*Client, error) {
 }
 
 // Driver returns the client's store.
-func (c *Client) Driver() driver.Driver { return c.drv }
+func (c *Client) Driver() driver.Driver { return c.baseDriver() }
+
+// baseDriver is the store without the InCommit observers' wrapper.
+func (c *Client) baseDriver() driver.Driver {
+	if d, ok := c.drv.(*observedDriver); ok {
+		return d.Driver
+	}
+	return c.drv
+}
 
 // WorkerID returns the name this client uses in leases.
 func (c *Client) WorkerID() string { return c.worker }
@@ -532,6 +565,7 @@ func (c *Client) Subscribe(fn func(Event)) (unsubscribe func()) {
 // emit delivers an event to the client's hook, the subscribers and the
 // type's hook.
 func (c *Client) emit(e Event) {
+	c.nudgeFeed()
 	if c.outcomes != nil {
 		c.outcomes.observe(e)
 	}

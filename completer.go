@@ -120,28 +120,30 @@ func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
 }
 
 // needsOwnScope says whether an item has effects beyond its own row, which
-// then share a savepoint with its transition; plain items are written in
-// one statement for the whole batch.
-func needsOwnScope(it finishItem) bool {
-	return it.effects != nil || it.group != nil || (it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID) ||
+// then share a savepoint with its transition, or InCommit observers may
+// veto it; plain items are written in one statement for the whole batch.
+func (c *Client) needsOwnScope(it finishItem) bool {
+	return len(c.inCommit()) > 0 || it.effects != nil || it.group != nil || (it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID) ||
 		isRunJob(it.row) || it.row.Metadata[wakeKey] != ""
 }
 
-// ownSavepoint says whether a scoped item needs a savepoint of its own. A
+// ownSavepoint says whether a scoped item needs a savepoint of its own.
+// With InCommit observers every item has one, so that a veto undoes its
+// item alone. Otherwise, a
 // workflow run's outcome with no group or activity effects does not: its
 // writes are the run's last history events (fenced by the lease: when the
 // lease is lost they write nothing, and once written they hold the job so
 // its finish cannot lose it), the job's finish and the run's status, so an
 // item that is lost has written nothing to undo. Skipping the savepoint
 // saves two statements per run.
-func ownSavepoint(it finishItem) bool {
-	return !(isRunJob(it.row) && it.effects == nil && it.group == nil && it.row.GroupID == it.row.ID && it.row.Metadata[wakeKey] == "")
+func (c *Client) ownSavepoint(it finishItem) bool {
+	return len(c.inCommit()) > 0 || !(isRunJob(it.row) && it.effects == nil && it.group == nil && it.row.GroupID == it.row.ID && it.row.Metadata[wakeKey] == "")
 }
 
 // scope runs an item's writes in a savepoint of tx when it needs one, else
 // directly in tx.
-func scope(tx driver.Executor, it finishItem) func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
-	if ownSavepoint(it) {
+func (c *Client) scope(tx driver.Executor, it finishItem) func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	if c.ownSavepoint(it) {
 		return tx.InTx
 	}
 	return func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
@@ -161,7 +163,7 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 		var plain []int
 		params := make([]driver.JobFinishParams, 0, len(items))
 		for i, it := range items {
-			if !needsOwnScope(it) {
+			if !c.needsOwnScope(it) {
 				plain = append(plain, i)
 				params = append(params, it.outcome.params)
 			}
@@ -179,7 +181,7 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 		// keeps two completers (two processes) from deadlocking.
 		var scoped []int
 		for i, it := range items {
-			if needsOwnScope(it) {
+			if c.needsOwnScope(it) {
 				scoped = append(scoped, i)
 			}
 		}
@@ -226,7 +228,7 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 			}
 			it := items[i]
 			f := &out[i]
-			err := scope(tx, it)(ctx, func(ctx context.Context, tx driver.Executor) error {
+			err := c.scope(tx, it)(ctx, func(ctx context.Context, tx driver.Executor) error {
 				if it.run != nil && len(it.run.events) > 0 {
 					p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
 					if it.outcome.params.State == hoppertype.JobStateSucceeded {
@@ -278,7 +280,7 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 				return nil
 			})
 			if err != nil && !errors.Is(err, errItemLost) {
-				if !ownSavepoint(it) {
+				if !c.ownSavepoint(it) {
 					return err // no savepoint to undo the item alone: the batch retries
 				}
 				f.job, f.err = nil, err

@@ -54,7 +54,13 @@ func openPostgres(t testing.TB, url string) driver.Driver {
 	t.Helper()
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	schema := "hopper_engine_" + hex.EncodeToString(b)
+	return openPostgresSchema(t, url, "hopper_engine_"+hex.EncodeToString(b))
+}
+
+// openPostgresSchema opens the driver on the named schema of the test
+// database, dropped when the test ends.
+func openPostgresSchema(t testing.TB, url, schema string) driver.Driver {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	d, err := pgdriver.Open(ctx, url, &pgdriver.Options{Schema: schema})

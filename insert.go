@@ -394,7 +394,7 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 				return nil, fmt.Errorf("%w: a gate cannot be enqueued through a caller's transaction (enqueue it with EnqueueMany)", ErrInvalidInput)
 			}
 		}
-		ti, ok := c.drv.(driver.TxInserter)
+		ti, ok := c.baseDriver().(driver.TxInserter)
 		if !ok {
 			return nil, fmt.Errorf("%w: the %s driver has no transactional enqueue", driver.ErrNotImplemented, c.drv.Name())
 		}

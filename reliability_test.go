@@ -231,7 +231,9 @@ func testLeaseLostCancelsHandler(t *testing.T, newDriver func(*testing.T) driver
 }
 
 // TestStuckAfterRepeatedLeaseLoss: a job whose every attempt loses its lease
-// ends stuck (engine failure, retryable), not silently dead.
+// ends stuck (engine failure, retryable), not silently dead; the retry
+// observer reopens it once (a second generation of attempts), then leaves
+// it stuck; the attempts are the job's changes.
 func TestStuckAfterRepeatedLeaseLoss(t *testing.T) { forEachDriver(t, testStuckAfterRepeatedLeaseLoss) }
 
 func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) driver.Driver) {
@@ -243,40 +245,87 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 	// A leader-only client: it registers nothing, so it never claims.
 	events := newEventLog()
 	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, OnEvent: events.hook})
+	require.Equal(t, hopper.MaxRetryAttempts, c.RetryObserver().MaxAttempts())
 	eventually(t, "leadership", c.IsLeader)
 	h, err := job.Enqueue(ctx, c, 0, nil)
 	require.NoError(t, err)
-	for attempt := 1; attempt <= 2; attempt++ {
-		eventually(t, "job due", func() bool {
-			return jobState(t, d, h.ID()).State == hopper.StatePending || jobState(t, d, h.ID()).RunAt.Compare(clk.Now()) <= 0
-		})
-		// A claim may skip a row that the leader's promoter holds at that
-		// moment (SKIP LOCKED), so claim until it is taken.
-		var claimed []*hopper.JobRow
-		eventually(t, "the doomed worker's claim", func() bool {
-			now := clk.Now()
-			var err error
-			claimed, err = d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
-			require.NoError(t, err)
-			return len(claimed) == 1
-		})
-		require.Equal(t, attempt, claimed[0].Attempt)
-		running := func() bool { return jobState(t, d, h.ID()).State == hopper.StateRunning }
-		for i := 0; i < 60 && running(); i++ {
-			clk.Advance(time.Second)
-			// Real time for the rescuer to act on this second.
-			for j := 0; j < 25 && running(); j++ {
-				time.Sleep(2 * time.Millisecond)
+	loseEveryAttempt := func() {
+		for attempt := 1; attempt <= 2; attempt++ {
+			eventually(t, "job due", func() bool {
+				return jobState(t, d, h.ID()).State == hopper.StatePending || jobState(t, d, h.ID()).RunAt.Compare(clk.Now()) <= 0
+			})
+			// A claim may skip a row that the leader's promoter holds at that
+			// moment (SKIP LOCKED), so claim until it is taken.
+			var claimed []*hopper.JobRow
+			eventually(t, "the doomed worker's claim", func() bool {
+				now := clk.Now()
+				var err error
+				claimed, err = d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
+				require.NoError(t, err)
+				return len(claimed) == 1
+			})
+			require.Equal(t, attempt, claimed[0].Attempt)
+			running := func() bool { return jobState(t, d, h.ID()).State == hopper.StateRunning }
+			for i := 0; i < 60 && running(); i++ {
+				clk.Advance(time.Second)
+				// Real time for the rescuer to act on this second.
+				for j := 0; j < 25 && running(); j++ {
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+			if attempt == 1 {
+				clk.Advance(time.Second)
 			}
 		}
-		clk.Advance(time.Second)
 	}
+
+	// Generation 1: stuck, retryable; the retry observer reopens it.
+	loseEveryAttempt()
+	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventStuck })
+	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventRedriven })
 	row := jobState(t, d, h.ID())
-	require.Equal(t, hopper.StateStuck, row.State)
+	require.NotEqual(t, hopper.StateStuck, row.State, "reopened by the retry observer")
+	require.Equal(t, 0, row.Attempt)
+
+	// Generation 2: stuck again, and now it stays stuck.
+	loseEveryAttempt()
+	eventually(t, "stuck again", func() bool { return jobState(t, d, h.ID()).State == hopper.StateStuck })
+	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: h.ID(), Limit: 100})
+	require.NoError(t, err)
+	last := chs[len(chs)-1]
+	require.Equal(t, "stuck", last.State)
+	eventually(t, "the retry observer passed the second stuck", func() bool {
+		cursors, err := d.CursorList(ctx)
+		require.NoError(t, err)
+		for _, cur := range cursors {
+			if cur.Name == hopper.RetryObserverName {
+				return !cur.At.Before(last)
+			}
+		}
+		return false
+	})
+	row = jobState(t, d, h.ID())
+	require.Equal(t, hopper.StateStuck, row.State, "at the cap: left for a person")
 	require.NotNil(t, row.Stuck)
 	require.Equal(t, hoppertype.StuckEngineFailure, row.Stuck.Cause)
 	require.True(t, *row.Stuck.Retryable)
-	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventStuck })
+
+	attempts, err := c.Attempts(ctx, h.ID())
+	require.NoError(t, err)
+	require.Len(t, attempts, 4)
+	for i, a := range attempts {
+		require.Equal(t, i/2+1, a.Generation, "attempt %d", i)
+		require.Equal(t, i%2+1, a.Number, "attempt %d", i)
+		require.Equal(t, "doomed", a.Worker)
+		require.False(t, a.EndedAt.Before(a.StartedAt))
+		require.NotNil(t, a.Error)
+		require.Equal(t, hoppertype.ErrorKindLeaseLost, a.Error.Kind)
+	}
+	require.Equal(t, []hopper.JobState{hopper.StateRetrying, hopper.StateStuck, hopper.StateRetrying, hopper.StateStuck},
+		[]hopper.JobState{attempts[0].Outcome, attempts[1].Outcome, attempts[2].Outcome, attempts[3].Outcome})
+	gens, err := c.Generations(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, 2, gens)
 
 	// Help arrives: Retry reopens it as a fresh job.
 	row, err = c.Retry(ctx, h.ID())

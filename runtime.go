@@ -20,6 +20,12 @@ var errStopping = errors.New("hopper: client stopping")
 type runtime struct {
 	c *Client
 
+	// feedCtx ends, after the last outcome is recorded, the AfterCommit
+	// observers' delivery loops (feedLoops).
+	feedCtx    context.Context
+	feedCancel context.CancelFunc
+	feedLoops  sync.WaitGroup
+
 	// ctx ends when Stop begins: producers and maintenance stop on it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -89,6 +95,7 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		rt.abortStart()
 		return nil, err
 	}
+	rt.startObservers()
 	rt.maint = newMaintenance(c, rt.ctx) // before the producers, which use it
 	rt.startedAt = c.now()
 	rt.reportWorker(ctx)
@@ -107,6 +114,7 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 }
 
 func (rt *runtime) abortStart() {
+	rt.stopObservers()
 	rt.cancel()
 	rt.workCancel(errStopping)
 	rt.loops.Wait()
@@ -257,6 +265,7 @@ func (rt *runtime) stop(ctx context.Context) error {
 		rt.poolWG.Wait()
 		// 3. Record every outcome, then stop the rest.
 		rt.completer.stop()
+		rt.stopObservers()
 		rt.loops.Wait()
 		rt.maint.resign()
 		rt.forgetWorker()

@@ -1,0 +1,514 @@
+package hopper_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/driver/pgdriver"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// changeLog records the changes an observer receives.
+type changeLog struct {
+	mu  sync.Mutex
+	chs []hopper.Change
+}
+
+func (l *changeLog) add(ch hopper.Change) {
+	l.mu.Lock()
+	l.chs = append(l.chs, ch)
+	l.mu.Unlock()
+}
+
+func (l *changeLog) of(id string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, ch := range l.chs {
+		if ch.EntityID == id {
+			out = append(out, ch.Prev+">"+ch.State)
+		}
+	}
+	return out
+}
+
+func (l *changeLog) positions() []int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]int64, len(l.chs))
+	for i, ch := range l.chs {
+		out[i] = ch.Position
+	}
+	return out
+}
+
+func TestObserveBadInput(t *testing.T) {
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	noop := func(context.Context, hopper.Change) error { return nil }
+	require.ErrorIs(t, c.Observe("", hopper.AfterCommit, hopper.ChangeFilter{}, noop), hopper.ErrInvalidInput)
+	require.ErrorIs(t, c.Observe("x", hopper.AfterCommit, hopper.ChangeFilter{}, nil), hopper.ErrInvalidInput)
+	require.ErrorIs(t, c.Observe("x", hopper.ObserverPhase(7), hopper.ChangeFilter{}, noop), hopper.ErrInvalidInput)
+	require.NoError(t, c.Observe("x", hopper.InCommit, hopper.ChangeFilter{}, noop))
+	require.ErrorIs(t, c.Observe("x", hopper.AfterCommit, hopper.ChangeFilter{}, noop), hopper.ErrInvalidInput, "names are unique")
+	require.ErrorIs(t, c.Observe(hopper.RetryObserverName, hopper.AfterCommit, hopper.ChangeFilter{}, noop), hopper.ErrInvalidInput)
+	require.NoError(t, c.Start(context.Background()))
+	require.ErrorIs(t, c.Observe("late", hopper.AfterCommit, hopper.ChangeFilter{}, noop), hopper.ErrInvalidInput, "observers come before Start")
+	require.NoError(t, c.Stop(context.Background()))
+}
+
+// TestInCommitObserver: a phase-1 observer sees transitions inside their
+// transactions, its veto rolls a transition back as a whole, and what it
+// writes commits with the transition without being shown to it again.
+func TestInCommitObserver(t *testing.T) { forEachDriver(t, testInCommitObserver) }
+
+func testInCommitObserver(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	ctx := testCtx(t)
+	step := hopper.Define("step", func(context.Context, string) (string, error) { return "ok", nil }, nil)
+	seen := &changeLog{}
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(step))
+	require.NoError(t, c.Observe("guard", hopper.InCommit, hopper.ChangeFilter{Kinds: []hopper.ChangeKind{hopper.ChangeJob}}, func(ctx context.Context, ch hopper.Change) error {
+		if hopper.CommitFromContext(ctx) == nil {
+			return errors.New("an in-commit observer has no transaction")
+		}
+		seen.add(ch)
+		if ch.Prev == "" && strings.HasPrefix(ch.EntityID, "forbidden") {
+			return errors.New("no forbidden jobs")
+		}
+		if ch.Prev == "pending" && ch.State == "cancelled" {
+			return errors.New("pending jobs stay")
+		}
+		if ch.State == "succeeded" && strings.HasPrefix(ch.EntityID, "first") {
+			// Follow-up work, stored with the success or not at all.
+			return hopper.CommitFromContext(ctx).Enqueue(ctx, step.Job("second", &hopper.InsertOpts{ID: "second-" + ch.EntityID}))
+		}
+		return nil
+	}))
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c.Stop(context.Background())) })
+
+	// A vetoed insert stores nothing.
+	_, err = step.Enqueue(ctx, c, "x", &hopper.InsertOpts{ID: "forbidden-1"})
+	require.ErrorIs(t, err, hopper.ErrVetoed)
+	_, err = c.Get(ctx, "forbidden-1")
+	require.ErrorIs(t, err, hopper.ErrNotFound, "the vetoed insert rolled back")
+	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: "forbidden-1", Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, chs, "and its change with it")
+
+	// A vetoed cancel leaves the job as it was.
+	paused := "paused-" + t.Name()
+	require.NoError(t, c.PauseQueue(ctx, paused))
+	h, err := step.Enqueue(ctx, c, "y", &hopper.InsertOpts{Queue: paused})
+	require.NoError(t, err)
+	_, err = c.Cancel(ctx, h.ID())
+	require.ErrorIs(t, err, hopper.ErrVetoed)
+	row, err := c.Get(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.StatePending, row.State)
+
+	// Writes made in the commit land with it; the observer does not see
+	// the change its own write made, only the later ones.
+	first, err := step.Enqueue(ctx, c, "z", &hopper.InsertOpts{ID: "first-1"})
+	require.NoError(t, err)
+	_, err = first.Result(ctx)
+	require.NoError(t, err)
+	waitJobState(t, c, "second-first-1", hopper.StateSucceeded)
+	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, seen.of("first-1"))
+	require.Equal(t, []string{"pending>running", "running>succeeded"}, seen.of("second-first-1"),
+		"the insert the observer made is not shown to it (no re-entry)")
+}
+
+// TestAfterCommitObserverRetries: a failing phase-2 observer is retried
+// until it succeeds, in order, and never undoes the change.
+func TestAfterCommitObserverRetries(t *testing.T) { forEachDriver(t, testAfterCommitObserverRetries) }
+
+func testAfterCommitObserverRetries(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	ctx := testCtx(t)
+	step := hopper.Define("step", func(context.Context, string) (string, error) { return "ok", nil }, nil)
+	log := &changeLog{}
+	var mu sync.Mutex
+	failures := 0
+	var errs []error
+	c, err := hopper.New(hopper.Config{Driver: newDriver(t), OnError: func(err error, phase hopper.ErrorPhase) {
+		if phase == hopper.PhaseObserver {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(step))
+	require.NoError(t, c.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{Types: []string{"step"}}, func(ctx context.Context, ch hopper.Change) error {
+		if ch.State == "running" {
+			mu.Lock()
+			defer mu.Unlock()
+			if failures < 2 {
+				failures++
+				return fmt.Errorf("audit store down (%d)", failures)
+			}
+		}
+		log.add(ch)
+		return nil
+	}))
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c.Stop(context.Background())) })
+
+	h, err := step.Enqueue(ctx, c, "x", nil)
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	require.NoError(t, err)
+	eventually(t, "every change delivered", func() bool { return len(log.of(h.ID())) == 3 })
+	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, log.of(h.ID()), "in order, the failed one again")
+	row, err := c.Get(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateSucceeded, row.State, "a failing observer never rolls a change back")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, errs, 2, "each failure is reported")
+	require.ErrorContains(t, errs[0], "audit store down (1)")
+}
+
+// TestAfterCommitDeliveredOnceByTwoProcesses: two clients register the same
+// observer name; each change reaches it exactly once (no crash here).
+func TestAfterCommitDeliveredOnceByTwoProcesses(t *testing.T) {
+	forEachDriver(t, testAfterCommitDeliveredOnce)
+}
+
+func testAfterCommitDeliveredOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	ctx := testCtx(t)
+	step := hopper.Define("step", func(context.Context, int) (int, error) { return 1, nil }, nil)
+	var mu sync.Mutex
+	got := map[int64][]string{}
+	clients := make([]*hopper.Client, 2)
+	for i := range clients {
+		who := fmt.Sprintf("client-%d", i)
+		c, err := hopper.New(hopper.Config{Driver: d, WorkerID: who})
+		require.NoError(t, err)
+		require.NoError(t, c.Register(step))
+		require.NoError(t, c.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, func(_ context.Context, ch hopper.Change) error {
+			mu.Lock()
+			got[ch.Position] = append(got[ch.Position], who)
+			mu.Unlock()
+			return nil
+		}))
+		require.NoError(t, c.Start(ctx))
+		clients[i] = c
+	}
+	const n = 100
+	ins := make([]int, n)
+	hs, err := step.EnqueueMany(ctx, clients[0], ins, nil)
+	require.NoError(t, err)
+	for _, h := range hs {
+		_, err := h.Result(ctx)
+		require.NoError(t, err)
+	}
+	// Hand the cursor over halfway: the stopping client gives it up.
+	require.NoError(t, clients[0].Stop(ctx))
+	hs, err = step.EnqueueMany(ctx, clients[1], ins[:10], nil)
+	require.NoError(t, err)
+	for _, h := range hs {
+		_, err := h.Result(ctx)
+		require.NoError(t, err)
+	}
+	eventually(t, "every change delivered", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= 3*(n+10)
+	})
+	require.NoError(t, clients[1].Stop(ctx))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 3*(n+10), "insert, start and success of each job")
+	for pos, who := range got {
+		require.Len(t, who, 1, "change %d delivered once (%v)", pos, who)
+	}
+}
+
+// TestObserverChild is the process TestAfterCommitSurvivesKill starts and
+// kills.
+func TestObserverChild(t *testing.T) {
+	ledger := os.Getenv("HOPPER_OBSERVER_LEDGER")
+	if ledger == "" {
+		t.Skip("the child of TestAfterCommitSurvivesKill; runs only when it starts it")
+	}
+	d, err := openChildDriver(os.Getenv("HOPPER_OBSERVER_DB"))
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(2)
+	}
+	out, err := os.OpenFile(ledger, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		os.Exit(2)
+	}
+	c, err := hopper.New(observerKillConfig(d, "child"))
+	if err != nil {
+		os.Exit(2)
+	}
+	_ = c.Register(observedStep)
+	_ = c.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, func(_ context.Context, ch hopper.Change) error {
+		fmt.Fprintf(out, "%d\n", ch.Position)
+		_ = out.Sync()
+		if ch.EntityID == "crash-me" && ch.State == "succeeded" {
+			// Delivered, not yet recorded as delivered: die here.
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			time.Sleep(time.Minute)
+		}
+		return nil
+	})
+	ctx := context.Background()
+	specs := make([]*hopper.JobSpec, 20)
+	for i := range specs {
+		id := fmt.Sprintf("job-%02d", i)
+		if i == 10 {
+			id = "crash-me"
+		}
+		specs[i] = observedStep.Job(i, &hopper.InsertOpts{ID: id})
+	}
+	if _, err := c.EnqueueMany(ctx, specs...); err != nil {
+		os.Exit(3)
+	}
+	if err := c.Start(ctx); err != nil {
+		os.Exit(2)
+	}
+	time.Sleep(time.Minute) // killed long before
+	os.Exit(4)
+}
+
+var observedStep = hopper.Define("observed", func(context.Context, int) (int, error) { return 1, nil }, nil)
+
+// openChildDriver opens the store a child process shares with its parent:
+// a SQLite file, or "postgres:SCHEMA" on the test database.
+func openChildDriver(spec string) (driver.Driver, error) {
+	if schema, ok := strings.CutPrefix(spec, "postgres:"); ok {
+		return pgdriver.Open(context.Background(), os.Getenv("HOPPER_TEST_POSTGRES_URL"), &pgdriver.Options{Schema: schema})
+	}
+	return sqlitedriver.Open(spec, nil)
+}
+
+// TestAfterCommitSurvivesKill: a process is killed by SIGKILL after its
+// observer received a change and before the delivery was recorded; the
+// next process with the observer resumes from the cursor: the change is
+// delivered again (at least once), and none is lost.
+func TestAfterCommitSurvivesKill(t *testing.T) {
+	t.Parallel()
+	stores := []struct{ name, spec string }{{"sqlite", filepath.Join(t.TempDir(), "hopper.db")}}
+	if os.Getenv("HOPPER_TEST_POSTGRES_URL") != "" {
+		schema := "hopper_obs_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		stores = append(stores, struct{ name, spec string }{"postgres", "postgres:" + schema})
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			// Open (and migrate) before the child does; the schema goes with
+			// the test.
+			var d driver.Driver
+			if st.name == "postgres" {
+				d = openPostgresSchema(t, os.Getenv("HOPPER_TEST_POSTGRES_URL"), strings.TrimPrefix(st.spec, "postgres:"))
+			} else {
+				var err error
+				d, err = sqlitedriver.Open(st.spec, nil)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = d.Close() })
+			}
+			ledger := filepath.Join(t.TempDir(), "ledger")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestObserverChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "HOPPER_OBSERVER_LEDGER="+ledger, "HOPPER_OBSERVER_DB="+st.spec)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "child output: %s", out)
+			ws, ok := exit.Sys().(syscall.WaitStatus)
+			require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the child died by SIGKILL: %v\n%s", err, out)
+
+			data, err := os.ReadFile(ledger)
+			require.NoError(t, err)
+			before := map[int64]bool{}
+			for _, line := range strings.Fields(string(data)) {
+				p, err := strconv.ParseInt(line, 10, 64)
+				require.NoError(t, err)
+				before[p] = true
+			}
+			crash, err := d.ChangeList(t.Context(), &driver.ChangeListParams{EntityID: "crash-me", Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, crash, 3)
+			crashPos := crash[2].Position
+			require.True(t, before[crashPos], "the child received the change it died on")
+
+			log := &changeLog{}
+			c, err := hopper.New(observerKillConfig(d, "parent"))
+			require.NoError(t, err)
+			require.NoError(t, c.Register(observedStep))
+			require.NoError(t, c.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, func(_ context.Context, ch hopper.Change) error {
+				log.add(ch)
+				return nil
+			}))
+			require.NoError(t, c.Start(t.Context()))
+			defer func() { require.NoError(t, c.Stop(context.Background())) }()
+			eventually(t, "every job done", func() bool {
+				rows, err := c.List(t.Context(), &hopper.ListParams{States: []hopper.JobState{hopper.StateSucceeded}, Limit: 100})
+				require.NoError(t, err)
+				return len(rows.Jobs) == 20
+			})
+			// Insert, start and success of 20 jobs, and the rescue of those
+			// the child left running.
+			all := feedOf(t, d, 60)
+			eventually(t, "the rest delivered", func() bool {
+				seen := map[int64]bool{}
+				for _, p := range log.positions() {
+					seen[p] = true
+				}
+				for _, ch := range all {
+					if !seen[ch.Position] && !before[ch.Position] {
+						return false
+					}
+				}
+				return true
+			})
+			require.Contains(t, log.positions(), crashPos, "the change the child died on is delivered again")
+			requireFeedOrder(t, log)
+		})
+	}
+}
+
+// observerKillConfig makes leases short, so that what a killed process
+// held (its cursor, its leadership, its jobs) lapses within seconds.
+func observerKillConfig(d driver.Driver, worker string) hopper.Config {
+	return hopper.Config{Driver: d, WorkerID: worker, Visibility: 2 * time.Second, LeaderTTL: 2 * time.Second,
+		RescueInterval: 200 * time.Millisecond, PollInterval: 100 * time.Millisecond}
+}
+
+// requireFeedOrder requires the changes an observer received to be in the
+// feed's delivery order.
+func requireFeedOrder(t *testing.T, l *changeLog) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := 1; i < len(l.chs); i++ {
+		prev, ch := l.chs[i-1], l.chs[i]
+		require.True(t, hoppertype.CursorOf(&prev).Before(&ch), "change %d delivered after %d", ch.Position, prev.Position)
+	}
+}
+
+// feedOf waits until the feed holds n changes and returns them.
+func feedOf(t *testing.T, d driver.Driver, n int) []*hoppertype.Change {
+	t.Helper()
+	var all []*hoppertype.Change
+	eventually(t, "the feed", func() bool {
+		var err error
+		all, err = d.ChangeList(t.Context(), &driver.ChangeListParams{Limit: 1000})
+		require.NoError(t, err)
+		return len(all) >= n
+	})
+	return all
+}
+
+// TestShouldReopen is the seed's decision table for the retry observer.
+func TestShouldReopen(t *testing.T) {
+	yes, no := true, false
+	into := func(prev string, st *hoppertype.StuckInfo) hopper.Change {
+		return hopper.Change{Kind: hopper.ChangeJob, Prev: prev, State: "stuck", Stuck: st}
+	}
+	engine := func(r *bool) *hoppertype.StuckInfo {
+		return &hoppertype.StuckInfo{Cause: hopper.StuckEngineFailure, Retryable: r, Detail: "leases lost"}
+	}
+	cases := []struct {
+		name string
+		ch   hopper.Change
+		gens int
+		want bool
+	}{
+		{"retryable, first generation", into("running", engine(&yes)), 1, true},
+		{"retryable, at the cap", into("running", engine(&yes)), 2, false},
+		{"retryable, past the cap", into("running", engine(&yes)), 3, false},
+		{"not retryable", into("running", engine(&no)), 1, false},
+		{"retryable missing: fail-safe", into("running", engine(nil)), 1, false},
+		{"no stuck slot", into("running", nil), 1, false},
+		{"failed blocker", into("running", &hoppertype.StuckInfo{Cause: hopper.StuckFailedBlocker, BlockerIDs: []string{"a"}}), 1, false},
+		{"cycle", into("running", &hoppertype.StuckInfo{Cause: hopper.StuckCycle, BlockerIDs: []string{"a", "b"}}), 1, false},
+		{"not entering stuck", into("stuck", engine(&yes)), 1, false},
+		{"not a stuck change", hopper.Change{Prev: "running", State: "dead", Stuck: engine(&yes)}, 1, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, hopper.ShouldReopen(tc.ch, tc.gens, hopper.MaxRetryAttempts))
+		})
+	}
+	require.Equal(t, 2, hopper.MaxRetryAttempts, "the seed's cap")
+}
+
+// TestRetryObserverLeavesDependencyStucks: a gate stuck on a failed blocker
+// is passed over by the retry observer (it stays stuck), and un-sticks when
+// the blocker is redriven and succeeds.
+func TestRetryObserverLeavesDependencyStucks(t *testing.T) {
+	forEachDriver(t, testRetryObserverLeavesDependencyStucks)
+}
+
+func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	fail := true
+	step := hopper.Define("dep-step", func(_ context.Context, name string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if name == "a" && fail {
+			fail = false
+			return "", hopper.Abort(errors.New("a fails once"))
+		}
+		return name, nil
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: d})
+	require.NoError(t, c.Register(step))
+	a, next := step.Job("a", nil), step.Job("next", nil)
+	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess, 0)
+	_, err := c.EnqueueMany(ctx, a, gate)
+	require.NoError(t, err)
+	waitJobState(t, c, gate.ID(), hopper.StateStuck)
+	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: gate.ID(), Limit: 100})
+	require.NoError(t, err)
+	stuck := chs[len(chs)-1]
+	require.Equal(t, hopper.ChangeGate, stuck.Kind)
+	require.Equal(t, hopper.StuckFailedBlocker, stuck.Stuck.Cause)
+	require.Nil(t, stuck.Stuck.Retryable, "dependency stucks never say retryable")
+	eventually(t, "the retry observer passed the stuck gate", func() bool {
+		cursors, err := d.CursorList(ctx)
+		require.NoError(t, err)
+		for _, cur := range cursors {
+			if cur.Name == hopper.RetryObserverName {
+				return !cur.At.Before(stuck)
+			}
+		}
+		return false
+	})
+	row, err := c.Get(ctx, gate.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateStuck, row.State, "not reopened by the retry observer")
+
+	// Auto-unstick: the blocker, redriven, succeeds; the gate proceeds.
+	_, err = c.Retry(ctx, a.ID())
+	require.NoError(t, err)
+	waitJobState(t, c, next.ID(), hopper.StateSucceeded)
+	waitJobState(t, c, gate.ID(), hopper.StateSucceeded)
+}
