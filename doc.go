@@ -84,6 +84,18 @@
 //	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job(day, nil)}, hopper.AllSuccess, time.Hour)
 //	_, err := c.EnqueueMany(ctx, a, b, gate)
 //
+// # Change feed and observers
+//
+// Every state transition of a job, gate or run writes a Change in its own
+// transaction. Client.Observe registers an observer: InCommit observers run
+// inside the transition's transaction and may veto it (ErrVetoed) or add
+// writes (CommitFromContext); AfterCommit observers receive every change,
+// in order, at least once, from whichever process holds the observer
+// name's cursor. Client.Attempts reads a job's attempts from its changes.
+// The RetryObserver, registered in every client, reopens jobs stuck by a
+// retryable engine failure up to MaxRetryAttempts lives: the example of a
+// policy written on this API.
+//
 // # Guarantees
 //
 // Delivery is at least once: a worker that dies mid-job loses its lease

@@ -512,3 +512,54 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 	waitJobState(t, c, next.ID(), hopper.StateSucceeded)
 	waitJobState(t, c, gate.ID(), hopper.StateSucceeded)
 }
+
+// TestInCommitVetoOfAFinish: a vetoed success is undone alone (the other
+// outcomes of its batch commit); the attempt's lease then lapses, the job is
+// rescued and runs again.
+func TestInCommitVetoOfAFinish(t *testing.T) { forEachDriver(t, testInCommitVetoOfAFinish) }
+
+func testInCommitVetoOfAFinish(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	ctx := testCtx(t)
+	step := hopper.Define("step", func(ctx context.Context, n int) (int, error) {
+		return hopper.JobFromContext(ctx).Attempt(), nil
+	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: 10 * time.Millisecond, Jitter: hopper.NoJitter}})
+	var mu sync.Mutex
+	vetoed := 0
+	cfg := hopper.Config{Driver: newDriver(t), Visibility: time.Second, RescueInterval: 100 * time.Millisecond, LeaderTTL: time.Second}
+	c, err := hopper.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Register(step))
+	require.NoError(t, c.Observe("once", hopper.InCommit, hopper.ChangeFilter{States: []string{"succeeded"}}, func(_ context.Context, ch hopper.Change) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if ch.EntityID == "veto-me" && vetoed == 0 {
+			vetoed++
+			return errors.New("not yet")
+		}
+		return nil
+	}))
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, c.Stop(context.Background())) })
+
+	specs := []*hopper.JobSpec{step.Job(0, &hopper.InsertOpts{ID: "veto-me"})}
+	for i := 1; i < 20; i++ {
+		specs = append(specs, step.Job(i, nil))
+	}
+	hs, err := c.EnqueueMany(ctx, specs...)
+	require.NoError(t, err)
+	for _, h := range hs[1:] {
+		row := waitJobState(t, c, h.ID(), hopper.StateSucceeded)
+		require.Equal(t, 1, row.Attempt, "the veto undid its own item, not its batch")
+	}
+	row := waitJobState(t, c, "veto-me", hopper.StateSucceeded)
+	require.Equal(t, 2, row.Attempt, "the vetoed success never happened: the job ran again")
+	attempts, err := c.Attempts(ctx, "veto-me")
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	require.Equal(t, hopper.StateRetrying, attempts[0].Outcome, "the first attempt's lease lapsed")
+	require.Equal(t, hoppertype.ErrorKindLeaseLost, attempts[0].Error.Kind)
+	require.Equal(t, hopper.StateSucceeded, attempts[1].Outcome)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, vetoed)
+}

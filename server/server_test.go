@@ -223,6 +223,65 @@ func TestAPIJobs(t *testing.T) {
 	require.Equal(t, 200, e.do("POST", "/v1/queues/default/resume", "", nil))
 }
 
+func TestAPIChangesAndAttempts(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	var created server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":2,"b":2}}`, &created))
+	var job server.JobJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs/"+created.ID+"/result?wait=10s", "", &job))
+	require.Equal(t, "succeeded", job.State)
+
+	var attempts server.AttemptListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs/"+created.ID+"/attempts", "", &attempts))
+	require.Len(t, attempts.Attempts, 1)
+	require.Equal(t, 1, attempts.Attempts[0].Generation)
+	require.Equal(t, 1, attempts.Attempts[0].Number)
+	require.Equal(t, "succeeded", attempts.Attempts[0].Outcome)
+	require.NotNil(t, attempts.Attempts[0].EndedAt)
+	var eb errBody
+	require.Equal(t, 404, e.do("GET", "/v1/jobs/nope/attempts", "", &eb))
+
+	// The feed, page by page: the job's three changes among them, in order.
+	var mine []string
+	after := ""
+	for range 100 {
+		var page server.ChangeListJSON
+		require.Equal(t, 200, e.do("GET", "/v1/changes?limit=2&after="+url.QueryEscape(after), "", &page))
+		require.LessOrEqual(t, len(page.Changes), 2)
+		if len(page.Changes) == 0 {
+			require.Equal(t, after, page.Next, "an empty page reads on from where it was")
+			break
+		}
+		for _, ch := range page.Changes {
+			if ch.EntityID == created.ID {
+				mine = append(mine, ch.Prev+">"+ch.State)
+			}
+		}
+		after = page.Next
+	}
+	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, mine)
+	require.Equal(t, 400, e.do("GET", "/v1/changes?after=x", "", &eb))
+	require.Equal(t, 400, e.do("GET", "/v1/changes?limit=0", "", &eb))
+	require.Equal(t, 401, e.doAuth("GET", "/v1/changes", "", "", &eb))
+
+	var obs struct{ Observers []server.ObserverJSON }
+	require.Eventually(t, func() bool {
+		return e.do("GET", "/v1/observers", "", &obs) == 200 && len(obs.Observers) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, hopper.RetryObserverName, obs.Observers[0].Name)
+
+	// The dashboard's job page lists the attempts.
+	req, _ := http.NewRequest("GET", e.url+"/jobs/"+created.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, 200, resp.StatusCode)
+	require.Contains(t, string(b), "<h2>Attempts</h2>")
+}
+
 func TestAPIDeadLetters(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)

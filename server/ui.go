@@ -208,7 +208,12 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, http.StatusOK, "job", map[string]any{"Job": row, "JSON": jobJSON(row)})
+	attempts, err := s.c.Attempts(r.Context(), row.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, http.StatusOK, "job", map[string]any{"Job": row, "JSON": jobJSON(row), "Attempts": attempts})
 }
 
 func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {

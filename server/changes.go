@@ -1,0 +1,149 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// AttemptJSON is one attempt of a job as the API returns it.
+type AttemptJSON struct {
+	Generation int        `json:"generation"`
+	Number     int        `json:"number"`
+	Worker     string     `json:"worker,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	EndedAt    *time.Time `json:"ended_at"`
+	Outcome    string     `json:"outcome,omitempty"`
+	Error      *ErrorJSON `json:"error,omitempty"`
+	Stuck      *StuckJSON `json:"stuck,omitempty"`
+}
+
+// AttemptListJSON is a job's attempts.
+type AttemptListJSON struct {
+	Attempts []AttemptJSON `json:"attempts"`
+}
+
+func attemptsJSON(as []hopper.Attempt) []AttemptJSON {
+	out := make([]AttemptJSON, len(as))
+	for i, a := range as {
+		out[i] = AttemptJSON{Generation: a.Generation, Number: a.Number, Worker: a.Worker, StartedAt: a.StartedAt,
+			EndedAt: timePtr(a.EndedAt), Outcome: string(a.Outcome), Error: errJSON(a.Error), Stuck: stuckJSON(a.Stuck)}
+	}
+	return out
+}
+
+// jobAttempts serves GET /v1/jobs/{id}/attempts.
+func (s *Server) jobAttempts(w http.ResponseWriter, r *http.Request) {
+	as, err := s.c.Attempts(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, AttemptListJSON{Attempts: attemptsJSON(as)})
+}
+
+// ChangeJSON is a change of the feed as the API returns it.
+type ChangeJSON struct {
+	// Cursor names the change's place in the feed: pass it as ?after= to
+	// read the changes after it.
+	Cursor   string     `json:"cursor"`
+	Position int64      `json:"position"`
+	Kind     string     `json:"kind"`
+	EntityID string     `json:"entity_id"`
+	Type     string     `json:"type"`
+	Queue    string     `json:"queue,omitempty"`
+	Prev     string     `json:"prev,omitempty"`
+	State    string     `json:"state"`
+	Attempt  int        `json:"attempt"`
+	Worker   string     `json:"worker,omitempty"`
+	Fields   []string   `json:"fields,omitempty"`
+	Error    *ErrorJSON `json:"error,omitempty"`
+	Stuck    *StuckJSON `json:"stuck,omitempty"`
+	At       time.Time  `json:"at"`
+}
+
+// ChangeListJSON is a page of the feed.
+type ChangeListJSON struct {
+	Changes []*ChangeJSON `json:"changes"`
+	// Next is the cursor to read on from (the last change's, or the one
+	// given when there were none).
+	Next string `json:"next"`
+}
+
+func formatCursor(c hoppertype.ChangeCursor) string {
+	return strconv.FormatInt(c.Tx, 10) + "." + strconv.FormatInt(c.Position, 10)
+}
+
+func parseCursor(s string) (hoppertype.ChangeCursor, error) {
+	if s == "" {
+		return hoppertype.ChangeCursor{}, nil
+	}
+	tx, pos, ok := strings.Cut(s, ".")
+	t, err1 := strconv.ParseInt(tx, 10, 64)
+	p, err2 := strconv.ParseInt(pos, 10, 64)
+	if !ok || err1 != nil || err2 != nil || t < 0 || p < 0 {
+		return hoppertype.ChangeCursor{}, badRequest("after: %q is not a feed cursor (TX.POSITION, as a change's cursor)", s)
+	}
+	return hoppertype.ChangeCursor{Tx: t, Position: p}, nil
+}
+
+// listChanges serves GET /v1/changes?after=CURSOR&limit=N: the change feed
+// as pages.
+func (s *Server) listChanges(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, err := parseCursor(q.Get("after"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
+			s.fail(w, r, badRequest("limit: %q (use 1 to 1000)", v))
+			return
+		}
+	}
+	chs, err := s.c.Changes(r.Context(), after, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := ChangeListJSON{Changes: make([]*ChangeJSON, len(chs)), Next: formatCursor(after)}
+	for i, ch := range chs {
+		out.Changes[i] = &ChangeJSON{Cursor: formatCursor(hoppertype.CursorOf(ch)), Position: ch.Position, Kind: string(ch.Kind),
+			EntityID: ch.EntityID, Type: ch.Type, Queue: ch.Queue, Prev: ch.Prev, State: ch.State, Attempt: ch.Attempt,
+			Worker: ch.Worker, Fields: ch.Fields, Error: errJSON(ch.Error), Stuck: stuckJSON(ch.Stuck), At: ch.At}
+		out.Next = out.Changes[i].Cursor
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ObserverJSON is a phase-2 observer's cursor.
+type ObserverJSON struct {
+	Name      string     `json:"name"`
+	Cursor    string     `json:"cursor"`
+	Owner     string     `json:"owner,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+}
+
+// listObservers serves GET /v1/observers.
+func (s *Server) listObservers(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.c.Observers(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Observers []ObserverJSON `json:"observers"`
+	}{Observers: make([]ObserverJSON, len(rows))}
+	for i, row := range rows {
+		out.Observers[i] = ObserverJSON{Name: row.Name, Cursor: formatCursor(row.At), Owner: row.Owner,
+			ExpiresAt: timePtr(row.ExpiresAt), UpdatedAt: timePtr(row.UpdatedAt)}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
