@@ -451,8 +451,12 @@ type deliverer struct {
 	o     *observer
 	nudge chan struct{}
 	ttl   time.Duration
-	// held is set while this process holds the cursor.
-	held atomic.Bool
+	// held is set while this process holds the cursor; cur is where
+	// delivery stands and renewed when the lease was last renewed (used by
+	// the delivery goroutine only).
+	held    atomic.Bool
+	cur     ChangeCursor
+	renewed time.Time
 }
 
 func (rt *runtime) startObservers() {
@@ -515,10 +519,10 @@ func (d *deliverer) run(ctx context.Context) {
 		if err != nil {
 			c.reportError(fmt.Errorf("observer %q: %w", d.o.name, err), PhaseObserver)
 		}
-		wait := c.cfg.PollInterval
 		if got {
 			continue
 		}
+		wait := c.cfg.PollInterval
 		if quick > 0 && d.held.Load() {
 			// A change committed here may not be final yet (an older
 			// transaction still runs): look again soon.
@@ -533,16 +537,31 @@ func (d *deliverer) run(ctx context.Context) {
 		case <-d.nudge:
 			t.Stop()
 			quick = 5
+			// Nudges come with every commit: read at most every few
+			// milliseconds however many arrive. (A throttle on real time,
+			// not a delay of the engine's: a virtual clock does not hold
+			// it.)
+			pause := time.NewTimer(5 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				pause.Stop()
+				return
+			case <-pause.C:
+			}
 		case <-t.C():
 		}
 	}
 }
 
-// round takes or renews the cursor and delivers one page of changes; it
-// reports whether it delivered any (there may be more).
-func (d *deliverer) round(ctx context.Context) (bool, error) {
+// lease takes or renews the cursor when this process does not hold it or
+// its lease is a third through; it reports whether this process holds it.
+func (d *deliverer) lease(ctx context.Context) (bool, error) {
 	c := d.c
-	row, err := c.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.name, Owner: c.worker, Now: c.now(), TTL: d.ttl})
+	now := c.now()
+	if d.held.Load() && now.Sub(d.renewed) < d.ttl/3 {
+		return true, nil
+	}
+	row, err := c.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.name, Owner: c.worker, Now: now, TTL: d.ttl})
 	if err != nil {
 		d.held.Store(false)
 		return false, err
@@ -551,20 +570,34 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 		d.held.Store(false)
 		return false, nil
 	}
+	// Whatever this process thought, the stored cursor is where delivery
+	// stands (another process may have moved it while the lease lapsed).
+	d.cur, d.renewed = row.At, now
 	d.held.Store(true)
-	chs, err := c.drv.ChangeList(ctx, &driver.ChangeListParams{After: row.At, Limit: feedPage})
+	return true, nil
+}
+
+// round delivers one page of changes if this process holds the cursor; it
+// reports whether it delivered any (there may be more).
+func (d *deliverer) round(ctx context.Context) (bool, error) {
+	c := d.c
+	if held, err := d.lease(ctx); !held || err != nil {
+		return false, err
+	}
+	chs, err := c.drv.ChangeList(ctx, &driver.ChangeListParams{After: d.cur, Limit: feedPage})
 	if err != nil || len(chs) == 0 {
 		return false, err
 	}
-	cur := row.At
-	renewed := c.now()
+	cur := d.cur
 	advance := func() error {
-		err := c.drv.CursorAdvance(context.WithoutCancel(ctx), &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: cur, Now: c.now(), TTL: d.ttl})
-		renewed = c.now()
-		if errors.Is(err, hoppertype.ErrLeaseLost) {
+		now := c.now()
+		err := c.drv.CursorAdvance(context.WithoutCancel(ctx), &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: cur, Now: now, TTL: d.ttl})
+		if err != nil {
 			d.held.Store(false)
+			return err
 		}
-		return err
+		d.cur, d.renewed = cur, now
+		return nil
 	}
 	for _, ch := range chs {
 		if d.o.filter.Match(ch) {
@@ -594,7 +627,7 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 			}
 		}
 		cur = hoppertype.CursorOf(ch)
-		if c.now().Sub(renewed) > d.ttl/3 {
+		if c.now().Sub(d.renewed) > d.ttl/3 {
 			if err := advance(); err != nil {
 				return false, err
 			}
