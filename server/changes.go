@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -91,6 +93,101 @@ func parseCursor(s string) (hoppertype.ChangeCursor, error) {
 	return hoppertype.ChangeCursor{Tx: t, Position: p}, nil
 }
 
+func changeJSON(ch *hoppertype.Change) *ChangeJSON {
+	return &ChangeJSON{Cursor: formatCursor(hoppertype.CursorOf(ch)), Position: ch.Position, Kind: string(ch.Kind),
+		EntityID: ch.EntityID, Type: ch.Type, Queue: ch.Queue, Prev: ch.Prev, State: ch.State, Attempt: ch.Attempt,
+		Worker: ch.Worker, Fields: ch.Fields, Error: errJSON(ch.Error), Stuck: stuckJSON(ch.Stuck), At: ch.At}
+}
+
+// streamChanges serves GET /v1/changes/stream as Server-Sent Events: every
+// change after ?after= (or the Last-Event-ID a reconnecting EventSource
+// sends), then each new one as it becomes final, from every process
+// sharing the store. Each event's id is its cursor. ?kind=, ?type= and
+// ?state= filter (comma-separated lists).
+func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	from := q.Get("after")
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		from = id
+	}
+	cur, err := parseCursor(from)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	filter := hopper.ChangeFilter{Types: splitList(q["type"]), States: splitList(q["state"])}
+	for _, k := range splitList(q["kind"]) {
+		switch hoppertype.ChangeKind(k) {
+		case hoppertype.ChangeJob, hoppertype.ChangeGate, hoppertype.ChangeRun:
+			filter.Kinds = append(filter.Kinds, hoppertype.ChangeKind(k))
+		default:
+			s.fail(w, r, badRequest("unknown change kind %q (job, gate, run)", k))
+			return
+		}
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		return
+	}
+	// This process's own events say "look now"; a poll finds the others'.
+	nudge, unsub := s.events.subscribe()
+	defer unsub()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": hopper changes\n\n")
+	fl.Flush()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	lastWrite := time.Now()
+	for {
+		for {
+			chs, err := s.c.Changes(r.Context(), cur, 500)
+			if err != nil {
+				if r.Context().Err() == nil {
+					s.opts.Logger.Warn("hopper server: change stream", "err", err)
+				}
+				return
+			}
+			for _, ch := range chs {
+				cur = hoppertype.CursorOf(ch)
+				if !filter.Match(ch) {
+					continue
+				}
+				b, _ := json.Marshal(changeJSON(ch))
+				fmt.Fprintf(w, "id: %s\nevent: change\ndata: %s\n\n", formatCursor(cur), b)
+				lastWrite = time.Now()
+			}
+			if len(chs) > 0 {
+				fl.Flush()
+			}
+			if len(chs) < 500 {
+				break
+			}
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.events.done:
+			return
+		case <-nudge:
+			// Let a burst of commits land before reading again.
+			time.Sleep(20 * time.Millisecond)
+			for len(nudge) > 0 {
+				<-nudge
+			}
+		case <-poll.C:
+			if time.Since(lastWrite) > 15*time.Second {
+				fmt.Fprint(w, ": keep-alive\n\n")
+				fl.Flush()
+				lastWrite = time.Now()
+			}
+		}
+	}
+}
+
 // listChanges serves GET /v1/changes?after=CURSOR&limit=N: the change feed
 // as pages.
 func (s *Server) listChanges(w http.ResponseWriter, r *http.Request) {
@@ -114,9 +211,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request) {
 	}
 	out := ChangeListJSON{Changes: make([]*ChangeJSON, len(chs)), Next: formatCursor(after)}
 	for i, ch := range chs {
-		out.Changes[i] = &ChangeJSON{Cursor: formatCursor(hoppertype.CursorOf(ch)), Position: ch.Position, Kind: string(ch.Kind),
-			EntityID: ch.EntityID, Type: ch.Type, Queue: ch.Queue, Prev: ch.Prev, State: ch.State, Attempt: ch.Attempt,
-			Worker: ch.Worker, Fields: ch.Fields, Error: errJSON(ch.Error), Stuck: stuckJSON(ch.Stuck), At: ch.At}
+		out.Changes[i] = changeJSON(ch)
 		out.Next = out.Changes[i].Cursor
 	}
 	writeJSON(w, http.StatusOK, out)

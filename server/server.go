@@ -100,6 +100,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/jobs/{id}/result", s.auth(http.HandlerFunc(s.jobResult)))
 	m.Handle("GET /v1/jobs/{id}/attempts", s.auth(http.HandlerFunc(s.jobAttempts)))
 	m.Handle("GET /v1/changes", s.auth(http.HandlerFunc(s.listChanges)))
+	m.Handle("GET /v1/changes/stream", s.auth(http.HandlerFunc(s.streamChanges)))
 	m.Handle("GET /v1/observers", s.auth(http.HandlerFunc(s.listObservers)))
 	m.Handle("POST /v1/jobs/{id}/cancel", s.auth(http.HandlerFunc(s.cancelJob)))
 	m.Handle("POST /v1/jobs/{id}/retry", s.auth(http.HandlerFunc(s.retryJob)))

@@ -265,6 +265,55 @@ func TestAPIChangesAndAttempts(t *testing.T) {
 	require.Equal(t, 400, e.do("GET", "/v1/changes?limit=0", "", &eb))
 	require.Equal(t, 401, e.doAuth("GET", "/v1/changes", "", "", &eb))
 
+	// The feed as SSE, from a cursor, with another process's changes in it.
+	other, err := hopper.New(hopper.Config{Driver: e.c.Driver(), WorkerID: "other"})
+	require.NoError(t, err)
+	elsewhere := hopper.Define("elsewhere", func(context.Context, int) (int, error) { return 7, nil }, nil)
+	require.NoError(t, other.Register(elsewhere))
+	require.NoError(t, other.Start(context.Background()))
+	defer func() { require.NoError(t, other.Stop(context.Background())) }()
+	req, _ := http.NewRequest("GET", e.url+"/v1/changes/stream?type=elsewhere&after="+url.QueryEscape(after), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	eh, err := elsewhere.Enqueue(context.Background(), other, 1, nil)
+	require.NoError(t, err)
+	rd := bufio.NewReader(resp.Body)
+	var ids, states []string
+	for len(states) < 3 {
+		line, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			ids = append(ids, strings.TrimSpace(strings.TrimPrefix(line, "id: ")))
+		case strings.HasPrefix(line, "data: "):
+			var ch server.ChangeJSON
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ch))
+			require.Equal(t, eh.ID(), ch.EntityID)
+			states = append(states, ch.State)
+		}
+	}
+	resp.Body.Close()
+	require.Equal(t, []string{"pending", "running", "succeeded"}, states, "another process's job, in order")
+	// Reconnecting with Last-Event-ID resumes after that event.
+	req, _ = http.NewRequest("GET", e.url+"/v1/changes/stream?type=elsewhere", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Last-Event-ID", ids[0])
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	rd = bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		if strings.HasPrefix(line, "id: ") {
+			require.Equal(t, ids[1], strings.TrimSpace(strings.TrimPrefix(line, "id: ")))
+			break
+		}
+	}
+	resp.Body.Close()
+	require.Equal(t, 400, e.do("GET", "/v1/changes/stream?kind=nope", "", &eb))
+
 	var obs struct{ Observers []server.ObserverJSON }
 	require.Eventually(t, func() bool {
 		return e.do("GET", "/v1/observers", "", &obs) == 200 && len(obs.Observers) == 1
@@ -272,9 +321,9 @@ func TestAPIChangesAndAttempts(t *testing.T) {
 	require.Equal(t, hopper.RetryObserverName, obs.Observers[0].Name)
 
 	// The dashboard's job page lists the attempts.
-	req, _ := http.NewRequest("GET", e.url+"/jobs/"+created.ID, nil)
+	req, _ = http.NewRequest("GET", e.url+"/jobs/"+created.ID, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
