@@ -486,22 +486,10 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 	_, err := c.EnqueueMany(ctx, a, gate)
 	require.NoError(t, err)
 	waitJobState(t, c, gate.ID(), hopper.StateStuck)
-	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: gate.ID(), Limit: 100})
-	require.NoError(t, err)
-	stuck := chs[len(chs)-1]
+	stuck := waitRetryObserverPassed(t, d, gate.ID())
 	require.Equal(t, hopper.ChangeGate, stuck.Kind)
 	require.Equal(t, hopper.StuckFailedBlocker, stuck.Stuck.Cause)
 	require.Nil(t, stuck.Stuck.Retryable, "dependency stucks never say retryable")
-	eventually(t, "the retry observer passed the stuck gate", func() bool {
-		cursors, err := d.CursorList(ctx)
-		require.NoError(t, err)
-		for _, cur := range cursors {
-			if cur.Name == hopper.RetryObserverName {
-				return !cur.At.Before(stuck)
-			}
-		}
-		return false
-	})
 	row, err := c.Get(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateStuck, row.State, "not reopened by the retry observer")
@@ -562,4 +550,29 @@ func testInCommitVetoOfAFinish(t *testing.T, newDriver func(*testing.T) driver.D
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, 1, vetoed)
+}
+
+// waitRetryObserverPassed waits until the retry observer's cursor has
+// passed the entity's latest change, which must be into stuck, and returns
+// that change.
+func waitRetryObserverPassed(t *testing.T, d driver.Driver, id string) *hoppertype.Change {
+	t.Helper()
+	chs, err := d.ChangeList(t.Context(), &driver.ChangeListParams{EntityID: id, Limit: 1000})
+	require.NoError(t, err)
+	last := chs[len(chs)-1]
+	for i := len(chs) - 1; i >= 0 && chs[i].Kind == hopper.ChangeRun; i-- {
+		last = chs[i-1] // a run's status change follows its job's
+	}
+	require.Equal(t, "stuck", last.State)
+	eventually(t, "the retry observer passed "+id, func() bool {
+		cursors, err := d.CursorList(t.Context())
+		require.NoError(t, err)
+		for _, cur := range cursors {
+			if cur.Name == hopper.RetryObserverName {
+				return !cur.At.Before(last)
+			}
+		}
+		return false
+	})
+	return last
 }

@@ -290,20 +290,7 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 	// Generation 2: stuck again, and now it stays stuck.
 	loseEveryAttempt()
 	eventually(t, "stuck again", func() bool { return jobState(t, d, h.ID()).State == hopper.StateStuck })
-	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: h.ID(), Limit: 100})
-	require.NoError(t, err)
-	last := chs[len(chs)-1]
-	require.Equal(t, "stuck", last.State)
-	eventually(t, "the retry observer passed the second stuck", func() bool {
-		cursors, err := d.CursorList(ctx)
-		require.NoError(t, err)
-		for _, cur := range cursors {
-			if cur.Name == hopper.RetryObserverName {
-				return !cur.At.Before(last)
-			}
-		}
-		return false
-	})
+	waitRetryObserverPassed(t, d, h.ID())
 	row = jobState(t, d, h.ID())
 	require.Equal(t, hopper.StateStuck, row.State, "at the cap: left for a person")
 	require.NotNil(t, row.Stuck)

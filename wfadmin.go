@@ -24,7 +24,11 @@ type RunInfo struct {
 	Output      json.RawMessage
 	Error       *hoppertype.ErrorInfo
 	// Attempt is the run's current attempt (StrategyRetry starts anew).
-	Attempt   int
+	Attempt int
+	// Stuck is the stuck slot of a stuck run: its cause (an engine failure,
+	// such as a replay that diverged from its history, or executions lost
+	// again and again), whether a retry may help, and the detail.
+	Stuck     *StuckInfo
 	CreatedAt time.Time
 	StartedAt time.Time
 	EndedAt   time.Time
@@ -141,6 +145,9 @@ func runInfo(run *hoppertype.RunRow, job *hoppertype.JobRow) *RunInfo {
 	if job != nil {
 		// A waiting run gives its attempt back; it has still begun one.
 		info.Input, info.Output, info.Attempt, info.StartedAt = job.Input, job.Result, max(job.Attempt, 1), job.StartedAt
+		if job.State == hoppertype.JobStateStuck {
+			info.Stuck = job.Stuck
+		}
 		if info.Error == nil && job.Error != nil && run.Status.Terminal() && run.Status != hoppertype.RunCompleted {
 			info.Error = job.Error
 		}

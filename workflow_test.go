@@ -432,6 +432,13 @@ func testWorkflowNonDeterminism(t *testing.T, newDriver func(*testing.T) driver.
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateStuck, job.State)
 	require.False(t, *job.Stuck.Retryable, "a divergence is not retryable")
+	require.NotNil(t, info.Stuck, "the run carries the stuck slot")
+	require.Equal(t, hopper.StuckEngineFailure, info.Stuck.Cause)
+	// The retry observer passes it over: the same code would diverge again.
+	waitRetryObserverPassed(t, c.Driver(), h.ID())
+	info, err = c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunStuck, info.Status)
 
 	// Cancelling the stuck run ends it at once, and its waiter learns it.
 	require.NoError(t, c.CancelRun(ctx, h.ID()))

@@ -36,6 +36,7 @@ type RunJSON struct {
 	Input         json.RawMessage    `json:"input"`
 	Output        json.RawMessage    `json:"output"`
 	Error         *ErrorJSON         `json:"error"`
+	Stuck         *StuckJSON         `json:"stuck,omitempty"`
 	ParentID      string             `json:"parent_id,omitempty"`
 	CodeVersion   string             `json:"code_version,omitempty"`
 	CreatedAt     time.Time          `json:"created_at"`
@@ -101,7 +102,7 @@ func errJSON(e *hoppertype.ErrorInfo) *ErrorJSON {
 
 func runJSON(r *hopper.RunInfo, showTokens bool) *RunJSON {
 	out := &RunJSON{RunID: r.ID, Workflow: r.Workflow, Status: string(r.Status), Attempt: r.Attempt, Input: payload(r.Input),
-		Output: payload(r.Output), Error: errJSON(r.Error), ParentID: r.ParentID, CodeVersion: r.CodeVersion,
+		Output: payload(r.Output), Error: errJSON(r.Error), Stuck: stuckJSON(r.Stuck), ParentID: r.ParentID, CodeVersion: r.CodeVersion,
 		CreatedAt: r.CreatedAt, StartedAt: timePtr(r.StartedAt), EndedAt: timePtr(r.EndedAt)}
 	if r.Status != hopper.RunCompleted {
 		out.Output = json.RawMessage("null")
