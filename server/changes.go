@@ -38,6 +38,10 @@ func attemptsJSON(as []hopper.Attempt) []AttemptJSON {
 	return out
 }
 
+// AttemptsToJSON is a job's attempts as the API shows them (the CLI prints
+// the same with --json).
+func AttemptsToJSON(as []hopper.Attempt) []AttemptJSON { return attemptsJSON(as) }
+
 // jobAttempts serves GET /v1/jobs/{id}/attempts.
 func (s *Server) jobAttempts(w http.ResponseWriter, r *http.Request) {
 	as, err := s.c.Attempts(r.Context(), r.PathValue("id"))

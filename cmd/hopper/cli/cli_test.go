@@ -100,6 +100,10 @@ func TestOperatorCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "succeeded") {
 		t.Fatalf("jobs show: %q", out)
 	}
+	out, _, code = run(t, "jobs", "attempts", id, "--db", db)
+	if code != 0 || !strings.Contains(out, "OUTCOME") || !strings.Contains(out, "succeeded") {
+		t.Fatalf("jobs attempts: %q", out)
+	}
 	out, _, code = run(t, "jobs", "list", "--db", db)
 	if code != 0 || !strings.Contains(out, "STATE") || !strings.Contains(out, "bench-noop") {
 		t.Fatalf("jobs list table: %q", out)

@@ -99,7 +99,43 @@ func jobsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(list, show, cancel, retry)
+	attempts := &cobra.Command{
+		Use:   "attempts ID",
+		Short: "List a job's attempts (from the change feed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var list server.AttemptListJSON
+			if r := g.remote(); r != nil {
+				if err := r.get(cmd.Context(), "/v1/jobs/"+pathEsc(args[0])+"/attempts", nil, &list); err != nil {
+					return err
+				}
+			} else if err := withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				as, err := c.Attempts(cmd.Context(), args[0])
+				list.Attempts = server.AttemptsToJSON(as)
+				return err
+			}); err != nil {
+				return err
+			}
+			if g.asJSON {
+				return writeJSON(g.out, list)
+			}
+			rows := make([][]string, len(list.Attempts))
+			for i, a := range list.Attempts {
+				ended, outcome, why := "-", "running", ""
+				if a.EndedAt != nil {
+					ended, outcome = fmtTime(*a.EndedAt), a.Outcome
+				}
+				if a.Error != nil {
+					why = a.Error.Kind + ": " + a.Error.Message
+				} else if a.Stuck != nil {
+					why = a.Stuck.Cause
+				}
+				rows[i] = []string{strconv.Itoa(a.Generation), strconv.Itoa(a.Number), a.Worker, fmtTime(a.StartedAt), ended, outcome, why}
+			}
+			return table(g.out, []string{"LIFE", "ATTEMPT", "WORKER", "STARTED", "ENDED", "OUTCOME", "ERROR"}, rows)
+		},
+	}
+	cmd.AddCommand(list, show, cancel, retry, attempts)
 	return cmd
 }
 

@@ -56,6 +56,11 @@ func TestServerMode(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &job) != nil || job.State != "succeeded" || string(job.Result) != "5" {
 		t.Fatalf("jobs show: %q", out)
 	}
+	out, _, code = remote("jobs", "attempts", h.ID(), "--json")
+	var attempts server.AttemptListJSON
+	if code != 0 || json.Unmarshal([]byte(out), &attempts) != nil || len(attempts.Attempts) != 1 || attempts.Attempts[0].Outcome != "succeeded" {
+		t.Fatalf("jobs attempts: %q", out)
+	}
 	if _, errOut, code := remote("jobs", "show", "nope"); code == 0 || !strings.Contains(errOut, "not_found") {
 		t.Fatalf("jobs show missing: %d %q", code, errOut)
 	}
