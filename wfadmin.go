@@ -51,6 +51,10 @@ type ActivityInfo struct {
 	Attempt     int
 	MaxAttempts int
 	Error       *hoppertype.ErrorInfo
+	// Attempts are the activity job's executions, from the change feed:
+	// when each started and ended, on which worker, and how (the
+	// activity's started, retry and completed record).
+	Attempts []Attempt
 }
 
 // StepInfo is one recorded step (or activity) of a run.
@@ -244,6 +248,11 @@ func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent)
 		a := ActivityInfo{Name: names[i], JobID: id}
 		if j := byID[id]; j != nil { // a finished job may have been deleted by retention
 			a.State, a.Attempt, a.MaxAttempts, a.Error = j.State, j.Attempt, j.Retry.Attempts, j.Error
+			chs, err := c.changesOf(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			a.Attempts, _ = attemptsOf(chs)
 		}
 		out = append(out, a)
 	}

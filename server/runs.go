@@ -71,12 +71,13 @@ type StepJSON struct {
 
 // ActivityJSON is one activity of a run: its job as it stands.
 type ActivityJSON struct {
-	Name        string     `json:"name"`
-	JobID       string     `json:"job_id"`
-	State       string     `json:"state,omitempty"`
-	Attempt     int        `json:"attempt"`
-	MaxAttempts int        `json:"max_attempts"`
-	Error       *ErrorJSON `json:"error,omitempty"`
+	Name        string        `json:"name"`
+	JobID       string        `json:"job_id"`
+	State       string        `json:"state,omitempty"`
+	Attempt     int           `json:"attempt"`
+	MaxAttempts int           `json:"max_attempts"`
+	Error       *ErrorJSON    `json:"error,omitempty"`
+	Attempts    []AttemptJSON `json:"attempts,omitempty"`
 }
 
 // CompensationJSON is one compensation, in the order they ran.
@@ -118,7 +119,7 @@ func runJSON(r *hopper.RunInfo, showTokens bool) *RunJSON {
 	}
 	for _, a := range r.Activities {
 		out.Activities = append(out.Activities, ActivityJSON{Name: a.Name, JobID: a.JobID, State: string(a.State),
-			Attempt: a.Attempt, MaxAttempts: a.MaxAttempts, Error: errJSON(a.Error)})
+			Attempt: a.Attempt, MaxAttempts: a.MaxAttempts, Error: errJSON(a.Error), Attempts: attemptsJSON(a.Attempts)})
 	}
 	for _, h := range r.Hooks {
 		hj := HookJSON{Name: h.Name, State: string(h.State)}
