@@ -331,14 +331,24 @@ func testEventDuplicate(t *testing.T, f *fixture) {
 func testEventDuplicateInTx(t *testing.T, f *fixture) {
 	r, j := f.leasedRun(t)
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 1, "orig"))
-	_ = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	_, err := f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunWaiting, Now: base})
+	require.NoError(t, err)
+	require.NoError(t, f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		err := tx.RunEventAppend(ctx, &driver.RunEventAppendParams{
 			RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "new"), event(r.ID, 1, 1, "dup")},
+			RunStatus: hoppertype.RunRunning, Now: at(time.Second),
 		})
 		require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
-		return nil
-	})
+		// A key twice in one call.
+		err = tx.RunEventAppend(ctx, &driver.RunEventAppendParams{
+			RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 3, "new"), event(r.ID, 1, 3, "twice")},
+			RunStatus: hoppertype.RunRunning, Now: at(time.Second),
+		})
+		require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
+		return nil // the transaction commits what else it did
+	}))
 	requireEvents(t, []*hoppertype.RunEvent{event(r.ID, 1, 1, "orig")}, f.events(t, r.ID, 0))
+	require.Equal(t, hoppertype.RunWaiting, f.runGet(t, r.ID).Status, "nor the status the append carried")
 }
 
 func testEventClaimInTx(t *testing.T, f *fixture) {

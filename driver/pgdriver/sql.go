@@ -409,6 +409,7 @@ func eventAppendSQL(conflict string) string {
 	UPDATE {s}.runs SET status = $9, updated_at = $10, ended_at = coalesce($11, ended_at)
 	WHERE id = $1 AND $9::text IS NOT NULL AND status <> $9
 		AND EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)
+		AND (SELECT count(*) FROM ins) = cardinality($3::int4[])
 )
 SELECT EXISTS (SELECT 1 FROM lease), EXISTS (SELECT 1 FROM dup), ins.attempt, ins.seq
 FROM (SELECT 1) one LEFT JOIN ins ON true`

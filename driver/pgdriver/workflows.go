@@ -391,7 +391,9 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 	}
 	// In a transaction, ON CONFLICT skipped an event whose key appears twice
 	// in the call or another transaction committed after the statement's
-	// snapshot: undo the events this call wrote, which are still its own.
+	// snapshot: undo the events this call wrote, which are still its own
+	// (the run's status was left alone: it changes only when every event
+	// went in).
 	if len(insAttempts) > 0 {
 		if _, err := e.q.Exec(ctx, e.d.q.eventUndo, p.RunID, insAttempts, insSeqs); err != nil {
 			return e.d.fail(op, err)
