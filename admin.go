@@ -216,6 +216,26 @@ func (c *Client) Retry(ctx context.Context, id string) (*JobRow, error) {
 	return row, fmt.Errorf("hopper: retry job %s: it is %s (or its unique key is taken): %w", id, row.State, ErrStateConflict)
 }
 
+// Reopen moves a stuck job back to pending as a fresh job: a new
+// generation of attempts, its stuck slot cleared. A job in any other state
+// yields an error matching ErrStateConflict. It is what a policy for stuck
+// jobs calls (see RetryObserver): unlike Retry, it never brings back a job
+// that someone cancelled or that died meanwhile.
+func (c *Client) Reopen(ctx context.Context, id string) (*JobRow, error) {
+	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: []string{id}, States: []hoppertype.JobState{hoppertype.JobStateStuck}})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: reopen job %s: %w", id, err)
+	}
+	if len(res) == 1 {
+		return res[0].Job, nil
+	}
+	row, err := c.drv.JobGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: reopen job %s: %w", id, err)
+	}
+	return row, fmt.Errorf("hopper: reopen job %s: it is %s, not stuck (or its unique key is taken): %w", id, row.State, ErrStateConflict)
+}
+
 // RedriveParams select dead-lettered jobs to move back: by IDs, by Type,
 // or All of them.
 type RedriveParams struct {

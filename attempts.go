@@ -50,7 +50,7 @@ func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 			return nil, fmt.Errorf("hopper: attempts of %s: %w", id, err)
 		}
 	}
-	attempts, _ := attemptsOf(chs)
+	attempts, _ := AttemptsOf(chs)
 	return attempts, nil
 }
 
@@ -61,8 +61,18 @@ func (c *Client) Generations(ctx context.Context, id string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("hopper: generations of %s: %w", id, err)
 	}
-	_, gens := attemptsOf(chs)
+	_, gens := AttemptsOf(chs)
 	return gens, nil
+}
+
+// JobChanges returns every change the store holds of a job (or run, or
+// gate) with this id, in order.
+func (c *Client) JobChanges(ctx context.Context, id string) ([]*Change, error) {
+	chs, err := c.changesOf(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: changes of %s: %w", id, err)
+	}
+	return chs, nil
 }
 
 // changesOf reads every change of an entity, in order.
@@ -87,9 +97,10 @@ func (c *Client) changesOf(ctx context.Context, id string) ([]*Change, error) {
 var stopped = []string{string(hoppertype.JobStateSucceeded), string(hoppertype.JobStateDead), string(hoppertype.JobStateExpired),
 	string(hoppertype.JobStateCancelled), string(hoppertype.JobStateStuck)}
 
-// attemptsOf folds a job's changes into its attempts and counts its
-// generations (0 when there are no job changes).
-func attemptsOf(chs []*Change) ([]Attempt, int) {
+// AttemptsOf folds a job's changes, in order (JobChanges), into its
+// attempts and counts its generations (0 when there are no job changes).
+// Run changes among them are skipped.
+func AttemptsOf(chs []*Change) ([]Attempt, int) {
 	var out []Attempt
 	gen := 0
 	for _, ch := range chs {

@@ -93,7 +93,8 @@ func ExampleClient_Observe_inCommit() {
 
 // A policy of one's own, written like the built-in retry observer: give
 // dead-lettered jobs of one type a single second life, counting lives from
-// the job's own changes.
+// the job's own changes, and acting only on a job's latest change (a
+// delivery may come late: after a crash, or behind a failing change).
 func ExampleRetryObserver() {
 	var calls atomic.Int32
 	fragile := hopper.Define("fragile", func(ctx context.Context, _ int) (string, error) {
@@ -111,9 +112,15 @@ func ExampleRetryObserver() {
 	err = c.Observe("second-life", hopper.AfterCommit,
 		hopper.ChangeFilter{Types: []string{"fragile"}, States: []string{string(hopper.StateDead)}},
 		func(ctx context.Context, ch hopper.Change) error {
-			lives, err := c.Generations(ctx, ch.EntityID)
-			if err != nil || lives >= 2 {
+			chs, err := c.JobChanges(ctx, ch.EntityID)
+			if err != nil {
 				return err
+			}
+			if chs[len(chs)-1].Position != ch.Position {
+				return nil // the job moved on since this change
+			}
+			if _, lives := hopper.AttemptsOf(chs); lives >= 2 {
+				return nil
 			}
 			_, err = c.Retry(ctx, ch.EntityID)
 			if errors.Is(err, hopper.ErrStateConflict) {

@@ -576,3 +576,54 @@ func waitRetryObserverPassed(t *testing.T, d driver.Driver, id string) *hopperty
 	})
 	return last
 }
+
+// TestRetryObserverIgnoresStaleStuck: a job went stuck (retryable) and was
+// cancelled before any retry observer saw the change; when one does, the
+// job stays cancelled.
+func TestRetryObserverIgnoresStaleStuck(t *testing.T) {
+	forEachDriver(t, testRetryObserverIgnoresStaleStuck)
+}
+
+func testRetryObserverIgnoresStaleStuck(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	ctx := testCtx(t)
+	// No retry observer here: the stuck change waits in the feed.
+	quiet, err := hopper.New(hopper.Config{Driver: d, RetryObserverCap: -1})
+	require.NoError(t, err)
+	require.Nil(t, quiet.RetryObserver())
+	step := hopper.Define("stale-step", func(context.Context, int) (int, error) { return 0, nil }, nil)
+	h, err := step.Enqueue(ctx, quiet, 0, nil)
+	require.NoError(t, err)
+	now := time.Now()
+	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	yes := true
+	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: h.ID(), LeaseToken: claimed[0].LeaseToken,
+		State: hopper.StateStuck, Attempt: 1, RunAt: claimed[0].RunAt,
+		Stuck: &hoppertype.StuckInfo{Cause: hopper.StuckEngineFailure, Retryable: &yes, ObservedAt: now}}}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	_, err = quiet.Cancel(ctx, h.ID())
+	require.NoError(t, err)
+
+	// Now a client with the retry observer comes up and reads the feed.
+	newClient(t, hopper.Config{Driver: d})
+	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: h.ID(), Limit: 10})
+	require.NoError(t, err)
+	last := chs[len(chs)-1]
+	require.Equal(t, "stuck>cancelled", last.Prev+">"+last.State)
+	eventually(t, "the retry observer passed the job's changes", func() bool {
+		cursors, err := d.CursorList(ctx)
+		require.NoError(t, err)
+		for _, cur := range cursors {
+			if cur.Name == hopper.RetryObserverName {
+				return !cur.At.Before(last)
+			}
+		}
+		return false
+	})
+	row, err := quiet.Get(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateCancelled, row.State, "a late stuck change does not bring a cancelled job back")
+}

@@ -21,8 +21,10 @@ const RetryObserverName = "hopper.retry"
 // policy of one's own. On a change into stuck whose stuck slot says
 // retryable: true (an engine failure the engine believes another try may
 // get past, such as leases lost on every attempt), it reopens the job
-// (Client.Retry: pending, a new generation of attempts) while the job has
-// had fewer than MaxAttempts generations. It leaves alone stucks that are
+// (Client.Reopen: pending, a new generation of attempts) while the job has
+// had fewer than MaxAttempts generations, and only while that change is
+// still the job's latest (a stuck job cancelled or redriven meanwhile is
+// not reopened). It leaves alone stucks that are
 // not retryable, that do not say (fail-safe) and dependency stucks
 // (failed-blocker, cycle), which a redrive of their blocker un-sticks.
 // Every client registers one unless Config.RetryObserverCap is negative.
@@ -63,20 +65,29 @@ func newRetryObserver(c *Client, max int) (*RetryObserver, error) {
 
 func (r *RetryObserver) observe(ctx context.Context, ch Change) error {
 	if !ShouldReopen(ch, 0, r.max) {
-		return nil // not a retryable stuck: no need to count
+		return nil // not a retryable stuck: no need to look further
 	}
-	gens, err := r.c.Generations(ctx, ch.EntityID)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	} else if err != nil {
+	chs, err := r.c.JobChanges(ctx, ch.EntityID)
+	if err != nil {
 		return err
 	}
+	// Act on the job's latest change only: a stuck the job has left since
+	// (cancelled, redriven, stuck again) is not this change's to reopen.
+	for i := len(chs) - 1; i >= 0; i-- {
+		if chs[i].Kind == ChangeRun {
+			continue
+		}
+		if chs[i].Position != ch.Position {
+			return nil
+		}
+		break
+	}
+	_, gens := AttemptsOf(chs)
 	if !ShouldReopen(ch, gens, r.max) {
 		return nil
 	}
-	if _, err := r.c.Retry(ctx, ch.EntityID); err != nil && !errors.Is(err, ErrStateConflict) && !errors.Is(err, ErrNotFound) {
-		// A conflict means the job moved on (retried, cancelled, deleted)
-		// since this change: nothing to do.
+	if _, err := r.c.Reopen(ctx, ch.EntityID); err != nil && !errors.Is(err, ErrStateConflict) && !errors.Is(err, ErrNotFound) {
+		// A conflict means the job left stuck since the check: nothing to do.
 		return err
 	}
 	return nil

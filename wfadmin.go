@@ -252,7 +252,7 @@ func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent)
 			if err != nil {
 				return nil, err
 			}
-			a.Attempts, _ = attemptsOf(chs)
+			a.Attempts, _ = AttemptsOf(chs)
 		}
 		out = append(out, a)
 	}
