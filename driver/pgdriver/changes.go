@@ -65,7 +65,7 @@ func (e *executor) ChangeList(ctx context.Context, p *driver.ChangeListParams) (
 	args := []any{p.After.Position, p.Limit}
 	switch {
 	case p.EntityID != "":
-		q = `SELECT ` + changeColumns + ` FROM ` + s + `.changes WHERE entity_id = $3 AND position > $1 ORDER BY position LIMIT $2`
+		q = `SELECT ` + changeColumns + ` FROM ` + s + `.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2`
 		args = append(args, p.EntityID)
 	case p.Own:
 		if e.tx == nil && !e.callerSQLTx {

@@ -57,3 +57,65 @@ func TestChangeFeedFinality(t *testing.T) {
 	require.Equal(t, fast.ID, chs[1].EntityID)
 	require.Less(t, chs[0].Tx, chs[1].Tx)
 }
+
+// TestChangeFeedEntityOrder: a transaction that began (took its id) before
+// others changes a job after them; the feed still delivers the job's
+// changes in the order they were made.
+func TestChangeFeedEntityOrder(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	j := newJob("q-order")
+	j.State, j.RunAt = hoppertype.JobStateScheduled, testBase.Add(time.Hour)
+	insert(t, d, j)
+
+	began, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			// Take a transaction id first, with another job.
+			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q-other")}}); err != nil {
+				return err
+			}
+			close(began)
+			<-release
+			_, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: testBase.Add(2 * time.Minute)})
+			return err
+		})
+	}()
+	<-began
+	// Meanwhile: woken, claimed and snoozed by later transactions.
+	_, err := d.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: testBase})
+	require.NoError(t, err)
+	rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q-order", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: j.ID, LeaseToken: rows[0].LeaseToken,
+		State: hoppertype.JobStateScheduled, Attempt: 0, RunAt: testBase.Add(time.Hour)}}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	close(release)
+	require.NoError(t, <-done)
+
+	want := []string{">scheduled", "scheduled>pending", "pending>running", "running>scheduled", "scheduled>pending"}
+	var got []string
+	require.Eventually(t, func() bool {
+		chs, err := d.ChangeList(ctx, &driver.ChangeListParams{Limit: 100})
+		require.NoError(t, err)
+		got = got[:0]
+		for _, ch := range chs {
+			if ch.EntityID == j.ID {
+				got = append(got, ch.Prev+">"+ch.State)
+			}
+		}
+		return len(got) == len(want)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, want, got, "the feed gives a job's changes in the order they were made")
+	row, err := d.JobGet(ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.JobStatePending, row.State)
+	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, chs, len(want))
+	require.Equal(t, "scheduled>pending", chs[len(chs)-1].Prev+">"+chs[len(chs)-1].State, "so does the entity listing")
+}

@@ -7,12 +7,17 @@
 -- transition and its changes commit together whichever statement makes it.
 --
 -- Transactions write changes concurrently, so positions (a sequence) are
--- not handed out in commit order. Each change keeps its top-level
--- transaction id (tx); readers deliver in (tx, position) order and only
--- changes whose tx is below the oldest transaction still running
--- (pg_snapshot_xmin): no change can later commit before them, so a cursor
--- moving through that order never skips one. A transaction left open holds
--- delivery back until it ends.
+-- not handed out in commit order. Each change keeps an ordering key (tx):
+-- its top-level transaction id, raised to the key of the entity's previous
+-- change when that is higher (a transaction that began before another can
+-- change an entity after it: the row lock makes it wait, so the previous
+-- change is committed and visible). Readers deliver in (tx, position)
+-- order and only changes whose key is below the oldest transaction still
+-- running (pg_snapshot_xmin): a key is an id handed out already, every
+-- later key is at least its writer's own id, so no change can later commit
+-- before them and a cursor moving through that order never skips one; and
+-- an entity's changes come in the order they were made. A transaction left
+-- open holds delivery back until it ends.
 
 CREATE TABLE {schema}.changes (
 	tx         xid8 NOT NULL DEFAULT pg_current_xact_id(),
@@ -32,7 +37,9 @@ CREATE TABLE {schema}.changes (
 	PRIMARY KEY (tx, position)
 );
 
-CREATE INDEX changes_entity ON {schema}.changes (entity_id, position);
+-- An entity's changes, in order (their keys never decrease): the entity
+-- listing and the triggers' look-up of the previous key.
+CREATE INDEX changes_entity ON {schema}.changes (entity_id, tx, position);
 
 CREATE FUNCTION {schema}.jobs_change_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -53,8 +60,9 @@ CREATE TRIGGER jobs_change_insert AFTER INSERT ON {schema}.jobs
 -- at every size.
 CREATE FUNCTION {schema}.jobs_change_update() RETURNS trigger LANGUAGE plpgsql SET enable_nestloop = off AS $$
 BEGIN
-	INSERT INTO {schema}.changes (kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at)
-	SELECT CASE WHEN n.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, n.id, n.type, n.queue,
+	INSERT INTO {schema}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at)
+	SELECT greatest(pg_current_xact_id(), (SELECT max(c.tx) FROM {schema}.changes c WHERE c.entity_id = n.id)),
+		CASE WHEN n.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, n.id, n.type, n.queue,
 		o.state, n.state, n.attempt, n.worker,
 		concat_ws(',',
 			CASE WHEN o.attempt IS DISTINCT FROM n.attempt THEN 'attempt' END,
@@ -97,8 +105,9 @@ CREATE TRIGGER runs_change_insert AFTER INSERT ON {schema}.runs
 
 CREATE FUNCTION {schema}.runs_change_update() RETURNS trigger LANGUAGE plpgsql SET enable_nestloop = off AS $$
 BEGIN
-	INSERT INTO {schema}.changes (kind, entity_id, type, queue, prev_state, state, fields, error, at)
-	SELECT 'run', n.id, n.workflow, coalesce(j.queue, ''), o.status, n.status,
+	INSERT INTO {schema}.changes (tx, kind, entity_id, type, queue, prev_state, state, fields, error, at)
+	SELECT greatest(pg_current_xact_id(), (SELECT max(c.tx) FROM {schema}.changes c WHERE c.entity_id = n.id)),
+		'run', n.id, n.workflow, coalesce(j.queue, ''), o.status, n.status,
 		concat_ws(',',
 			CASE WHEN o.ended_at IS DISTINCT FROM n.ended_at THEN 'ended_at' END,
 			CASE WHEN o.error IS DISTINCT FROM n.error THEN 'error' END),
