@@ -58,7 +58,9 @@ const (
 	// after a crash or a stall longer than the cursor's lease (Visibility)
 	// between delivering it and recording that. A failing delivery is
 	// retried, with backoff, before any later change is delivered; it never
-	// touches the change.
+	// touches the change. Changes are kept as long as their jobs
+	// (Config.Retention): an observer that falls behind by more than that
+	// misses the changes of the jobs deleted meanwhile.
 	AfterCommit ObserverPhase = 2
 )
 
@@ -186,6 +188,11 @@ func (d *observedDriver) InTx(ctx context.Context, fn func(ctx context.Context, 
 }
 
 func (t *observedTx) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	// What the enclosing scope wrote so far is its own: show it before the
+	// nested scope begins, so that a veto there is not charged to it.
+	if err := t.c.runInCommit(ctx, t); err != nil {
+		return err
+	}
 	saved := t.st.last
 	err := t.Executor.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		w := &observedTx{Executor: tx, c: t.c, st: t.st}
@@ -221,6 +228,14 @@ func (d *observedDriver) JobInsertMany(ctx context.Context, p *driver.JobInsertM
 }
 
 func (d *observedDriver) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// Once begun, a claim is seen through: one that committed while its
+	// caller stopped listening would hold its jobs until their leases
+	// expire.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	return inTx(ctx, d, func(ctx context.Context, tx driver.Executor) ([]*hoppertype.JobRow, error) {
 		return tx.JobClaim(ctx, p)
 	})
@@ -253,9 +268,16 @@ func (d *observedDriver) JobCancel(ctx context.Context, p *driver.JobCancelParam
 }
 
 func (d *observedDriver) JobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
-	return inTx(ctx, d, func(ctx context.Context, tx driver.Executor) ([]driver.JobRetryResult, error) {
-		return tx.JobRetry(ctx, p)
-	})
+	for try := 0; ; try++ {
+		res, err := inTx(ctx, d, func(ctx context.Context, tx driver.Executor) ([]driver.JobRetryResult, error) {
+			return tx.JobRetry(ctx, p)
+		})
+		// A store may refuse a move when a job took a unique key between its
+		// checks and the move (outside a transaction it tries again itself).
+		if err == nil || try == 2 || ctx.Err() != nil || errors.Is(err, ErrVetoed) {
+			return res, err
+		}
+	}
 }
 
 func (d *observedDriver) JobWake(ctx context.Context, p *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
@@ -457,6 +479,9 @@ type deliverer struct {
 	held    atomic.Bool
 	cur     ChangeCursor
 	renewed time.Time
+	// failAt is the change that failed last, fails how often in a row.
+	failAt ChangeCursor
+	fails  int
 }
 
 func (rt *runtime) startObservers() {
@@ -497,13 +522,33 @@ func (rt *runtime) startObservers() {
 }
 
 // stopObservers ends delivery and gives up the cursors this process held,
-// so another process takes them over at once.
-func (rt *runtime) stopObservers() {
+// so another process takes them over at once. It waits for observers still
+// running until ctx is done (an observer that ignores its context is left
+// to finish on its own).
+func (rt *runtime) stopObservers(ctx context.Context) {
 	if rt.feedCancel == nil {
 		return
 	}
 	rt.feedCancel()
-	rt.feedLoops.Wait()
+	done := make(chan struct{})
+	go func() {
+		rt.feedLoops.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	// Delivery loops end at once; an observer's function gets a moment to
+	// see its context cancelled.
+	grace := time.NewTimer(2 * time.Second)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		rt.c.reportError(fmt.Errorf("stop: an observer did not return in time: %w", ctx.Err()), PhaseObserver)
+	}
 }
 
 // run delivers until ctx ends.
@@ -601,7 +646,7 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 	}
 	for _, ch := range chs {
 		if d.o.filter.Match(ch) {
-			for try := 0; ; try++ {
+			for {
 				err := callObserver(ctx, d.o, ch)
 				if err == nil {
 					break
@@ -609,12 +654,18 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 				if ctx.Err() != nil {
 					return false, advance()
 				}
-				c.reportError(fmt.Errorf("observer %q on change %d (%s %s to %s), try %d: %w", d.o.name, ch.Position, ch.Kind, ch.EntityID, ch.State, try+1, err), PhaseObserver)
-				// Keep what was delivered and the lease, then wait.
+				// A change that failed in an earlier round keeps its count.
+				if d.failAt != hoppertype.CursorOf(ch) {
+					d.failAt, d.fails = hoppertype.CursorOf(ch), 0
+				}
+				d.fails++
+				c.reportError(fmt.Errorf("observer %q on change %d (%s %s to %s), try %d: %w", d.o.name, ch.Position, ch.Kind, ch.EntityID, ch.State, d.fails, err), PhaseObserver)
+				// Keep what was delivered and the lease, then wait (never
+				// so long that the lease lapses meanwhile).
 				if err := advance(); err != nil {
 					return false, err
 				}
-				t := c.clock.NewTimer(observerBackoff(try))
+				t := c.clock.NewTimer(min(observerBackoff(d.fails-1), d.ttl/3))
 				select {
 				case <-ctx.Done():
 					t.Stop()
@@ -652,7 +703,9 @@ func (d *deliverer) release() {
 	c := d.c
 	// Advancing to the start never moves a cursor back; a zero TTL ends the
 	// lease.
-	err := c.drv.CursorAdvance(context.Background(), &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, Now: c.now(), TTL: 0})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, Now: c.now(), TTL: 0})
 	if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) {
 		c.reportError(fmt.Errorf("observer %q: release cursor: %w", d.o.name, err), PhaseObserver)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/hopper-go/hopper/driver/memdriver"
 	"github.com/hopper-go/hopper/driver/pgdriver"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
+	"github.com/hopper-go/hopper/hoppertest"
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
@@ -626,4 +627,65 @@ func testRetryObserverIgnoresStaleStuck(t *testing.T, newDriver func(*testing.T)
 	row, err := quiet.Get(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateCancelled, row.State, "a late stuck change does not bring a cancelled job back")
+}
+
+// TestAfterCommitBackoffKeepsTheLease: an observer that fails again and
+// again waits longer each time, but never so long that its cursor's lease
+// lapses (another process would take the cursor and the count would start
+// over).
+func TestAfterCommitBackoffKeepsTheLease(t *testing.T) {
+	forEachDriver(t, testAfterCommitBackoffKeepsTheLease)
+}
+
+func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var mu sync.Mutex
+	var errs []error
+	calls, delivered := 0, false
+	clk := hoppertest.NewClock(time.Time{})
+	cfg := hopper.Config{Driver: newDriver(t), Clock: clk, Visibility: 3 * time.Second, OnError: func(err error, phase hopper.ErrorPhase) {
+		if phase == hopper.PhaseObserver {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+	}}
+	c, err := hopper.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Observe("flaky", hopper.AfterCommit, hopper.ChangeFilter{States: []string{"pending"}}, func(context.Context, hopper.Change) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls <= 12 {
+			return fmt.Errorf("down (%d)", calls)
+		}
+		delivered = true
+		return nil
+	}))
+	require.NoError(t, c.Start(testCtx(t)))
+	t.Cleanup(func() { require.NoError(t, c.Stop(context.Background())) })
+	step := hopper.Define("later", func(context.Context, int) (int, error) { return 0, nil }, nil)
+	_, err = step.Enqueue(testCtx(t), c, 0, &hopper.InsertOpts{Queue: "nobody-works-this"})
+	require.NoError(t, err)
+	isDelivered := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return delivered
+	}
+	// Virtual time, a second at a time, with real time for the deliverer
+	// to act on each.
+	for i := 0; i < 120 && !isDelivered(); i++ {
+		clk.Advance(time.Second)
+		for j := 0; j < 20 && !isDelivered(); j++ {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	require.True(t, isDelivered())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, errs, 12, "each failure reported, none about the lease: %v", errs)
+	for _, err := range errs {
+		require.NotErrorIs(t, err, hopper.ErrLeaseLost)
+		require.NotContains(t, err.Error(), "lease lost")
+	}
+	require.Contains(t, errs[11].Error(), "try 12", "the count goes on across rounds")
 }

@@ -114,7 +114,7 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 }
 
 func (rt *runtime) abortStart() {
-	rt.stopObservers()
+	rt.stopObservers(context.Background())
 	rt.cancel()
 	rt.workCancel(errStopping)
 	rt.loops.Wait()
@@ -265,7 +265,7 @@ func (rt *runtime) stop(ctx context.Context) error {
 		rt.poolWG.Wait()
 		// 3. Record every outcome, then stop the rest.
 		rt.completer.stop()
-		rt.stopObservers()
+		rt.stopObservers(ctx)
 		rt.loops.Wait()
 		rt.maint.resign()
 		rt.forgetWorker()
