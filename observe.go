@@ -47,7 +47,11 @@ const (
 	// finishes, rescues, cancels, retries, wake-ups — but not the jobs a
 	// caller inserts through its own transaction (EnqueueTx), and not the
 	// transitions other processes make. Keep them quick: the transaction
-	// (and on SQLite, every writer) waits for them.
+	// (and on SQLite, every writer) waits for them. While a client has
+	// InCommit observers, the transitions a store makes in one statement
+	// (claims, single finishes, appends) run in a transaction of their own
+	// so the observers can see them, and each finished attempt gets a
+	// savepoint of its own so a veto undoes it alone: throughput is lower.
 	InCommit ObserverPhase = 1
 	// AfterCommit observers (phase 2) receive each committed change at least
 	// once, in the feed's order (so in order for each entity), from whichever
@@ -453,8 +457,8 @@ func callObserver(ctx context.Context, o *observer, ch *Change) (err error) {
 // retried), or its delivery loop could not read the feed.
 const PhaseObserver ErrorPhase = "observer"
 
-// feedPage is how many changes one feed read delivers.
-const feedPage = 500
+// feedPage is how many changes of the feed one delivery round reads.
+const feedPage = 2000
 
 // nudgeFeed tells this client's AfterCommit observers that it committed
 // something: they look at the feed now rather than at their next poll.
@@ -474,10 +478,11 @@ type deliverer struct {
 	nudge chan struct{}
 	ttl   time.Duration
 	// held is set while this process holds the cursor; cur is where
-	// delivery stands and renewed when the lease was last renewed (used by
-	// the delivery goroutine only).
+	// delivery stands, saved where the store has it, renewed when the
+	// lease was last renewed (used by the delivery goroutine only).
 	held    atomic.Bool
 	cur     ChangeCursor
+	saved   ChangeCursor
 	renewed time.Time
 	// failAt is the change that failed last, fails how often in a row.
 	failAt ChangeCursor
@@ -603,7 +608,14 @@ func (d *deliverer) run(ctx context.Context) {
 func (d *deliverer) lease(ctx context.Context) (bool, error) {
 	c := d.c
 	now := c.now()
-	if d.held.Load() && now.Sub(d.renewed) < d.ttl/3 {
+	if d.held.Load() {
+		if now.Sub(d.renewed) < d.ttl/3 {
+			return true, nil
+		}
+		// Renew by recording how far delivery got.
+		if err := d.save(ctx, d.cur); err != nil {
+			return false, err
+		}
 		return true, nil
 	}
 	row, err := c.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.name, Owner: c.worker, Now: now, TTL: d.ttl})
@@ -617,10 +629,28 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 	}
 	// Whatever this process thought, the stored cursor is where delivery
 	// stands (another process may have moved it while the lease lapsed).
-	d.cur, d.renewed = row.At, now
+	d.cur, d.saved, d.renewed = row.At, row.At, now
 	d.held.Store(true)
 	return true, nil
 }
+
+// save records that delivery got to cur and renews the lease.
+func (d *deliverer) save(ctx context.Context, cur ChangeCursor) error {
+	c := d.c
+	now := c.now()
+	err := c.drv.CursorAdvance(context.WithoutCancel(ctx), &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: cur, Now: now, TTL: d.ttl})
+	if err != nil {
+		d.held.Store(false)
+		return err
+	}
+	d.cur, d.saved, d.renewed = cur, cur, now
+	return nil
+}
+
+// saveEvery is how often a cursor that passed only changes its observer
+// does not want is recorded: reading those again after a crash costs
+// nothing but the read.
+const saveEvery = time.Second
 
 // round delivers one page of changes if this process holds the cursor; it
 // reports whether it delivered any (there may be more).
@@ -629,23 +659,26 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 	if held, err := d.lease(ctx); !held || err != nil {
 		return false, err
 	}
-	chs, err := c.drv.ChangeList(ctx, &driver.ChangeListParams{After: d.cur, Limit: feedPage})
-	if err != nil || len(chs) == 0 {
+	// The store reads the changes this observer does not want without
+	// handing them over.
+	f := d.o.filter
+	res, err := c.drv.ChangeScan(ctx, &driver.ChangeScanParams{After: d.cur, Kinds: f.Kinds, Types: f.Types, States: f.States, Limit: feedPage})
+	if err != nil {
 		return false, err
 	}
-	cur := d.cur
-	advance := func() error {
-		now := c.now()
-		err := c.drv.CursorAdvance(context.WithoutCancel(ctx), &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: cur, Now: now, TTL: d.ttl})
-		if err != nil {
-			d.held.Store(false)
-			return err
+	if res.Next == d.cur {
+		if d.cur != d.saved && c.now().Sub(d.renewed) >= saveEvery {
+			return false, d.save(ctx, d.cur)
 		}
-		d.cur, d.renewed = cur, now
-		return nil
+		return false, nil
 	}
+	chs := res.Changes
+	cur := d.cur
+	advance := func() error { return d.save(ctx, cur) }
+	matched := false
 	for _, ch := range chs {
 		if d.o.filter.Match(ch) {
+			matched = true
 			for {
 				err := callObserver(ctx, d.o, ch)
 				if err == nil {
@@ -684,7 +717,12 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	return true, advance()
+	cur = res.Next
+	if matched || c.now().Sub(d.renewed) >= saveEvery {
+		return true, advance()
+	}
+	d.cur = cur
+	return true, nil
 }
 
 // observerBackoff is the wait before delivering a failed change again:
@@ -701,11 +739,10 @@ func (d *deliverer) release() {
 		return
 	}
 	c := d.c
-	// Advancing to the start never moves a cursor back; a zero TTL ends the
-	// lease.
+	// Record how far delivery got; a zero TTL ends the lease.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := c.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, Now: c.now(), TTL: 0})
+	err := c.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: d.cur, Now: c.now(), TTL: 0})
 	if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) {
 		c.reportError(fmt.Errorf("observer %q: release cursor: %w", d.o.name, err), PhaseObserver)
 	}

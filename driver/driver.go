@@ -383,6 +383,13 @@ type Executor interface {
 	// Position). At most Limit (> 0) in each mode.
 	ChangeList(ctx context.Context, params *ChangeListParams) ([]*hoppertype.Change, error)
 
+	// ChangeScan reads the next Limit (> 0) final changes of the feed after
+	// After, in delivery order, and returns those that pass the filter
+	// (empty fields do not filter) with Next: the cursor of the last change
+	// it read, matching or not (After when there was none). A reader that
+	// wants few changes so skips the others without fetching them.
+	ChangeScan(ctx context.Context, params *ChangeScanParams) (*ChangeScanResult, error)
+
 	// ChangeMark returns a Position to list a transaction's own changes
 	// after (ChangeListParams.Own): taken at the start of a transaction,
 	// every change the transaction writes next comes after it.
@@ -416,6 +423,29 @@ type ChangeListParams struct {
 	Own      bool
 	// Limit caps the changes returned; it must be > 0.
 	Limit int
+}
+
+// ChangeScanParams are the arguments of ChangeScan.
+type ChangeScanParams struct {
+	After  hoppertype.ChangeCursor
+	Kinds  []hoppertype.ChangeKind
+	Types  []string
+	States []string
+	// Limit caps the changes read (not only those returned); it must be > 0.
+	Limit int
+}
+
+// ChangeScanResult is what ChangeScan found.
+type ChangeScanResult struct {
+	Changes []*hoppertype.Change
+	Next    hoppertype.ChangeCursor
+}
+
+// MatchChange reports whether ch passes ChangeScan's filter in p.
+func (p *ChangeScanParams) MatchChange(ch *hoppertype.Change) bool {
+	return (len(p.Kinds) == 0 || slices.Contains(p.Kinds, ch.Kind)) &&
+		(len(p.Types) == 0 || slices.Contains(p.Types, ch.Type)) &&
+		(len(p.States) == 0 || slices.Contains(p.States, ch.State))
 }
 
 // CursorLeaseParams are the arguments of CursorLease.

@@ -23,6 +23,7 @@ func changeCases() []testCase {
 		{"RollbackWritesNone", testChangesRollback},
 		{"OwnChanges", testChangesOwn},
 		{"FeedPaging", testChangesPaging},
+		{"Scan", testChangesScan},
 		{"DeletedWithJob", testChangesDeleted},
 		{"CursorLease", testCursorLease},
 	}
@@ -297,4 +298,56 @@ func testCursorLease(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, "b", c.Owner, "the holder renews")
 	requireTime(t, at(25*time.Second), c.ExpiresAt)
+}
+
+func testChangesScan(t *testing.T, f *fixture) {
+	q := "q-" + f.id()
+	for range 6 {
+		f.insertOne(t, inQueue(q))
+	}
+	claimed := f.claim(t, q, base, 2)
+	require.Len(t, claimed, 2)
+	f.insertOne(t, ofType(hoppertype.GateType), inState(hoppertype.JobStateScheduled), runAt(at(time.Hour)))
+	all := f.feed(t, 9)
+	require.Len(t, all, 9)
+
+	scanAll := func(p driver.ChangeScanParams) []*hoppertype.Change {
+		t.Helper()
+		var got []*hoppertype.Change
+		p.Limit = 2
+		for range 20 {
+			res, err := f.d.ChangeScan(f.ctx, &p)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(res.Changes), 2)
+			if res.Next == p.After {
+				require.Empty(t, res.Changes, "nothing past the end")
+				return got
+			}
+			require.True(t, p.After.Before(&hoppertype.Change{Tx: res.Next.Tx, Position: res.Next.Position}), "the scan moves on")
+			got = append(got, res.Changes...)
+			p.After = res.Next
+		}
+		t.Fatal("the scan did not end")
+		return nil
+	}
+	positions := func(chs []*hoppertype.Change) []int64 {
+		out := make([]int64, len(chs))
+		for i, ch := range chs {
+			out[i] = ch.Position
+		}
+		return out
+	}
+	require.Equal(t, positions(all), positions(scanAll(driver.ChangeScanParams{})), "no filter: every change")
+	running := scanAll(driver.ChangeScanParams{States: []string{"running"}})
+	require.Len(t, running, 2, "only the changes into running, though the scan read them all")
+	for _, ch := range running {
+		require.Equal(t, "running", ch.State)
+		require.Equal(t, "pending", ch.Prev)
+	}
+	gates := scanAll(driver.ChangeScanParams{Kinds: []hoppertype.ChangeKind{hoppertype.ChangeGate}})
+	require.Len(t, gates, 1)
+	require.Equal(t, hoppertype.GateType, gates[0].Type)
+	require.Empty(t, scanAll(driver.ChangeScanParams{Types: []string{"no-such-type"}}))
+	_, err := f.d.ChangeScan(f.ctx, &driver.ChangeScanParams{})
+	require.Error(t, err, "a limit is required")
 }

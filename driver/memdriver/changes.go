@@ -216,6 +216,32 @@ func (t *tx) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([
 	return out, nil
 }
 
+// ChangeScan reads the feed, returning what passes the filter; see
+// driver.Executor.
+func (t *tx) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	if params.Limit <= 0 {
+		return nil, fmt.Errorf("scan changes: limit must be > 0")
+	}
+	f := t.st.feed
+	out := &driver.ChangeScanResult{Changes: []*hoppertype.Change{}, Next: params.After}
+	i := sort.Search(len(f.entries), func(i int) bool { return params.After.Before(f.entries[i].ch) })
+	for n := 0; i < len(f.entries) && n < params.Limit; i++ {
+		e := f.entries[i]
+		if e.gone {
+			continue
+		}
+		n++
+		out.Next = hoppertype.CursorOf(e.ch)
+		if params.MatchChange(e.ch) {
+			out.Changes = append(out.Changes, cloneChange(e.ch))
+		}
+	}
+	return out, nil
+}
+
 // ChangeMark returns the last position written; see driver.Executor.
 func (t *tx) ChangeMark(ctx context.Context) (int64, error) {
 	if err := t.check(ctx); err != nil {
@@ -295,6 +321,11 @@ func (d *Driver) ChangeList(ctx context.Context, params *driver.ChangeListParams
 		return nil, ctx.Err()
 	}
 	return call(ctx, d, func(tx *tx) ([]*hoppertype.Change, error) { return tx.ChangeList(ctx, params) })
+}
+
+// ChangeScan implements driver.Executor.
+func (d *Driver) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	return call(ctx, d, func(tx *tx) (*driver.ChangeScanResult, error) { return tx.ChangeScan(ctx, params) })
 }
 
 // ChangeMark implements driver.Executor.

@@ -14,7 +14,9 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
-const changeColumns = `tx::text::bigint, position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at`
+// changeColumns are a change's columns; tx is read as a bigint under
+// another name, so that ORDER BY tx means the column (and its index).
+const changeColumns = `tx::text::bigint AS tx_key, position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at`
 
 func collectChanges(rows pgx.Rows, err error) ([]*hoppertype.Change, error) {
 	if err != nil {
@@ -60,28 +62,60 @@ func (e *executor) ChangeList(ctx context.Context, p *driver.ChangeListParams) (
 	if p.Limit <= 0 {
 		return nil, errors.New("pgdriver: list changes: limit must be > 0")
 	}
-	s := e.d.q.schema
-	var q string
-	args := []any{p.After.Position, p.Limit}
+	q, args := e.d.q.changeFeed, []any{p.After.Position, p.Limit, p.After.Tx}
 	switch {
 	case p.EntityID != "":
-		q = `SELECT ` + changeColumns + ` FROM ` + s + `.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2`
-		args = append(args, p.EntityID)
+		q, args[2] = e.d.q.changeEntity, p.EntityID
 	case p.Own:
 		if e.tx == nil && !e.callerSQLTx {
 			return []*hoppertype.Change{}, nil
 		}
-		q = `SELECT ` + changeColumns + ` FROM ` + s + `.changes WHERE tx = pg_current_xact_id_if_assigned() AND position > $1 ORDER BY tx, position LIMIT $2`
-	default:
-		q = `SELECT ` + changeColumns + ` FROM ` + s + `.changes
-WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY tx, position LIMIT $2`
-		args = append(args, p.After.Tx)
+		q, args = e.d.q.changeOwn, args[:2]
 	}
 	out, err := collectChanges(e.q.Query(ctx, q, args...))
 	if err != nil {
 		return nil, e.d.fail("list changes", err)
 	}
+	return out, nil
+}
+
+// textArray is a filter argument: NULL (no filter) for an empty list.
+func textArray[T ~string](vs []T) any {
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// ChangeScan reads the feed, returning what passes the filter; see
+// driver.Executor. It finds the last of the next Limit final changes, then
+// reads the range up to it with the filter: every change in that range is
+// final, so the second read sees them all.
+func (e *executor) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	if err := e.check(ctx, "scan changes"); err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 {
+		return nil, errors.New("pgdriver: scan changes: limit must be > 0")
+	}
+	out := &driver.ChangeScanResult{Changes: []*hoppertype.Change{}, Next: p.After}
+	var last hoppertype.ChangeCursor
+	err := e.q.QueryRow(ctx, e.d.q.changeScanLast, p.After.Position, p.Limit, p.After.Tx).Scan(&last.Tx, &last.Position)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, nil
+	} else if err != nil {
+		return nil, e.d.fail("scan changes", err)
+	}
+	chs, err := collectChanges(e.q.Query(ctx, e.d.q.changeScanRange, p.After.Tx, p.After.Position, last.Tx, last.Position,
+		textArray(p.Kinds), textArray(p.Types), textArray(p.States), p.Limit))
+	if err != nil {
+		return nil, e.d.fail("scan changes", err)
+	}
+	out.Changes, out.Next = chs, last
 	return out, nil
 }
 
@@ -174,6 +208,11 @@ func (e *executor) CursorList(ctx context.Context) ([]*driver.CursorRow, error) 
 // ChangeList reads the change feed; see driver.Executor.
 func (d *Driver) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
 	return d.root.ChangeList(ctx, p)
+}
+
+// ChangeScan implements driver.Executor.
+func (d *Driver) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	return d.root.ChangeScan(ctx, p)
 }
 
 // ChangeMark implements driver.Executor.

@@ -82,8 +82,13 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		_, err := pool.Exec(ctx, load, testBase)
 		require.NoError(t, err)
 	}
-	_, err := pool.Exec(ctx, `ANALYZE `+s+`.jobs, `+s+`.runs, `+s+`.run_events, `+s+`.hooks, `+s+`.stream_chunks`)
+	_, err := pool.Exec(ctx, `ANALYZE `+s+`.jobs, `+s+`.runs, `+s+`.run_events, `+s+`.hooks, `+s+`.stream_chunks, `+s+`.changes`)
 	require.NoError(t, err)
+	// A cursor in the middle of the feed (the inserts above wrote a change
+	// for each job and run).
+	var feedTx, lastTx, lastPos int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT tx::text::bigint FROM `+s+`.changes ORDER BY tx, position OFFSET 150000 LIMIT 1`).Scan(&feedTx))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT tx::text::bigint, position FROM `+s+`.changes ORDER BY tx, position OFFSET 150500 LIMIT 1`).Scan(&lastTx, &lastPos))
 	runList := func(p driver.RunListParams) (string, []any) { return d.q.runList(&p) }
 	listAll, listAllArgs := runList(driver.RunListParams{Limit: 50})
 	listPage, listPageArgs := runList(driver.RunListParams{Limit: 50, Offset: 100})
@@ -135,6 +140,11 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		{"hooks by run", d.q.hookByRun, []any{run}, true},
 		{"stream append", d.q.streamAppend, []any{run, [][]byte{[]byte("x")}, now}, false},
 		{"stream read", d.q.streamRead, []any{run, int64(1), 100}, true},
+		{"change feed from the start", d.q.changeFeed, []any{int64(0), 500, int64(0)}, true},
+		{"change feed from a cursor", d.q.changeFeed, []any{int64(150_000), 500, feedTx}, true},
+		{"changes of an entity", d.q.changeEntity, []any{int64(0), 100, "explain-0000005"}, true},
+		{"change scan: the page's last", d.q.changeScanLast, []any{int64(150_000), 500, feedTx}, false},
+		{"change scan: the range", d.q.changeScanRange, []any{feedTx, int64(150_000), lastTx, lastPos, nil, nil, []string{"stuck"}, 500}, true},
 	}
 	for _, q := range queries {
 		var plan []byte
@@ -142,7 +152,7 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		var doc []struct{ Plan planNode }
 		require.NoError(t, json.Unmarshal(plan, &doc), q.name)
 		require.Len(t, doc, 1)
-		for _, table := range []string{"jobs", "runs", "run_events", "hooks", "stream_chunks"} {
+		for _, table := range []string{"jobs", "runs", "run_events", "hooks", "stream_chunks", "changes"} {
 			if doc[0].Plan.find("Seq Scan", table) {
 				t.Errorf("%s plans a sequential scan of %s:\n%s", q.name, table, plan)
 			}

@@ -78,10 +78,18 @@ type queries struct {
 	lockKey, runningOfKey, unclaim                                       string
 	notify, notifyMany                                                   string
 
-	wake                                       string
-	runInsert, runStart, runGet, runLoad       string
-	runUpdate                                  string
-	eventAppend, eventAppendTx, eventUndo      string
+	wake                                  string
+	runInsert, runStart, runGet, runLoad  string
+	runUpdate                             string
+	eventAppend, eventAppendTx, eventUndo string
+	// The change feed: final changes after a cursor ($1 position, $2
+	// limit, $3 tx), an entity's changes ($3 entity), a transaction's own.
+	changeFeed, changeEntity, changeOwn string
+	// A feed scan: the last of the next $2 final changes after ($3, $1),
+	// then the changes after ($1, $2) up to ($3, $4) that pass the filter
+	// ($5 kinds, $6 types, $7 states; NULL for none), at most $8 (the
+	// range holds no more).
+	changeScanLast, changeScanRange            string
 	eventAppendMany                            string
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
@@ -338,6 +346,21 @@ RETURNING {runcols}`),
 	WHERE r.id = q.run_id AND q.status IS NOT NULL AND r.status <> q.status AND q.run_id IN (SELECT id FROM ok)
 )
 SELECT q.run_id, q.run_id IN (SELECT id FROM lease), q.run_id IN (SELECT run_id FROM dup) FROM req q`),
+		changeFeed: q(`SELECT ` + changeColumns + ` FROM {s}.changes
+WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY tx, position LIMIT $2`),
+		changeEntity: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2`),
+		changeOwn: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE tx = pg_current_xact_id_if_assigned() AND position > $1
+ORDER BY tx, position LIMIT $2`),
+		changeScanLast: q(`SELECT tx::text::bigint, position FROM (
+	SELECT tx, position FROM {s}.changes
+	WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+	ORDER BY tx, position LIMIT $2
+) page ORDER BY tx DESC, position DESC LIMIT 1`),
+		changeScanRange: q(`SELECT ` + changeColumns + ` FROM {s}.changes
+WHERE (tx, position) > ($1::bigint::text::xid8, $2) AND (tx, position) <= ($3::bigint::text::xid8, $4)
+	AND ($5::text[] IS NULL OR kind = ANY($5)) AND ($6::text[] IS NULL OR type = ANY($6)) AND ($7::text[] IS NULL OR state = ANY($7))
+ORDER BY tx, position LIMIT $8`),
 		eventAppend:   q(eventAppendSQL("")),
 		eventAppendTx: q(eventAppendSQL("\n\tON CONFLICT (run_id, attempt, seq) DO NOTHING")),
 		eventUndo: q(`DELETE FROM {s}.run_events

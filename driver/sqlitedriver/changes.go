@@ -82,6 +82,56 @@ func (t *txExec) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]
 	return t.r.changeList(ctx, p)
 }
 
+// jsonOrNull is a JSON array of vs, or NULL when vs is empty (no filter).
+func jsonOrNull[T ~string](vs []T) any {
+	if len(vs) == 0 {
+		return nil
+	}
+	return jsonList(vs)
+}
+
+func (r *runner) changeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	if p.Limit <= 0 {
+		return nil, fmt.Errorf("scan changes: limit must be > 0")
+	}
+	out := &driver.ChangeScanResult{Changes: []*hoppertype.Change{}, Next: p.After}
+	var last sql.NullInt64
+	err := r.one(ctx, `SELECT max(position) FROM (SELECT position FROM changes WHERE position > ?1 ORDER BY position LIMIT ?2)`,
+		func(rows *sql.Rows) error { return rows.Scan(&last) }, p.After.Position, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("scan changes: %w", err)
+	}
+	if !last.Valid {
+		return out, nil
+	}
+	// One writer: every position up to last is committed already.
+	err = r.each(ctx, `SELECT `+changeColumns+` FROM changes WHERE position > ?1 AND position <= ?2
+	AND (?3 IS NULL OR kind IN (SELECT value FROM json_each(?3)))
+	AND (?4 IS NULL OR type IN (SELECT value FROM json_each(?4)))
+	AND (?5 IS NULL OR state IN (SELECT value FROM json_each(?5)))
+	ORDER BY position`, func(rows *sql.Rows) error {
+		ch, err := scanChange(rows)
+		if err != nil {
+			return err
+		}
+		out.Changes = append(out.Changes, ch)
+		return nil
+	}, p.After.Position, last.Int64, jsonOrNull(p.Kinds), jsonOrNull(p.Types), jsonOrNull(p.States))
+	if err != nil {
+		return nil, fmt.Errorf("scan changes: %w", err)
+	}
+	out.Next = hoppertype.ChangeCursor{Tx: last.Int64, Position: last.Int64}
+	return out, nil
+}
+
+// ChangeScan reads the feed, returning what passes the filter.
+func (t *txExec) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.changeScan(ctx, p)
+}
+
 func (r *runner) changeMark(ctx context.Context) (int64, error) {
 	var mark int64
 	err := r.one(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0)`, func(rows *sql.Rows) error {
@@ -203,6 +253,11 @@ func (d *Driver) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]
 		return nil, ctx.Err()
 	}
 	return read(ctx, d, func(r *runner) ([]*hoppertype.Change, error) { return r.changeList(ctx, p) })
+}
+
+// ChangeScan implements driver.Executor.
+func (d *Driver) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	return read(ctx, d, func(r *runner) (*driver.ChangeScanResult, error) { return r.changeScan(ctx, p) })
 }
 
 // ChangeMark implements driver.Executor.
