@@ -92,34 +92,34 @@ END $$;
 CREATE TRIGGER jobs_change_delete AFTER DELETE ON {schema}.jobs
 	REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {schema}.jobs_change_delete();
 
+-- A run changes one row at a time, and most statements that touch runs
+-- (history appends) leave its status alone: row triggers whose WHEN clause
+-- is checked without calling a function cost those nothing.
 CREATE FUNCTION {schema}.runs_change_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO {schema}.changes (kind, entity_id, type, queue, state, error, at)
-	SELECT 'run', n.id, n.workflow, coalesce(j.queue, ''), n.status, n.error, statement_timestamp()
-	FROM new_rows n LEFT JOIN {schema}.jobs j ON j.id = n.id;
+	VALUES ('run', NEW.id, NEW.workflow, coalesce((SELECT j.queue FROM {schema}.jobs j WHERE j.id = NEW.id), ''),
+		NEW.status, NEW.error, statement_timestamp());
 	RETURN NULL;
 END $$;
 
 CREATE TRIGGER runs_change_insert AFTER INSERT ON {schema}.runs
-	REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {schema}.runs_change_insert();
+	FOR EACH ROW EXECUTE FUNCTION {schema}.runs_change_insert();
 
-CREATE FUNCTION {schema}.runs_change_update() RETURNS trigger LANGUAGE plpgsql SET enable_nestloop = off AS $$
+CREATE FUNCTION {schema}.runs_change_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO {schema}.changes (tx, kind, entity_id, type, queue, prev_state, state, fields, error, at)
-	SELECT greatest(pg_current_xact_id(), (SELECT max(c.tx) FROM {schema}.changes c WHERE c.entity_id = n.id)),
-		'run', n.id, n.workflow, coalesce(j.queue, ''), o.status, n.status,
+	VALUES (greatest(pg_current_xact_id(), (SELECT max(c.tx) FROM {schema}.changes c WHERE c.entity_id = NEW.id)),
+		'run', NEW.id, NEW.workflow, coalesce((SELECT j.queue FROM {schema}.jobs j WHERE j.id = NEW.id), ''), OLD.status, NEW.status,
 		concat_ws(',',
-			CASE WHEN o.ended_at IS DISTINCT FROM n.ended_at THEN 'ended_at' END,
-			CASE WHEN o.error IS DISTINCT FROM n.error THEN 'error' END),
-		n.error, statement_timestamp()
-	FROM new_rows n JOIN old_rows o ON o.id = n.id LEFT JOIN {schema}.jobs j ON j.id = n.id
-	WHERE o.status IS DISTINCT FROM n.status;
+			CASE WHEN OLD.ended_at IS DISTINCT FROM NEW.ended_at THEN 'ended_at' END,
+			CASE WHEN OLD.error IS DISTINCT FROM NEW.error THEN 'error' END),
+		NEW.error, statement_timestamp());
 	RETURN NULL;
 END $$;
 
-CREATE TRIGGER runs_change_update AFTER UPDATE ON {schema}.runs
-	REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-	FOR EACH STATEMENT EXECUTE FUNCTION {schema}.runs_change_update();
+CREATE TRIGGER runs_change_update AFTER UPDATE OF status ON {schema}.runs
+	FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION {schema}.runs_change_update();
 
 -- Feed cursors: how far each named observer's delivery got, and which
 -- process delivers it until when.
