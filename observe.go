@@ -484,9 +484,11 @@ type deliverer struct {
 	cur     ChangeCursor
 	saved   ChangeCursor
 	renewed time.Time
-	// failAt is the change that failed last, fails how often in a row.
+	// failAt is the change that failed last, fails how often in a row;
+	// tried is when this process last asked for the cursor held elsewhere.
 	failAt ChangeCursor
 	fails  int
+	tried  time.Time
 }
 
 func (rt *runtime) startObservers() {
@@ -618,6 +620,12 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 		}
 		return true, nil
 	}
+	// Another process delivers: ask again once a poll interval, not on
+	// every commit that nudges this one.
+	if !d.tried.IsZero() && now.Sub(d.tried) < c.cfg.PollInterval {
+		return false, nil
+	}
+	d.tried = now
 	row, err := c.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.name, Owner: c.worker, Now: now, TTL: d.ttl})
 	if err != nil {
 		d.held.Store(false)

@@ -689,3 +689,60 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 	}
 	require.Contains(t, errs[11].Error(), "try 12", "the count goes on across rounds")
 }
+
+// leaseCounter counts the cursor leases a client asks for.
+type leaseCounter struct {
+	driver.Driver
+	mu sync.Mutex
+	n  int
+}
+
+func (l *leaseCounter) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+	l.mu.Lock()
+	l.n++
+	l.mu.Unlock()
+	return l.Driver.CursorLease(ctx, p)
+}
+
+// TestObserverNonHolderAsksOncePerPoll: while another process delivers an
+// observer, a client asks for its cursor once per poll interval, not on
+// every commit it makes.
+func TestObserverNonHolderAsksOncePerPoll(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	ctx := testCtx(t)
+	step := hopper.Define("counted", func(context.Context, int) (int, error) { return 1, nil }, nil)
+	noop := func(context.Context, hopper.Change) error { return nil }
+	a, err := hopper.New(hopper.Config{Driver: d, WorkerID: "a", RetryObserverCap: -1})
+	require.NoError(t, err)
+	require.NoError(t, a.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, noop))
+	require.NoError(t, a.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
+	eventually(t, "a holds the cursor", func() bool {
+		cs, err := d.CursorList(ctx)
+		require.NoError(t, err)
+		return len(cs) == 1 && cs[0].Owner == "a"
+	})
+
+	counter := &leaseCounter{Driver: d}
+	b, err := hopper.New(hopper.Config{Driver: counter, WorkerID: "b", RetryObserverCap: -1, PollInterval: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, b.Register(step))
+	require.NoError(t, b.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, noop))
+	require.NoError(t, b.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
+	for range 5 {
+		hs, err := step.EnqueueMany(ctx, b, make([]int, 20), nil)
+		require.NoError(t, err)
+		for _, h := range hs {
+			_, err := h.Result(ctx)
+			require.NoError(t, err)
+		}
+		// Let the commits' nudges reach b's deliverer.
+		time.Sleep(50 * time.Millisecond)
+	}
+	counter.mu.Lock()
+	defer counter.mu.Unlock()
+	require.Equal(t, 1, counter.n, "asked once, not once per commit")
+}
