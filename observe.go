@@ -773,6 +773,16 @@ func (c *Client) Changes(ctx context.Context, after ChangeCursor, limit int) ([]
 	return chs, nil
 }
 
+// ChangeTail returns the cursor of the feed's last change: Changes after it
+// are the changes made from now on.
+func (c *Client) ChangeTail(ctx context.Context) (ChangeCursor, error) {
+	cur, err := c.drv.ChangeTail(ctx)
+	if err != nil {
+		return ChangeCursor{}, fmt.Errorf("hopper: read changes: %w", err)
+	}
+	return cur, nil
+}
+
 // Observers returns the feed cursors of the AfterCommit observers known to
 // the store (in any process): name, position, and who delivers them.
 func (c *Client) Observers(ctx context.Context) ([]*driver.CursorRow, error) {

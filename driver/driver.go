@@ -390,6 +390,11 @@ type Executor interface {
 	// wants few changes so skips the others without fetching them.
 	ChangeScan(ctx context.Context, params *ChangeScanParams) (*ChangeScanResult, error)
 
+	// ChangeTail returns the cursor of the last final change of the feed
+	// (the zero cursor when there is none): reading after it gives only
+	// changes made from now on.
+	ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error)
+
 	// ChangeMark returns a Position to list a transaction's own changes
 	// after (ChangeListParams.Own): taken at the start of a transaction,
 	// every change the transaction writes next comes after it.

@@ -104,9 +104,9 @@ func changeJSON(ch *hoppertype.Change) *ChangeJSON {
 }
 
 // streamChanges serves GET /v1/changes/stream as Server-Sent Events: every
-// change after ?after= (or the Last-Event-ID a reconnecting EventSource
-// sends), then each new one as it becomes final, from every process
-// sharing the store. Each event's id is its cursor. ?kind=, ?type= and
+// change after ?after= (a cursor, or "end" for only the changes to come; a
+// reconnecting EventSource's Last-Event-ID wins), then each new one as it
+// becomes final, from every process sharing the store. Each event's id is its cursor. ?kind=, ?type= and
 // ?state= filter (comma-separated lists).
 func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
@@ -114,7 +114,13 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		from = id
 	}
-	cur, err := parseCursor(from)
+	var cur hoppertype.ChangeCursor
+	var err error
+	if from == "end" {
+		cur, err = s.c.ChangeTail(r.Context())
+	} else {
+		cur, err = parseCursor(from)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

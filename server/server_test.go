@@ -313,6 +313,25 @@ func TestAPIChangesAndAttempts(t *testing.T) {
 	}
 	resp.Body.Close()
 	require.Equal(t, 400, e.do("GET", "/v1/changes/stream?kind=nope", "", &eb))
+	// From the end: only what comes next.
+	req, _ = http.NewRequest("GET", e.url+"/v1/changes/stream?after=end&type=elsewhere", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	next, err := elsewhere.Enqueue(context.Background(), other, 2, nil)
+	require.NoError(t, err)
+	rd = bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		if strings.HasPrefix(line, "data: ") {
+			var ch server.ChangeJSON
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ch))
+			require.Equal(t, next.ID(), ch.EntityID, "nothing from before the stream began")
+			break
+		}
+	}
+	resp.Body.Close()
 
 	var obs struct{ Observers []server.ObserverJSON }
 	require.Eventually(t, func() bool {

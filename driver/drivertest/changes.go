@@ -24,6 +24,7 @@ func changeCases() []testCase {
 		{"OwnChanges", testChangesOwn},
 		{"FeedPaging", testChangesPaging},
 		{"Scan", testChangesScan},
+		{"Tail", testChangesTail},
 		{"DeletedWithJob", testChangesDeleted},
 		{"CursorLease", testCursorLease},
 	}
@@ -350,4 +351,27 @@ func testChangesScan(t *testing.T, f *fixture) {
 	require.Empty(t, scanAll(driver.ChangeScanParams{Types: []string{"no-such-type"}}))
 	_, err := f.d.ChangeScan(f.ctx, &driver.ChangeScanParams{})
 	require.Error(t, err, "a limit is required")
+}
+
+func testChangesTail(t *testing.T, f *fixture) {
+	tail, err := f.d.ChangeTail(f.ctx)
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.ChangeCursor{}, tail, "an empty feed")
+	f.insertOne(t)
+	f.insertOne(t)
+	all := f.feed(t, 2)
+	require.Len(t, all, 2)
+	require.Eventually(t, func() bool {
+		tail, err = f.d.ChangeTail(f.ctx)
+		require.NoError(t, err)
+		return tail == hoppertype.CursorOf(all[1])
+	}, notifyWait, 5*time.Millisecond, "the last change")
+	later := f.insertOne(t)
+	var got []*hoppertype.Change
+	require.Eventually(t, func() bool {
+		got, err = f.d.ChangeList(f.ctx, &driver.ChangeListParams{After: tail, Limit: 10})
+		require.NoError(t, err)
+		return len(got) == 1
+	}, notifyWait, 5*time.Millisecond)
+	require.Equal(t, later.ID, got[0].EntityID, "after the tail: only what came since")
 }

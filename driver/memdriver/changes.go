@@ -242,6 +242,20 @@ func (t *tx) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*
 	return out, nil
 }
 
+// ChangeTail returns the last change's cursor; see driver.Executor.
+func (t *tx) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	if err := t.check(ctx); err != nil {
+		return hoppertype.ChangeCursor{}, err
+	}
+	f := t.st.feed
+	for i := len(f.entries) - 1; i >= 0; i-- {
+		if !f.entries[i].gone {
+			return hoppertype.CursorOf(f.entries[i].ch), nil
+		}
+	}
+	return hoppertype.ChangeCursor{}, nil
+}
+
 // ChangeMark returns the last position written; see driver.Executor.
 func (t *tx) ChangeMark(ctx context.Context) (int64, error) {
 	if err := t.check(ctx); err != nil {
@@ -326,6 +340,11 @@ func (d *Driver) ChangeList(ctx context.Context, params *driver.ChangeListParams
 // ChangeScan implements driver.Executor.
 func (d *Driver) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
 	return call(ctx, d, func(tx *tx) (*driver.ChangeScanResult, error) { return tx.ChangeScan(ctx, params) })
+}
+
+// ChangeTail implements driver.Executor.
+func (d *Driver) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	return call(ctx, d, func(tx *tx) (hoppertype.ChangeCursor, error) { return tx.ChangeTail(ctx) })
 }
 
 // ChangeMark implements driver.Executor.

@@ -119,6 +119,21 @@ func (e *executor) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (
 	return out, nil
 }
 
+// ChangeTail returns the last final change's cursor; see driver.Executor.
+func (e *executor) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	if err := e.check(ctx, "tail changes"); err != nil {
+		return hoppertype.ChangeCursor{}, err
+	}
+	var c hoppertype.ChangeCursor
+	err := e.q.QueryRow(ctx, e.d.q.changeTail).Scan(&c.Tx, &c.Position)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return hoppertype.ChangeCursor{}, nil
+	} else if err != nil {
+		return hoppertype.ChangeCursor{}, e.d.fail("tail changes", err)
+	}
+	return c, nil
+}
+
 // ChangeMark returns 0: a transaction's own changes are told apart by its
 // transaction id, so any mark will do.
 func (e *executor) ChangeMark(ctx context.Context) (int64, error) {
@@ -213,6 +228,11 @@ func (d *Driver) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]
 // ChangeScan implements driver.Executor.
 func (d *Driver) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
 	return d.root.ChangeScan(ctx, p)
+}
+
+// ChangeTail implements driver.Executor.
+func (d *Driver) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	return d.root.ChangeTail(ctx)
 }
 
 // ChangeMark implements driver.Executor.

@@ -143,6 +143,7 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		{"change feed from the start", d.q.changeFeed, []any{int64(0), 500, int64(0)}, true},
 		{"change feed from a cursor", d.q.changeFeed, []any{int64(150_000), 500, feedTx}, true},
 		{"changes of an entity", d.q.changeEntity, []any{int64(0), 100, "explain-0000005"}, true},
+		{"change tail", d.q.changeTail, nil, false},
 		{"change scan: the page's last", d.q.changeScanLast, []any{int64(150_000), 500, feedTx}, false},
 		{"change scan: the range", d.q.changeScanRange, []any{feedTx, int64(150_000), lastTx, lastPos, nil, nil, []string{"stuck"}, 500}, true},
 	}

@@ -89,7 +89,9 @@ type queries struct {
 	// then the changes after ($1, $2) up to ($3, $4) that pass the filter
 	// ($5 kinds, $6 types, $7 states; NULL for none), at most $8 (the
 	// range holds no more).
-	changeScanLast, changeScanRange            string
+	changeScanLast, changeScanRange string
+	// The last final change.
+	changeTail                                 string
 	eventAppendMany                            string
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
@@ -352,7 +354,9 @@ ORDER BY tx, position LIMIT $2`),
 		changeEntity: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2`),
 		changeOwn: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE tx = pg_current_xact_id_if_assigned() AND position > $1
 ORDER BY tx, position LIMIT $2`),
-		changeScanLast: q(`SELECT tx::text::bigint, position FROM (
+		changeTail: q(`SELECT tx::text::bigint AS tx_key, position FROM {s}.changes
+WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, position DESC LIMIT 1`),
+		changeScanLast: q(`SELECT tx::text::bigint AS tx_key, position FROM (
 	SELECT tx, position FROM {s}.changes
 	WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
 	ORDER BY tx, position LIMIT $2

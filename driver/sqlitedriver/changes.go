@@ -132,6 +132,22 @@ func (t *txExec) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*d
 	return t.r.changeScan(ctx, p)
 }
 
+func (r *runner) changeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	var last sql.NullInt64
+	if err := r.one(ctx, `SELECT max(position) FROM changes`, func(rows *sql.Rows) error { return rows.Scan(&last) }); err != nil {
+		return hoppertype.ChangeCursor{}, fmt.Errorf("tail changes: %w", err)
+	}
+	return hoppertype.ChangeCursor{Tx: last.Int64, Position: last.Int64}, nil
+}
+
+// ChangeTail returns the last change's cursor.
+func (t *txExec) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	if err := t.check(ctx); err != nil {
+		return hoppertype.ChangeCursor{}, err
+	}
+	return t.r.changeTail(ctx)
+}
+
 func (r *runner) changeMark(ctx context.Context) (int64, error) {
 	var mark int64
 	err := r.one(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'changes'), 0)`, func(rows *sql.Rows) error {
@@ -258,6 +274,11 @@ func (d *Driver) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]
 // ChangeScan implements driver.Executor.
 func (d *Driver) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
 	return read(ctx, d, func(r *runner) (*driver.ChangeScanResult, error) { return r.changeScan(ctx, p) })
+}
+
+// ChangeTail implements driver.Executor.
+func (d *Driver) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	return read(ctx, d, func(r *runner) (hoppertype.ChangeCursor, error) { return r.changeTail(ctx) })
 }
 
 // ChangeMark implements driver.Executor.

@@ -23,14 +23,12 @@
     }, 400);
   }
 
+  // The change feed: every process's transitions, not only this server's.
   if (window.EventSource) {
-    var es = new EventSource("/v1/events");
+    var es = new EventSource("/v1/changes/stream?after=end");
     es.onopen = function () { live.classList.add("on"); };
     es.onerror = function () { live.classList.remove("on"); };
-    es.onmessage = refresh;
-    ["queued", "started", "succeeded", "failed", "expired", "cancelled", "stuck", "redriven", "deferred", "group-done"].forEach(function (k) {
-      es.addEventListener(k, refresh);
-    });
+    es.addEventListener("change", refresh);
   }
 
   function post(url, body) {
