@@ -1,0 +1,320 @@
+package hopper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// This file delivers AfterCommit observers: one deliverer per observer and
+// process, holding the observer name's cursor under a lease while it
+// delivers the feed's changes after it.
+
+// PhaseObserver: an AfterCommit observer failed on a change (it is
+// retried), or its delivery loop could not read the feed.
+const PhaseObserver ErrorPhase = "observer"
+
+// feedPage is how many changes of the feed one delivery round reads.
+const feedPage = 2000
+
+// nudgeFeed tells this client's AfterCommit observers that it committed
+// something: they look at the feed now rather than at their next poll.
+func (c *Client) nudgeFeed() {
+	select {
+	case c.feedNudge <- struct{}{}:
+	default:
+	}
+}
+
+// deliverer runs one AfterCommit observer in this process: it holds the
+// observer's cursor (a lease renewed as delivery goes) and delivers the
+// feed's changes after it.
+type deliverer struct {
+	c     *Client
+	o     *observer
+	nudge chan struct{}
+	ttl   time.Duration
+	// held is set while this process holds the cursor; cur is where
+	// delivery stands, saved where the store has it, renewed when the
+	// lease was last renewed (used by the delivery goroutine only).
+	held    atomic.Bool
+	cur     ChangeCursor
+	saved   ChangeCursor
+	renewed time.Time
+	// failAt is the change that failed last, fails how often in a row;
+	// tried is when this process last asked for the cursor held elsewhere.
+	failAt ChangeCursor
+	fails  int
+	tried  time.Time
+}
+
+func (rt *runtime) startObservers() {
+	c := rt.c
+	if len(c.afterCommit) == 0 {
+		return
+	}
+	var ds []*deliverer
+	for _, o := range c.afterCommit {
+		ds = append(ds, &deliverer{c: c, o: o, nudge: make(chan struct{}, 1), ttl: c.cfg.Visibility})
+	}
+	// The client's nudges, fanned out to each observer.
+	rt.feedCtx, rt.feedCancel = context.WithCancel(context.WithoutCancel(rt.ctx))
+	rt.feedLoops.Add(1)
+	go func() {
+		defer rt.feedLoops.Done()
+		for {
+			select {
+			case <-rt.feedCtx.Done():
+				return
+			case <-c.feedNudge:
+				for _, d := range ds {
+					select {
+					case d.nudge <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	for _, d := range ds {
+		rt.feedLoops.Add(1)
+		go func() {
+			defer rt.feedLoops.Done()
+			d.run(rt.feedCtx)
+		}()
+	}
+}
+
+// stopObservers ends delivery and gives up the cursors this process held,
+// so another process takes them over at once. It waits for observers still
+// running until ctx is done (an observer that ignores its context is left
+// to finish on its own).
+func (rt *runtime) stopObservers(ctx context.Context) {
+	if rt.feedCancel == nil {
+		return
+	}
+	rt.feedCancel()
+	done := make(chan struct{})
+	go func() {
+		rt.feedLoops.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	// Delivery loops end at once; an observer's function gets a moment to
+	// see its context cancelled.
+	grace := time.NewTimer(2 * time.Second)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		rt.c.reportError(fmt.Errorf("stop: an observer did not return in time: %w", ctx.Err()), PhaseObserver)
+	}
+}
+
+// run delivers until ctx ends.
+func (d *deliverer) run(ctx context.Context) {
+	c := d.c
+	defer d.release()
+	quick := 0 // re-reads left after a nudge found nothing final yet
+	for {
+		got, err := d.round(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			c.reportError(fmt.Errorf("observer %q: %w", d.o.name, err), PhaseObserver)
+		}
+		if got {
+			continue
+		}
+		wait := c.cfg.PollInterval
+		if quick > 0 && d.held.Load() {
+			// A change committed here may not be final yet (an older
+			// transaction still runs): look again soon.
+			quick--
+			wait = 20 * time.Millisecond
+		}
+		t := c.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-d.nudge:
+			t.Stop()
+			quick = 5
+			// Nudges come with every commit: read at most every few
+			// milliseconds however many arrive. (A throttle on real time,
+			// not a delay of the engine's: a virtual clock does not hold
+			// it.)
+			pause := time.NewTimer(5 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				pause.Stop()
+				return
+			case <-pause.C:
+			}
+		case <-t.C():
+		}
+	}
+}
+
+// lease takes or renews the cursor when this process does not hold it or
+// its lease is a third through; it reports whether this process holds it.
+func (d *deliverer) lease(ctx context.Context) (bool, error) {
+	c := d.c
+	now := c.now()
+	if d.held.Load() {
+		if now.Sub(d.renewed) < d.ttl/3 {
+			return true, nil
+		}
+		// Renew by recording how far delivery got.
+		if err := d.save(ctx, d.cur); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	// Another process delivers: ask again once a poll interval, not on
+	// every commit that nudges this one.
+	if !d.tried.IsZero() && now.Sub(d.tried) < c.cfg.PollInterval {
+		return false, nil
+	}
+	d.tried = now
+	row, err := c.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.name, Owner: c.worker, Now: now, TTL: d.ttl})
+	if err != nil {
+		d.held.Store(false)
+		return false, err
+	}
+	if row.Owner != c.worker {
+		d.held.Store(false)
+		return false, nil
+	}
+	// Whatever this process thought, the stored cursor is where delivery
+	// stands (another process may have moved it while the lease lapsed).
+	d.cur, d.saved, d.renewed = row.At, row.At, now
+	d.held.Store(true)
+	return true, nil
+}
+
+// save records that delivery got to cur and renews the lease.
+func (d *deliverer) save(ctx context.Context, cur ChangeCursor) error {
+	c := d.c
+	now := c.now()
+	err := c.drv.CursorAdvance(context.WithoutCancel(ctx), &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: cur, Now: now, TTL: d.ttl})
+	if err != nil {
+		d.held.Store(false)
+		return err
+	}
+	d.cur, d.saved, d.renewed = cur, cur, now
+	return nil
+}
+
+// saveEvery is how often a cursor that passed only changes its observer
+// does not want is recorded: reading those again after a crash costs
+// nothing but the read.
+const saveEvery = time.Second
+
+// round delivers one page of changes if this process holds the cursor; it
+// reports whether it delivered any (there may be more).
+func (d *deliverer) round(ctx context.Context) (bool, error) {
+	c := d.c
+	if held, err := d.lease(ctx); !held || err != nil {
+		return false, err
+	}
+	// The store reads the changes this observer does not want without
+	// handing them over.
+	f := d.o.filter
+	res, err := c.drv.ChangeScan(ctx, &driver.ChangeScanParams{After: d.cur, Kinds: f.Kinds, Types: f.Types, States: f.States, Limit: feedPage})
+	if err != nil {
+		return false, err
+	}
+	if res.Next == d.cur {
+		if d.cur != d.saved && c.now().Sub(d.renewed) >= saveEvery {
+			return false, d.save(ctx, d.cur)
+		}
+		return false, nil
+	}
+	chs := res.Changes
+	cur := d.cur
+	advance := func() error { return d.save(ctx, cur) }
+	matched := false
+	for _, ch := range chs {
+		if d.o.filter.Match(ch) {
+			matched = true
+			for {
+				err := callObserver(ctx, d.o, ch)
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					return false, advance()
+				}
+				// A change that failed in an earlier round keeps its count.
+				if d.failAt != hoppertype.CursorOf(ch) {
+					d.failAt, d.fails = hoppertype.CursorOf(ch), 0
+				}
+				d.fails++
+				c.reportError(fmt.Errorf("observer %q on change %d (%s %s to %s), try %d: %w", d.o.name, ch.Position, ch.Kind, ch.EntityID, ch.State, d.fails, err), PhaseObserver)
+				// Keep what was delivered and the lease, then wait (never
+				// so long that the lease lapses meanwhile).
+				if err := advance(); err != nil {
+					return false, err
+				}
+				t := c.clock.NewTimer(min(observerBackoff(d.fails-1), d.ttl/3))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return false, nil
+				case <-t.C():
+				}
+				if err := advance(); err != nil {
+					return false, err
+				}
+			}
+		}
+		cur = hoppertype.CursorOf(ch)
+		if c.now().Sub(d.renewed) > d.ttl/3 {
+			if err := advance(); err != nil {
+				return false, err
+			}
+		}
+	}
+	cur = res.Next
+	if matched || c.now().Sub(d.renewed) >= saveEvery {
+		return true, advance()
+	}
+	d.cur = cur
+	return true, nil
+}
+
+// observerBackoff is the wait before delivering a failed change again:
+// 100ms doubling to a minute.
+func observerBackoff(try int) time.Duration {
+	d := 100 * time.Millisecond << min(try, 10)
+	return min(d, time.Minute)
+}
+
+// release gives the cursor up (its lease ends now) if this process holds
+// it.
+func (d *deliverer) release() {
+	if !d.held.Load() {
+		return
+	}
+	c := d.c
+	// Record how far delivery got; a zero TTL ends the lease.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: d.cur, Now: c.now(), TTL: 0})
+	if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) {
+		c.reportError(fmt.Errorf("observer %q: release cursor: %w", d.o.name, err), PhaseObserver)
+	}
+	d.held.Store(false)
+}
