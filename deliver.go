@@ -9,6 +9,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // This file delivers AfterCommit observers: one deliverer per observer and
@@ -136,34 +137,64 @@ func (d *deliverer) run(ctx context.Context) {
 		if got {
 			continue
 		}
-		wait := c.cfg.PollInterval
-		if quick > 0 && d.held.Load() {
-			// A change committed here may not be final yet (an older
-			// transaction still runs): look again soon.
+		soon := quick > 0 && d.held.Load()
+		if soon {
 			quick--
-			wait = 20 * time.Millisecond
 		}
-		t := c.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		nudged, done := d.wait(ctx, soon)
+		if done {
 			return
-		case <-d.nudge:
-			t.Stop()
-			quick = 5
-			// Nudges come with every commit: read at most every few
-			// milliseconds however many arrive. (A throttle on real time,
-			// not a delay of the engine's: a virtual clock does not hold
-			// it.)
-			pause := time.NewTimer(5 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				pause.Stop()
-				return
-			case <-pause.C:
-			}
-		case <-t.C():
 		}
+		if nudged {
+			quick = 5
+		}
+	}
+}
+
+// wait waits for a nudge, the poll interval, or (soon) a short re-read
+// delay; it reports whether a nudge came and whether ctx ended.
+func (d *deliverer) wait(ctx context.Context, soon bool) (nudged, done bool) {
+	c := d.c
+	var tick, fallback <-chan time.Time
+	if soon {
+		// A change committed here may not be final yet (an older
+		// transaction still runs): look again soon. (A poll on real time,
+		// as the fallback below: waiting for finality is not a delay of
+		// the engine's.)
+		rt := time.NewTimer(20 * time.Millisecond)
+		defer rt.Stop()
+		fallback = rt.C
+	} else {
+		t := c.clock.NewTimer(c.cfg.PollInterval)
+		defer t.Stop()
+		tick = t.C()
+		if _, real := c.clock.(hclock.Real); !real {
+			// Under a virtual clock, the poll that makes up for a missed
+			// nudge still runs on the wall clock.
+			rt := time.NewTimer(c.cfg.PollInterval)
+			defer rt.Stop()
+			fallback = rt.C
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return false, true
+	case <-fallback:
+		return false, false
+	case <-tick:
+		return false, false
+	case <-d.nudge:
+	}
+	// Nudges come with every commit: read at most every few milliseconds
+	// however many arrive. (A throttle on real time, not a delay of the
+	// engine's: a virtual clock does not hold it.)
+	pause := time.NewTimer(5 * time.Millisecond)
+	defer pause.Stop()
+	select {
+	case <-ctx.Done():
+		return true, true
+	case <-pause.C:
+		return true, false
 	}
 }
 

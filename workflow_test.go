@@ -513,7 +513,9 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 		wf := hopper.Workflow("nap", func(wf hopper.WorkflowContext, _ int) (int, error) {
 			return 1, wf.Sleep(time.Hour)
 		}, nil)
-		c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d, MaxWorkers: 200})
+		// A lease longer than the hour the clock jumps (see
+		// TestResumeReadsHistoryOnce).
+		c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d, MaxWorkers: 200, Visibility: 2 * time.Hour})
 		require.NoError(t, c.Register(wf))
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
