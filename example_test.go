@@ -15,6 +15,12 @@ func exampleClient(cfg hopper.Config, types ...hopper.AnyType) *hopper.Client {
 	if cfg.Driver == nil {
 		cfg.Driver = memdriver.New()
 	}
+	if cfg.Clock != nil && cfg.Visibility == 0 {
+		// Examples jump a virtual clock by hours: a lease longer than any
+		// jump keeps an execution still in flight at the jump from being
+		// rescued (and retried on a clock that no longer moves).
+		cfg.Visibility = 72 * time.Hour
+	}
 	c, err := hopper.New(cfg)
 	if err != nil {
 		panic(err)
