@@ -51,7 +51,6 @@ package driver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -421,159 +420,10 @@ type Executor interface {
 	GateEdges(ctx context.Context, ids []string) (map[string][]string, error)
 }
 
-// ChangeListParams are the arguments of ChangeList.
-type ChangeListParams struct {
-	After    hoppertype.ChangeCursor
-	EntityID string
-	Own      bool
-	// Limit caps the changes returned; it must be > 0.
-	Limit int
-}
-
-// ChangeScanParams are the arguments of ChangeScan.
-type ChangeScanParams struct {
-	After  hoppertype.ChangeCursor
-	Kinds  []hoppertype.ChangeKind
-	Types  []string
-	States []string
-	// Limit caps the changes read (not only those returned); it must be > 0.
-	Limit int
-}
-
-// ChangeScanResult is what ChangeScan found.
-type ChangeScanResult struct {
-	Changes []*hoppertype.Change
-	Next    hoppertype.ChangeCursor
-}
-
-// MatchChange reports whether ch passes ChangeScan's filter in p.
-func (p *ChangeScanParams) MatchChange(ch *hoppertype.Change) bool {
-	return (len(p.Kinds) == 0 || slices.Contains(p.Kinds, ch.Kind)) &&
-		(len(p.Types) == 0 || slices.Contains(p.Types, ch.Type)) &&
-		(len(p.States) == 0 || slices.Contains(p.States, ch.State))
-}
-
-// CursorLeaseParams are the arguments of CursorLease.
-type CursorLeaseParams struct {
-	Name  string
-	Owner string
-	Now   time.Time
-	TTL   time.Duration
-}
-
-// CursorAdvanceParams are the arguments of CursorAdvance.
-type CursorAdvanceParams struct {
-	Name  string
-	Owner string
-	At    hoppertype.ChangeCursor
-	Now   time.Time
-	TTL   time.Duration
-}
-
-// CursorRow is a feed cursor: how far the named observer's delivery got,
-// and who delivers it until when.
-type CursorRow struct {
-	Name      string
-	Owner     string
-	ExpiresAt time.Time
-	At        hoppertype.ChangeCursor
-	UpdatedAt time.Time
-}
-
 // JobWakeParams are the arguments of JobWake.
 type JobWakeParams struct {
 	IDs []string
 	Now time.Time
-}
-
-// RunListParams filter RunList. Empty fields do not filter.
-type RunListParams struct {
-	Statuses []hoppertype.RunStatus
-	Workflow string
-	ParentID string
-	// CreatedAfter and CreatedBefore bound CreatedAt (inclusive, exclusive).
-	CreatedAfter  time.Time
-	CreatedBefore time.Time
-	Offset        int
-	// Limit caps the rows returned; it must be > 0.
-	Limit int
-}
-
-// RunUpdateParams are the arguments of RunUpdate.
-type RunUpdateParams struct {
-	ID     string
-	Status hoppertype.RunStatus
-	// Error, when non-nil, replaces the run's error.
-	Error *hoppertype.ErrorInfo
-	// EndedAt, when set, is stored.
-	EndedAt        time.Time
-	ExpectStatuses []hoppertype.RunStatus
-	Now            time.Time
-}
-
-// RunStartParams are the arguments of RunStart.
-type RunStartParams struct {
-	Run *hoppertype.RunRow
-	Job *hoppertype.JobRow
-}
-
-// RunStartTx is RunStart made of RunInsert, JobInsertMany and Notify in
-// ex.InTx: a transaction of a driver, a savepoint of a transaction.
-func RunStartTx(ctx context.Context, ex Executor, p *RunStartParams) (existing bool, err error) {
-	if p == nil || p.Run == nil || p.Job == nil || p.Run.ID == "" || p.Job.ID != p.Run.ID {
-		return false, fmt.Errorf("start run: %w", errBadRunStart)
-	}
-	err = ex.InTx(ctx, func(ctx context.Context, tx Executor) error {
-		existing = false
-		if err := tx.RunInsert(ctx, p.Run); errors.Is(err, hoppertype.ErrDuplicateID) {
-			existing = true
-			return nil
-		} else if err != nil {
-			return err
-		}
-		res, err := tx.JobInsertMany(ctx, &JobInsertManyParams{Jobs: []*hoppertype.JobRow{p.Job}})
-		if err != nil {
-			return err
-		}
-		if len(res) == 1 && !res[0].Existing && res[0].Job.State == hoppertype.JobStatePending {
-			return tx.Notify(ctx, TopicJobAvailable, res[0].Job.Queue)
-		}
-		return nil
-	})
-	return existing, err
-}
-
-// RunLoadSeq is RunLoad made of RunGet then RunEventList on ex.
-func RunLoadSeq(ctx context.Context, ex Executor, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
-	run, err := ex.RunGet(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	events, err := ex.RunEventList(ctx, &RunEventListParams{RunID: id})
-	if err != nil {
-		return nil, nil, err
-	}
-	return run, events, nil
-}
-
-// RunEventAppendManyTx is RunEventAppendMany made of RunEventAppend calls
-// in ex.InTx: a transaction of a driver, a savepoint of a transaction.
-func RunEventAppendManyTx(ctx context.Context, ex Executor, params []*RunEventAppendParams) ([]error, error) {
-	errs := make([]error, len(params))
-	err := ex.InTx(ctx, func(ctx context.Context, tx Executor) error {
-		for i, p := range params {
-			err := tx.RunEventAppend(ctx, p)
-			if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) && !errors.Is(err, hoppertype.ErrDuplicateID) {
-				return err
-			}
-			errs[i] = err
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return errs, nil
 }
 
 // SortJobCounts puts counts in the order JobCountByState returns them: by
@@ -594,50 +444,6 @@ func SortJobCounts(counts []JobCount) {
 		}
 		return strings.Compare(string(a.State), string(b.State))
 	})
-}
-
-var errBadRunStart = errors.New("a run and a job with the run's id are required")
-
-// RunEventAppendParams are the arguments of RunEventAppend.
-type RunEventAppendParams struct {
-	RunID      string
-	LeaseToken int64
-	Events     []*hoppertype.RunEvent
-	// RunStatus, when set, becomes the run's status (UpdatedAt = Now) in the
-	// same write, if the append applies: an execution marks its run
-	// running with its first record, saving a write of its own.
-	RunStatus hoppertype.RunStatus
-	Now       time.Time
-	// EndedAt, when set with RunStatus, is stored as the run's end.
-	EndedAt time.Time
-}
-
-// RunEventListParams are the arguments of RunEventList.
-type RunEventListParams struct {
-	RunID   string
-	Attempt int
-}
-
-// HookResumeParams are the arguments of HookResume.
-type HookResumeParams struct {
-	Token   string
-	Payload []byte
-	Now     time.Time
-}
-
-// StreamAppendParams are the arguments of StreamAppend.
-type StreamAppendParams struct {
-	RunID  string
-	Chunks [][]byte
-	Now    time.Time
-}
-
-// StreamReadParams are the arguments of StreamRead.
-type StreamReadParams struct {
-	RunID string
-	From  int64
-	// Limit caps the chunks returned; it must be > 0.
-	Limit int
 }
 
 // JobInsertManyParams are the jobs to insert, fully formed by the engine.

@@ -1,0 +1,147 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// Workflow runs: the arguments of the run, history, hook and stream
+// operations, and the compositions a driver may implement them with.
+
+// RunListParams filter RunList. Empty fields do not filter.
+type RunListParams struct {
+	Statuses []hoppertype.RunStatus
+	Workflow string
+	ParentID string
+	// CreatedAfter and CreatedBefore bound CreatedAt (inclusive, exclusive).
+	CreatedAfter  time.Time
+	CreatedBefore time.Time
+	Offset        int
+	// Limit caps the rows returned; it must be > 0.
+	Limit int
+}
+
+// RunUpdateParams are the arguments of RunUpdate.
+type RunUpdateParams struct {
+	ID     string
+	Status hoppertype.RunStatus
+	// Error, when non-nil, replaces the run's error.
+	Error *hoppertype.ErrorInfo
+	// EndedAt, when set, is stored.
+	EndedAt        time.Time
+	ExpectStatuses []hoppertype.RunStatus
+	Now            time.Time
+}
+
+// RunStartParams are the arguments of RunStart.
+type RunStartParams struct {
+	Run *hoppertype.RunRow
+	Job *hoppertype.JobRow
+}
+
+// RunStartTx is RunStart made of RunInsert, JobInsertMany and Notify in
+// ex.InTx: a transaction of a driver, a savepoint of a transaction.
+func RunStartTx(ctx context.Context, ex Executor, p *RunStartParams) (existing bool, err error) {
+	if p == nil || p.Run == nil || p.Job == nil || p.Run.ID == "" || p.Job.ID != p.Run.ID {
+		return false, fmt.Errorf("start run: %w", errBadRunStart)
+	}
+	err = ex.InTx(ctx, func(ctx context.Context, tx Executor) error {
+		existing = false
+		if err := tx.RunInsert(ctx, p.Run); errors.Is(err, hoppertype.ErrDuplicateID) {
+			existing = true
+			return nil
+		} else if err != nil {
+			return err
+		}
+		res, err := tx.JobInsertMany(ctx, &JobInsertManyParams{Jobs: []*hoppertype.JobRow{p.Job}})
+		if err != nil {
+			return err
+		}
+		if len(res) == 1 && !res[0].Existing && res[0].Job.State == hoppertype.JobStatePending {
+			return tx.Notify(ctx, TopicJobAvailable, res[0].Job.Queue)
+		}
+		return nil
+	})
+	return existing, err
+}
+
+// RunLoadSeq is RunLoad made of RunGet then RunEventList on ex.
+func RunLoadSeq(ctx context.Context, ex Executor, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	run, err := ex.RunGet(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err := ex.RunEventList(ctx, &RunEventListParams{RunID: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	return run, events, nil
+}
+
+// RunEventAppendManyTx is RunEventAppendMany made of RunEventAppend calls
+// in ex.InTx: a transaction of a driver, a savepoint of a transaction.
+func RunEventAppendManyTx(ctx context.Context, ex Executor, params []*RunEventAppendParams) ([]error, error) {
+	errs := make([]error, len(params))
+	err := ex.InTx(ctx, func(ctx context.Context, tx Executor) error {
+		for i, p := range params {
+			err := tx.RunEventAppend(ctx, p)
+			if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) && !errors.Is(err, hoppertype.ErrDuplicateID) {
+				return err
+			}
+			errs[i] = err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
+var errBadRunStart = errors.New("a run and a job with the run's id are required")
+
+// RunEventAppendParams are the arguments of RunEventAppend.
+type RunEventAppendParams struct {
+	RunID      string
+	LeaseToken int64
+	Events     []*hoppertype.RunEvent
+	// RunStatus, when set, becomes the run's status (UpdatedAt = Now) in the
+	// same write, if the append applies: an execution marks its run
+	// running with its first record, saving a write of its own.
+	RunStatus hoppertype.RunStatus
+	Now       time.Time
+	// EndedAt, when set with RunStatus, is stored as the run's end.
+	EndedAt time.Time
+}
+
+// RunEventListParams are the arguments of RunEventList.
+type RunEventListParams struct {
+	RunID   string
+	Attempt int
+}
+
+// HookResumeParams are the arguments of HookResume.
+type HookResumeParams struct {
+	Token   string
+	Payload []byte
+	Now     time.Time
+}
+
+// StreamAppendParams are the arguments of StreamAppend.
+type StreamAppendParams struct {
+	RunID  string
+	Chunks [][]byte
+	Now    time.Time
+}
+
+// StreamReadParams are the arguments of StreamRead.
+type StreamReadParams struct {
+	RunID string
+	From  int64
+	// Limit caps the chunks returned; it must be > 0.
+	Limit int
+}
