@@ -3,7 +3,6 @@ package hopper
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -92,10 +91,12 @@ func (c *Client) changesOf(ctx context.Context, id string) ([]*Change, error) {
 	}
 }
 
-// stopped are the states a job is moved back from to start a new
-// generation.
-var stopped = []string{string(hoppertype.JobStateSucceeded), string(hoppertype.JobStateDead), string(hoppertype.JobStateExpired),
-	string(hoppertype.JobStateCancelled), string(hoppertype.JobStateStuck)}
+// stopped reports whether a job in state s has stopped: terminal or stuck.
+// A change out of a stop into a waiting state begins a new generation.
+func stopped(s string) bool {
+	st := hoppertype.JobState(s)
+	return st.Terminal() || st == hoppertype.JobStateStuck
+}
 
 // AttemptsOf folds a job's changes, in order (JobChanges), into its
 // attempts and counts its generations (0 when there are no job changes).
@@ -110,7 +111,7 @@ func AttemptsOf(chs []*Change) ([]Attempt, int) {
 		if gen == 0 {
 			gen = 1
 		}
-		if slices.Contains(stopped, ch.Prev) && !slices.Contains(stopped, ch.State) {
+		if stopped(ch.Prev) && !stopped(ch.State) {
 			gen++
 		}
 		if ch.Prev == string(hoppertype.JobStateRunning) && len(out) > 0 && out[len(out)-1].Outcome == "" {

@@ -262,8 +262,9 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 	}
 	// The store reads the changes this observer does not want without
 	// handing them over.
-	f := d.o.filter
-	res, err := c.drv.ChangeScan(ctx, &driver.ChangeScanParams{After: d.cur, Kinds: f.Kinds, Types: f.Types, States: f.States, Limit: feedPage})
+	scan := d.o.filter.scan()
+	scan.After, scan.Limit = d.cur, feedPage
+	res, err := c.drv.ChangeScan(ctx, scan)
 	if err != nil {
 		return false, err
 	}

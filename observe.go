@@ -90,10 +90,11 @@ type ChangeFilter struct {
 }
 
 // Match reports whether ch passes the filter.
-func (f ChangeFilter) Match(ch *Change) bool {
-	return (len(f.Kinds) == 0 || slices.Contains(f.Kinds, ch.Kind)) &&
-		(len(f.Types) == 0 || slices.Contains(f.Types, ch.Type)) &&
-		(len(f.States) == 0 || slices.Contains(f.States, ch.State))
+func (f ChangeFilter) Match(ch *Change) bool { return f.scan().MatchChange(ch) }
+
+// scan is the filter as the store applies it.
+func (f ChangeFilter) scan() *driver.ChangeScanParams {
+	return &driver.ChangeScanParams{Kinds: f.Kinds, Types: f.Types, States: f.States}
 }
 
 // ObserverFunc reacts to a change. For an InCommit observer an error vetoes

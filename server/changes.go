@@ -135,20 +135,13 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
-		return
-	}
 	// This process's own events say "look now"; a poll finds the others'.
 	nudge, unsub := s.events.subscribe()
 	defer unsub()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": hopper changes\n\n")
-	fl.Flush()
+	fl, ok := openSSE(w, "hopper changes")
+	if !ok {
+		return
+	}
 	poll := time.NewTicker(250 * time.Millisecond)
 	defer poll.Stop()
 	lastWrite := time.Now()

@@ -106,19 +106,12 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		kinds[k] = true
 	}
-	fl, ok := w.(http.Flusher)
+	fl, ok := openSSE(w, "hopper events")
 	if !ok {
-		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
 		return
 	}
 	ch, unsub := s.events.subscribe()
 	defer unsub()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": hopper events\n\n")
-	fl.Flush()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
 	for {
@@ -142,6 +135,23 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 		}
 	}
+}
+
+// openSSE starts a Server-Sent Events response with an opening comment; it
+// answers 500 and reports false when w cannot stream.
+func openSSE(w http.ResponseWriter, comment string) (http.Flusher, bool) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, ": %s\n\n", comment)
+	fl.Flush()
+	return fl, true
 }
 
 func splitList(vs []string) []string {
