@@ -35,6 +35,16 @@ type Attempt struct {
 	// stuck slot it set.
 	Error *ErrorInfo
 	Stuck *StuckInfo
+	// Heartbeats are the messages the attempt's handler recorded with
+	// JobContext.HeartbeatMessage, in order.
+	Heartbeats []Heartbeat
+}
+
+// Heartbeat is a message a running attempt recorded (the seeds'
+// activity_heartbeat), with the store's time.
+type Heartbeat struct {
+	At      time.Time
+	Message string
 }
 
 // Attempts returns a job's attempts in order, or an error matching
@@ -110,6 +120,13 @@ func AttemptsOf(chs []*Change) ([]Attempt, int) {
 		}
 		if gen == 0 {
 			gen = 1
+		}
+		if ch.IsHeartbeat() {
+			if len(out) > 0 && out[len(out)-1].Outcome == "" {
+				a := &out[len(out)-1]
+				a.Heartbeats = append(a.Heartbeats, Heartbeat{At: ch.At, Message: ch.Detail})
+			}
+			continue
 		}
 		if stopped(ch.Prev) && !stopped(ch.State) {
 			gen++

@@ -76,10 +76,26 @@ func (j *JobContext) Deadline() time.Time { return j.row.Deadline }
 // returns ErrLeaseLost if the job was taken from this worker (the handler
 // should then stop) and ErrCancelled if a cancel was requested.
 func (j *JobContext) Heartbeat(ctx context.Context) error {
+	return j.heartbeat(ctx, "")
+}
+
+// HeartbeatMessage is Heartbeat that also records message, durably, as
+// the attempt's progress (the seeds' activity heartbeat): it lands in the
+// change feed as a heartbeat change of the job, in Attempt.Heartbeats, and
+// in a workflow run's timeline as activity_heartbeat when the job is an
+// activity. An empty message records nothing beyond the heartbeat. Record
+// progress, not a stream of data: each message is a row the job keeps
+// until retention deletes it.
+func (j *JobContext) HeartbeatMessage(ctx context.Context, message string) error {
+	return j.heartbeat(ctx, message)
+}
+
+func (j *JobContext) heartbeat(ctx context.Context, message string) error {
 	c := j.c
 	res, err := c.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{
 		Leases:    []driver.Lease{{ID: j.row.ID, Token: j.row.LeaseToken}},
 		ExpiresAt: c.now().Add(c.cfg.Visibility),
+		Message:   message,
 	})
 	if err != nil {
 		return fmt.Errorf("hopper: heartbeat: %w", err)

@@ -249,6 +249,15 @@ func (d *observedDriver) JobPromote(ctx context.Context, p *driver.JobPromotePar
 	return inTx(ctx, d, func(ctx context.Context, tx driver.Executor) (int, error) { return tx.JobPromote(ctx, p) })
 }
 
+func (d *observedDriver) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	if p.Message == "" {
+		return d.Driver.JobHeartbeat(ctx, p) // writes no change
+	}
+	return inTx(ctx, d, func(ctx context.Context, tx driver.Executor) ([]driver.JobHeartbeatResult, error) {
+		return tx.JobHeartbeat(ctx, p)
+	})
+}
+
 func (d *observedDriver) JobFinishMany(ctx context.Context, p *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
 	return inTx(ctx, d, func(ctx context.Context, tx driver.Executor) ([]driver.JobFinishResult, error) {
 		return tx.JobFinishMany(ctx, p)

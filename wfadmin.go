@@ -41,6 +41,13 @@ type RunInfo struct {
 	Hooks         []*hoppertype.HookRow
 	// Activities are the run's activity jobs as they stand (GetRun only).
 	Activities []ActivityInfo
+	// Timeline is History with each activity's executions told in place
+	// (GetRun only): after an activity's activity_scheduled event come its
+	// activity_started, activity_heartbeat, activity_failed and
+	// activity_retry events, read from its job's changes. Those events are
+	// not stored in the history and replay never reads them; their Seq is
+	// 0.
+	Timeline []*hoppertype.RunEvent
 }
 
 // ActivityInfo is one activity of a run: its job, live.
@@ -51,6 +58,9 @@ type ActivityInfo struct {
 	Attempt     int
 	MaxAttempts int
 	Error       *hoppertype.ErrorInfo
+	// RunAt is when the job is due: for a retrying activity, when its next
+	// attempt starts.
+	RunAt time.Time
 	// Attempts are the activity job's executions, from the change feed:
 	// when each started and ended, on which worker, and how (the
 	// activity's started, retry and completed record).
@@ -172,6 +182,7 @@ func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
 	if info.Hooks, err = c.drv.HookListByRun(ctx, id); err != nil {
 		return nil, err
 	}
+	info.Timeline = timeline(info.History, info.Activities)
 	// Compensations: registered in order (the i-th is "name#i" when it
 	// runs); shown in the order they ran, then those that did not.
 	var added []CompensationInfo
@@ -247,7 +258,7 @@ func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent)
 	for i, id := range ids {
 		a := ActivityInfo{Name: names[i], JobID: id}
 		if j := byID[id]; j != nil { // a finished job may have been deleted by retention
-			a.State, a.Attempt, a.MaxAttempts, a.Error = j.State, j.Attempt, j.Retry.Attempts, j.Error
+			a.State, a.Attempt, a.MaxAttempts, a.Error, a.RunAt = j.State, j.Attempt, j.Retry.Attempts, j.Error, j.RunAt
 			chs, err := c.changesOf(ctx, id)
 			if err != nil {
 				return nil, err
@@ -536,3 +547,61 @@ func (c *Client) wake(ctx context.Context, tx driver.Executor, id string, now ti
 }
 
 func isRunJob(job *hoppertype.JobRow) bool { return strings.HasPrefix(job.Type, workflowTypePrefix) }
+
+// timeline returns history with each activity's executions after its
+// activity_scheduled event (see RunInfo.Timeline).
+func timeline(history []*hoppertype.RunEvent, activities []ActivityInfo) []*hoppertype.RunEvent {
+	byJob := make(map[string]*ActivityInfo, len(activities))
+	for i := range activities {
+		byJob[activities[i].JobID] = &activities[i]
+	}
+	out := make([]*hoppertype.RunEvent, 0, len(history))
+	for _, ev := range history {
+		out = append(out, ev)
+		if ev.Kind != evActivityScheduled {
+			continue
+		}
+		var data evData
+		if json.Unmarshal(ev.Data, &data) != nil {
+			continue
+		}
+		if a := byJob[data.Job]; a != nil {
+			out = append(out, activityEvents(ev, a)...)
+		}
+	}
+	return out
+}
+
+// activityEvents tells an activity's executions as timeline events.
+func activityEvents(scheduled *hoppertype.RunEvent, a *ActivityInfo) []*hoppertype.RunEvent {
+	var out []*hoppertype.RunEvent
+	add := func(kind string, at time.Time, d evData) {
+		d.Job = a.JobID
+		b, _ := json.Marshal(d)
+		out = append(out, &hoppertype.RunEvent{RunID: scheduled.RunID, Attempt: scheduled.Attempt, Kind: kind, Name: a.Name, Data: b, At: at})
+	}
+	for i, at := range a.Attempts {
+		add(evActivityStarted, at.StartedAt, evData{Attempt: at.Number, Worker: at.Worker})
+		for _, hb := range at.Heartbeats {
+			add(evActivityHeartbeat, hb.At, evData{Attempt: at.Number, Message: hb.Message})
+		}
+		switch at.Outcome {
+		case "", hoppertype.JobStateSucceeded, hoppertype.JobStatePending, hoppertype.JobStateScheduled:
+			// Running, done (activity_completed follows in the history),
+			// or handed back unused.
+			continue
+		}
+		add(evActivityFailed, at.EndedAt, evData{Attempt: at.Number, Error: at.Error})
+		if at.Outcome != hoppertype.JobStateRetrying {
+			continue
+		}
+		// When the next attempt was due: the job's due time while it
+		// waits; once it began, when it began.
+		until := a.RunAt
+		if i+1 < len(a.Attempts) {
+			until = a.Attempts[i+1].StartedAt
+		}
+		add(evActivityRetry, at.EndedAt, evData{Attempt: at.Number + 1, Until: until})
+	}
+	return out
+}

@@ -33,6 +33,12 @@ const (
 	evChildCompleted    = "child_completed"
 	evActivityScheduled = "activity_scheduled"
 	evActivityCompleted = "activity_completed"
+	// The activity's executions, derived from its job's changes for the
+	// run's timeline (never stored in the history, never replayed).
+	evActivityStarted   = "activity_started"
+	evActivityHeartbeat = "activity_heartbeat"
+	evActivityFailed    = "activity_failed"
+	evActivityRetry     = "activity_retry"
 	evCompensationAdded = "compensation_added"
 	evCompensationDone  = "compensation_executed"
 	evCompensationFail  = "compensation_failed"
@@ -54,6 +60,11 @@ type evData struct {
 	Status hoppertype.RunStatus  `json:"status,omitempty"`
 	// Attempts is how many tries a step took.
 	Attempts int `json:"attempts,omitempty"`
+	// Attempt, Worker and Message describe one execution of an activity
+	// in a run's timeline.
+	Attempt int    `json:"attempt,omitempty"`
+	Worker  string `json:"worker,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // errSuspended is returned by workflow operations once the run is waiting

@@ -723,3 +723,70 @@ func testWorkflowRescueThenLateCompletion(t *testing.T, newDriver func(*testing.
 		require.NotContains(t, string(ev.Data), "late", "no event of A's survives")
 	}
 }
+
+// An activity's executions appear in the run's timeline, in place: its
+// start, heartbeat messages, failure and retry, from its job's changes.
+func TestActivityTimeline(t *testing.T) { forEachDriver(t, testActivityTimeline) }
+
+func testActivityTimeline(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	flaky := hopper.Define("flaky", func(ctx context.Context, n int) (int, error) {
+		jc := hopper.JobFromContext(ctx)
+		if jc.Attempt() == 1 {
+			return 0, errors.New("first try fails")
+		}
+		if err := jc.HeartbeatMessage(ctx, "half way"); err != nil {
+			return 0, err
+		}
+		if err := jc.HeartbeatMessage(ctx, ""); err != nil { // renews only
+			return 0, err
+		}
+		return n + 1, nil
+	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 3, Backoff: hopper.BackoffConstant, Base: 10 * time.Millisecond, Jitter: hopper.NoJitter}})
+	wf := hopper.Workflow("timeline", func(wf hopper.WorkflowContext, n int) (int, error) {
+		return hopper.Activity(wf, flaky, n, nil)
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(flaky, wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, 1, nil)
+	require.NoError(t, err)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, out)
+
+	info, err := c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	var kinds []string
+	for _, ev := range info.Timeline {
+		kinds = append(kinds, ev.Kind)
+	}
+	require.Equal(t, []string{"workflow_started", "activity_scheduled", "activity_started", "activity_failed", "activity_retry",
+		"activity_started", "activity_heartbeat", "activity_completed", "workflow_completed"}, kinds)
+	data := func(i int) map[string]any {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(info.Timeline[i].Data, &m))
+		return m
+	}
+	job := info.Activities[0].JobID
+	for i := 2; i <= 6; i++ {
+		require.Equal(t, job, data(i)["job"], "derived events name the activity's job")
+		require.Equal(t, "flaky", info.Timeline[i].Name)
+		require.Zero(t, info.Timeline[i].Seq, "derived events are not history")
+	}
+	require.EqualValues(t, 1, data(2)["attempt"])
+	require.Equal(t, c.WorkerID(), data(2)["worker"])
+	require.Equal(t, "first try fails", data(3)["error"].(map[string]any)["message"])
+	require.EqualValues(t, 2, data(4)["attempt"], "the retry names the next attempt")
+	require.NotEmpty(t, data(4)["until"])
+	require.Equal(t, "half way", data(6)["message"])
+	require.Len(t, info.History, 4, "the history holds only what replay reads")
+
+	// The job's attempts carry the message too.
+	atts, err := c.Attempts(ctx, job)
+	require.NoError(t, err)
+	require.Len(t, atts, 2)
+	require.Empty(t, atts[0].Heartbeats)
+	require.Len(t, atts[1].Heartbeats, 1)
+	require.Equal(t, "half way", atts[1].Heartbeats[0].Message)
+	require.Equal(t, hopper.StateSucceeded, atts[1].Outcome, "a heartbeat does not end the attempt")
+}

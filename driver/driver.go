@@ -515,6 +515,11 @@ type Lease struct {
 type JobHeartbeatParams struct {
 	Leases    []Lease
 	ExpiresAt time.Time
+	// Message, when set, is recorded for each lease still held as a
+	// heartbeat change in the change feed (hoppertype.Change.Detail), in
+	// the heartbeat's transaction. Heartbeats without a message write no
+	// change.
+	Message string
 }
 
 // JobHeartbeatResult reports one lease.

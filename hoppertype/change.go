@@ -48,14 +48,29 @@ type Change struct {
 	// change into running).
 	Worker string
 	// Fields names the other fields the transition changed, among attempt,
-	// run_at, started_at, ended_at, worker, result, error and stuck.
+	// run_at, started_at, ended_at, worker, result, error and stuck. A
+	// heartbeat change (see Detail) names only ChangeFieldHeartbeat.
 	Fields []string
 	// Error and Stuck are the entity's error and stuck slot after the
 	// change.
 	Error *ErrorInfo
 	Stuck *StuckInfo
+	// Detail is a heartbeat's message. A heartbeat that carries a message
+	// is recorded as a change of a running job that leaves it running
+	// (Prev and State both running, Fields [ChangeFieldHeartbeat]); every
+	// other change has no detail.
+	Detail string
 	// At is when the store wrote the change, by the store's clock.
 	At time.Time
+}
+
+// ChangeFieldHeartbeat is the one field a heartbeat change names.
+const ChangeFieldHeartbeat = "heartbeat"
+
+// IsHeartbeat reports whether ch records a heartbeat's message rather than
+// a state change.
+func (ch *Change) IsHeartbeat() bool {
+	return len(ch.Fields) == 1 && ch.Fields[0] == ChangeFieldHeartbeat && ch.Prev == ch.State
 }
 
 // ChangeCursor is a position in the change feed's delivery order: the

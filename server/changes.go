@@ -22,6 +22,14 @@ type AttemptJSON struct {
 	Outcome    string     `json:"outcome,omitempty"`
 	Error      *ErrorJSON `json:"error,omitempty"`
 	Stuck      *StuckJSON `json:"stuck,omitempty"`
+	// Heartbeats are the messages the attempt recorded.
+	Heartbeats []HeartbeatJSON `json:"heartbeats,omitempty"`
+}
+
+// HeartbeatJSON is a message an attempt recorded with its heartbeat.
+type HeartbeatJSON struct {
+	At      time.Time `json:"at"`
+	Message string    `json:"message"`
 }
 
 // AttemptListJSON is a job's attempts.
@@ -34,6 +42,9 @@ func attemptsJSON(as []hopper.Attempt) []AttemptJSON {
 	for i, a := range as {
 		out[i] = AttemptJSON{Generation: a.Generation, Number: a.Number, Worker: a.Worker, StartedAt: a.StartedAt,
 			EndedAt: timePtr(a.EndedAt), Outcome: string(a.Outcome), Error: errJSON(a.Error), Stuck: stuckJSON(a.Stuck)}
+		for _, hb := range a.Heartbeats {
+			out[i].Heartbeats = append(out[i].Heartbeats, HeartbeatJSON{At: hb.At, Message: hb.Message})
+		}
 	}
 	return out
 }
@@ -69,7 +80,9 @@ type ChangeJSON struct {
 	Fields   []string   `json:"fields,omitempty"`
 	Error    *ErrorJSON `json:"error,omitempty"`
 	Stuck    *StuckJSON `json:"stuck,omitempty"`
-	At       time.Time  `json:"at"`
+	// Detail is a heartbeat change's message.
+	Detail string    `json:"detail,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // ChangeListJSON is a page of the feed.
@@ -100,7 +113,7 @@ func parseCursor(s string) (hoppertype.ChangeCursor, error) {
 func changeJSON(ch *hoppertype.Change) *ChangeJSON {
 	return &ChangeJSON{Cursor: formatCursor(hoppertype.CursorOf(ch)), Position: ch.Position, Kind: string(ch.Kind),
 		EntityID: ch.EntityID, Type: ch.Type, Queue: ch.Queue, Prev: ch.Prev, State: ch.State, Attempt: ch.Attempt,
-		Worker: ch.Worker, Fields: ch.Fields, Error: errJSON(ch.Error), Stuck: stuckJSON(ch.Stuck), At: ch.At}
+		Worker: ch.Worker, Fields: ch.Fields, Error: errJSON(ch.Error), Stuck: stuckJSON(ch.Stuck), Detail: ch.Detail, At: ch.At}
 }
 
 // streamChanges serves GET /v1/changes/stream as Server-Sent Events: every

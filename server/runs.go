@@ -29,20 +29,23 @@ type StartRunResponse struct {
 
 // RunJSON is a run as the API returns it.
 type RunJSON struct {
-	RunID         string             `json:"run_id"`
-	Workflow      string             `json:"workflow"`
-	Status        string             `json:"status"`
-	Attempt       int                `json:"attempt"`
-	Input         json.RawMessage    `json:"input"`
-	Output        json.RawMessage    `json:"output"`
-	Error         *ErrorJSON         `json:"error"`
-	Stuck         *StuckJSON         `json:"stuck,omitempty"`
-	ParentID      string             `json:"parent_id,omitempty"`
-	CodeVersion   string             `json:"code_version,omitempty"`
-	CreatedAt     time.Time          `json:"created_at"`
-	StartedAt     *time.Time         `json:"started_at"`
-	EndedAt       *time.Time         `json:"ended_at"`
-	History       []EventEntryJSON   `json:"history,omitempty"`
+	RunID       string           `json:"run_id"`
+	Workflow    string           `json:"workflow"`
+	Status      string           `json:"status"`
+	Attempt     int              `json:"attempt"`
+	Input       json.RawMessage  `json:"input"`
+	Output      json.RawMessage  `json:"output"`
+	Error       *ErrorJSON       `json:"error"`
+	Stuck       *StuckJSON       `json:"stuck,omitempty"`
+	ParentID    string           `json:"parent_id,omitempty"`
+	CodeVersion string           `json:"code_version,omitempty"`
+	CreatedAt   time.Time        `json:"created_at"`
+	StartedAt   *time.Time       `json:"started_at"`
+	EndedAt     *time.Time       `json:"ended_at"`
+	History     []EventEntryJSON `json:"history,omitempty"`
+	// Timeline is the history with each activity's executions told in
+	// place (hopper.RunInfo.Timeline); derived events have seq 0.
+	Timeline      []EventEntryJSON   `json:"timeline,omitempty"`
 	Steps         []StepJSON         `json:"steps,omitempty"`
 	Compensations []CompensationJSON `json:"compensations,omitempty"`
 	Hooks         []HookJSON         `json:"hooks,omitempty"`
@@ -110,6 +113,9 @@ func runJSON(r *hopper.RunInfo, showTokens bool) *RunJSON {
 	}
 	for _, ev := range r.History {
 		out.History = append(out.History, EventEntryJSON{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: json.RawMessage(ev.Data), At: ev.At})
+	}
+	for _, ev := range r.Timeline {
+		out.Timeline = append(out.Timeline, EventEntryJSON{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: json.RawMessage(ev.Data), At: ev.At})
 	}
 	for _, s := range r.Steps {
 		out.Steps = append(out.Steps, StepJSON{Name: s.Name, Kind: s.Kind, Output: s.Output, Error: errJSON(s.Error), Attempts: s.Attempts, At: s.At})

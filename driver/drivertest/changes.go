@@ -20,6 +20,7 @@ func changeCases() []testCase {
 		{"AttemptsAreChanges", testChangesCountAttempts},
 		{"GatesAndRuns", testChangesOfGatesAndRuns},
 		{"NoStateNoChange", testChangesOnlyOnState},
+		{"HeartbeatMessage", testChangesHeartbeatMessage},
 		{"RollbackWritesNone", testChangesRollback},
 		{"OwnChanges", testChangesOwn},
 		{"FeedPaging", testChangesPaging},
@@ -164,6 +165,42 @@ func testChangesOnlyOnState(t *testing.T, f *fixture) {
 	_, err = f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Second)})
 	require.NoError(t, err, "a running job gets a cancel request, not a new state")
 	require.Equal(t, []string{">pending", "pending>running"}, transitions(f.entityChanges(t, j.ID)))
+}
+
+// A heartbeat with a message records it as a change that leaves the job
+// running, for held leases only, in the order of the job's changes.
+func testChangesHeartbeatMessage(t *testing.T, f *fixture) {
+	j := f.claimOne(t)
+	lease := []driver.Lease{{ID: j.ID, Token: j.LeaseToken}}
+	res, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: lease, ExpiresAt: at(time.Hour), Message: "half way"})
+	require.NoError(t, err)
+	require.True(t, res[0].Held)
+	_, err = f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: lease, ExpiresAt: at(time.Hour)})
+	require.NoError(t, err)
+	stale := []driver.Lease{{ID: j.ID, Token: j.LeaseToken + 1000}}
+	res, err = f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: stale, ExpiresAt: at(time.Hour), Message: "not mine"})
+	require.NoError(t, err)
+	require.False(t, res[0].Held)
+	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateSucceeded,
+		Attempt: j.Attempt, RunAt: j.RunAt, EndedAt: at(time.Second)})
+
+	chs := f.entityChanges(t, j.ID)
+	require.Equal(t, []string{">pending", "pending>running", "running>running", "running>succeeded"}, transitions(chs),
+		"one change for the heartbeat with a message, none without one or without the lease")
+	beat := chs[2]
+	require.True(t, beat.IsHeartbeat())
+	require.Equal(t, "half way", beat.Detail)
+	require.Equal(t, []string{hoppertype.ChangeFieldHeartbeat}, beat.Fields)
+	require.Equal(t, j.Attempt, beat.Attempt)
+	require.Equal(t, "worker-1", beat.Worker)
+	require.Equal(t, hoppertype.ChangeJob, beat.Kind)
+	for _, ch := range []*hoppertype.Change{chs[0], chs[1], chs[3]} {
+		require.False(t, ch.IsHeartbeat())
+		require.Empty(t, ch.Detail)
+	}
+	feed := f.feed(t, 4)
+	require.Len(t, feed, 4)
+	require.Equal(t, "half way", feed[2].Detail, "the feed carries the message")
 }
 
 func testChangesRollback(t *testing.T, f *fixture) {

@@ -72,6 +72,18 @@ func (t *tx) jobChanged(old, row *hoppertype.JobRow) {
 	t.appendChange(ch)
 }
 
+// heartbeatChanged records a heartbeat's message as a change that leaves
+// the running job running.
+func (t *tx) heartbeatChanged(row *hoppertype.JobRow, message string) {
+	ch := &hoppertype.Change{Kind: hoppertype.ChangeJob, EntityID: row.ID, Type: row.Type, Queue: row.Queue,
+		Prev: string(row.State), State: string(row.State), Attempt: row.Attempt, Worker: row.Worker,
+		Fields: []string{hoppertype.ChangeFieldHeartbeat}, Detail: message}
+	if row.Type == hoppertype.GateType {
+		ch.Kind = hoppertype.ChangeGate
+	}
+	t.appendChange(ch)
+}
+
 // jobFields names the fields besides the state that differ between a and b.
 func jobFields(a, b *hoppertype.JobRow) []string {
 	var out []string

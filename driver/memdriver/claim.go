@@ -188,6 +188,9 @@ func (t *tx) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams
 		row := cur.Clone()
 		row.LeaseExpiresAt = expires
 		t.putJob(row)
+		if params.Message != "" {
+			t.heartbeatChanged(row, params.Message)
+		}
 		out[i].Held = true
 		out[i].CancelRequested = row.CancelRequested
 	}

@@ -16,7 +16,7 @@ import (
 
 // changeColumns are a change's columns; tx is read as a bigint under
 // another name, so that ORDER BY tx means the column (and its index).
-const changeColumns = `tx::text::bigint AS tx_key, position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at`
+const changeColumns = `tx::text::bigint AS tx_key, position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, detail`
 
 func collectChanges(rows pgx.Rows, err error) ([]*hoppertype.Change, error) {
 	if err != nil {
@@ -28,15 +28,15 @@ func collectChanges(rows pgx.Rows, err error) ([]*hoppertype.Change, error) {
 		var (
 			ch             hoppertype.Change
 			kind, fields   string
-			prev           pgtype.Text
+			prev, detail   pgtype.Text
 			errInfo, stuck []byte
 			at             time.Time
 		)
 		if err := rows.Scan(&ch.Tx, &ch.Position, &kind, &ch.EntityID, &ch.Type, &ch.Queue, &prev, &ch.State, &ch.Attempt,
-			&ch.Worker, &fields, &errInfo, &stuck, &at); err != nil {
+			&ch.Worker, &fields, &errInfo, &stuck, &at, &detail); err != nil {
 			return nil, err
 		}
-		ch.Kind, ch.Prev, ch.At = hoppertype.ChangeKind(kind), prev.String, fromTime(at)
+		ch.Kind, ch.Prev, ch.At, ch.Detail = hoppertype.ChangeKind(kind), prev.String, fromTime(at), detail.String
 		if fields != "" {
 			ch.Fields = strings.Split(fields, ",")
 		}

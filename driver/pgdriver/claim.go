@@ -239,7 +239,11 @@ func (e *executor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParam
 	for k, i := range order {
 		ids[k], tokens[k] = p.Leases[i].ID, p.Leases[i].Token
 	}
-	rows, err := e.q.Query(ctx, e.d.q.heartbeat, ids, tokens, ts(p.ExpiresAt))
+	q, args := e.d.q.heartbeat, []any{ids, tokens, ts(p.ExpiresAt)}
+	if p.Message != "" {
+		q, args = e.d.q.heartbeatNote, append(args, p.Message)
+	}
+	rows, err := e.q.Query(ctx, q, args...)
 	if err != nil {
 		return nil, e.d.fail("heartbeat", err)
 	}

@@ -70,7 +70,7 @@ type queries struct {
 	insertJobs, holders                                                  string
 	getJob, getJobs, countAll, countQueue                                string
 	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
-	heartbeat, finish, existingIDs, cancel                               string
+	heartbeat, heartbeatNote, finish, existingIDs, cancel                string
 	retryMove, retryHolders, deleteFinished                              string
 	groupInsert, groupGet, groupLock, groupUpdate                        string
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
@@ -174,6 +174,21 @@ LIMIT $2`),
 FROM unnest($1::text[], $2::int8[]) AS l(id, token)
 WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
 RETURNING j.id, j.lease_token, j.cancel_requested`),
+		// heartbeatNote is heartbeat that also records $4 as a heartbeat
+		// change of each job still held (keyed like the triggers' changes).
+		heartbeatNote: q(`WITH h AS (
+	UPDATE {s}.jobs j SET lease_expires_at = $3
+	FROM unnest($1::text[], $2::int8[]) AS l(id, token)
+	WHERE j.id = l.id AND j.lease_token = l.token AND j.state = 'running'
+	RETURNING j.id, j.lease_token, j.cancel_requested, j.type, j.queue, j.state, j.attempt, j.worker
+), c AS (
+	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, detail, at)
+	SELECT greatest(pg_current_xact_id(), (SELECT max(x.tx) FROM {s}.changes x WHERE x.entity_id = h.id)),
+		CASE WHEN h.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, h.id, h.type, h.queue, h.state, h.state,
+		h.attempt, h.worker, 'heartbeat', $4, statement_timestamp()
+	FROM h
+)
+SELECT id, lease_token, cancel_requested FROM h`),
 		finish: q(`UPDATE {s}.jobs j SET
 	state = u.state, attempt = u.attempt, run_at = u.run_at, result = u.result, error = u.error,
 	ended_at = u.ended_at, stuck = u.stuck, lease_expires_at = NULL, worker = ''

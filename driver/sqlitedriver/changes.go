@@ -12,19 +12,21 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
-const changeColumns = `position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at`
+const changeColumns = `position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, detail`
 
 func scanChange(rows *sql.Rows) (*hoppertype.Change, error) {
 	var (
 		ch                 hoppertype.Change
 		kind, prev, fields sql.NullString
 		errJSON, stuckJSON sql.NullString
+		detail             sql.NullString
 		at                 int64
 	)
 	if err := rows.Scan(&ch.Position, &kind, &ch.EntityID, &ch.Type, &ch.Queue, &prev, &ch.State, &ch.Attempt,
-		&ch.Worker, &fields, &errJSON, &stuckJSON, &at); err != nil {
+		&ch.Worker, &fields, &errJSON, &stuckJSON, &at, &detail); err != nil {
 		return nil, err
 	}
+	ch.Detail = detail.String
 	ch.Tx = ch.Position
 	ch.Kind, ch.Prev = hoppertype.ChangeKind(kind.String), prev.String
 	if fields.String != "" {

@@ -62,6 +62,13 @@ const (
 	heartbeatSQL = `UPDATE jobs SET lease_expires_at = ?3
 	WHERE id = ?1 AND state = 'running' AND lease_token = ?2 RETURNING cancel_requested`
 
+	// heartbeatChangeSQL records a held heartbeat's message as a change
+	// that leaves the job running.
+	heartbeatChangeSQL = `INSERT INTO changes (kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, detail, at)
+	SELECT CASE WHEN type = 'hopper.gate' THEN 'gate' ELSE 'job' END, id, type, queue, state, state, attempt, worker,
+		'` + hoppertype.ChangeFieldHeartbeat + `', ?2, CAST(unixepoch('subsec') * 1000000 AS INTEGER)
+	FROM jobs WHERE id = ?1`
+
 	// finishSQL applies one transition if the lease is held; ?10, when not
 	// NULL, also requires the lease to expire before it (a missing expiry
 	// counts as the zero time, ?11).
@@ -221,6 +228,11 @@ func (r *runner) jobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams)
 		}, l.ID, l.Token, expires)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("heartbeat job %q: %w", l.ID, err)
+		}
+		if out[i].Held && p.Message != "" {
+			if _, err := r.exec(ctx, heartbeatChangeSQL, l.ID, p.Message); err != nil {
+				return nil, fmt.Errorf("heartbeat job %q: record message: %w", l.ID, err)
+			}
 		}
 	}
 	return out, nil
