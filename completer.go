@@ -198,6 +198,22 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 			}
 		}
 		done := map[int]bool{}
+		// Workflow runs that need no savepoint of their own are recorded
+		// together: one append of their last events, one finish.
+		var runs []int
+		for _, i := range scoped {
+			if !c.ownSavepoint(items[i]) {
+				runs = append(runs, i)
+			}
+		}
+		if len(runs) > 1 {
+			if err := c.finishRuns(ctx, tx, items, out, runs); err != nil {
+				return err
+			}
+			for _, i := range runs {
+				done[i] = true
+			}
+		}
 		tried := map[string]bool{}
 		bulk := func(gid string) {
 			idx := members[gid]
@@ -293,6 +309,77 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 		return notifyDone(ctx, tx, out)
 	})
 	return out, err
+}
+
+// finishRuns records the outcomes of workflow runs that need no savepoint
+// (see ownSavepoint): their last history events in one append, each fenced
+// by its run's lease, then their finishes in one statement, then each run's
+// status. A run whose lease was lost writes nothing; any other failure
+// fails the batch, which is retried whole.
+func (c *Client) finishRuns(ctx context.Context, tx driver.Executor, items []finishItem, out []finished, idx []int) error {
+	now := c.now()
+	var appends []*driver.RunEventAppendParams
+	var appended []int
+	for _, i := range idx {
+		it := items[i]
+		if it.run == nil || len(it.run.events) == 0 {
+			continue
+		}
+		p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
+		if it.outcome.params.State == hoppertype.JobStateSucceeded {
+			// The run's end goes with its last record.
+			p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
+		}
+		appends = append(appends, p)
+		appended = append(appended, i)
+	}
+	lost := map[int]bool{}
+	if len(appends) > 0 {
+		errs, err := tx.RunEventAppendMany(ctx, appends)
+		if err != nil {
+			return err
+		}
+		for k, i := range appended {
+			switch {
+			case errors.Is(errs[k], hoppertype.ErrLeaseLost):
+				out[i].err, lost[i] = errs[k], true
+			case errs[k] != nil:
+				return errs[k]
+			case appends[k].RunStatus != "":
+				items[i].run.ended = true
+			}
+		}
+	}
+	var params []driver.JobFinishParams
+	var finishing []int
+	for _, i := range idx {
+		if !lost[i] {
+			params = append(params, items[i].outcome.params)
+			finishing = append(finishing, i)
+		}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: params})
+	if err != nil {
+		return err
+	}
+	for k, i := range finishing {
+		if res[k].Err != nil {
+			if items[i].run != nil && items[i].run.ended {
+				// Its append held the job: the finish cannot lose it.
+				return fmt.Errorf("finish run %s after its last record: %w", items[i].row.ID, res[k].Err)
+			}
+			out[i].err = res[k].Err
+			continue
+		}
+		if err := c.applyRunEffects(ctx, tx, res[k].Job, items[i].run); err != nil {
+			return err
+		}
+		out[i].job = res[k].Job
+	}
+	return nil
 }
 
 // notifyKeyFreed announces the queues of jobs with a concurrency key that

@@ -155,3 +155,101 @@ func TestBulkMembersSkipLostLeases(t *testing.T) {
 	require.Equal(t, 1, g.Open)
 	require.JSONEq(t, `3`, string(g.Value))
 }
+
+// appendCounter counts the history appends made in its transactions, to
+// tell the batched run path (one RunEventAppendMany) from the per-run one.
+type appendCounter struct {
+	*memdriver.Driver
+	one, many int
+}
+
+func (d *appendCounter) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	return d.Driver.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		return fn(ctx, &appendCountingTx{Executor: tx, d: d})
+	})
+}
+
+type appendCountingTx struct {
+	driver.Executor
+	d *appendCounter
+}
+
+func (t *appendCountingTx) RunEventAppend(ctx context.Context, p *driver.RunEventAppendParams) error {
+	t.d.one++
+	return t.Executor.RunEventAppend(ctx, p)
+}
+
+func (t *appendCountingTx) RunEventAppendMany(ctx context.Context, p []*driver.RunEventAppendParams) ([]error, error) {
+	t.d.many++
+	return t.Executor.RunEventAppendMany(ctx, p)
+}
+
+// TestFinishRunsTogether: the outcomes of several workflow runs are
+// recorded with one append and one finish; a run whose lease was lost
+// writes nothing, and the others are not held back by it.
+func TestFinishRunsTogether(t *testing.T) {
+	d := &appendCounter{Driver: memdriver.New()}
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := newClient(Config{Driver: d})
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, id := range []string{"ra", "rb", "rc"} {
+		_, err := d.RunStart(ctx, &driver.RunStartParams{
+			Run: &hoppertype.RunRow{ID: id, Workflow: "w", Status: hoppertype.RunPending, CreatedAt: now, UpdatedAt: now},
+			Job: &hoppertype.JobRow{ID: id, GroupID: id, Type: workflowTypePrefix + "w", Queue: "q", State: hoppertype.JobStatePending,
+				Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now},
+		})
+		require.NoError(t, err)
+	}
+	rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 3, Now: now, LeaseExpiresAt: now.Add(time.Hour), Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	byID := map[string]*hoppertype.JobRow{}
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	done := func(row *hoppertype.JobRow) finishItem {
+		it := succeed(row, `"ok"`, nil)
+		it.run = &runEffect{events: []*hoppertype.RunEvent{{RunID: row.ID, Attempt: 1, Seq: 1, Kind: evWorkflowCompleted, At: now}}}
+		return it
+	}
+	lost := byID["rb"].Clone()
+	lost.LeaseToken++ // not the lease the store holds
+	waiting := byID["rc"]
+	o := decide(waiting, attemptResult{err: &suspendError{until: now.Add(time.Hour)}}, nil, now, nil, nil)
+	items := []finishItem{done(byID["ra"]), done(lost), {row: waiting, outcome: o, run: &runEffect{}}}
+	require.False(t, c.ownSavepoint(items[0]), "plain runs need no savepoint")
+
+	out, err := c.finishTx(ctx, items)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.many, "one append for the batch")
+	require.Zero(t, d.one, "no append per run")
+
+	require.NoError(t, out[0].err)
+	require.Equal(t, hoppertype.JobStateSucceeded, out[0].job.State)
+	ra, err := d.RunGet(ctx, "ra")
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunCompleted, ra.Status, "the run's end went with its last record")
+	evs, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: "ra"})
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+
+	require.ErrorIs(t, out[1].err, hoppertype.ErrLeaseLost)
+	require.Nil(t, out[1].job)
+	rb, err := d.RunGet(ctx, "rb")
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunPending, rb.Status, "a lost run writes nothing")
+	evs, err = d.RunEventList(ctx, &driver.RunEventListParams{RunID: "rb"})
+	require.NoError(t, err)
+	require.Empty(t, evs)
+	jb, err := d.JobGet(ctx, "rb")
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.JobStateRunning, jb.State)
+
+	require.NoError(t, out[2].err)
+	require.Equal(t, hoppertype.JobStateScheduled, out[2].job.State)
+	rc, err := d.RunGet(ctx, "rc")
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunWaiting, rc.Status)
+}

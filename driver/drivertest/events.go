@@ -81,6 +81,29 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 	})
 	require.ErrorIs(t, err, boom)
 	require.Empty(t, f.events(t, e.ID, 0))
+
+	// Committed with the transaction, outcomes apart, and the transaction
+	// goes on after the call.
+	g, gj := f.leasedRun(t)
+	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		errs, err := tx.RunEventAppendMany(ctx, []*driver.RunEventAppendParams{
+			{RunID: e.ID, LeaseToken: ej.LeaseToken, Events: []*hoppertype.RunEvent{event(e.ID, 1, 1, "step")},
+				RunStatus: hoppertype.RunCompleted, Now: at(time.Minute), EndedAt: at(time.Minute)},
+			{RunID: g.ID, LeaseToken: gj.LeaseToken + 1000, Events: []*hoppertype.RunEvent{event(g.ID, 1, 1, "step")}},
+		})
+		require.NoError(t, err)
+		require.NoError(t, errs[0])
+		require.ErrorIs(t, errs[1], hoppertype.ErrLeaseLost)
+		_, err = tx.RunGet(ctx, g.ID)
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"1.1"}, seqs(f.events(t, e.ID, 0)))
+	require.Empty(t, f.events(t, g.ID, 0))
+	re, err := f.d.RunGet(f.ctx, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunCompleted, re.Status)
+	require.False(t, re.EndedAt.IsZero())
 }
 
 // testEventRunStatus: an append's RunStatus applies with its events, and

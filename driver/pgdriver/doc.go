@@ -115,9 +115,17 @@
 //
 // Notify is pg_notify on the channel "<schema>:<topic>" (a digest when that
 // is longer than PostgreSQL's 63 bytes). Inside InTx notifications are
-// buffered, de-duplicated and sent in one statement just before COMMIT, so
-// they are delivered if and only if the transaction commits, once per
-// distinct (topic, payload). Listen shares one dedicated connection per
+// buffered, de-duplicated and sent in one statement just after COMMIT, so
+// they are sent only if the transaction commits, once per distinct (topic,
+// payload). They are sent after the commit, not in it, because PostgreSQL
+// serializes the commits of notifying transactions (a database-wide lock
+// held through the commit's flush to disk): small transactions that each
+// notify, such as workflow starts from many goroutines, would commit one at
+// a time. Sends that pile up meanwhile go together in the next statement.
+// A notification lost to a crash between a commit and its send is made good
+// by the listeners' poll fallback, as any missed one is. RunStart on the
+// pool sends its notification the same way; a caller's own transaction
+// (JobInsertManyTx) carries its notifications. Listen shares one dedicated connection per
 // Driver (application_name "hopper-listen:<schema>") that LISTENs on the
 // subscribed channels; it reconnects with backoff after a loss and then
 // sends an empty payload ("something may have changed, look again") on

@@ -75,13 +75,12 @@ func (e *executor) InTx(ctx context.Context, fn func(ctx context.Context, tx dri
 	if err := fn(ctx, inner); err != nil {
 		return err
 	}
-	if err := inner.notes.flush(ctx, tx, e.d.q.notifyMany); err != nil {
-		return e.d.fail("notify", err)
-	}
 	committed = true
 	if err := tx.Commit(ctx); err != nil {
 		return e.d.fail("commit", err)
 	}
+	// Notifications go after the commit (see postCommit).
+	e.d.sendAfterCommit(ctx, inner.notes.notes)
 	return nil
 }
 
@@ -111,9 +110,10 @@ func (e *executor) savepoint(ctx context.Context, fn func(ctx context.Context, t
 	return nil
 }
 
-// Notify publishes payload on topic's channel. Inside a transaction it is
-// buffered and sent just before the commit, once per distinct (topic,
-// payload); outside one it is sent at once.
+// Notify publishes payload on topic's channel. Inside a transaction the
+// driver made it is buffered and sent just after the commit, once per
+// distinct (topic, payload) (see postCommit); outside one it is sent at
+// once.
 func (e *executor) Notify(ctx context.Context, topic, payload string) error {
 	if err := e.check(ctx, "notify"); err != nil {
 		return err

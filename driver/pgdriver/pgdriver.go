@@ -36,6 +36,7 @@ type Driver struct {
 	root   *executor
 	lis    *listener
 	closed atomic.Bool
+	post   postCommit
 }
 
 var (

@@ -134,8 +134,11 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 	if err != nil {
 		return false, fmt.Errorf("pgdriver: %s: %w", op, err)
 	}
+	// On a caller's *sql.Tx the notification goes in the statement; in
+	// the driver's transactions it joins their notifications, and on the
+	// pool it is sent after the statement (see postCommit).
 	var channel pgtype.Text
-	if e.notes == nil && e.tx == nil {
+	if e.callerSQLTx {
 		channel = pgtype.Text{String: e.d.channel(driver.TopicJobAvailable), Valid: true}
 	}
 	args := append(a.args(), r.ID, r.Workflow, string(r.Status), optText(r.ParentID), r.CodeVersion,
@@ -148,10 +151,15 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 	if !inserted {
 		return true, nil
 	}
-	if p.Job.State == hoppertype.JobStatePending && !channel.Valid {
-		if err := e.Notify(ctx, driver.TopicJobAvailable, p.Job.Queue); err != nil {
-			return false, err
-		}
+	if p.Job.State != hoppertype.JobStatePending || channel.Valid {
+		return false, nil
+	}
+	if e.tx == nil {
+		e.d.sendAfterCommit(ctx, []note{{e.d.channel(driver.TopicJobAvailable), p.Job.Queue}})
+		return false, nil
+	}
+	if err := e.Notify(ctx, driver.TopicJobAvailable, p.Job.Queue); err != nil {
+		return false, err
 	}
 	return false, nil
 }
@@ -402,17 +410,34 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 	return fmt.Errorf("pgdriver: %s: an event's (attempt, seq) exists: %w", op, hoppertype.ErrDuplicateID)
 }
 
-// RunEventAppendMany makes appends to distinct runs in one statement on the
-// pool (see eventAppendMany); in a transaction, one by one. A key another
-// transaction commits meanwhile fails the statement, which then writes
-// nothing.
+// RunEventAppendMany makes appends to distinct runs in one statement (see
+// eventAppendMany). A key another transaction commits meanwhile fails the
+// statement, which then writes nothing; in a transaction the statement runs
+// in a savepoint, and such a failure is retried one append at a time.
 func (e *executor) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
 	if err := e.check(ctx, "append run events"); err != nil {
 		return nil, err
 	}
-	if e.tx != nil {
-		return driver.RunEventAppendManyTx(ctx, e, params)
+	if e.tx == nil {
+		return e.appendMany(ctx, params)
 	}
+	var errs []error
+	err := e.savepoint(ctx, func(ctx context.Context, tx driver.Executor) error {
+		var err error
+		errs, err = tx.(*executor).appendMany(ctx, params)
+		return err
+	})
+	if err == nil {
+		return errs, nil
+	}
+	if ctx.Err() != nil || !errors.Is(err, hoppertype.ErrDuplicateID) {
+		return nil, err
+	}
+	return driver.RunEventAppendManyTx(ctx, e, params)
+}
+
+// appendMany runs eventAppendMany.
+func (e *executor) appendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
 	n := len(params)
 	var (
 		runIDs         = make([]string, n)
