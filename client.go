@@ -257,6 +257,7 @@ const DefaultDatabase = "hopper.db"
 // over a driver you passed in leaves that driver open.
 func (c *Client) Close(ctx context.Context) error {
 	err := c.Stop(ctx)
+	c.waiters.close()
 	if c.ownsDriver {
 		if cerr := c.drv.Close(); err == nil {
 			err = cerr
@@ -494,6 +495,7 @@ func (c *Client) Stop(ctx context.Context) error {
 		c.rt = nil
 	}
 	c.mu.Unlock()
+	c.waiters.close()
 	return err
 }
 

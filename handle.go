@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -243,7 +244,15 @@ type waiterHub struct {
 	refs    int
 	cancel  context.CancelFunc
 	stopped chan struct{}
+	// linger ends the listening once no one has waited for waitLinger:
+	// waits that follow one another (a caller starting workflows one at a
+	// time and waiting for each) keep one subscription instead of
+	// subscribing and unsubscribing each time.
+	linger *time.Timer
 }
+
+// waitLinger is how long the hub keeps listening after its last waiter.
+const waitLinger = time.Second
 
 func newWaiterHub(c *Client) *waiterHub {
 	return &waiterHub{c: c, entries: map[waitKey]*waitEntry{}}
@@ -262,27 +271,57 @@ func (h *waiterHub) watch(kind waitKind, id string) (<-chan struct{}, func()) {
 	e.refs++
 	h.refs++
 	if h.refs == 1 {
-		h.startListening()
+		if h.linger != nil {
+			h.linger.Stop()
+			h.linger = nil
+		}
+		if h.cancel == nil {
+			h.startListening()
+		}
 	}
 	h.mu.Unlock()
 	var once sync.Once
 	return e.ch, func() {
 		once.Do(func() {
 			h.mu.Lock()
+			defer h.mu.Unlock()
 			e.refs--
 			if e.refs == 0 && h.entries[k] == e {
 				delete(h.entries, k)
 			}
 			h.refs--
-			var wait chan struct{}
-			if h.refs == 0 {
-				wait = h.stopListening()
-			}
-			h.mu.Unlock()
-			if wait != nil {
-				<-wait
+			if h.refs == 0 && h.cancel != nil && h.linger == nil {
+				h.linger = time.AfterFunc(waitLinger, h.idle)
 			}
 		})
+	}
+}
+
+// idle ends the listening if no one waits.
+func (h *waiterHub) idle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.linger = nil
+	if h.refs == 0 {
+		h.stopListening()
+	}
+}
+
+// close ends a lingering subscription now and waits until its listeners
+// are gone (the client is stopping); waits still running keep theirs.
+func (h *waiterHub) close() {
+	h.mu.Lock()
+	if h.linger != nil {
+		h.linger.Stop()
+		h.linger = nil
+	}
+	var wait chan struct{}
+	if h.refs == 0 {
+		wait = h.stopListening()
+	}
+	h.mu.Unlock()
+	if wait != nil {
+		<-wait
 	}
 }
 

@@ -272,13 +272,20 @@ func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent)
 
 // WaitRun blocks until the run is finished (or ctx is done) and returns it.
 func (c *Client) WaitRun(ctx context.Context, id string) (*RunInfo, error) {
-	if _, err := c.drv.RunGet(ctx, id); err != nil {
+	job, jerr := c.waitJob(ctx, id)
+	if jerr != nil && !errors.Is(jerr, hoppertype.ErrNotFound) {
+		return nil, jerr
+	}
+	// The run's row is written in its job's transitions: read after the
+	// job ended, it holds the run's end.
+	run, err := c.drv.RunGet(ctx, id)
+	if err != nil {
 		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
-	if _, err := c.waitJob(ctx, id); err != nil {
-		return nil, err
+	if jerr != nil && !run.Status.Terminal() {
+		return nil, fmt.Errorf("hopper: run %s: %w", id, jerr)
 	}
-	return c.runStatus(ctx, id)
+	return runInfo(run, job), nil
 }
 
 // RunQuery filters QueryRuns. Empty fields do not filter.

@@ -22,6 +22,9 @@ const (
 	// listenerPing is how long the listener waits for a notification before
 	// it pings its connection, so a silently dead one is noticed.
 	listenerPing = 30 * time.Second
+	// listenerExecTimeout bounds a LISTEN/UNLISTEN statement (and how long
+	// Close waits for one in flight).
+	listenerExecTimeout = 5 * time.Second
 	// Reconnection backoff bounds.
 	minBackoff = 50 * time.Millisecond
 	maxBackoff = 5 * time.Second
@@ -299,7 +302,13 @@ func (l *listener) serve(conn *pgx.Conn, lost bool) (healthy bool, err error) {
 			}
 		}
 		if len(stmts) > 0 {
-			if _, err := conn.Exec(l.ctx, strings.Join(stmts, "; ")); err != nil {
+			// Seen through even when the listener closes meanwhile: a
+			// statement interrupted midway leaves pgx draining the
+			// connection in the background for up to 15 s after Close.
+			execCtx, cancelExec := context.WithTimeout(context.WithoutCancel(l.ctx), listenerExecTimeout)
+			_, err := conn.Exec(execCtx, strings.Join(stmts, "; "))
+			cancelExec()
+			if err != nil {
 				cancel()
 				return healthy, err
 			}
