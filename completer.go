@@ -119,36 +119,45 @@ func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
 	}
 }
 
-// needsOwnScope says whether an item has effects beyond its own row, which
-// then share a savepoint with its transition, or InCommit observers may
-// veto it; plain items are written in one statement for the whole batch.
-func (c *Client) needsOwnScope(it finishItem) bool {
-	return len(c.inCommit()) > 0 || it.effects != nil || it.group != nil || (it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID) ||
-		isRunJob(it.row) || it.row.Metadata[wakeKey] != ""
-}
+// itemScope says how the completer records an item within its batch's
+// transaction. scopeOf decides it, in one place.
+type itemScope int
 
-// ownSavepoint says whether a scoped item needs a savepoint of its own.
-// With InCommit observers every item has one, so that a veto undoes its
-// item alone. Otherwise, a
-// workflow run's outcome with no group or activity effects does not: its
-// writes are the run's last history events (fenced by the lease: when the
-// lease is lost they write nothing, and once written they hold the job so
-// its finish cannot lose it), the job's finish and the run's status, so an
-// item that is lost has written nothing to undo. Skipping the savepoint
-// saves two statements per run.
-func (c *Client) ownSavepoint(it finishItem) bool {
-	return len(c.inCommit()) > 0 || !(isRunJob(it.row) && it.effects == nil && it.group == nil && it.row.GroupID == it.row.ID && it.row.Metadata[wakeKey] == "")
-}
+const (
+	// scopeBatch: the job's transition and nothing else; one statement
+	// records every such item of the batch.
+	scopeBatch itemScope = iota
+	// scopeRun: a workflow run whose writes are its own rows only (its
+	// last history events, fenced by the lease, the job's finish, the
+	// run's status). The batch's runs are recorded together and need no
+	// savepoint: a run whose lease is lost writes nothing to undo, and
+	// once its events are written they hold the job, so its finish cannot
+	// lose it.
+	scopeRun
+	// scopeMember: a fan-out group member ending with nothing but its
+	// contribution; recorded per group, one finish and one group update,
+	// or one by one as scopeOwn should that fail.
+	scopeMember
+	// scopeOwn: effects beyond the job's row (a group, a gate, a run to
+	// wake, a run's status with such effects), or InCommit observers that
+	// may veto the item: a savepoint of its own, so a failure or a veto
+	// undoes that item alone.
+	scopeOwn
+)
 
-// scope runs an item's writes in a savepoint of tx when it needs one, else
-// directly in tx.
-func (c *Client) scope(tx driver.Executor, it finishItem) func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
-	if c.ownSavepoint(it) {
-		return tx.InTx
+func (c *Client) scopeOf(it finishItem) itemScope {
+	switch {
+	case bulkMember(it):
+		return scopeMember
+	case len(c.inCommit()) > 0:
+		return scopeOwn
+	case isRunJob(it.row) && it.effects == nil && it.group == nil && it.row.GroupID == it.row.ID && it.row.Metadata[wakeKey] == "":
+		return scopeRun
+	case it.effects != nil || it.group != nil || isRunJob(it.row) || it.row.Metadata[wakeKey] != "" ||
+		(it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID):
+		return scopeOwn
 	}
-	return func(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
-		return fn(ctx, tx)
-	}
+	return scopeBatch
 }
 
 func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
@@ -160,60 +169,45 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 		for i := range out {
 			out[i].job, out[i].err, out[i].spawned, out[i].settled = nil, nil, nil, nil
 		}
-		var plain []int
-		params := make([]driver.JobFinishParams, 0, len(items))
+		var batch, runs, scoped []int
+		members := map[string][]int{}
 		for i, it := range items {
-			if !c.needsOwnScope(it) {
-				plain = append(plain, i)
-				params = append(params, it.outcome.params)
+			switch c.scopeOf(it) {
+			case scopeBatch:
+				batch = append(batch, i)
+			case scopeRun:
+				runs = append(runs, i)
+			case scopeMember:
+				members[it.row.GroupID] = append(members[it.row.GroupID], i)
+				scoped = append(scoped, i)
+			case scopeOwn:
+				scoped = append(scoped, i)
 			}
 		}
-		if len(params) > 0 {
+		if len(batch) > 0 {
+			params := make([]driver.JobFinishParams, len(batch))
+			for k, i := range batch {
+				params[k] = items[i].outcome.params
+			}
 			res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: params})
 			if err != nil {
 				return err
 			}
-			for k, i := range plain {
+			for k, i := range batch {
 				out[i].job, out[i].err = res[k].Job, res[k].Err
+			}
+		}
+		if len(runs) > 0 {
+			if err := c.finishRuns(ctx, tx, items, out, runs); err != nil {
+				return err
 			}
 		}
 		// Items with effects lock their groups; taking them in group order
 		// keeps two completers (two processes) from deadlocking.
-		var scoped []int
-		for i, it := range items {
-			if c.needsOwnScope(it) {
-				scoped = append(scoped, i)
-			}
-		}
 		slices.SortStableFunc(scoped, func(a, b int) int {
 			return strings.Compare(items[a].row.GroupID, items[b].row.GroupID)
 		})
-		// Members of a fan-out group ending with nothing but their
-		// contribution are recorded per group, in their group's turn: one
-		// finish, one group update. Should that fail, they go one by one.
-		members := map[string][]int{}
-		for _, i := range scoped {
-			if bulkMember(items[i]) {
-				members[items[i].row.GroupID] = append(members[items[i].row.GroupID], i)
-			}
-		}
 		done := map[int]bool{}
-		// Workflow runs that need no savepoint of their own are recorded
-		// together: one append of their last events, one finish.
-		var runs []int
-		for _, i := range scoped {
-			if !c.ownSavepoint(items[i]) {
-				runs = append(runs, i)
-			}
-		}
-		if len(runs) > 1 {
-			if err := c.finishRuns(ctx, tx, items, out, runs); err != nil {
-				return err
-			}
-			for _, i := range runs {
-				done[i] = true
-			}
-		}
 		tried := map[string]bool{}
 		bulk := func(gid string) {
 			idx := members[gid]
@@ -242,65 +236,9 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 			if done[i] {
 				continue
 			}
-			it := items[i]
-			f := &out[i]
-			err := c.scope(tx, it)(ctx, func(ctx context.Context, tx driver.Executor) error {
-				if it.run != nil && len(it.run.events) > 0 {
-					p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
-					if it.outcome.params.State == hoppertype.JobStateSucceeded {
-						// The run's end goes with its last record.
-						now := c.now()
-						p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
-						it.run.ended = true
-					}
-					err := tx.RunEventAppend(ctx, p)
-					if errors.Is(err, hoppertype.ErrLeaseLost) {
-						f.err = err
-						return errItemLost
-					} else if err != nil {
-						return err
-					}
-				}
-				res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{it.outcome.params}})
-				if err != nil {
-					return err
-				}
-				if res[0].Err != nil {
-					f.err = res[0].Err
-					return errItemLost
-				}
-				job := res[0].Job
-				if it.effects != nil {
-					if err := it.effects(ctx, tx, job); err != nil {
-						return err
-					}
-				}
-				if job.State.Terminal() {
-					spawned, settled, err := c.applyGroup(ctx, tx, job, it.group)
-					if err != nil {
-						return err
-					}
-					f.spawned, f.settled = spawned, settled
-					if runID := job.Metadata[wakeKey]; runID != "" {
-						if err := c.wake(ctx, tx, runID, c.now()); err != nil {
-							return err
-						}
-					}
-				}
-				if isRunJob(job) {
-					if err := c.applyRunEffects(ctx, tx, job, it.run); err != nil {
-						return err
-					}
-				}
-				f.job = job
-				return nil
-			})
-			if err != nil && !errors.Is(err, errItemLost) {
-				if !c.ownSavepoint(it) {
-					return err // no savepoint to undo the item alone: the batch retries
-				}
-				f.job, f.err = nil, err
-				c.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), PhaseCommit)
+			if err := c.finishOwn(ctx, tx, items[i], &out[i]); err != nil {
+				out[i].job, out[i].err, out[i].spawned, out[i].settled = nil, err, nil, nil
+				c.reportError(fmt.Errorf("record outcome of job %s: %w", items[i].row.ID, err), PhaseCommit)
 			}
 		}
 		if err := notifyKeyFreed(ctx, tx, out); err != nil {
@@ -311,8 +249,69 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 	return out, err
 }
 
+// finishOwn records one item in a savepoint of its own, with its effects.
+// A lost lease sets f.err and writes nothing; any other failure undoes the
+// item and is returned.
+func (c *Client) finishOwn(ctx context.Context, tx driver.Executor, it finishItem, f *finished) error {
+	err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		if it.run != nil && len(it.run.events) > 0 {
+			p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
+			if it.outcome.params.State == hoppertype.JobStateSucceeded {
+				// The run's end goes with its last record.
+				now := c.now()
+				p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
+				it.run.ended = true
+			}
+			err := tx.RunEventAppend(ctx, p)
+			if errors.Is(err, hoppertype.ErrLeaseLost) {
+				f.err = err
+				return errItemLost
+			} else if err != nil {
+				return err
+			}
+		}
+		res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{it.outcome.params}})
+		if err != nil {
+			return err
+		}
+		if res[0].Err != nil {
+			f.err = res[0].Err
+			return errItemLost
+		}
+		job := res[0].Job
+		if it.effects != nil {
+			if err := it.effects(ctx, tx, job); err != nil {
+				return err
+			}
+		}
+		if job.State.Terminal() {
+			spawned, settled, err := c.applyGroup(ctx, tx, job, it.group)
+			if err != nil {
+				return err
+			}
+			f.spawned, f.settled = spawned, settled
+			if runID := job.Metadata[wakeKey]; runID != "" {
+				if err := c.wake(ctx, tx, runID, c.now()); err != nil {
+					return err
+				}
+			}
+		}
+		if isRunJob(job) {
+			if err := c.applyRunEffects(ctx, tx, job, it.run); err != nil {
+				return err
+			}
+		}
+		f.job = job
+		return nil
+	})
+	if errors.Is(err, errItemLost) {
+		return nil
+	}
+	return err
+}
+
 // finishRuns records the outcomes of workflow runs that need no savepoint
-// (see ownSavepoint): their last history events in one append, each fenced
+// (scopeRun): their last history events in one append, each fenced
 // by its run's lease, then their finishes in one statement, then each run's
 // status. A run whose lease was lost writes nothing; any other failure
 // fails the batch, which is retried whole.
@@ -322,6 +321,9 @@ func (c *Client) finishRuns(ctx context.Context, tx driver.Executor, items []fin
 	var appended []int
 	for _, i := range idx {
 		it := items[i]
+		if it.run != nil {
+			it.run.ended = false // set again below if this try stores the end
+		}
 		if it.run == nil || len(it.run.events) == 0 {
 			continue
 		}
@@ -335,9 +337,20 @@ func (c *Client) finishRuns(ctx context.Context, tx driver.Executor, items []fin
 	}
 	lost := map[int]bool{}
 	if len(appends) > 0 {
-		errs, err := tx.RunEventAppendMany(ctx, appends)
-		if err != nil {
-			return err
+		var errs []error
+		if len(appends) == 1 {
+			// One statement either way; the many form costs a savepoint
+			// on some stores.
+			err := tx.RunEventAppend(ctx, appends[0])
+			if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) {
+				return err
+			}
+			errs = []error{err}
+		} else {
+			var err error
+			if errs, err = tx.RunEventAppendMany(ctx, appends); err != nil {
+				return err
+			}
 		}
 		for k, i := range appended {
 			switch {

@@ -219,7 +219,7 @@ func TestFinishRunsTogether(t *testing.T) {
 	waiting := byID["rc"]
 	o := decide(waiting, attemptResult{err: &suspendError{until: now.Add(time.Hour)}}, nil, now, nil, nil)
 	items := []finishItem{done(byID["ra"]), done(lost), {row: waiting, outcome: o, run: &runEffect{}}}
-	require.False(t, c.ownSavepoint(items[0]), "plain runs need no savepoint")
+	require.Equal(t, scopeRun, c.scopeOf(items[0]), "plain runs need no savepoint")
 
 	out, err := c.finishTx(ctx, items)
 	require.NoError(t, err)
