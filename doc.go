@@ -142,6 +142,11 @@
 // runs in flight. A recorded step never runs again in its attempt; one
 // interrupted by a crash does, so step effects should be idempotent.
 //
+// An activity is a job of its own type; its handler may report progress
+// with JobContext.HeartbeatMessage. GetRun's RunInfo.Timeline tells each
+// activity's executions (started, heartbeat, failed, retry) in place in
+// the history, read from the activity job's changes.
+//
 // Hooks wait for a payload from outside, delivered once by token:
 // Client.ResumeHook, or over HTTP (package server) POST /v1/hooks/{token}
 // or a webhook URL. When the function fails, WorkflowOpts.Strategy

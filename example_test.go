@@ -247,3 +247,37 @@ func ExampleRetry() {
 	fmt.Println(calls, err)
 	// Output: 3 <nil>
 }
+
+// A long handler reports its progress; the message is kept with the
+// attempt, in the change feed (and, for an activity, in its run's
+// timeline).
+func ExampleJobContext_HeartbeatMessage() {
+	files := []string{"a.csv", "b.csv", "c.csv"}
+	importer := hopper.Define("import", func(ctx context.Context, names []string) (int, error) {
+		jc := hopper.JobFromContext(ctx)
+		for i := range names {
+			// … import names[i] …
+			if err := jc.HeartbeatMessage(ctx, fmt.Sprintf("%d of %d files", i+1, len(names))); err != nil {
+				return i, err // the lease was lost, or a cancel was asked for
+			}
+		}
+		return len(names), nil
+	}, nil)
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{}, importer)
+	defer c.Stop(ctx)
+
+	h, _ := importer.Enqueue(ctx, c, files, nil)
+	n, _ := h.Result(ctx)
+	attempts, _ := c.Attempts(ctx, h.ID())
+	fmt.Println("imported", n)
+	for _, hb := range attempts[0].Heartbeats {
+		fmt.Println(hb.Message)
+	}
+	// Output:
+	// imported 3
+	// 1 of 3 files
+	// 2 of 3 files
+	// 3 of 3 files
+}
