@@ -179,7 +179,45 @@ var exampleSleepy = hopper.Workflow("sleepy", func(wf hopper.WorkflowContext, in
 	return fmt.Sprintf("slept %ds", in.Seconds), nil
 }, nil)
 
+// ReportInput is the input of the "report" workflow.
+type ReportInput struct {
+	Pages int `json:"pages"`
+	// FailFirst makes the render activity's first attempt fail, so its
+	// retry shows in the run's timeline.
+	FailFirst bool `json:"fail_first"`
+}
+
+// exampleRender renders a report's pages as an activity, reporting its
+// progress with heartbeat messages.
+var exampleRender = hopper.Define("render", func(ctx context.Context, in ReportInput) (string, error) {
+	job := hopper.JobFromContext(ctx)
+	if in.FailFirst && job.Attempt() == 1 {
+		return "", fmt.Errorf("render: attempt %d fails on purpose", job.Attempt())
+	}
+	for i := 1; i <= in.Pages; i++ {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond): // rendering
+		}
+		if err := job.HeartbeatMessage(ctx, fmt.Sprintf("page %d of %d", i, in.Pages)); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("%d pages", in.Pages), nil
+}, &hopper.TypeOpts[ReportInput]{Retry: hopper.RetryPolicy{Base: 500 * time.Millisecond, Max: 5 * time.Second}})
+
+// exampleReport runs render as an activity: its job's executions (started,
+// heartbeats, failed, retry) show in the run's timeline.
+var exampleReport = hopper.Workflow("report", func(wf hopper.WorkflowContext, in ReportInput) (string, error) {
+	if in.Pages < 1 || in.Pages > 100 {
+		return "", hopper.Fatal(fmt.Errorf("report: pages must be between 1 and 100, got %d", in.Pages))
+	}
+	return hopper.Activity(wf, exampleRender, in, nil)
+}, nil)
+
 // exampleTypes are registered by hopper dev (and hopper serve --examples).
 func exampleTypes() []hopper.AnyType {
-	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout, exampleStage, examplePipeline, exampleOrder, exampleApproval, exampleSleepy}
+	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout, exampleStage, examplePipeline, exampleOrder, exampleApproval,
+		exampleSleepy, exampleRender, exampleReport}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -38,5 +39,46 @@ func TestExamplePipeline(t *testing.T) {
 	v, err := hopper.GroupDecode[string](g)
 	if err != nil || v != "publish" {
 		t.Fatalf("group value %q, %v; want publish", v, err)
+	}
+}
+
+// TestExampleReport runs hopper dev's report example: the render activity
+// fails once, then reports its pages; the run's timeline tells it all.
+func TestExampleReport(t *testing.T) {
+	d := memdriver.New()
+	defer d.Close()
+	c, err := hopper.New(hopper.Config{Driver: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(exampleTypes()...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background())
+	h, err := exampleReport.Start(ctx, c, ReportInput{Pages: 2, FailFirst: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.Result(ctx)
+	if err != nil || out != "2 pages" {
+		t.Fatalf("report = %q, %v; want 2 pages", out, err)
+	}
+	info, err := c.GetRun(ctx, h.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range info.Timeline {
+		kinds = append(kinds, ev.Kind)
+	}
+	want := []string{"workflow_started", "activity_scheduled", "activity_started", "activity_failed", "activity_retry",
+		"activity_started", "activity_heartbeat", "activity_heartbeat", "activity_completed", "workflow_completed"}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Fatalf("timeline %v; want %v", kinds, want)
 	}
 }
