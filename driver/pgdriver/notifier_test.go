@@ -29,7 +29,7 @@ func TestNotifyAfterCommitFromManyTransactions(t *testing.T) {
 		return boom
 	}), boom)
 
-	const n = 64
+	const n = 40 // within a subscription's buffer (subscriptionBuffer): read after all commit
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
