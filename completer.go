@@ -14,13 +14,7 @@ import (
 )
 
 // maxCompleteBatch caps how many finished attempts one transaction records.
-// Larger is not cheaper: on PostgreSQL a finish of a few hundred rows costs
-// more per row than one of 200 (its statement-level feed trigger and the
-// locks it holds grow with it), so a completer that fell behind wrote ever
-// bigger, ever slower batches. With 1,000, no-op jobs at 100 workers ran
-// 10-70% slower than with 200 (six alternated pairs of hopper bench
-// --driver postgres --jobs 30000); SQLite and workflows were level.
-const maxCompleteBatch = 200
+const maxCompleteBatch = 1000
 
 // finishItem is one finished attempt waiting to be recorded.
 type finishItem struct {
