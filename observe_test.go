@@ -380,6 +380,11 @@ func TestAfterCommitSurvivesKill(t *testing.T) {
 				for _, p := range log.positions() {
 					seen[p] = true
 				}
+				if !seen[crashPos] {
+					// Checked below; without it the wait could end before
+					// any delivery when the crash was the last change.
+					return false
+				}
 				for _, ch := range all {
 					if !seen[ch.Position] && !before[ch.Position] {
 						return false

@@ -12,7 +12,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
 	"github.com/hopper-go/hopper/server"
 )
@@ -48,20 +47,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	c, err := hopper.New(hopper.Config{Driver: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Register(exampleTypes()...); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(context.Background())
+	c := startExamples(t, ctx, d)
 	s := server.New(c, nil)
 	defer s.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/driver/memdriver"
 )
 
-// TestExamplePipeline runs hopper dev's pipeline example: the chunks, then
-// merge, then publish, whose result is the group's value.
-func TestExamplePipeline(t *testing.T) {
-	d := memdriver.New()
-	defer d.Close()
+// startExamples starts a client on d with hopper dev's example types; the
+// client is stopped and d closed when the test ends.
+func startExamples(t *testing.T, ctx context.Context, d driver.Driver) *hopper.Client {
+	t.Helper()
+	t.Cleanup(func() { _ = d.Close() })
 	c, err := hopper.New(hopper.Config{Driver: d})
 	if err != nil {
 		t.Fatal(err)
@@ -22,12 +23,19 @@ func TestExamplePipeline(t *testing.T) {
 	if err := c.Register(exampleTypes()...); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Stop(context.Background())
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	return c
+}
+
+// TestExamplePipeline runs hopper dev's pipeline example: the chunks, then
+// merge, then publish, whose result is the group's value.
+func TestExamplePipeline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := startExamples(t, ctx, memdriver.New())
 	h, err := examplePipeline.Enqueue(ctx, c, PipelineInput{Chunks: 3}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -45,21 +53,9 @@ func TestExamplePipeline(t *testing.T) {
 // TestExampleReport runs hopper dev's report example: the render activity
 // fails once, then reports its pages; the run's timeline tells it all.
 func TestExampleReport(t *testing.T) {
-	d := memdriver.New()
-	defer d.Close()
-	c, err := hopper.New(hopper.Config{Driver: d})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Register(exampleTypes()...); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop(context.Background())
+	c := startExamples(t, ctx, memdriver.New())
 	h, err := exampleReport.Start(ctx, c, ReportInput{Pages: 2, FailFirst: true}, nil)
 	if err != nil {
 		t.Fatal(err)
