@@ -281,8 +281,15 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 
 	// Generation 1: stuck, retryable; the retry observer reopens it.
 	loseEveryAttempt()
-	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventStuck })
-	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventRedriven })
+	// The rescuer emits stuck and the retry observer redriven, each after
+	// its own commit: either may arrive first.
+	seen := map[hopper.EventKind]bool{}
+	events.waitFor(t, func(e hopper.Event) bool {
+		if e.JobID == h.ID() {
+			seen[e.Kind] = true
+		}
+		return seen[hopper.EventStuck] && seen[hopper.EventRedriven]
+	})
 	row := jobState(t, d, h.ID())
 	require.NotEqual(t, hopper.StateStuck, row.State, "reopened by the retry observer")
 	require.Equal(t, 0, row.Attempt)
