@@ -254,14 +254,8 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 // item and is returned.
 func (c *Client) finishOwn(ctx context.Context, tx driver.Executor, it finishItem, f *finished) error {
 	err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		if it.run != nil && len(it.run.events) > 0 {
-			p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
-			if it.outcome.params.State == hoppertype.JobStateSucceeded {
-				// The run's end goes with its last record.
-				now := c.now()
-				p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
-				it.run.ended = true
-			}
+		if p := lastRecord(it, c.now()); p != nil {
+			it.run.ended = p.RunStatus != ""
 			err := tx.RunEventAppend(ctx, p)
 			if errors.Is(err, hoppertype.ErrLeaseLost) {
 				f.err = err
@@ -310,6 +304,19 @@ func (c *Client) finishOwn(ctx context.Context, tx driver.Executor, it finishIte
 	return err
 }
 
+// lastRecord is the append of a run's last history events (nil when it has
+// none), fenced by its lease; a run that succeeded stores its end with them.
+func lastRecord(it finishItem, now time.Time) *driver.RunEventAppendParams {
+	if it.run == nil || len(it.run.events) == 0 {
+		return nil
+	}
+	p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
+	if it.outcome.params.State == hoppertype.JobStateSucceeded {
+		p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
+	}
+	return p
+}
+
 // finishRuns records the outcomes of workflow runs that need no savepoint
 // (scopeRun): their last history events in one append, each fenced
 // by its run's lease, then their finishes in one statement, then each run's
@@ -324,13 +331,9 @@ func (c *Client) finishRuns(ctx context.Context, tx driver.Executor, items []fin
 		if it.run != nil {
 			it.run.ended = false // set again below if this try stores the end
 		}
-		if it.run == nil || len(it.run.events) == 0 {
+		p := lastRecord(it, now)
+		if p == nil {
 			continue
-		}
-		p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
-		if it.outcome.params.State == hoppertype.JobStateSucceeded {
-			// The run's end goes with its last record.
-			p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
 		}
 		appends = append(appends, p)
 		appended = append(appended, i)
