@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,4 +253,48 @@ func TestFinishRunsTogether(t *testing.T) {
 	rc, err := d.RunGet(ctx, "rc")
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunWaiting, rc.Status)
+}
+
+// listenCounter counts subscriptions to the store's notifications.
+type listenCounter struct {
+	*memdriver.Driver
+	mu sync.Mutex
+	n  int
+}
+
+func (d *listenCounter) Listen(ctx context.Context, topic string) (driver.Subscription, error) {
+	d.mu.Lock()
+	d.n++
+	d.mu.Unlock()
+	return d.Driver.Listen(ctx, topic)
+}
+
+func (d *listenCounter) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n
+}
+
+// TestWaitersKeepTheirSubscription: waits that follow one another share one
+// subscription per topic; Stop ends it.
+func TestWaitersKeepTheirSubscription(t *testing.T) {
+	d := &listenCounter{Driver: memdriver.New()}
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := newClient(Config{Driver: d})
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, id := range []string{"w1", "w2", "w3"} {
+		_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{ID: id, GroupID: id, Type: "t", Queue: "q",
+			State: hoppertype.JobStateSucceeded, Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now}}})
+		require.NoError(t, err)
+		_, err = c.waitJob(ctx, id)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, d.count(), "one subscription per done topic for the three waits")
+	c.waiters.close()
+	_, err = c.waitJob(ctx, "w1")
+	require.NoError(t, err)
+	require.Equal(t, 4, d.count(), "after close, a wait subscribes again")
+	c.waiters.close()
 }
