@@ -676,11 +676,12 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 		defer mu.Unlock()
 		return delivered
 	}
-	// Virtual time, a second at a time, with real time for the deliverer
-	// to act on each.
+	// Virtual time, a second at a time, with real time for the deliverers
+	// to act on each (100 ms: under the race detector's load a renewal
+	// given 40 ms missed the 3 s lease).
 	for i := 0; i < 120 && !isDelivered(); i++ {
 		clk.Advance(time.Second)
-		for j := 0; j < 20 && !isDelivered(); j++ {
+		for j := 0; j < 50 && !isDelivered(); j++ {
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
