@@ -89,6 +89,7 @@ func (w *writer) begin() (*sql.Conn, *sql.Tx, error) {
 		if err == nil {
 			// Began, but the attempt's context ended first: database/sql
 			// rolls such a transaction back. Let it, and try again.
+			w.d.beginAborts.Add(1)
 			tx.Rollback()
 		} else if !expired && sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
 			conn.Close()

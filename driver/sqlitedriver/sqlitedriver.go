@@ -134,6 +134,10 @@ type Driver struct {
 	// after some errors; hooked is set once the hook is installed.
 	rollbacks atomic.Int64
 	hooked    atomic.Bool
+	// beginAborts counts the transactions begin rolled back itself because
+	// BEGIN returned after its attempt's slice ran out (each one also moves
+	// rollbacks).
+	beginAborts atomic.Int64
 
 	schemaOK atomic.Bool
 	closed   atomic.Bool
