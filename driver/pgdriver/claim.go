@@ -239,9 +239,9 @@ func (e *executor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParam
 	for k, i := range order {
 		ids[k], tokens[k] = p.Leases[i].ID, p.Leases[i].Token
 	}
-	q, args := e.d.q.heartbeat, []any{ids, tokens, ts(p.ExpiresAt)}
+	q, args := e.d.q.heartbeat, []any{ids, tokens, ts(p.ExpiresAt), runningStates(len(ids))}
 	if p.Message != "" {
-		q, args = e.d.q.heartbeatNote, append(args, p.Message)
+		q, args = e.d.q.heartbeatNote, []any{ids, tokens, ts(p.ExpiresAt), p.Message, runningStates(len(ids))}
 	}
 	rows, err := e.q.Query(ctx, q, args...)
 	if err != nil {
@@ -266,6 +266,16 @@ func (e *executor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParam
 		}
 	}
 	return out, nil
+}
+
+// runningStates is n times "running": the state heartbeats and finishes
+// require, passed beside their ids (see the heartbeat statement).
+func runningStates(n int) []string {
+	s := make([]string, n)
+	for i := range s {
+		s[i] = string(hoppertype.JobStateRunning)
+	}
+	return s
 }
 
 // JobListExpiredLeases returns running jobs whose lease expired before Now,

@@ -115,8 +115,8 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		{"next run at", d.q.nextRunAt, []any{"q1"}, false},
 		{"expired leases", d.q.expiredLease, []any{now, 100}, false},
 		{"unique lookup", d.q.holders, []any{[]string{"type-3", "type-5"}, []string{"key-3", "key-13"}}, false},
-		{"heartbeat", d.q.heartbeat, []any{[]string{"explain-0000005"}, []int64{5}, lease}, false},
-		{"heartbeat with a message", d.q.heartbeatNote, []any{[]string{"explain-0000005"}, []int64{5}, lease, "half way"}, false},
+		{"heartbeat", d.q.heartbeat, []any{[]string{"explain-0000005"}, []int64{5}, lease, []string{"running"}}, false},
+		{"heartbeat with a message", d.q.heartbeatNote, []any{[]string{"explain-0000005"}, []int64{5}, lease, "half way", []string{"running"}}, false},
 		{"retention", d.q.deleteFinished, []any{[]string{"succeeded"}, now, 1000}, false},
 		{"wake", d.q.wake, []any{[]string{"explain-0000001", "explain-0000006"}, now}, false},
 		{"run get", d.q.runGet, []any{run}, false},
@@ -177,11 +177,86 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 	}
 }
 
+// TestExplainFinishFindsJobsByKey checks that heartbeats and finishes look
+// their jobs up by key when the statistics show few running jobs (as they
+// do after a burst of inserts) while many are running, with the leases
+// index full of dead entries. They once hashed all of jobs_lease instead,
+// and large finishes cost 200 µs a job.
+func TestExplainFinishFindsJobsByKey(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	const total, running, batch = 20_000, 3_000, 300
+	jobs := make([]*hoppertype.JobRow, total)
+	for i := range jobs {
+		jobs[i] = newJob("q")
+		jobs[i].ID = fmt.Sprintf("bykey-%06d", i)
+	}
+	insert(t, d, jobs...)
+	s := d.q.schema
+	_, err := pool.Exec(ctx, `ANALYZE `+s+`.jobs`)
+	require.NoError(t, err)
+	// Run and finish some attempts (dead entries in jobs_lease), then
+	// leave 3,000 running; the statistics still show none.
+	for _, sql := range []string{
+		`UPDATE ` + s + `.jobs SET state = 'running', lease_token = 7, lease_expires_at = $1 WHERE id < 'bykey-010000'`,
+		`UPDATE ` + s + `.jobs SET state = 'succeeded', lease_expires_at = NULL WHERE id < 'bykey-010000' AND $1::timestamptz IS NOT NULL`,
+		`UPDATE ` + s + `.jobs SET state = 'running', lease_token = 7, lease_expires_at = $1 WHERE id >= 'bykey-010000' AND id < 'bykey-013000'`,
+	} {
+		_, err := pool.Exec(ctx, sql, testBase)
+		require.NoError(t, err)
+	}
+	ids, tokens, states, idx := make([]string, batch), make([]int64, batch), make([]string, batch), make([]int32, batch)
+	times, texts, results := make([]time.Time, batch), make([]*string, batch), make([][]byte, batch)
+	for i := range ids {
+		ids[i], tokens[i], states[i], idx[i], times[i] = fmt.Sprintf("bykey-%06d", 10_000+i*running/batch), 7, "running", int32(i), testBase
+	}
+	queries := []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"heartbeat", d.q.heartbeat, []any{ids, tokens, testBase, states}},
+		{"heartbeat with a message", d.q.heartbeatNote, []any{ids, tokens, testBase, "half way", states}},
+		{"finish", d.q.finish, []any{idx, ids, tokens, states, idx, times, results, texts, times, texts, make([]*time.Time, batch), states}},
+	}
+	for _, q := range queries {
+		var plan []byte
+		require.NoError(t, pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&plan), q.name)
+		var doc []struct{ Plan planNode }
+		require.NoError(t, json.Unmarshal(plan, &doc), q.name)
+		require.Len(t, doc, 1)
+		scans := doc[0].Plan.scans("jobs")
+		if len(scans) == 0 {
+			t.Errorf("%s: no scan of jobs in the plan:\n%s", q.name, plan)
+		}
+		for _, n := range scans {
+			if n.IndexName != "jobs_pkey" {
+				t.Errorf("%s reads jobs by %s %q, not by key:\n%s", q.name, n.NodeType, n.IndexName, plan)
+			}
+		}
+	}
+}
+
 // planNode is a node of an EXPLAIN (FORMAT JSON) plan.
 type planNode struct {
 	NodeType     string     `json:"Node Type"`
 	RelationName string     `json:"Relation Name"`
+	IndexName    string     `json:"Index Name"`
 	Plans        []planNode `json:"Plans"`
+}
+
+// scans returns the plan's nodes that read relation.
+func (n planNode) scans(relation string) []planNode {
+	var out []planNode
+	if n.RelationName == relation && n.NodeType != "ModifyTable" {
+		out = append(out, n)
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.scans(relation)...)
+	}
+	return out
 }
 
 // find reports whether the plan has a node of type on relation.

@@ -63,7 +63,7 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		errInfo[k], stuck[k] = text(marshalError(it.Error)), text(marshalStuck(it.Stuck))
 	}
 	b := &pgx.Batch{}
-	b.Queue(e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore)
+	b.Queue(e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore, runningStates(n))
 	b.Queue(e.d.q.gates.watched, ids)
 	br := e.q.SendBatch(ctx, b)
 	applied := 0
