@@ -18,6 +18,7 @@ func listCases() []testCase {
 		{"CursorPagingDescending", testListPagingDesc},
 		{"CursorPagingAscending", testListPagingAsc},
 		{"CursorWithFilter", testListCursorWithFilter},
+		{"GroupWithItsRoot", testListGroupWithItsRoot},
 	}
 }
 
@@ -159,4 +160,47 @@ func testListCursorWithFilter(t *testing.T, f *fixture) {
 	require.Equal(t, slices.Clone(ids(j)),
 		f.list(t, driver.JobListParams{Limit: 100, Ascending: true, Cursor: f.prefix + "-"}))
 	require.Empty(t, f.list(t, driver.JobListParams{Limit: 100, Cursor: f.prefix + "-"}))
+}
+
+// groupWithRoot inserts five jobs in id order: 2 is the root of a group
+// (the job whose id the group bears, as every job inserted alone is), 0, 1
+// (succeeded) and 3 its members, 4 a job alone.
+func (f *fixture) groupWithRoot(t *testing.T) []*hoppertype.JobRow {
+	t.Helper()
+	rows := make([]*hoppertype.JobRow, 5)
+	for i := range rows {
+		rows[i] = f.job()
+	}
+	root := rows[2]
+	for i, r := range rows {
+		if i < 4 {
+			r.GroupID = root.ID // 0, 1 and 3 are members, 2 the root
+		}
+	}
+	rows[1].State = hoppertype.JobStateSucceeded
+	rows[4].GroupID = rows[4].ID // a root of its own
+	f.insert(t, rows[4], rows[3], rows[2], rows[1], rows[0])
+	return rows
+}
+
+// testListGroupWithItsRoot lists the group with its root among its
+// members, in id order both ways, page by page and filtered.
+func testListGroupWithItsRoot(t *testing.T, f *fixture) {
+	j := f.groupWithRoot(t)
+	pick := func(idx ...int) []string {
+		out := make([]string, len(idx))
+		for i, x := range idx {
+			out[i] = j[x].ID
+		}
+		return out
+	}
+	g := j[2].ID
+	require.Equal(t, pick(3, 2, 1, 0), f.list(t, driver.JobListParams{Limit: 100, GroupID: g}), "descending")
+	require.Equal(t, pick(0, 1, 2, 3), f.list(t, driver.JobListParams{Limit: 100, GroupID: g, Ascending: true}), "ascending")
+	require.Equal(t, pick(3, 2), f.list(t, driver.JobListParams{Limit: 2, GroupID: g}), "limit")
+	require.Equal(t, [][]string{pick(0, 1), pick(2, 3)}, f.pages(t, driver.JobListParams{Limit: 2, GroupID: g, Ascending: true}), "pages")
+	require.Equal(t, pick(3, 2, 0), f.list(t, driver.JobListParams{Limit: 100, GroupID: g,
+		States: []hoppertype.JobState{hoppertype.JobStatePending}}), "filtered")
+	require.Equal(t, pick(4), f.list(t, driver.JobListParams{Limit: 100, GroupID: j[4].ID}), "a root alone")
+	require.Equal(t, pick(1), f.list(t, driver.JobListParams{Limit: 100, GroupID: g, IDs: pick(1, 4)}), "with ids")
 }

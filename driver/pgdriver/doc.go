@@ -39,7 +39,8 @@
 //	jobs_unique     UNIQUE (type, unique_key) WHERE unique_key IS NOT NULL
 //	                    AND state NOT IN ('succeeded', 'dead', 'expired', 'cancelled')
 //	jobs_retention  (state, ended_at) WHERE state is terminal
-//	jobs_group      (group_id, id), jobs_parent (parent_id, id)
+//	jobs_group      (group_id, id) WHERE group_id <> id (a group's root by key)
+//	jobs_parent     (parent_id, id) WHERE parent_id IS NOT NULL
 //
 // There are no GIN indexes and no foreign keys. groups, keys, leaders and
 // queues hold the other rows; a sequence hands out lease tokens.

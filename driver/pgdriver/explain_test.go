@@ -53,6 +53,9 @@ func TestExplainUsesIndexes(t *testing.T) {
 			if i%10 == 3 {
 				j.UniqueKey = fmt.Sprintf("key-%d", i)
 			}
+			if i%4 == 1 {
+				j.GroupID = fmt.Sprintf("g-%d", i%1000)
+			}
 			jobs[k] = j
 		}
 		insert(t, d, jobs...)
@@ -99,6 +102,7 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 	listParent, listParentArgs := runList(driver.RunListParams{ParentID: "parent-5", Limit: 50})
 	listRange, listRangeArgs := runList(driver.RunListParams{CreatedAfter: testBase.Add(-time.Hour), CreatedBefore: testBase, Limit: 50})
 	run := "explain-0012345"
+	jobsByGroup, jobsByGroupArgs := d.q.jobList(&driver.JobListParams{GroupID: "g-7", Limit: 50})
 
 	now, lease := testBase, testBase.Add(time.Minute)
 	queries := []struct {
@@ -119,6 +123,9 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		{"heartbeat with a message", d.q.heartbeatNote, []any{[]string{"explain-0000005"}, []int64{5}, lease, "half way", []string{"running"}}, false},
 		{"retention", d.q.deleteFinished, []any{[]string{"succeeded"}, now, 1000}, false},
 		{"wake", d.q.wake, []any{[]string{"explain-0000001", "explain-0000006"}, now}, false},
+		// The members come in index order; the root, one row by its key,
+		// is sorted into them.
+		{"jobs of a group", jobsByGroup, jobsByGroupArgs, false},
 		{"run get", d.q.runGet, []any{run}, false},
 		{"run update", d.q.runUpdate, []any{run, "completed", nil, now, now, []string{"running"}}, false},
 		{"run list newest first", listAll, listAllArgs, true},

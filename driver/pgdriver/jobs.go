@@ -78,6 +78,19 @@ func (e *executor) JobList(ctx context.Context, p *driver.JobListParams) ([]*hop
 	if p.Limit <= 0 {
 		return nil, errors.New("pgdriver: list jobs: limit must be > 0")
 	}
+	sql, args := e.d.q.jobList(p)
+	rows, err := collectJobs(e.q.Query(ctx, sql, args...))
+	if err != nil {
+		return nil, e.d.fail("list jobs", err)
+	}
+	if rows == nil {
+		rows = []*hoppertype.JobRow{}
+	}
+	return rows, nil
+}
+
+// jobList is JobList's statement and arguments.
+func (q *queries) jobList(p *driver.JobListParams) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, arg any) {
@@ -95,9 +108,6 @@ func (e *executor) JobList(ctx context.Context, p *driver.JobListParams) ([]*hop
 	}
 	if len(p.Queues) > 0 {
 		add("queue = ANY($?::text[])", p.Queues)
-	}
-	if p.GroupID != "" {
-		add("group_id = $?", p.GroupID)
 	}
 	if p.ParentID != "" {
 		add("parent_id = $?", p.ParentID)
@@ -119,21 +129,28 @@ func (e *executor) JobList(ctx context.Context, p *driver.JobListParams) ([]*hop
 			add("id < $?", p.Cursor)
 		}
 	}
-	var b strings.Builder
-	b.WriteString("SELECT " + cols("") + " FROM " + e.d.q.schema + ".jobs")
-	if len(where) > 0 {
-		b.WriteString(" WHERE " + strings.Join(where, " AND "))
-	}
 	args = append(args, p.Limit)
-	b.WriteString(" ORDER BY id " + order + " LIMIT $" + strconv.Itoa(len(args)))
-	rows, err := collectJobs(e.q.Query(ctx, b.String(), args...))
-	if err != nil {
-		return nil, e.d.fail("list jobs", err)
+	limit := " ORDER BY id " + order + " LIMIT $" + strconv.Itoa(len(args))
+	sel := func(extra ...string) string {
+		conds := append(slices.Clip(where), extra...)
+		s := "SELECT " + cols("") + " FROM " + q.schema + ".jobs"
+		if len(conds) > 0 {
+			s += " WHERE " + strings.Join(conds, " AND ")
+		}
+		return s
 	}
-	if rows == nil {
-		rows = []*hoppertype.JobRow{}
+	if p.GroupID == "" {
+		return sel() + limit, args
 	}
-	return rows, nil
+	// jobs_group holds a group's members but not its root (the job whose
+	// id the group bears): each job is its own group's root, and indexing
+	// those would add an entry to every version of every job. The root
+	// comes by its key, and the literal predicate lets the planner use
+	// jobs_group for the rest.
+	args = append(args, p.GroupID)
+	g := "$" + strconv.Itoa(len(args))
+	return "(" + sel("group_id = "+g, "group_id <> id") + limit + ") UNION ALL (" +
+		sel("id = "+g, "group_id = "+g) + ")" + limit, args
 }
 
 // JobCountByState counts jobs per queue and state, ordered by queue and then
