@@ -40,7 +40,8 @@ func scanJob(row pgx.Row, pre ...any) (*hoppertype.JobRow, error) {
 	r.ParentID = parentID.String
 	r.UniqueKey = uniqueKey.String
 	r.ConcurrencyKey = concKey.String
-	if err := json.Unmarshal(retry, &r.Retry); err != nil {
+	var err error
+	if r.Retry, err = hoppertype.DecodeRetryPolicy(retry); err != nil {
 		return nil, fmt.Errorf("job %s: decode retry policy: %w", r.ID, err)
 	}
 	if metadata != nil {
@@ -53,7 +54,6 @@ func scanJob(row pgx.Row, pre ...any) (*hoppertype.JobRow, error) {
 			return nil, fmt.Errorf("job %s: decode dependents: %w", r.ID, err)
 		}
 	}
-	var err error
 	if r.Error, err = hoppertype.UnmarshalErrorInfo(errInfo); err != nil {
 		return nil, fmt.Errorf("job %s: decode error: %w", r.ID, err)
 	}
@@ -212,7 +212,7 @@ func newJobArrays(rows []*hoppertype.JobRow) (*jobArrays, error) {
 		if r.Priority != int(int32(r.Priority)) || r.Attempt != int(int32(r.Attempt)) {
 			return nil, fmt.Errorf("job %s: priority %d or attempt %d out of range", r.ID, r.Priority, r.Attempt)
 		}
-		retry, err := json.Marshal(&r.Retry)
+		retry, err := hoppertype.EncodeRetryPolicy(r.Retry)
 		if err != nil {
 			return nil, fmt.Errorf("job %s: encode retry policy: %w", r.ID, err)
 		}
@@ -235,7 +235,7 @@ func newJobArrays(rows []*hoppertype.JobRow) (*jobArrays, error) {
 		a.groupID[i] = pgtype.Text{String: r.GroupID, Valid: true}
 		a.fairKey[i] = pgtype.Text{String: r.FairKey, Valid: true}
 		a.parentID[i], a.uniqueKey[i] = optText(r.ParentID), optText(r.UniqueKey)
-		a.retry[i], a.metadata[i], a.deps[i] = text(retry), text(meta), text(deps)
+		a.retry[i], a.metadata[i], a.deps[i] = pgtype.Text{String: retry, Valid: true}, text(meta), text(deps)
 		a.errInfo[i], a.stuck[i] = text(marshalError(r.Error)), text(marshalStuck(r.Stuck))
 		a.input[i], a.result[i] = r.Input, r.Result
 		if r.ConcurrencyLimit != int(int32(r.ConcurrencyLimit)) {

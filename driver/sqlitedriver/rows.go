@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
@@ -175,7 +174,7 @@ func jobArgs(j *hoppertype.JobRow) ([]any, error) {
 		}
 		meta = string(b)
 	}
-	retry, err := encodeRetry(j.Retry)
+	retry, err := hoppertype.EncodeRetryPolicy(j.Retry)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +237,7 @@ func scanJob(rows *sql.Rows) (*hoppertype.JobRow, error) {
 			return nil, fmt.Errorf("decode metadata of job %s: %w", j.ID, err)
 		}
 	}
-	if j.Retry, err = decodeRetry(retry); err != nil {
+	if j.Retry, err = hoppertype.DecodeRetryPolicy(retry); err != nil {
 		return nil, fmt.Errorf("decode retry policy of job %s: %w", j.ID, err)
 	}
 	if stuckJSON.Valid && stuckJSON.String != "" {
@@ -255,60 +254,4 @@ func scanJob(rows *sql.Rows) (*hoppertype.JobRow, error) {
 func jsonList[T ~string](vs []T) string {
 	b, _ := json.Marshal(vs)
 	return string(b)
-}
-
-// Retry policies repeat across jobs (one per job type, usually), so their
-// JSON encodings are cached both ways, up to retryCacheMax entries each.
-const retryCacheMax = 1024
-
-var retryCache struct {
-	mu  sync.RWMutex
-	enc map[hoppertype.RetryPolicy]string
-	dec map[string]hoppertype.RetryPolicy
-}
-
-// encodeRetry returns the JSON of a retry policy.
-func encodeRetry(p hoppertype.RetryPolicy) (string, error) {
-	retryCache.mu.RLock()
-	s, ok := retryCache.enc[p]
-	retryCache.mu.RUnlock()
-	if ok {
-		return s, nil
-	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return "", fmt.Errorf("encode retry policy: %w", err)
-	}
-	s = string(b)
-	retryCache.mu.Lock()
-	if retryCache.enc == nil {
-		retryCache.enc = make(map[hoppertype.RetryPolicy]string)
-	}
-	if len(retryCache.enc) < retryCacheMax {
-		retryCache.enc[p] = s
-	}
-	retryCache.mu.Unlock()
-	return s, nil
-}
-
-// decodeRetry parses the JSON of a retry policy.
-func decodeRetry(s string) (hoppertype.RetryPolicy, error) {
-	retryCache.mu.RLock()
-	p, ok := retryCache.dec[s]
-	retryCache.mu.RUnlock()
-	if ok {
-		return p, nil
-	}
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
-		return p, err
-	}
-	retryCache.mu.Lock()
-	if retryCache.dec == nil {
-		retryCache.dec = make(map[string]hoppertype.RetryPolicy)
-	}
-	if len(retryCache.dec) < retryCacheMax {
-		retryCache.dec[s] = p
-	}
-	retryCache.mu.Unlock()
-	return p, nil
 }
