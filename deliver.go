@@ -185,10 +185,10 @@ func (d *deliverer) wait(ctx context.Context, soon bool) (nudged, done bool) {
 		return false, false
 	case <-d.nudge:
 	}
-	// Nudges come with every commit: read at most every few milliseconds
-	// however many arrive. (A throttle on real time, not a delay of the
-	// engine's: a virtual clock does not hold it.)
-	pause := time.NewTimer(5 * time.Millisecond)
+	// Nudges come with every commit: read at most once per the
+	// observer's gap however many arrive. (A throttle on real time, not a
+	// delay of the engine's: a virtual clock does not hold it.)
+	pause := time.NewTimer(d.o.gap)
 	defer pause.Stop()
 	select {
 	case <-ctx.Done():

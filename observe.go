@@ -112,7 +112,15 @@ type observer struct {
 	phase  ObserverPhase
 	filter ChangeFilter
 	fn     ObserverFunc
+	// gap is the least time between two reads of the feed that commits
+	// nudge (AfterCommit).
+	gap time.Duration
 }
+
+// nudgeGap is an AfterCommit observer's least time between two reads that
+// commits nudge: nudges come with every commit, and under load a read per
+// commit would cost the store more than the work it observes.
+const nudgeGap = 5 * time.Millisecond
 
 // Observe registers an observer under a name that is unique in the client
 // (and, for AfterCommit observers, means the same observer in every process
@@ -136,7 +144,7 @@ func (c *Client) Observe(name string, phase ObserverPhase, filter ChangeFilter, 
 	if slices.ContainsFunc(all, func(o *observer) bool { return o.name == name }) {
 		return fmt.Errorf("%w: observer %q is registered already", ErrInvalidInput, name)
 	}
-	o := &observer{name: name, phase: phase, filter: filter, fn: fn}
+	o := &observer{name: name, phase: phase, filter: filter, fn: fn, gap: nudgeGap}
 	if phase == AfterCommit {
 		c.afterCommit = append(c.afterCommit, o)
 		return nil

@@ -3,6 +3,7 @@ package hopper
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
 )
@@ -15,6 +16,10 @@ const MaxRetryAttempts = 2
 
 // RetryObserverName is the name the retry observer is registered under.
 const RetryObserverName = "hopper.retry"
+
+// retryObserverGap is the retry observer's least time between two reads
+// that commits nudge.
+const retryObserverGap = 100 * time.Millisecond
 
 // RetryObserver is the retry policy for stuck jobs, written as an
 // AfterCommit observer on the public API — the example to follow for a
@@ -60,6 +65,12 @@ func newRetryObserver(c *Client, max int) (*RetryObserver, error) {
 	if err := c.Observe(RetryObserverName, AfterCommit, filter, r.observe); err != nil {
 		return nil, err
 	}
+	// A stuck job waits for the rescuer's lease expiry and backoff anyway:
+	// reading the feed at most ten times a second under load is soon
+	// enough, and takes a twentieth of the reads.
+	c.mu.Lock()
+	c.afterCommit[len(c.afterCommit)-1].gap = retryObserverGap
+	c.mu.Unlock()
 	return r, nil
 }
 
