@@ -67,3 +67,36 @@ func BenchmarkClaim(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStepCheckpoint appends one workflow step to a run's history per
+// op (see drivertest.BenchStepCheckpoint).
+func BenchmarkStepCheckpoint(b *testing.B) {
+	d := memdriver.New()
+	defer d.Close()
+	drivertest.BenchStepCheckpoint(b, d)
+}
+
+// BenchmarkInsertBatch1000 inserts 1,000 jobs per op in one call.
+func BenchmarkInsertBatch1000(b *testing.B) {
+	ctx := context.Background()
+	d := memdriver.New()
+	defer d.Close()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	const batch = 1000
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		rows := make([]*hoppertype.JobRow, batch)
+		for i := range rows {
+			id := fmt.Sprintf("job-%09d", n)
+			n++
+			rows[i] = &hoppertype.JobRow{ID: id, Type: "t", Queue: "q", State: hoppertype.JobStatePending, GroupID: id,
+				Input: []byte(`{"to":"someone@example.com","n":42}`), QueuedAt: base, RunAt: base}
+		}
+		b.StartTimer()
+		if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}

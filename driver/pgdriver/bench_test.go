@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/drivertest"
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
@@ -102,4 +103,11 @@ func BenchmarkClaimFinish100(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkStepCheckpoint appends one workflow step to a run's history per
+// op (see drivertest.BenchStepCheckpoint).
+func BenchmarkStepCheckpoint(b *testing.B) {
+	pool := newPool(b, 4)
+	drivertest.BenchStepCheckpoint(b, newTestDriver(b, pool))
 }

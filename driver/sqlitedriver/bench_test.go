@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/drivertest"
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
@@ -136,6 +137,16 @@ func BenchmarkClaimFinish(b *testing.B) {
 				claimed += 100
 			}
 			reportJobs(b, 100*b.N)
+		})
+	}
+}
+
+// BenchmarkStepCheckpoint appends one workflow step to a run's history per
+// op (see drivertest.BenchStepCheckpoint): each its own transaction.
+func BenchmarkStepCheckpoint(b *testing.B) {
+	for _, mode := range syncModes {
+		b.Run(mode, func(b *testing.B) {
+			drivertest.BenchStepCheckpoint(b, openTemp(b, &Options{Synchronous: mode}))
 		})
 	}
 }
