@@ -386,7 +386,11 @@ type Executor interface {
 	// After, in delivery order, and returns those that pass the filter
 	// (empty fields do not filter) with Next: the cursor of the last change
 	// it read, matching or not (After when there was none). A reader that
-	// wants few changes so skips the others without fetching them.
+	// wants few changes so skips the others without fetching them. A driver
+	// that can skip the changes the filter refuses without reading them (an
+	// index of stuck changes, say) may return a Next further on: the cursor
+	// of a final change, with every change up to it that passes the filter
+	// returned (at most Limit).
 	ChangeScan(ctx context.Context, params *ChangeScanParams) (*ChangeScanResult, error)
 
 	// ChangeTail returns the cursor of the last final change of the feed

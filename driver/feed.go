@@ -25,7 +25,9 @@ type ChangeScanParams struct {
 	Kinds  []hoppertype.ChangeKind
 	Types  []string
 	States []string
-	// Limit caps the changes read (not only those returned); it must be > 0.
+	// Limit caps the changes read (not only those returned), save where
+	// the driver skips refused changes without reading them (see
+	// Executor.ChangeScan); it must be > 0.
 	Limit int
 }
 

@@ -25,6 +25,7 @@ func changeCases() []testCase {
 		{"OwnChanges", testChangesOwn},
 		{"FeedPaging", testChangesPaging},
 		{"Scan", testChangesScan},
+		{"ScanStuck", testChangesScanStuck},
 		{"Tail", testChangesTail},
 		{"DeletedWithJob", testChangesDeleted},
 		{"CursorLease", testCursorLease},
@@ -388,6 +389,82 @@ func testChangesScan(t *testing.T, f *fixture) {
 	require.Empty(t, scanAll(driver.ChangeScanParams{Types: []string{"no-such-type"}}))
 	_, err := f.d.ChangeScan(f.ctx, &driver.ChangeScanParams{})
 	require.Error(t, err, "a limit is required")
+}
+
+// testChangesScanStuck scans for stuck changes only (the retry observer's
+// filter), which a driver may serve by skipping every other change: each
+// stuck change comes once and in order, the scan ends, and a stuck change
+// made after the end comes from the cursor the scan ended at.
+func testChangesScanStuck(t *testing.T, f *fixture) {
+	q := "q-" + f.id()
+	scan := func(p driver.ChangeScanParams, limit int) ([]*hoppertype.Change, hoppertype.ChangeCursor) {
+		t.Helper()
+		var got []*hoppertype.Change
+		p.Limit = limit
+		for range 50 {
+			res, err := f.d.ChangeScan(f.ctx, &p)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(res.Changes), limit)
+			if res.Next == p.After {
+				require.Empty(t, res.Changes, "nothing past the end")
+				return got, p.After
+			}
+			require.True(t, p.After.Before(&hoppertype.Change{Tx: res.Next.Tx, Position: res.Next.Position}), "the scan moves on")
+			for _, ch := range res.Changes {
+				require.True(t, p.After.Before(ch), "a change after the cursor")
+				require.False(t, res.Next.Before(ch), "a change up to Next")
+			}
+			got = append(got, res.Changes...)
+			p.After = res.Next
+		}
+		t.Fatal("the scan did not end")
+		return nil, hoppertype.ChangeCursor{}
+	}
+	start, err := f.d.ChangeTail(f.ctx)
+	require.NoError(t, err)
+	for range 4 {
+		f.insertOne(t, inQueue(q))
+	}
+	born := f.insertOne(t, inQueue(q), inState(hoppertype.JobStateStuck)) // a change into stuck at its insert
+	claimed := f.claim(t, q, base, 1)
+	require.Len(t, claimed, 1)
+	j := claimed[0]
+	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateStuck, Attempt: j.Attempt,
+		RunAt: j.RunAt, Stuck: &hoppertype.StuckInfo{Cause: hoppertype.StuckEngineFailure}})
+	for range 3 {
+		f.insertOne(t, inQueue(q))
+	}
+	all := f.feed(t, 10) // waits until the ten are final
+	require.Len(t, all, 10)
+
+	stuck := driver.ChangeScanParams{After: start, States: []string{string(hoppertype.JobStateStuck)}}
+	for _, limit := range []int{1, 2, 100} {
+		got, end := scan(stuck, limit)
+		require.Len(t, got, 2, "limit %d", limit)
+		require.Equal(t, born.ID, got[0].EntityID)
+		require.Equal(t, j.ID, got[1].EntityID)
+		require.Equal(t, "running", got[1].Prev)
+		require.NotNil(t, got[1].Stuck)
+		require.Equal(t, hoppertype.StuckEngineFailure, got[1].Stuck.Cause)
+		require.Equal(t, hoppertype.CursorOf(all[len(all)-1]), end, "limit %d: the scan ends at the last change", limit)
+	}
+	gates := stuck
+	gates.Kinds = []hoppertype.ChangeKind{hoppertype.ChangeGate}
+	got, _ := scan(gates, 2)
+	require.Empty(t, got, "stuck and of another kind")
+	typed := stuck
+	typed.Types = []string{"no-such-type"}
+	got, _ = scan(typed, 2)
+	require.Empty(t, got, "stuck and of another type")
+
+	// From where a scan ended, the next stuck change.
+	_, end := scan(stuck, 100)
+	later := f.insertOne(t, inQueue(q), inState(hoppertype.JobStateStuck))
+	f.feed(t, 11)
+	stuck.After = end
+	got, _ = scan(stuck, 100)
+	require.Len(t, got, 1)
+	require.Equal(t, later.ID, got[0].EntityID)
 }
 
 func testChangesTail(t *testing.T, f *fixture) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +104,9 @@ func (e *executor) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (
 		return nil, errors.New("pgdriver: scan changes: limit must be > 0")
 	}
 	out := &driver.ChangeScanResult{Changes: []*hoppertype.Change{}, Next: p.After}
+	if len(p.States) > 0 && !slices.ContainsFunc(p.States, func(s string) bool { return s != string(hoppertype.JobStateStuck) }) {
+		return e.scanStuck(ctx, p, out)
+	}
 	var last hoppertype.ChangeCursor
 	err := e.q.QueryRow(ctx, e.d.q.changeScanLast, p.After.Position, p.Limit, p.After.Tx).Scan(&last.Tx, &last.Position)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -116,6 +120,32 @@ func (e *executor) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (
 		return nil, e.d.fail("scan changes", err)
 	}
 	out.Changes, out.Next = chs, last
+	return out, nil
+}
+
+// scanStuck is ChangeScan for stuck changes only: it reads them from
+// changes_stuck up to the feed's last final change, so a reader that wants
+// them alone (the retry observer) skips every other change without reading
+// it. Next is the last stuck change returned when Limit of them came, the
+// last final change otherwise: every change up to it is final, so none
+// that passes the filter can still appear before it.
+func (e *executor) scanStuck(ctx context.Context, p *driver.ChangeScanParams, out *driver.ChangeScanResult) (*driver.ChangeScanResult, error) {
+	tail, err := e.ChangeTail(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !p.After.Before(&hoppertype.Change{Tx: tail.Tx, Position: tail.Position}) {
+		return out, nil
+	}
+	chs, err := collectChanges(e.q.Query(ctx, e.d.q.changeScanStuck, p.After.Tx, p.After.Position, tail.Tx, tail.Position,
+		textArray(p.Kinds), textArray(p.Types), p.Limit))
+	if err != nil {
+		return nil, e.d.fail("scan changes", err)
+	}
+	out.Changes, out.Next = chs, tail
+	if len(chs) == p.Limit {
+		out.Next = hoppertype.CursorOf(chs[len(chs)-1])
+	}
 	return out, nil
 }
 

@@ -153,6 +153,7 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		{"changes of an entity", d.q.changeEntity, []any{int64(0), 100, "explain-0000005"}, true},
 		{"change tail", d.q.changeTail, nil, false},
 		{"change scan: the page's last", d.q.changeScanLast, []any{int64(150_000), 500, feedTx}, false},
+		{"change scan: stuck only", d.q.changeScanStuck, []any{int64(0), int64(0), lastTx, lastPos, nil, nil, 500}, true},
 		{"change scan: the range", d.q.changeScanRange, []any{feedTx, int64(150_000), lastTx, lastPos, nil, nil, []string{"stuck"}, 500}, true},
 	}
 	for _, q := range queries {

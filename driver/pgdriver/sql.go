@@ -89,7 +89,7 @@ type queries struct {
 	// then the changes after ($1, $2) up to ($3, $4) that pass the filter
 	// ($5 kinds, $6 types, $7 states; NULL for none), at most $8 (the
 	// range holds no more).
-	changeScanLast, changeScanRange string
+	changeScanLast, changeScanRange, changeScanStuck string
 	// The last final change.
 	changeTail                                 string
 	eventAppendMany                            string
@@ -385,6 +385,12 @@ WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, position DE
 	WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
 	ORDER BY tx, position LIMIT $2
 ) page ORDER BY tx DESC, position DESC LIMIT 1`),
+		// changeScanStuck reads the stuck changes between two cursors from
+		// changes_stuck (the literal predicate lets the planner use it).
+		changeScanStuck: q(`SELECT ` + changeColumns + ` FROM {s}.changes
+WHERE state = 'stuck' AND (tx, position) > ($1::bigint::text::xid8, $2) AND (tx, position) <= ($3::bigint::text::xid8, $4)
+	AND ($5::text[] IS NULL OR kind = ANY($5)) AND ($6::text[] IS NULL OR type = ANY($6))
+ORDER BY tx, position LIMIT $7`),
 		changeScanRange: q(`SELECT ` + changeColumns + ` FROM {s}.changes
 WHERE (tx, position) > ($1::bigint::text::xid8, $2) AND (tx, position) <= ($3::bigint::text::xid8, $4)
 	AND ($5::text[] IS NULL OR kind = ANY($5)) AND ($6::text[] IS NULL OR type = ANY($6)) AND ($7::text[] IS NULL OR state = ANY($7))
