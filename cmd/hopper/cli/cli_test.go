@@ -2,9 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"go.uber.org/goleak"
 )
@@ -44,6 +50,33 @@ func TestBenchThroughputMemory(t *testing.T) {
 	}
 	if r.InsertJobsPerS <= 0 || r.WorkJobsPerS <= 0 {
 		t.Fatalf("rates not measured: %+v", r)
+	}
+}
+
+// TestBenchBacklogStores runs a throughput bench with a backlog on the SQL
+// stores, whose backlog ends with a checkpoint of the store.
+func TestBenchBacklogStores(t *testing.T) {
+	args := [][]string{{"--driver", "sqlite"}}
+	if url := os.Getenv("HOPPER_TEST_POSTGRES_URL"); url != "" {
+		args = append(args, []string{"--driver", "postgres", "--db", freshPostgres(t, url)})
+	}
+	for _, a := range args {
+		t.Run(a[1], func(t *testing.T) {
+			out, errOut, code := run(t, append([]string{"bench", "--jobs", "300", "--workers", "20", "--backlog", "500", "--batch", "200", "--json"}, a[2:]...)...)
+			if code != 0 {
+				t.Fatalf("bench: code %d, stderr %q", code, errOut)
+			}
+			if strings.Contains(errOut, "no checkpoint") {
+				t.Fatalf("the backlog was not checkpointed: %s", errOut)
+			}
+			var r ThroughputResult
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("bench output %q: %v", out, err)
+			}
+			if r.Completed != 300 || r.Backlog != 500 {
+				t.Fatalf("bench result %+v", r)
+			}
+		})
 	}
 }
 
@@ -159,4 +192,26 @@ func TestMigrate(t *testing.T) {
 	if out, _, code := run(t, "migrate", "--db", db); code != 0 || !strings.Contains(out, "schema at version") {
 		t.Fatalf("second migrate: %q", out)
 	}
+}
+
+// freshPostgres returns url with a schema of its own, dropped after the test.
+func freshPostgres(t *testing.T, url string) string {
+	t.Helper()
+	schema := fmt.Sprintf("clitest_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "schema=" + schema
 }
