@@ -146,16 +146,20 @@ DB="$TMP/dbosbench"
 
 # ---------------------------------------------------------------- SQLite
 if want sqlite; then
-	G="Throughput on SQLite, $JOBS jobs, 100 workers"
-	log "$G"
-	for rep in $(seq "$REPS"); do
-		one "$G" "" hopper "hopper sqlite" sqlite -- "$H" bench --driver sqlite --jobs "$JOBS" --workers 100
-		one "$G" "river-sqlite, default fetch" peer "river-sqlite default" sqlite -- "$RB" --driver sqlite --jobs "$JOBS" --workers 100
-		one "$G" "river-sqlite, tuned fetch" peer "river-sqlite tuned" sqlite -- "$RB" --driver sqlite --jobs "$JOBS" --workers 100 "${TUNED[@]}"
-		one "$G" "floor-sqlite (synchronous=FULL)" peer "floor-sqlite FULL" sqlite -- "$FL" --driver sqlite --jobs "$JOBS"
-		one "$G" "floor-sqlite (synchronous=NORMAL, extra row)" peer "floor-sqlite NORMAL" sqlite -- "$FL" --driver sqlite --jobs "$JOBS" --synchronous NORMAL
+	for W in 100 2000; do
+		G="Throughput on SQLite, $JOBS jobs, $W workers"
+		log "$G"
+		for rep in $(seq "$REPS"); do
+			one "$G" "" hopper "hopper sqlite" sqlite -- "$H" bench --driver sqlite --jobs "$JOBS" --workers "$W"
+			one "$G" "river-sqlite, default fetch" peer "river-sqlite default" sqlite -- "$RB" --driver sqlite --jobs "$JOBS" --workers "$W"
+			one "$G" "river-sqlite, tuned fetch" peer "river-sqlite tuned" sqlite -- "$RB" --driver sqlite --jobs "$JOBS" --workers "$W" "${TUNED[@]}"
+			if [ "$W" = 100 ]; then
+				one "$G" "floor-sqlite (synchronous=FULL)" peer "floor-sqlite FULL" sqlite -- "$FL" --driver sqlite --jobs "$JOBS"
+				one "$G" "floor-sqlite (synchronous=NORMAL, extra row)" peer "floor-sqlite NORMAL" sqlite -- "$FL" --driver sqlite --jobs "$JOBS" --synchronous NORMAL
+			fi
+		done
+		"$BT" note "$RAW" "$G" "hopper and river-sqlite run with SQLite synchronous=FULL (hopper's default); the NORMAL floor row only shows what FULL costs."
 	done
-	"$BT" note "$RAW" "$G" "hopper and river-sqlite run with SQLite synchronous=FULL (hopper's default); the NORMAL floor row only shows what FULL costs."
 fi
 
 # ---------------------------------------------------------------- PostgreSQL
