@@ -55,8 +55,10 @@ type writer struct {
 	// Only the writer goroutine uses it until closeStmts.
 	stmts map[string]*sql.Stmt
 
-	// lastDataVersion is the write connection's last PRAGMA data_version.
+	// lastDataVersion is the write connection's last PRAGMA data_version;
+	// foreignAt is when it last showed another connection's commit.
 	lastDataVersion int64
+	foreignAt       time.Time
 
 	// batches counts the write transactions begun (for tests and stats).
 	batches atomic.Int64
@@ -147,13 +149,22 @@ func (w *writer) loop() {
 	w.lastDataVersion, _ = w.dataVersion()
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
+	var busySince time.Time // start of the current run of back-to-back batches
 	for {
+		if !busySince.IsZero() && w.hogging(busySince) {
+			time.Sleep(hogPause)
+			busySince = time.Now()
+		}
 		reqs, closed := w.take()
 		if len(reqs) > 0 {
+			if busySince.IsZero() {
+				busySince = time.Now()
+			}
 			w.runBatch(reqs)
 			w.checkDataVersion()
 			continue
 		}
+		busySince = time.Time{}
 		if closed {
 			return
 		}
@@ -164,6 +175,25 @@ func (w *writer) loop() {
 		case <-w.quit:
 		}
 	}
+}
+
+// Another process's writer waiting for the file's write lock retries every
+// millisecond or two (see begin); SQLite keeps no queue, so a writer with
+// batches always waiting could starve it past its busy timeout. A writer
+// that has run batches back to back for hogLimit, while another connection
+// has committed to the file within foreignWindow, leaves the lock free for
+// hogPause before its next batch. A process alone on its file never pauses.
+const (
+	hogLimit      = 100 * time.Millisecond
+	hogPause      = 5 * time.Millisecond
+	foreignWindow = 10 * time.Second
+)
+
+// hogging reports whether the writer, busy since busySince, should leave
+// the lock to another process for a moment.
+func (w *writer) hogging(busySince time.Time) bool {
+	now := time.Now()
+	return now.Sub(busySince) >= hogLimit && !w.foreignAt.IsZero() && now.Sub(w.foreignAt) < foreignWindow
 }
 
 // close refuses new requests, lets the writer finish the queued ones and
@@ -235,7 +265,7 @@ func (w *writer) checkDataVersion() {
 		return
 	}
 	if v != w.lastDataVersion {
-		w.lastDataVersion = v
+		w.lastDataVersion, w.foreignAt = v, time.Now()
 		w.d.hub.publish([]note{
 			{topic: driver.TopicJobAvailable},
 			{topic: driver.TopicJobDone},
