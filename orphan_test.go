@@ -1,6 +1,8 @@
 package hopper_test
 
 import (
+	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,11 +38,28 @@ func (o *orphans) list() []string {
 	return append([]string(nil), o.ids...)
 }
 
+// markSpy reports the awaited-group marks written through it.
+type markSpy struct {
+	driver.Driver
+	marked chan string
+}
+
+func (m *markSpy) KeySetIfAbsent(ctx context.Context, p *driver.KeySetIfAbsentParams) (bool, error) {
+	ok, err := m.Driver.KeySetIfAbsent(ctx, p)
+	if err == nil && strings.HasPrefix(p.Key, "hopper.awaited:") {
+		select {
+		case m.marked <- p.Key:
+		default:
+		}
+	}
+	return ok, err
+}
+
 func TestOrphanGroupHook(t *testing.T) { forEachDriver(t, testOrphanGroupHook) }
 
 func testOrphanGroupHook(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var seen orphans
-	d := newDriver(t)
+	d := &markSpy{Driver: newDriver(t), marked: make(chan string, 16)}
 	fan := fanoutType("orphan-fanout", summing, nil)
 	// Two clients, both with the hook: a group is reported once in all.
 	c1 := newClient(t, hopper.Config{Driver: d, OnOrphanGroup: seen.hook, MaxWorkers: 4})
@@ -49,10 +68,24 @@ func testOrphanGroupHook(t *testing.T, newDriver func(*testing.T) driver.Driver)
 	require.NoError(t, c2.Register(fan, summing))
 	ctx := testCtx(t)
 
+	// The awaited group must not settle before its waiter marks it (it
+	// would be an orphan then): its queue stays paused until the mark.
+	require.NoError(t, c1.PauseQueue(ctx, hopper.DefaultQueue))
 	awaited, err := fan.Enqueue(ctx, c1, fanIn{N: 5}, nil)
 	require.NoError(t, err)
-	_, err = awaited.Group(ctx)
-	require.NoError(t, err)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := awaited.Group(ctx)
+		waited <- err
+	}()
+	select {
+	case key := <-d.marked:
+		require.Equal(t, "hopper.awaited:"+awaited.GroupID(), key)
+	case <-ctx.Done():
+		t.Fatal("the waiter never marked its group")
+	}
+	require.NoError(t, c1.ResumeQueue(ctx, hopper.DefaultQueue))
+	require.NoError(t, <-waited)
 
 	orphan, err := fan.Enqueue(ctx, c1, fanIn{N: 4}, nil)
 	require.NoError(t, err)
