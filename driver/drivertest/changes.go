@@ -46,7 +46,7 @@ func (f *fixture) entityChanges(t *testing.T, id string) []*hoppertype.Change {
 // on one with concurrent writers).
 func (f *fixture) feed(t *testing.T, n int) []*hoppertype.Change {
 	t.Helper()
-	deadline := time.Now().Add(notifyWait)
+	deadline := time.Now().Add(finalWait)
 	for {
 		chs, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{Limit: 1000})
 		require.NoError(t, err)
@@ -479,13 +479,13 @@ func testChangesTail(t *testing.T, f *fixture) {
 		tail, err = f.d.ChangeTail(f.ctx)
 		require.NoError(t, err)
 		return tail == hoppertype.CursorOf(all[1])
-	}, notifyWait, 5*time.Millisecond, "the last change")
+	}, finalWait, 5*time.Millisecond, "the last change")
 	later := f.insertOne(t)
 	var got []*hoppertype.Change
 	require.Eventually(t, func() bool {
 		got, err = f.d.ChangeList(f.ctx, &driver.ChangeListParams{After: tail, Limit: 10})
 		require.NoError(t, err)
 		return len(got) == 1
-	}, notifyWait, 5*time.Millisecond)
+	}, finalWait, 5*time.Millisecond)
 	require.Equal(t, later.ID, got[0].EntityID, "after the tail: only what came since")
 }

@@ -96,6 +96,12 @@ func at(d time.Duration) time.Time { return base.Add(d) }
 // notifyWait bounds how long a case waits for a notification before failing.
 const notifyWait = 5 * time.Second
 
+// finalWait bounds a wait for changes to become final (delivered). On
+// PostgreSQL a change is final once every older transaction of the whole
+// cluster has ended, and under load the parallel tests' long transactions
+// can hold that back for seconds.
+const finalWait = 30 * time.Second
+
 // fixture is the store under test plus helpers bound to it.
 type fixture struct {
 	d      driver.Driver
