@@ -129,7 +129,13 @@ const nudgeGap = 5 * time.Millisecond
 // by retention). Register observers before Start and before the client is
 // used; Observe on a started client is an error.
 func (c *Client) Observe(name string, phase ObserverPhase, filter ChangeFilter, fn ObserverFunc) error {
-	if name == "" || fn == nil {
+	return c.observe(&observer{name: name, phase: phase, filter: filter, fn: fn, gap: nudgeGap})
+}
+
+// observe registers o (Observe's checks and all).
+func (c *Client) observe(o *observer) error {
+	name, phase := o.name, o.phase
+	if name == "" || o.fn == nil {
 		return fmt.Errorf("%w: an observer needs a name and a function", ErrInvalidInput)
 	}
 	if phase != InCommit && phase != AfterCommit {
@@ -144,7 +150,6 @@ func (c *Client) Observe(name string, phase ObserverPhase, filter ChangeFilter, 
 	if slices.ContainsFunc(all, func(o *observer) bool { return o.name == name }) {
 		return fmt.Errorf("%w: observer %q is registered already", ErrInvalidInput, name)
 	}
-	o := &observer{name: name, phase: phase, filter: filter, fn: fn, gap: nudgeGap}
 	if phase == AfterCommit {
 		c.afterCommit = append(c.afterCommit, o)
 		return nil

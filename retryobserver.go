@@ -62,15 +62,13 @@ func ShouldReopen(ch Change, generations, max int) bool {
 func newRetryObserver(c *Client, max int) (*RetryObserver, error) {
 	r := &RetryObserver{c: c, max: max}
 	filter := ChangeFilter{Kinds: []ChangeKind{ChangeJob, ChangeGate}, States: []string{string(hoppertype.JobStateStuck)}}
-	if err := c.Observe(RetryObserverName, AfterCommit, filter, r.observe); err != nil {
-		return nil, err
-	}
 	// A stuck job waits for the rescuer's lease expiry and backoff anyway:
 	// reading the feed at most ten times a second under load is soon
 	// enough, and takes a twentieth of the reads.
-	c.mu.Lock()
-	c.afterCommit[len(c.afterCommit)-1].gap = retryObserverGap
-	c.mu.Unlock()
+	o := &observer{name: RetryObserverName, phase: AfterCommit, filter: filter, fn: r.observe, gap: retryObserverGap}
+	if err := c.observe(o); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

@@ -70,13 +70,7 @@ func (f *fixture) list(t *testing.T, p driver.JobListParams) []string {
 
 func testListFilters(t *testing.T, f *fixture) {
 	j := f.listData(t)
-	pick := func(idx ...int) []string {
-		out := make([]string, len(idx))
-		for i, x := range idx {
-			out[i] = j[x].ID
-		}
-		return out
-	}
+	pick := func(idx ...int) []string { return idsAt(j, idx...) }
 	cases := []struct {
 		name string
 		p    driver.JobListParams
@@ -187,13 +181,7 @@ func (f *fixture) groupWithRoot(t *testing.T) []*hoppertype.JobRow {
 // members, in id order both ways, page by page and filtered.
 func testListGroupWithItsRoot(t *testing.T, f *fixture) {
 	j := f.groupWithRoot(t)
-	pick := func(idx ...int) []string {
-		out := make([]string, len(idx))
-		for i, x := range idx {
-			out[i] = j[x].ID
-		}
-		return out
-	}
+	pick := func(idx ...int) []string { return idsAt(j, idx...) }
 	g := j[2].ID
 	require.Equal(t, pick(3, 2, 1, 0), f.list(t, driver.JobListParams{Limit: 100, GroupID: g}), "descending")
 	require.Equal(t, pick(0, 1, 2, 3), f.list(t, driver.JobListParams{Limit: 100, GroupID: g, Ascending: true}), "ascending")
@@ -203,4 +191,13 @@ func testListGroupWithItsRoot(t *testing.T, f *fixture) {
 		States: []hoppertype.JobState{hoppertype.JobStatePending}}), "filtered")
 	require.Equal(t, pick(4), f.list(t, driver.JobListParams{Limit: 100, GroupID: j[4].ID}), "a root alone")
 	require.Equal(t, pick(1), f.list(t, driver.JobListParams{Limit: 100, GroupID: g, IDs: pick(1, 4)}), "with ids")
+}
+
+// idsAt returns the ids of rows[idx[0]], rows[idx[1]] … in that order.
+func idsAt(rows []*hoppertype.JobRow, idx ...int) []string {
+	out := make([]string, len(idx))
+	for i, x := range idx {
+		out[i] = rows[x].ID
+	}
+	return out
 }

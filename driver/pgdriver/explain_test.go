@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
@@ -157,17 +158,13 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		{"change scan: the range", d.q.changeScanRange, []any{feedTx, int64(150_000), lastTx, lastPos, nil, nil, []string{"stuck"}, 500}, true},
 	}
 	for _, q := range queries {
-		var plan []byte
-		require.NoError(t, pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&plan), q.name)
-		var doc []struct{ Plan planNode }
-		require.NoError(t, json.Unmarshal(plan, &doc), q.name)
-		require.Len(t, doc, 1)
+		root, plan := explain(t, pool, q.name, q.sql, q.args...)
 		for _, table := range []string{"jobs", "runs", "run_events", "hooks", "stream_chunks", "changes"} {
-			if doc[0].Plan.find("Seq Scan", table) {
+			if root.find("Seq Scan", table) {
 				t.Errorf("%s plans a sequential scan of %s:\n%s", q.name, table, plan)
 			}
 		}
-		if q.sorted && doc[0].Plan.find("Sort", "") {
+		if q.sorted && root.find("Sort", "") {
 			t.Errorf("%s sorts instead of reading an index in order:\n%s", q.name, plan)
 		}
 		if testing.Verbose() {
@@ -230,12 +227,8 @@ func TestExplainFinishFindsJobsByKey(t *testing.T) {
 		{"finish", d.q.finish, []any{idx, ids, tokens, states, idx, times, results, texts, times, texts, make([]*time.Time, batch), states}},
 	}
 	for _, q := range queries {
-		var plan []byte
-		require.NoError(t, pool.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+q.sql, q.args...).Scan(&plan), q.name)
-		var doc []struct{ Plan planNode }
-		require.NoError(t, json.Unmarshal(plan, &doc), q.name)
-		require.Len(t, doc, 1)
-		scans := doc[0].Plan.scans("jobs")
+		root, plan := explain(t, pool, q.name, q.sql, q.args...)
+		scans := root.scans("jobs")
 		if len(scans) == 0 {
 			t.Errorf("%s: no scan of jobs in the plan:\n%s", q.name, plan)
 		}
@@ -245,6 +238,18 @@ func TestExplainFinishFindsJobsByKey(t *testing.T) {
 			}
 		}
 	}
+}
+
+// explain returns the plan of sql with args, as a tree and as the JSON
+// PostgreSQL wrote (for messages).
+func explain(t *testing.T, pool *pgxpool.Pool, name, sql string, args ...any) (planNode, []byte) {
+	t.Helper()
+	var plan []byte
+	require.NoError(t, pool.QueryRow(t.Context(), `EXPLAIN (FORMAT JSON) `+sql, args...).Scan(&plan), name)
+	var doc []struct{ Plan planNode }
+	require.NoError(t, json.Unmarshal(plan, &doc), name)
+	require.Len(t, doc, 1, name)
+	return doc[0].Plan, plan
 }
 
 // planNode is a node of an EXPLAIN (FORMAT JSON) plan.
