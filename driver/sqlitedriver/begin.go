@@ -70,11 +70,18 @@ func (a *beginAttempt) settle() (expired bool) {
 // begin takes the write connection from the write handle (waiting as long as
 // a caller's own transaction on DB() holds it) and begins an IMMEDIATE
 // transaction on it, retrying for up to the busy timeout while another
-// connection holds the write lock.
-func (w *writer) begin() (*sql.Conn, *sql.Tx, error) {
+// connection holds the write lock. With lax, the transaction commits with
+// synchronous=NORMAL (see runBatch); release restores FULL.
+func (w *writer) begin(lax bool) (*sql.Conn, *sql.Tx, error) {
 	conn, err := w.d.wdb.Conn(context.Background())
 	if err != nil {
 		return nil, nil, err
+	}
+	if lax {
+		if _, err := conn.ExecContext(context.Background(), "PRAGMA synchronous=NORMAL"); err != nil {
+			w.release(conn, lax)
+			return nil, nil, err
+		}
 	}
 	deadline := time.Now().Add(w.d.opts.BusyTimeout)
 	for {
@@ -92,11 +99,11 @@ func (w *writer) begin() (*sql.Conn, *sql.Tx, error) {
 			w.d.beginAborts.Add(1)
 			tx.Rollback()
 		} else if !expired && sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
-			conn.Close()
+			w.release(conn, lax)
 			return nil, nil, err
 		}
 		if time.Now().After(deadline) {
-			conn.Close()
+			w.release(conn, lax)
 			if err == nil {
 				err = errBeginSlice
 			}

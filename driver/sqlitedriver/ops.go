@@ -15,13 +15,19 @@ import (
 
 // write runs fn as a top-level call in the writer.
 func (d *Driver) write(ctx context.Context, single bool, fn func(ctx context.Context, t *txExec) error) error {
+	return d.writeCall(ctx, single, false, fn)
+}
+
+// writeCall runs fn as a top-level call in the writer; lax marks a call
+// whose commit need not be synced before it returns (see writer.runBatch).
+func (d *Driver) writeCall(ctx context.Context, single, lax bool, fn func(ctx context.Context, t *txExec) error) error {
 	if d.closed.Load() {
 		return driver.ErrClosed
 	}
 	if err := d.checkSchema(ctx); err != nil {
 		return err
 	}
-	return d.w.do(ctx, single, fn)
+	return d.w.do(ctx, single, lax, fn)
 }
 
 // call runs one write operation as its own call and returns its value (also
@@ -93,8 +99,19 @@ func (d *Driver) JobCountByState(ctx context.Context, params *driver.JobCountPar
 }
 
 // JobClaim claims due jobs under a lease; see driver.Executor.
+//
+// Under synchronous=FULL a batch of claims alone commits without syncing
+// the log: a claim lost to a power loss leaves its jobs pending to be
+// claimed again, and the log's next synced commit (any other write) makes
+// it durable with everything before it. See the package doc, Durability.
 func (d *Driver) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobClaim(ctx, params) })
+	var out []*hoppertype.JobRow
+	err := d.writeCall(ctx, true, true, func(ctx context.Context, t *txExec) error {
+		var err error
+		out, err = t.JobClaim(ctx, params)
+		return err
+	})
+	return out, err
 }
 
 // JobPromote makes due scheduled and retrying jobs pending; see

@@ -3,6 +3,7 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,7 +28,10 @@ type request struct {
 	ctx    context.Context
 	fn     func(ctx context.Context, t *txExec) error
 	single bool // fn is one Driver operation, atomic by its own savepoint
-	state  atomic.Int32
+	// lax marks a call whose commit need not reach the disk before it is
+	// answered (a claim): see runBatch.
+	lax   bool
+	state atomic.Int32
 	// retried is set once the request was queued again after its batch's
 	// transaction was lost; it is not retried twice.
 	retried bool
@@ -60,8 +64,10 @@ type writer struct {
 	lastDataVersion int64
 	foreignAt       time.Time
 
-	// batches counts the write transactions begun (for tests and stats).
-	batches atomic.Int64
+	// batches counts the write transactions begun (for tests and stats);
+	// laxBatches those of them committed without a sync.
+	batches    atomic.Int64
+	laxBatches atomic.Int64
 }
 
 func newWriter(d *Driver) *writer {
@@ -85,14 +91,14 @@ var errReentrant = errors.New("sqlitedriver: write called on the Driver from ins
 
 // do queues fn as one top-level call and waits for the commit that includes
 // it. It re-panics in the caller when fn panicked.
-func (w *writer) do(ctx context.Context, single bool, fn func(ctx context.Context, t *txExec) error) error {
+func (w *writer) do(ctx context.Context, single, lax bool, fn func(ctx context.Context, t *txExec) error) error {
 	if v, _ := ctx.Value(inWriterKey{}).(*Driver); v == w.d {
 		return errReentrant
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &request{ctx: ctx, fn: fn, single: single, done: make(chan struct{})}
+	r := &request{ctx: ctx, fn: fn, single: single, lax: lax, done: make(chan struct{})}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -320,6 +326,16 @@ func (b *batch) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 // batch's other calls, whose writes were lost with it, are queued again once
 // for the next batch instead of failing for their neighbour's fault. When
 // COMMIT fails, every call fails.
+//
+// A batch of lax calls only (claims), under synchronous=FULL, commits with
+// synchronous=NORMAL: its commit is not synced. The write-ahead log is one
+// file written in commit order, and the next synced commit syncs every frame
+// before it, so what survives a power loss is always a prefix of the commits:
+// a claim can be lost only together with everything committed after it.
+// Losing a claim loses nothing a caller was promised (the job is pending
+// again, its attempt not counted) and only a power loss or OS crash can do
+// it, which also ends every process that saw the claim. An application crash
+// loses nothing either way.
 func (w *writer) runBatch(reqs []*request) {
 	var requeue []*request
 	defer func() {
@@ -340,7 +356,11 @@ func (w *writer) runBatch(reqs []*request) {
 		return
 	}
 	w.batches.Add(1)
-	conn, tx, err := w.begin()
+	lax := w.d.opts.Synchronous == "FULL"
+	for _, r := range ran {
+		lax = lax && r.lax
+	}
+	conn, tx, err := w.begin(lax)
 	if err != nil {
 		err = fmt.Errorf("sqlitedriver: begin: %w", err)
 		for _, r := range ran {
@@ -348,7 +368,7 @@ func (w *writer) runBatch(reqs []*request) {
 		}
 		return
 	}
-	defer conn.Close() // back to the handle's pool, after the transaction ends
+	defer w.release(conn, lax) // after the transaction ends
 	b := &batch{w: w, tx: tx, stmts: make(map[string]*sql.Stmt), rollbacks: w.d.rollbacks.Load()}
 	var culprit *request
 	for _, r := range ran {
@@ -393,6 +413,10 @@ func (w *writer) runBatch(reqs []*request) {
 		}
 		return
 	}
+	if lax {
+		w.laxBatches.Add(1)
+	}
+	w.d.ckpt.kick()
 	var notes []note
 	for _, r := range ran {
 		if r.err == nil && r.panicVal == nil {
@@ -400,6 +424,19 @@ func (w *writer) runBatch(reqs []*request) {
 		}
 	}
 	w.d.hub.publish(notes)
+}
+
+// release gives the write connection back to the handle's pool, restoring
+// synchronous=FULL after a lax batch: the handle is also DB(), on which
+// callers run their own transactions.
+func (w *writer) release(conn *sql.Conn, lax bool) {
+	if lax {
+		if _, err := conn.ExecContext(context.Background(), "PRAGMA synchronous=FULL"); err != nil {
+			// A connection that may not sync must not serve another commit.
+			conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+		}
+	}
+	conn.Close()
 }
 
 // requeue puts requests back at the head of the queue, for the next batch.
