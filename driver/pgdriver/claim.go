@@ -53,10 +53,12 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 	}
 	b.Queue(e.d.q.promoteQueue, p.Queue, p.Now, promoteBatch)
 	if p.Limit > 0 {
+		sql, withLimit := e.d.q.claimStmt(len(p.Types) > 0, p.Limit)
 		args := []any{p.Queue, p.Limit, ts(p.LeaseExpiresAt), p.Worker, p.Now}
-		sql := e.d.q.claim
+		if !withLimit {
+			args = slices.Delete(args, 1, 2)
+		}
 		if len(p.Types) > 0 {
-			sql = e.d.q.claimTypes
 			args = append(args, p.Types)
 		}
 		b.Queue(sql, args...)

@@ -203,7 +203,11 @@ func (e *executor) insertRound(ctx context.Context, cands []*hoppertype.JobRow, 
 	if err != nil {
 		return err
 	}
-	rows, err := e.q.Query(ctx, e.d.q.insertJobs, a.args()...)
+	query, args := e.d.q.insertJobs, a.args()
+	if len(cands) == 1 && cands[0].UniqueKey == "" {
+		query, args = e.d.q.insertOne, a.row(0)
+	}
+	rows, err := e.q.Query(ctx, query, args...)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package pgdriver
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -38,6 +39,21 @@ func cols(prefix string) string {
 	return b.String()
 }
 
+// rowArgs returns "$1::text, $2::text, …" for the job columns.
+func rowArgs() string {
+	var b strings.Builder
+	for i, t := range jobArrayTypes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("$")
+		b.WriteString(strconv.Itoa(i + 1))
+		b.WriteString("::")
+		b.WriteString(t)
+	}
+	return b.String()
+}
+
 // unnestArgs returns "$1::text[], $2::text[], …" for the job columns.
 func unnestArgs() string {
 	var b strings.Builder
@@ -66,8 +82,12 @@ const (
 // per Driver; pgx prepares and caches them per connection.
 type queries struct {
 	schema string // quoted
+	// r writes the schema and column lists into a statement.
+	r *strings.Replacer
+	// claimLiteral caches claim statements by limit (negative: typed).
+	claimLiteral sync.Map // int -> string
 
-	insertJobs, holders                                                  string
+	insertJobs, insertOne, holders                                       string
 	getJob, getJobs, countAll, countQueue                                string
 	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
 	heartbeat, heartbeatNote, finish, existingIDs, cancel                string
@@ -115,6 +135,7 @@ func newQueries(schema string) *queries {
 	q := func(sql string) string { return r.Replace(sql) }
 	return &queries{
 		schema: s,
+		r:      r,
 
 		// One statement inserts the whole batch. dup refuses the batch when
 		// any id exists (a race past it still fails on the primary key);
@@ -137,6 +158,22 @@ func newQueries(schema string) *queries {
 SELECT id, false FROM ins
 UNION ALL
 SELECT id, true FROM dup`),
+		// insertOne is insertJobs for one job without a unique key, in
+		// scalar arguments. Unnest's arrays make the planner plan
+		// insertJobs anew at every call (its generic plan, guessing 100
+		// rows, always looks dearer), which costs about as much as the
+		// insert itself; this statement keeps one generic plan.
+		insertOne: q(`WITH dup AS MATERIALIZED (
+	SELECT id FROM {s}.jobs WHERE id = $1::text
+), ins AS (
+	INSERT INTO {s}.jobs ({cols})
+	SELECT ` + rowArgs() + `
+	WHERE NOT EXISTS (SELECT 1 FROM dup)
+	RETURNING id
+)
+SELECT id, false FROM ins
+UNION ALL
+SELECT id, true FROM dup`),
 		holders: q(`SELECT {cols} FROM {s}.jobs
 WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
   AND {live}`),
@@ -154,8 +191,8 @@ WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.id = due.id`),
-		claim:      q(claimSQL("")),
-		claimTypes: q(claimSQL("\n\t  AND type = ANY($6::text[])")),
+		claim:      q(claimSQL(false, 0)),
+		claimTypes: q(claimSQL(true, 0)),
 		promoteAll: q(`WITH due AS MATERIALIZED (
 	SELECT id FROM {s}.jobs
 	WHERE state IN {due} AND run_at <= $1
@@ -502,7 +539,28 @@ SELECT EXISTS (SELECT 1 FROM run),
 	(SELECT count(pg_notify(` + p(10) + `::text, i.queue)) FROM ins i WHERE i.state = 'pending' AND ` + p(10) + `::text IS NOT NULL)`
 }
 
-func claimSQL(typeFilter string) string {
+// claimSQL is the claim statement. With limit 0 its arguments are $1 queue,
+// $2 limit, $3 lease expiry, $4 worker, $5 now (and $6 types when typed);
+// with a limit it is written into the text and the arguments after the
+// queue move down one. A LIMIT the planner cannot see makes it guess a tenth
+// of the pending jobs: the generic plan then always looks dearer than a
+// custom one, and every claim is planned anew, which costs as much as a
+// small claim itself. With the limit in the text the statement keeps one
+// generic plan (see claimStmt).
+func claimSQL(typed bool, limit int) string {
+	arg := func(n int) string {
+		if limit > 0 && n > 2 {
+			n--
+		}
+		return "$" + strconv.Itoa(n)
+	}
+	lim, typeFilter := "$2", ""
+	if limit > 0 {
+		lim = strconv.Itoa(limit)
+	}
+	if typed {
+		typeFilter = "\n\t  AND type = ANY(" + arg(6) + "::text[])"
+	}
 	return `WITH picked AS MATERIALIZED (
 	SELECT id FROM {s}.jobs
 	WHERE queue = $1 AND state = 'pending'` + typeFilter + `
@@ -510,16 +568,41 @@ func claimSQL(typeFilter string) string {
 	  AND (concurrency_key IS NULL OR concurrency_limit <= 0 OR concurrency_limit >
 	    (SELECT count(*) FROM {s}.jobs r WHERE r.concurrency_key = jobs.concurrency_key AND r.state = 'running'))
 	ORDER BY priority DESC, run_at, id
-	LIMIT $2
+	LIMIT ` + lim + `
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE {s}.jobs j SET
 	state = 'running',
 	attempt = j.attempt + 1,
 	lease_token = GREATEST(nextval('{s}.lease_tokens'), j.lease_token + 1),
-	lease_expires_at = $3,
-	worker = $4,
-	started_at = $5
+	lease_expires_at = ` + arg(3) + `,
+	worker = ` + arg(4) + `,
+	started_at = ` + arg(5) + `
 FROM picked WHERE j.id = picked.id
 RETURNING {jcols}`
+}
+
+// maxLiteralClaim is the largest claim whose limit is written into the
+// statement's text: each limit is a statement of its own, prepared once per
+// connection.
+const maxLiteralClaim = 256
+
+// claimStmt returns the claim statement for limit and whether it takes the
+// limit as its second argument.
+func (q *queries) claimStmt(typed bool, limit int) (sql string, limitArg bool) {
+	if limit > maxLiteralClaim {
+		if typed {
+			return q.claimTypes, true
+		}
+		return q.claim, true
+	}
+	key := limit
+	if typed {
+		key = -limit
+	}
+	if s, ok := q.claimLiteral.Load(key); ok {
+		return s.(string), false
+	}
+	s, _ := q.claimLiteral.LoadOrStore(key, q.r.Replace(claimSQL(typed, limit)))
+	return s.(string), false
 }
