@@ -399,6 +399,13 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 			return nil, fmt.Errorf("%w: the %s driver has no transactional enqueue", driver.ErrNotImplemented, c.drv.Name())
 		}
 		res, err = ti.JobInsertManyTx(ctx, tx, params)
+	} else if !slices.ContainsFunc(rows, func(r *hoppertype.JobRow) bool { return r.Type == gateTypeName }) {
+		// One atomic call: no transaction to open and commit around it.
+		// The notifications follow the commit, as InTx would send them.
+		res, err = c.drv.JobInsertMany(ctx, params)
+		if err == nil {
+			c.notifyAfterInsert(ctx, res)
+		}
 	} else {
 		err = c.drv.InTx(ctx, func(ctx context.Context, dtx driver.Executor) error {
 			var err error
@@ -417,6 +424,25 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 	}
 	c.afterInsert(res, skip)
 	return res, nil
+}
+
+// notifyAfterInsert announces the queues that received due jobs, after the
+// insert committed. A notification is a hint (listeners also poll), so a
+// failure to send one does not fail the enqueue; it is reported.
+func (c *Client) notifyAfterInsert(ctx context.Context, res []driver.JobInsertResult) {
+	var queues []string
+	for _, r := range res {
+		if !r.Existing && r.Job.State == hoppertype.JobStatePending {
+			queues = append(queues, r.Job.Queue)
+		}
+	}
+	slices.Sort(queues)
+	for _, q := range slices.Compact(queues) {
+		if err := c.drv.Notify(context.WithoutCancel(ctx), driver.TopicJobAvailable, q); err != nil {
+			c.reportError(fmt.Errorf("announce queue %q: %w", q, err), PhaseQueue)
+			return
+		}
+	}
 }
 
 // notifyQueues announces the queues that received due jobs.
