@@ -282,13 +282,40 @@ func runningStates(n int) []string {
 
 // JobListExpiredLeases returns running jobs whose lease expired before Now,
 // oldest expiry first, at most Limit (no limit when Limit <= 0).
+//
+// Every finished attempt leaves a dead entry in jobs_lease until vacuum
+// reaches the table, and the statistics (few running jobs) make the planner
+// read the index with a bitmap scan and sort: it then revisits every dead
+// entry on every scan, 40 ms each time the rescuer looked after only a few
+// thousand jobs. Outside a caller's transaction the listing runs with the
+// claim's planner settings: an index scan walks jobs_lease in order and
+// marks the dead entries it passes, so the next scan skips them.
 func (e *executor) JobListExpiredLeases(ctx context.Context, p *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
 	if err := e.check(ctx, "list expired leases"); err != nil {
 		return nil, err
 	}
-	rows, err := collectJobs(e.q.Query(ctx, e.d.q.expiredLease, p.Now, limitArg(p.Limit)))
+	var rows []*hoppertype.JobRow
+	var err error
+	if e.tx != nil {
+		rows, err = collectJobs(e.q.Query(ctx, e.d.q.expiredLease, p.Now, limitArg(p.Limit)))
+	} else {
+		b := &pgx.Batch{}
+		b.Queue(sqlClaimPlan)
+		b.Queue(e.d.q.expiredLease, p.Now, limitArg(p.Limit))
+		err = e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+			got, err := collectJobs(br.Query())
+			rows = got
+			return err
+		})
+	}
 	if err != nil {
 		return nil, e.d.fail("list expired leases", err)
+	}
+	if rows == nil {
+		rows = []*hoppertype.JobRow{}
 	}
 	return rows, nil
 }
