@@ -80,7 +80,7 @@ func (e *executor) InTx(ctx context.Context, fn func(ctx context.Context, tx dri
 		return e.d.fail("commit", err)
 	}
 	// Notifications go after the commit (see postCommit).
-	e.d.sendAfterCommit(ctx, inner.notes.notes)
+	_ = e.d.sendAfterCommit(ctx, inner.notes.notes)
 	return nil
 }
 
@@ -112,8 +112,11 @@ func (e *executor) savepoint(ctx context.Context, fn func(ctx context.Context, t
 
 // Notify publishes payload on topic's channel. Inside a transaction the
 // driver made it is buffered and sent just after the commit, once per
-// distinct (topic, payload) (see postCommit); outside one it is sent at
-// once.
+// distinct (topic, payload) (see postCommit); inside a caller's transaction
+// it is sent in it; outside any it is sent at once, by this call or, when
+// another send is on the wire, together with the next (postCommit again:
+// many goroutines notifying at once share statements). The error is that
+// of the send this call made, if it made one.
 func (e *executor) Notify(ctx context.Context, topic, payload string) error {
 	if err := e.check(ctx, "notify"); err != nil {
 		return err
@@ -125,6 +128,9 @@ func (e *executor) Notify(ctx context.Context, topic, payload string) error {
 	if e.notes != nil {
 		e.notes.add(ch, payload)
 		return nil
+	}
+	if e.tx == nil {
+		return e.d.fail("notify", e.d.sendAfterCommit(ctx, []note{{channel: ch, payload: payload}}))
 	}
 	_, err := e.q.Exec(ctx, e.d.q.notify, ch, payload)
 	return e.d.fail("notify", err)

@@ -22,7 +22,8 @@ func (d *Driver) InTx(ctx context.Context, fn func(ctx context.Context, tx drive
 }
 
 // Notify sends a notification at once with pg_notify on the topic's
-// schema-prefixed channel.
+// schema-prefixed channel; notifications sent at the same moment from many
+// goroutines share statements (see executor.Notify).
 func (d *Driver) Notify(ctx context.Context, topic, payload string) error {
 	return d.root.Notify(ctx, topic, payload)
 }

@@ -35,9 +35,9 @@ const sendTimeout = 5 * time.Second
 
 // send queues notes and sends them, with whatever else is pending, unless
 // a send is in flight: that one sends them when it is done.
-func (d *Driver) sendAfterCommit(ctx context.Context, notes []note) {
+func (d *Driver) sendAfterCommit(ctx context.Context, notes []note) error {
 	if len(notes) == 0 {
-		return
+		return nil
 	}
 	p := &d.post
 	p.mu.Lock()
@@ -46,18 +46,22 @@ func (d *Driver) sendAfterCommit(ctx context.Context, notes []note) {
 	}
 	if p.busy {
 		p.mu.Unlock()
-		return
+		return nil
 	}
 	p.busy = true
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
+	var first error
 	for len(p.pending.notes) > 0 {
 		batch := p.pending
 		p.pending = noteBuf{}
 		p.mu.Unlock()
-		_ = batch.flush(ctx, d.pool, d.q.notifyMany) // a hint: listeners poll too
+		if err := batch.flush(ctx, d.pool, d.q.notifyMany); err != nil && first == nil {
+			first = err // a hint: listeners poll too
+		}
 		p.mu.Lock()
 	}
 	p.busy = false
 	p.mu.Unlock()
+	return first
 }

@@ -155,7 +155,7 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 		return false, nil
 	}
 	if e.tx == nil {
-		e.d.sendAfterCommit(ctx, []note{{e.d.channel(driver.TopicJobAvailable), p.Job.Queue}})
+		_ = e.d.sendAfterCommit(ctx, []note{{e.d.channel(driver.TopicJobAvailable), p.Job.Queue}})
 		return false, nil
 	}
 	if err := e.Notify(ctx, driver.TopicJobAvailable, p.Job.Queue); err != nil {
