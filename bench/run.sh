@@ -83,6 +83,13 @@ PG_VERSION=$("$BT" pgdb version "$PGURL" 2>"$TMP/pgerr") || { PG_OK=0; PG_VERSIO
 # newdb prints the URL of a fresh database; dropdb drops it.
 newdb() { "$BT" pgdb create "$PGURL"; }
 dropdb() { "$BT" pgdb drop "$1" || log "could not drop $1"; }
+# settle: before each measured run, write out what the runs before it left
+# for the disk (PostgreSQL's dirty buffers, the page cache), so no run pays
+# for another's writes.
+settle() {
+	if [ "$PG_OK" = 1 ]; then "$BT" pgdb settle "$PGURL" >/dev/null 2>&1 || true; fi
+	sync
+}
 
 N=0
 # one GROUP ROW SIDE LABEL KIND -- command…
@@ -105,6 +112,7 @@ one() {
 		fi
 		cmd+=(--db "$db")
 	fi
+	settle
 	log "  $group | $label"
 	if ! timeout 3600 "${cmd[@]}" --json >"$out" 2>"$err"; then
 		log "    failed: $(tail -1 "$err")"

@@ -10,6 +10,7 @@
 //	benchtable report RAW              markdown tables on stdout
 //	benchtable pgdb create URL         make a fresh database, print its URL
 //	benchtable pgdb drop URL           drop that database
+//	benchtable pgdb settle URL         CHECKPOINT: write out what earlier runs left dirty
 //	benchtable pgdb version URL        print the server's version()
 package main
 
@@ -95,7 +96,7 @@ func run(args []string) error {
 		return report(args[1])
 	case "pgdb":
 		if len(args) != 3 {
-			return errors.New("usage: benchtable pgdb create|drop|version URL")
+			return errors.New("usage: benchtable pgdb create|drop|settle|version URL")
 		}
 		return pgdb(args[1], args[2])
 	}
@@ -427,6 +428,18 @@ func pgdb(cmd, raw string) error {
 		u.Path = "/" + name
 		fmt.Println(u.String())
 		return nil
+	case "settle":
+		// The previous run's dirty pages, written out now rather than by
+		// the background writer and the timed checkpoint during the next
+		// run (whichever program it measures, on either store: they share
+		// the disk).
+		c, err := pgx.Connect(ctx, raw)
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
+		_, err = c.Exec(ctx, "CHECKPOINT")
+		return err
 	case "drop":
 		name := strings.TrimPrefix(u.Path, "/")
 		if !strings.HasPrefix(name, "hopper_bench_") {
