@@ -225,6 +225,7 @@ func TestExplainFinishFindsJobsByKey(t *testing.T) {
 		{"heartbeat", d.q.heartbeat, []any{ids, tokens, testBase, states}},
 		{"heartbeat with a message", d.q.heartbeatNote, []any{ids, tokens, testBase, "half way", states}},
 		{"finish", d.q.finish, []any{idx, ids, tokens, states, idx, times, results, texts, times, texts, make([]*time.Time, batch), states}},
+		{"finish one", d.q.finishOne, []any{int32(0), ids[0], tokens[0], "succeeded", int32(1), testBase, []byte(nil), nil, testBase, nil, nil, "running"}},
 	}
 	for _, q := range queries {
 		root, plan := explain(t, pool, q.name, q.sql, q.args...)
@@ -323,6 +324,9 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 	}{
 		{"claim", claim, func(int) []any { return []any{"q0", now.Add(time.Minute), "w", now} }},
 		{"claim with types", claimTyped, func(int) []any { return []any{"q1", now.Add(time.Minute), "w", now, []string{"t"}} }},
+		{"finish one job", d.q.finishOne, func(int) []any {
+			return []any{int32(0), "no-such-job", int64(1), "succeeded", int32(1), now, []byte(nil), nil, now, nil, nil, "running"}
+		}},
 		{"insert one job", d.q.insertOne, func(i int) []any {
 			a, err := newJobArrays([]*hoppertype.JobRow{newJob("q2")})
 			require.NoError(t, err)

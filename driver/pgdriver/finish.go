@@ -63,7 +63,12 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		errInfo[k], stuck[k] = text(marshalError(it.Error)), text(marshalStuck(it.Stuck))
 	}
 	b := &pgx.Batch{}
-	b.Queue(e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore, runningStates(n))
+	if n == 1 {
+		b.Queue(e.d.q.finishOne, idx[0], ids[0], tokens[0], states[0], attempts[0], runAt[0], results[0], errInfo[0],
+			endedAt[0], stuck[0], expBefore[0], string(hoppertype.JobStateRunning))
+	} else {
+		b.Queue(e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore, runningStates(n))
+	}
 	b.Queue(e.d.q.gates.watched, ids)
 	br := e.q.SendBatch(ctx, b)
 	applied := 0

@@ -90,7 +90,7 @@ type queries struct {
 	insertJobs, insertOne, holders                                       string
 	getJob, getJobs, countAll, countQueue                                string
 	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
-	heartbeat, heartbeatNote, finish, existingIDs, cancel                string
+	heartbeat, heartbeatNote, finish, finishOne, existingIDs, cancel     string
 	retryMove, retryHolders, deleteFinished                              string
 	groupInsert, groupGet, groupLock, groupUpdate                        string
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
@@ -244,6 +244,18 @@ FROM unnest($1::int4[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::time
 WHERE j.id = u.id AND j.state = u.prev AND j.lease_token = u.token
   AND (u.expired_before IS NULL OR j.lease_expires_at < u.expired_before)
 RETURNING u.idx, {jcols}`),
+		// finishOne is finish for one job, in scalar arguments: unnest's
+		// arrays make the planner plan finish anew at every call (see
+		// insertOne). The job is found by its key, as in finish: the
+		// required state is a sub-select, which the planner cannot match
+		// to jobs_lease's predicate as it would the value 'running' (its
+		// first plans are made with the arguments' values).
+		finishOne: q(`UPDATE {s}.jobs j SET
+	state = $4::text, attempt = $5::int4, run_at = $6::timestamptz, result = $7::bytea, error = $8::text,
+	ended_at = $9::timestamptz, stuck = $10::text, lease_expires_at = NULL, worker = ''
+WHERE j.id = $2::text AND j.state = (SELECT $12::text) AND j.lease_token = $3::int8
+  AND ($11::timestamptz IS NULL OR j.lease_expires_at < $11::timestamptz)
+RETURNING $1::int4, {jcols}`),
 		existingIDs: q(`SELECT id FROM {s}.jobs WHERE id = ANY($1::text[])`),
 		cancel: q(`UPDATE {s}.jobs SET
 	state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
