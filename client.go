@@ -194,6 +194,9 @@ type Client struct {
 	codec  Codec
 	log    *slog.Logger
 	worker string
+	// sender signs the queue notifications of this client's enqueues, so
+	// its own runtime, which the enqueue woke already, ignores their echo.
+	sender string
 
 	typesMu sync.RWMutex
 	// batchers holds the open batches of each batch type (DefineBatch).
@@ -328,6 +331,7 @@ func newClient(cfg Config) (*Client, error) {
 		codec:     cfg.Codec,
 		log:       cfg.Logger,
 		worker:    cfg.WorkerID,
+		sender:    NewID(),
 		types:     map[string]typeCore{gateTypeName: gateType.core()},
 		stopped:   make(chan struct{}),
 		feedNudge: make(chan struct{}, 1),

@@ -388,6 +388,7 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 	var res []driver.JobInsertResult
 	params := &driver.JobInsertManyParams{Jobs: rows}
 	var err error
+	notify := false // the queue notifications are still to send
 	if tx != nil {
 		for _, r := range rows {
 			if r.Type == gateTypeName {
@@ -401,11 +402,10 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 		res, err = ti.JobInsertManyTx(ctx, tx, params)
 	} else if !slices.ContainsFunc(rows, func(r *hoppertype.JobRow) bool { return r.Type == gateTypeName }) {
 		// One atomic call: no transaction to open and commit around it.
-		// The notifications follow the commit, as InTx would send them.
+		// The notifications follow the commit and this client's own
+		// wake-ups (below).
 		res, err = c.drv.JobInsertMany(ctx, params)
-		if err == nil {
-			c.notifyAfterInsert(ctx, res)
-		}
+		notify = true
 	} else {
 		err = c.drv.InTx(ctx, func(ctx context.Context, dtx driver.Executor) error {
 			var err error
@@ -423,12 +423,18 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 		return nil, fmt.Errorf("hopper: enqueue: %w", err)
 	}
 	c.afterInsert(res, skip)
+	if notify {
+		c.notifyAfterInsert(ctx, res)
+	}
 	return res, nil
 }
 
 // notifyAfterInsert announces the queues that received due jobs, after the
-// insert committed. A notification is a hint (listeners also poll), so a
-// failure to send one does not fail the enqueue; it is reported.
+// insert committed and this client woke its own workers. Each payload is
+// signed with the client's sender id (queue,sender): its own runtime skips
+// the echo, which would only make it claim again and find nothing. A
+// notification is a hint (listeners also poll), so a failure to send one
+// does not fail the enqueue; it is reported.
 func (c *Client) notifyAfterInsert(ctx context.Context, res []driver.JobInsertResult) {
 	var queues []string
 	for _, r := range res {
@@ -438,7 +444,7 @@ func (c *Client) notifyAfterInsert(ctx context.Context, res []driver.JobInsertRe
 	}
 	slices.Sort(queues)
 	for _, q := range slices.Compact(queues) {
-		if err := c.drv.Notify(context.WithoutCancel(ctx), driver.TopicJobAvailable, q); err != nil {
+		if err := c.drv.Notify(context.WithoutCancel(ctx), driver.TopicJobAvailable, q+","+c.sender); err != nil {
 			c.reportError(fmt.Errorf("announce queue %q: %w", q, err), PhaseQueue)
 			return
 		}

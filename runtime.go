@@ -82,6 +82,10 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 	rt.completer.start()
 
 	if err := rt.listen(driver.TopicJobAvailable, func(q string) {
+		q, sender, signed := strings.Cut(q, ",")
+		if signed && sender == rt.c.sender {
+			return // this client's own enqueue, which woke the queue already
+		}
 		if q == "" {
 			rt.wakeAll()
 			return

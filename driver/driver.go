@@ -75,7 +75,9 @@ var ErrClosed = errors.New("hopper driver: closed")
 // made by another process without knowing which (SQLite's data_version, say)
 // sends it.
 const (
-	// TopicJobAvailable announces new due jobs; the payload is the queue name.
+	// TopicJobAvailable announces new due jobs; the payload is the queue name
+	// (empty: any queue), or the queue name, a comma and an id of the client
+	// that sent it, so that client can skip the echo of its own enqueue.
 	TopicJobAvailable = "hopper_job_available"
 	// TopicJobDone announces jobs that reached a terminal state; the payload is
 	// a comma-separated list of job ids.
