@@ -436,14 +436,7 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 // notification is a hint (listeners also poll), so a failure to send one
 // does not fail the enqueue; it is reported.
 func (c *Client) notifyAfterInsert(ctx context.Context, res []driver.JobInsertResult) {
-	var queues []string
-	for _, r := range res {
-		if !r.Existing && r.Job.State == hoppertype.JobStatePending {
-			queues = append(queues, r.Job.Queue)
-		}
-	}
-	slices.Sort(queues)
-	for _, q := range slices.Compact(queues) {
+	for _, q := range pendingQueues(res) {
 		if err := c.drv.Notify(context.WithoutCancel(ctx), driver.TopicJobAvailable, q+","+c.sender); err != nil {
 			c.reportError(fmt.Errorf("announce queue %q: %w", q, err), PhaseQueue)
 			return
@@ -453,13 +446,20 @@ func (c *Client) notifyAfterInsert(ctx context.Context, res []driver.JobInsertRe
 
 // notifyQueues announces the queues that received due jobs.
 func notifyQueues(ctx context.Context, tx driver.Executor, res []driver.JobInsertResult) error {
+	return notifyQueueNames(ctx, tx, pendingQueues(res))
+}
+
+// pendingQueues returns, sorted and once each, the queues of the jobs an
+// insert stored as pending.
+func pendingQueues(res []driver.JobInsertResult) []string {
 	var queues []string
 	for _, r := range res {
 		if !r.Existing && r.Job.State == hoppertype.JobStatePending {
 			queues = append(queues, r.Job.Queue)
 		}
 	}
-	return notifyQueueNames(ctx, tx, queues)
+	slices.Sort(queues)
+	return slices.Compact(queues)
 }
 
 // notifyQueueNames announces, once each, that the queues have due jobs.

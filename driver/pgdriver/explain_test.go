@@ -1,12 +1,13 @@
 package pgdriver
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
@@ -242,11 +243,14 @@ func TestExplainFinishFindsJobsByKey(t *testing.T) {
 }
 
 // explain returns the plan of sql with args, as a tree and as the JSON
-// PostgreSQL wrote (for messages).
-func explain(t *testing.T, pool *pgxpool.Pool, name, sql string, args ...any) (planNode, []byte) {
+// PostgreSQL wrote (for messages), planned on q: a pool, or a transaction
+// with its own settings.
+func explain(t *testing.T, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, name, sql string, args ...any) (planNode, []byte) {
 	t.Helper()
 	var plan []byte
-	require.NoError(t, pool.QueryRow(t.Context(), `EXPLAIN (FORMAT JSON) `+sql, args...).Scan(&plan), name)
+	require.NoError(t, q.QueryRow(t.Context(), `EXPLAIN (FORMAT JSON) `+sql, args...).Scan(&plan), name)
 	var doc []struct{ Plan planNode }
 	require.NoError(t, json.Unmarshal(plan, &doc), name)
 	require.Len(t, doc, 1, name)
@@ -351,11 +355,7 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 	// The generic claim reads the claim index, in order.
 	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
 	require.NoError(t, err)
-	var plan []byte
-	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+claim, "q0", now.Add(time.Minute), "w", now).Scan(&plan))
-	var doc []struct{ Plan planNode }
-	require.NoError(t, json.Unmarshal(plan, &doc))
-	root := doc[0].Plan
+	root, plan := explain(t, tx, "generic claim", claim, "q0", now.Add(time.Minute), "w", now)
 	if root.find("Seq Scan", "jobs") || root.find("Sort", "") {
 		t.Errorf("the generic claim scans or sorts jobs:\n%s", plan)
 	}
@@ -404,11 +404,7 @@ func TestExplainExpiredLeasesWalkTheIndex(t *testing.T) {
 	defer tx.Rollback(ctx)
 	_, err = tx.Exec(ctx, sqlClaimPlan)
 	require.NoError(t, err)
-	var plan []byte
-	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+d.q.expiredLease, now, 100).Scan(&plan))
-	var doc []struct{ Plan planNode }
-	require.NoError(t, json.Unmarshal(plan, &doc))
-	root := doc[0].Plan
+	root, plan := explain(t, tx, "expired leases", d.q.expiredLease, now, 100)
 	scans := root.scans("jobs")
 	if len(scans) != 1 || scans[0].NodeType != "Index Scan" || scans[0].IndexName != "jobs_lease" || root.find("Sort", "") {
 		t.Errorf("the expired-lease listing does not walk jobs_lease in order:\n%s", plan)

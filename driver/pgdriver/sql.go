@@ -40,22 +40,14 @@ func cols(prefix string) string {
 }
 
 // rowArgs returns "$1::text, $2::text, …" for the job columns.
-func rowArgs() string {
-	var b strings.Builder
-	for i, t := range jobArrayTypes {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("$")
-		b.WriteString(strconv.Itoa(i + 1))
-		b.WriteString("::")
-		b.WriteString(t)
-	}
-	return b.String()
-}
+func rowArgs() string { return jobArgs("") }
 
 // unnestArgs returns "$1::text[], $2::text[], …" for the job columns.
-func unnestArgs() string {
+func unnestArgs() string { return jobArgs("[]") }
+
+// jobArgs returns the job columns' arguments, each cast to its type
+// followed by suffix.
+func jobArgs(suffix string) string {
 	var b strings.Builder
 	for i, t := range jobArrayTypes {
 		if i > 0 {
@@ -65,7 +57,7 @@ func unnestArgs() string {
 		b.WriteString(strconv.Itoa(i + 1))
 		b.WriteString("::")
 		b.WriteString(t)
-		b.WriteString("[]")
+		b.WriteString(suffix)
 	}
 	return b.String()
 }

@@ -33,8 +33,14 @@ func (d *Driver) writeCall(ctx context.Context, single, lax bool, fn func(ctx co
 // call runs one write operation as its own call and returns its value (also
 // alongside an error, as JobCancel needs).
 func call[T any](ctx context.Context, d *Driver, fn func(ctx context.Context, t *txExec) (T, error)) (T, error) {
+	return callAs(ctx, d, false, fn)
+}
+
+// callAs is call; lax marks a call whose commit need not be synced before
+// it returns (see writer.runBatch).
+func callAs[T any](ctx context.Context, d *Driver, lax bool, fn func(ctx context.Context, t *txExec) (T, error)) (T, error) {
 	var out T
-	err := d.write(ctx, true, func(ctx context.Context, t *txExec) error {
+	err := d.writeCall(ctx, true, lax, func(ctx context.Context, t *txExec) error {
 		var err error
 		out, err = fn(ctx, t)
 		return err
@@ -105,13 +111,7 @@ func (d *Driver) JobCountByState(ctx context.Context, params *driver.JobCountPar
 // claimed again, and the log's next synced commit (any other write) makes
 // it durable with everything before it. See the package doc, Durability.
 func (d *Driver) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	var out []*hoppertype.JobRow
-	err := d.writeCall(ctx, true, true, func(ctx context.Context, t *txExec) error {
-		var err error
-		out, err = t.JobClaim(ctx, params)
-		return err
-	})
-	return out, err
+	return callAs(ctx, d, true, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobClaim(ctx, params) })
 }
 
 // JobPromote makes due scheduled and retrying jobs pending; see

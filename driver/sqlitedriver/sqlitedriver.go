@@ -501,8 +501,7 @@ func (d *Driver) Close() error {
 		return true
 	})
 	d.w.closeStmts()
-	d.ckpt.close()
-	return errors.Join(d.rdb.Close(), d.wdb.Close())
+	return errors.Join(d.ckpt.close(), d.rdb.Close(), d.wdb.Close())
 }
 
 // Listen subscribes to notifications on topic. The subscription's channel
