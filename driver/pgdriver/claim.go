@@ -48,9 +48,7 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 	// a quarter). Bitmap and sequential scans are off for the claim's own
 	// transaction; a claim inside a caller's transaction leaves its
 	// settings alone.
-	if e.tx == nil {
-		b.Queue(sqlClaimPlan)
-	}
+	planned := e.withClaimPlan(b)
 	b.Queue(e.d.q.promoteQueue, p.Queue, p.Now, promoteBatch)
 	if p.Limit > 0 {
 		sql, withLimit := e.d.q.claimStmt(len(p.Types) > 0, p.Limit)
@@ -73,12 +71,12 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 	}
 	rows := []*hoppertype.JobRow{}
 	err := e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
-		if e.tx == nil {
-			if _, err := br.Exec(); err != nil { // the planner settings
+		if planned {
+			if err := skip(br, 1); err != nil { // the planner settings
 				return err
 			}
 		}
-		if _, err := br.Exec(); err != nil { // the promotion
+		if err := skip(br, 1); err != nil { // the promotion
 			return err
 		}
 		if p.Limit <= 0 {
@@ -295,22 +293,19 @@ func (e *executor) JobListExpiredLeases(ctx context.Context, p *driver.JobListEx
 		return nil, err
 	}
 	var rows []*hoppertype.JobRow
-	var err error
-	if e.tx != nil {
-		rows, err = collectJobs(e.q.Query(ctx, e.d.q.expiredLease, p.Now, limitArg(p.Limit)))
-	} else {
-		b := &pgx.Batch{}
-		b.Queue(sqlClaimPlan)
-		b.Queue(e.d.q.expiredLease, p.Now, limitArg(p.Limit))
-		err = e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
-			if _, err := br.Exec(); err != nil {
+	b := &pgx.Batch{}
+	planned := e.withClaimPlan(b)
+	b.Queue(e.d.q.expiredLease, p.Now, limitArg(p.Limit))
+	err := e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
+		if planned {
+			if err := skip(br, 1); err != nil {
 				return err
 			}
-			got, err := collectJobs(br.Query())
-			rows = got
-			return err
-		})
-	}
+		}
+		got, err := collectJobs(br.Query())
+		rows = got
+		return err
+	})
 	if err != nil {
 		return nil, e.d.fail("list expired leases", err)
 	}

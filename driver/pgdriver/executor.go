@@ -274,9 +274,58 @@ func (e *executor) sendAtomic(ctx context.Context, b *pgx.Batch, read func(br pg
 // Transaction control for sendAtomic.
 const (
 	// sqlClaimPlan holds a claim to its index (see JobClaim), for the
-	// claim's own transaction only.
-	sqlClaimPlan = "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)"
-	sqlBegin     = "BEGIN ISOLATION LEVEL READ COMMITTED"
-	sqlCommit    = "COMMIT"
-	sqlRollback  = "ROLLBACK"
+	// claim's own transaction only, and keeps its statements on their
+	// generic plans (see sqlGenericOn).
+	sqlClaimPlan = "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true), " +
+		"set_config('plan_cache_mode', 'force_generic_plan', true)"
+	// sqlGenericOn and sqlGenericOff put the statements between them on
+	// their generic plans, in any transaction: the first keeps the
+	// transaction's plan_cache_mode aside, the second gives it back.
+	//
+	// PostgreSQL plans a prepared statement anew at each of its first five
+	// runs on a connection, then keeps the generic plan only when it does
+	// not look dearer than those custom plans. The hot statements whose
+	// generic plan is the one they want anyway would otherwise be planned
+	// at every call: a statement of arrays (a finish of several jobs, its
+	// generic plan guessing 100 rows per array), or a claim (one statement
+	// per LIMIT, and a short benchmark's claims are mostly first runs).
+	// Planning cost as much as a small claim.
+	sqlGenericOn  = "SELECT set_config('hopper.plan_cache_mode', current_setting('plan_cache_mode'), true)"
+	sqlGenericOn2 = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
+	sqlGenericOff = "SELECT set_config('plan_cache_mode', current_setting('hopper.plan_cache_mode'), true)"
+	sqlBegin      = "BEGIN ISOLATION LEVEL READ COMMITTED"
+	sqlCommit     = "COMMIT"
+	sqlRollback   = "ROLLBACK"
 )
+
+// withClaimPlan queues sqlClaimPlan ahead of the statements of b when e is
+// not in a transaction (sendAtomic then makes it the claim's own), and
+// reports whether it did: the reader skips its result first. A statement in
+// a caller's transaction leaves the caller's settings alone.
+func (e *executor) withClaimPlan(b *pgx.Batch) bool {
+	if e.tx != nil {
+		return false
+	}
+	b.Queue(sqlClaimPlan)
+	return true
+}
+
+// queueGeneric queues the statements queue adds to b on their generic plans
+// (see sqlGenericOn); the reader skips two results before them and one
+// after.
+func queueGeneric(b *pgx.Batch, queue func()) {
+	b.Queue(sqlGenericOn)
+	b.Queue(sqlGenericOn2)
+	queue()
+	b.Queue(sqlGenericOff)
+}
+
+// skip consumes n results of br that carry nothing to read.
+func skip(br pgx.BatchResults, n int) error {
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

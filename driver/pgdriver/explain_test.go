@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,8 +229,14 @@ func TestExplainFinishFindsJobsByKey(t *testing.T) {
 		{"finish", d.q.finish, []any{idx, ids, tokens, states, idx, times, results, texts, times, texts, make([]*time.Time, batch), states}},
 		{"finish one", d.q.finishOne, []any{int32(0), ids[0], tokens[0], "succeeded", int32(1), testBase, []byte(nil), nil, testBase, nil, nil, "running"}},
 	}
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
 	for _, q := range queries {
 		root, plan := explain(t, pool, q.name, q.sql, q.args...)
+		if q.sql == d.q.finish { // it runs on its generic plan
+			root, plan = explainGeneric(t, tx, q.name, q.sql, len(q.args))
+		}
 		scans := root.scans("jobs")
 		if len(scans) == 0 {
 			t.Errorf("%s: no scan of jobs in the plan:\n%s", q.name, plan)
@@ -251,6 +258,35 @@ func explain(t *testing.T, q interface {
 	t.Helper()
 	var plan []byte
 	require.NoError(t, q.QueryRow(t.Context(), `EXPLAIN (FORMAT JSON) `+sql, args...).Scan(&plan), name)
+	var doc []struct{ Plan planNode }
+	require.NoError(t, json.Unmarshal(plan, &doc), name)
+	require.Len(t, doc, 1, name)
+	return doc[0].Plan, plan
+}
+
+// explainGeneric returns the generic plan of sql (of nargs arguments), the
+// one a prepared statement keeps for every call, in tx (whose settings it
+// plans with): EXPLAIN of a statement with arguments plans for their values
+// instead.
+func explainGeneric(t *testing.T, tx pgx.Tx, name, sql string, nargs int) (planNode, []byte) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := tx.Exec(ctx, `SAVEPOINT explain_generic`)
+	require.NoError(t, err)
+	defer func() {
+		_, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT explain_generic`)
+		require.NoError(t, err)
+	}()
+	_, err = tx.Exec(ctx, `PREPARE hopper_explain AS `+sql)
+	require.NoError(t, err, name)
+	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	// A generic plan is made without the arguments' values: NULLs do.
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", nargs), ", ")
+	var plan []byte
+	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE hopper_explain(`+nulls+`)`).Scan(&plan), name)
+	_, err = tx.Exec(ctx, `DEALLOCATE hopper_explain`)
+	require.NoError(t, err)
 	var doc []struct{ Plan planNode }
 	require.NoError(t, json.Unmarshal(plan, &doc), name)
 	require.Len(t, doc, 1, name)
@@ -352,10 +388,11 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 		}
 	}
 
-	// The generic claim reads the claim index, in order.
-	_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	// The generic claim, planned with the claim's settings, reads the claim
+	// index, in order.
+	_, err = tx.Exec(ctx, sqlClaimPlan)
 	require.NoError(t, err)
-	root, plan := explain(t, tx, "generic claim", claim, "q0", now.Add(time.Minute), "w", now)
+	root, plan := explainGeneric(t, tx, "generic claim", claim, 4)
 	if root.find("Seq Scan", "jobs") || root.find("Sort", "") {
 		t.Errorf("the generic claim scans or sorts jobs:\n%s", plan)
 	}
@@ -365,6 +402,78 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the generic claim does not read jobs_claim:\n%s", plan)
+	}
+}
+
+// TestDriverStatementsKeepTheirGenericPlans runs the driver's claims (of
+// several sizes: one statement each), batch finishes and expired-lease
+// listings on one connection and reads PostgreSQL's plan counts: none of
+// them may be planned for its arguments. PostgreSQL plans a prepared
+// statement anew at each of its first five runs on a connection, and keeps
+// planning a statement of arrays at every run.
+func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 1)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	jobs := make([]*hoppertype.JobRow, 200)
+	for i := range jobs {
+		jobs[i] = newJob("plans")
+	}
+	insert(t, d, jobs...)
+
+	hot := map[string]string{d.q.promoteQueue: "promotion", d.q.finish: "finish", d.q.expiredLease: "expired leases"}
+	var claimed []*hoppertype.JobRow
+	for limit := 1; limit <= 6; limit++ {
+		sql, _ := d.q.claimStmt(false, limit)
+		hot[sql] = fmt.Sprintf("claim of %d", limit)
+		for range 3 {
+			rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "plans", Limit: limit, Now: testBase,
+				LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+			require.NoError(t, err)
+			require.Len(t, rows, limit)
+			claimed = append(claimed, rows...)
+		}
+	}
+	for len(claimed) >= 3 {
+		items := make([]driver.JobFinishParams, 3)
+		for i, j := range claimed[:3] {
+			items[i] = driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, Attempt: j.Attempt,
+				State: hoppertype.JobStateSucceeded, RunAt: j.RunAt, EndedAt: testBase}
+		}
+		claimed = claimed[3:]
+		res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+		require.NoError(t, err)
+		for _, r := range res {
+			require.NoError(t, r.Err)
+		}
+	}
+	for range 6 {
+		_, err := d.JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: testBase, Limit: 10})
+		require.NoError(t, err)
+	}
+
+	rows, err := pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	var sql string
+	var generic, custom int64
+	_, err = pgx.ForEachRow(rows, []any{&sql, &generic, &custom}, func() error {
+		name, ok := hot[sql]
+		if !ok {
+			return nil
+		}
+		seen[name] = true
+		if custom > 0 {
+			t.Errorf("%s: %d custom plans beside %d generic ones: it was planned for its arguments", name, custom, generic)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	for _, name := range hot {
+		if !seen[name] {
+			t.Errorf("%s: not among the connection's prepared statements", name)
+		}
 	}
 }
 

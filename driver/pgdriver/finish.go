@@ -67,13 +67,21 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		b.Queue(e.d.q.finishOne, idx[0], ids[0], tokens[0], states[0], attempts[0], runAt[0], results[0], errInfo[0],
 			endedAt[0], stuck[0], expBefore[0], string(hoppertype.JobStateRunning))
 	} else {
-		b.Queue(e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore, runningStates(n))
+		// Its arrays would have it planned at every call.
+		queueGeneric(b, func() {
+			b.Queue(e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore, runningStates(n))
+		})
 	}
 	b.Queue(e.d.q.gates.watched, ids)
 	br := e.q.SendBatch(ctx, b)
 	applied := 0
 	var waits []gateWait
 	err := func() error {
+		if n > 1 {
+			if err := skip(br, 2); err != nil {
+				return err
+			}
+		}
 		rows, err := br.Query()
 		if err != nil {
 			return err
@@ -91,6 +99,11 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
+		}
+		if n > 1 {
+			if err := skip(br, 1); err != nil {
+				return err
+			}
 		}
 		rows, err = br.Query()
 		if err != nil {
