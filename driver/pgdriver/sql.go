@@ -551,6 +551,12 @@ SELECT EXISTS (SELECT 1 FROM run),
 // custom one, and every claim is planned anew, which costs as much as a
 // small claim itself. With the limit in the text the statement keeps one
 // generic plan (see claimStmt).
+//
+// The update finds the picked rows by their ctid (a TID scan), not by a
+// second walk down the primary key. A picked row is locked, so no one else
+// moves it before the update; were a row version ever out of date, the
+// update's recheck of the newest version would leave that job out of the
+// claim (still pending), never claim a wrong one.
 func claimSQL(typed bool, limit int) string {
 	arg := func(n int) string {
 		if limit > 0 && n > 2 {
@@ -566,7 +572,7 @@ func claimSQL(typed bool, limit int) string {
 		typeFilter = "\n\t  AND type = ANY(" + arg(6) + "::text[])"
 	}
 	return `WITH picked AS MATERIALIZED (
-	SELECT id FROM {s}.jobs
+	SELECT ctid AS tid FROM {s}.jobs
 	WHERE queue = $1 AND state = 'pending'` + typeFilter + `
 	  AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1 AND paused)
 	  AND (concurrency_key IS NULL OR concurrency_limit <= 0 OR concurrency_limit >
@@ -582,7 +588,7 @@ UPDATE {s}.jobs j SET
 	lease_expires_at = ` + arg(3) + `,
 	worker = ` + arg(4) + `,
 	started_at = ` + arg(5) + `
-FROM picked WHERE j.id = picked.id
+FROM picked WHERE j.ctid = picked.tid
 RETURNING {jcols}`
 }
 
