@@ -49,7 +49,7 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 	// transaction; a claim inside a caller's transaction leaves its
 	// settings alone.
 	planned := e.withClaimPlan(b)
-	b.Queue(e.d.q.promoteQueue, p.Queue, p.Now, promoteBatch)
+	b.Queue(e.d.q.promoteQueue, p.Queue, p.Now)
 	if p.Limit > 0 {
 		sql, withLimit := e.d.q.claimStmt(len(p.Types) > 0, p.Limit)
 		args := []any{p.Queue, p.Limit, ts(p.LeaseExpiresAt), p.Worker, p.Now}

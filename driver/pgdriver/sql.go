@@ -175,14 +175,19 @@ WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 		countAll:   q(`SELECT queue, state, count(*) FROM {s}.jobs GROUP BY queue, state`),
 		countQueue: q(`SELECT queue, state, count(*) FROM {s}.jobs WHERE queue = $1 GROUP BY queue, state`),
 
+		// promoteQueue runs in a claim, on its generic plan: its limit is
+		// in its text (as an argument the planner guesses a tenth of the
+		// rows), and the update finds the due rows by ctid, as the claim
+		// does (joined by id, the generic plan could merge-join them with
+		// the whole primary key).
 		promoteQueue: q(`WITH due AS MATERIALIZED (
-	SELECT id FROM {s}.jobs
+	SELECT ctid AS tid FROM {s}.jobs
 	WHERE queue = $1 AND state IN {due} AND run_at <= $2
 	ORDER BY run_at
-	LIMIT $3
+	LIMIT ` + strconv.Itoa(promoteBatch) + `
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.id = due.id`),
+UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.ctid = due.tid`),
 		claim:      q(claimSQL(false, 0)),
 		claimTypes: q(claimSQL(true, 0)),
 		promoteAll: q(`WITH due AS MATERIALIZED (
