@@ -1,6 +1,7 @@
 // Package pgdriver is hopper's PostgreSQL driver, built on pgx/v5 and
 // pgxpool, for many worker processes on many machines sharing one database.
-// It passes the conformance suite in driver/drivertest.
+// It passes the conformance suite in driver/drivertest. It needs PostgreSQL
+// 13 or newer (MinServerVersion); migrating refuses an older server by name.
 //
 // # Opening
 //

@@ -215,3 +215,26 @@ func TestMigrateFromVersion1(t *testing.T) {
 	again.Close()
 	require.Equal(t, SchemaVersion(), version())
 }
+
+// TestServerVersionCheck: a server older than PostgreSQL 13 is refused by
+// name (the schema needs xid8 and pg_current_xact_id), newer ones pass, and
+// the test server passes the check Migrate makes.
+func TestServerVersionCheck(t *testing.T) {
+	for num, ok := range map[int]int{120017: 0, 90624: 0, 130000: 1, 150020: 1, 170002: 1} {
+		err := checkServerVersion(num)
+		if ok == 1 && err != nil {
+			t.Errorf("%d refused: %v", num, err)
+		}
+		if ok == 0 && (err == nil || !strings.Contains(err.Error(), "PostgreSQL 13 or newer")) {
+			t.Errorf("%d: got %v, want a refusal naming PostgreSQL 13", num, err)
+		}
+	}
+	for num, name := range map[int]string{120017: "12.17", 90624: "9.6.24"} {
+		if err := checkServerVersion(num); err == nil || !strings.Contains(err.Error(), "PostgreSQL "+name+" is too old") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	pool := newPool(t, 1)
+	d := newTestDriver(t, pool)
+	require.NoError(t, d.Migrate(t.Context()))
+}

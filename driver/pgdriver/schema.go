@@ -67,6 +67,24 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	return d.migrate(ctx, SchemaVersion())
 }
 
+// MinServerVersion is the oldest PostgreSQL the driver runs on, as
+// server_version_num: 13, for xid8 and pg_current_xact_id (the change
+// feed's ordering keys).
+const MinServerVersion = 130000
+
+// checkServerVersion refuses a server older than MinServerVersion, whose
+// first migration would otherwise fail on a missing function.
+func checkServerVersion(num int) error {
+	if num >= MinServerVersion {
+		return nil
+	}
+	version := fmt.Sprintf("%d.%d", num/10000, num%10000)
+	if num < 100000 { // before 10: major.minor.patch
+		version = fmt.Sprintf("%d.%d.%d", num/10000, num/100%100, num%100)
+	}
+	return fmt.Errorf("pgdriver: PostgreSQL %s is too old: hopper needs PostgreSQL 13 or newer", version)
+}
+
 // migrate applies the embedded migrations the schema lacks up to version
 // upTo (tests stop short of the newest to check upgrades in place).
 func (d *Driver) migrate(ctx context.Context, upTo int) error {
@@ -78,6 +96,13 @@ func (d *Driver) migrate(ctx context.Context, upTo int) error {
 		return fmt.Errorf("pgdriver: migrate: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	var server int
+	if err := tx.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&server); err != nil {
+		return fmt.Errorf("pgdriver: migrate: server version: %w", err)
+	}
+	if err := checkServerVersion(server); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLockKey(d.schema)); err != nil {
 		return fmt.Errorf("pgdriver: migrate: lock: %w", err)
 	}
