@@ -49,6 +49,10 @@ const (
 	// PhaseMaintenance: a maintenance service (rescuer, retention, leader
 	// election, redrive) failed; it retries on its next round.
 	PhaseMaintenance ErrorPhase = "maintenance"
+	// PhaseSchedule: a schedule's occurrence could not be enqueued (its
+	// Job failed, or the store did after retries within the catch-up
+	// window); the schedule goes on with the next occurrence.
+	PhaseSchedule ErrorPhase = "schedule"
 )
 
 // Retention says how long terminal jobs are kept before deletion. Zero
@@ -224,6 +228,10 @@ type Client struct {
 	afterCommit []*observer
 	feedNudge   chan struct{}
 	retryObs    *RetryObserver
+
+	// schedules are the registered schedules (Client.Schedule), by name.
+	schedMu   sync.Mutex
+	schedules map[string]*scheduleEntry
 
 	mu         sync.Mutex
 	rt         *runtime // nil unless started

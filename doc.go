@@ -84,6 +84,17 @@
 //	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job(day, nil)}, hopper.AllSuccess, time.Hour)
 //	_, err := c.EnqueueMany(ctx, a, b, gate)
 //
+// # Schedules
+//
+// Client.Schedule enqueues a job at each occurrence of a cron expression
+// (or of a Next function), once across every process that registers the
+// schedule: the occurrence's key and its job are stored in one
+// transaction. An occurrence missed while no process ran fires when one
+// catches up within Schedule.CatchUp.
+//
+//	stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *",
+//		Job: func(at time.Time) (*hopper.JobSpec, error) { return report.Job(at.Format(time.DateOnly), nil), nil }})
+//
 // # Change feed and observers
 //
 // Every state transition of a job, gate or run writes a Change in its own

@@ -98,3 +98,27 @@ func FuzzEnqueueName(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseCron feeds outside text to the cron parser: it must refuse with
+// ErrInvalidInput or give occurrences strictly after the time asked, and
+// never panic.
+func FuzzParseCron(f *testing.F) {
+	for _, s := range []string{"* * * * *", "*/15 0 * * 1-5", "0 3 * * *", "0 0 30 2 *", "@every 10m", "@every -1s",
+		"@hourly", "CRON_TZ=America/New_York 0 3 * * *", "TZ=Bad 0 0 * * *", "60 * * * *", "1-0 * * * *", "*/0 * * * *",
+		"0 0 1,15 * MON-FRI", "? * * * *", ""} {
+		f.Add(s)
+	}
+	after := time.Date(2030, 6, 15, 12, 34, 56, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		next, err := hopper.ParseCron(s, time.UTC)
+		if err != nil {
+			if !errors.Is(err, hopper.ErrInvalidInput) {
+				t.Fatalf("ParseCron(%q): error %v does not match ErrInvalidInput", s, err)
+			}
+			return
+		}
+		if at := next(after); !at.IsZero() && !at.After(after) {
+			t.Fatalf("ParseCron(%q): occurrence %s is not after %s", s, at, after)
+		}
+	})
+}

@@ -29,6 +29,9 @@ type runtime struct {
 	// ctx ends when Stop begins: producers and maintenance stop on it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// schedulesOff is set when Stop has ended the schedules; guarded by
+	// Client.schedMu.
+	schedulesOff bool
 	// workCtx is the parent of handler contexts; Stop cancels it only once
 	// its own ctx is done.
 	workCtx    context.Context
@@ -104,6 +107,7 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 	rt.startedAt = c.now()
 	rt.reportWorker(ctx)
 	rt.ensureProducers()
+	rt.startSchedules()
 	// Timers are armed before Start returns, so a virtual clock moved right
 	// after Start finds them.
 	hb := c.clock.NewTimer(c.cfg.HeartbeatInterval)
@@ -235,8 +239,9 @@ func (rt *runtime) removeActive(row *hoppertype.JobRow) {
 // stop implements Client.Stop.
 func (rt *runtime) stop(ctx context.Context) error {
 	rt.stopOnce.Do(func() {
-		// 1. No new claims.
+		// 1. No new claims, no more occurrences.
 		rt.cancel()
+		rt.stopSchedules()
 		rt.mu.Lock()
 		ps := make([]*producer, 0, len(rt.producers))
 		for _, p := range rt.producers {

@@ -1,0 +1,365 @@
+package hopper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// Schedule is a recurring enqueue: at each occurrence of Cron (or of Next)
+// the job that Job makes for it is enqueued once across the fleet, however
+// many processes run the schedule. Register it with Client.Schedule.
+//
+// Each occurrence is recorded under a key of the schedule's name and the
+// occurrence's time, in the same transaction as the job's insert: a process
+// that comes second finds the key and enqueues nothing, and a crash leaves
+// either both or neither.
+type Schedule struct {
+	// Name identifies the schedule across the fleet: processes that
+	// register a schedule of the same name share its occurrences.
+	Name string
+	// Cron is a standard 5-field cron expression, read in Location:
+	// minute (0-59), hour (0-23), day of month (1-31), month (1-12 or
+	// JAN-DEC), day of week (0-6, 0 is Sunday, or SUN-SAT); each field takes
+	// *, a value, a range a-b, a step */n or a-b/n, and comma lists. When
+	// both day fields are restricted, a day matching either fires. The
+	// descriptors @yearly, @monthly, @weekly, @daily, @hourly and
+	// @every <duration> are accepted too, and a CRON_TZ=<zone> prefix
+	// overrides Location. Cron and Next are exclusive.
+	Cron string
+	// Next, instead of Cron, returns the occurrence that follows after (a
+	// later time); a zero time ends the schedule. Every process must find
+	// the same occurrences, so derive them from the time alone (every ten
+	// minutes: after.Truncate(10*time.Minute).Add(10*time.Minute)), never
+	// from when a process started.
+	Next func(after time.Time) time.Time
+	// Location is the time zone Cron is read in: nil is time.Local, as
+	// cron's own convention.
+	Location *time.Location
+	// CatchUp is how late an occurrence may still fire. When no process
+	// ran the schedule at an occurrence (a deploy, a restart) or the
+	// process fell behind, the latest occurrence missed fires when it
+	// catches up, if that is within CatchUp of it; earlier ones are
+	// skipped. Zero means one minute; a negative value fires occurrences
+	// only on time (within ten seconds of it).
+	CatchUp time.Duration
+	// Job returns the job to enqueue for the occurrence at (build it with
+	// Type.Job); nil skips the occurrence. An error skips it too and is
+	// reported to Config.OnError.
+	Job func(at time.Time) (*JobSpec, error)
+}
+
+// defaultCatchUp is Schedule.CatchUp's zero value.
+const defaultCatchUp = time.Minute
+
+// scheduleSlack is how late an occurrence still fires on time, whatever
+// the schedule's CatchUp: a timer, a busy process or a store slow to answer
+// can delay it that much.
+const scheduleSlack = 10 * time.Second
+
+// scheduleKeyPrefix starts the key that records an occurrence.
+const scheduleKeyPrefix = "hopper.schedule:"
+
+// scheduleKeyKeep is how long an occurrence's key outlives the latest time
+// a process could still fire that occurrence.
+const scheduleKeyKeep = time.Hour
+
+// scheduleRetry bounds the wait between tries of an occurrence whose
+// enqueue failed (the store was unreachable); it is retried while it is
+// within the schedule's catch-up window.
+const scheduleRetry = 5 * time.Second
+
+// ParseCron reads a cron expression as Schedule.Cron does, in loc (nil is
+// time.Local), and returns the function that gives the occurrence after a
+// time (zero when there is none). A malformed expression is an error
+// wrapping ErrInvalidInput.
+func ParseCron(expr string, loc *time.Location) (func(after time.Time) time.Time, error) {
+	spec, err := cron.ParseStandard(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cron %q: %v", ErrInvalidInput, expr, err)
+	}
+	switch s := spec.(type) {
+	case *cron.SpecSchedule:
+		trimmed := strings.TrimSpace(expr)
+		if loc != nil && !strings.HasPrefix(trimmed, "CRON_TZ=") && !strings.HasPrefix(trimmed, "TZ=") {
+			s.Location = loc
+		}
+	case cron.ConstantDelaySchedule:
+		// @every d counts from the time given; every process must find the
+		// same occurrences, so they are the multiples of d since the epoch.
+		d := s.Delay
+		return func(after time.Time) time.Time { return after.Truncate(d).Add(d) }, nil
+	}
+	return spec.Next, nil
+}
+
+// scheduleEntry is a registered schedule.
+type scheduleEntry struct {
+	name    string
+	next    func(after time.Time) time.Time
+	catchUp time.Duration
+	job     func(at time.Time) (*JobSpec, error)
+
+	// stop ends the goroutine that runs the schedule in the current
+	// runtime and waits for it (nil while none runs); guarded by
+	// Client.schedMu.
+	stop func()
+}
+
+// Schedule registers s; the client runs it while started (it may be
+// registered before or after Start). The returned function removes it.
+// A malformed schedule (no name, both or neither of Cron and Next, no Job,
+// a bad cron expression) or a name already registered on this client is
+// refused with an error wrapping ErrInvalidInput.
+func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
+	if s.Name == "" {
+		return nil, fmt.Errorf("%w: a schedule needs a name", ErrInvalidInput)
+	}
+	if s.Job == nil {
+		return nil, fmt.Errorf("%w: schedule %q has no Job", ErrInvalidInput, s.Name)
+	}
+	e := &scheduleEntry{name: s.Name, next: s.Next, catchUp: s.CatchUp, job: s.Job}
+	switch {
+	case s.Cron != "" && s.Next != nil:
+		return nil, fmt.Errorf("%w: schedule %q has both Cron and Next", ErrInvalidInput, s.Name)
+	case s.Cron != "":
+		next, err := ParseCron(s.Cron, s.Location)
+		if err != nil {
+			return nil, fmt.Errorf("schedule %q: %w", s.Name, err)
+		}
+		e.next = next
+	case s.Next == nil:
+		return nil, fmt.Errorf("%w: schedule %q needs Cron or Next", ErrInvalidInput, s.Name)
+	}
+	if e.catchUp == 0 {
+		e.catchUp = defaultCatchUp
+	}
+	if e.catchUp < 0 {
+		e.catchUp = 0
+	}
+	c.mu.Lock() // before schedMu: Start holds it while it starts the schedules
+	defer c.mu.Unlock()
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if c.schedules == nil {
+		c.schedules = map[string]*scheduleEntry{}
+	}
+	if _, dup := c.schedules[s.Name]; dup {
+		return nil, fmt.Errorf("%w: schedule %q is registered already", ErrInvalidInput, s.Name)
+	}
+	c.schedules[s.Name] = e
+	if c.rt != nil {
+		c.rt.startSchedule(e)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.schedMu.Lock()
+			if c.schedules[e.name] == e {
+				delete(c.schedules, e.name)
+			}
+			stop := e.stop
+			e.stop = nil
+			c.schedMu.Unlock()
+			if stop != nil {
+				stop()
+			}
+		})
+	}, nil
+}
+
+// startSchedules starts the client's schedules in rt.
+func (rt *runtime) startSchedules() {
+	rt.c.schedMu.Lock()
+	defer rt.c.schedMu.Unlock()
+	for _, e := range rt.c.schedules {
+		rt.startSchedule(e)
+	}
+}
+
+// stopSchedules ends the schedules' goroutines of rt and waits for them; no
+// schedule starts in rt afterwards.
+func (rt *runtime) stopSchedules() {
+	var stops []func()
+	rt.c.schedMu.Lock()
+	rt.schedulesOff = true
+	for _, e := range rt.c.schedules {
+		if e.stop != nil {
+			stops = append(stops, e.stop)
+			e.stop = nil
+		}
+	}
+	rt.c.schedMu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// startSchedule runs e until the runtime stops or the schedule is removed
+// (Client.schedMu held). Its first timer is armed before it returns, and
+// each next one before an occurrence fires, so a virtual clock moved at any
+// point finds it.
+func (rt *runtime) startSchedule(e *scheduleEntry) {
+	if rt.schedulesOff {
+		return
+	}
+	ctx, cancel := context.WithCancel(rt.ctx)
+	done := make(chan struct{})
+	e.stop = func() {
+		cancel()
+		<-done
+	}
+	c := rt.c
+	// Timers are armed against the clock's time when they are made, so a
+	// clock that moved meanwhile fires them at once.
+	arm := func(at time.Time) Timer {
+		if at.IsZero() {
+			return nil
+		}
+		return c.clock.NewTimer(max(0, at.Sub(c.clock.Now())))
+	}
+	// The first occurrence due: the latest one missed within the window,
+	// else the next one.
+	now := c.now()
+	at := latestWithin(e, now)
+	if at.IsZero() {
+		at = e.next(now)
+	}
+	timer := arm(at)
+	go func() {
+		defer close(done)
+		defer cancel()
+		for timer != nil {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C():
+			}
+			now := c.now()
+			if now.Sub(at) > e.window() {
+				// Woken late (the process was suspended, the clock
+				// jumped): the latest occurrence within the window fires,
+				// if there is one.
+				if at = latestWithin(e, now); at.IsZero() {
+					at = e.next(now)
+					timer = arm(at)
+					continue
+				}
+			}
+			fire := at
+			if at = e.next(fire); !at.IsZero() && !at.After(now) {
+				// Behind: skip to the latest occurrence due.
+				if l := latestWithin(e, now); l.After(fire) {
+					at = l
+				} else {
+					at = e.next(now)
+				}
+			}
+			timer = arm(at)
+			rt.fireOccurrence(ctx, e, fire)
+		}
+	}()
+}
+
+// window is how late e's occurrence may still fire: its CatchUp, and never
+// less than scheduleSlack.
+func (e *scheduleEntry) window() time.Duration { return max(e.catchUp, scheduleSlack) }
+
+// latestWithin returns the latest occurrence of e at or before now and
+// within e's window, or zero.
+func latestWithin(e *scheduleEntry, now time.Time) time.Time {
+	var last time.Time
+	for t := e.next(now.Add(-e.window() - time.Nanosecond)); !t.IsZero() && !t.After(now); t = e.next(t) {
+		last = t
+	}
+	return last
+}
+
+// fireOccurrence enqueues e's job for the occurrence at, unless another
+// process did: the occurrence's key and the job are stored in one
+// transaction. A failed attempt is retried while the occurrence is within
+// the catch-up window (and at least once).
+func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at time.Time) {
+	c := rt.c
+	spec, err := e.job(at)
+	if err != nil {
+		c.reportError(fmt.Errorf("schedule %s: job for %s: %w", e.name, at.Format(time.RFC3339), err), PhaseSchedule)
+		return
+	}
+	if spec == nil {
+		return
+	}
+	wait := 100 * time.Millisecond
+	for try := 0; ; try++ {
+		err := c.enqueueOccurrence(ctx, e, at, spec)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, ErrInvalidInput) || (try > 0 && c.now().Sub(at) > e.window()) {
+			c.reportError(fmt.Errorf("schedule %s: occurrence %s skipped: %w", e.name, at.Format(time.RFC3339), err), PhaseSchedule)
+			return
+		}
+		c.reportError(fmt.Errorf("schedule %s: occurrence %s (retrying): %w", e.name, at.Format(time.RFC3339), err), PhaseSchedule)
+		t := c.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		wait = min(2*wait, scheduleRetry)
+	}
+}
+
+// scheduleKey is the key that records e's occurrence at.
+func scheduleKey(name string, at time.Time) string {
+	return scheduleKeyPrefix + name + ":" + at.UTC().Format(time.RFC3339Nano)
+}
+
+// enqueueOccurrence stores the occurrence's key and its job in one
+// transaction; when the key is held already it stores nothing.
+func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at time.Time, spec *JobSpec) error {
+	now := c.now()
+	if _, ok := spec.t.(workflowCore); ok {
+		return fmt.Errorf("%w: schedule %s: %q is a workflow; schedule a job that starts it", ErrInvalidInput, e.name, spec.t.name())
+	}
+	row, err := c.buildRow(spec, now)
+	if err != nil {
+		return err
+	}
+	skip := c.skipQueueRows([]*JobSpec{spec}, []*hoppertype.JobRow{row}, now)
+	var res []driver.JobInsertResult
+	err = c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		res = nil
+		fresh, err := tx.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{
+			Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep),
+		})
+		if err != nil || !fresh {
+			return err
+		}
+		res, err = tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
+		if err != nil {
+			return err
+		}
+		if err := c.insertGates(ctx, tx, res); err != nil {
+			return err
+		}
+		return notifyQueues(ctx, tx, res)
+	})
+	if err != nil {
+		return fmt.Errorf("hopper: enqueue: %w", err)
+	}
+	if len(res) > 0 {
+		c.afterInsert(res, skip)
+	}
+	return nil
+}

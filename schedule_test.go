@@ -1,0 +1,321 @@
+package hopper_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertest"
+)
+
+// tickJob is the job the schedule tests enqueue: its input is the
+// occurrence's Unix time.
+var tickJob = hopper.Define("tick", func(context.Context, int64) (hopper.None, error) { return hopper.None{}, nil }, nil)
+
+// jobCalls counts the calls of a schedule's Job by occurrence.
+type jobCalls struct {
+	mu sync.Mutex
+	n  map[time.Time]int
+}
+
+func (j *jobCalls) job(at time.Time) (*hopper.JobSpec, error) {
+	j.mu.Lock()
+	if j.n == nil {
+		j.n = map[time.Time]int{}
+	}
+	j.n[at.UTC()]++
+	j.mu.Unlock()
+	return tickJob.Job(at.Unix(), nil), nil
+}
+
+func (j *jobCalls) count(at time.Time) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.n[at.UTC()]
+}
+
+func (j *jobCalls) total() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, k := range j.n {
+		n += k
+	}
+	return n
+}
+
+// startedClient is a started client on d with clk, stopped when the test
+// ends (Stop twice is harmless).
+func startedClient(t *testing.T, d driver.Driver, clk hopper.Clock) *hopper.Client {
+	t.Helper()
+	c, err := hopper.New(hopper.Config{Driver: d, Clock: clk})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(tickJob))
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, c.Stop(ctx))
+	})
+	return c
+}
+
+// storedTicks returns how many tick jobs the store holds per occurrence.
+func storedTicks(t *testing.T, c *hopper.Client) map[time.Time]int {
+	t.Helper()
+	page, err := c.List(testCtx(t), &hopper.ListParams{Types: []string{tickJob.Name()}, Limit: hopper.MaxListLimit})
+	require.NoError(t, err)
+	out := map[time.Time]int{}
+	for _, j := range page.Jobs {
+		var unix int64
+		require.NoError(t, json.Unmarshal(j.Input, &unix))
+		out[time.Unix(unix, 0).UTC()]++
+	}
+	return out
+}
+
+// TestScheduleOncePerOccurrence: two processes run the same schedule on
+// one store; every occurrence is enqueued exactly once, though both make
+// its job (a client calls Job for an occurrence only after it finished
+// recording the one before, so the test waits for both to reach the next).
+func TestScheduleOncePerOccurrence(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+		d := newDriver(t)
+		clk := hoppertest.NewClock(time.Time{})
+		start := clk.Now()
+		var calls [2]jobCalls
+		var clients [2]*hopper.Client
+		for i := range clients {
+			clients[i] = startedClient(t, d, clk)
+			_, err := clients[i].Schedule(hopper.Schedule{Name: "every-minute", Cron: "* * * * *", Location: time.UTC, Job: calls[i].job})
+			require.NoError(t, err)
+		}
+		const minutes = 6
+		for m := range minutes + 1 {
+			at := start.Add(time.Duration(m) * time.Minute)
+			clk.AdvanceTo(at)
+			eventually(t, "both processes make the job of "+at.Format(time.TimeOnly), func() bool {
+				return calls[0].count(at) == 1 && calls[1].count(at) == 1
+			})
+		}
+		for _, c := range clients {
+			require.NoError(t, c.Stop(testCtx(t)))
+		}
+		got := storedTicks(t, clients[0])
+		for m := range minutes {
+			at := start.Add(time.Duration(m) * time.Minute)
+			require.Equal(t, 1, got[at], "jobs stored for the occurrence at %s", at.Format(time.TimeOnly))
+		}
+		require.LessOrEqual(t, len(got), minutes+1, "jobs for occurrences that never came: %v", got)
+	})
+}
+
+// TestScheduleCatchUp: an occurrence missed while no process ran the
+// schedule fires when one starts within CatchUp of it, once (a second
+// process starting later finds it recorded); out of the window, or with a
+// negative CatchUp, it is skipped. Only the latest missed occurrence fires.
+func TestScheduleCatchUp(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+		d := newDriver(t)
+		three := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+		clk := hoppertest.NewClock(three.Add(5 * time.Minute))
+		schedule := func(c *hopper.Client, name string, catchUp time.Duration, calls *jobCalls) {
+			_, err := c.Schedule(hopper.Schedule{Name: name, Cron: "0 3 * * *", Location: time.UTC, CatchUp: catchUp, Job: calls.job})
+			require.NoError(t, err)
+		}
+		var first, second, short, never jobCalls
+		c1 := startedClient(t, d, clk)
+		schedule(c1, "nightly", 10*time.Minute, &first)
+		schedule(c1, "nightly-short", 2*time.Minute, &short)
+		schedule(c1, "nightly-never", -1, &never)
+		eventually(t, "the missed 03:00 to fire", func() bool { return storedTicks(t, c1)[three] == 1 })
+		require.NoError(t, c1.Stop(testCtx(t)))
+
+		clk.AdvanceTo(three.Add(6 * time.Minute))
+		c2 := startedClient(t, d, clk)
+		schedule(c2, "nightly", 10*time.Minute, &second)
+		eventually(t, "the second process to try 03:00", func() bool { return second.count(three) == 1 })
+		require.NoError(t, c2.Stop(testCtx(t)))
+
+		require.Equal(t, map[time.Time]int{three: 1}, storedTicks(t, c2), "03:00 once, and nothing else")
+		require.Equal(t, 1, first.total())
+		require.Equal(t, 0, short.total(), "03:00 is past a 2 minute catch-up window")
+		require.Equal(t, 0, never.total(), "a negative CatchUp never catches up")
+	})
+}
+
+// TestScheduleSkipsWhenBehind: a process that wakes long after several
+// occurrences (suspended, or a clock jumping ahead) fires only the latest,
+// and then keeps time.
+func TestScheduleSkipsWhenBehind(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
+	require.NoError(t, c.Register(tickJob))
+	var calls jobCalls
+	_, err := c.Schedule(hopper.Schedule{Name: "minutely", Cron: "* * * * *", Location: time.UTC, Job: calls.job})
+	require.NoError(t, err)
+	eventually(t, "the occurrence at the start", func() bool { return calls.count(start) == 1 })
+	clk.AdvanceTo(start.Add(10*time.Minute + 30*time.Second))
+	eventually(t, "the latest occurrence", func() bool { return calls.count(start.Add(10*time.Minute)) == 1 })
+	clk.AdvanceTo(start.Add(11 * time.Minute))
+	eventually(t, "the next one, on time", func() bool { return calls.count(start.Add(11*time.Minute)) == 1 })
+	require.Equal(t, 3, calls.total(), "the nine occurrences slept through are skipped")
+}
+
+// TestScheduleNoCatchUpWhenLate: with a negative CatchUp an occurrence
+// fires only on time (within ten seconds); one slept through is skipped.
+func TestScheduleNoCatchUpWhenLate(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
+	require.NoError(t, c.Register(tickJob))
+	var calls jobCalls
+	_, err := c.Schedule(hopper.Schedule{Name: "minutely", Cron: "* * * * *", Location: time.UTC, CatchUp: -1, Job: calls.job})
+	require.NoError(t, err)
+	eventually(t, "the occurrence at the start instant, on time", func() bool { return calls.count(start) == 1 })
+	clk.AdvanceTo(start.Add(time.Minute + 2*time.Second))
+	eventually(t, "a slightly late occurrence", func() bool { return calls.count(start.Add(time.Minute)) == 1 })
+	clk.AdvanceTo(start.Add(4*time.Minute + 30*time.Second))
+	clk.AdvanceTo(start.Add(5 * time.Minute))
+	eventually(t, "the next one, on time", func() bool { return calls.count(start.Add(5*time.Minute)) == 1 })
+	require.Equal(t, 3, calls.total(), "the occurrences 30 s late and more are skipped")
+}
+
+// TestScheduleCancel: a removed schedule fires no more, and its name may be
+// registered again.
+func TestScheduleCancel(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
+	require.NoError(t, c.Register(tickJob))
+	var calls, again jobCalls
+	cancel, err := c.Schedule(hopper.Schedule{Name: "tick", Next: func(after time.Time) time.Time {
+		return after.Truncate(time.Minute).Add(time.Minute)
+	}, Job: calls.job})
+	require.NoError(t, err)
+	clk.AdvanceTo(start.Add(time.Minute))
+	eventually(t, "the first occurrence", func() bool { return calls.count(start.Add(time.Minute)) == 1 })
+	cancel()
+	cancel() // a second call does nothing
+	clk.AdvanceTo(start.Add(5 * time.Minute))
+	_, err = c.Schedule(hopper.Schedule{Name: "tick", Cron: "* * * * *", Location: time.UTC, CatchUp: -1, Job: again.job})
+	require.NoError(t, err, "the name is free again")
+	clk.AdvanceTo(start.Add(6 * time.Minute))
+	eventually(t, "the new schedule", func() bool { return again.count(start.Add(6*time.Minute)) == 1 })
+	// calls reached the minute-1 occurrence (and, at start, the catch-up
+	// of minute 0); none after the cancel.
+	require.Equal(t, 0, calls.count(start.Add(5*time.Minute)))
+	require.Equal(t, 0, calls.count(start.Add(6*time.Minute)))
+}
+
+// TestScheduleBadInput: malformed schedules are refused with
+// ErrInvalidInput, and nothing is registered.
+func TestScheduleBadInput(t *testing.T) {
+	t.Parallel()
+	c := newClient(t, hopper.Config{})
+	job := func(time.Time) (*hopper.JobSpec, error) { return nil, nil }
+	next := func(t time.Time) time.Time { return t.Add(time.Minute) }
+	for name, s := range map[string]hopper.Schedule{
+		"no name":         {Cron: "* * * * *", Job: job},
+		"no job":          {Name: "a", Cron: "* * * * *"},
+		"neither":         {Name: "a", Job: job},
+		"both":            {Name: "a", Cron: "* * * * *", Next: next, Job: job},
+		"four fields":     {Name: "a", Cron: "* * * *", Job: job},
+		"minute 60":       {Name: "a", Cron: "60 * * * *", Job: job},
+		"month 13":        {Name: "a", Cron: "0 0 1 13 *", Job: job},
+		"words":           {Name: "a", Cron: "every day", Job: job},
+		"unknown zone":    {Name: "a", Cron: "CRON_TZ=Nowhere/City 0 3 * * *", Job: job},
+		"bad descriptor":  {Name: "a", Cron: "@fortnightly", Job: job},
+		"six fields":      {Name: "a", Cron: "0 0 3 * * *", Job: job},
+		"step of nothing": {Name: "a", Cron: "*/ * * * *", Job: job},
+	} {
+		_, err := c.Schedule(s)
+		require.ErrorIs(t, err, hopper.ErrInvalidInput, name)
+	}
+	_, err := c.Schedule(hopper.Schedule{Name: "a", Cron: "* * * * *", Job: job})
+	require.NoError(t, err, "none of the refused schedules took the name")
+	_, err = c.Schedule(hopper.Schedule{Name: "a", Cron: "0 * * * *", Job: job})
+	require.ErrorIs(t, err, hopper.ErrInvalidInput, "a name registered already")
+}
+
+// TestScheduleJobErrorsAreReported: a Job that fails skips its occurrence
+// and reaches OnError; the schedule goes on.
+func TestScheduleJobErrorsAreReported(t *testing.T) {
+	t.Parallel()
+	errs := make(chan error, 16)
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, OnError: func(err error, phase hopper.ErrorPhase) {
+		if phase == hopper.PhaseSchedule {
+			errs <- err
+		}
+	}})
+	require.NoError(t, c.Register(tickJob))
+	boom := errors.New("boom")
+	var calls jobCalls
+	_, err := c.Schedule(hopper.Schedule{Name: "flaky", Cron: "* * * * *", Location: time.UTC, CatchUp: -1,
+		Job: func(at time.Time) (*hopper.JobSpec, error) {
+			if at.Minute()%2 == 1 {
+				return nil, boom
+			}
+			return calls.job(at)
+		}})
+	require.NoError(t, err)
+	clk.AdvanceTo(start.Add(time.Minute))
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, boom)
+	case <-testCtx(t).Done():
+		t.Fatal("the failing Job was not reported")
+	}
+	clk.AdvanceTo(start.Add(2 * time.Minute))
+	eventually(t, "the next occurrence", func() bool { return storedTicks(t, c)[start.Add(2*time.Minute)] == 1 })
+}
+
+// TestParseCron pins the occurrences of a few expressions.
+func TestParseCron(t *testing.T) {
+	t.Parallel()
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	utc := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		return v
+	}
+	for _, c := range []struct {
+		expr  string
+		loc   *time.Location
+		after string
+		want  string // "" for none
+	}{
+		{"*/15 0 * * 1-5", time.UTC, "2030-01-07T00:07:00Z", "2030-01-07T00:15:00Z"}, // a Monday
+		{"*/15 0 * * 1-5", time.UTC, "2030-01-05T00:07:00Z", "2030-01-07T00:00:00Z"}, // Saturday → Monday
+		{"0 3 * * *", ny, "2030-01-07T00:00:00Z", "2030-01-07T08:00:00Z"},            // 03:00 in New York, winter
+		{"0 3 * * *", ny, "2030-07-07T00:00:00Z", "2030-07-07T07:00:00Z"},            // and in summer
+		{"CRON_TZ=UTC 0 3 * * *", ny, "2030-01-07T00:00:00Z", "2030-01-07T03:00:00Z"},
+		{"0 0 13 * 5", time.UTC, "2030-01-01T00:00:00Z", "2030-01-04T00:00:00Z"}, // day 13 or a Friday
+		{"@every 10m", time.UTC, "2030-01-07T00:07:30Z", "2030-01-07T00:10:00Z"},
+		{"@hourly", time.UTC, "2030-01-07T00:07:30Z", "2030-01-07T01:00:00Z"},
+		{"0 0 30 2 *", time.UTC, "2030-01-01T00:00:00Z", ""},
+	} {
+		next, err := hopper.ParseCron(c.expr, c.loc)
+		require.NoError(t, err, c.expr)
+		got := next(utc(c.after))
+		if c.want == "" {
+			require.True(t, got.IsZero(), "%s after %s: %s, want none", c.expr, c.after, got)
+			continue
+		}
+		require.True(t, got.Equal(utc(c.want)), "%s after %s: %s, want %s", c.expr, c.after, got.UTC(), c.want)
+	}
+}
