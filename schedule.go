@@ -53,7 +53,9 @@ type Schedule struct {
 	CatchUp time.Duration
 	// Job returns the job to enqueue for the occurrence at (build it with
 	// Type.Job); nil skips the occurrence. An error skips it too and is
-	// reported to Config.OnError.
+	// reported to Config.OnError. Every process running the schedule calls
+	// Job for each occurrence and only one stores its job, so Job should
+	// only build it.
 	Job func(at time.Time) (*JobSpec, error)
 }
 
@@ -115,7 +117,9 @@ type scheduleEntry struct {
 }
 
 // Schedule registers s; the client runs it while started (it may be
-// registered before or after Start). The returned function removes it.
+// registered before or after Start). The returned function removes it,
+// waiting for an occurrence being enqueued (so it must not be called from
+// s.Job).
 // A malformed schedule (no name, both or neither of Cron and Next, no Job,
 // a bad cron expression) or a name already registered on this client is
 // refused with an error wrapping ErrInvalidInput.
@@ -138,6 +142,19 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 		e.next = next
 	case s.Next == nil:
 		return nil, fmt.Errorf("%w: schedule %q needs Cron or Next", ErrInvalidInput, s.Name)
+	default:
+		// A Next that does not move forward would fire one time forever:
+		// it ends the schedule instead, reported.
+		next := s.Next
+		e.next = func(after time.Time) time.Time {
+			at := next(after)
+			if !at.IsZero() && !at.After(after) {
+				c.reportError(fmt.Errorf("schedule %s: Next(%s) returned %s, not a later time: the schedule ends",
+					s.Name, after.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano)), PhaseSchedule)
+				return time.Time{}
+			}
+			return at
+		}
 	}
 	if e.catchUp == 0 {
 		e.catchUp = defaultCatchUp

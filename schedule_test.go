@@ -219,6 +219,39 @@ func TestScheduleCancel(t *testing.T) {
 	require.Equal(t, 0, calls.count(start.Add(6*time.Minute)))
 }
 
+// TestScheduleNextMustMoveForward: a Next that returns its own time (or an
+// earlier one) ends the schedule, reported, instead of firing forever.
+func TestScheduleNextMustMoveForward(t *testing.T) {
+	t.Parallel()
+	errs := make(chan error, 16)
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, OnError: func(err error, phase hopper.ErrorPhase) {
+		if phase == hopper.PhaseSchedule {
+			errs <- err
+		}
+	}})
+	require.NoError(t, c.Register(tickJob))
+	var calls jobCalls
+	_, err := c.Schedule(hopper.Schedule{Name: "stuck", Job: calls.job, Next: func(after time.Time) time.Time {
+		if after.Before(start.Add(time.Minute)) {
+			return start.Add(time.Minute)
+		}
+		return start.Add(time.Minute) // never later
+	}})
+	require.NoError(t, err)
+	clk.AdvanceTo(start.Add(time.Minute))
+	select {
+	case err := <-errs:
+		require.ErrorContains(t, err, "not a later time")
+	case <-testCtx(t).Done():
+		t.Fatal("the stuck Next was not reported")
+	}
+	clk.AdvanceTo(start.Add(time.Hour))
+	eventually(t, "the one occurrence", func() bool { return calls.count(start.Add(time.Minute)) == 1 })
+	require.Equal(t, 1, calls.total())
+}
+
 // TestScheduleBadInput: malformed schedules are refused with
 // ErrInvalidInput, and nothing is registered.
 func TestScheduleBadInput(t *testing.T) {
