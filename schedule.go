@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -103,9 +104,39 @@ func ParseCron(expr string, loc *time.Location) (func(after time.Time) time.Time
 	return spec.Next, nil
 }
 
+// ScheduleInfo describes a schedule registered on a client.
+type ScheduleInfo struct {
+	Name string
+	// Cron is the schedule's expression; empty for a Next function.
+	Cron string
+	// Next is the next occurrence after now; zero when there is none.
+	Next time.Time
+	// CatchUp is how late an occurrence may still fire (see
+	// Schedule.CatchUp; 0 for on time only).
+	CatchUp time.Duration
+}
+
+// Schedules lists the schedules registered on this client, by name.
+func (c *Client) Schedules() []ScheduleInfo {
+	now := c.now()
+	c.schedMu.Lock()
+	entries := make([]*scheduleEntry, 0, len(c.schedules))
+	for _, e := range c.schedules {
+		entries = append(entries, e)
+	}
+	c.schedMu.Unlock()
+	out := make([]ScheduleInfo, len(entries))
+	for i, e := range entries {
+		out[i] = ScheduleInfo{Name: e.name, Cron: e.cron, Next: e.next(now), CatchUp: e.catchUp}
+	}
+	slices.SortFunc(out, func(a, b ScheduleInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
 // scheduleEntry is a registered schedule.
 type scheduleEntry struct {
 	name    string
+	cron    string
 	next    func(after time.Time) time.Time
 	catchUp time.Duration
 	job     func(at time.Time) (*JobSpec, error)
@@ -130,7 +161,7 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 	if s.Job == nil {
 		return nil, fmt.Errorf("%w: schedule %q has no Job", ErrInvalidInput, s.Name)
 	}
-	e := &scheduleEntry{name: s.Name, next: s.Next, catchUp: s.CatchUp, job: s.Job}
+	e := &scheduleEntry{name: s.Name, cron: s.Cron, next: s.Next, catchUp: s.CatchUp, job: s.Job}
 	switch {
 	case s.Cron != "" && s.Next != nil:
 		return nil, fmt.Errorf("%w: schedule %q has both Cron and Next", ErrInvalidInput, s.Name)

@@ -252,6 +252,27 @@ func TestScheduleNextMustMoveForward(t *testing.T) {
 	require.Equal(t, 1, calls.total())
 }
 
+// TestSchedulesList: Client.Schedules lists the registered schedules by
+// name with their next occurrence, and forgets a removed one.
+func TestSchedulesList(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
+	var calls jobCalls
+	stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *", Location: time.UTC, Job: calls.job})
+	require.NoError(t, err)
+	_, err = c.Schedule(hopper.Schedule{Name: "every-hour", CatchUp: -1, Job: calls.job,
+		Next: func(after time.Time) time.Time { return after.Truncate(time.Hour).Add(time.Hour) }})
+	require.NoError(t, err)
+	require.Equal(t, []hopper.ScheduleInfo{
+		{Name: "every-hour", Next: start.Add(time.Hour)},
+		{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour), CatchUp: time.Minute},
+	}, c.Schedules())
+	stop()
+	require.Len(t, c.Schedules(), 1)
+}
+
 // TestScheduleBadInput: malformed schedules are refused with
 // ErrInvalidInput, and nothing is registered.
 func TestScheduleBadInput(t *testing.T) {

@@ -325,6 +325,30 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "paused": false})
 }
 
+// ScheduleJSON is a schedule of the server's client on the wire.
+type ScheduleJSON struct {
+	Name string `json:"name"`
+	// Cron is empty for a schedule given as a Go function.
+	Cron string `json:"cron,omitempty"`
+	// Next is the next occurrence; null when the schedule has ended.
+	Next *time.Time `json:"next"`
+	// CatchUp is how late an occurrence may still fire ("0s": on time).
+	CatchUp string `json:"catch_up"`
+}
+
+func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
+	infos := s.c.Schedules()
+	out := make([]ScheduleJSON, len(infos))
+	for i, in := range infos {
+		out[i] = ScheduleJSON{Name: in.Name, Cron: in.Cron, CatchUp: in.CatchUp.String()}
+		if !in.Next.IsZero() {
+			next := in.Next.UTC()
+			out[i].Next = &next
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
+}
+
 func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"types": s.c.Types(), "workflows": s.c.Workflows()})
 }

@@ -111,6 +111,7 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/queues/{name}/pause", s.auth(http.HandlerFunc(s.pauseQueue)))
 	m.Handle("POST /v1/queues/{name}/resume", s.auth(http.HandlerFunc(s.resumeQueue)))
 	m.Handle("GET /v1/types", s.auth(http.HandlerFunc(s.listTypes)))
+	m.Handle("GET /v1/schedules", s.auth(http.HandlerFunc(s.listSchedules)))
 	m.Handle("GET /v1/workers", s.auth(http.HandlerFunc(s.listWorkers)))
 	m.Handle("POST /v1/runs", s.auth(http.HandlerFunc(s.startRun)))
 	m.Handle("GET /v1/runs", s.auth(http.HandlerFunc(s.listRuns)))

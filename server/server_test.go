@@ -215,6 +215,22 @@ func TestAPIJobs(t *testing.T) {
 	var both struct{ Workflows []string }
 	require.Equal(t, 200, e.do("GET", "/v1/types", "", &both))
 	require.Equal(t, []string{"approval", "saga"}, both.Workflows)
+	// Schedules: the server's client's, with their next occurrence.
+	var scheds struct{ Schedules []server.ScheduleJSON }
+	require.Equal(t, 200, e.do("GET", "/v1/schedules", "", &scheds))
+	require.Empty(t, scheds.Schedules)
+	stop, err := e.c.Schedule(hopper.Schedule{Name: "hourly-add", Cron: "@hourly", CatchUp: -1,
+		Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
+	require.NoError(t, err)
+	defer stop()
+	require.Equal(t, 200, e.do("GET", "/v1/schedules", "", &scheds))
+	require.Len(t, scheds.Schedules, 1)
+	got := scheds.Schedules[0]
+	require.Equal(t, []string{"hourly-add", "@hourly", "0s"}, []string{got.Name, got.Cron, got.CatchUp})
+	require.NotNil(t, got.Next)
+	require.Equal(t, 0, got.Next.Minute(), "the top of an hour")
+	require.True(t, got.Next.After(time.Now()))
+
 	var qs struct{ Queues []server.QueueJSON }
 	require.Equal(t, 200, e.do("POST", "/v1/queues/default/pause", "", nil))
 	require.Equal(t, 200, e.do("GET", "/v1/queues", "", &qs))
@@ -421,7 +437,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"GET", "/v1/jobs"}, {"POST", "/v1/jobs"}, {"GET", "/v1/jobs/x"}, {"GET", "/v1/jobs/x/result"},
 		{"POST", "/v1/jobs/x/cancel"}, {"POST", "/v1/jobs/x/retry"}, {"GET", "/v1/groups/x"}, {"GET", "/v1/dead"},
 		{"POST", "/v1/dead/redrive"}, {"GET", "/v1/queues"}, {"POST", "/v1/queues/q/pause"}, {"POST", "/v1/queues/q/resume"},
-		{"GET", "/v1/types"}, {"GET", "/v1/events"}, {"GET", "/v1/stats"}, {"GET", "/metrics"}, {"GET", "/"}, {"GET", "/jobs"}, {"GET", "/dead"},
+		{"GET", "/v1/types"}, {"GET", "/v1/schedules"}, {"GET", "/v1/events"}, {"GET", "/v1/stats"}, {"GET", "/metrics"}, {"GET", "/"}, {"GET", "/jobs"}, {"GET", "/dead"},
 		{"POST", "/v1/runs"}, {"GET", "/v1/runs"}, {"GET", "/v1/runs/x"}, {"POST", "/v1/runs/x/cancel"}, {"GET", "/v1/runs/x/stream"},
 		{"POST", "/v1/hooks/x"}, {"GET", "/runs"}, {"GET", "/runs/x"},
 	} {

@@ -216,6 +216,19 @@ var exampleReport = hopper.Workflow("report", func(wf hopper.WorkflowContext, in
 	return hopper.Activity(wf, exampleRender, in, nil)
 }, nil)
 
+// exampleSchedules are registered by hopper dev (and hopper serve
+// --examples): an add job at the top of every minute, its input the
+// occurrence's hour and minute.
+func exampleSchedules() []hopper.Schedule {
+	return []hopper.Schedule{{
+		Name: "add-every-minute",
+		Cron: "* * * * *",
+		Job: func(at time.Time) (*hopper.JobSpec, error) {
+			return exampleAdd.Job(AddInput{A: at.Hour(), B: at.Minute()}, nil), nil
+		},
+	}}
+}
+
 // exampleTypes are registered by hopper dev (and hopper serve --examples).
 func exampleTypes() []hopper.AnyType {
 	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout, exampleStage, examplePipeline, exampleOrder, exampleApproval,

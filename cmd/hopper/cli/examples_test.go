@@ -78,3 +78,33 @@ func TestExampleReport(t *testing.T) {
 		t.Fatalf("timeline %v; want %v", kinds, want)
 	}
 }
+
+// TestExampleSchedule: hopper dev's schedule registers, and its occurrence's
+// job is an add of the hour and the minute, which runs.
+func TestExampleSchedule(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := startExamples(t, ctx, memdriver.New())
+	for _, sc := range exampleSchedules() {
+		stop, err := c.Schedule(sc)
+		if err != nil {
+			t.Fatalf("schedule %s: %v", sc.Name, err)
+		}
+		defer stop()
+	}
+	if got := c.Schedules(); len(got) != 1 || got[0].Name != "add-every-minute" || got[0].Next.Second() != 0 {
+		t.Fatalf("schedules: %+v", got)
+	}
+	spec, err := exampleSchedules()[0].Job(time.Date(2030, 1, 1, 14, 5, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.EnqueueMany(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := res[0].Result(ctx)
+	if err != nil || string(out) != "19" {
+		t.Fatalf("add of 14:05 = %s, %v; want 19", out, err)
+	}
+}

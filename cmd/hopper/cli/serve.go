@@ -93,6 +93,11 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 		if err := c.Register(exampleTypes()...); err != nil {
 			return err
 		}
+		for _, sc := range exampleSchedules() {
+			if _, err := c.Schedule(sc); err != nil {
+				return err
+			}
+		}
 	}
 	if err := c.Start(ctx); err != nil {
 		return err
