@@ -544,8 +544,13 @@ func TestDashboardPages(t *testing.T) {
 	require.Equal(t, 200, e.do("GET", "/v1/workers", "", &workers))
 	require.Len(t, workers.Workers, 1, "the server's own client")
 	require.Equal(t, e.c.WorkerID(), workers.Workers[0].ID)
+	stop, err := e.c.Schedule(hopper.Schedule{Name: "nightly-digest", Cron: "0 3 * * *",
+		Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
+	require.NoError(t, err)
+	defer stop()
 	for path, want := range map[string]string{
 		"/":                     e.c.WorkerID(),
+		"/?schedules":           "nightly-digest",
 		"/jobs":                 created.ID,
 		"/jobs?state=succeeded": created.ID,
 		"/jobs/" + created.ID:   "42",

@@ -119,7 +119,7 @@ func (s *Server) uiOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, http.StatusOK, "overview", map[string]any{
 		"Queues": qs, "Recent": recent.Jobs, "Types": s.c.Types(), "Started": s.c.Started(), "Active": len(s.c.Active()),
-		"Workflows": s.c.Workflows(), "Runs": runs, "Workers": workers,
+		"Workflows": s.c.Workflows(), "Runs": runs, "Workers": workers, "Schedules": s.c.Schedules(),
 	})
 }
 
