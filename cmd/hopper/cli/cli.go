@@ -55,9 +55,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.db, "db", envOr("HOPPER_DB", "sqlite://hopper.db"), "database: a file path or URL (sqlite://…, postgres://…, memory://) [$HOPPER_DB]")
 	root.PersistentFlags().BoolVar(&g.asJSON, "json", false, "print JSON for scripts instead of tables")
-	root.PersistentFlags().StringVar(&g.server, "server", os.Getenv("HOPPER_SERVER"), "send jobs, dead, queues, runs and hooks commands to this hopper server (http://host:port) instead of --db [$HOPPER_SERVER]")
+	root.PersistentFlags().StringVar(&g.server, "server", os.Getenv("HOPPER_SERVER"), "send jobs, dead, queues, runs, hooks and schedules commands to this hopper server (http://host:port) instead of --db [$HOPPER_SERVER]")
 	root.PersistentFlags().StringVar(&g.apiToken, "api-token", os.Getenv("HOPPER_API_TOKEN"), "the API token for --server [$HOPPER_API_TOKEN]")
-	root.AddCommand(versionCmd(g), benchCmd(g), jobsCmd(g), deadCmd(g), queuesCmd(g), runsCmd(g), hooksCmd(g), devCmd(g), serveCmd(g), migrateCmd(g))
+	root.AddCommand(versionCmd(g), benchCmd(g), jobsCmd(g), deadCmd(g), queuesCmd(g), runsCmd(g), hooksCmd(g), schedulesCmd(g), devCmd(g), serveCmd(g), migrateCmd(g))
 	return root
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/server"
@@ -375,4 +377,45 @@ func remoteTail(ctx context.Context, g *globals, r *remote, id string, from int6
 		return err
 	}
 	return nil
+}
+
+// schedulesCmd lists a server's schedules. Schedules are registered in a
+// program's code, so only a running process knows them: the command asks a
+// server (--server).
+func schedulesCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "schedules",
+		Short: "List the schedules a server runs (needs --server)",
+		Long: `List the schedules a hopper server's process runs, with their next occurrence.
+Schedules are registered in a program's code (Client.Schedule), so only a
+running process knows them: point the command at its server with --server.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := g.remote()
+			if r == nil {
+				return errors.New("schedules live in a running process: pass --server URL (or $HOPPER_SERVER)")
+			}
+			var wrapped struct {
+				Schedules []server.ScheduleJSON `json:"schedules"`
+			}
+			if err := r.get(cmd.Context(), "/v1/schedules", nil, &wrapped); err != nil {
+				return err
+			}
+			if g.asJSON {
+				return writeJSON(g.out, map[string]any{"schedules": wrapped.Schedules})
+			}
+			rows := make([][]string, len(wrapped.Schedules))
+			for i, s := range wrapped.Schedules {
+				cron, next := s.Cron, "ended"
+				if cron == "" {
+					cron = "(Go function)"
+				}
+				if s.Next != nil {
+					next = s.Next.UTC().Format(time.RFC3339)
+				}
+				rows[i] = []string{s.Name, cron, next, s.CatchUp}
+			}
+			return table(g.out, []string{"SCHEDULE", "CRON", "NEXT", "CATCH-UP"}, rows)
+		},
+	}
 }

@@ -40,6 +40,26 @@ func TestServerMode(t *testing.T) {
 		return run(t, append(args, "--server", hs.URL, "--api-token", "s3cret")...)
 	}
 
+	// Schedules: only a server knows them.
+	stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *", CatchUp: -1,
+		Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	out, errOut, code := remote("schedules")
+	if code != 0 || !strings.Contains(out, "nightly") || !strings.Contains(out, "0 3 * * *") {
+		t.Fatalf("schedules: %d %q %q", code, out, errOut)
+	}
+	out, _, code = remote("schedules", "--json")
+	var scheds struct{ Schedules []server.ScheduleJSON }
+	if code != 0 || json.Unmarshal([]byte(out), &scheds) != nil || len(scheds.Schedules) != 1 || scheds.Schedules[0].Next == nil {
+		t.Fatalf("schedules --json: %q", out)
+	}
+	if _, errOut, code := run(t, "schedules"); code == 0 || !strings.Contains(errOut, "--server") {
+		t.Fatalf("schedules without --server: %d %q", code, errOut)
+	}
+
 	h, err := exampleAdd.Enqueue(ctx, c, AddInput{A: 2, B: 3}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +67,7 @@ func TestServerMode(t *testing.T) {
 	if _, err := h.Result(ctx); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := remote("jobs", "list", "--state", "succeeded")
+	out, errOut, code = remote("jobs", "list", "--state", "succeeded")
 	if code != 0 || !strings.Contains(out, h.ID()) || !strings.Contains(out, "add") {
 		t.Fatalf("jobs list: %d %q %q", code, out, errOut)
 	}
