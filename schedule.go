@@ -72,8 +72,9 @@ const scheduleSlack = 10 * time.Second
 const scheduleKeyPrefix = "hopper.schedule:"
 
 // scheduleKeyKeep is how long an occurrence's key outlives the latest time
-// a process could still fire that occurrence.
-const scheduleKeyKeep = time.Hour
+// a process could still fire that occurrence; a day, so processes that
+// give one schedule different CatchUp windows still share its keys.
+const scheduleKeyKeep = 24 * time.Hour
 
 // scheduleRetry bounds the wait between tries of an occurrence whose
 // enqueue failed (the store was unreachable); it is retried while it is
