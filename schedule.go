@@ -58,6 +58,10 @@ type Schedule struct {
 	// Job for each occurrence and only one stores its job, so Job should
 	// only build it.
 	Job func(at time.Time) (*JobSpec, error)
+	// Run, instead of Job, returns the workflow run to start for the
+	// occurrence at (build it with WorkflowType.RunSpec), under the same
+	// rules. Job and Run are exclusive.
+	Run func(at time.Time) (*RunSpec, error)
 }
 
 // defaultCatchUp is Schedule.CatchUp's zero value.
@@ -141,6 +145,7 @@ type scheduleEntry struct {
 	next    func(after time.Time) time.Time
 	catchUp time.Duration
 	job     func(at time.Time) (*JobSpec, error)
+	run     func(at time.Time) (*RunSpec, error)
 
 	// stop ends the goroutine that runs the schedule in the current
 	// runtime and waits for it (nil while none runs); guarded by
@@ -159,10 +164,10 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 	if s.Name == "" {
 		return nil, fmt.Errorf("%w: a schedule needs a name", ErrInvalidInput)
 	}
-	if s.Job == nil {
-		return nil, fmt.Errorf("%w: schedule %q has no Job", ErrInvalidInput, s.Name)
+	if (s.Job == nil) == (s.Run == nil) {
+		return nil, fmt.Errorf("%w: schedule %q needs one of Job and Run", ErrInvalidInput, s.Name)
 	}
-	e := &scheduleEntry{name: s.Name, cron: s.Cron, next: s.Next, catchUp: s.CatchUp, job: s.Job}
+	e := &scheduleEntry{name: s.Name, cron: s.Cron, next: s.Next, catchUp: s.CatchUp, job: s.Job, run: s.Run}
 	switch {
 	case s.Cron != "" && s.Next != nil:
 		return nil, fmt.Errorf("%w: schedule %q has both Cron and Next", ErrInvalidInput, s.Name)
@@ -339,17 +344,26 @@ func latestWithin(e *scheduleEntry, now time.Time) time.Time {
 // the catch-up window (and at least once).
 func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at time.Time) {
 	c := rt.c
-	spec, err := e.job(at)
+	var (
+		spec *JobSpec
+		run  *RunSpec
+		err  error
+	)
+	if e.job != nil {
+		spec, err = e.job(at)
+	} else {
+		run, err = e.run(at)
+	}
 	if err != nil {
-		c.reportError(fmt.Errorf("schedule %s: job for %s: %w", e.name, at.Format(time.RFC3339), err), PhaseSchedule)
+		c.reportError(fmt.Errorf("schedule %s: occurrence %s: %w", e.name, at.Format(time.RFC3339), err), PhaseSchedule)
 		return
 	}
-	if spec == nil {
+	if spec == nil && run == nil {
 		return
 	}
 	wait := 100 * time.Millisecond
 	for try := 0; ; try++ {
-		err := c.enqueueOccurrence(ctx, e, at, spec)
+		err := c.enqueueOccurrence(ctx, e, at, spec, run)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -374,12 +388,28 @@ func scheduleKey(name string, at time.Time) string {
 	return scheduleKeyPrefix + name + ":" + at.UTC().Format(time.RFC3339Nano)
 }
 
-// enqueueOccurrence stores the occurrence's key and its job in one
-// transaction; when the key is held already it stores nothing.
-func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at time.Time, spec *JobSpec) error {
+// enqueueOccurrence stores the occurrence's key and its job (or its run)
+// in one transaction; when the key is held already it stores nothing.
+func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at time.Time, spec *JobSpec, run *RunSpec) error {
 	now := c.now()
+	key := &driver.KeySetIfAbsentParams{Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep)}
+	if run != nil {
+		// The run's start notifies its queue itself, after the commit.
+		err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			fresh, err := tx.KeySetIfAbsent(ctx, key)
+			if err != nil || !fresh {
+				return err
+			}
+			_, _, err = c.startRunIn(ctx, tx, run.t, run.in, &run.opts, "")
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("hopper: start run: %w", err)
+		}
+		return nil
+	}
 	if _, ok := spec.t.(workflowCore); ok {
-		return fmt.Errorf("%w: schedule %s: %q is a workflow; schedule a job that starts it", ErrInvalidInput, e.name, spec.t.name())
+		return fmt.Errorf("%w: schedule %s: %q is a workflow: start it with Schedule.Run", ErrInvalidInput, e.name, spec.t.name())
 	}
 	row, err := c.buildRow(spec, now)
 	if err != nil {
@@ -389,9 +419,7 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at tim
 	var res []driver.JobInsertResult
 	err = c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		res = nil
-		fresh, err := tx.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{
-			Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep),
-		})
+		fresh, err := tx.KeySetIfAbsent(ctx, key)
 		if err != nil || !fresh {
 			return err
 		}

@@ -117,6 +117,62 @@ func TestScheduleOncePerOccurrence(t *testing.T) {
 	})
 }
 
+// nightlyWorkflow is the workflow the schedule tests start: it returns its
+// input, the occurrence's Unix time.
+var nightlyWorkflow = hopper.Workflow("nightly-wf", func(_ hopper.WorkflowContext, unix int64) (int64, error) { return unix, nil }, nil)
+
+// TestScheduleStartsRuns: a schedule's Run starts one workflow run per
+// occurrence across two processes, and the runs complete.
+func TestScheduleStartsRuns(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+		d := newDriver(t)
+		clk := hoppertest.NewClock(time.Time{})
+		start := clk.Now()
+		var calls [2]jobCalls
+		var clients [2]*hopper.Client
+		for i := range clients {
+			clients[i] = startedClient(t, d, clk)
+			require.NoError(t, clients[i].Register(nightlyWorkflow))
+			calls := &calls[i]
+			_, err := clients[i].Schedule(hopper.Schedule{Name: "runs", Cron: "* * * * *", Location: time.UTC,
+				Run: func(at time.Time) (*hopper.RunSpec, error) {
+					_, _ = calls.job(at) // counts the call
+					return nightlyWorkflow.RunSpec(at.Unix(), nil), nil
+				}})
+			require.NoError(t, err)
+		}
+		const minutes = 3
+		for m := range minutes + 1 {
+			at := start.Add(time.Duration(m) * time.Minute)
+			clk.AdvanceTo(at)
+			eventually(t, "both processes make the run of "+at.Format(time.TimeOnly), func() bool {
+				return calls[0].count(at) == 1 && calls[1].count(at) == 1
+			})
+		}
+		ctx := testCtx(t)
+		eventually(t, "the runs to complete", func() bool {
+			runs, err := clients[0].QueryRuns(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name(), Statuses: []hopper.RunStatus{hopper.RunCompleted}})
+			require.NoError(t, err)
+			return len(runs) >= minutes
+		})
+		for _, c := range clients {
+			require.NoError(t, c.Stop(ctx))
+		}
+		runs, err := clients[0].QueryRuns(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name()})
+		require.NoError(t, err)
+		got := map[time.Time]int{}
+		for _, r := range runs {
+			var unix int64
+			require.NoError(t, json.Unmarshal(r.Input, &unix))
+			got[time.Unix(unix, 0).UTC()]++
+		}
+		for m := range minutes {
+			at := start.Add(time.Duration(m) * time.Minute)
+			require.Equal(t, 1, got[at], "runs started for the occurrence at %s", at.Format(time.TimeOnly))
+		}
+	})
+}
+
 // TestScheduleCatchUp: an occurrence missed while no process ran the
 // schedule fires when one starts within CatchUp of it, once (a second
 // process starting later finds it recorded); out of the window, or with a
@@ -283,6 +339,7 @@ func TestScheduleBadInput(t *testing.T) {
 	for name, s := range map[string]hopper.Schedule{
 		"no name":         {Cron: "* * * * *", Job: job},
 		"no job":          {Name: "a", Cron: "* * * * *"},
+		"job and run":     {Name: "a", Cron: "* * * * *", Job: job, Run: func(time.Time) (*hopper.RunSpec, error) { return nil, nil }},
 		"neither":         {Name: "a", Job: job},
 		"both":            {Name: "a", Cron: "* * * * *", Next: next, Job: job},
 		"four fields":     {Name: "a", Cron: "* * * *", Job: job},

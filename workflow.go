@@ -168,6 +168,27 @@ func (w *WorkflowType[I, O]) Start(ctx context.Context, c *Client, in I, opts *S
 	return &RunHandle[O]{c: c, id: id, existing: existing, decode: w.decodeOutput(c)}, nil
 }
 
+// RunSpec is a run of a workflow to start, made by WorkflowType.RunSpec:
+// what a schedule starts at each occurrence (Schedule.Run).
+type RunSpec struct {
+	t    typeCore
+	in   any
+	opts StartOpts
+}
+
+// Workflow names the workflow the spec starts.
+func (s *RunSpec) Workflow() string { return s.t.name() }
+
+// RunSpec returns the spec of a run of w with input in and opts (nil for
+// the defaults), for Schedule.Run.
+func (w *WorkflowType[I, O]) RunSpec(in I, opts *StartOpts) *RunSpec {
+	s := &RunSpec{t: w.core(), in: in}
+	if opts != nil {
+		s.opts = *opts
+	}
+	return s
+}
+
 // Handle returns a handle to an existing run of w by id.
 func (w *WorkflowType[I, O]) Handle(c *Client, id string) *RunHandle[O] {
 	return &RunHandle[O]{c: c, id: id, decode: w.decodeOutput(c)}
