@@ -86,10 +86,11 @@
 //
 // # Schedules
 //
-// Client.Schedule enqueues a job at each occurrence of a cron expression
-// (or of a Next function), once across every process that registers the
-// schedule: the occurrence's key and its job are stored in one
-// transaction. An occurrence missed while no process ran fires when one
+// Client.Schedule enqueues a job (Schedule.Job) or starts a workflow run
+// (Schedule.Run, WorkflowType.RunSpec) at each occurrence of a cron
+// expression (or of a Next function), once across every process that
+// registers the schedule: the occurrence's key and its job are stored in
+// one transaction. An occurrence missed while no process ran fires when one
 // catches up within Schedule.CatchUp.
 //
 //	stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *",
