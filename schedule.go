@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -102,7 +103,8 @@ func ParseCron(expr string, loc *time.Location) (func(after time.Time) time.Time
 		}
 	case cron.ConstantDelaySchedule:
 		// @every d counts from the time given; every process must find the
-		// same occurrences, so they are the multiples of d since the epoch.
+		// same occurrences, so they are the multiples of d from a fixed
+		// origin (Go's zero time, which Time.Truncate counts from).
 		d := s.Delay
 		return func(after time.Time) time.Time { return after.Truncate(d).Add(d) }, nil
 	}
@@ -146,10 +148,16 @@ type scheduleEntry struct {
 	catchUp time.Duration
 	job     func(at time.Time) (*JobSpec, error)
 	run     func(at time.Time) (*RunSpec, error)
+	// stuck holds why a Next that did not move forward ended the
+	// schedule, for its goroutine to report.
+	stuck atomic.Pointer[error]
+	// lastJob is the spec Job returned for the previous occurrence (read
+	// and written by the schedule's goroutine only).
+	lastJob *JobSpec
 
-	// stop ends the goroutine that runs the schedule in the current
-	// runtime and waits for it (nil while none runs); guarded by
-	// Client.schedMu.
+	// stop ends the goroutine that runs the schedule in the latest
+	// runtime and waits for it (nil before one ran; calling it again
+	// returns at once); guarded by Client.schedMu.
 	stop func()
 }
 
@@ -157,9 +165,15 @@ type scheduleEntry struct {
 // registered before or after Start). The returned function removes it,
 // waiting for an occurrence being enqueued (so it must not be called from
 // s.Job).
-// A malformed schedule (no name, both or neither of Cron and Next, no Job,
-// a bad cron expression) or a name already registered on this client is
-// refused with an error wrapping ErrInvalidInput.
+// A malformed schedule (no name, both or neither of Cron and Next, both or
+// neither of Job and Run, a bad cron expression) or a name already
+// registered on this client is refused with an error wrapping
+// ErrInvalidInput.
+//
+// Job, Run and Next are called on the schedule's own goroutine (Next also
+// where the schedule starts and in Schedules), so they must not call the
+// returned function or Client.Stop, and Next must be a function of time
+// alone. The same holds for Config.OnError when it handles PhaseSchedule.
 func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 	if s.Name == "" {
 		return nil, fmt.Errorf("%w: a schedule needs a name", ErrInvalidInput)
@@ -181,13 +195,15 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 		return nil, fmt.Errorf("%w: schedule %q needs Cron or Next", ErrInvalidInput, s.Name)
 	default:
 		// A Next that does not move forward would fire one time forever:
-		// it ends the schedule instead, reported.
+		// it ends the schedule instead; the schedule's goroutine reports
+		// it (not here: this may run under the client's locks).
 		next := s.Next
 		e.next = func(after time.Time) time.Time {
 			at := next(after)
 			if !at.IsZero() && !at.After(after) {
-				c.reportError(fmt.Errorf("schedule %s: Next(%s) returned %s, not a later time: the schedule ends",
-					s.Name, after.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano)), PhaseSchedule)
+				err := fmt.Errorf("schedule %s: Next(%s) returned %s, not a later time: the schedule ends",
+					s.Name, after.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+				e.stuck.CompareAndSwap(nil, &err)
 				return time.Time{}
 			}
 			return at
@@ -220,8 +236,7 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 			if c.schedules[e.name] == e {
 				delete(c.schedules, e.name)
 			}
-			stop := e.stop
-			e.stop = nil
+			stop := e.stop // Stop may have called it too: it waits all the same
 			c.schedMu.Unlock()
 			if stop != nil {
 				stop()
@@ -248,7 +263,6 @@ func (rt *runtime) stopSchedules() {
 	for _, e := range rt.c.schedules {
 		if e.stop != nil {
 			stops = append(stops, e.stop)
-			e.stop = nil
 		}
 	}
 	rt.c.schedMu.Unlock()
@@ -291,6 +305,11 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 	go func() {
 		defer close(done)
 		defer cancel()
+		defer func() {
+			if err := e.stuck.Load(); err != nil && ctx.Err() == nil {
+				c.reportError(*err, PhaseSchedule)
+			}
+		}()
 		for timer != nil {
 			select {
 			case <-ctx.Done():
@@ -298,26 +317,24 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 				return
 			case <-timer.C():
 			}
+			if ctx.Err() != nil {
+				return
+			}
 			now := c.now()
-			if now.Sub(at) > e.window() {
-				// Woken late (the process was suspended, the clock
-				// jumped): the latest occurrence within the window fires,
-				// if there is one.
-				if at = latestWithin(e, now); at.IsZero() {
-					at = e.next(now)
-					timer = arm(at)
-					continue
-				}
+			if l := latestWithin(e, now); l.After(at) {
+				// Behind (the process was suspended, the clock jumped):
+				// only the latest occurrence due fires.
+				at = l
+			} else if now.Sub(at) > e.window() {
+				// Too late for this one, and none later is due yet.
+				at = e.next(now)
+				timer = arm(at)
+				continue
 			}
 			fire := at
-			if at = e.next(fire); !at.IsZero() && !at.After(now) {
-				// Behind: skip to the latest occurrence due.
-				if l := latestWithin(e, now); l.After(fire) {
-					at = l
-				} else {
-					at = e.next(now)
-				}
-			}
+			// The next one is after now: any between would have been the
+			// latest due.
+			at = e.next(fire)
 			timer = arm(at)
 			rt.fireOccurrence(ctx, e, fire)
 		}
@@ -361,6 +378,17 @@ func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at time
 	if spec == nil && run == nil {
 		return
 	}
+	if spec != nil {
+		// A spec returned again keeps the id its first enqueue minted:
+		// each occurrence gets a copy with a fresh one (unless InsertOpts.ID
+		// names it).
+		cp := *spec
+		if spec == e.lastJob {
+			cp.id = cp.opts.ID
+		}
+		e.lastJob = spec
+		spec = &cp
+	}
 	wait := 100 * time.Millisecond
 	for try := 0; ; try++ {
 		err := c.enqueueOccurrence(ctx, e, at, spec, run)
@@ -394,19 +422,33 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at tim
 	now := c.now()
 	key := &driver.KeySetIfAbsentParams{Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep)}
 	if run != nil {
+		if run.t == nil {
+			return fmt.Errorf("%w: schedule %s: an empty RunSpec (make it with WorkflowType.RunSpec)", ErrInvalidInput, e.name)
+		}
 		// The run's start notifies its queue itself, after the commit.
+		var row *hoppertype.JobRow
 		err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			row = nil
 			fresh, err := tx.KeySetIfAbsent(ctx, key)
 			if err != nil || !fresh {
 				return err
 			}
-			_, _, err = c.startRunIn(ctx, tx, run.t, run.in, &run.opts, "")
+			r, existing, err := c.startRunRow(ctx, tx, run.t, run.in, &run.opts, "")
+			if err == nil && !existing {
+				row = r
+			}
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("hopper: start run: %w", err)
 		}
+		if row != nil {
+			c.afterInsert([]driver.JobInsertResult{{Job: row}}, nil)
+		}
 		return nil
+	}
+	if spec.t == nil {
+		return fmt.Errorf("%w: schedule %s: an empty JobSpec (make it with Type.Job)", ErrInvalidInput, e.name)
 	}
 	if _, ok := spec.t.(workflowCore); ok {
 		return fmt.Errorf("%w: schedule %s: %q is a workflow: start it with Schedule.Run", ErrInvalidInput, e.name, spec.t.name())

@@ -177,7 +177,12 @@ type RunSpec struct {
 }
 
 // Workflow names the workflow the spec starts.
-func (s *RunSpec) Workflow() string { return s.t.name() }
+func (s *RunSpec) Workflow() string {
+	if w, ok := s.t.(workflowCore); ok {
+		return w.workflowName()
+	}
+	return ""
+}
 
 // RunSpec returns the spec of a run of w with input in and opts (nil for
 // the defaults), for Schedule.Run.
@@ -235,22 +240,31 @@ func (c *Client) startRun(ctx context.Context, t typeCore, in any, opts *StartOp
 // startRunIn starts a run inside tx when given (a parent starting a child),
 // else in its own transaction.
 func (c *Client) startRunIn(ctx context.Context, tx driver.Executor, t typeCore, in any, opts *StartOpts, parentID string) (string, bool, error) {
+	row, existing, err := c.startRunRow(ctx, tx, t, in, opts, parentID)
+	if err != nil {
+		return "", false, err
+	}
+	return row.ID, existing, nil
+}
+
+// startRunRow is startRunIn returning the run's job row.
+func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore, in any, opts *StartOpts, parentID string) (*hoppertype.JobRow, bool, error) {
 	wi, ok := t.(workflowCore)
 	if !ok {
-		return "", false, fmt.Errorf("%w: %q is not a workflow", ErrInvalidInput, t.name())
+		return nil, false, fmt.Errorf("%w: %q is not a workflow", ErrInvalidInput, t.name())
 	}
 	var o StartOpts
 	if opts != nil {
 		o = *opts
 	}
 	if o.Delay < 0 {
-		return "", false, fmt.Errorf("%w: negative delay", ErrInvalidInput)
+		return nil, false, fmt.Errorf("%w: negative delay", ErrInvalidInput)
 	}
 	spec := &JobSpec{t: t, in: in, opts: InsertOpts{ID: o.ID, Delay: o.Delay, Priority: o.Priority, Queue: o.Queue}, id: o.ID}
 	now := c.now()
 	row, err := c.buildRow(spec, now)
 	if err != nil {
-		return "", false, err
+		return nil, false, err
 	}
 	row.ParentID = parentID
 	var skip map[string]bool
@@ -266,12 +280,12 @@ func (c *Client) startRunIn(ctx context.Context, tx driver.Executor, t typeCore,
 	}
 	existing, err := ex.RunStart(ctx, &driver.RunStartParams{Run: run, Job: row})
 	if err != nil {
-		return "", false, fmt.Errorf("hopper: start workflow %s: %w", wi.workflowName(), err)
+		return nil, false, fmt.Errorf("hopper: start workflow %s: %w", wi.workflowName(), err)
 	}
 	if !existing && tx == nil {
 		c.afterInsert([]driver.JobInsertResult{{Job: row}}, skip)
 	}
-	return row.ID, existing, nil
+	return row, existing, nil
 }
 
 // workflowCore is what the engine needs of a workflow type beyond typeCore.

@@ -27,7 +27,8 @@ import (
 )
 
 // Clock is a virtual clock: time stands still until Advance or Set moves
-// it, and timers fire, in order, as it passes them.
+// it, and timers fire, in order, as it passes them. Jump moves it at once,
+// as a process waking from a suspension sees time.
 type Clock struct {
 	*hclock.Virtual
 }

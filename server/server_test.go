@@ -219,7 +219,7 @@ func TestAPIJobs(t *testing.T) {
 	var scheds struct{ Schedules []server.ScheduleJSON }
 	require.Equal(t, 200, e.do("GET", "/v1/schedules", "", &scheds))
 	require.Empty(t, scheds.Schedules)
-	stop, err := e.c.Schedule(hopper.Schedule{Name: "hourly-add", Cron: "@hourly", CatchUp: -1,
+	stop, err := e.c.Schedule(hopper.Schedule{Name: "hourly-add", Cron: "@hourly", Location: time.UTC, CatchUp: -1,
 		Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
 	require.NoError(t, err)
 	defer stop()

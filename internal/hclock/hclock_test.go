@@ -124,3 +124,23 @@ func TestSleepAndTruncate(t *testing.T) {
 		t.Fatal("zero time changed")
 	}
 }
+
+// TestVirtualJump: Jump fires the due timers with the time already at the
+// target (a process waking from a suspension); Set fires each at its own
+// due time, walking through them.
+func TestVirtualJump(t *testing.T) {
+	t.Parallel()
+	jumped, walked := NewVirtual(t0), NewVirtual(t0)
+	a, b := jumped.NewTimer(time.Minute), walked.NewTimer(time.Minute)
+	jumped.Jump(t0.Add(time.Hour))
+	walked.Set(t0.Add(time.Hour))
+	if got := <-a.C(); !got.Equal(t0.Add(time.Hour)) {
+		t.Errorf("after Jump the timer fired at %v, want %v", got, t0.Add(time.Hour))
+	}
+	if got := <-b.C(); !got.Equal(t0.Add(time.Minute)) {
+		t.Errorf("after Set the timer fired at %v, want %v", got, t0.Add(time.Minute))
+	}
+	if !jumped.Now().Equal(t0.Add(time.Hour)) || !walked.Now().Equal(t0.Add(time.Hour)) {
+		t.Errorf("now: %v and %v", jumped.Now(), walked.Now())
+	}
+}
