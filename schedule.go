@@ -54,7 +54,9 @@ type Schedule struct {
 	// only on time (within ten seconds of it).
 	CatchUp time.Duration
 	// Job returns the job to enqueue for the occurrence at (build it with
-	// Type.Job); nil skips the occurrence. An error skips it too and is
+	// Type.Job); nil skips the occurrence. Jobs that share an
+	// InsertOpts.UniqueKey do not overlap: an occurrence enqueues nothing
+	// while the previous one's job is queued or running. An error skips it too and is
 	// reported to Config.OnError. Every process running the schedule calls
 	// Job for each occurrence and only one stores its job, so Job should
 	// only build it.

@@ -254,6 +254,54 @@ func TestScheduleBehindWithinTheWindow(t *testing.T) {
 	require.Equal(t, 3, calls.total(), "10 s and 20 s are skipped")
 }
 
+// TestScheduleNoOverlapWithAUniqueKey: a schedule whose jobs share a
+// UniqueKey enqueues nothing while the previous occurrence's job is still
+// queued or running, and again once it ended.
+func TestScheduleNoOverlapWithAUniqueKey(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	// A lease longer than the test's jumps: the running report keeps it.
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Visibility: time.Hour})
+	release := make(chan struct{})
+	var ran sync.Map
+	slow := hopper.Define("slow-report", func(ctx context.Context, unix int64) (hopper.None, error) {
+		ran.Store(unix, true)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return hopper.None{}, nil
+	}, nil)
+	require.NoError(t, c.Register(slow))
+	var calls jobCalls
+	_, err := c.Schedule(hopper.Schedule{Name: "slow", Cron: "* * * * *", Location: time.UTC, CatchUp: -1,
+		Job: func(at time.Time) (*hopper.JobSpec, error) {
+			_, _ = calls.job(at)
+			return slow.Job(at.Unix(), &hopper.InsertOpts{UniqueKey: "slow-report"}), nil
+		}})
+	require.NoError(t, err)
+	eventually(t, "the first report to run", func() bool { _, ok := ran.Load(start.Unix()); return ok })
+	for m := 1; m <= 2; m++ {
+		at := start.Add(time.Duration(m) * time.Minute)
+		clk.AdvanceTo(at)
+		// It makes the next occurrence's job only after this one's try.
+		eventually(t, "the occurrence "+at.Format(time.TimeOnly), func() bool { return calls.count(at) == 1 })
+	}
+	close(release)
+	eventually(t, "the first report to end", func() bool {
+		page, err := c.List(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}, States: []hopper.JobState{hopper.StateSucceeded}})
+		require.NoError(t, err)
+		return len(page.Jobs) == 1
+	})
+	at := start.Add(3 * time.Minute)
+	clk.AdvanceTo(at)
+	eventually(t, "the report after it", func() bool { _, ok := ran.Load(at.Unix()); return ok })
+	page, err := c.List(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 2, "minutes 1 and 2 were skipped while the first report ran")
+}
+
 // TestScheduleNoCatchUpWhenLate: with a negative CatchUp an occurrence
 // fires only on time (within ten seconds); one slept through is skipped.
 func TestScheduleNoCatchUpWhenLate(t *testing.T) {
