@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
 	"github.com/hopper-go/hopper/hoppertest"
 )
 
@@ -171,6 +173,42 @@ func TestScheduleStartsRuns(t *testing.T) {
 			require.Equal(t, 1, got[at], "runs started for the occurrence at %s", at.Format(time.TimeOnly))
 		}
 	})
+}
+
+// TestScheduleOncePerOccurrenceTwoFiles: two processes on one SQLite file,
+// each with its own driver (connections, writer, file locks), as an app and
+// `hopper serve` share one: every occurrence is enqueued once.
+func TestScheduleOncePerOccurrenceTwoFiles(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "hopper.db")
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	var calls [2]jobCalls
+	var clients [2]*hopper.Client
+	for i := range clients {
+		d, err := sqlitedriver.Open(path, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Close() })
+		clients[i] = startedClient(t, d, clk)
+		_, err = clients[i].Schedule(hopper.Schedule{Name: "every-minute", Cron: "* * * * *", Location: time.UTC, Job: calls[i].job})
+		require.NoError(t, err)
+	}
+	const minutes = 5
+	for m := range minutes + 1 {
+		at := start.Add(time.Duration(m) * time.Minute)
+		clk.AdvanceTo(at)
+		eventually(t, "both processes make the job of "+at.Format(time.TimeOnly), func() bool {
+			return calls[0].count(at) == 1 && calls[1].count(at) == 1
+		})
+	}
+	for _, c := range clients {
+		require.NoError(t, c.Stop(testCtx(t)))
+	}
+	got := storedTicks(t, clients[1])
+	for m := range minutes {
+		at := start.Add(time.Duration(m) * time.Minute)
+		require.Equal(t, 1, got[at], "jobs stored for the occurrence at %s", at.Format(time.TimeOnly))
+	}
 }
 
 // TestScheduleCatchUp: an occurrence missed while no process ran the
