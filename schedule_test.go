@@ -53,20 +53,53 @@ func (j *jobCalls) total() int {
 	return n
 }
 
-// startedClient is a started client on d with clk, stopped when the test
-// ends (Stop twice is harmless).
+// startedClient is a started client on d with clk that runs tickJob,
+// stopped when the test ends (Stop twice is harmless).
 func startedClient(t *testing.T, d driver.Driver, clk hopper.Clock) *hopper.Client {
 	t.Helper()
-	c, err := hopper.New(hopper.Config{Driver: d, Clock: clk})
-	require.NoError(t, err)
+	c := newClient(t, hopper.Config{Driver: d, Clock: clk})
 	require.NoError(t, c.Register(tickJob))
-	require.NoError(t, c.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, c.Stop(ctx))
-	})
 	return c
+}
+
+// stepMinutes moves clk a minute at a time through the occurrences at
+// start and the n minutes after it, waiting at each until both processes
+// made its job: a process does so only after it finished recording the
+// occurrence before.
+func stepMinutes(t *testing.T, clk *hoppertest.Clock, start time.Time, n int, calls *[2]jobCalls) {
+	t.Helper()
+	for m := range n + 1 {
+		at := start.Add(time.Duration(m) * time.Minute)
+		clk.AdvanceTo(at)
+		eventually(t, "both processes make the job of "+at.Format(time.TimeOnly), func() bool {
+			return calls[0].count(at) == 1 && calls[1].count(at) == 1
+		})
+	}
+}
+
+// checkOncePerOccurrence runs an every-minute schedule in two processes,
+// one on each of ds, and checks that each occurrence was stored once.
+func checkOncePerOccurrence(t *testing.T, ds [2]driver.Driver, minutes int) {
+	t.Helper()
+	clk := hoppertest.NewClock(time.Time{})
+	start := clk.Now()
+	var calls [2]jobCalls
+	var clients [2]*hopper.Client
+	for i := range clients {
+		clients[i] = startedClient(t, ds[i], clk)
+		_, err := clients[i].Schedule(hopper.Schedule{Name: "every-minute", Cron: "* * * * *", Location: time.UTC, Job: calls[i].job})
+		require.NoError(t, err)
+	}
+	stepMinutes(t, clk, start, minutes, &calls)
+	for _, c := range clients {
+		require.NoError(t, c.Stop(testCtx(t)))
+	}
+	got := storedTicks(t, clients[1])
+	for m := range minutes {
+		at := start.Add(time.Duration(m) * time.Minute)
+		require.Equal(t, 1, got[at], "jobs stored for the occurrence at %s", at.Format(time.TimeOnly))
+	}
+	require.LessOrEqual(t, len(got), minutes+1, "jobs for occurrences that never came: %v", got)
 }
 
 // storedTicks returns how many tick jobs the store holds per occurrence.
@@ -90,32 +123,7 @@ func storedTicks(t *testing.T, c *hopper.Client) map[time.Time]int {
 func TestScheduleOncePerOccurrence(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 		d := newDriver(t)
-		clk := hoppertest.NewClock(time.Time{})
-		start := clk.Now()
-		var calls [2]jobCalls
-		var clients [2]*hopper.Client
-		for i := range clients {
-			clients[i] = startedClient(t, d, clk)
-			_, err := clients[i].Schedule(hopper.Schedule{Name: "every-minute", Cron: "* * * * *", Location: time.UTC, Job: calls[i].job})
-			require.NoError(t, err)
-		}
-		const minutes = 6
-		for m := range minutes + 1 {
-			at := start.Add(time.Duration(m) * time.Minute)
-			clk.AdvanceTo(at)
-			eventually(t, "both processes make the job of "+at.Format(time.TimeOnly), func() bool {
-				return calls[0].count(at) == 1 && calls[1].count(at) == 1
-			})
-		}
-		for _, c := range clients {
-			require.NoError(t, c.Stop(testCtx(t)))
-		}
-		got := storedTicks(t, clients[0])
-		for m := range minutes {
-			at := start.Add(time.Duration(m) * time.Minute)
-			require.Equal(t, 1, got[at], "jobs stored for the occurrence at %s", at.Format(time.TimeOnly))
-		}
-		require.LessOrEqual(t, len(got), minutes+1, "jobs for occurrences that never came: %v", got)
+		checkOncePerOccurrence(t, [2]driver.Driver{d, d}, 6)
 	})
 }
 
@@ -144,13 +152,7 @@ func TestScheduleStartsRuns(t *testing.T) {
 			require.NoError(t, err)
 		}
 		const minutes = 3
-		for m := range minutes + 1 {
-			at := start.Add(time.Duration(m) * time.Minute)
-			clk.AdvanceTo(at)
-			eventually(t, "both processes make the run of "+at.Format(time.TimeOnly), func() bool {
-				return calls[0].count(at) == 1 && calls[1].count(at) == 1
-			})
-		}
+		stepMinutes(t, clk, start, minutes, &calls)
 		ctx := testCtx(t)
 		eventually(t, "the runs to complete", func() bool {
 			runs, err := clients[0].QueryRuns(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name(), Statuses: []hopper.RunStatus{hopper.RunCompleted}})
@@ -181,34 +183,14 @@ func TestScheduleStartsRuns(t *testing.T) {
 func TestScheduleOncePerOccurrenceTwoFiles(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "hopper.db")
-	clk := hoppertest.NewClock(time.Time{})
-	start := clk.Now()
-	var calls [2]jobCalls
-	var clients [2]*hopper.Client
-	for i := range clients {
+	var ds [2]driver.Driver
+	for i := range ds {
 		d, err := sqlitedriver.Open(path, nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = d.Close() })
-		clients[i] = startedClient(t, d, clk)
-		_, err = clients[i].Schedule(hopper.Schedule{Name: "every-minute", Cron: "* * * * *", Location: time.UTC, Job: calls[i].job})
-		require.NoError(t, err)
+		ds[i] = d
 	}
-	const minutes = 5
-	for m := range minutes + 1 {
-		at := start.Add(time.Duration(m) * time.Minute)
-		clk.AdvanceTo(at)
-		eventually(t, "both processes make the job of "+at.Format(time.TimeOnly), func() bool {
-			return calls[0].count(at) == 1 && calls[1].count(at) == 1
-		})
-	}
-	for _, c := range clients {
-		require.NoError(t, c.Stop(testCtx(t)))
-	}
-	got := storedTicks(t, clients[1])
-	for m := range minutes {
-		at := start.Add(time.Duration(m) * time.Minute)
-		require.Equal(t, 1, got[at], "jobs stored for the occurrence at %s", at.Format(time.TimeOnly))
-	}
+	checkOncePerOccurrence(t, ds, 5)
 }
 
 // TestScheduleCatchUp: an occurrence missed while no process ran the
