@@ -409,14 +409,8 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 	} else {
 		err = c.drv.InTx(ctx, func(ctx context.Context, dtx driver.Executor) error {
 			var err error
-			res, err = dtx.JobInsertMany(ctx, params)
-			if err != nil {
-				return err
-			}
-			if err := c.insertGates(ctx, dtx, res); err != nil {
-				return err
-			}
-			return notifyQueues(ctx, dtx, res)
+			res, err = c.insertIn(ctx, dtx, params)
+			return err
 		})
 	}
 	if err != nil {
@@ -427,6 +421,19 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 		c.notifyAfterInsert(ctx, res)
 	}
 	return res, nil
+}
+
+// insertIn stores the jobs of p in tx with their gates, and the wake-ups of
+// the queues that received due jobs.
+func (c *Client) insertIn(ctx context.Context, tx driver.Executor, p *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	res, err := tx.JobInsertMany(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.insertGates(ctx, tx, res); err != nil {
+		return nil, err
+	}
+	return res, notifyQueues(ctx, tx, res)
 }
 
 // notifyAfterInsert announces the queues that received due jobs, after the

@@ -467,14 +467,8 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at tim
 		if err != nil || !fresh {
 			return err
 		}
-		res, err = tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
-		if err != nil {
-			return err
-		}
-		if err := c.insertGates(ctx, tx, res); err != nil {
-			return err
-		}
-		return notifyQueues(ctx, tx, res)
+		res, err = c.insertIn(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("hopper: enqueue: %w", err)

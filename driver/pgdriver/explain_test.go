@@ -250,19 +250,28 @@ func TestExplainFinishFindsJobsByKey(t *testing.T) {
 	}
 }
 
+// rowQuerier is a pool or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // explain returns the plan of sql with args, as a tree and as the JSON
 // PostgreSQL wrote (for messages), planned on q: a pool, or a transaction
 // with its own settings.
-func explain(t *testing.T, q interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, name, sql string, args ...any) (planNode, []byte) {
+func explain(t *testing.T, q rowQuerier, name, sql string, args ...any) (planNode, []byte) {
 	t.Helper()
 	var plan []byte
 	require.NoError(t, q.QueryRow(t.Context(), `EXPLAIN (FORMAT JSON) `+sql, args...).Scan(&plan), name)
+	return parsePlan(t, name, plan), plan
+}
+
+// parsePlan reads the JSON of EXPLAIN (FORMAT JSON).
+func parsePlan(t *testing.T, name string, plan []byte) planNode {
+	t.Helper()
 	var doc []struct{ Plan planNode }
 	require.NoError(t, json.Unmarshal(plan, &doc), name)
 	require.Len(t, doc, 1, name)
-	return doc[0].Plan, plan
+	return doc[0].Plan
 }
 
 // explainGeneric returns the generic plan of sql (of nargs arguments), the
@@ -288,17 +297,12 @@ func explainGeneric(t *testing.T, tx pgx.Tx, name, sql string, nargs int) (planN
 	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE hopper_explain(`+nulls+`)`).Scan(&plan), name)
 	_, err = tx.Exec(ctx, `DEALLOCATE hopper_explain`)
 	require.NoError(t, err)
-	var doc []struct{ Plan planNode }
-	require.NoError(t, json.Unmarshal(plan, &doc), name)
-	require.Len(t, doc, 1, name)
-	return doc[0].Plan, plan
+	return parsePlan(t, name, plan), plan
 }
 
 // needPlanCounts skips a test on a server older than PostgreSQL 14, whose
 // pg_prepared_statements has no plan counts (the driver runs on 13).
-func needPlanCounts(t *testing.T, q interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) {
+func needPlanCounts(t *testing.T, q rowQuerier) {
 	t.Helper()
 	var num int
 	require.NoError(t, q.QueryRow(t.Context(), `SELECT current_setting('server_version_num')::int`).Scan(&num))
