@@ -54,10 +54,13 @@ func (j *jobCalls) total() int {
 }
 
 // startedClient is a started client on d with clk that runs tickJob,
-// stopped when the test ends (Stop twice is harmless).
+// stopped when the test ends (Stop twice is harmless). Its lease outlasts
+// the tests' jumps of the clock: a job still running at a jump (a busy
+// machine) would otherwise lose its lease and wait for a retry on a clock
+// that no longer moves.
 func startedClient(t *testing.T, d driver.Driver, clk hopper.Clock) *hopper.Client {
 	t.Helper()
-	c := newClient(t, hopper.Config{Driver: d, Clock: clk})
+	c := newClient(t, hopper.Config{Driver: d, Clock: clk, Visibility: 72 * time.Hour})
 	require.NoError(t, c.Register(tickJob))
 	return c
 }
