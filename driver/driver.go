@@ -273,6 +273,29 @@ type Executor interface {
 	// QueueList returns the queues that have a stored state, by name.
 	QueueList(ctx context.Context) ([]*QueueRow, error)
 
+	// ScheduleUpsert stores a schedule's registration: it creates the
+	// schedule's row (not paused, no occurrences) or sets its Spec, NextAt
+	// and UpdatedAt, leaving Paused, Occurrences and LastAt as they are.
+	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) error
+
+	// ScheduleRecord records that an occurrence of the named schedule, at
+	// At, fired: unless the schedule is paused it counts one occurrence and
+	// sets LastAt; either way it sets NextAt and UpdatedAt. It creates the
+	// row if missing, and reports whether the schedule is paused (then the
+	// occurrence was not counted).
+	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (paused bool, err error)
+
+	// ScheduleSetPaused stores whether a schedule is paused, creating its
+	// row if missing.
+	ScheduleSetPaused(ctx context.Context, params *ScheduleSetPausedParams) error
+
+	// ScheduleList returns the stored schedules, by name.
+	ScheduleList(ctx context.Context) ([]*ScheduleRow, error)
+
+	// ScheduleDelete removes a schedule's stored row, reporting whether
+	// there was one.
+	ScheduleDelete(ctx context.Context, name string) (bool, error)
+
 	// JobWake makes the named jobs that wait (scheduled or retrying) due
 	// now: pending with RunAt = Now. Jobs in any other state are left as
 	// they are. It returns the jobs it woke. It is how a waiting workflow
@@ -684,6 +707,47 @@ type QueueSetPausedParams struct {
 	Name   string
 	Paused bool
 	Now    time.Time
+}
+
+// ScheduleUpsertParams are the arguments of ScheduleUpsert.
+type ScheduleUpsertParams struct {
+	Name string
+	// Spec describes the schedule for listings (its cron expression).
+	Spec string
+	// NextAt is the schedule's next occurrence (zero for none).
+	NextAt time.Time
+	Now    time.Time
+}
+
+// ScheduleRecordParams are the arguments of ScheduleRecord.
+type ScheduleRecordParams struct {
+	Name string
+	// At is the occurrence that fired; NextAt the one after it (zero for
+	// none).
+	At     time.Time
+	NextAt time.Time
+	Now    time.Time
+}
+
+// ScheduleSetPausedParams are the arguments of ScheduleSetPaused.
+type ScheduleSetPausedParams struct {
+	Name   string
+	Paused bool
+	Now    time.Time
+}
+
+// ScheduleRow is a schedule's stored state.
+type ScheduleRow struct {
+	Name   string
+	Spec   string
+	Paused bool
+	// Occurrences counts the occurrences that fired while not paused.
+	Occurrences int64
+	// LastAt is the latest occurrence counted, NextAt the next one known
+	// (zero for none).
+	LastAt    time.Time
+	NextAt    time.Time
+	UpdatedAt time.Time
 }
 
 // QueueRow is a queue's stored state.

@@ -57,6 +57,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Keys", keyCases()},
 		{"Leader", leaderCases()},
 		{"Queues", queueCases()},
+		{"Schedules", scheduleCases()},
 		{"Tx", txCases()},
 		{"Wake", wakeCases()},
 		{"Runs", runCases()},

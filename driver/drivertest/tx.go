@@ -443,6 +443,18 @@ func testClose(t *testing.T, f *fixture) {
 			return f.d.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true, Now: base})
 		},
 		"QueueList": func() error { _, err := f.d.QueueList(ctx); return err },
+		"ScheduleUpsert": func() error {
+			return f.d.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "s", Now: base})
+		},
+		"ScheduleRecord": func() error {
+			_, err := f.d.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: "s", At: base, Now: base})
+			return err
+		},
+		"ScheduleSetPaused": func() error {
+			return f.d.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: base})
+		},
+		"ScheduleList":   func() error { _, err := f.d.ScheduleList(ctx); return err },
+		"ScheduleDelete": func() error { _, err := f.d.ScheduleDelete(ctx, "s"); return err },
 		"JobWake": func() error {
 			_, err := f.d.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: base})
 			return err

@@ -27,6 +27,8 @@ type store struct {
 	leaders   map[string]*driver.LeaderRow
 	workers   map[string]*driver.WorkerRow
 	queueRows map[string]*driver.QueueRow
+	// schedules holds the schedules' stored states, by name.
+	schedules map[string]*driver.ScheduleRow
 
 	// Workflow state, keyed by run id (a run's id is its job's id).
 	runs map[string]*hoppertype.RunRow
@@ -81,6 +83,7 @@ func newStore() *store {
 		leaders:    make(map[string]*driver.LeaderRow),
 		workers:    make(map[string]*driver.WorkerRow),
 		queueRows:  make(map[string]*driver.QueueRow),
+		schedules:  make(map[string]*driver.ScheduleRow),
 		runs:       make(map[string]*hoppertype.RunRow),
 		events:     make(map[string][]*hoppertype.RunEvent),
 		hooks:      make(map[string]*hoppertype.HookRow),

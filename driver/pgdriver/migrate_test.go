@@ -33,7 +33,7 @@ func TestMigrateFresh(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"changes", "concurrency_keys", "feed_cursors", "gate_queues", "gate_waits", "gates", "groups", "hooks", "hopper_migrations", "jobs", "keys", "leaders", "queues",
-		"run_events", "runs", "stream_chunks", "workers"}, tables)
+		"run_events", "runs", "schedules", "stream_chunks", "workers"}, tables)
 	require.Equal(t, "postgres", d.Name())
 }
 

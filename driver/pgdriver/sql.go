@@ -87,6 +87,8 @@ type queries struct {
 	groupInsert, groupGet, groupLock, groupUpdate                        string
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
 	keyDeleteExpired                                                     string
+	scheduleUpsert, scheduleRecord, schedulePause, scheduleList          string
+	scheduleDelete                                                       string
 	lockKey, runningOfKey, unclaim                                       string
 	notify, notifyMany                                                   string
 
@@ -352,6 +354,19 @@ RETURNING name, owner, term, expires_at`),
 		queueSet: q(`INSERT INTO {s}.queues (name, paused, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
 		queueList: q(`SELECT name, paused, updated_at FROM {s}.queues ORDER BY name`),
+		scheduleUpsert: q(`INSERT INTO {s}.schedules (name, spec, next_at, updated_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at`),
+		// A paused schedule's occurrence is not counted.
+		scheduleRecord: q(`INSERT INTO {s}.schedules AS s (name, occurrences, last_at, next_at, updated_at) VALUES ($1, 1, $2, $3, $4)
+ON CONFLICT (name) DO UPDATE SET
+	occurrences = s.occurrences + CASE WHEN s.paused THEN 0 ELSE 1 END,
+	last_at = CASE WHEN s.paused THEN s.last_at ELSE EXCLUDED.last_at END,
+	next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at
+RETURNING paused`),
+		schedulePause: q(`INSERT INTO {s}.schedules (name, paused, updated_at) VALUES ($1, $2, $3)
+ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
+		scheduleList:   q(`SELECT name, spec, paused, occurrences, last_at, next_at, updated_at FROM {s}.schedules ORDER BY name`),
+		scheduleDelete: q(`DELETE FROM {s}.schedules WHERE name = $1`),
 
 		// JobWake locks the waiting jobs in id order, then makes them due.
 		wake: q(`WITH w AS MATERIALIZED (

@@ -1,0 +1,147 @@
+package drivertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+// scheduleCases cover the schedules' stored state: registration, recorded
+// occurrences, pause and removal.
+func scheduleCases() []testCase {
+	return []testCase{
+		{"UpsertRecordAndList", testScheduleRecord},
+		{"PausedOccurrencesAreNotCounted", testSchedulePaused},
+		{"Delete", testScheduleDelete},
+		{"RecordRollsBack", testScheduleRollback},
+	}
+}
+
+func (f *fixture) schedules(t *testing.T) []*driver.ScheduleRow {
+	t.Helper()
+	rows, err := f.d.ScheduleList(f.ctx)
+	require.NoError(t, err)
+	return rows
+}
+
+func (f *fixture) record(t *testing.T, name string, occurred, next, now time.Time) bool {
+	t.Helper()
+	paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, At: occurred, NextAt: next, Now: now})
+	require.NoError(t, err)
+	return paused
+}
+
+func testScheduleRecord(t *testing.T, f *fixture) {
+	require.Empty(t, f.schedules(t), "a fresh store has no schedules")
+
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/5 * * * *", NextAt: at(5 * time.Minute), Now: nanos(base)}))
+	rows := f.schedules(t)
+	require.Len(t, rows, 1)
+	b := rows[0]
+	require.Equal(t, "b", b.Name)
+	require.Equal(t, "*/5 * * * *", b.Spec)
+	require.False(t, b.Paused)
+	require.Zero(t, b.Occurrences)
+	require.True(t, b.LastAt.IsZero(), "no occurrence yet: %v", b.LastAt)
+	requireTime(t, at(5*time.Minute), b.NextAt)
+	requireTime(t, base, b.UpdatedAt)
+
+	require.False(t, f.record(t, "b", at(5*time.Minute), at(10*time.Minute), at(5*time.Minute+time.Second)))
+	require.False(t, f.record(t, "b", at(10*time.Minute), at(15*time.Minute), at(10*time.Minute+time.Second)))
+	// An occurrence of a schedule no process registered creates its row.
+	require.False(t, f.record(t, "a", at(time.Hour), time.Time{}, at(time.Hour)))
+	// Registering again keeps the counts.
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/15 * * * *", NextAt: at(15 * time.Minute), Now: at(11 * time.Minute)}))
+
+	rows = f.schedules(t)
+	require.Len(t, rows, 2)
+	a, b := rows[0], rows[1]
+	require.Equal(t, "a", a.Name, "schedules are listed by name")
+	require.Equal(t, int64(1), a.Occurrences)
+	requireTime(t, at(time.Hour), a.LastAt)
+	require.True(t, a.NextAt.IsZero(), "no next occurrence: %v", a.NextAt)
+	require.Empty(t, a.Spec)
+
+	require.Equal(t, "b", b.Name)
+	require.Equal(t, "*/15 * * * *", b.Spec)
+	require.Equal(t, int64(2), b.Occurrences)
+	requireTime(t, at(10*time.Minute), b.LastAt)
+	requireTime(t, at(15*time.Minute), b.NextAt)
+	requireTime(t, at(11*time.Minute), b.UpdatedAt)
+}
+
+func testSchedulePaused(t *testing.T, f *fixture) {
+	// Paused before any process registered it.
+	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: nanos(base)}))
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "s", Spec: "@hourly", NextAt: at(time.Hour), Now: at(time.Second)}))
+	rows := f.schedules(t)
+	require.Len(t, rows, 1)
+	require.True(t, rows[0].Paused, "registering keeps the pause")
+
+	require.True(t, f.record(t, "s", at(time.Hour), at(2*time.Hour), at(time.Hour)), "a paused schedule says so")
+	s := f.schedules(t)[0]
+	require.Zero(t, s.Occurrences, "a paused occurrence is not counted")
+	require.True(t, s.LastAt.IsZero())
+	requireTime(t, at(2*time.Hour), s.NextAt, "the next occurrence moves on")
+
+	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: false, Now: at(90 * time.Minute)}))
+	require.False(t, f.record(t, "s", at(2*time.Hour), at(3*time.Hour), at(2*time.Hour)))
+	s = f.schedules(t)[0]
+	require.False(t, s.Paused)
+	require.Equal(t, int64(1), s.Occurrences)
+	requireTime(t, at(2*time.Hour), s.LastAt)
+	require.Equal(t, "@hourly", s.Spec, "pausing keeps the spec")
+}
+
+func testScheduleDelete(t *testing.T, f *fixture) {
+	gone, err := f.d.ScheduleDelete(f.ctx, "nope")
+	require.NoError(t, err)
+	require.False(t, gone, "no such schedule")
+
+	f.record(t, "s", base, at(time.Hour), base)
+	f.record(t, "t", base, at(time.Hour), base)
+	gone, err = f.d.ScheduleDelete(f.ctx, "s")
+	require.NoError(t, err)
+	require.True(t, gone)
+	rows := f.schedules(t)
+	require.Len(t, rows, 1)
+	require.Equal(t, "t", rows[0].Name)
+
+	// A schedule that fires again starts over.
+	f.record(t, "s", at(time.Hour), at(2*time.Hour), at(time.Hour))
+	rows = f.schedules(t)
+	require.Len(t, rows, 2)
+	require.Equal(t, int64(1), rows[0].Occurrences)
+}
+
+func testScheduleRollback(t *testing.T, f *fixture) {
+	f.record(t, "s", base, at(time.Hour), base)
+	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		paused, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: "s", At: at(time.Hour), NextAt: at(2 * time.Hour), Now: at(time.Hour)})
+		require.NoError(t, err)
+		require.False(t, paused)
+		require.NoError(t, tx.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: at(time.Hour)}))
+		require.NoError(t, tx.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "new", Spec: "x", Now: at(time.Hour)}))
+		gone, err := tx.ScheduleDelete(ctx, "s")
+		require.NoError(t, err)
+		require.True(t, gone)
+		rows, err := tx.ScheduleList(ctx)
+		require.NoError(t, err)
+		require.Len(t, rows, 1, "the transaction reads its own writes")
+		require.Equal(t, "new", rows[0].Name)
+		return errBoom
+	})
+	require.ErrorIs(t, err, errBoom)
+	rows := f.schedules(t)
+	require.Len(t, rows, 1, "schedule writes rolled back")
+	s := rows[0]
+	require.Equal(t, "s", s.Name)
+	require.False(t, s.Paused)
+	require.Equal(t, int64(1), s.Occurrences)
+	requireTime(t, base, s.LastAt)
+	requireTime(t, at(time.Hour), s.NextAt)
+}

@@ -1,0 +1,111 @@
+package memdriver
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+// schedule returns a copy of the named schedule's row, or a new row.
+func (t *tx) schedule(name string) *driver.ScheduleRow {
+	if cur := t.st.schedules[name]; cur != nil {
+		c := *cur
+		return &c
+	}
+	return &driver.ScheduleRow{Name: name}
+}
+
+// ScheduleUpsert stores a schedule's registration; see driver.Executor.
+func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	row := t.schedule(params.Name)
+	row.Spec, row.NextAt, row.UpdatedAt = params.Spec, trunc(params.NextAt), trunc(params.Now)
+	put(t, t.st.schedules, row.Name, row)
+	return nil
+}
+
+// ScheduleRecord records a fired occurrence; see driver.Executor.
+func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+	if err := t.check(ctx); err != nil {
+		return false, err
+	}
+	row := t.schedule(params.Name)
+	if !row.Paused {
+		row.Occurrences++
+		row.LastAt = trunc(params.At)
+	}
+	row.NextAt, row.UpdatedAt = trunc(params.NextAt), trunc(params.Now)
+	put(t, t.st.schedules, row.Name, row)
+	return row.Paused, nil
+}
+
+// ScheduleSetPaused stores whether a schedule is paused; see
+// driver.Executor.
+func (t *tx) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	row := t.schedule(params.Name)
+	row.Paused, row.UpdatedAt = params.Paused, trunc(params.Now)
+	put(t, t.st.schedules, row.Name, row)
+	return nil
+}
+
+// ScheduleList returns copies of the stored schedules by name; see
+// driver.Executor.
+func (t *tx) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]*driver.ScheduleRow, 0, len(t.st.schedules))
+	for _, s := range t.st.schedules {
+		c := *s
+		out = append(out, &c)
+	}
+	slices.SortFunc(out, func(a, b *driver.ScheduleRow) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ScheduleDelete removes a schedule's stored row; see driver.Executor.
+func (t *tx) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+	if err := t.check(ctx); err != nil {
+		return false, err
+	}
+	old, had := t.st.schedules[name]
+	if !had {
+		return false, nil
+	}
+	delete(t.st.schedules, name)
+	t.undo = append(t.undo, func() { t.st.schedules[name] = old })
+	return true, nil
+}
+
+// ScheduleUpsert stores a schedule's registration; see driver.Executor.
+func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.ScheduleUpsert(ctx, params) })
+}
+
+// ScheduleRecord records a fired occurrence; see driver.Executor.
+func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+	return call(ctx, d, func(tx *tx) (bool, error) { return tx.ScheduleRecord(ctx, params) })
+}
+
+// ScheduleSetPaused stores whether a schedule is paused; see
+// driver.Executor.
+func (d *Driver) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.ScheduleSetPaused(ctx, params) })
+}
+
+// ScheduleList returns the stored schedules; see driver.Executor.
+func (d *Driver) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	return call(ctx, d, func(tx *tx) ([]*driver.ScheduleRow, error) { return tx.ScheduleList(ctx) })
+}
+
+// ScheduleDelete removes a schedule's stored row; see driver.Executor.
+func (d *Driver) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+	return call(ctx, d, func(tx *tx) (bool, error) { return tx.ScheduleDelete(ctx, name) })
+}

@@ -1,0 +1,104 @@
+package pgdriver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+// ScheduleUpsert stores a schedule's registration; see driver.Executor.
+func (e *executor) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) error {
+	if err := e.check(ctx, "store schedule"); err != nil {
+		return err
+	}
+	_, err := e.q.Exec(ctx, e.d.q.scheduleUpsert, p.Name, p.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)))
+	return e.d.fail(fmt.Sprintf("store schedule %q", p.Name), err)
+}
+
+// ScheduleRecord records a fired occurrence; see driver.Executor.
+func (e *executor) ScheduleRecord(ctx context.Context, p *driver.ScheduleRecordParams) (bool, error) {
+	if err := e.check(ctx, "record occurrence"); err != nil {
+		return false, err
+	}
+	var paused bool
+	err := e.q.QueryRow(ctx, e.d.q.scheduleRecord, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now))).Scan(&paused)
+	if err != nil {
+		return false, e.d.fail(fmt.Sprintf("record occurrence of schedule %q", p.Name), err)
+	}
+	return paused, nil
+}
+
+// ScheduleSetPaused stores whether a schedule is paused; see
+// driver.Executor.
+func (e *executor) ScheduleSetPaused(ctx context.Context, p *driver.ScheduleSetPausedParams) error {
+	if err := e.check(ctx, "pause schedule"); err != nil {
+		return err
+	}
+	_, err := e.q.Exec(ctx, e.d.q.schedulePause, p.Name, p.Paused, ts(trunc(p.Now)))
+	return e.d.fail(fmt.Sprintf("pause schedule %q", p.Name), err)
+}
+
+// ScheduleList returns the stored schedules by name; see driver.Executor.
+func (e *executor) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	if err := e.check(ctx, "list schedules"); err != nil {
+		return nil, err
+	}
+	rows, err := e.q.Query(ctx, e.d.q.scheduleList)
+	if err != nil {
+		return nil, e.d.fail("list schedules", err)
+	}
+	out := []*driver.ScheduleRow{}
+	var s driver.ScheduleRow
+	var last, next, updated pgtype.Timestamptz
+	if _, err := pgx.ForEachRow(rows, []any{&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated}, func() error {
+		row := s
+		row.LastAt, row.NextAt, row.UpdatedAt = fromTS(last), fromTS(next), fromTS(updated)
+		out = append(out, &row)
+		return nil
+	}); err != nil {
+		return nil, e.d.fail("list schedules", err)
+	}
+	return out, nil
+}
+
+// ScheduleDelete removes a schedule's stored row; see driver.Executor.
+func (e *executor) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+	if err := e.check(ctx, "delete schedule"); err != nil {
+		return false, err
+	}
+	tag, err := e.q.Exec(ctx, e.d.q.scheduleDelete, name)
+	if err != nil {
+		return false, e.d.fail(fmt.Sprintf("delete schedule %q", name), err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// ScheduleUpsert stores a schedule's registration; see driver.Executor.
+func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
+	return d.root.ScheduleUpsert(ctx, params)
+}
+
+// ScheduleRecord records a fired occurrence; see driver.Executor.
+func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+	return d.root.ScheduleRecord(ctx, params)
+}
+
+// ScheduleSetPaused stores whether a schedule is paused; see
+// driver.Executor.
+func (d *Driver) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+	return d.root.ScheduleSetPaused(ctx, params)
+}
+
+// ScheduleList returns the stored schedules by name; see driver.Executor.
+func (d *Driver) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	return d.root.ScheduleList(ctx)
+}
+
+// ScheduleDelete removes a schedule's stored row; see driver.Executor.
+func (d *Driver) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+	return d.root.ScheduleDelete(ctx, name)
+}

@@ -1,0 +1,141 @@
+package sqlitedriver
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+const (
+	upsertScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at) VALUES (?1, ?2, ?3, ?4)
+	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at, updated_at = excluded.updated_at`
+	recordScheduleSQL = `INSERT INTO schedules (name, occurrences, last_at, next_at, updated_at) VALUES (?1, 1, ?2, ?3, ?4)
+	ON CONFLICT (name) DO UPDATE SET
+		occurrences = occurrences + (1 - paused),
+		last_at = CASE WHEN paused THEN last_at ELSE excluded.last_at END,
+		next_at = excluded.next_at, updated_at = excluded.updated_at
+	RETURNING paused`
+	pauseScheduleSQL = `INSERT INTO schedules (name, paused, updated_at) VALUES (?1, ?2, ?3)
+	ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`
+	listSchedulesSQL  = `SELECT name, spec, paused, occurrences, last_at, next_at, updated_at FROM schedules ORDER BY name`
+	deleteScheduleSQL = `DELETE FROM schedules WHERE name = ?`
+)
+
+func (r *runner) scheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) error {
+	if _, err := r.exec(ctx, upsertScheduleSQL, p.Name, p.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now))); err != nil {
+		return fmt.Errorf("store schedule %q: %w", p.Name, err)
+	}
+	return nil
+}
+
+func (r *runner) scheduleRecord(ctx context.Context, p *driver.ScheduleRecordParams) (bool, error) {
+	var paused bool
+	err := r.one(ctx, recordScheduleSQL, func(rows *sql.Rows) error { return rows.Scan(&paused) },
+		p.Name, micros(trunc(p.At)), micros(trunc(p.NextAt)), micros(trunc(p.Now)))
+	if err != nil {
+		return false, fmt.Errorf("record occurrence of schedule %q: %w", p.Name, err)
+	}
+	return paused, nil
+}
+
+func (r *runner) scheduleSetPaused(ctx context.Context, p *driver.ScheduleSetPausedParams) error {
+	if _, err := r.exec(ctx, pauseScheduleSQL, p.Name, p.Paused, micros(trunc(p.Now))); err != nil {
+		return fmt.Errorf("set schedule %q paused: %w", p.Name, err)
+	}
+	return nil
+}
+
+func (r *runner) scheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	out := []*driver.ScheduleRow{}
+	err := r.each(ctx, listSchedulesSQL, func(rows *sql.Rows) error {
+		var s driver.ScheduleRow
+		var last, next, updated sql.NullInt64
+		if err := rows.Scan(&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated); err != nil {
+			return err
+		}
+		s.LastAt, s.NextAt, s.UpdatedAt = fromMicros(last), fromMicros(next), fromMicros(updated)
+		out = append(out, &s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return out, nil
+}
+
+func (r *runner) scheduleDelete(ctx context.Context, name string) (bool, error) {
+	res, err := r.exec(ctx, deleteScheduleSQL, name)
+	if err != nil {
+		return false, fmt.Errorf("delete schedule %q: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// ScheduleUpsert stores a schedule's registration.
+func (t *txExec) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	return t.r.scheduleUpsert(ctx, params)
+}
+
+// ScheduleRecord records a fired occurrence.
+func (t *txExec) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+	if err := t.check(ctx); err != nil {
+		return false, err
+	}
+	return t.r.scheduleRecord(ctx, params)
+}
+
+// ScheduleSetPaused stores whether a schedule is paused.
+func (t *txExec) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	return t.r.scheduleSetPaused(ctx, params)
+}
+
+// ScheduleList returns the stored schedules.
+func (t *txExec) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.scheduleList(ctx)
+}
+
+// ScheduleDelete removes a schedule's stored row.
+func (t *txExec) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+	if err := t.check(ctx); err != nil {
+		return false, err
+	}
+	return t.r.scheduleDelete(ctx, name)
+}
+
+// ScheduleUpsert stores a schedule's registration; see driver.Executor.
+func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.ScheduleUpsert(ctx, params) })
+}
+
+// ScheduleRecord records a fired occurrence; see driver.Executor.
+func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleRecord(ctx, params) })
+}
+
+// ScheduleSetPaused stores whether a schedule is paused; see
+// driver.Executor.
+func (d *Driver) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.ScheduleSetPaused(ctx, params) })
+}
+
+// ScheduleList returns the stored schedules; see driver.Executor.
+func (d *Driver) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	return read(ctx, d, func(r *runner) ([]*driver.ScheduleRow, error) { return r.scheduleList(ctx) })
+}
+
+// ScheduleDelete removes a schedule's stored row; see driver.Executor.
+func (d *Driver) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+	return call(ctx, d, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleDelete(ctx, name) })
+}
