@@ -91,7 +91,9 @@
 // expression (or of a Next function), once across every process that
 // registers the schedule: the occurrence's key and its job are stored in
 // one transaction. An occurrence missed while no process ran fires when one
-// catches up within Schedule.CatchUp.
+// catches up within Schedule.CatchUp. The store keeps each schedule's state
+// for the fleet (Client.Schedules): Client.PauseSchedule stops its
+// occurrences on every process until Client.ResumeSchedule.
 //
 //	stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *",
 //		Job: func(at time.Time) (*hopper.JobSpec, error) { return report.Job(at.Format(time.DateOnly), nil), nil }})

@@ -113,20 +113,43 @@ func ParseCron(expr string, loc *time.Location) (func(after time.Time) time.Time
 	return spec.Next, nil
 }
 
-// ScheduleInfo describes a schedule registered on a client.
+// ScheduleInfo describes a schedule: as this client registered it, and as
+// the store keeps it for the fleet.
 type ScheduleInfo struct {
 	Name string
 	// Cron is the schedule's expression; empty for a Next function.
 	Cron string
-	// Next is the next occurrence after now; zero when there is none.
+	// Next is the next occurrence after now (as the store last heard of
+	// it when this client does not run the schedule); zero when there is
+	// none.
 	Next time.Time
 	// CatchUp is how late an occurrence may still fire (see
-	// Schedule.CatchUp; 0 for on time only).
+	// Schedule.CatchUp; 0 for on time only, and when this client does not
+	// run the schedule).
 	CatchUp time.Duration
+	// Registered is set when this client runs the schedule. A schedule
+	// that only the store knows was run by another process (or by this
+	// one before it stopped registering it).
+	Registered bool
+	// Paused is set while the schedule is paused (PauseSchedule): its
+	// occurrences enqueue nothing, on every process.
+	Paused bool
+	// Occurrences counts the occurrences that fired while not paused, Last
+	// is the latest of them (zero before the first).
+	Occurrences int64
+	Last        time.Time
+	// UpdatedAt is when the store last heard of the schedule: a process
+	// started it, fired an occurrence, or it was paused or resumed.
+	UpdatedAt time.Time
 }
 
-// Schedules lists the schedules registered on this client, by name.
-func (c *Client) Schedules() []ScheduleInfo {
+// Schedules lists the schedules this client registered and the ones the
+// store keeps (registered by any process, or paused by name), by name.
+func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
+	stored, err := c.drv.ScheduleList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: list schedules: %w", err)
+	}
 	now := c.now()
 	c.schedMu.Lock()
 	entries := make([]*scheduleEntry, 0, len(c.schedules))
@@ -134,12 +157,64 @@ func (c *Client) Schedules() []ScheduleInfo {
 		entries = append(entries, e)
 	}
 	c.schedMu.Unlock()
-	out := make([]ScheduleInfo, len(entries))
-	for i, e := range entries {
-		out[i] = ScheduleInfo{Name: e.name, Cron: e.cron, Next: e.next(now), CatchUp: e.catchUp}
+	byName := make(map[string]*ScheduleInfo, len(entries)+len(stored))
+	for _, e := range entries {
+		byName[e.name] = &ScheduleInfo{Name: e.name, Cron: e.cron, Next: e.next(now), CatchUp: e.catchUp, Registered: true}
+	}
+	for _, r := range stored {
+		in := byName[r.Name]
+		if in == nil {
+			in = &ScheduleInfo{Name: r.Name, Cron: r.Spec, Next: r.NextAt}
+			byName[r.Name] = in
+		}
+		in.Paused, in.Occurrences, in.Last, in.UpdatedAt = r.Paused, r.Occurrences, r.LastAt, r.UpdatedAt
+	}
+	out := make([]ScheduleInfo, 0, len(byName))
+	for _, in := range byName {
+		out = append(out, *in)
 	}
 	slices.SortFunc(out, func(a, b ScheduleInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return out, nil
+}
+
+// PauseSchedule stops the named schedule's occurrences from enqueueing
+// anything, on every process that runs it, until ResumeSchedule. An
+// occurrence while paused is skipped, not kept for later. A name no process
+// registered yet may be paused ahead of its deploy.
+func (c *Client) PauseSchedule(ctx context.Context, name string) error {
+	return c.setSchedulePaused(ctx, name, true)
+}
+
+// ResumeSchedule lets a paused schedule's next occurrences fire again.
+func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
+	return c.setSchedulePaused(ctx, name, false)
+}
+
+func (c *Client) setSchedulePaused(ctx context.Context, name string, paused bool) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
+	}
+	err := c.drv.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: name, Paused: paused, Now: c.now()})
+	if err != nil {
+		return fmt.Errorf("hopper: set schedule %s paused=%v: %w", name, paused, err)
+	}
+	return nil
+}
+
+// DeleteSchedule removes what the store keeps of the named schedule: its
+// pause and its counts. It does not stop the schedule: a process that still
+// registers it stores it again when it next starts it or fires an
+// occurrence (remove it from the code, or pause it). A name the store does
+// not keep is an error wrapping ErrNotFound.
+func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	gone, err := c.drv.ScheduleDelete(ctx, name)
+	if err != nil {
+		return fmt.Errorf("hopper: delete schedule %s: %w", name, err)
+	}
+	if !gone {
+		return fmt.Errorf("hopper: delete schedule %s: %w", name, ErrNotFound)
+	}
+	return nil
 }
 
 // scheduleEntry is a registered schedule.
@@ -304,6 +379,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		at = e.next(now)
 	}
 	timer := arm(at)
+	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Now: now}
 	go func() {
 		defer close(done)
 		defer cancel()
@@ -312,6 +388,12 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 				c.reportError(*err, PhaseSchedule)
 			}
 		}()
+		// The store learns of the schedule (its listing, its next
+		// occurrence) now; a failure costs only that until the first
+		// occurrence records it.
+		if err := c.drv.ScheduleUpsert(ctx, reg); err != nil && ctx.Err() == nil {
+			c.reportError(fmt.Errorf("schedule %s: store its registration: %w", e.name, err), PhaseSchedule)
+		}
 		for timer != nil {
 			select {
 			case <-ctx.Done():
@@ -338,7 +420,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 			// latest due.
 			at = e.next(fire)
 			timer = arm(at)
-			rt.fireOccurrence(ctx, e, fire)
+			rt.fireOccurrence(ctx, e, fire, at)
 		}
 	}()
 }
@@ -357,11 +439,12 @@ func latestWithin(e *scheduleEntry, now time.Time) time.Time {
 	return last
 }
 
-// fireOccurrence enqueues e's job for the occurrence at, unless another
-// process did: the occurrence's key and the job are stored in one
-// transaction. A failed attempt is retried while the occurrence is within
-// the catch-up window (and at least once).
-func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at time.Time) {
+// fireOccurrence enqueues e's job for the occurrence at (next follows it),
+// unless another process did or the schedule is paused: the occurrence's
+// key, its record and the job are stored in one transaction. A failed
+// attempt is retried while the occurrence is within the catch-up window
+// (and at least once).
+func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time) {
 	c := rt.c
 	var (
 		spec *JobSpec
@@ -393,7 +476,7 @@ func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at time
 	}
 	wait := 100 * time.Millisecond
 	for try := 0; ; try++ {
-		err := c.enqueueOccurrence(ctx, e, at, spec, run)
+		err := c.enqueueOccurrence(ctx, e, at, next, spec, run)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -418,11 +501,22 @@ func scheduleKey(name string, at time.Time) string {
 	return scheduleKeyPrefix + name + ":" + at.UTC().Format(time.RFC3339Nano)
 }
 
-// enqueueOccurrence stores the occurrence's key and its job (or its run)
-// in one transaction; when the key is held already it stores nothing.
-func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at time.Time, spec *JobSpec, run *RunSpec) error {
+// enqueueOccurrence stores the occurrence's key, its record and its job (or
+// its run) in one transaction; when the key is held already it stores
+// nothing, and when the schedule is paused only the key and the record.
+func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time, spec *JobSpec, run *RunSpec) error {
 	now := c.now()
 	key := &driver.KeySetIfAbsentParams{Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep)}
+	// claim takes the occurrence for this process: false when another
+	// process took it or the schedule is paused.
+	claim := func(ctx context.Context, tx driver.Executor) (bool, error) {
+		fresh, err := tx.KeySetIfAbsent(ctx, key)
+		if err != nil || !fresh {
+			return false, err
+		}
+		paused, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: e.name, At: at, NextAt: next, Now: now})
+		return err == nil && !paused, err
+	}
 	if run != nil {
 		if run.t == nil {
 			return fmt.Errorf("%w: schedule %s: an empty RunSpec (make it with WorkflowType.RunSpec)", ErrInvalidInput, e.name)
@@ -431,8 +525,8 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at tim
 		var row *hoppertype.JobRow
 		err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			row = nil
-			fresh, err := tx.KeySetIfAbsent(ctx, key)
-			if err != nil || !fresh {
+			mine, err := claim(ctx, tx)
+			if err != nil || !mine {
 				return err
 			}
 			r, existing, err := c.startRunRow(ctx, tx, run.t, run.in, &run.opts, "")
@@ -463,8 +557,8 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at tim
 	var res []driver.JobInsertResult
 	err = c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		res = nil
-		fresh, err := tx.KeySetIfAbsent(ctx, key)
-		if err != nil || !fresh {
+		mine, err := claim(ctx, tx)
+		if err != nil || !mine {
 			return err
 		}
 		res, err = c.insertIn(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})

@@ -405,6 +405,15 @@ func TestScheduleNextMustMoveForward(t *testing.T) {
 	require.Equal(t, 1, calls.total())
 }
 
+// registered projects infos on what a client's registration fixes.
+func registered(infos []hopper.ScheduleInfo) []hopper.ScheduleInfo {
+	out := make([]hopper.ScheduleInfo, len(infos))
+	for i, in := range infos {
+		out[i] = hopper.ScheduleInfo{Name: in.Name, Cron: in.Cron, Next: in.Next, CatchUp: in.CatchUp, Registered: in.Registered}
+	}
+	return out
+}
+
 // TestSchedulesList: Client.Schedules lists the registered schedules by
 // name with their next occurrence, and forgets a removed one.
 func TestSchedulesList(t *testing.T) {
@@ -418,12 +427,111 @@ func TestSchedulesList(t *testing.T) {
 	_, err = c.Schedule(hopper.Schedule{Name: "every-hour", CatchUp: -1, Job: calls.job,
 		Next: func(after time.Time) time.Time { return after.Truncate(time.Hour).Add(time.Hour) }})
 	require.NoError(t, err)
+	list := func() []hopper.ScheduleInfo {
+		t.Helper()
+		infos, err := c.Schedules(testCtx(t))
+		require.NoError(t, err)
+		return infos
+	}
 	require.Equal(t, []hopper.ScheduleInfo{
-		{Name: "every-hour", Next: start.Add(time.Hour)},
-		{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour), CatchUp: time.Minute},
-	}, c.Schedules())
+		{Name: "every-hour", Next: start.Add(time.Hour), Registered: true},
+		{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour), CatchUp: time.Minute, Registered: true},
+	}, registered(list()))
+	eventually(t, "the store heard of both schedules", func() bool {
+		n := 0
+		for _, in := range list() {
+			if !in.UpdatedAt.IsZero() {
+				n++
+			}
+		}
+		return n == 2
+	})
 	stop()
-	require.Len(t, c.Schedules(), 1)
+	// The store still keeps the removed one, which no longer runs here.
+	require.Equal(t, []hopper.ScheduleInfo{
+		{Name: "every-hour", Next: start.Add(time.Hour), Registered: true},
+		{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour)},
+	}, registered(list()))
+	require.NoError(t, c.DeleteSchedule(testCtx(t), "nightly"))
+	require.Len(t, list(), 1)
+	require.ErrorIs(t, c.DeleteSchedule(testCtx(t), "nightly"), hopper.ErrNotFound)
+}
+
+// TestSchedulePauseByName: a schedule no process runs yet may be paused
+// ahead of its deploy; an empty name is refused.
+func TestSchedulePauseByName(t *testing.T) {
+	t.Parallel()
+	c, _ := hoppertest.NewClient(t, hopper.Config{})
+	ctx := testCtx(t)
+	require.ErrorIs(t, c.PauseSchedule(ctx, ""), hopper.ErrInvalidInput)
+	require.ErrorIs(t, c.ResumeSchedule(ctx, ""), hopper.ErrInvalidInput)
+	require.NoError(t, c.PauseSchedule(ctx, "later"))
+	infos, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.Equal(t, "later", infos[0].Name)
+	require.True(t, infos[0].Paused)
+	require.False(t, infos[0].Registered)
+	require.NoError(t, c.ResumeSchedule(ctx, "later"))
+	infos, err = c.Schedules(ctx)
+	require.NoError(t, err)
+	require.False(t, infos[0].Paused)
+}
+
+// TestSchedulePauseResume: while a schedule is paused its occurrences
+// enqueue nothing on any process and are not counted; once resumed, the
+// next occurrence fires and is counted, on every driver.
+func TestSchedulePauseResume(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+		d := newDriver(t)
+		clk := hoppertest.NewClock(time.Time{})
+		start := clk.Now()
+		var calls [2]jobCalls
+		var clients [2]*hopper.Client
+		for i := range clients {
+			clients[i] = startedClient(t, d, clk)
+			_, err := clients[i].Schedule(hopper.Schedule{Name: "every-minute", Cron: "* * * * *", Location: time.UTC, Job: calls[i].job})
+			require.NoError(t, err)
+		}
+		ctx := testCtx(t)
+		minute := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
+		// recorded waits until the store recorded the occurrence of
+		// minute m (its record moves the next occurrence past it).
+		recorded := func(m int) {
+			t.Helper()
+			eventually(t, "the occurrence of minute "+minute(m).Format(time.TimeOnly)+" recorded", func() bool {
+				rows, err := d.ScheduleList(ctx)
+				require.NoError(t, err)
+				return len(rows) == 1 && !rows[0].NextAt.Before(minute(m+1))
+			})
+		}
+		step := func(m int) {
+			t.Helper()
+			clk.AdvanceTo(minute(m))
+			eventually(t, "both processes make the job", func() bool {
+				return calls[0].count(minute(m)) == 1 && calls[1].count(minute(m)) == 1
+			})
+			recorded(m)
+		}
+		step(0)
+		require.NoError(t, clients[1].PauseSchedule(ctx, "every-minute"))
+		step(1)
+		step(2)
+		require.NoError(t, clients[0].ResumeSchedule(ctx, "every-minute"))
+		step(3)
+		for _, c := range clients {
+			require.NoError(t, c.Stop(testCtx(t)))
+		}
+		require.Equal(t, map[time.Time]int{minute(0): 1, minute(3): 1}, storedTicks(t, clients[0]),
+			"no job for the occurrences while paused")
+		infos, err := clients[0].Schedules(ctx)
+		require.NoError(t, err)
+		require.Len(t, infos, 1)
+		in := infos[0]
+		require.False(t, in.Paused)
+		require.Equal(t, int64(2), in.Occurrences, "paused occurrences are not counted")
+		require.True(t, in.Last.Equal(minute(3)), "last occurrence %s", in.Last)
+	})
 }
 
 // TestScheduleBadInput: malformed schedules are refused with

@@ -276,6 +276,9 @@ type Executor interface {
 	// ScheduleUpsert stores a schedule's registration: it creates the
 	// schedule's row (not paused, no occurrences) or sets its Spec, NextAt
 	// and UpdatedAt, leaving Paused, Occurrences and LastAt as they are.
+	// NextAt is kept when the row's LastAt is at or after the new one: that
+	// occurrence fired already (another process recorded it, with a later
+	// NextAt).
 	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) error
 
 	// ScheduleRecord records that an occurrence of the named schedule, at

@@ -325,28 +325,70 @@ func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "paused": false})
 }
 
-// ScheduleJSON is a schedule of the server's client on the wire.
+// ScheduleJSON is a schedule on the wire: as the server's client registered
+// it, and as the store keeps it.
 type ScheduleJSON struct {
 	Name string `json:"name"`
 	// Cron is empty for a schedule given as a Go function.
 	Cron string `json:"cron,omitempty"`
 	// Next is the next occurrence; null when the schedule has ended.
 	Next *time.Time `json:"next"`
-	// CatchUp is how late an occurrence may still fire ("0s": on time).
+	// CatchUp is how late an occurrence may still fire ("0s": on time, and
+	// when the server's process does not run the schedule).
 	CatchUp string `json:"catch_up"`
+	// Registered is set when the server's process runs the schedule.
+	Registered bool `json:"registered"`
+	Paused     bool `json:"paused"`
+	// Occurrences counts the occurrences fired while not paused; Last is
+	// the latest of them (null before the first).
+	Occurrences int64      `json:"occurrences"`
+	Last        *time.Time `json:"last"`
+	// UpdatedAt is when the store last heard of the schedule (null when
+	// it does not keep it).
+	UpdatedAt *time.Time `json:"updated_at"`
+}
+
+// ScheduleJSONOf puts in on the wire.
+func ScheduleJSONOf(in hopper.ScheduleInfo) ScheduleJSON {
+	return ScheduleJSON{Name: in.Name, Cron: in.Cron, Next: timePtr(in.Next.UTC()), CatchUp: in.CatchUp.String(),
+		Registered: in.Registered, Paused: in.Paused, Occurrences: in.Occurrences, Last: timePtr(in.Last.UTC()), UpdatedAt: timePtr(in.UpdatedAt.UTC())}
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
-	infos := s.c.Schedules()
+	infos, err := s.c.Schedules(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	out := make([]ScheduleJSON, len(infos))
 	for i, in := range infos {
-		out[i] = ScheduleJSON{Name: in.Name, Cron: in.Cron, CatchUp: in.CatchUp.String()}
-		if !in.Next.IsZero() {
-			next := in.Next.UTC()
-			out[i].Next = &next
-		}
+		out[i] = ScheduleJSONOf(in)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
+}
+
+func (s *Server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
+	if err := s.c.PauseSchedule(r.Context(), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "paused": true})
+}
+
+func (s *Server) resumeSchedule(w http.ResponseWriter, r *http.Request) {
+	if err := s.c.ResumeSchedule(r.Context(), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "paused": false})
+}
+
+func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
+	if err := s.c.DeleteSchedule(r.Context(), r.PathValue("name")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) {

@@ -230,6 +230,21 @@ func TestAPIJobs(t *testing.T) {
 	require.NotNil(t, got.Next)
 	require.Equal(t, 0, got.Next.Minute(), "the top of an hour")
 	require.True(t, got.Next.After(time.Now()))
+	require.True(t, got.Registered)
+	require.False(t, got.Paused)
+	require.Zero(t, got.Occurrences)
+	require.Nil(t, got.Last)
+	// Pause, resume and delete, as the store keeps them.
+	require.Equal(t, 200, e.do("POST", "/v1/schedules/hourly-add/pause", "", nil))
+	require.Equal(t, 200, e.do("GET", "/v1/schedules", "", &scheds))
+	require.True(t, scheds.Schedules[0].Paused)
+	require.NotNil(t, scheds.Schedules[0].UpdatedAt)
+	require.Equal(t, 200, e.do("POST", "/v1/schedules/hourly-add/resume", "", nil))
+	require.Equal(t, 200, e.do("GET", "/v1/schedules", "", &scheds))
+	require.False(t, scheds.Schedules[0].Paused)
+	require.Equal(t, 204, e.do("DELETE", "/v1/schedules/hourly-add", "", nil))
+	require.Equal(t, 404, e.do("DELETE", "/v1/schedules/hourly-add", "", nil))
+	require.Equal(t, 404, e.do("DELETE", "/v1/schedules/nope", "", nil))
 
 	var qs struct{ Queues []server.QueueJSON }
 	require.Equal(t, 200, e.do("POST", "/v1/queues/default/pause", "", nil))
@@ -551,6 +566,7 @@ func TestDashboardPages(t *testing.T) {
 	for path, want := range map[string]string{
 		"/":                     e.c.WorkerID(),
 		"/?schedules":           "nightly-digest",
+		"/?schedule-pause":      `data-post="/v1/schedules/nightly-digest/pause"`,
 		"/jobs":                 created.ID,
 		"/jobs?state=succeeded": created.ID,
 		"/jobs/" + created.ID:   "42",

@@ -117,9 +117,14 @@ func (s *Server) uiOverview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	schedules, err := s.c.Schedules(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	s.render(w, http.StatusOK, "overview", map[string]any{
 		"Queues": qs, "Recent": recent.Jobs, "Types": s.c.Types(), "Started": s.c.Started(), "Active": len(s.c.Active()),
-		"Workflows": s.c.Workflows(), "Runs": runs, "Workers": workers, "Schedules": s.c.Schedules(),
+		"Workflows": s.c.Workflows(), "Runs": runs, "Workers": workers, "Schedules": schedules,
 	})
 }
 

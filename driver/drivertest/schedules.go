@@ -57,6 +57,10 @@ func testScheduleRecord(t *testing.T, f *fixture) {
 	// Registering again keeps the counts.
 	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/15 * * * *", NextAt: at(15 * time.Minute), Now: at(11 * time.Minute)}))
 
+	// A process registering late, with an occurrence recorded already,
+	// leaves the newer next occurrence.
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/15 * * * *", NextAt: at(10 * time.Minute), Now: at(11 * time.Minute)}))
+
 	rows = f.schedules(t)
 	require.Len(t, rows, 2)
 	a, b := rows[0], rows[1]

@@ -23,7 +23,11 @@ func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertPa
 		return err
 	}
 	row := t.schedule(params.Name)
-	row.Spec, row.NextAt, row.UpdatedAt = params.Spec, trunc(params.NextAt), trunc(params.Now)
+	next := trunc(params.NextAt)
+	if row.LastAt.IsZero() || next.IsZero() || row.LastAt.Before(next) {
+		row.NextAt = next
+	}
+	row.Spec, row.UpdatedAt = params.Spec, trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return nil
 }

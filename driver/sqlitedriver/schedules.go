@@ -10,7 +10,8 @@ import (
 
 const (
 	upsertScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at) VALUES (?1, ?2, ?3, ?4)
-	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at, updated_at = excluded.updated_at`
+	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at,
+		next_at = CASE WHEN last_at >= excluded.next_at THEN next_at ELSE excluded.next_at END`
 	recordScheduleSQL = `INSERT INTO schedules (name, occurrences, last_at, next_at, updated_at) VALUES (?1, 1, ?2, ?3, ?4)
 	ON CONFLICT (name) DO UPDATE SET
 		occurrences = occurrences + (1 - paused),

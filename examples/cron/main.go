@@ -75,7 +75,11 @@ func run(ctx context.Context, path string, every time.Duration, n int) error {
 		return err
 	}
 	defer c.Stop(context.WithoutCancel(ctx))
-	fmt.Fprintf(os.Stderr, "schedule %q: next occurrence %s\n", "digest", c.Schedules()[0].Next.Format(time.TimeOnly))
+	infos, err := c.Schedules(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "schedule %q: next occurrence %s\n", infos[0].Name, infos[0].Next.Format(time.TimeOnly))
 	for range n {
 		select {
 		case <-ran:

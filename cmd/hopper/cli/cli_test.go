@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"go.uber.org/goleak"
+
+	"github.com/hopper-go/hopper/server"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -161,6 +163,29 @@ func TestOperatorCommands(t *testing.T) {
 	}
 	if _, _, code := run(t, "queues", "resume", "default", "--db", db); code != 0 {
 		t.Fatal("resume failed")
+	}
+
+	// Schedules: the store keeps a schedule paused ahead of its deploy.
+	if out, _, code := run(t, "schedules", "pause", "nightly", "--db", db); code != 0 || !strings.Contains(out, "schedule nightly paused") {
+		t.Fatalf("schedules pause: %d %q", code, out)
+	}
+	out, _, code = run(t, "schedules", "--db", db)
+	if code != 0 || !strings.Contains(out, "PAUSED") || !strings.Contains(out, "nightly") || !strings.Contains(out, "true") {
+		t.Fatalf("schedules: %q", out)
+	}
+	if _, _, code := run(t, "schedules", "resume", "nightly", "--db", db); code != 0 {
+		t.Fatal("schedules resume failed")
+	}
+	out, _, code = run(t, "schedules", "list", "--db", db, "--json")
+	var scheds struct{ Schedules []server.ScheduleJSON }
+	if code != 0 || json.Unmarshal([]byte(out), &scheds) != nil || len(scheds.Schedules) != 1 || scheds.Schedules[0].Paused {
+		t.Fatalf("schedules list --json after resume: %q", out)
+	}
+	if _, _, code := run(t, "schedules", "delete", "nightly", "--db", db); code != 0 {
+		t.Fatal("schedules delete failed")
+	}
+	if _, errOut, code := run(t, "schedules", "delete", "nightly", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("deleting a schedule twice: %d %q", code, errOut)
 	}
 	out, _, code = run(t, "dead", "list", "--db", db, "--json")
 	if code != 0 || !strings.Contains(out, `"jobs": []`) {

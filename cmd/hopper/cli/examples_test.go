@@ -92,8 +92,8 @@ func TestExampleSchedule(t *testing.T) {
 		}
 		defer stop()
 	}
-	if got := c.Schedules(); len(got) != 1 || got[0].Name != "add-every-minute" || got[0].Next.Second() != 0 {
-		t.Fatalf("schedules: %+v", got)
+	if got, err := c.Schedules(ctx); err != nil || len(got) != 1 || got[0].Name != "add-every-minute" || got[0].Next.Second() != 0 {
+		t.Fatalf("schedules: %+v, %v", got, err)
 	}
 	spec, err := exampleSchedules()[0].Job(time.Date(2030, 1, 1, 14, 5, 0, 0, time.UTC))
 	if err != nil {

@@ -383,39 +383,100 @@ func remoteTail(ctx context.Context, g *globals, r *remote, id string, from int6
 // program's code, so only a running process knows them: the command asks a
 // server (--server).
 func schedulesCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "schedules",
-		Short: "List the schedules a server runs (needs --server)",
-		Long: `List the schedules a hopper server's process runs, with their next occurrence.
-Schedules are registered in a program's code (Client.Schedule), so only a
-running process knows them: point the command at its server with --server.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			r := g.remote()
-			if r == nil {
-				return errors.New("schedules live in a running process: pass --server URL (or $HOPPER_SERVER)")
-			}
+	list := func(cmd *cobra.Command, _ []string) error {
+		var infos []server.ScheduleJSON
+		if r := g.remote(); r != nil {
 			var wrapped struct {
 				Schedules []server.ScheduleJSON `json:"schedules"`
 			}
 			if err := r.get(cmd.Context(), "/v1/schedules", nil, &wrapped); err != nil {
 				return err
 			}
-			if g.asJSON {
-				return writeJSON(g.out, map[string]any{"schedules": wrapped.Schedules})
-			}
-			rows := make([][]string, len(wrapped.Schedules))
-			for i, s := range wrapped.Schedules {
-				cron, next := s.Cron, "ended"
-				if cron == "" {
-					cron = "(Go function)"
+			infos = wrapped.Schedules
+		} else {
+			err := withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				got, err := c.Schedules(cmd.Context())
+				for _, in := range got {
+					infos = append(infos, server.ScheduleJSONOf(in))
 				}
-				if s.Next != nil {
-					next = s.Next.UTC().Format(time.RFC3339)
-				}
-				rows[i] = []string{s.Name, cron, next, s.CatchUp}
+				return err
+			})
+			if err != nil {
+				return err
 			}
-			return table(g.out, []string{"SCHEDULE", "CRON", "NEXT", "CATCH-UP"}, rows)
-		},
+		}
+		if infos == nil {
+			infos = []server.ScheduleJSON{}
+		}
+		if g.asJSON {
+			return writeJSON(g.out, map[string]any{"schedules": infos})
+		}
+		rows := make([][]string, len(infos))
+		for i, s := range infos {
+			cron, next, last := s.Cron, "ended", "-"
+			if cron == "" {
+				cron = "(Go function)"
+			}
+			if s.Next != nil {
+				next = s.Next.UTC().Format(time.RFC3339)
+			}
+			if s.Last != nil {
+				last = s.Last.UTC().Format(time.RFC3339)
+			}
+			rows[i] = []string{s.Name, cron, strconv.FormatBool(s.Paused), next, strconv.FormatInt(s.Occurrences, 10), last}
+		}
+		return table(g.out, []string{"SCHEDULE", "CRON", "PAUSED", "NEXT", "FIRED", "LAST"}, rows)
 	}
+	cmd := &cobra.Command{
+		Use:   "schedules",
+		Short: "List, pause, resume and delete schedules",
+		Long: `List the schedules the store keeps: every schedule a process registered
+(Client.Schedule) or an operator paused, with whether it is paused, its next
+occurrence, how many occurrences fired and the latest. With --server, the
+server's process adds the schedules it runs that the store has not heard of
+yet. A paused schedule's occurrences enqueue nothing, on every process.`,
+		Args: cobra.NoArgs,
+		RunE: list,
+	}
+	cmd.AddCommand(&cobra.Command{Use: "list", Short: "List schedules (the default)", Args: cobra.NoArgs, RunE: list})
+	act := func(use, short string, apply func(c *hopper.Client, ctx context.Context, name string) error, remoteDo func(ctx context.Context, r *remote, name string) error, done, field string, value bool) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " SCHEDULE",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				var err error
+				if r := g.remote(); r != nil {
+					err = remoteDo(cmd.Context(), r, args[0])
+				} else {
+					err = withClient(cmd.Context(), g, func(c *hopper.Client) error { return apply(c, cmd.Context(), args[0]) })
+				}
+				if err != nil {
+					return err
+				}
+				if g.asJSON {
+					return writeJSON(g.out, map[string]any{"name": args[0], field: value})
+				}
+				fmt.Fprintf(g.out, "schedule %s %s\n", args[0], done)
+				return nil
+			},
+		}
+	}
+	post := func(verb string) func(ctx context.Context, r *remote, name string) error {
+		return func(ctx context.Context, r *remote, name string) error {
+			return r.post(ctx, "/v1/schedules/"+pathEsc(name)+"/"+verb, nil, nil)
+		}
+	}
+	cmd.AddCommand(
+		act("pause", "Stop a schedule's occurrences from enqueueing, on every process",
+			(*hopper.Client).PauseSchedule, post("pause"), "paused", "paused", true),
+		act("resume", "Let a paused schedule's occurrences fire again",
+			(*hopper.Client).ResumeSchedule, post("resume"), "resumed", "paused", false),
+		act("delete", "Forget a schedule's stored state (a process that still runs it stores it again)",
+			(*hopper.Client).DeleteSchedule, func(ctx context.Context, r *remote, name string) error {
+				_, err := r.do(ctx, http.MethodDelete, "/v1/schedules/"+pathEsc(name), nil, nil)
+				return err
+			}, "deleted", "deleted", true),
+	)
+	return cmd
 }

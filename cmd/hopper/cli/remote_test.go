@@ -56,8 +56,24 @@ func TestServerMode(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &scheds) != nil || len(scheds.Schedules) != 1 || scheds.Schedules[0].Next == nil {
 		t.Fatalf("schedules --json: %q", out)
 	}
-	if _, errOut, code := run(t, "schedules"); code == 0 || !strings.Contains(errOut, "--server") {
-		t.Fatalf("schedules without --server: %d %q", code, errOut)
+	if !scheds.Schedules[0].Registered {
+		t.Fatalf("the server runs the schedule: %q", out)
+	}
+	if out, errOut, code := remote("schedules", "pause", "nightly"); code != 0 || !strings.Contains(out, "paused") {
+		t.Fatalf("schedules pause: %d %q %q", code, out, errOut)
+	}
+	infos, err := c.Schedules(ctx)
+	if err != nil || len(infos) != 1 || !infos[0].Paused {
+		t.Fatalf("paused through the server: %+v %v", infos, err)
+	}
+	if _, errOut, code := remote("schedules", "resume", "nightly"); code != 0 {
+		t.Fatalf("schedules resume: %q", errOut)
+	}
+	if infos, err := c.Schedules(ctx); err != nil || infos[0].Paused {
+		t.Fatalf("resumed through the server: %+v %v", infos, err)
+	}
+	if _, errOut, code := remote("schedules", "delete", "nope"); code == 0 || !strings.Contains(errOut, "404") && !strings.Contains(errOut, "not found") {
+		t.Fatalf("deleting an unknown schedule: %d %q", code, errOut)
 	}
 
 	h, err := exampleAdd.Enqueue(ctx, c, AddInput{A: 2, B: 3}, nil)
