@@ -134,7 +134,8 @@ type ScheduleInfo struct {
 	// Paused is set while the schedule is paused (PauseSchedule): its
 	// occurrences enqueue nothing, on every process.
 	Paused bool
-	// Occurrences counts the occurrences that fired while not paused, Last
+	// Occurrences counts the occurrences that fired while not paused (one
+	// whose job a UniqueKey merged with the previous one's counts too); Last
 	// is the latest of them (zero before the first).
 	Occurrences int64
 	Last        time.Time
@@ -185,7 +186,9 @@ func (c *Client) PauseSchedule(ctx context.Context, name string) error {
 	return c.setSchedulePaused(ctx, name, true)
 }
 
-// ResumeSchedule lets a paused schedule's next occurrences fire again.
+// ResumeSchedule lets a paused schedule's next occurrences fire again. A
+// name that neither the store nor this client knows is an error wrapping
+// ErrNotFound.
 func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
 	return c.setSchedulePaused(ctx, name, false)
 }
@@ -194,7 +197,22 @@ func (c *Client) setSchedulePaused(ctx context.Context, name string, paused bool
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
 	}
-	err := c.drv.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: name, Paused: paused, Now: c.now()})
+	c.schedMu.Lock()
+	_, known := c.schedules[name]
+	c.schedMu.Unlock()
+	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		if !paused && !known {
+			// Resuming a name nobody knows is a typo, not a new row.
+			stored, err := tx.ScheduleList(ctx)
+			if err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(stored, func(r *driver.ScheduleRow) bool { return r.Name == name }) {
+				return ErrNotFound
+			}
+		}
+		return tx.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: name, Paused: paused, Now: c.now()})
+	})
 	if err != nil {
 		return fmt.Errorf("hopper: set schedule %s paused=%v: %w", name, paused, err)
 	}
@@ -202,11 +220,15 @@ func (c *Client) setSchedulePaused(ctx context.Context, name string, paused bool
 }
 
 // DeleteSchedule removes what the store keeps of the named schedule: its
-// pause and its counts. It does not stop the schedule: a process that still
-// registers it stores it again when it next starts it or fires an
-// occurrence (remove it from the code, or pause it). A name the store does
-// not keep is an error wrapping ErrNotFound.
+// pause and its counts. It is for a schedule retired from the code: it does
+// not stop one that processes still run (they store it again, not paused,
+// when they next start it or fire an occurrence), so deleting a paused
+// schedule that still runs resumes it. A name the store does not keep is an
+// error wrapping ErrNotFound.
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
+	}
 	gone, err := c.drv.ScheduleDelete(ctx, name)
 	if err != nil {
 		return fmt.Errorf("hopper: delete schedule %s: %w", name, err)
@@ -379,7 +401,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		at = e.next(now)
 	}
 	timer := arm(at)
-	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Now: now}
+	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at}
 	go func() {
 		defer close(done)
 		defer cancel()
@@ -391,6 +413,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		// The store learns of the schedule (its listing, its next
 		// occurrence) now; a failure costs only that until the first
 		// occurrence records it.
+		reg.Now = c.now()
 		if err := c.drv.ScheduleUpsert(ctx, reg); err != nil && ctx.Err() == nil {
 			c.reportError(fmt.Errorf("schedule %s: store its registration: %w", e.name, err), PhaseSchedule)
 		}
@@ -514,7 +537,7 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 		if err != nil || !fresh {
 			return false, err
 		}
-		paused, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: e.name, At: at, NextAt: next, Now: now})
+		paused, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: e.name, Spec: e.cron, At: at, NextAt: next, Now: now})
 		return err == nil && !paused, err
 	}
 	if run != nil {

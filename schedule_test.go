@@ -458,7 +458,8 @@ func TestSchedulesList(t *testing.T) {
 }
 
 // TestSchedulePauseByName: a schedule no process runs yet may be paused
-// ahead of its deploy; an empty name is refused.
+// ahead of its deploy, but an unknown one is not resumed; an empty name is
+// refused.
 func TestSchedulePauseByName(t *testing.T) {
 	t.Parallel()
 	c, _ := hoppertest.NewClient(t, hopper.Config{})
@@ -476,6 +477,11 @@ func TestSchedulePauseByName(t *testing.T) {
 	infos, err = c.Schedules(ctx)
 	require.NoError(t, err)
 	require.False(t, infos[0].Paused)
+	require.ErrorIs(t, c.ResumeSchedule(ctx, "typo"), hopper.ErrNotFound, "resuming a name nobody knows")
+	require.ErrorIs(t, c.DeleteSchedule(ctx, ""), hopper.ErrInvalidInput)
+	infos, err = c.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1, "no row for the typo")
 }
 
 // TestSchedulePauseResume: while a schedule is paused its occurrences

@@ -276,16 +276,16 @@ type Executor interface {
 	// ScheduleUpsert stores a schedule's registration: it creates the
 	// schedule's row (not paused, no occurrences) or sets its Spec, NextAt
 	// and UpdatedAt, leaving Paused, Occurrences and LastAt as they are.
-	// NextAt is kept when the row's LastAt is at or after the new one: that
-	// occurrence fired already (another process recorded it, with a later
-	// NextAt).
+	// A stored NextAt later than the new one is kept when Spec is
+	// unchanged: another process recorded an occurrence already (the
+	// registration's NextAt may be an occurrence it fired).
 	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) error
 
 	// ScheduleRecord records that an occurrence of the named schedule, at
 	// At, fired: unless the schedule is paused it counts one occurrence and
-	// sets LastAt; either way it sets NextAt and UpdatedAt. It creates the
-	// row if missing, and reports whether the schedule is paused (then the
-	// occurrence was not counted).
+	// sets LastAt; either way it sets Spec, NextAt and UpdatedAt. It creates
+	// the row if missing, and reports whether the schedule is paused (then
+	// the occurrence was not counted).
 	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (paused bool, err error)
 
 	// ScheduleSetPaused stores whether a schedule is paused, creating its
@@ -725,6 +725,7 @@ type ScheduleUpsertParams struct {
 // ScheduleRecordParams are the arguments of ScheduleRecord.
 type ScheduleRecordParams struct {
 	Name string
+	Spec string
 	// At is the occurrence that fired; NextAt the one after it (zero for
 	// none).
 	At     time.Time

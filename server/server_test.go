@@ -245,6 +245,7 @@ func TestAPIJobs(t *testing.T) {
 	require.Equal(t, 204, e.do("DELETE", "/v1/schedules/hourly-add", "", nil))
 	require.Equal(t, 404, e.do("DELETE", "/v1/schedules/hourly-add", "", nil))
 	require.Equal(t, 404, e.do("DELETE", "/v1/schedules/nope", "", nil))
+	require.Equal(t, 404, e.do("POST", "/v1/schedules/nope/resume", "", nil))
 
 	var qs struct{ Queues []server.QueueJSON }
 	require.Equal(t, 200, e.do("POST", "/v1/queues/default/pause", "", nil))

@@ -28,9 +28,10 @@ func (f *fixture) schedules(t *testing.T) []*driver.ScheduleRow {
 	return rows
 }
 
+// record records the occurrence of the schedule name (spec "@every 1h").
 func (f *fixture) record(t *testing.T, name string, occurred, next, now time.Time) bool {
 	t.Helper()
-	paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, At: occurred, NextAt: next, Now: now})
+	paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@every 1h", At: occurred, NextAt: next, Now: now})
 	require.NoError(t, err)
 	return paused
 }
@@ -51,6 +52,7 @@ func testScheduleRecord(t *testing.T, f *fixture) {
 	requireTime(t, base, b.UpdatedAt)
 
 	require.False(t, f.record(t, "b", at(5*time.Minute), at(10*time.Minute), at(5*time.Minute+time.Second)))
+	require.Equal(t, "@every 1h", f.schedules(t)[0].Spec, "an occurrence records the spec it fired by")
 	require.False(t, f.record(t, "b", at(10*time.Minute), at(15*time.Minute), at(10*time.Minute+time.Second)))
 	// An occurrence of a schedule no process registered creates its row.
 	require.False(t, f.record(t, "a", at(time.Hour), time.Time{}, at(time.Hour)))
@@ -68,7 +70,7 @@ func testScheduleRecord(t *testing.T, f *fixture) {
 	require.Equal(t, int64(1), a.Occurrences)
 	requireTime(t, at(time.Hour), a.LastAt)
 	require.True(t, a.NextAt.IsZero(), "no next occurrence: %v", a.NextAt)
-	require.Empty(t, a.Spec)
+	require.Equal(t, "@every 1h", a.Spec)
 
 	require.Equal(t, "b", b.Name)
 	require.Equal(t, "*/15 * * * *", b.Spec)
@@ -76,21 +78,35 @@ func testScheduleRecord(t *testing.T, f *fixture) {
 	requireTime(t, at(10*time.Minute), b.LastAt)
 	requireTime(t, at(15*time.Minute), b.NextAt)
 	requireTime(t, at(11*time.Minute), b.UpdatedAt)
+
+	// A new spec takes its own next occurrence, earlier or not.
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/1 * * * *", NextAt: at(12 * time.Minute), Now: at(12 * time.Minute)}))
+	b = f.schedules(t)[1]
+	require.Equal(t, "*/1 * * * *", b.Spec)
+	requireTime(t, at(12*time.Minute), b.NextAt)
+	// An ended schedule has no next occurrence.
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/1 * * * *", Now: at(13 * time.Minute)}))
+	require.True(t, f.schedules(t)[1].NextAt.IsZero())
 }
 
 func testSchedulePaused(t *testing.T, f *fixture) {
 	// Paused before any process registered it.
 	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: nanos(base)}))
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "s", Spec: "@hourly", NextAt: at(time.Hour), Now: at(time.Second)}))
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "s", Spec: "@every 1h", NextAt: at(time.Hour), Now: at(time.Second)}))
 	rows := f.schedules(t)
 	require.Len(t, rows, 1)
 	require.True(t, rows[0].Paused, "registering keeps the pause")
+	requireTime(t, at(time.Hour), rows[0].NextAt)
 
 	require.True(t, f.record(t, "s", at(time.Hour), at(2*time.Hour), at(time.Hour)), "a paused schedule says so")
 	s := f.schedules(t)[0]
 	require.Zero(t, s.Occurrences, "a paused occurrence is not counted")
 	require.True(t, s.LastAt.IsZero())
 	requireTime(t, at(2*time.Hour), s.NextAt, "the next occurrence moves on")
+	// A process starting while paused, its first occurrence fired
+	// already, leaves the later next occurrence.
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "s", Spec: "@every 1h", NextAt: at(time.Hour), Now: at(time.Hour + time.Second)}))
+	requireTime(t, at(2*time.Hour), f.schedules(t)[0].NextAt)
 
 	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: false, Now: at(90 * time.Minute)}))
 	require.False(t, f.record(t, "s", at(2*time.Hour), at(3*time.Hour), at(2*time.Hour)))
@@ -98,7 +114,7 @@ func testSchedulePaused(t *testing.T, f *fixture) {
 	require.False(t, s.Paused)
 	require.Equal(t, int64(1), s.Occurrences)
 	requireTime(t, at(2*time.Hour), s.LastAt)
-	require.Equal(t, "@hourly", s.Spec, "pausing keeps the spec")
+	require.Equal(t, "@every 1h", s.Spec, "pausing keeps the spec")
 }
 
 func testScheduleDelete(t *testing.T, f *fixture) {

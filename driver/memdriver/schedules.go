@@ -24,7 +24,7 @@ func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertPa
 	}
 	row := t.schedule(params.Name)
 	next := trunc(params.NextAt)
-	if row.LastAt.IsZero() || next.IsZero() || row.LastAt.Before(next) {
+	if row.Spec != params.Spec || next.IsZero() || !row.NextAt.After(next) {
 		row.NextAt = next
 	}
 	row.Spec, row.UpdatedAt = params.Spec, trunc(params.Now)
@@ -42,7 +42,7 @@ func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordPa
 		row.Occurrences++
 		row.LastAt = trunc(params.At)
 	}
-	row.NextAt, row.UpdatedAt = trunc(params.NextAt), trunc(params.Now)
+	row.Spec, row.NextAt, row.UpdatedAt = params.Spec, trunc(params.NextAt), trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return row.Paused, nil
 }

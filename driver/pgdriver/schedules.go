@@ -25,7 +25,7 @@ func (e *executor) ScheduleRecord(ctx context.Context, p *driver.ScheduleRecordP
 		return false, err
 	}
 	var paused bool
-	err := e.q.QueryRow(ctx, e.d.q.scheduleRecord, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now))).Scan(&paused)
+	err := e.q.QueryRow(ctx, e.d.q.scheduleRecord, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now)), p.Spec).Scan(&paused)
 	if err != nil {
 		return false, e.d.fail(fmt.Sprintf("record occurrence of schedule %q", p.Name), err)
 	}

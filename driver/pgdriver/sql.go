@@ -354,14 +354,14 @@ RETURNING name, owner, term, expires_at`),
 		queueSet: q(`INSERT INTO {s}.queues (name, paused, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
 		queueList: q(`SELECT name, paused, updated_at FROM {s}.queues ORDER BY name`),
-		// An occurrence recorded at or after the registration's next one
-		// keeps the newer next_at it stored.
+		// An occurrence recorded past the registration's next one keeps
+		// the later next_at it stored (unless the spec changed).
 		scheduleUpsert: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at) VALUES ($1, $2, $3, $4)
 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, updated_at = EXCLUDED.updated_at,
-	next_at = CASE WHEN s.last_at >= EXCLUDED.next_at THEN s.next_at ELSE EXCLUDED.next_at END`),
+	next_at = CASE WHEN s.spec = EXCLUDED.spec AND s.next_at > EXCLUDED.next_at THEN s.next_at ELSE EXCLUDED.next_at END`),
 		// A paused schedule's occurrence is not counted.
-		scheduleRecord: q(`INSERT INTO {s}.schedules AS s (name, occurrences, last_at, next_at, updated_at) VALUES ($1, 1, $2, $3, $4)
-ON CONFLICT (name) DO UPDATE SET
+		scheduleRecord: q(`INSERT INTO {s}.schedules AS s (name, occurrences, last_at, next_at, updated_at, spec) VALUES ($1, 1, $2, $3, $4, $5)
+ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec,
 	occurrences = s.occurrences + CASE WHEN s.paused THEN 0 ELSE 1 END,
 	last_at = CASE WHEN s.paused THEN s.last_at ELSE EXCLUDED.last_at END,
 	next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at

@@ -11,9 +11,9 @@ import (
 const (
 	upsertScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at) VALUES (?1, ?2, ?3, ?4)
 	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at,
-		next_at = CASE WHEN last_at >= excluded.next_at THEN next_at ELSE excluded.next_at END`
-	recordScheduleSQL = `INSERT INTO schedules (name, occurrences, last_at, next_at, updated_at) VALUES (?1, 1, ?2, ?3, ?4)
-	ON CONFLICT (name) DO UPDATE SET
+		next_at = CASE WHEN spec = excluded.spec AND next_at > excluded.next_at THEN next_at ELSE excluded.next_at END`
+	recordScheduleSQL = `INSERT INTO schedules (name, occurrences, last_at, next_at, updated_at, spec) VALUES (?1, 1, ?2, ?3, ?4, ?5)
+	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec,
 		occurrences = occurrences + (1 - paused),
 		last_at = CASE WHEN paused THEN last_at ELSE excluded.last_at END,
 		next_at = excluded.next_at, updated_at = excluded.updated_at
@@ -34,7 +34,7 @@ func (r *runner) scheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertPar
 func (r *runner) scheduleRecord(ctx context.Context, p *driver.ScheduleRecordParams) (bool, error) {
 	var paused bool
 	err := r.one(ctx, recordScheduleSQL, func(rows *sql.Rows) error { return rows.Scan(&paused) },
-		p.Name, micros(trunc(p.At)), micros(trunc(p.NextAt)), micros(trunc(p.Now)))
+		p.Name, micros(trunc(p.At)), micros(trunc(p.NextAt)), micros(trunc(p.Now)), p.Spec)
 	if err != nil {
 		return false, fmt.Errorf("record occurrence of schedule %q: %w", p.Name, err)
 	}

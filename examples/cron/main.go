@@ -79,7 +79,11 @@ func run(ctx context.Context, path string, every time.Duration, n int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "schedule %q: next occurrence %s\n", infos[0].Name, infos[0].Next.Format(time.TimeOnly))
+	for _, in := range infos {
+		if in.Registered {
+			fmt.Fprintf(os.Stderr, "schedule %q: next occurrence %s\n", in.Name, in.Next.Format(time.TimeOnly))
+		}
+	}
 	for range n {
 		select {
 		case <-ran:

@@ -379,9 +379,8 @@ func remoteTail(ctx context.Context, g *globals, r *remote, id string, from int6
 	return nil
 }
 
-// schedulesCmd lists a server's schedules. Schedules are registered in a
-// program's code, so only a running process knows them: the command asks a
-// server (--server).
+// schedulesCmd lists, pauses, resumes and deletes the schedules the store
+// keeps (with --server, a server's process adds the ones it runs).
 func schedulesCmd(g *globals) *cobra.Command {
 	list := func(cmd *cobra.Command, _ []string) error {
 		var infos []server.ScheduleJSON
@@ -413,12 +412,19 @@ func schedulesCmd(g *globals) *cobra.Command {
 		}
 		rows := make([][]string, len(infos))
 		for i, s := range infos {
-			cron, next, last := s.Cron, "ended", "-"
-			if cron == "" {
+			// A name paused ahead of its deploy has no spec and no next
+			// occurrence yet.
+			known := s.Registered || s.Occurrences > 0 || s.Next != nil
+			cron, next, last := s.Cron, "-", "-"
+			if cron == "" && known {
 				cron = "(Go function)"
+			} else if cron == "" {
+				cron = "-"
 			}
 			if s.Next != nil {
 				next = s.Next.UTC().Format(time.RFC3339)
+			} else if known {
+				next = "ended"
 			}
 			if s.Last != nil {
 				last = s.Last.UTC().Format(time.RFC3339)
@@ -472,7 +478,7 @@ yet. A paused schedule's occurrences enqueue nothing, on every process.`,
 			(*hopper.Client).PauseSchedule, post("pause"), "paused", "paused", true),
 		act("resume", "Let a paused schedule's occurrences fire again",
 			(*hopper.Client).ResumeSchedule, post("resume"), "resumed", "paused", false),
-		act("delete", "Forget a schedule's stored state (a process that still runs it stores it again)",
+		act("delete", "Forget a retired schedule's stored state and pause (a process that still runs it stores it again, not paused)",
 			(*hopper.Client).DeleteSchedule, func(ctx context.Context, r *remote, name string) error {
 				_, err := r.do(ctx, http.MethodDelete, "/v1/schedules/"+pathEsc(name), nil, nil)
 				return err

@@ -40,7 +40,8 @@ func TestServerMode(t *testing.T) {
 		return run(t, append(args, "--server", hs.URL, "--api-token", "s3cret")...)
 	}
 
-	// Schedules: only a server knows them.
+	// Schedules: the server's, and the store's, paused and resumed through
+	// the server.
 	stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *", CatchUp: -1,
 		Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
 	if err != nil {
