@@ -288,6 +288,11 @@ type Executor interface {
 	// the occurrence was not counted).
 	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (paused bool, err error)
 
+	// ScheduleDefine stores a schedule defined in the store (not in a
+	// program's code): it creates the row or sets its Spec, Def, NextAt and
+	// UpdatedAt, leaving Paused, Occurrences and LastAt as they are.
+	ScheduleDefine(ctx context.Context, params *ScheduleDefineParams) error
+
 	// ScheduleSetPaused stores whether a schedule is paused, creating its
 	// row if missing.
 	ScheduleSetPaused(ctx context.Context, params *ScheduleSetPausedParams) error
@@ -722,6 +727,30 @@ type ScheduleUpsertParams struct {
 	Now    time.Time
 }
 
+// ScheduleDefineParams are the arguments of ScheduleDefine.
+type ScheduleDefineParams struct {
+	Name   string
+	Spec   string
+	Def    ScheduleDef
+	NextAt time.Time
+	Now    time.Time
+}
+
+// ScheduleDef is what a schedule defined in the store runs: the processes
+// that register Target run it.
+type ScheduleDef struct {
+	// Kind is "job" (Target is a job type) or "run" (a workflow).
+	Kind   string
+	Target string
+	// Input is the JSON input of each occurrence's job or run.
+	Input []byte
+	// Location is the IANA time zone the spec is read in.
+	Location string
+	// CatchUp is how late an occurrence may still fire (negative: on time
+	// only).
+	CatchUp time.Duration
+}
+
 // ScheduleRecordParams are the arguments of ScheduleRecord.
 type ScheduleRecordParams struct {
 	Name string
@@ -752,6 +781,9 @@ type ScheduleRow struct {
 	LastAt    time.Time
 	NextAt    time.Time
 	UpdatedAt time.Time
+	// Def is set for a schedule defined in the store (ScheduleDefine); nil
+	// for one registered in code.
+	Def *ScheduleDef
 }
 
 // QueueRow is a queue's stored state.

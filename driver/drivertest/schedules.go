@@ -18,6 +18,7 @@ func scheduleCases() []testCase {
 		{"PausedOccurrencesAreNotCounted", testSchedulePaused},
 		{"Delete", testScheduleDelete},
 		{"RecordRollsBack", testScheduleRollback},
+		{"Define", testScheduleDefine},
 	}
 }
 
@@ -146,6 +147,8 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 		require.False(t, paused)
 		require.NoError(t, tx.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: at(time.Hour)}))
 		require.NoError(t, tx.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "new", Spec: "x", Now: at(time.Hour)}))
+		require.NoError(t, tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "new", Spec: "y", Now: at(time.Hour),
+			Def: driver.ScheduleDef{Kind: "job", Target: "t"}}))
 		gone, err := tx.ScheduleDelete(ctx, "s")
 		require.NoError(t, err)
 		require.True(t, gone)
@@ -164,4 +167,47 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 	require.Equal(t, int64(1), s.Occurrences)
 	requireTime(t, base, s.LastAt)
 	requireTime(t, at(time.Hour), s.NextAt)
+}
+
+func testScheduleDefine(t *testing.T, f *fixture) {
+	def := driver.ScheduleDef{Kind: "job", Target: "report", Input: []byte(`{"day":1}`), Location: "Europe/Paris", CatchUp: 5 * time.Minute}
+	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Spec: "0 3 * * *", Def: def, NextAt: at(3 * time.Hour), Now: nanos(base)}))
+	f.record(t, "code", base, at(time.Hour), base)
+	rows := f.schedules(t)
+	require.Len(t, rows, 2)
+	code, d := rows[0], rows[1]
+	require.Nil(t, code.Def, "a schedule registered in code has no definition")
+	require.NotNil(t, d.Def)
+	require.Equal(t, def, *d.Def)
+	require.Equal(t, "0 3 * * *", d.Spec)
+	requireTime(t, at(3*time.Hour), d.NextAt)
+	requireTime(t, base, d.UpdatedAt)
+
+	// A process running it registers it and records its occurrences: the
+	// definition stays.
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", Spec: "0 3 * * *", NextAt: at(3 * time.Hour), Now: at(time.Second)}))
+	_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "0 3 * * *", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour)})
+	require.NoError(t, err)
+	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "d", Paused: true, Now: at(4 * time.Hour)}))
+	d = f.schedules(t)[1]
+	require.Equal(t, def, *d.Def)
+	require.Equal(t, int64(1), d.Occurrences)
+
+	// Defining it again replaces the definition and keeps the rest.
+	def2 := driver.ScheduleDef{Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1}
+	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Spec: "@hourly", Def: def2, NextAt: at(5 * time.Hour), Now: at(4 * time.Hour)}))
+	d = f.schedules(t)[1]
+	require.Empty(t, d.Def.Input, "no input")
+	d.Def.Input = nil
+	require.Equal(t, def2, *d.Def)
+	require.Equal(t, "@hourly", d.Spec)
+	require.True(t, d.Paused)
+	require.Equal(t, int64(1), d.Occurrences)
+	requireTime(t, at(3*time.Hour), d.LastAt)
+	requireTime(t, at(5*time.Hour), d.NextAt)
+
+	gone, err := f.d.ScheduleDelete(f.ctx, "d")
+	require.NoError(t, err)
+	require.True(t, gone)
+	require.Len(t, f.schedules(t), 1)
 }

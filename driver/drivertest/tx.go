@@ -453,6 +453,9 @@ func testClose(t *testing.T, f *fixture) {
 		"ScheduleSetPaused": func() error {
 			return f.d.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: base})
 		},
+		"ScheduleDefine": func() error {
+			return f.d.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "s", Def: driver.ScheduleDef{Kind: "job", Target: "t"}, Now: base})
+		},
 		"ScheduleList":   func() error { _, err := f.d.ScheduleList(ctx); return err },
 		"ScheduleDelete": func() error { _, err := f.d.ScheduleDelete(ctx, "s"); return err },
 		"JobWake": func() error {

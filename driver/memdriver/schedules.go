@@ -32,6 +32,20 @@ func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertPa
 	return nil
 }
 
+// ScheduleDefine stores a schedule defined in the store; see
+// driver.Executor.
+func (t *tx) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	row := t.schedule(params.Name)
+	def := params.Def
+	def.Input = slices.Clone(def.Input)
+	row.Spec, row.Def, row.NextAt, row.UpdatedAt = params.Spec, &def, trunc(params.NextAt), trunc(params.Now)
+	put(t, t.st.schedules, row.Name, row)
+	return nil
+}
+
 // ScheduleRecord records a fired occurrence; see driver.Executor.
 func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
 	if err := t.check(ctx); err != nil {
@@ -68,6 +82,11 @@ func (t *tx) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
 	out := make([]*driver.ScheduleRow, 0, len(t.st.schedules))
 	for _, s := range t.st.schedules {
 		c := *s
+		if s.Def != nil {
+			def := *s.Def
+			def.Input = slices.Clone(def.Input)
+			c.Def = &def
+		}
 		out = append(out, &c)
 	}
 	slices.SortFunc(out, func(a, b *driver.ScheduleRow) int { return strings.Compare(a.Name, b.Name) })
@@ -96,6 +115,12 @@ func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpse
 // ScheduleRecord records a fired occurrence; see driver.Executor.
 func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
 	return call(ctx, d, func(tx *tx) (bool, error) { return tx.ScheduleRecord(ctx, params) })
+}
+
+// ScheduleDefine stores a schedule defined in the store; see
+// driver.Executor.
+func (d *Driver) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.ScheduleDefine(ctx, params) })
 }
 
 // ScheduleSetPaused stores whether a schedule is paused; see

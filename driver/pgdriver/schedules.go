@@ -3,6 +3,8 @@ package pgdriver
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -32,6 +34,21 @@ func (e *executor) ScheduleRecord(ctx context.Context, p *driver.ScheduleRecordP
 	return paused, nil
 }
 
+// ScheduleDefine stores a schedule defined in the store; see
+// driver.Executor.
+func (e *executor) ScheduleDefine(ctx context.Context, p *driver.ScheduleDefineParams) error {
+	if err := e.check(ctx, "define schedule"); err != nil {
+		return err
+	}
+	input := p.Def.Input
+	if input == nil {
+		input = []byte{}
+	}
+	_, err := e.q.Exec(ctx, e.d.q.scheduleDefine, p.Name, p.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)),
+		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp))
+	return e.d.fail(fmt.Sprintf("define schedule %q", p.Name), err)
+}
+
 // ScheduleSetPaused stores whether a schedule is paused; see
 // driver.Executor.
 func (e *executor) ScheduleSetPaused(ctx context.Context, p *driver.ScheduleSetPausedParams) error {
@@ -54,9 +71,18 @@ func (e *executor) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, err
 	out := []*driver.ScheduleRow{}
 	var s driver.ScheduleRow
 	var last, next, updated pgtype.Timestamptz
-	if _, err := pgx.ForEachRow(rows, []any{&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated}, func() error {
+	var def driver.ScheduleDef
+	var catchUp int64
+	if _, err := pgx.ForEachRow(rows, []any{&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
+		&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp}, func() error {
 		row := s
 		row.LastAt, row.NextAt, row.UpdatedAt = fromTS(last), fromTS(next), fromTS(updated)
+		if def.Kind != "" {
+			d := def
+			d.Input = slices.Clone(def.Input)
+			d.CatchUp = time.Duration(catchUp)
+			row.Def = &d
+		}
 		out = append(out, &row)
 		return nil
 	}); err != nil {
@@ -85,6 +111,12 @@ func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpse
 // ScheduleRecord records a fired occurrence; see driver.Executor.
 func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
 	return d.root.ScheduleRecord(ctx, params)
+}
+
+// ScheduleDefine stores a schedule defined in the store; see
+// driver.Executor.
+func (d *Driver) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+	return d.root.ScheduleDefine(ctx, params)
 }
 
 // ScheduleSetPaused stores whether a schedule is paused; see

@@ -88,7 +88,7 @@ type queries struct {
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
 	keyDeleteExpired                                                     string
 	scheduleUpsert, scheduleRecord, schedulePause, scheduleList          string
-	scheduleDelete                                                       string
+	scheduleDelete, scheduleDefine                                       string
 	lockKey, runningOfKey, unclaim                                       string
 	notify, notifyMany                                                   string
 
@@ -368,7 +368,13 @@ ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec,
 RETURNING paused`),
 		schedulePause: q(`INSERT INTO {s}.schedules (name, paused, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
-		scheduleList:   q(`SELECT name, spec, paused, occurrences, last_at, next_at, updated_at FROM {s}.schedules ORDER BY name`),
+		scheduleList: q(`SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
+	def_kind, def_target, def_input, def_location, def_catch_up FROM {s}.schedules ORDER BY name`),
+		scheduleDefine: q(`INSERT INTO {s}.schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at,
+	def_kind = EXCLUDED.def_kind, def_target = EXCLUDED.def_target, def_input = EXCLUDED.def_input,
+	def_location = EXCLUDED.def_location, def_catch_up = EXCLUDED.def_catch_up`),
 		scheduleDelete: q(`DELETE FROM {s}.schedules WHERE name = $1`),
 
 		// JobWake locks the waiting jobs in id order, then makes them due.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 )
@@ -20,7 +21,13 @@ const (
 	RETURNING paused`
 	pauseScheduleSQL = `INSERT INTO schedules (name, paused, updated_at) VALUES (?1, ?2, ?3)
 	ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`
-	listSchedulesSQL  = `SELECT name, spec, paused, occurrences, last_at, next_at, updated_at FROM schedules ORDER BY name`
+	defineScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at, updated_at = excluded.updated_at,
+		def_kind = excluded.def_kind, def_target = excluded.def_target, def_input = excluded.def_input,
+		def_location = excluded.def_location, def_catch_up = excluded.def_catch_up`
+	listSchedulesSQL = `SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
+	def_kind, def_target, def_input, def_location, def_catch_up FROM schedules ORDER BY name`
 	deleteScheduleSQL = `DELETE FROM schedules WHERE name = ?`
 )
 
@@ -41,6 +48,18 @@ func (r *runner) scheduleRecord(ctx context.Context, p *driver.ScheduleRecordPar
 	return paused, nil
 }
 
+func (r *runner) scheduleDefine(ctx context.Context, p *driver.ScheduleDefineParams) error {
+	input := p.Def.Input
+	if input == nil {
+		input = []byte{}
+	}
+	if _, err := r.exec(ctx, defineScheduleSQL, p.Name, p.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now)),
+		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp)); err != nil {
+		return fmt.Errorf("define schedule %q: %w", p.Name, err)
+	}
+	return nil
+}
+
 func (r *runner) scheduleSetPaused(ctx context.Context, p *driver.ScheduleSetPausedParams) error {
 	if _, err := r.exec(ctx, pauseScheduleSQL, p.Name, p.Paused, micros(trunc(p.Now))); err != nil {
 		return fmt.Errorf("set schedule %q paused: %w", p.Name, err)
@@ -53,10 +72,17 @@ func (r *runner) scheduleList(ctx context.Context) ([]*driver.ScheduleRow, error
 	err := r.each(ctx, listSchedulesSQL, func(rows *sql.Rows) error {
 		var s driver.ScheduleRow
 		var last, next, updated sql.NullInt64
-		if err := rows.Scan(&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated); err != nil {
+		var def driver.ScheduleDef
+		var catchUp int64
+		if err := rows.Scan(&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
+			&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp); err != nil {
 			return err
 		}
 		s.LastAt, s.NextAt, s.UpdatedAt = fromMicros(last), fromMicros(next), fromMicros(updated)
+		if def.Kind != "" {
+			def.CatchUp = time.Duration(catchUp)
+			s.Def = &def
+		}
 		out = append(out, &s)
 		return nil
 	})
@@ -91,6 +117,14 @@ func (t *txExec) ScheduleRecord(ctx context.Context, params *driver.ScheduleReco
 	return t.r.scheduleRecord(ctx, params)
 }
 
+// ScheduleDefine stores a schedule defined in the store.
+func (t *txExec) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+	if err := t.check(ctx); err != nil {
+		return err
+	}
+	return t.r.scheduleDefine(ctx, params)
+}
+
 // ScheduleSetPaused stores whether a schedule is paused.
 func (t *txExec) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
 	if err := t.check(ctx); err != nil {
@@ -123,6 +157,12 @@ func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpse
 // ScheduleRecord records a fired occurrence; see driver.Executor.
 func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
 	return call(ctx, d, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleRecord(ctx, params) })
+}
+
+// ScheduleDefine stores a schedule defined in the store; see
+// driver.Executor.
+func (d *Driver) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.ScheduleDefine(ctx, params) })
 }
 
 // ScheduleSetPaused stores whether a schedule is paused; see
