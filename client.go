@@ -232,6 +232,9 @@ type Client struct {
 	// schedules are the registered schedules (Client.Schedule), by name.
 	schedMu   sync.Mutex
 	schedules map[string]*scheduleEntry
+	// stored are the stored schedules (DefineSchedule) this client runs
+	// in its runtime, by name; guarded by schedMu.
+	stored map[string]*storedEntry
 
 	mu         sync.Mutex
 	rt         *runtime // nil unless started

@@ -94,6 +94,9 @@
 // catches up within Schedule.CatchUp. The store keeps each schedule's state
 // for the fleet (Client.Schedules): Client.PauseSchedule stops its
 // occurrences on every process until Client.ResumeSchedule.
+// Client.DefineSchedule stores a schedule instead of registering it in code
+// (a StoredSchedule: a job type or workflow and its JSON input), run by
+// every process that registers its target.
 //
 //	stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *",
 //		Job: func(at time.Time) (*hopper.JobSpec, error) { return report.Job(at.Format(time.DateOnly), nil), nil }})

@@ -2,6 +2,7 @@ package hopper_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -44,4 +45,40 @@ func ExampleClient_Schedule() {
 	// Output:
 	// report for 2030-01-01
 	// report for 2030-01-02
+}
+
+// A schedule defined in the store, as the HTTP API and the CLI define them:
+// every process that registers its type runs it, and DefineSchedule
+// returns once this client does. (A virtual clock stands in for the hours.)
+func ExampleClient_DefineSchedule() {
+	pings := make(chan string, 4)
+	ping := hopper.Define("ping", func(ctx context.Context, host string) (hopper.None, error) {
+		pings <- host
+		return hopper.None{}, nil
+	}, nil)
+
+	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 10, 30, 0, 0, time.UTC))
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{Clock: clk}, ping)
+	defer c.Stop(ctx)
+
+	err := c.DefineSchedule(ctx, hopper.StoredSchedule{
+		Name:  "hourly-ping",
+		Cron:  "@hourly",
+		Type:  "ping",
+		Input: json.RawMessage(`"example.com"`),
+	})
+	if err != nil {
+		panic(err)
+	}
+	clk.AdvanceTo(time.Date(2030, 1, 1, 11, 0, 0, 0, time.UTC))
+	fmt.Println("pinged", <-pings)
+	infos, err := c.Schedules(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(infos[0].Name, "runs", infos[0].Type, "next at", infos[0].Next.Format(time.TimeOnly))
+	// Output:
+	// pinged example.com
+	// hourly-ping runs ping next at 12:00:00
 }

@@ -32,6 +32,11 @@ type runtime struct {
 	// schedulesOff is set when Stop has ended the schedules; guarded by
 	// Client.schedMu.
 	schedulesOff bool
+	// schedConflicts names the stored schedules reported for clashing
+	// with one registered in code; guarded by syncMu.
+	schedConflicts map[string]bool
+	// syncMu serialises the reads of the stored schedules.
+	syncMu sync.Mutex
 	// workCtx is the parent of handler contexts; Stop cancels it only once
 	// its own ctx is done.
 	workCtx    context.Context
@@ -113,6 +118,8 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 	hb := c.clock.NewTimer(c.cfg.HeartbeatInterval)
 	rt.loops.Add(1)
 	go rt.heartbeatLoop(hb)
+	rt.loops.Add(1)
+	go rt.syncStoredSchedules()
 	rt.loops.Add(1)
 	go func() {
 		defer rt.loops.Done()

@@ -2,6 +2,7 @@ package hopper
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -127,10 +128,17 @@ type ScheduleInfo struct {
 	// Schedule.CatchUp; 0 for on time only, and when this client does not
 	// run the schedule).
 	CatchUp time.Duration
-	// Registered is set when this client runs the schedule. A schedule
-	// that only the store knows was run by another process (or by this
-	// one before it stopped registering it).
+	// Registered is set when this client runs the schedule: registered in
+	// its code, or stored with a target it registers. A schedule registered
+	// in code that only the store knows was run by another process (or by
+	// this one before it stopped registering it).
 	Registered bool
+	// Stored is set for a schedule defined in the store (DefineSchedule);
+	// Type or Workflow is what it enqueues or starts, with Input.
+	Stored   bool
+	Type     string
+	Workflow string
+	Input    json.RawMessage
 	// Paused is set while the schedule is paused (PauseSchedule): its
 	// occurrences enqueue nothing, on every process.
 	Paused bool
@@ -153,9 +161,12 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	}
 	now := c.now()
 	c.schedMu.Lock()
-	entries := make([]*scheduleEntry, 0, len(c.schedules))
+	entries := make([]*scheduleEntry, 0, len(c.schedules)+len(c.stored))
 	for _, e := range c.schedules {
 		entries = append(entries, e)
+	}
+	for _, se := range c.stored {
+		entries = append(entries, se.e)
 	}
 	c.schedMu.Unlock()
 	byName := make(map[string]*ScheduleInfo, len(entries)+len(stored))
@@ -169,6 +180,20 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 			byName[r.Name] = in
 		}
 		in.Paused, in.Occurrences, in.Last, in.UpdatedAt = r.Paused, r.Occurrences, r.LastAt, r.UpdatedAt
+		if d := r.Def; d != nil {
+			in.Stored, in.Input = true, json.RawMessage(d.Input)
+			if d.Kind == scheduleDefRun {
+				in.Workflow = d.Target
+			} else {
+				in.Type = d.Target
+			}
+			if !in.Registered {
+				in.CatchUp = max(d.CatchUp, 0)
+				if d.CatchUp == 0 {
+					in.CatchUp = defaultCatchUp
+				}
+			}
+		}
 	}
 	out := make([]ScheduleInfo, 0, len(byName))
 	for _, in := range byName {
@@ -220,11 +245,13 @@ func (c *Client) setSchedulePaused(ctx context.Context, name string, paused bool
 }
 
 // DeleteSchedule removes what the store keeps of the named schedule: its
-// pause and its counts. It is for a schedule retired from the code: it does
-// not stop one that processes still run (they store it again, not paused,
-// when they next start it or fire an occurrence), so deleting a paused
-// schedule that still runs resumes it. A name the store does not keep is an
-// error wrapping ErrNotFound.
+// pause, its counts and, for a stored schedule (DefineSchedule), its
+// definition, so every process stops running it. A schedule registered in
+// code is not stopped: the processes that still run it store it again, not
+// paused, when they next start it or fire an occurrence (so deleting a
+// paused one that still runs resumes it); delete those once retired from
+// the code. A name the store does not keep is an error wrapping
+// ErrNotFound.
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
@@ -236,6 +263,7 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	if !gone {
 		return fmt.Errorf("hopper: delete schedule %s: %w", name, ErrNotFound)
 	}
+	c.syncSchedulesNow()
 	return nil
 }
 
@@ -364,6 +392,13 @@ func (rt *runtime) stopSchedules() {
 			stops = append(stops, e.stop)
 		}
 	}
+	// The next runtime reads the stored schedules again.
+	for _, se := range rt.c.stored {
+		if se.e.stop != nil {
+			stops = append(stops, se.e.stop)
+		}
+	}
+	rt.c.stored = nil
 	rt.c.schedMu.Unlock()
 	for _, stop := range stops {
 		stop()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -346,12 +347,44 @@ type ScheduleJSON struct {
 	// UpdatedAt is when the store last heard of the schedule (null when
 	// it does not keep it).
 	UpdatedAt *time.Time `json:"updated_at"`
+	// Stored is set for a schedule defined in the store (POST
+	// /v1/schedules): Type or Workflow is what it enqueues or starts, with
+	// Input.
+	Stored   bool            `json:"stored"`
+	Type     string          `json:"type,omitempty"`
+	Workflow string          `json:"workflow,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+}
+
+// DefineScheduleJSON is the body of POST /v1/schedules.
+type DefineScheduleJSON struct {
+	Name     string          `json:"name"`
+	Cron     string          `json:"cron"`
+	Location string          `json:"location,omitempty"`
+	CatchUp  string          `json:"catch_up,omitempty"`
+	Type     string          `json:"type,omitempty"`
+	Workflow string          `json:"workflow,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+}
+
+// StoredSchedule checks d and returns the schedule it defines.
+func (d *DefineScheduleJSON) StoredSchedule() (hopper.StoredSchedule, error) {
+	s := hopper.StoredSchedule{Name: d.Name, Cron: d.Cron, Location: d.Location, Type: d.Type, Workflow: d.Workflow, Input: d.Input}
+	if d.CatchUp != "" {
+		v, err := time.ParseDuration(d.CatchUp)
+		if err != nil {
+			return s, fmt.Errorf("%w: catch_up %q: %v", hopper.ErrInvalidInput, d.CatchUp, err)
+		}
+		s.CatchUp = v
+	}
+	return s, nil
 }
 
 // ScheduleJSONOf puts in on the wire.
 func ScheduleJSONOf(in hopper.ScheduleInfo) ScheduleJSON {
 	return ScheduleJSON{Name: in.Name, Cron: in.Cron, Next: timePtr(in.Next.UTC()), CatchUp: in.CatchUp.String(),
-		Registered: in.Registered, Paused: in.Paused, Occurrences: in.Occurrences, Last: timePtr(in.Last.UTC()), UpdatedAt: timePtr(in.UpdatedAt.UTC())}
+		Registered: in.Registered, Paused: in.Paused, Occurrences: in.Occurrences, Last: timePtr(in.Last.UTC()), UpdatedAt: timePtr(in.UpdatedAt.UTC()),
+		Stored: in.Stored, Type: in.Type, Workflow: in.Workflow, Input: in.Input}
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
@@ -365,6 +398,34 @@ func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
 		out[i] = ScheduleJSONOf(in)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
+}
+
+func (s *Server) defineSchedule(w http.ResponseWriter, r *http.Request) {
+	var req DefineScheduleJSON
+	if err := decodeBody(r.Body, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	def, err := req.StoredSchedule()
+	if err == nil {
+		err = s.c.DefineSchedule(r.Context(), def)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	infos, err := s.c.Schedules(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, in := range infos {
+		if in.Name == req.Name {
+			writeJSON(w, http.StatusCreated, ScheduleJSONOf(in))
+			return
+		}
+	}
+	s.fail(w, r, fmt.Errorf("schedule %s: %w", req.Name, hopper.ErrNotFound)) // deleted meanwhile
 }
 
 func (s *Server) pauseSchedule(w http.ResponseWriter, r *http.Request) {

@@ -112,6 +112,7 @@ func (s *Server) routes() {
 	m.Handle("POST /v1/queues/{name}/resume", s.auth(http.HandlerFunc(s.resumeQueue)))
 	m.Handle("GET /v1/types", s.auth(http.HandlerFunc(s.listTypes)))
 	m.Handle("GET /v1/schedules", s.auth(http.HandlerFunc(s.listSchedules)))
+	m.Handle("POST /v1/schedules", s.auth(http.HandlerFunc(s.defineSchedule)))
 	m.Handle("POST /v1/schedules/{name}/pause", s.auth(http.HandlerFunc(s.pauseSchedule)))
 	m.Handle("POST /v1/schedules/{name}/resume", s.auth(http.HandlerFunc(s.resumeSchedule)))
 	m.Handle("DELETE /v1/schedules/{name}", s.auth(http.HandlerFunc(s.deleteSchedule)))

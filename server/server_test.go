@@ -246,6 +246,32 @@ func TestAPIJobs(t *testing.T) {
 	require.Equal(t, 404, e.do("DELETE", "/v1/schedules/hourly-add", "", nil))
 	require.Equal(t, 404, e.do("DELETE", "/v1/schedules/nope", "", nil))
 	require.Equal(t, 404, e.do("POST", "/v1/schedules/nope/resume", "", nil))
+	// A schedule defined in the store, run by the server's client, which
+	// registers its type.
+	var defined server.ScheduleJSON
+	require.Equal(t, 201, e.do("POST", "/v1/schedules", `{"name":"stored-add","cron":"@daily","location":"Europe/Paris","catch_up":"5m","type":"add","input":{"a":1,"b":2}}`, &defined))
+	require.True(t, defined.Stored)
+	require.True(t, defined.Registered, "the server's client runs it")
+	require.Equal(t, "add", defined.Type)
+	require.JSONEq(t, `{"a":1,"b":2}`, string(defined.Input))
+	require.Equal(t, "5m0s", defined.CatchUp)
+	require.NotNil(t, defined.Next)
+	paris, err := time.LoadLocation("Europe/Paris")
+	require.NoError(t, err)
+	require.Equal(t, 0, defined.Next.In(paris).Hour(), "midnight in Paris")
+	for _, bad := range []string{
+		`{"name":"b","cron":"@daily","type":"add","input":{"a":"x"}}`,
+		`{"name":"b","cron":"nope","type":"add"}`,
+		`{"name":"b","cron":"@daily"}`,
+		`{"name":"b","cron":"@daily","type":"add","catch_up":"soon"}`,
+		`{"name":"b","cron":"@daily","type":"add","extra":1}`,
+	} {
+		require.Equal(t, 400, e.do("POST", "/v1/schedules", bad, nil), bad)
+	}
+	require.Equal(t, 200, e.do("GET", "/v1/schedules", "", &scheds))
+	require.Len(t, scheds.Schedules, 2, "nothing stored for the bad definitions")
+	require.Equal(t, []string{"hourly-add", "stored-add"}, []string{scheds.Schedules[0].Name, scheds.Schedules[1].Name})
+	require.Equal(t, 204, e.do("DELETE", "/v1/schedules/stored-add", "", nil))
 
 	var qs struct{ Queues []server.QueueJSON }
 	require.Equal(t, 200, e.do("POST", "/v1/queues/default/pause", "", nil))

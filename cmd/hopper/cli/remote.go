@@ -429,9 +429,16 @@ func schedulesCmd(g *globals) *cobra.Command {
 			if s.Last != nil {
 				last = s.Last.UTC().Format(time.RFC3339)
 			}
-			rows[i] = []string{s.Name, cron, strconv.FormatBool(s.Paused), next, strconv.FormatInt(s.Occurrences, 10), last}
+			target := "(code)"
+			switch {
+			case s.Type != "":
+				target = s.Type
+			case s.Workflow != "":
+				target = "workflow " + s.Workflow
+			}
+			rows[i] = []string{s.Name, cron, target, strconv.FormatBool(s.Paused), next, strconv.FormatInt(s.Occurrences, 10), last}
 		}
-		return table(g.out, []string{"SCHEDULE", "CRON", "PAUSED", "NEXT", "FIRED", "LAST"}, rows)
+		return table(g.out, []string{"SCHEDULE", "CRON", "RUNS", "PAUSED", "NEXT", "FIRED", "LAST"}, rows)
 	}
 	cmd := &cobra.Command{
 		Use:   "schedules",
@@ -473,12 +480,58 @@ yet. A paused schedule's occurrences enqueue nothing, on every process.`,
 			return r.post(ctx, "/v1/schedules/"+pathEsc(name)+"/"+verb, nil, nil)
 		}
 	}
-	cmd.AddCommand(
+	var def server.DefineScheduleJSON
+	define := &cobra.Command{
+		Use:   "define SCHEDULE --cron EXPR (--type TYPE | --workflow NAME) [--input JSON]",
+		Short: "Define a schedule in the store: the processes that register its type or workflow run it",
+		Long: `Define (or redefine) a schedule in the store rather than in a program's code:
+every started process that registers its job type (--type) or workflow
+(--workflow) enqueues that job, or starts that run, with --input at each
+occurrence of --cron, once across the fleet. Processes pick it up within five
+poll intervals. Its pause and counts stay when it is defined again;
+"hopper schedules delete" removes it and every process stops running it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			def.Name = args[0]
+			if r := g.remote(); r != nil {
+				var out server.ScheduleJSON
+				if err := r.post(cmd.Context(), "/v1/schedules", def, &out); err != nil {
+					return err
+				}
+			} else {
+				s, err := def.StoredSchedule()
+				if err != nil {
+					return err
+				}
+				if err := withClient(cmd.Context(), g, func(c *hopper.Client) error { return c.DefineSchedule(cmd.Context(), s) }); err != nil {
+					return err
+				}
+			}
+			if g.asJSON {
+				return writeJSON(g.out, map[string]any{"name": def.Name, "defined": true})
+			}
+			fmt.Fprintf(g.out, "schedule %s defined\n", def.Name)
+			return nil
+		},
+	}
+	var input string
+	define.Flags().StringVar(&def.Cron, "cron", "", "cron expression (5 fields, or @hourly, @every 10m, …)")
+	define.Flags().StringVar(&def.Location, "location", "", "IANA time zone the expression is read in (default UTC)")
+	define.Flags().StringVar(&def.CatchUp, "catch-up", "", "how late an occurrence may still fire (default 1m; negative: on time only)")
+	define.Flags().StringVar(&def.Type, "type", "", "job type to enqueue")
+	define.Flags().StringVar(&def.Workflow, "workflow", "", "workflow to start")
+	define.Flags().StringVar(&input, "input", "", "JSON input of each occurrence's job or run (default null)")
+	define.PreRun = func(*cobra.Command, []string) {
+		if input != "" {
+			def.Input = json.RawMessage(input)
+		}
+	}
+	cmd.AddCommand(define,
 		act("pause", "Stop a schedule's occurrences from enqueueing, on every process",
 			(*hopper.Client).PauseSchedule, post("pause"), "paused", "paused", true),
 		act("resume", "Let a paused schedule's occurrences fire again",
 			(*hopper.Client).ResumeSchedule, post("resume"), "resumed", "paused", false),
-		act("delete", "Forget a retired schedule's stored state and pause (a process that still runs it stores it again, not paused)",
+		act("delete", "Remove a stored schedule, or forget a retired code schedule's state and pause",
 			(*hopper.Client).DeleteSchedule, func(ctx context.Context, r *remote, name string) error {
 				_, err := r.do(ctx, http.MethodDelete, "/v1/schedules/"+pathEsc(name), nil, nil)
 				return err

@@ -73,6 +73,15 @@ func TestServerMode(t *testing.T) {
 	if infos, err := c.Schedules(ctx); err != nil || infos[0].Paused {
 		t.Fatalf("resumed through the server: %+v %v", infos, err)
 	}
+	if out, errOut, code := remote("schedules", "define", "daily-add", "--cron", "@daily", "--type", "add", "--input", `{"a":1,"b":2}`); code != 0 || !strings.Contains(out, "defined") {
+		t.Fatalf("schedules define through the server: %d %q %q", code, out, errOut)
+	}
+	if infos, err := c.Schedules(ctx); err != nil || len(infos) != 2 || !infos[0].Stored || !infos[0].Registered {
+		t.Fatalf("the server's client runs the stored schedule: %+v %v", infos, err)
+	}
+	if _, errOut, code := remote("schedules", "define", "bad", "--cron", "@daily", "--type", "add", "--input", `{"a":"x"}`); code == 0 || !strings.Contains(errOut, "400") && !strings.Contains(errOut, "invalid") {
+		t.Fatalf("an undecodable input is refused by the server: %d %q", code, errOut)
+	}
 	if _, errOut, code := remote("schedules", "delete", "nope"); code == 0 || !strings.Contains(errOut, "404") && !strings.Contains(errOut, "not found") {
 		t.Fatalf("deleting an unknown schedule: %d %q", code, errOut)
 	}

@@ -1,0 +1,310 @@
+package hopper
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+// StoredSchedule is a schedule defined in the store rather than in a
+// program's code: any process can define it (the HTTP API, the CLI), and
+// every started client that registers its Type (or Workflow) runs it,
+// enqueueing that job (or starting that run) with Input at each occurrence,
+// once across the fleet. Define it with Client.DefineSchedule.
+type StoredSchedule struct {
+	// Name identifies the schedule; it must not be the name of a schedule
+	// registered in code.
+	Name string
+	// Cron is a cron expression as Schedule.Cron takes it.
+	Cron string
+	// Location is the IANA time zone Cron is read in; empty is UTC (the
+	// machines that run a stored schedule may sit in different zones).
+	Location string
+	// CatchUp is as Schedule.CatchUp: zero means one minute, negative on
+	// time only.
+	CatchUp time.Duration
+	// Type is the job type to enqueue, or Workflow the workflow to start;
+	// exactly one is set.
+	Type     string
+	Workflow string
+	// Input is the JSON input of each occurrence's job or run; empty is
+	// null.
+	Input json.RawMessage
+}
+
+// Schedule definition kinds, as the store keeps them.
+const (
+	scheduleDefJob = "job"
+	scheduleDefRun = "run"
+)
+
+// DefineSchedule stores s, or replaces the definition of the stored
+// schedule of its name (its pause and counts stay). The processes that
+// register s's type or workflow pick it up within five poll intervals
+// (Config.PollInterval); this client, when started, before DefineSchedule
+// returns. A malformed definition (no
+// name, a bad cron expression or zone, both or neither of Type and
+// Workflow, input that is not JSON or that the type, when registered here,
+// does not decode) or the name of a schedule registered in code, here or by
+// another process, is refused with an error wrapping ErrInvalidInput.
+// DeleteSchedule removes it, and every process stops running it. Neither
+// may be called from a schedule's Job or Run, which they may wait for.
+func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
+	def, next, err := c.scheduleDef(s)
+	if err != nil {
+		return err
+	}
+	c.schedMu.Lock()
+	_, inCode := c.schedules[s.Name]
+	c.schedMu.Unlock()
+	if inCode {
+		return fmt.Errorf("%w: schedule %q is registered in this program's code", ErrInvalidInput, s.Name)
+	}
+	now := c.now()
+	err = c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		rows, err := tx.ScheduleList(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Name == s.Name && r.Def == nil && r.Spec != "" {
+				return fmt.Errorf("%w: schedule %q is registered in a program's code", ErrInvalidInput, s.Name)
+			}
+		}
+		return tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: s.Name, Spec: s.Cron, Def: def, NextAt: next(now), Now: now})
+	})
+	if err != nil {
+		return fmt.Errorf("hopper: define schedule %s: %w", s.Name, err)
+	}
+	c.syncSchedulesNow()
+	return nil
+}
+
+// scheduleDef checks s and returns its stored definition and occurrences.
+func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Time) time.Time, error) {
+	var def driver.ScheduleDef
+	if s.Name == "" {
+		return def, nil, fmt.Errorf("%w: a schedule needs a name", ErrInvalidInput)
+	}
+	loc := time.UTC
+	if s.Location != "" {
+		l, err := time.LoadLocation(s.Location)
+		if err != nil {
+			return def, nil, fmt.Errorf("%w: schedule %q: location %q: %v", ErrInvalidInput, s.Name, s.Location, err)
+		}
+		loc = l
+	}
+	if s.Cron == "" {
+		return def, nil, fmt.Errorf("%w: schedule %q needs a cron expression", ErrInvalidInput, s.Name)
+	}
+	next, err := ParseCron(s.Cron, loc)
+	if err != nil {
+		return def, nil, fmt.Errorf("schedule %q: %w", s.Name, err)
+	}
+	input := bytes.TrimSpace(s.Input)
+	if len(input) == 0 {
+		input = []byte("null")
+	}
+	if !json.Valid(input) {
+		return def, nil, fmt.Errorf("%w: schedule %q: the input is not JSON", ErrInvalidInput, s.Name)
+	}
+	def = driver.ScheduleDef{Input: slices.Clone(input), Location: loc.String(), CatchUp: s.CatchUp}
+	switch {
+	case (s.Type == "") == (s.Workflow == ""):
+		return def, nil, fmt.Errorf("%w: schedule %q needs one of Type and Workflow", ErrInvalidInput, s.Name)
+	case s.Type != "":
+		def.Kind, def.Target = scheduleDefJob, s.Type
+	default:
+		def.Kind, def.Target = scheduleDefRun, s.Workflow
+	}
+	// A target registered here checks the input now rather than at each
+	// occurrence.
+	row := &driver.ScheduleRow{Name: s.Name, Spec: s.Cron, Def: &def}
+	if _, err := c.storedScheduleEntry(row); err != nil && !errors.Is(err, ErrUnknownType) {
+		return def, nil, fmt.Errorf("schedule %q: %w", s.Name, err)
+	}
+	return def, next, nil
+}
+
+// NameRun builds a RunSpec by workflow name with JSON input, decoding the
+// input strictly; the workflow must be registered with c.
+func (c *Client) NameRun(name string, input json.RawMessage, opts *StartOpts) (*RunSpec, error) {
+	t := c.lookupType(workflowTypePrefix + name)
+	if t == nil {
+		return nil, fmt.Errorf("%w: workflow %q", ErrUnknownType, name)
+	}
+	if len(input) > c.cfg.MaxPayloadBytes {
+		return nil, fmt.Errorf("%w: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
+	}
+	in, err := t.decodeJSON(input)
+	if err != nil {
+		return nil, err
+	}
+	s := &RunSpec{t: t, in: in}
+	if opts != nil {
+		s.opts = *opts
+	}
+	return s, nil
+}
+
+// storedEntry is a stored schedule this client runs: its definition as
+// last read, and the entry that runs it.
+type storedEntry struct {
+	spec string
+	def  driver.ScheduleDef
+	e    *scheduleEntry
+}
+
+// same reports whether r defines the schedule se runs.
+func (se *storedEntry) same(r *driver.ScheduleRow) bool {
+	d := r.Def
+	return se.spec == r.Spec && se.def.Kind == d.Kind && se.def.Target == d.Target && bytes.Equal(se.def.Input, d.Input) &&
+		se.def.Location == d.Location && se.def.CatchUp == d.CatchUp
+}
+
+// syncSchedulesNow makes a started client run the stored schedules as
+// they are now, before it returns (a stopped one reads them when it
+// starts).
+func (c *Client) syncSchedulesNow() {
+	rt := c.runtime()
+	if rt == nil {
+		return
+	}
+	if err := rt.syncStoredOnce(); err != nil && rt.ctx.Err() == nil {
+		c.reportError(fmt.Errorf("read stored schedules: %w", err), PhaseSchedule)
+	}
+}
+
+// scheduleSyncEvery is how many poll intervals pass between two reads of
+// the stored schedules.
+const scheduleSyncEvery = 5
+
+// syncStoredSchedules runs the stored schedules whose targets this client
+// registers, rereading them every few poll intervals (on the wall clock: a
+// definition comes from outside), until the runtime stops.
+func (rt *runtime) syncStoredSchedules() {
+	defer rt.loops.Done()
+	c := rt.c
+	tick := time.NewTicker(scheduleSyncEvery * c.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		if err := rt.syncStoredOnce(); err != nil && rt.ctx.Err() == nil {
+			c.reportError(fmt.Errorf("read stored schedules: %w", err), PhaseSchedule)
+		}
+		select {
+		case <-rt.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// syncStoredOnce reads the stored schedules once and starts, restarts or
+// stops this client's runs of them. Calls are serialised, so a later read
+// is never undone by an earlier one.
+func (rt *runtime) syncStoredOnce() error {
+	rt.syncMu.Lock()
+	defer rt.syncMu.Unlock()
+	c := rt.c
+	rows, err := c.drv.ScheduleList(rt.ctx)
+	if err != nil {
+		return err
+	}
+	want := map[string]*driver.ScheduleRow{}
+	for _, r := range rows {
+		if r.Def != nil {
+			want[r.Name] = r
+		}
+	}
+	var stops []func()
+	var conflicts []string
+	c.schedMu.Lock()
+	if rt.schedulesOff {
+		c.schedMu.Unlock()
+		return nil
+	}
+	for name, se := range c.stored {
+		_, inCode := c.schedules[name] // registered in code since: the code's runs
+		if r := want[name]; r == nil || !se.same(r) || inCode {
+			if se.e.stop != nil {
+				stops = append(stops, se.e.stop)
+			}
+			delete(c.stored, name)
+		}
+	}
+	for name, r := range want {
+		if _, running := c.stored[name]; running {
+			continue
+		}
+		if _, inCode := c.schedules[name]; inCode {
+			conflicts = append(conflicts, name)
+			continue
+		}
+		e, err := c.storedScheduleEntry(r)
+		if err != nil {
+			continue // a target not registered here, or not decodable here
+		}
+		if c.stored == nil {
+			c.stored = map[string]*storedEntry{}
+		}
+		c.stored[name] = &storedEntry{spec: r.Spec, def: *r.Def, e: e}
+		rt.startSchedule(e)
+	}
+	c.schedMu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+	for _, name := range conflicts {
+		if rt.schedConflicts[name] {
+			continue
+		}
+		if rt.schedConflicts == nil {
+			rt.schedConflicts = map[string]bool{}
+		}
+		rt.schedConflicts[name] = true
+		c.reportError(fmt.Errorf("schedule %s is registered in code and defined in the store: the code's runs here; delete the stored one", name), PhaseSchedule)
+	}
+	return nil
+}
+
+// storedScheduleEntry is the entry that runs the stored schedule r, or an
+// error when this client cannot run it.
+func (c *Client) storedScheduleEntry(r *driver.ScheduleRow) (*scheduleEntry, error) {
+	def := *r.Def
+	loc, err := time.LoadLocation(def.Location)
+	if err != nil {
+		return nil, err
+	}
+	next, err := ParseCron(r.Spec, loc)
+	if err != nil {
+		return nil, err
+	}
+	e := &scheduleEntry{name: r.Name, cron: r.Spec, next: next, catchUp: def.CatchUp}
+	if e.catchUp == 0 {
+		e.catchUp = defaultCatchUp
+	}
+	if e.catchUp < 0 {
+		e.catchUp = 0
+	}
+	switch def.Kind {
+	case scheduleDefJob:
+		if _, err := c.NameJob(def.Target, def.Input, nil); err != nil {
+			return nil, err
+		}
+		e.job = func(time.Time) (*JobSpec, error) { return c.NameJob(def.Target, def.Input, nil) }
+	case scheduleDefRun:
+		if _, err := c.NameRun(def.Target, def.Input, nil); err != nil {
+			return nil, err
+		}
+		e.run = func(time.Time) (*RunSpec, error) { return c.NameRun(def.Target, def.Input, nil) }
+	default:
+		return nil, fmt.Errorf("%w: schedule definition of kind %q", ErrInvalidInput, def.Kind)
+	}
+	return e, nil
+}

@@ -1,0 +1,183 @@
+package hopper_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertest"
+)
+
+// tickInputs returns the inputs of the tick jobs the store holds, by value.
+func tickInputs(t *testing.T, c *hopper.Client) map[int64]int {
+	t.Helper()
+	page, err := c.List(testCtx(t), &hopper.ListParams{Types: []string{tickJob.Name()}, Limit: hopper.MaxListLimit})
+	require.NoError(t, err)
+	out := map[int64]int{}
+	for _, j := range page.Jobs {
+		var v int64
+		require.NoError(t, json.Unmarshal(j.Input, &v))
+		out[v]++
+	}
+	return out
+}
+
+// runsHere waits until c runs the stored schedule name with input.
+func runsHere(t *testing.T, c *hopper.Client, name, input string) {
+	t.Helper()
+	eventually(t, "the client runs stored schedule "+name, func() bool {
+		infos, err := c.Schedules(testCtx(t))
+		require.NoError(t, err)
+		for _, in := range infos {
+			if in.Name == name && in.Registered && in.Stored && string(in.Input) == input {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestStoredScheduleOncePerOccurrence: a schedule defined in the store by a
+// client that does not run the type (as the CLI does) is picked up by two
+// processes that register the type, and each occurrence enqueues its job
+// once, on every driver.
+func TestStoredScheduleOncePerOccurrence(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+		d := newDriver(t)
+		clk := hoppertest.NewClock(time.Time{})
+		start := clk.Now()
+		ctx := testCtx(t)
+		var clients [2]*hopper.Client
+		for i := range clients {
+			clients[i] = newClient(t, hopper.Config{Driver: d, Clock: clk, Visibility: 72 * time.Hour, PollInterval: 10 * time.Millisecond})
+			require.NoError(t, clients[i].Register(tickJob))
+		}
+		admin, err := hopper.New(hopper.Config{Driver: d, Clock: clk})
+		require.NoError(t, err)
+		require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "stored-tick", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`7`)}))
+		for _, c := range clients {
+			runsHere(t, c, "stored-tick", "7")
+		}
+		const minutes = 4
+		for m := 1; m <= minutes; m++ {
+			at := start.Add(time.Duration(m) * time.Minute)
+			clk.AdvanceTo(at)
+			eventually(t, "the occurrence at "+at.Format(time.TimeOnly)+" recorded", func() bool {
+				rows, err := d.ScheduleList(ctx)
+				require.NoError(t, err)
+				return len(rows) == 1 && rows[0].LastAt.Equal(at)
+			})
+		}
+		for _, c := range clients {
+			require.NoError(t, c.Stop(testCtx(t)))
+		}
+		// The clock starts on an occurrence, which fires too.
+		require.Equal(t, map[int64]int{7: minutes + 1}, tickInputs(t, clients[0]), "one job per occurrence")
+		infos, err := admin.Schedules(ctx)
+		require.NoError(t, err)
+		require.Len(t, infos, 1)
+		in := infos[0]
+		require.True(t, in.Stored)
+		require.False(t, in.Registered, "the admin client does not run it")
+		require.Equal(t, tickJob.Name(), in.Type)
+		require.Equal(t, "* * * * *", in.Cron)
+		require.Equal(t, int64(minutes+1), in.Occurrences)
+		require.Equal(t, time.Minute, in.CatchUp)
+	})
+}
+
+// TestStoredScheduleRedefineAndDelete: defining a stored schedule again
+// changes what its next occurrence enqueues; a pause applies as to any
+// schedule; deleting it stops it.
+func TestStoredScheduleRedefineAndDelete(t *testing.T) {
+	t.Parallel()
+	// Half past a minute, and on time only: no occurrence is due at start.
+	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
+	c := startedClient(t, nil, clk)
+	d := c.Driver()
+	ctx := testCtx(t)
+	minute := func(m int) time.Time { return time.Date(2030, 1, 1, 0, m, 0, 0, time.UTC) }
+	define := func(input string) {
+		t.Helper()
+		require.NoError(t, c.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", CatchUp: -1, Type: tickJob.Name(), Input: json.RawMessage(input)}))
+		runsHere(t, c, "s", input)
+	}
+	// at moves the clock to minute m and waits until its occurrence was
+	// recorded (counted, or skipped while paused).
+	at := func(m int) {
+		t.Helper()
+		clk.AdvanceTo(minute(m))
+		eventually(t, "the occurrence of minute "+minute(m).Format(time.TimeOnly), func() bool {
+			rows, err := d.ScheduleList(ctx)
+			require.NoError(t, err)
+			return len(rows) == 1 && !rows[0].NextAt.Before(minute(m+1))
+		})
+	}
+	define("1")
+	at(1)
+	require.Equal(t, map[int64]int{1: 1}, tickInputs(t, c))
+	define("2")
+	at(2)
+	require.Equal(t, map[int64]int{1: 1, 2: 1}, tickInputs(t, c))
+	require.NoError(t, c.PauseSchedule(ctx, "s"))
+	at(3)
+	require.NoError(t, c.ResumeSchedule(ctx, "s"))
+	at(4)
+	require.Equal(t, map[int64]int{1: 1, 2: 2}, tickInputs(t, c), "nothing while paused")
+	infos, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.Equal(t, int64(3), infos[0].Occurrences)
+
+	require.NoError(t, c.DeleteSchedule(ctx, "s"))
+	infos, err = c.Schedules(ctx)
+	require.NoError(t, err)
+	require.Empty(t, infos, "deleted, and no longer run here")
+	clk.AdvanceTo(minute(10))
+	time.Sleep(50 * time.Millisecond) // room for a schedule that wrongly kept running
+	require.NoError(t, c.Stop(ctx))
+	require.Equal(t, map[int64]int{1: 1, 2: 2}, tickInputs(t, c), "nothing after the delete")
+}
+
+// TestStoredScheduleBadInput: malformed definitions are refused with
+// ErrInvalidInput and store nothing, as is the name of a schedule
+// registered in code.
+func TestStoredScheduleBadInput(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Time{})
+	c := startedClient(t, nil, clk)
+	ctx := testCtx(t)
+	_, err := c.Schedule(hopper.Schedule{Name: "in-code", Cron: "@hourly", Job: (&jobCalls{}).job})
+	require.NoError(t, err)
+	for name, s := range map[string]hopper.StoredSchedule{
+		"no name":         {Cron: "* * * * *", Type: "tick"},
+		"no cron":         {Name: "a", Type: "tick"},
+		"bad cron":        {Name: "a", Cron: "61 * * * *", Type: "tick"},
+		"bad zone":        {Name: "a", Cron: "* * * * *", Location: "Mars/Olympus", Type: "tick"},
+		"no target":       {Name: "a", Cron: "* * * * *"},
+		"two targets":     {Name: "a", Cron: "* * * * *", Type: "tick", Workflow: "nightly-wf"},
+		"not JSON":        {Name: "a", Cron: "* * * * *", Type: "other", Input: json.RawMessage(`{`)},
+		"undecodable":     {Name: "a", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`"text"`)},
+		"a code schedule": {Name: "in-code", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`1`)},
+	} {
+		require.ErrorIs(t, c.DefineSchedule(ctx, s), hopper.ErrInvalidInput, name)
+	}
+	eventually(t, "the code schedule stored", func() bool {
+		infos, err := c.Schedules(ctx)
+		require.NoError(t, err)
+		return len(infos) == 1 && !infos[0].UpdatedAt.IsZero()
+	})
+	// Another process, which does not run it, finds the code schedule in
+	// the store.
+	other, err := hopper.New(hopper.Config{Driver: c.Driver(), Clock: clk})
+	require.NoError(t, err)
+	require.ErrorIs(t, other.DefineSchedule(ctx, hopper.StoredSchedule{Name: "in-code", Cron: "* * * * *", Type: "x"}), hopper.ErrInvalidInput)
+	infos, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.False(t, infos[0].Stored)
+}
