@@ -406,6 +406,7 @@ func (c *Client) Register(types ...AnyType) error {
 	c.mu.Unlock()
 	if rt != nil {
 		rt.ensureProducers()
+		rt.syncStored() // stored schedules of the new types
 	}
 	return nil
 }

@@ -32,9 +32,9 @@ type runtime struct {
 	// schedulesOff is set when Stop has ended the schedules; guarded by
 	// Client.schedMu.
 	schedulesOff bool
-	// schedConflicts names the stored schedules reported for clashing
-	// with one registered in code; guarded by syncMu.
-	schedConflicts map[string]bool
+	// schedReported holds the stored schedules reported as not runnable
+	// here, with the definition reported; guarded by syncMu.
+	schedReported map[string]driver.ScheduleDef
 	// syncMu serialises the reads of the stored schedules.
 	syncMu sync.Mutex
 	// workCtx is the parent of handler contexts; Stop cancels it only once
@@ -118,8 +118,11 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 	hb := c.clock.NewTimer(c.cfg.HeartbeatInterval)
 	rt.loops.Add(1)
 	go rt.heartbeatLoop(hb)
+	// The stored schedules start before Start returns too (their reports
+	// wait for the sync goroutine: the client's lock is held here).
+	reports := rt.syncStoredOnce()
 	rt.loops.Add(1)
-	go rt.syncStoredSchedules()
+	go rt.syncStoredSchedules(reports)
 	rt.loops.Add(1)
 	go func() {
 		defer rt.loops.Done()

@@ -125,9 +125,12 @@ type ScheduleInfo struct {
 	// none.
 	Next time.Time
 	// CatchUp is how late an occurrence may still fire (see
-	// Schedule.CatchUp; 0 for on time only, and when this client does not
-	// run the schedule).
+	// Schedule.CatchUp; 0 for on time only). It is 0 for a schedule
+	// registered in code that this client does not run.
 	CatchUp time.Duration
+	// Location is the time zone of a stored schedule's expression (empty
+	// for one registered in code).
+	Location string
 	// Registered is set when this client runs the schedule: registered in
 	// its code, or stored with a target it registers. A schedule registered
 	// in code that only the store knows was run by another process (or by
@@ -147,8 +150,9 @@ type ScheduleInfo struct {
 	// is the latest of them (zero before the first).
 	Occurrences int64
 	Last        time.Time
-	// UpdatedAt is when the store last heard of the schedule: a process
-	// started it, fired an occurrence, or it was paused or resumed.
+	// UpdatedAt is when the store last heard of the schedule: it was
+	// defined, a process started it or fired an occurrence, or it was
+	// paused or resumed.
 	UpdatedAt time.Time
 }
 
@@ -181,7 +185,7 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 		}
 		in.Paused, in.Occurrences, in.Last, in.UpdatedAt = r.Paused, r.Occurrences, r.LastAt, r.UpdatedAt
 		if d := r.Def; d != nil {
-			in.Stored, in.Input = true, json.RawMessage(d.Input)
+			in.Stored, in.Input, in.Location = true, json.RawMessage(d.Input), d.Location
 			if d.Kind == scheduleDefRun {
 				in.Workflow = d.Target
 			} else {
@@ -269,8 +273,11 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 
 // scheduleEntry is a registered schedule.
 type scheduleEntry struct {
-	name    string
-	cron    string
+	name string
+	cron string
+	// stored is set for a schedule defined in the store: its records
+	// leave a deleted one deleted.
+	stored  bool
 	next    func(after time.Time) time.Time
 	catchUp time.Duration
 	job     func(at time.Time) (*JobSpec, error)
@@ -343,18 +350,29 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 		e.catchUp = 0
 	}
 	c.mu.Lock() // before schedMu: Start holds it while it starts the schedules
-	defer c.mu.Unlock()
 	c.schedMu.Lock()
-	defer c.schedMu.Unlock()
 	if c.schedules == nil {
 		c.schedules = map[string]*scheduleEntry{}
 	}
 	if _, dup := c.schedules[s.Name]; dup {
+		c.schedMu.Unlock()
+		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: schedule %q is registered already", ErrInvalidInput, s.Name)
 	}
 	c.schedules[s.Name] = e
+	// The code's schedule replaces a stored one of its name here.
+	var stopStored func()
+	if se := c.stored[s.Name]; se != nil {
+		stopStored = se.e.stop
+		delete(c.stored, s.Name)
+	}
 	if c.rt != nil {
 		c.rt.startSchedule(e)
+	}
+	c.schedMu.Unlock()
+	c.mu.Unlock()
+	if stopStored != nil {
+		stopStored()
 	}
 	var once sync.Once
 	return func() {
@@ -436,7 +454,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		at = e.next(now)
 	}
 	timer := arm(at)
-	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at}
+	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored}
 	go func() {
 		defer close(done)
 		defer cancel()
@@ -572,8 +590,8 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 		if err != nil || !fresh {
 			return false, err
 		}
-		paused, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: e.name, Spec: e.cron, At: at, NextAt: next, Now: now})
-		return err == nil && !paused, err
+		skip, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: e.name, Spec: e.cron, At: at, NextAt: next, Now: now, Stored: e.stored})
+		return err == nil && !skip, err
 	}
 	if run != nil {
 		if run.t == nil {

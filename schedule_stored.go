@@ -24,7 +24,8 @@ type StoredSchedule struct {
 	// Cron is a cron expression as Schedule.Cron takes it.
 	Cron string
 	// Location is the IANA time zone Cron is read in; empty is UTC (the
-	// machines that run a stored schedule may sit in different zones).
+	// machines that run a stored schedule may sit in different zones, so
+	// "Local" is refused).
 	Location string
 	// CatchUp is as Schedule.CatchUp: zero means one minute, negative on
 	// time only.
@@ -73,11 +74,14 @@ func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
 			return err
 		}
 		for _, r := range rows {
-			if r.Name == s.Name && r.Def == nil && r.Spec != "" {
+			// A row without a definition that a process registered or
+			// fired belongs to a schedule in code; one only paused by name
+			// may be defined.
+			if r.Name == s.Name && r.Def == nil && (r.Spec != "" || !r.NextAt.IsZero() || !r.LastAt.IsZero() || r.Occurrences > 0) {
 				return fmt.Errorf("%w: schedule %q is registered in a program's code", ErrInvalidInput, s.Name)
 			}
 		}
-		return tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: s.Name, Spec: s.Cron, Def: def, NextAt: next(now), Now: now})
+		return tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: s.Name, Def: def, NextAt: next(now), Now: now})
 	})
 	if err != nil {
 		return fmt.Errorf("hopper: define schedule %s: %w", s.Name, err)
@@ -95,6 +99,9 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	loc := time.UTC
 	if s.Location != "" {
 		l, err := time.LoadLocation(s.Location)
+		if err == nil && (l == time.Local || l.String() != s.Location) {
+			err = errors.New("name an IANA zone (every machine reads it alike)")
+		}
 		if err != nil {
 			return def, nil, fmt.Errorf("%w: schedule %q: location %q: %v", ErrInvalidInput, s.Name, s.Location, err)
 		}
@@ -114,7 +121,10 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	if !json.Valid(input) {
 		return def, nil, fmt.Errorf("%w: schedule %q: the input is not JSON", ErrInvalidInput, s.Name)
 	}
-	def = driver.ScheduleDef{Input: slices.Clone(input), Location: loc.String(), CatchUp: s.CatchUp}
+	if len(input) > c.cfg.MaxPayloadBytes {
+		return def, nil, fmt.Errorf("%w: schedule %q: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, s.Name, len(input), c.cfg.MaxPayloadBytes)
+	}
+	def = driver.ScheduleDef{Spec: s.Cron, Input: slices.Clone(input), Location: loc.String(), CatchUp: s.CatchUp}
 	switch {
 	case (s.Type == "") == (s.Workflow == ""):
 		return def, nil, fmt.Errorf("%w: schedule %q needs one of Type and Workflow", ErrInvalidInput, s.Name)
@@ -125,8 +135,7 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	}
 	// A target registered here checks the input now rather than at each
 	// occurrence.
-	row := &driver.ScheduleRow{Name: s.Name, Spec: s.Cron, Def: &def}
-	if _, err := c.storedScheduleEntry(row); err != nil && !errors.Is(err, ErrUnknownType) {
+	if _, err := c.storedScheduleEntry(s.Name, &def); err != nil && !errors.Is(err, ErrUnknownType) {
 		return def, nil, fmt.Errorf("schedule %q: %w", s.Name, err)
 	}
 	return def, next, nil
@@ -156,65 +165,75 @@ func (c *Client) NameRun(name string, input json.RawMessage, opts *StartOpts) (*
 // storedEntry is a stored schedule this client runs: its definition as
 // last read, and the entry that runs it.
 type storedEntry struct {
-	spec string
-	def  driver.ScheduleDef
-	e    *scheduleEntry
+	def driver.ScheduleDef
+	e   *scheduleEntry
 }
 
-// same reports whether r defines the schedule se runs.
-func (se *storedEntry) same(r *driver.ScheduleRow) bool {
-	d := r.Def
-	return se.spec == r.Spec && se.def.Kind == d.Kind && se.def.Target == d.Target && bytes.Equal(se.def.Input, d.Input) &&
-		se.def.Location == d.Location && se.def.CatchUp == d.CatchUp
+// sameDef reports whether a and b define the same schedule.
+func sameDef(a, b *driver.ScheduleDef) bool {
+	return a.Spec == b.Spec && a.Kind == b.Kind && a.Target == b.Target && bytes.Equal(a.Input, b.Input) &&
+		a.Location == b.Location && a.CatchUp == b.CatchUp
 }
 
 // syncSchedulesNow makes a started client run the stored schedules as
 // they are now, before it returns (a stopped one reads them when it
 // starts).
 func (c *Client) syncSchedulesNow() {
-	rt := c.runtime()
-	if rt == nil {
-		return
-	}
-	if err := rt.syncStoredOnce(); err != nil && rt.ctx.Err() == nil {
-		c.reportError(fmt.Errorf("read stored schedules: %w", err), PhaseSchedule)
+	if rt := c.runtime(); rt != nil {
+		rt.syncStored()
 	}
 }
 
 // scheduleSyncEvery is how many poll intervals pass between two reads of
-// the stored schedules.
-const scheduleSyncEvery = 5
+// the stored schedules, and scheduleSyncMax the longest wait between two.
+const (
+	scheduleSyncEvery = 5
+	scheduleSyncMax   = 30 * time.Second
+)
 
-// syncStoredSchedules runs the stored schedules whose targets this client
-// registers, rereading them every few poll intervals (on the wall clock: a
-// definition comes from outside), until the runtime stops.
-func (rt *runtime) syncStoredSchedules() {
+// syncStoredSchedules reports what the runtime's first read of the stored
+// schedules could not run, then rereads them every few poll intervals (on
+// the wall clock: a definition comes from outside) until the runtime stops.
+func (rt *runtime) syncStoredSchedules(reports []error) {
 	defer rt.loops.Done()
-	c := rt.c
-	tick := time.NewTicker(scheduleSyncEvery * c.cfg.PollInterval)
+	for _, err := range reports {
+		rt.c.reportError(err, PhaseSchedule)
+	}
+	tick := time.NewTicker(min(scheduleSyncEvery*rt.c.cfg.PollInterval, scheduleSyncMax))
 	defer tick.Stop()
 	for {
-		if err := rt.syncStoredOnce(); err != nil && rt.ctx.Err() == nil {
-			c.reportError(fmt.Errorf("read stored schedules: %w", err), PhaseSchedule)
-		}
 		select {
 		case <-rt.ctx.Done():
 			return
 		case <-tick.C:
 		}
+		rt.syncStored()
+	}
+}
+
+// syncStored reads the stored schedules and reports what it could not run,
+// once per definition, after letting go of every lock (a report's handler
+// may define or delete one).
+func (rt *runtime) syncStored() {
+	for _, err := range rt.syncStoredOnce() {
+		rt.c.reportError(err, PhaseSchedule)
 	}
 }
 
 // syncStoredOnce reads the stored schedules once and starts, restarts or
-// stops this client's runs of them. Calls are serialised, so a later read
-// is never undone by an earlier one.
-func (rt *runtime) syncStoredOnce() error {
+// stops this client's runs of them, returning the errors to report. Calls
+// are serialised, so a later read is never undone by an earlier one; an
+// entry replaced by a new definition stops before the new one starts.
+func (rt *runtime) syncStoredOnce() []error {
 	rt.syncMu.Lock()
 	defer rt.syncMu.Unlock()
 	c := rt.c
 	rows, err := c.drv.ScheduleList(rt.ctx)
 	if err != nil {
-		return err
+		if rt.ctx.Err() != nil {
+			return nil
+		}
+		return []error{fmt.Errorf("read stored schedules: %w", err)}
 	}
 	want := map[string]*driver.ScheduleRow{}
 	for _, r := range rows {
@@ -222,87 +241,89 @@ func (rt *runtime) syncStoredOnce() error {
 			want[r.Name] = r
 		}
 	}
+	// Stop what changed or went.
 	var stops []func()
-	var conflicts []string
 	c.schedMu.Lock()
-	if rt.schedulesOff {
-		c.schedMu.Unlock()
-		return nil
-	}
 	for name, se := range c.stored {
-		_, inCode := c.schedules[name] // registered in code since: the code's runs
-		if r := want[name]; r == nil || !se.same(r) || inCode {
+		if r := want[name]; r == nil || !sameDef(&se.def, r.Def) {
 			if se.e.stop != nil {
 				stops = append(stops, se.e.stop)
 			}
 			delete(c.stored, name)
 		}
 	}
-	for name, r := range want {
-		if _, running := c.stored[name]; running {
-			continue
-		}
-		if _, inCode := c.schedules[name]; inCode {
-			conflicts = append(conflicts, name)
-			continue
-		}
-		e, err := c.storedScheduleEntry(r)
-		if err != nil {
-			continue // a target not registered here, or not decodable here
-		}
-		if c.stored == nil {
-			c.stored = map[string]*storedEntry{}
-		}
-		c.stored[name] = &storedEntry{spec: r.Spec, def: *r.Def, e: e}
-		rt.startSchedule(e)
-	}
 	c.schedMu.Unlock()
 	for _, stop := range stops {
 		stop()
 	}
-	for _, name := range conflicts {
-		if rt.schedConflicts[name] {
+	// Start what is new here.
+	var reports []error
+	c.schedMu.Lock()
+	defer c.schedMu.Unlock()
+	if rt.schedulesOff {
+		return nil
+	}
+	for name, r := range want {
+		if _, running := c.stored[name]; running {
 			continue
 		}
-		if rt.schedConflicts == nil {
-			rt.schedConflicts = map[string]bool{}
+		var why error
+		if _, inCode := c.schedules[name]; inCode {
+			why = fmt.Errorf("schedule %s is registered in code and defined in the store: the code's runs here; delete the stored one", name)
+		} else if e, err := c.storedScheduleEntry(name, r.Def); errors.Is(err, ErrUnknownType) {
+			continue // another process's to run
+		} else if err != nil {
+			why = fmt.Errorf("stored schedule %s: this process cannot run it: %w", name, err)
+		} else {
+			if c.stored == nil {
+				c.stored = map[string]*storedEntry{}
+			}
+			c.stored[name] = &storedEntry{def: *r.Def, e: e}
+			rt.startSchedule(e)
+			continue
 		}
-		rt.schedConflicts[name] = true
-		c.reportError(fmt.Errorf("schedule %s is registered in code and defined in the store: the code's runs here; delete the stored one", name), PhaseSchedule)
+		if prev, ok := rt.schedReported[name]; !ok || !sameDef(&prev, r.Def) {
+			if rt.schedReported == nil {
+				rt.schedReported = map[string]driver.ScheduleDef{}
+			}
+			rt.schedReported[name] = *r.Def
+			reports = append(reports, why)
+		}
 	}
-	return nil
+	return reports
 }
 
-// storedScheduleEntry is the entry that runs the stored schedule r, or an
-// error when this client cannot run it.
-func (c *Client) storedScheduleEntry(r *driver.ScheduleRow) (*scheduleEntry, error) {
-	def := *r.Def
+// storedScheduleEntry is the entry that runs the stored schedule name
+// defined by def, or an error when this client cannot run it (an error
+// wrapping ErrUnknownType when it does not register the target).
+func (c *Client) storedScheduleEntry(name string, def *driver.ScheduleDef) (*scheduleEntry, error) {
 	loc, err := time.LoadLocation(def.Location)
 	if err != nil {
 		return nil, err
 	}
-	next, err := ParseCron(r.Spec, loc)
+	next, err := ParseCron(def.Spec, loc)
 	if err != nil {
 		return nil, err
 	}
-	e := &scheduleEntry{name: r.Name, cron: r.Spec, next: next, catchUp: def.CatchUp}
+	e := &scheduleEntry{name: name, cron: def.Spec, stored: true, next: next, catchUp: def.CatchUp}
 	if e.catchUp == 0 {
 		e.catchUp = defaultCatchUp
 	}
 	if e.catchUp < 0 {
 		e.catchUp = 0
 	}
+	target, input := def.Target, slices.Clone(def.Input)
 	switch def.Kind {
 	case scheduleDefJob:
-		if _, err := c.NameJob(def.Target, def.Input, nil); err != nil {
+		if _, err := c.NameJob(target, input, nil); err != nil {
 			return nil, err
 		}
-		e.job = func(time.Time) (*JobSpec, error) { return c.NameJob(def.Target, def.Input, nil) }
+		e.job = func(time.Time) (*JobSpec, error) { return c.NameJob(target, input, nil) }
 	case scheduleDefRun:
-		if _, err := c.NameRun(def.Target, def.Input, nil); err != nil {
+		if _, err := c.NameRun(target, input, nil); err != nil {
 			return nil, err
 		}
-		e.run = func(time.Time) (*RunSpec, error) { return c.NameRun(def.Target, def.Input, nil) }
+		e.run = func(time.Time) (*RunSpec, error) { return c.NameRun(target, input, nil) }
 	default:
 		return nil, fmt.Errorf("%w: schedule definition of kind %q", ErrInvalidInput, def.Kind)
 	}

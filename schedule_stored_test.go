@@ -1,7 +1,9 @@
 package hopper_test
 
 import (
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +64,13 @@ func TestStoredScheduleOncePerOccurrence(t *testing.T) {
 		for _, c := range clients {
 			runsHere(t, c, "stored-tick", "7")
 		}
+		// The clock starts on an occurrence, which fires too: let it be
+		// recorded before the clock moves on.
+		eventually(t, "the occurrence at start recorded", func() bool {
+			rows, err := d.ScheduleList(ctx)
+			require.NoError(t, err)
+			return len(rows) == 1 && rows[0].LastAt.Equal(start)
+		})
 		const minutes = 4
 		for m := 1; m <= minutes; m++ {
 			at := start.Add(time.Duration(m) * time.Minute)
@@ -75,7 +84,6 @@ func TestStoredScheduleOncePerOccurrence(t *testing.T) {
 		for _, c := range clients {
 			require.NoError(t, c.Stop(testCtx(t)))
 		}
-		// The clock starts on an occurrence, which fires too.
 		require.Equal(t, map[int64]int{7: minutes + 1}, tickInputs(t, clients[0]), "one job per occurrence")
 		infos, err := admin.Schedules(ctx)
 		require.NoError(t, err)
@@ -163,6 +171,8 @@ func TestStoredScheduleBadInput(t *testing.T) {
 		"not JSON":        {Name: "a", Cron: "* * * * *", Type: "other", Input: json.RawMessage(`{`)},
 		"undecodable":     {Name: "a", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`"text"`)},
 		"a code schedule": {Name: "in-code", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`1`)},
+		"local zone":      {Name: "a", Cron: "* * * * *", Location: "Local", Type: "tick"},
+		"oversized":       {Name: "a", Cron: "* * * * *", Type: "other", Input: json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)},
 	} {
 		require.ErrorIs(t, c.DefineSchedule(ctx, s), hopper.ErrInvalidInput, name)
 	}
@@ -180,4 +190,74 @@ func TestStoredScheduleBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	require.False(t, infos[0].Stored)
+}
+
+// TestStoredScheduleStartsRuns: a stored schedule of a workflow starts one
+// run per occurrence, and a client started after the definition runs it
+// before Start returns.
+func TestStoredScheduleStartsRuns(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
+	ctx := testCtx(t)
+	admin, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
+	require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "nightly", Cron: "* * * * *", CatchUp: -1,
+		Workflow: nightlyWorkflow.Name(), Input: json.RawMessage(`42`)}))
+	c, err := hopper.New(hopper.Config{Driver: admin.Driver(), Clock: clk, Visibility: 72 * time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(nightlyWorkflow))
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	infos, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.True(t, infos[0].Registered, "running when Start returned")
+	require.Equal(t, nightlyWorkflow.Name(), infos[0].Workflow)
+
+	clk.AdvanceTo(time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC))
+	var runs []*hopper.RunInfo
+	eventually(t, "the scheduled run completed", func() bool {
+		var err error
+		runs, err = c.QueryRuns(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name(), Statuses: []hopper.RunStatus{hopper.RunCompleted}})
+		require.NoError(t, err)
+		return len(runs) == 1
+	})
+	require.JSONEq(t, `42`, string(runs[0].Output))
+}
+
+// TestStoredScheduleReports: a process reports, once, a stored schedule it
+// registers the target of but cannot run (its input does not decode into
+// the type, defined from a client that does not run it), and one whose name
+// it registers in code, which runs its code's schedule instead.
+func TestStoredScheduleReports(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
+	ctx := testCtx(t)
+	admin, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
+	require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "bad-input", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`"text"`)}))
+	require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "clash", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`1`)}))
+	var errs errorLog
+	c := newClient(t, hopper.Config{Driver: admin.Driver(), Clock: clk, OnError: errs.hook, PollInterval: 10 * time.Millisecond})
+	require.NoError(t, c.Register(tickJob))
+	runsHere(t, c, "clash", "1")
+	_, err := c.Schedule(hopper.Schedule{Name: "clash", Cron: "@hourly", Job: (&jobCalls{}).job})
+	require.NoError(t, err)
+	eventually(t, "both reported", func() bool {
+		return errs.has("stored schedule bad-input: this process cannot run it") &&
+			errs.has("schedule clash is registered in code and defined in the store")
+	})
+	time.Sleep(100 * time.Millisecond) // ten more reads of the stored schedules
+	n := 0
+	for _, e := range errs.list() {
+		if strings.Contains(e, "bad-input") || strings.Contains(e, "clash") {
+			n++
+		}
+	}
+	require.Equal(t, 2, n, "each reported once: %v", errs.list())
+	infos, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	for _, in := range infos {
+		if in.Name == "clash" {
+			require.Equal(t, "@hourly", in.Cron, "the code's schedule runs here")
+		}
+	}
 }

@@ -278,19 +278,24 @@ type Executor interface {
 	// and UpdatedAt, leaving Paused, Occurrences and LastAt as they are.
 	// A stored NextAt later than the new one is kept when Spec is
 	// unchanged: another process recorded an occurrence already (the
-	// registration's NextAt may be an occurrence it fired).
+	// registration's NextAt may be an occurrence it fired). The Spec of a
+	// row with a definition (ScheduleDefine) is left as it is. With Stored,
+	// only a row with a definition is updated, and none is created.
 	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) error
 
 	// ScheduleRecord records that an occurrence of the named schedule, at
 	// At, fired: unless the schedule is paused it counts one occurrence and
-	// sets LastAt; either way it sets Spec, NextAt and UpdatedAt. It creates
-	// the row if missing, and reports whether the schedule is paused (then
-	// the occurrence was not counted).
-	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (paused bool, err error)
+	// sets LastAt; either way it sets Spec (not on a row with a
+	// definition), NextAt and UpdatedAt. It creates the row if missing. It
+	// reports skip when the occurrence must not fire: the schedule is
+	// paused (then it was not counted), or, with Stored, the row has no
+	// definition (it was deleted: nothing is written).
+	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (skip bool, err error)
 
 	// ScheduleDefine stores a schedule defined in the store (not in a
-	// program's code): it creates the row or sets its Spec, Def, NextAt and
-	// UpdatedAt, leaving Paused, Occurrences and LastAt as they are.
+	// program's code): it creates the row or sets its Def, Spec (Def.Spec),
+	// NextAt and UpdatedAt, leaving Paused, Occurrences and LastAt as they
+	// are.
 	ScheduleDefine(ctx context.Context, params *ScheduleDefineParams) error
 
 	// ScheduleSetPaused stores whether a schedule is paused, creating its
@@ -725,12 +730,13 @@ type ScheduleUpsertParams struct {
 	// NextAt is the schedule's next occurrence (zero for none).
 	NextAt time.Time
 	Now    time.Time
+	// Stored is set by a process running a schedule defined in the store.
+	Stored bool
 }
 
 // ScheduleDefineParams are the arguments of ScheduleDefine.
 type ScheduleDefineParams struct {
 	Name   string
-	Spec   string
 	Def    ScheduleDef
 	NextAt time.Time
 	Now    time.Time
@@ -739,6 +745,9 @@ type ScheduleDefineParams struct {
 // ScheduleDef is what a schedule defined in the store runs: the processes
 // that register Target run it.
 type ScheduleDef struct {
+	// Spec is the schedule's cron expression; ScheduleDefine also stores
+	// it as the row's Spec.
+	Spec string
 	// Kind is "job" (Target is a job type) or "run" (a workflow).
 	Kind   string
 	Target string
@@ -760,6 +769,8 @@ type ScheduleRecordParams struct {
 	At     time.Time
 	NextAt time.Time
 	Now    time.Time
+	// Stored is set by a process running a schedule defined in the store.
+	Stored bool
 }
 
 // ScheduleSetPausedParams are the arguments of ScheduleSetPaused.

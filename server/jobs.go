@@ -334,9 +334,12 @@ type ScheduleJSON struct {
 	Cron string `json:"cron,omitempty"`
 	// Next is the next occurrence; null when the schedule has ended.
 	Next *time.Time `json:"next"`
-	// CatchUp is how late an occurrence may still fire ("0s": on time, and
-	// when the server's process does not run the schedule).
+	// CatchUp is how late an occurrence may still fire ("0s": on time
+	// only; also for a schedule in code that the server's process does not
+	// run).
 	CatchUp string `json:"catch_up"`
+	// Location is a stored schedule's time zone.
+	Location string `json:"location,omitempty"`
 	// Registered is set when the server's process runs the schedule.
 	Registered bool `json:"registered"`
 	Paused     bool `json:"paused"`
@@ -356,7 +359,8 @@ type ScheduleJSON struct {
 	Input    json.RawMessage `json:"input,omitempty"`
 }
 
-// DefineScheduleJSON is the body of POST /v1/schedules.
+// DefineScheduleJSON is the body of POST /v1/schedules. CatchUp reads as
+// listings write it: absent is the default (one minute), "0s" on time only.
 type DefineScheduleJSON struct {
 	Name     string          `json:"name"`
 	Cron     string          `json:"cron"`
@@ -375,6 +379,9 @@ func (d *DefineScheduleJSON) StoredSchedule() (hopper.StoredSchedule, error) {
 		if err != nil {
 			return s, fmt.Errorf("%w: catch_up %q: %v", hopper.ErrInvalidInput, d.CatchUp, err)
 		}
+		if v == 0 {
+			v = -1 // on time only, as "0s" lists
+		}
 		s.CatchUp = v
 	}
 	return s, nil
@@ -384,7 +391,7 @@ func (d *DefineScheduleJSON) StoredSchedule() (hopper.StoredSchedule, error) {
 func ScheduleJSONOf(in hopper.ScheduleInfo) ScheduleJSON {
 	return ScheduleJSON{Name: in.Name, Cron: in.Cron, Next: timePtr(in.Next.UTC()), CatchUp: in.CatchUp.String(),
 		Registered: in.Registered, Paused: in.Paused, Occurrences: in.Occurrences, Last: timePtr(in.Last.UTC()), UpdatedAt: timePtr(in.UpdatedAt.UTC()),
-		Stored: in.Stored, Type: in.Type, Workflow: in.Workflow, Input: in.Input}
+		Stored: in.Stored, Type: in.Type, Workflow: in.Workflow, Input: in.Input, Location: in.Location}
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {

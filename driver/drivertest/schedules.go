@@ -147,8 +147,8 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 		require.False(t, paused)
 		require.NoError(t, tx.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: at(time.Hour)}))
 		require.NoError(t, tx.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "new", Spec: "x", Now: at(time.Hour)}))
-		require.NoError(t, tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "new", Spec: "y", Now: at(time.Hour),
-			Def: driver.ScheduleDef{Kind: "job", Target: "t"}}))
+		require.NoError(t, tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "new", Now: at(time.Hour),
+			Def: driver.ScheduleDef{Spec: "y", Kind: "job", Target: "t"}}))
 		gone, err := tx.ScheduleDelete(ctx, "s")
 		require.NoError(t, err)
 		require.True(t, gone)
@@ -170,8 +170,8 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 }
 
 func testScheduleDefine(t *testing.T, f *fixture) {
-	def := driver.ScheduleDef{Kind: "job", Target: "report", Input: []byte(`{"day":1}`), Location: "Europe/Paris", CatchUp: 5 * time.Minute}
-	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Spec: "0 3 * * *", Def: def, NextAt: at(3 * time.Hour), Now: nanos(base)}))
+	def := driver.ScheduleDef{Spec: "0 3 * * *", Kind: "job", Target: "report", Input: []byte(`{"day":1}`), Location: "Europe/Paris", CatchUp: 5 * time.Minute}
+	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(3 * time.Hour), Now: nanos(base)}))
 	f.record(t, "code", base, at(time.Hour), base)
 	rows := f.schedules(t)
 	require.Len(t, rows, 2)
@@ -184,25 +184,31 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	requireTime(t, base, d.UpdatedAt)
 
 	// A process running it registers it and records its occurrences: the
-	// definition stays.
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", Spec: "0 3 * * *", NextAt: at(3 * time.Hour), Now: at(time.Second)}))
-	_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "0 3 * * *", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour)})
-	require.NoError(t, err)
+	// definition and its spec stay, even from a process that registers a
+	// schedule of that name in code.
+	for _, stored := range []bool{true, false} {
+		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", Spec: "@yearly", NextAt: at(3 * time.Hour), Now: at(time.Second), Stored: stored}))
+		skip, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "@yearly", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour), Stored: stored})
+		require.NoError(t, err)
+		require.False(t, skip)
+	}
 	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "d", Paused: true, Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Equal(t, def, *d.Def)
-	require.Equal(t, int64(1), d.Occurrences)
+	require.Equal(t, "0 3 * * *", d.Spec)
+	require.Equal(t, int64(2), d.Occurrences)
+	requireTime(t, at(27*time.Hour), d.NextAt)
 
 	// Defining it again replaces the definition and keeps the rest.
-	def2 := driver.ScheduleDef{Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1}
-	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Spec: "@hourly", Def: def2, NextAt: at(5 * time.Hour), Now: at(4 * time.Hour)}))
+	def2 := driver.ScheduleDef{Spec: "@hourly", Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1}
+	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def2, NextAt: at(5 * time.Hour), Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Empty(t, d.Def.Input, "no input")
 	d.Def.Input = nil
 	require.Equal(t, def2, *d.Def)
 	require.Equal(t, "@hourly", d.Spec)
 	require.True(t, d.Paused)
-	require.Equal(t, int64(1), d.Occurrences)
+	require.Equal(t, int64(2), d.Occurrences)
 	requireTime(t, at(3*time.Hour), d.LastAt)
 	requireTime(t, at(5*time.Hour), d.NextAt)
 
@@ -210,4 +216,18 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.True(t, gone)
 	require.Len(t, f.schedules(t), 1)
+
+	// A process still running the deleted schedule neither brings it back
+	// nor fires it; nor one of a code schedule's name.
+	for _, name := range []string{"d", "code"} {
+		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: name, Spec: "@hourly", NextAt: at(6 * time.Hour), Now: at(5 * time.Hour), Stored: true}))
+		skip, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@hourly", At: at(6 * time.Hour), NextAt: at(7 * time.Hour), Now: at(6 * time.Hour), Stored: true})
+		require.NoError(t, err)
+		require.True(t, skip, "%s: no definition, no occurrence", name)
+	}
+	rows = f.schedules(t)
+	require.Len(t, rows, 1, "no row brought back")
+	require.Equal(t, "code", rows[0].Name)
+	require.Equal(t, int64(1), rows[0].Occurrences, "the code schedule's row untouched")
+	requireTime(t, at(time.Hour), rows[0].NextAt)
 }

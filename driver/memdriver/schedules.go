@@ -23,11 +23,18 @@ func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertPa
 		return err
 	}
 	row := t.schedule(params.Name)
+	if params.Stored && row.Def == nil {
+		return nil
+	}
+	spec := params.Spec
+	if row.Def != nil {
+		spec = row.Spec
+	}
 	next := trunc(params.NextAt)
-	if row.Spec != params.Spec || next.IsZero() || !row.NextAt.After(next) {
+	if row.Spec != spec || next.IsZero() || !row.NextAt.After(next) {
 		row.NextAt = next
 	}
-	row.Spec, row.UpdatedAt = params.Spec, trunc(params.Now)
+	row.Spec, row.UpdatedAt = spec, trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return nil
 }
@@ -41,7 +48,7 @@ func (t *tx) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefinePa
 	row := t.schedule(params.Name)
 	def := params.Def
 	def.Input = slices.Clone(def.Input)
-	row.Spec, row.Def, row.NextAt, row.UpdatedAt = params.Spec, &def, trunc(params.NextAt), trunc(params.Now)
+	row.Spec, row.Def, row.NextAt, row.UpdatedAt = def.Spec, &def, trunc(params.NextAt), trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return nil
 }
@@ -52,11 +59,17 @@ func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordPa
 		return false, err
 	}
 	row := t.schedule(params.Name)
+	if params.Stored && row.Def == nil {
+		return true, nil
+	}
 	if !row.Paused {
 		row.Occurrences++
 		row.LastAt = trunc(params.At)
 	}
-	row.Spec, row.NextAt, row.UpdatedAt = params.Spec, trunc(params.NextAt), trunc(params.Now)
+	if row.Def == nil {
+		row.Spec = params.Spec
+	}
+	row.NextAt, row.UpdatedAt = trunc(params.NextAt), trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return row.Paused, nil
 }

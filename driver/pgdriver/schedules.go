@@ -2,6 +2,7 @@ package pgdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -17,7 +18,12 @@ func (e *executor) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertP
 	if err := e.check(ctx, "store schedule"); err != nil {
 		return err
 	}
-	_, err := e.q.Exec(ctx, e.d.q.scheduleUpsert, p.Name, p.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)))
+	var err error
+	if p.Stored {
+		_, err = e.q.Exec(ctx, e.d.q.scheduleUpsertStored, p.Name, ts(trunc(p.NextAt)), ts(trunc(p.Now)))
+	} else {
+		_, err = e.q.Exec(ctx, e.d.q.scheduleUpsert, p.Name, p.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)))
+	}
 	return e.d.fail(fmt.Sprintf("store schedule %q", p.Name), err)
 }
 
@@ -27,7 +33,15 @@ func (e *executor) ScheduleRecord(ctx context.Context, p *driver.ScheduleRecordP
 		return false, err
 	}
 	var paused bool
-	err := e.q.QueryRow(ctx, e.d.q.scheduleRecord, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now)), p.Spec).Scan(&paused)
+	var err error
+	if p.Stored {
+		err = e.q.QueryRow(ctx, e.d.q.scheduleRecordStored, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now))).Scan(&paused)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return true, nil // deleted: no longer to fire
+		}
+	} else {
+		err = e.q.QueryRow(ctx, e.d.q.scheduleRecord, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now)), p.Spec).Scan(&paused)
+	}
 	if err != nil {
 		return false, e.d.fail(fmt.Sprintf("record occurrence of schedule %q", p.Name), err)
 	}
@@ -44,7 +58,7 @@ func (e *executor) ScheduleDefine(ctx context.Context, p *driver.ScheduleDefineP
 	if input == nil {
 		input = []byte{}
 	}
-	_, err := e.q.Exec(ctx, e.d.q.scheduleDefine, p.Name, p.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)),
+	_, err := e.q.Exec(ctx, e.d.q.scheduleDefine, p.Name, p.Def.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)),
 		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp))
 	return e.d.fail(fmt.Sprintf("define schedule %q", p.Name), err)
 }
@@ -74,7 +88,7 @@ func (e *executor) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, err
 	var def driver.ScheduleDef
 	var catchUp int64
 	if _, err := pgx.ForEachRow(rows, []any{&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
-		&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp}, func() error {
+		&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec}, func() error {
 		row := s
 		row.LastAt, row.NextAt, row.UpdatedAt = fromTS(last), fromTS(next), fromTS(updated)
 		if def.Kind != "" {

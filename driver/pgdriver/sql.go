@@ -88,7 +88,8 @@ type queries struct {
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
 	keyDeleteExpired                                                     string
 	scheduleUpsert, scheduleRecord, schedulePause, scheduleList          string
-	scheduleDelete, scheduleDefine                                       string
+	scheduleDelete, scheduleDefine, scheduleUpsertStored                 string
+	scheduleRecordStored                                                 string
 	lockKey, runningOfKey, unclaim                                       string
 	notify, notifyMany                                                   string
 
@@ -355,26 +356,37 @@ RETURNING name, owner, term, expires_at`),
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
 		queueList: q(`SELECT name, paused, updated_at FROM {s}.queues ORDER BY name`),
 		// An occurrence recorded past the registration's next one keeps
-		// the later next_at it stored (unless the spec changed).
+		// the later next_at it stored (unless the spec changed). A row with
+		// a definition keeps the spec its definition set; a process running
+		// a stored schedule (the Stored statements) only updates a row that
+		// still has its definition.
 		scheduleUpsert: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at) VALUES ($1, $2, $3, $4)
-ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, updated_at = EXCLUDED.updated_at,
-	next_at = CASE WHEN s.spec = EXCLUDED.spec AND s.next_at > EXCLUDED.next_at THEN s.next_at ELSE EXCLUDED.next_at END`),
+ON CONFLICT (name) DO UPDATE SET updated_at = EXCLUDED.updated_at,
+	spec = CASE WHEN s.def_kind = '' THEN EXCLUDED.spec ELSE s.spec END,
+	next_at = CASE WHEN (s.def_kind <> '' OR s.spec = EXCLUDED.spec) AND s.next_at > EXCLUDED.next_at THEN s.next_at ELSE EXCLUDED.next_at END`),
+		scheduleUpsertStored: q(`UPDATE {s}.schedules SET updated_at = $3,
+	next_at = CASE WHEN next_at > $2 THEN next_at ELSE $2 END
+WHERE name = $1 AND def_kind <> ''`),
 		// A paused schedule's occurrence is not counted.
 		scheduleRecord: q(`INSERT INTO {s}.schedules AS s (name, occurrences, last_at, next_at, updated_at, spec) VALUES ($1, 1, $2, $3, $4, $5)
-ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec,
+ON CONFLICT (name) DO UPDATE SET spec = CASE WHEN s.def_kind = '' THEN EXCLUDED.spec ELSE s.spec END,
 	occurrences = s.occurrences + CASE WHEN s.paused THEN 0 ELSE 1 END,
 	last_at = CASE WHEN s.paused THEN s.last_at ELSE EXCLUDED.last_at END,
 	next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at
 RETURNING paused`),
+		scheduleRecordStored: q(`UPDATE {s}.schedules SET occurrences = occurrences + CASE WHEN paused THEN 0 ELSE 1 END,
+	last_at = CASE WHEN paused THEN last_at ELSE $2 END, next_at = $3, updated_at = $4
+WHERE name = $1 AND def_kind <> ''
+RETURNING paused`),
 		schedulePause: q(`INSERT INTO {s}.schedules (name, paused, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
 		scheduleList: q(`SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
-	def_kind, def_target, def_input, def_location, def_catch_up FROM {s}.schedules ORDER BY name`),
-		scheduleDefine: q(`INSERT INTO {s}.schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	def_kind, def_target, def_input, def_location, def_catch_up, def_spec FROM {s}.schedules ORDER BY name`),
+		scheduleDefine: q(`INSERT INTO {s}.schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2)
 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at,
 	def_kind = EXCLUDED.def_kind, def_target = EXCLUDED.def_target, def_input = EXCLUDED.def_input,
-	def_location = EXCLUDED.def_location, def_catch_up = EXCLUDED.def_catch_up`),
+	def_location = EXCLUDED.def_location, def_catch_up = EXCLUDED.def_catch_up, def_spec = EXCLUDED.def_spec`),
 		scheduleDelete: q(`DELETE FROM {s}.schedules WHERE name = $1`),
 
 		// JobWake locks the waiting jobs in id order, then makes them due.

@@ -3,36 +3,51 @@ package sqlitedriver
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
 )
 
+// A row with a definition (def_kind) keeps the spec its definition set:
+// registrations and records of the processes that run it leave it alone.
 const (
 	upsertScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at) VALUES (?1, ?2, ?3, ?4)
-	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, updated_at = excluded.updated_at,
-		next_at = CASE WHEN spec = excluded.spec AND next_at > excluded.next_at THEN next_at ELSE excluded.next_at END`
+	ON CONFLICT (name) DO UPDATE SET updated_at = excluded.updated_at,
+		spec = CASE WHEN def_kind = '' THEN excluded.spec ELSE spec END,
+		next_at = CASE WHEN (def_kind <> '' OR spec = excluded.spec) AND next_at > excluded.next_at THEN next_at ELSE excluded.next_at END`
+	upsertStoredScheduleSQL = `UPDATE schedules SET updated_at = ?4,
+		next_at = CASE WHEN next_at > ?3 THEN next_at ELSE ?3 END
+	WHERE name = ?1 AND def_kind <> ''`
 	recordScheduleSQL = `INSERT INTO schedules (name, occurrences, last_at, next_at, updated_at, spec) VALUES (?1, 1, ?2, ?3, ?4, ?5)
-	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec,
+	ON CONFLICT (name) DO UPDATE SET spec = CASE WHEN def_kind = '' THEN excluded.spec ELSE spec END,
 		occurrences = occurrences + (1 - paused),
 		last_at = CASE WHEN paused THEN last_at ELSE excluded.last_at END,
 		next_at = excluded.next_at, updated_at = excluded.updated_at
 	RETURNING paused`
+	recordStoredScheduleSQL = `UPDATE schedules SET occurrences = occurrences + (1 - paused),
+		last_at = CASE WHEN paused THEN last_at ELSE ?2 END, next_at = ?3, updated_at = ?4
+	WHERE name = ?1 AND def_kind <> ''
+	RETURNING paused`
 	pauseScheduleSQL = `INSERT INTO schedules (name, paused, updated_at) VALUES (?1, ?2, ?3)
 	ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`
-	defineScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up)
-	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+	defineScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?2)
 	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at, updated_at = excluded.updated_at,
 		def_kind = excluded.def_kind, def_target = excluded.def_target, def_input = excluded.def_input,
-		def_location = excluded.def_location, def_catch_up = excluded.def_catch_up`
+		def_location = excluded.def_location, def_catch_up = excluded.def_catch_up, def_spec = excluded.def_spec`
 	listSchedulesSQL = `SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
-	def_kind, def_target, def_input, def_location, def_catch_up FROM schedules ORDER BY name`
+	def_kind, def_target, def_input, def_location, def_catch_up, def_spec FROM schedules ORDER BY name`
 	deleteScheduleSQL = `DELETE FROM schedules WHERE name = ?`
 )
 
 func (r *runner) scheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) error {
-	if _, err := r.exec(ctx, upsertScheduleSQL, p.Name, p.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now))); err != nil {
+	q := upsertScheduleSQL
+	if p.Stored {
+		q = upsertStoredScheduleSQL
+	}
+	if _, err := r.exec(ctx, q, p.Name, p.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now))); err != nil {
 		return fmt.Errorf("store schedule %q: %w", p.Name, err)
 	}
 	return nil
@@ -40,8 +55,14 @@ func (r *runner) scheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertPar
 
 func (r *runner) scheduleRecord(ctx context.Context, p *driver.ScheduleRecordParams) (bool, error) {
 	var paused bool
-	err := r.one(ctx, recordScheduleSQL, func(rows *sql.Rows) error { return rows.Scan(&paused) },
-		p.Name, micros(trunc(p.At)), micros(trunc(p.NextAt)), micros(trunc(p.Now)), p.Spec)
+	q, args := recordScheduleSQL, []any{p.Name, micros(trunc(p.At)), micros(trunc(p.NextAt)), micros(trunc(p.Now)), p.Spec}
+	if p.Stored {
+		q, args = recordStoredScheduleSQL, args[:4]
+	}
+	err := r.one(ctx, q, func(rows *sql.Rows) error { return rows.Scan(&paused) }, args...)
+	if p.Stored && errors.Is(err, sql.ErrNoRows) {
+		return true, nil // deleted: no longer to fire
+	}
 	if err != nil {
 		return false, fmt.Errorf("record occurrence of schedule %q: %w", p.Name, err)
 	}
@@ -53,7 +74,7 @@ func (r *runner) scheduleDefine(ctx context.Context, p *driver.ScheduleDefinePar
 	if input == nil {
 		input = []byte{}
 	}
-	if _, err := r.exec(ctx, defineScheduleSQL, p.Name, p.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now)),
+	if _, err := r.exec(ctx, defineScheduleSQL, p.Name, p.Def.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now)),
 		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp)); err != nil {
 		return fmt.Errorf("define schedule %q: %w", p.Name, err)
 	}
@@ -75,7 +96,7 @@ func (r *runner) scheduleList(ctx context.Context) ([]*driver.ScheduleRow, error
 		var def driver.ScheduleDef
 		var catchUp int64
 		if err := rows.Scan(&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
-			&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp); err != nil {
+			&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec); err != nil {
 			return err
 		}
 		s.LastAt, s.NextAt, s.UpdatedAt = fromMicros(last), fromMicros(next), fromMicros(updated)

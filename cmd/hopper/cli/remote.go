@@ -442,12 +442,13 @@ func schedulesCmd(g *globals) *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "schedules",
-		Short: "List, pause, resume and delete schedules",
-		Long: `List the schedules the store keeps: every schedule a process registered
-(Client.Schedule) or an operator paused, with whether it is paused, its next
-occurrence, how many occurrences fired and the latest. With --server, the
-server's process adds the schedules it runs that the store has not heard of
-yet. A paused schedule's occurrences enqueue nothing, on every process.`,
+		Short: "List, define, pause, resume and delete schedules",
+		Long: `List the schedules the store keeps: every schedule a process registered in
+code (Client.Schedule), defined in the store (define) or paused by name, with
+what it runs, whether it is paused, its next occurrence, how many occurrences
+fired and the latest. With --server, the server's process adds the schedules
+it runs that the store has not heard of yet. A paused schedule's occurrences
+enqueue nothing, on every process.`,
 		Args: cobra.NoArgs,
 		RunE: list,
 	}
@@ -517,14 +518,18 @@ poll intervals. Its pause and counts stay when it is defined again;
 	var input string
 	define.Flags().StringVar(&def.Cron, "cron", "", "cron expression (5 fields, or @hourly, @every 10m, …)")
 	define.Flags().StringVar(&def.Location, "location", "", "IANA time zone the expression is read in (default UTC)")
-	define.Flags().StringVar(&def.CatchUp, "catch-up", "", "how late an occurrence may still fire (default 1m; negative: on time only)")
+	define.Flags().StringVar(&def.CatchUp, "catch-up", "", "how late an occurrence may still fire (default 1m; 0s: on time only)")
 	define.Flags().StringVar(&def.Type, "type", "", "job type to enqueue")
 	define.Flags().StringVar(&def.Workflow, "workflow", "", "workflow to start")
 	define.Flags().StringVar(&input, "input", "", "JSON input of each occurrence's job or run (default null)")
-	define.PreRun = func(*cobra.Command, []string) {
+	define.PreRunE = func(*cobra.Command, []string) error {
 		if input != "" {
+			if !json.Valid([]byte(input)) {
+				return fmt.Errorf("%w: --input is not JSON", hopper.ErrInvalidInput)
+			}
 			def.Input = json.RawMessage(input)
 		}
+		return nil
 	}
 	cmd.AddCommand(define,
 		act("pause", "Stop a schedule's occurrences from enqueueing, on every process",

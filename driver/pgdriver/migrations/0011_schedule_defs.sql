@@ -5,6 +5,7 @@
 
 ALTER TABLE {schema}.schedules
 	ADD COLUMN def_kind text COLLATE "C" NOT NULL DEFAULT '',
+	ADD COLUMN def_spec text NOT NULL DEFAULT '',
 	ADD COLUMN def_target text COLLATE "C" NOT NULL DEFAULT '',
 	ADD COLUMN def_input bytea,
 	ADD COLUMN def_location text NOT NULL DEFAULT '',

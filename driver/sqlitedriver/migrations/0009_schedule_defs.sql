@@ -4,6 +4,7 @@
 -- in a program's code.
 
 ALTER TABLE schedules ADD COLUMN def_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE schedules ADD COLUMN def_spec TEXT NOT NULL DEFAULT '';
 ALTER TABLE schedules ADD COLUMN def_target TEXT NOT NULL DEFAULT '';
 ALTER TABLE schedules ADD COLUMN def_input BLOB;
 ALTER TABLE schedules ADD COLUMN def_location TEXT NOT NULL DEFAULT '';
