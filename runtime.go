@@ -37,6 +37,10 @@ type runtime struct {
 	schedReported map[string]driver.ScheduleDef
 	// syncMu serialises the reads of the stored schedules.
 	syncMu sync.Mutex
+	// retired are the stop functions of schedule goroutines ended without
+	// waiting (a stored schedule redefined or deleted, or replaced by one
+	// in code), for stop to wait for; guarded by Client.schedMu.
+	retired []func()
 	// workCtx is the parent of handler contexts; Stop cancels it only once
 	// its own ctx is done.
 	workCtx    context.Context
@@ -120,7 +124,7 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 	go rt.heartbeatLoop(hb)
 	// The stored schedules start before Start returns too (their reports
 	// wait for the sync goroutine: the client's lock is held here).
-	reports := rt.syncStoredOnce()
+	reports := rt.syncStoredOnce(ctx)
 	rt.loops.Add(1)
 	go rt.syncStoredSchedules(reports)
 	rt.loops.Add(1)

@@ -275,9 +275,11 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 type scheduleEntry struct {
 	name string
 	cron string
-	// stored is set for a schedule defined in the store: its records
-	// leave a deleted one deleted.
+	// stored is set for a schedule defined in the store, with the version
+	// of its definition: its records leave a deleted or redefined one
+	// alone.
 	stored  bool
+	version int64
 	next    func(after time.Time) time.Time
 	catchUp time.Duration
 	job     func(at time.Time) (*JobSpec, error)
@@ -291,8 +293,9 @@ type scheduleEntry struct {
 
 	// stop ends the goroutine that runs the schedule in the latest
 	// runtime and waits for it (nil before one ran; calling it again
-	// returns at once); guarded by Client.schedMu.
-	stop func()
+	// returns at once); cancel only ends it. Guarded by Client.schedMu.
+	stop   func()
+	cancel func()
 }
 
 // Schedule registers s; the client runs it while started (it may be
@@ -360,20 +363,16 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 		return nil, fmt.Errorf("%w: schedule %q is registered already", ErrInvalidInput, s.Name)
 	}
 	c.schedules[s.Name] = e
-	// The code's schedule replaces a stored one of its name here.
-	var stopStored func()
-	if se := c.stored[s.Name]; se != nil {
-		stopStored = se.e.stop
-		delete(c.stored, s.Name)
-	}
 	if c.rt != nil {
+		// The code's schedule replaces a stored one of its name here.
+		if se := c.stored[s.Name]; se != nil {
+			c.rt.retire(se.e)
+			delete(c.stored, s.Name)
+		}
 		c.rt.startSchedule(e)
 	}
 	c.schedMu.Unlock()
 	c.mu.Unlock()
-	if stopStored != nil {
-		stopStored()
-	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -386,6 +385,7 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 			if stop != nil {
 				stop()
 			}
+			c.syncSchedulesNow() // a stored schedule of its name may run here now
 		})
 	}, nil
 }
@@ -417,9 +417,21 @@ func (rt *runtime) stopSchedules() {
 		}
 	}
 	rt.c.stored = nil
+	stops = append(stops, rt.retired...)
+	rt.retired = nil
 	rt.c.schedMu.Unlock()
 	for _, stop := range stops {
 		stop()
+	}
+}
+
+// retire ends e's goroutine without waiting for it (Client.schedMu held):
+// the runtime's stop waits for it. The caller may be that goroutine (a
+// report's handler that defines or deletes a schedule).
+func (rt *runtime) retire(e *scheduleEntry) {
+	if e.stop != nil {
+		e.cancel()
+		rt.retired = append(rt.retired, e.stop)
 	}
 }
 
@@ -437,6 +449,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		cancel()
 		<-done
 	}
+	e.cancel = cancel
 	c := rt.c
 	// Timers are armed against the clock's time when they are made, so a
 	// clock that moved meanwhile fires them at once.
@@ -454,7 +467,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		at = e.next(now)
 	}
 	timer := arm(at)
-	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored}
+	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored, Version: e.version}
 	go func() {
 		defer close(done)
 		defer cancel()
@@ -572,6 +585,10 @@ func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at, nex
 	}
 }
 
+// errDefinitionGone rolls back an occurrence of a stored schedule deleted
+// or defined again since this process read it.
+var errDefinitionGone = errors.New("hopper: the stored schedule's definition is gone")
+
 // scheduleKey is the key that records e's occurrence at.
 func scheduleKey(name string, at time.Time) string {
 	return scheduleKeyPrefix + name + ":" + at.UTC().Format(time.RFC3339Nano)
@@ -590,8 +607,14 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 		if err != nil || !fresh {
 			return false, err
 		}
-		skip, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: e.name, Spec: e.cron, At: at, NextAt: next, Now: now, Stored: e.stored})
-		return err == nil && !skip, err
+		paused, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: e.name, Spec: e.cron, At: at, NextAt: next, Now: now,
+			Stored: e.stored, Version: e.version})
+		if e.stored && errors.Is(err, ErrNotFound) {
+			// Deleted or defined again since this process read it: the
+			// occurrence is not this definition's (its key goes back too).
+			return false, errDefinitionGone
+		}
+		return err == nil && !paused, err
 	}
 	if run != nil {
 		if run.t == nil {
@@ -611,6 +634,9 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 			}
 			return err
 		})
+		if errors.Is(err, errDefinitionGone) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("hopper: start run: %w", err)
 		}
@@ -640,6 +666,9 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 		res, err = c.insertIn(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
 		return err
 	})
+	if errors.Is(err, errDefinitionGone) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("hopper: enqueue: %w", err)
 	}

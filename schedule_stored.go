@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -48,14 +49,16 @@ const (
 // DefineSchedule stores s, or replaces the definition of the stored
 // schedule of its name (its pause and counts stay). The processes that
 // register s's type or workflow pick it up within five poll intervals
-// (Config.PollInterval); this client, when started, before DefineSchedule
-// returns. A malformed definition (no
-// name, a bad cron expression or zone, both or neither of Type and
-// Workflow, input that is not JSON or that the type, when registered here,
-// does not decode) or the name of a schedule registered in code, here or by
-// another process, is refused with an error wrapping ErrInvalidInput.
-// DeleteSchedule removes it, and every process stops running it. Neither
-// may be called from a schedule's Job or Run, which they may wait for.
+// (Config.PollInterval, at most 30 s); this client, when started, before
+// DefineSchedule returns. Until a process rereads the store, an occurrence
+// of an older definition it still runs enqueues nothing. A malformed
+// definition (no name, a bad cron expression or zone, a CRON_TZ prefix,
+// both or neither of Type and Workflow, a CatchUp over a day, input that
+// is not JSON, too large, or that the type, when registered here, does not
+// decode) is refused with an error wrapping ErrInvalidInput; so is the name
+// of a schedule registered in code on this client, or stored by a process
+// that runs one in code. DeleteSchedule removes it, and every process stops
+// running it.
 func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
 	def, next, err := c.scheduleDef(s)
 	if err != nil {
@@ -68,21 +71,12 @@ func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
 		return fmt.Errorf("%w: schedule %q is registered in this program's code", ErrInvalidInput, s.Name)
 	}
 	now := c.now()
-	err = c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		rows, err := tx.ScheduleList(ctx)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			// A row without a definition that a process registered or
-			// fired belongs to a schedule in code; one only paused by name
-			// may be defined.
-			if r.Name == s.Name && r.Def == nil && (r.Spec != "" || !r.NextAt.IsZero() || !r.LastAt.IsZero() || r.Occurrences > 0) {
-				return fmt.Errorf("%w: schedule %q is registered in a program's code", ErrInvalidInput, s.Name)
-			}
-		}
-		return tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: s.Name, Def: def, NextAt: next(now), Now: now})
-	})
+	// The store refuses the row of a schedule in code (one a process
+	// registered or fired); a name only paused may be defined.
+	err = c.drv.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: s.Name, Def: def, NextAt: next(now), Now: now})
+	if errors.Is(err, ErrStateConflict) {
+		return fmt.Errorf("%w: schedule %q is registered in a program's code", ErrInvalidInput, s.Name)
+	}
 	if err != nil {
 		return fmt.Errorf("hopper: define schedule %s: %w", s.Name, err)
 	}
@@ -110,6 +104,12 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	if s.Cron == "" {
 		return def, nil, fmt.Errorf("%w: schedule %q needs a cron expression", ErrInvalidInput, s.Name)
 	}
+	if cron := strings.TrimSpace(s.Cron); strings.HasPrefix(cron, "CRON_TZ=") || strings.HasPrefix(cron, "TZ=") {
+		return def, nil, fmt.Errorf("%w: schedule %q: give the zone as Location, not in the expression", ErrInvalidInput, s.Name)
+	}
+	if s.CatchUp > scheduleKeyKeep {
+		return def, nil, fmt.Errorf("%w: schedule %q: a catch-up of %s is over the %s a stored schedule may have", ErrInvalidInput, s.Name, s.CatchUp, scheduleKeyKeep)
+	}
 	next, err := ParseCron(s.Cron, loc)
 	if err != nil {
 		return def, nil, fmt.Errorf("schedule %q: %w", s.Name, err)
@@ -135,7 +135,7 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	}
 	// A target registered here checks the input now rather than at each
 	// occurrence.
-	if _, err := c.storedScheduleEntry(s.Name, &def); err != nil && !errors.Is(err, ErrUnknownType) {
+	if _, err := c.storedScheduleEntry(s.Name, &def); err != nil && !errors.Is(err, errNotHere) {
 		return def, nil, fmt.Errorf("schedule %q: %w", s.Name, err)
 	}
 	return def, next, nil
@@ -171,7 +171,7 @@ type storedEntry struct {
 
 // sameDef reports whether a and b define the same schedule.
 func sameDef(a, b *driver.ScheduleDef) bool {
-	return a.Spec == b.Spec && a.Kind == b.Kind && a.Target == b.Target && bytes.Equal(a.Input, b.Input) &&
+	return a.Version == b.Version && a.Spec == b.Spec && a.Kind == b.Kind && a.Target == b.Target && bytes.Equal(a.Input, b.Input) &&
 		a.Location == b.Location && a.CatchUp == b.CatchUp
 }
 
@@ -215,22 +215,25 @@ func (rt *runtime) syncStoredSchedules(reports []error) {
 // once per definition, after letting go of every lock (a report's handler
 // may define or delete one).
 func (rt *runtime) syncStored() {
-	for _, err := range rt.syncStoredOnce() {
+	for _, err := range rt.syncStoredOnce(rt.ctx) {
 		rt.c.reportError(err, PhaseSchedule)
 	}
 }
 
-// syncStoredOnce reads the stored schedules once and starts, restarts or
-// stops this client's runs of them, returning the errors to report. Calls
-// are serialised, so a later read is never undone by an earlier one; an
-// entry replaced by a new definition stops before the new one starts.
-func (rt *runtime) syncStoredOnce() []error {
+// syncStoredOnce reads the stored schedules once (within ctx) and starts,
+// restarts or stops this client's runs of them, returning the errors to
+// report. Calls are serialised, so a later read is never undone by an
+// earlier one. Nothing here waits for a schedule's goroutine: a replaced
+// or deleted schedule's is only cancelled (its records would be refused:
+// they name the definition's version), since the caller may be that
+// goroutine.
+func (rt *runtime) syncStoredOnce(ctx context.Context) []error {
 	rt.syncMu.Lock()
 	defer rt.syncMu.Unlock()
 	c := rt.c
-	rows, err := c.drv.ScheduleList(rt.ctx)
+	rows, err := c.drv.ScheduleList(ctx)
 	if err != nil {
-		if rt.ctx.Err() != nil {
+		if ctx.Err() != nil || rt.ctx.Err() != nil {
 			return nil
 		}
 		return []error{fmt.Errorf("read stored schedules: %w", err)}
@@ -241,27 +244,17 @@ func (rt *runtime) syncStoredOnce() []error {
 			want[r.Name] = r
 		}
 	}
-	// Stop what changed or went.
-	var stops []func()
-	c.schedMu.Lock()
-	for name, se := range c.stored {
-		if r := want[name]; r == nil || !sameDef(&se.def, r.Def) {
-			if se.e.stop != nil {
-				stops = append(stops, se.e.stop)
-			}
-			delete(c.stored, name)
-		}
-	}
-	c.schedMu.Unlock()
-	for _, stop := range stops {
-		stop()
-	}
-	// Start what is new here.
 	var reports []error
 	c.schedMu.Lock()
 	defer c.schedMu.Unlock()
 	if rt.schedulesOff {
-		return nil
+		return nil // a stopped runtime's read: the next runtime's are its own
+	}
+	for name, se := range c.stored {
+		if r := want[name]; r == nil || !sameDef(&se.def, r.Def) {
+			rt.retire(se.e)
+			delete(c.stored, name)
+		}
 	}
 	for name, r := range want {
 		if _, running := c.stored[name]; running {
@@ -270,7 +263,7 @@ func (rt *runtime) syncStoredOnce() []error {
 		var why error
 		if _, inCode := c.schedules[name]; inCode {
 			why = fmt.Errorf("schedule %s is registered in code and defined in the store: the code's runs here; delete the stored one", name)
-		} else if e, err := c.storedScheduleEntry(name, r.Def); errors.Is(err, ErrUnknownType) {
+		} else if e, err := c.storedScheduleEntry(name, r.Def); errors.Is(err, errNotHere) {
 			continue // another process's to run
 		} else if err != nil {
 			why = fmt.Errorf("stored schedule %s: this process cannot run it: %w", name, err)
@@ -293,10 +286,23 @@ func (rt *runtime) syncStoredOnce() []error {
 	return reports
 }
 
+// errNotHere says a stored schedule's target is not registered here.
+var errNotHere = errors.New("hopper: the stored schedule's target is not registered here")
+
 // storedScheduleEntry is the entry that runs the stored schedule name
 // defined by def, or an error when this client cannot run it (an error
-// wrapping ErrUnknownType when it does not register the target).
+// errNotHere when it does not register the target).
 func (c *Client) storedScheduleEntry(name string, def *driver.ScheduleDef) (*scheduleEntry, error) {
+	switch def.Kind {
+	case scheduleDefJob:
+		if c.lookupType(def.Target) == nil {
+			return nil, errNotHere
+		}
+	case scheduleDefRun:
+		if c.lookupType(workflowTypePrefix+def.Target) == nil {
+			return nil, errNotHere
+		}
+	}
 	loc, err := time.LoadLocation(def.Location)
 	if err != nil {
 		return nil, err
@@ -305,7 +311,7 @@ func (c *Client) storedScheduleEntry(name string, def *driver.ScheduleDef) (*sch
 	if err != nil {
 		return nil, err
 	}
-	e := &scheduleEntry{name: name, cron: def.Spec, stored: true, next: next, catchUp: def.CatchUp}
+	e := &scheduleEntry{name: name, cron: def.Spec, stored: true, version: def.Version, next: next, catchUp: def.CatchUp}
 	if e.catchUp == 0 {
 		e.catchUp = defaultCatchUp
 	}

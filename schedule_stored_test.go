@@ -3,6 +3,7 @@ package hopper_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,8 @@ func TestStoredScheduleBadInput(t *testing.T) {
 		"undecodable":     {Name: "a", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`"text"`)},
 		"a code schedule": {Name: "in-code", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`1`)},
 		"local zone":      {Name: "a", Cron: "* * * * *", Location: "Local", Type: "tick"},
+		"zone in cron":    {Name: "a", Cron: "CRON_TZ=Local * * * * *", Type: "tick"},
+		"long catch-up":   {Name: "a", Cron: "@every 1s", CatchUp: 1000 * time.Hour, Type: "tick"},
 		"oversized":       {Name: "a", Cron: "* * * * *", Type: "other", Input: json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)},
 	} {
 		require.ErrorIs(t, c.DefineSchedule(ctx, s), hopper.ErrInvalidInput, name)
@@ -245,7 +248,11 @@ func TestStoredScheduleReports(t *testing.T) {
 		return errs.has("stored schedule bad-input: this process cannot run it") &&
 			errs.has("schedule clash is registered in code and defined in the store")
 	})
-	time.Sleep(100 * time.Millisecond) // ten more reads of the stored schedules
+	// Three more reads of the stored schedules (a definition rereads them
+	// before it returns).
+	for i := range 3 {
+		require.NoError(t, c.DefineSchedule(ctx, hopper.StoredSchedule{Name: fmt.Sprint("other-", i), Cron: "@daily", Workflow: "elsewhere"}))
+	}
 	n := 0
 	for _, e := range errs.list() {
 		if strings.Contains(e, "bad-input") || strings.Contains(e, "clash") {

@@ -280,22 +280,26 @@ type Executor interface {
 	// unchanged: another process recorded an occurrence already (the
 	// registration's NextAt may be an occurrence it fired). The Spec of a
 	// row with a definition (ScheduleDefine) is left as it is. With Stored,
-	// only a row with a definition is updated, and none is created.
+	// only a row with the definition of Version is updated, and none is
+	// created.
 	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) error
 
 	// ScheduleRecord records that an occurrence of the named schedule, at
 	// At, fired: unless the schedule is paused it counts one occurrence and
 	// sets LastAt; either way it sets Spec (not on a row with a
-	// definition), NextAt and UpdatedAt. It creates the row if missing. It
-	// reports skip when the occurrence must not fire: the schedule is
-	// paused (then it was not counted), or, with Stored, the row has no
-	// definition (it was deleted: nothing is written).
-	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (skip bool, err error)
+	// definition), NextAt and UpdatedAt. It creates the row if missing, and
+	// reports whether the schedule is paused (then the occurrence was not
+	// counted). With Stored, a row without the definition of Version (it
+	// was deleted or defined again) is hoppertype.ErrNotFound, and nothing
+	// is written.
+	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (paused bool, err error)
 
 	// ScheduleDefine stores a schedule defined in the store (not in a
 	// program's code): it creates the row or sets its Def, Spec (Def.Spec),
-	// NextAt and UpdatedAt, leaving Paused, Occurrences and LastAt as they
-	// are.
+	// NextAt and UpdatedAt and raises its Def.Version, leaving Paused,
+	// Occurrences and LastAt as they are. A row that belongs to a schedule
+	// in code (no definition, and a Spec, a NextAt, a LastAt or
+	// occurrences) is left alone: hoppertype.ErrStateConflict.
 	ScheduleDefine(ctx context.Context, params *ScheduleDefineParams) error
 
 	// ScheduleSetPaused stores whether a schedule is paused, creating its
@@ -730,8 +734,10 @@ type ScheduleUpsertParams struct {
 	// NextAt is the schedule's next occurrence (zero for none).
 	NextAt time.Time
 	Now    time.Time
-	// Stored is set by a process running a schedule defined in the store.
-	Stored bool
+	// Stored is set by a process running a schedule defined in the
+	// store, with the Version of the definition it runs.
+	Stored  bool
+	Version int64
 }
 
 // ScheduleDefineParams are the arguments of ScheduleDefine.
@@ -758,6 +764,8 @@ type ScheduleDef struct {
 	// CatchUp is how late an occurrence may still fire (negative: on time
 	// only).
 	CatchUp time.Duration
+	// Version counts the definitions the row has had (set by the store).
+	Version int64
 }
 
 // ScheduleRecordParams are the arguments of ScheduleRecord.
@@ -769,8 +777,10 @@ type ScheduleRecordParams struct {
 	At     time.Time
 	NextAt time.Time
 	Now    time.Time
-	// Stored is set by a process running a schedule defined in the store.
-	Stored bool
+	// Stored is set by a process running a schedule defined in the
+	// store, with the Version of the definition it runs.
+	Stored  bool
+	Version int64
 }
 
 // ScheduleSetPausedParams are the arguments of ScheduleSetPaused.

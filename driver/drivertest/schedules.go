@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // scheduleCases cover the schedules' stored state: registration, recorded
@@ -147,15 +148,16 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 		require.False(t, paused)
 		require.NoError(t, tx.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: at(time.Hour)}))
 		require.NoError(t, tx.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "new", Spec: "x", Now: at(time.Hour)}))
-		require.NoError(t, tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "new", Now: at(time.Hour),
+		require.NoError(t, tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "defined", Now: at(time.Hour),
 			Def: driver.ScheduleDef{Spec: "y", Kind: "job", Target: "t"}}))
 		gone, err := tx.ScheduleDelete(ctx, "s")
 		require.NoError(t, err)
 		require.True(t, gone)
 		rows, err := tx.ScheduleList(ctx)
 		require.NoError(t, err)
-		require.Len(t, rows, 1, "the transaction reads its own writes")
-		require.Equal(t, "new", rows[0].Name)
+		require.Len(t, rows, 2, "the transaction reads its own writes")
+		require.Equal(t, "defined", rows[0].Name)
+		require.Equal(t, "new", rows[1].Name)
 		return errBoom
 	})
 	require.ErrorIs(t, err, errBoom)
@@ -178,6 +180,7 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	code, d := rows[0], rows[1]
 	require.Nil(t, code.Def, "a schedule registered in code has no definition")
 	require.NotNil(t, d.Def)
+	def.Version = 1
 	require.Equal(t, def, *d.Def)
 	require.Equal(t, "0 3 * * *", d.Spec)
 	requireTime(t, at(3*time.Hour), d.NextAt)
@@ -187,17 +190,20 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// definition and its spec stay, even from a process that registers a
 	// schedule of that name in code.
 	for _, stored := range []bool{true, false} {
-		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", Spec: "@yearly", NextAt: at(3 * time.Hour), Now: at(time.Second), Stored: stored}))
-		skip, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "@yearly", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour), Stored: stored})
+		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", Spec: "@yearly", NextAt: at(3 * time.Hour), Now: at(time.Second), Stored: stored, Version: 1}))
+		paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "@yearly", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour), Stored: stored, Version: 1})
 		require.NoError(t, err)
-		require.False(t, skip)
+		require.False(t, paused)
 	}
+	// A late registration keeps the later next occurrence.
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", NextAt: at(3 * time.Hour), Now: at(4 * time.Hour), Stored: true, Version: 1}))
 	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "d", Paused: true, Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Equal(t, def, *d.Def)
 	require.Equal(t, "0 3 * * *", d.Spec)
 	require.Equal(t, int64(2), d.Occurrences)
 	requireTime(t, at(27*time.Hour), d.NextAt)
+	requireTime(t, at(4*time.Hour), d.UpdatedAt)
 
 	// Defining it again replaces the definition and keeps the rest.
 	def2 := driver.ScheduleDef{Spec: "@hourly", Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1}
@@ -205,11 +211,21 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	d = f.schedules(t)[1]
 	require.Empty(t, d.Def.Input, "no input")
 	d.Def.Input = nil
+	def2.Version = 2
 	require.Equal(t, def2, *d.Def)
 	require.Equal(t, "@hourly", d.Spec)
 	require.True(t, d.Paused)
 	require.Equal(t, int64(2), d.Occurrences)
 	requireTime(t, at(3*time.Hour), d.LastAt)
+	requireTime(t, at(5*time.Hour), d.NextAt)
+
+	// A process still running the first definition neither fires it nor
+	// moves the schedule.
+	_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", At: at(27 * time.Hour), NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 1})
+	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a stale definition")
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 1}))
+	d = f.schedules(t)[1]
+	require.Equal(t, int64(2), d.Occurrences)
 	requireTime(t, at(5*time.Hour), d.NextAt)
 
 	gone, err := f.d.ScheduleDelete(f.ctx, "d")
@@ -220,14 +236,24 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// A process still running the deleted schedule neither brings it back
 	// nor fires it; nor one of a code schedule's name.
 	for _, name := range []string{"d", "code"} {
-		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: name, Spec: "@hourly", NextAt: at(6 * time.Hour), Now: at(5 * time.Hour), Stored: true}))
-		skip, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@hourly", At: at(6 * time.Hour), NextAt: at(7 * time.Hour), Now: at(6 * time.Hour), Stored: true})
-		require.NoError(t, err)
-		require.True(t, skip, "%s: no definition, no occurrence", name)
+		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: name, Spec: "@hourly", NextAt: at(6 * time.Hour), Now: at(5 * time.Hour), Stored: true, Version: 2}))
+		_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@hourly", At: at(6 * time.Hour), NextAt: at(7 * time.Hour), Now: at(6 * time.Hour), Stored: true, Version: 2})
+		require.ErrorIs(t, err, hoppertype.ErrNotFound, "%s: no definition, no occurrence", name)
 	}
 	rows = f.schedules(t)
 	require.Len(t, rows, 1, "no row brought back")
 	require.Equal(t, "code", rows[0].Name)
 	require.Equal(t, int64(1), rows[0].Occurrences, "the code schedule's row untouched")
 	requireTime(t, at(time.Hour), rows[0].NextAt)
+
+	// A code schedule's row is not taken over; a name only paused is.
+	err = f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "code", Def: def, Now: at(time.Hour)})
+	require.ErrorIs(t, err, hoppertype.ErrStateConflict)
+	require.Nil(t, f.schedules(t)[0].Def)
+	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "p", Paused: true, Now: base}))
+	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "p", Def: def, Now: at(time.Hour)}))
+	p := f.schedules(t)[1]
+	require.Equal(t, "p", p.Name)
+	require.True(t, p.Paused)
+	require.Equal(t, def, *p.Def)
 }

@@ -2,10 +2,12 @@ package memdriver
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // schedule returns a copy of the named schedule's row, or a new row.
@@ -23,7 +25,7 @@ func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertPa
 		return err
 	}
 	row := t.schedule(params.Name)
-	if params.Stored && row.Def == nil {
+	if params.Stored && (row.Def == nil || row.Def.Version != params.Version) {
 		return nil
 	}
 	spec := params.Spec
@@ -46,8 +48,15 @@ func (t *tx) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefinePa
 		return err
 	}
 	row := t.schedule(params.Name)
+	if row.Def == nil && (row.Spec != "" || !row.NextAt.IsZero() || !row.LastAt.IsZero() || row.Occurrences > 0) {
+		return fmt.Errorf("define schedule %q: a schedule in code has the name: %w", params.Name, hoppertype.ErrStateConflict)
+	}
 	def := params.Def
 	def.Input = slices.Clone(def.Input)
+	def.Version = 1
+	if row.Def != nil {
+		def.Version = row.Def.Version + 1
+	}
 	row.Spec, row.Def, row.NextAt, row.UpdatedAt = def.Spec, &def, trunc(params.NextAt), trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return nil
@@ -59,8 +68,8 @@ func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordPa
 		return false, err
 	}
 	row := t.schedule(params.Name)
-	if params.Stored && row.Def == nil {
-		return true, nil
+	if params.Stored && (row.Def == nil || row.Def.Version != params.Version) {
+		return false, fmt.Errorf("record occurrence of schedule %q: %w", params.Name, hoppertype.ErrNotFound)
 	}
 	if !row.Paused {
 		row.Occurrences++

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
@@ -20,7 +21,7 @@ func (e *executor) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertP
 	}
 	var err error
 	if p.Stored {
-		_, err = e.q.Exec(ctx, e.d.q.scheduleUpsertStored, p.Name, ts(trunc(p.NextAt)), ts(trunc(p.Now)))
+		_, err = e.q.Exec(ctx, e.d.q.scheduleUpsertStored, p.Name, ts(trunc(p.NextAt)), ts(trunc(p.Now)), p.Version)
 	} else {
 		_, err = e.q.Exec(ctx, e.d.q.scheduleUpsert, p.Name, p.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)))
 	}
@@ -35,9 +36,9 @@ func (e *executor) ScheduleRecord(ctx context.Context, p *driver.ScheduleRecordP
 	var paused bool
 	var err error
 	if p.Stored {
-		err = e.q.QueryRow(ctx, e.d.q.scheduleRecordStored, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now))).Scan(&paused)
+		err = e.q.QueryRow(ctx, e.d.q.scheduleRecordStored, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now)), p.Version).Scan(&paused)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return true, nil // deleted: no longer to fire
+			return false, fmt.Errorf("record occurrence of schedule %q: %w", p.Name, hoppertype.ErrNotFound) // deleted or defined again
 		}
 	} else {
 		err = e.q.QueryRow(ctx, e.d.q.scheduleRecord, p.Name, ts(trunc(p.At)), ts(trunc(p.NextAt)), ts(trunc(p.Now)), p.Spec).Scan(&paused)
@@ -58,8 +59,11 @@ func (e *executor) ScheduleDefine(ctx context.Context, p *driver.ScheduleDefineP
 	if input == nil {
 		input = []byte{}
 	}
-	_, err := e.q.Exec(ctx, e.d.q.scheduleDefine, p.Name, p.Def.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)),
+	tag, err := e.q.Exec(ctx, e.d.q.scheduleDefine, p.Name, p.Def.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)),
 		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp))
+	if err == nil && tag.RowsAffected() == 0 {
+		return fmt.Errorf("define schedule %q: a schedule in code has the name: %w", p.Name, hoppertype.ErrStateConflict)
+	}
 	return e.d.fail(fmt.Sprintf("define schedule %q", p.Name), err)
 }
 
@@ -88,7 +92,7 @@ func (e *executor) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, err
 	var def driver.ScheduleDef
 	var catchUp int64
 	if _, err := pgx.ForEachRow(rows, []any{&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
-		&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec}, func() error {
+		&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec, &def.Version}, func() error {
 		row := s
 		row.LastAt, row.NextAt, row.UpdatedAt = fromTS(last), fromTS(next), fromTS(updated)
 		if def.Kind != "" {

@@ -366,7 +366,7 @@ ON CONFLICT (name) DO UPDATE SET updated_at = EXCLUDED.updated_at,
 	next_at = CASE WHEN (s.def_kind <> '' OR s.spec = EXCLUDED.spec) AND s.next_at > EXCLUDED.next_at THEN s.next_at ELSE EXCLUDED.next_at END`),
 		scheduleUpsertStored: q(`UPDATE {s}.schedules SET updated_at = $3,
 	next_at = CASE WHEN next_at > $2 THEN next_at ELSE $2 END
-WHERE name = $1 AND def_kind <> ''`),
+WHERE name = $1 AND def_kind <> '' AND def_version = $4`),
 		// A paused schedule's occurrence is not counted.
 		scheduleRecord: q(`INSERT INTO {s}.schedules AS s (name, occurrences, last_at, next_at, updated_at, spec) VALUES ($1, 1, $2, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE SET spec = CASE WHEN s.def_kind = '' THEN EXCLUDED.spec ELSE s.spec END,
@@ -376,17 +376,21 @@ ON CONFLICT (name) DO UPDATE SET spec = CASE WHEN s.def_kind = '' THEN EXCLUDED.
 RETURNING paused`),
 		scheduleRecordStored: q(`UPDATE {s}.schedules SET occurrences = occurrences + CASE WHEN paused THEN 0 ELSE 1 END,
 	last_at = CASE WHEN paused THEN last_at ELSE $2 END, next_at = $3, updated_at = $4
-WHERE name = $1 AND def_kind <> ''
+WHERE name = $1 AND def_kind <> '' AND def_version = $5
 RETURNING paused`),
 		schedulePause: q(`INSERT INTO {s}.schedules (name, paused, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
 		scheduleList: q(`SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
-	def_kind, def_target, def_input, def_location, def_catch_up, def_spec FROM {s}.schedules ORDER BY name`),
-		scheduleDefine: q(`INSERT INTO {s}.schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2)
+	def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version FROM {s}.schedules ORDER BY name`),
+		// A code schedule's row (no definition, and a spec, a next or last
+		// occurrence or a count) is not taken over: no row changes.
+		scheduleDefine: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, 1)
 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at,
 	def_kind = EXCLUDED.def_kind, def_target = EXCLUDED.def_target, def_input = EXCLUDED.def_input,
-	def_location = EXCLUDED.def_location, def_catch_up = EXCLUDED.def_catch_up, def_spec = EXCLUDED.def_spec`),
+	def_location = EXCLUDED.def_location, def_catch_up = EXCLUDED.def_catch_up, def_spec = EXCLUDED.def_spec,
+	def_version = s.def_version + 1
+WHERE s.def_kind <> '' OR (s.spec = '' AND s.next_at IS NULL AND s.last_at IS NULL AND s.occurrences = 0)`),
 		scheduleDelete: q(`DELETE FROM {s}.schedules WHERE name = $1`),
 
 		// JobWake locks the waiting jobs in id order, then makes them due.

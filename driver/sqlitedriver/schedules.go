@@ -1,6 +1,7 @@
 package sqlitedriver
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // A row with a definition (def_kind) keeps the spec its definition set:
@@ -19,7 +21,7 @@ const (
 		next_at = CASE WHEN (def_kind <> '' OR spec = excluded.spec) AND next_at > excluded.next_at THEN next_at ELSE excluded.next_at END`
 	upsertStoredScheduleSQL = `UPDATE schedules SET updated_at = ?4,
 		next_at = CASE WHEN next_at > ?3 THEN next_at ELSE ?3 END
-	WHERE name = ?1 AND def_kind <> ''`
+	WHERE name = ?1 AND def_kind <> '' AND def_version = ?5`
 	recordScheduleSQL = `INSERT INTO schedules (name, occurrences, last_at, next_at, updated_at, spec) VALUES (?1, 1, ?2, ?3, ?4, ?5)
 	ON CONFLICT (name) DO UPDATE SET spec = CASE WHEN def_kind = '' THEN excluded.spec ELSE spec END,
 		occurrences = occurrences + (1 - paused),
@@ -28,26 +30,30 @@ const (
 	RETURNING paused`
 	recordStoredScheduleSQL = `UPDATE schedules SET occurrences = occurrences + (1 - paused),
 		last_at = CASE WHEN paused THEN last_at ELSE ?2 END, next_at = ?3, updated_at = ?4
-	WHERE name = ?1 AND def_kind <> ''
+	WHERE name = ?1 AND def_kind <> '' AND def_version = ?5
 	RETURNING paused`
 	pauseScheduleSQL = `INSERT INTO schedules (name, paused, updated_at) VALUES (?1, ?2, ?3)
 	ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`
-	defineScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec)
-	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?2)
+	// A code schedule's row (no definition, and a spec, a next or last
+	// occurrence or a count) is not taken over: no row changes.
+	defineScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?2, 1)
 	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at, updated_at = excluded.updated_at,
 		def_kind = excluded.def_kind, def_target = excluded.def_target, def_input = excluded.def_input,
-		def_location = excluded.def_location, def_catch_up = excluded.def_catch_up, def_spec = excluded.def_spec`
+		def_location = excluded.def_location, def_catch_up = excluded.def_catch_up, def_spec = excluded.def_spec,
+		def_version = def_version + 1
+	WHERE def_kind <> '' OR (spec = '' AND next_at IS NULL AND last_at IS NULL AND occurrences = 0)`
 	listSchedulesSQL = `SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
-	def_kind, def_target, def_input, def_location, def_catch_up, def_spec FROM schedules ORDER BY name`
+	def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version FROM schedules ORDER BY name`
 	deleteScheduleSQL = `DELETE FROM schedules WHERE name = ?`
 )
 
 func (r *runner) scheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) error {
-	q := upsertScheduleSQL
+	q, args := upsertScheduleSQL, []any{p.Name, p.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now))}
 	if p.Stored {
-		q = upsertStoredScheduleSQL
+		q, args = upsertStoredScheduleSQL, append(args, p.Version)
 	}
-	if _, err := r.exec(ctx, q, p.Name, p.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now))); err != nil {
+	if _, err := r.exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("store schedule %q: %w", p.Name, err)
 	}
 	return nil
@@ -57,11 +63,11 @@ func (r *runner) scheduleRecord(ctx context.Context, p *driver.ScheduleRecordPar
 	var paused bool
 	q, args := recordScheduleSQL, []any{p.Name, micros(trunc(p.At)), micros(trunc(p.NextAt)), micros(trunc(p.Now)), p.Spec}
 	if p.Stored {
-		q, args = recordStoredScheduleSQL, args[:4]
+		q, args = recordStoredScheduleSQL, append(args[:4], p.Version)
 	}
 	err := r.one(ctx, q, func(rows *sql.Rows) error { return rows.Scan(&paused) }, args...)
 	if p.Stored && errors.Is(err, sql.ErrNoRows) {
-		return true, nil // deleted: no longer to fire
+		err = hoppertype.ErrNotFound // deleted or defined again
 	}
 	if err != nil {
 		return false, fmt.Errorf("record occurrence of schedule %q: %w", p.Name, err)
@@ -74,9 +80,13 @@ func (r *runner) scheduleDefine(ctx context.Context, p *driver.ScheduleDefinePar
 	if input == nil {
 		input = []byte{}
 	}
-	if _, err := r.exec(ctx, defineScheduleSQL, p.Name, p.Def.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now)),
-		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp)); err != nil {
+	res, err := r.exec(ctx, defineScheduleSQL, p.Name, p.Def.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now)),
+		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp))
+	if err != nil {
 		return fmt.Errorf("define schedule %q: %w", p.Name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return fmt.Errorf("define schedule %q: a schedule in code has the name: %w", p.Name, cmp.Or(err, hoppertype.ErrStateConflict))
 	}
 	return nil
 }
@@ -96,7 +106,7 @@ func (r *runner) scheduleList(ctx context.Context) ([]*driver.ScheduleRow, error
 		var def driver.ScheduleDef
 		var catchUp int64
 		if err := rows.Scan(&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
-			&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec); err != nil {
+			&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec, &def.Version); err != nil {
 			return err
 		}
 		s.LastAt, s.NextAt, s.UpdatedAt = fromMicros(last), fromMicros(next), fromMicros(updated)
