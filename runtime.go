@@ -37,10 +37,9 @@ type runtime struct {
 	schedReported map[string]driver.ScheduleDef
 	// syncMu serialises the reads of the stored schedules.
 	syncMu sync.Mutex
-	// retired are the stop functions of schedule goroutines ended without
-	// waiting (a stored schedule redefined or deleted, or replaced by one
-	// in code), for stop to wait for; guarded by Client.schedMu.
-	retired []func()
+	// schedWG counts the schedule goroutines the runtime started, for stop
+	// to wait for (retired and removed ones too).
+	schedWG sync.WaitGroup
 	// workCtx is the parent of handler contexts; Stop cancels it only once
 	// its own ctx is done.
 	workCtx    context.Context

@@ -267,7 +267,7 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	if !gone {
 		return fmt.Errorf("hopper: delete schedule %s: %w", name, ErrNotFound)
 	}
-	c.syncSchedulesNow()
+	c.syncSchedulesNow(ctx)
 	return nil
 }
 
@@ -301,7 +301,10 @@ type scheduleEntry struct {
 // Schedule registers s; the client runs it while started (it may be
 // registered before or after Start). The returned function removes it,
 // waiting for an occurrence being enqueued (so it must not be called from
-// s.Job).
+// s.Job), then reads the stored schedules again (a stored schedule of the
+// name may run here now; a failed read is reported to Config.OnError on
+// the caller's goroutine). A stored schedule of the same name that this
+// client ran stops; an occurrence it was enqueueing may still land.
 // A malformed schedule (no name, both or neither of Cron and Next, both or
 // neither of Job and Run, a bad cron expression) or a name already
 // registered on this client is refused with an error wrapping
@@ -385,7 +388,7 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 			if stop != nil {
 				stop()
 			}
-			c.syncSchedulesNow() // a stored schedule of its name may run here now
+			c.syncSchedulesNow(context.Background()) // a stored schedule of its name may run here now
 		})
 	}, nil
 }
@@ -399,39 +402,31 @@ func (rt *runtime) startSchedules() {
 	}
 }
 
-// stopSchedules ends the schedules' goroutines of rt and waits for them; no
-// schedule starts in rt afterwards.
+// stopSchedules ends the schedules' goroutines of rt and waits for every
+// one it started (removed and retired ones too); no schedule starts in rt
+// afterwards. The runtime's context is cancelled already.
 func (rt *runtime) stopSchedules() {
-	var stops []func()
 	rt.c.schedMu.Lock()
 	rt.schedulesOff = true
 	for _, e := range rt.c.schedules {
-		if e.stop != nil {
-			stops = append(stops, e.stop)
+		if e.cancel != nil {
+			e.cancel()
 		}
 	}
-	// The next runtime reads the stored schedules again.
 	for _, se := range rt.c.stored {
-		if se.e.stop != nil {
-			stops = append(stops, se.e.stop)
-		}
+		se.e.cancel()
 	}
-	rt.c.stored = nil
-	stops = append(stops, rt.retired...)
-	rt.retired = nil
+	rt.c.stored = nil // the next runtime reads the stored schedules again
 	rt.c.schedMu.Unlock()
-	for _, stop := range stops {
-		stop()
-	}
+	rt.schedWG.Wait()
 }
 
 // retire ends e's goroutine without waiting for it (Client.schedMu held):
 // the runtime's stop waits for it. The caller may be that goroutine (a
 // report's handler that defines or deletes a schedule).
 func (rt *runtime) retire(e *scheduleEntry) {
-	if e.stop != nil {
+	if e.cancel != nil {
 		e.cancel()
-		rt.retired = append(rt.retired, e.stop)
 	}
 }
 
@@ -450,6 +445,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		<-done
 	}
 	e.cancel = cancel
+	rt.schedWG.Add(1)
 	c := rt.c
 	// Timers are armed against the clock's time when they are made, so a
 	// clock that moved meanwhile fires them at once.
@@ -469,6 +465,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 	timer := arm(at)
 	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored, Version: e.version}
 	go func() {
+		defer rt.schedWG.Done()
 		defer close(done)
 		defer cancel()
 		defer func() {
@@ -566,6 +563,13 @@ func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at, nex
 	wait := 100 * time.Millisecond
 	for try := 0; ; try++ {
 		err := c.enqueueOccurrence(ctx, e, at, next, spec, run)
+		if errors.Is(err, errDefinitionGone) {
+			// This process runs a stored definition deleted or replaced
+			// since it read it: read them again now, so the new one (if
+			// any) takes the occurrence while it is still due.
+			rt.syncStored()
+			return
+		}
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -597,6 +601,8 @@ func scheduleKey(name string, at time.Time) string {
 // enqueueOccurrence stores the occurrence's key, its record and its job (or
 // its run) in one transaction; when the key is held already it stores
 // nothing, and when the schedule is paused only the key and the record.
+// A stored schedule's definition gone since this process read it stores
+// nothing and is errDefinitionGone.
 func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time, spec *JobSpec, run *RunSpec) error {
 	now := c.now()
 	key := &driver.KeySetIfAbsentParams{Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep)}
@@ -635,7 +641,7 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 			return err
 		})
 		if errors.Is(err, errDefinitionGone) {
-			return nil
+			return err
 		}
 		if err != nil {
 			return fmt.Errorf("hopper: start run: %w", err)
@@ -667,7 +673,7 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 		return err
 	})
 	if errors.Is(err, errDefinitionGone) {
-		return nil
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("hopper: enqueue: %w", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -22,14 +23,15 @@ type StoredSchedule struct {
 	// Name identifies the schedule; it must not be the name of a schedule
 	// registered in code.
 	Name string
-	// Cron is a cron expression as Schedule.Cron takes it.
+	// Cron is a cron expression as Schedule.Cron takes it, without a
+	// CRON_TZ prefix (Location gives the zone).
 	Cron string
 	// Location is the IANA time zone Cron is read in; empty is UTC (the
 	// machines that run a stored schedule may sit in different zones, so
 	// "Local" is refused).
 	Location string
 	// CatchUp is as Schedule.CatchUp: zero means one minute, negative on
-	// time only.
+	// time only; at most a day.
 	CatchUp time.Duration
 	// Type is the job type to enqueue, or Workflow the workflow to start;
 	// exactly one is set.
@@ -50,8 +52,11 @@ const (
 // schedule of its name (its pause and counts stay). The processes that
 // register s's type or workflow pick it up within five poll intervals
 // (Config.PollInterval, at most 30 s); this client, when started, before
-// DefineSchedule returns. Until a process rereads the store, an occurrence
-// of an older definition it still runs enqueues nothing. A malformed
+// DefineSchedule returns (a failed read of the store is reported to
+// Config.OnError, on the caller's goroutine). A process that still runs
+// an older definition enqueues nothing for it: the refused occurrence
+// makes it read the store again, and the new definition fires it if it is
+// still due. A malformed
 // definition (no name, a bad cron expression or zone, a CRON_TZ prefix,
 // both or neither of Type and Workflow, a CatchUp over a day, input that
 // is not JSON, too large, or that the type, when registered here, does not
@@ -80,7 +85,7 @@ func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
 	if err != nil {
 		return fmt.Errorf("hopper: define schedule %s: %w", s.Name, err)
 	}
-	c.syncSchedulesNow()
+	c.syncSchedulesNow(ctx)
 	return nil
 }
 
@@ -124,7 +129,10 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	if len(input) > c.cfg.MaxPayloadBytes {
 		return def, nil, fmt.Errorf("%w: schedule %q: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, s.Name, len(input), c.cfg.MaxPayloadBytes)
 	}
-	def = driver.ScheduleDef{Spec: s.Cron, Input: slices.Clone(input), Location: loc.String(), CatchUp: s.CatchUp}
+	// A version no other definition of the name had: processes still
+	// running an older one (or a deleted one) are told apart by it.
+	version := int64(rand.Uint64()>>1) | 1
+	def = driver.ScheduleDef{Spec: s.Cron, Input: slices.Clone(input), Location: loc.String(), CatchUp: s.CatchUp, Version: version}
 	switch {
 	case (s.Type == "") == (s.Workflow == ""):
 		return def, nil, fmt.Errorf("%w: schedule %q needs one of Type and Workflow", ErrInvalidInput, s.Name)
@@ -177,10 +185,11 @@ func sameDef(a, b *driver.ScheduleDef) bool {
 
 // syncSchedulesNow makes a started client run the stored schedules as
 // they are now, before it returns (a stopped one reads them when it
-// starts).
-func (c *Client) syncSchedulesNow() {
+// starts); a failed read is reported to Config.OnError on the caller's
+// goroutine.
+func (c *Client) syncSchedulesNow(ctx context.Context) {
 	if rt := c.runtime(); rt != nil {
-		rt.syncStored()
+		rt.syncStoredCtx(ctx)
 	}
 }
 
@@ -214,8 +223,15 @@ func (rt *runtime) syncStoredSchedules(reports []error) {
 // syncStored reads the stored schedules and reports what it could not run,
 // once per definition, after letting go of every lock (a report's handler
 // may define or delete one).
-func (rt *runtime) syncStored() {
-	for _, err := range rt.syncStoredOnce(rt.ctx) {
+func (rt *runtime) syncStored() { rt.syncStoredCtx(rt.ctx) }
+
+// syncStoredCtx is syncStored reading the store within ctx too.
+func (rt *runtime) syncStoredCtx(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(rt.ctx, cancel)
+	defer stop()
+	for _, err := range rt.syncStoredOnce(ctx) {
 		rt.c.reportError(err, PhaseSchedule)
 	}
 }

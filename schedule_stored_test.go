@@ -268,3 +268,29 @@ func TestStoredScheduleReports(t *testing.T) {
 		}
 	}
 }
+
+// TestStoredScheduleStaleDefinition: a process still running a definition
+// replaced by another process enqueues nothing for it; the refused
+// occurrence makes it read the store again, and the new definition takes
+// the occurrence.
+func TestStoredScheduleStaleDefinition(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
+	ctx := testCtx(t)
+	admin, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
+	define := func(input string) {
+		t.Helper()
+		require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", CatchUp: -1, Type: tickJob.Name(), Input: json.RawMessage(input)}))
+	}
+	define("1")
+	// A process that rereads the store only every 30 s: it runs the first
+	// definition from its Start.
+	c := newClient(t, hopper.Config{Driver: admin.Driver(), Clock: clk, Visibility: 72 * time.Hour, PollInterval: time.Hour})
+	require.NoError(t, c.Register(tickJob))
+	runsHere(t, c, "s", "1")
+	define("2")
+	clk.AdvanceTo(time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC))
+	eventually(t, "the occurrence enqueued", func() bool { return len(tickInputs(t, c)) > 0 })
+	require.NoError(t, c.Stop(ctx))
+	require.Equal(t, map[int64]int{2: 1}, tickInputs(t, c), "the new definition's job only")
+}

@@ -296,8 +296,8 @@ type Executor interface {
 
 	// ScheduleDefine stores a schedule defined in the store (not in a
 	// program's code): it creates the row or sets its Def, Spec (Def.Spec),
-	// NextAt and UpdatedAt and raises its Def.Version, leaving Paused,
-	// Occurrences and LastAt as they are. A row that belongs to a schedule
+	// NextAt and UpdatedAt, leaving Paused, Occurrences and LastAt as they
+	// are. A row that belongs to a schedule
 	// in code (no definition, and a Spec, a NextAt, a LastAt or
 	// occurrences) is left alone: hoppertype.ErrStateConflict.
 	ScheduleDefine(ctx context.Context, params *ScheduleDefineParams) error
@@ -764,7 +764,9 @@ type ScheduleDef struct {
 	// CatchUp is how late an occurrence may still fire (negative: on time
 	// only).
 	CatchUp time.Duration
-	// Version counts the definitions the row has had (set by the store).
+	// Version identifies the definition: the caller picks one no other
+	// definition of the name had (a random number), so a process running
+	// an older one, or one deleted and defined again, is told apart.
 	Version int64
 }
 

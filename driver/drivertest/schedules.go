@@ -172,7 +172,7 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 }
 
 func testScheduleDefine(t *testing.T, f *fixture) {
-	def := driver.ScheduleDef{Spec: "0 3 * * *", Kind: "job", Target: "report", Input: []byte(`{"day":1}`), Location: "Europe/Paris", CatchUp: 5 * time.Minute}
+	def := driver.ScheduleDef{Spec: "0 3 * * *", Kind: "job", Target: "report", Input: []byte(`{"day":1}`), Location: "Europe/Paris", CatchUp: 5 * time.Minute, Version: 11}
 	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(3 * time.Hour), Now: nanos(base)}))
 	f.record(t, "code", base, at(time.Hour), base)
 	rows := f.schedules(t)
@@ -180,7 +180,6 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	code, d := rows[0], rows[1]
 	require.Nil(t, code.Def, "a schedule registered in code has no definition")
 	require.NotNil(t, d.Def)
-	def.Version = 1
 	require.Equal(t, def, *d.Def)
 	require.Equal(t, "0 3 * * *", d.Spec)
 	requireTime(t, at(3*time.Hour), d.NextAt)
@@ -190,13 +189,13 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// definition and its spec stay, even from a process that registers a
 	// schedule of that name in code.
 	for _, stored := range []bool{true, false} {
-		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", Spec: "@yearly", NextAt: at(3 * time.Hour), Now: at(time.Second), Stored: stored, Version: 1}))
-		paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "@yearly", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour), Stored: stored, Version: 1})
+		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", Spec: "@yearly", NextAt: at(3 * time.Hour), Now: at(time.Second), Stored: stored, Version: 11}))
+		paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "@yearly", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour), Stored: stored, Version: 11})
 		require.NoError(t, err)
 		require.False(t, paused)
 	}
 	// A late registration keeps the later next occurrence.
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", NextAt: at(3 * time.Hour), Now: at(4 * time.Hour), Stored: true, Version: 1}))
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", NextAt: at(3 * time.Hour), Now: at(4 * time.Hour), Stored: true, Version: 11}))
 	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "d", Paused: true, Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Equal(t, def, *d.Def)
@@ -206,12 +205,11 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	requireTime(t, at(4*time.Hour), d.UpdatedAt)
 
 	// Defining it again replaces the definition and keeps the rest.
-	def2 := driver.ScheduleDef{Spec: "@hourly", Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1}
+	def2 := driver.ScheduleDef{Spec: "@hourly", Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1, Version: 22}
 	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def2, NextAt: at(5 * time.Hour), Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Empty(t, d.Def.Input, "no input")
 	d.Def.Input = nil
-	def2.Version = 2
 	require.Equal(t, def2, *d.Def)
 	require.Equal(t, "@hourly", d.Spec)
 	require.True(t, d.Paused)
@@ -221,9 +219,9 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 
 	// A process still running the first definition neither fires it nor
 	// moves the schedule.
-	_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", At: at(27 * time.Hour), NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 1})
+	_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", At: at(27 * time.Hour), NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 11})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a stale definition")
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 1}))
+	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 11}))
 	d = f.schedules(t)[1]
 	require.Equal(t, int64(2), d.Occurrences)
 	requireTime(t, at(5*time.Hour), d.NextAt)
@@ -236,8 +234,8 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// A process still running the deleted schedule neither brings it back
 	// nor fires it; nor one of a code schedule's name.
 	for _, name := range []string{"d", "code"} {
-		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: name, Spec: "@hourly", NextAt: at(6 * time.Hour), Now: at(5 * time.Hour), Stored: true, Version: 2}))
-		_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@hourly", At: at(6 * time.Hour), NextAt: at(7 * time.Hour), Now: at(6 * time.Hour), Stored: true, Version: 2})
+		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: name, Spec: "@hourly", NextAt: at(6 * time.Hour), Now: at(5 * time.Hour), Stored: true, Version: 22}))
+		_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@hourly", At: at(6 * time.Hour), NextAt: at(7 * time.Hour), Now: at(6 * time.Hour), Stored: true, Version: 22})
 		require.ErrorIs(t, err, hoppertype.ErrNotFound, "%s: no definition, no occurrence", name)
 	}
 	rows = f.schedules(t)
@@ -256,4 +254,17 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	require.Equal(t, "p", p.Name)
 	require.True(t, p.Paused)
 	require.Equal(t, def, *p.Def)
+
+	// Deleted and defined again: the first definition's process is told
+	// apart by the version.
+	_, err = f.d.ScheduleDelete(f.ctx, "p")
+	require.NoError(t, err)
+	def3 := def
+	def3.Version = 33
+	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "p", Def: def3, Now: at(2 * time.Hour)}))
+	_, err = f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "p", At: at(3 * time.Hour), Now: at(3 * time.Hour), Stored: true, Version: 11})
+	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+	_, err = f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "p", At: at(3 * time.Hour), Now: at(3 * time.Hour), Stored: true, Version: 33})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), f.schedules(t)[1].Occurrences)
 }

@@ -53,10 +53,6 @@ func (t *tx) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefinePa
 	}
 	def := params.Def
 	def.Input = slices.Clone(def.Input)
-	def.Version = 1
-	if row.Def != nil {
-		def.Version = row.Def.Version + 1
-	}
 	row.Spec, row.Def, row.NextAt, row.UpdatedAt = def.Spec, &def, trunc(params.NextAt), trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return nil

@@ -60,7 +60,7 @@ func (e *executor) ScheduleDefine(ctx context.Context, p *driver.ScheduleDefineP
 		input = []byte{}
 	}
 	tag, err := e.q.Exec(ctx, e.d.q.scheduleDefine, p.Name, p.Def.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)),
-		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp))
+		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp), p.Def.Version)
 	if err == nil && tag.RowsAffected() == 0 {
 		return fmt.Errorf("define schedule %q: a schedule in code has the name: %w", p.Name, hoppertype.ErrStateConflict)
 	}

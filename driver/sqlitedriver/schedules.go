@@ -1,7 +1,6 @@
 package sqlitedriver
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -37,11 +36,11 @@ const (
 	// A code schedule's row (no definition, and a spec, a next or last
 	// occurrence or a count) is not taken over: no row changes.
 	defineScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version)
-	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?2, 1)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?2, ?10)
 	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at, updated_at = excluded.updated_at,
 		def_kind = excluded.def_kind, def_target = excluded.def_target, def_input = excluded.def_input,
 		def_location = excluded.def_location, def_catch_up = excluded.def_catch_up, def_spec = excluded.def_spec,
-		def_version = def_version + 1
+		def_version = excluded.def_version
 	WHERE def_kind <> '' OR (spec = '' AND next_at IS NULL AND last_at IS NULL AND occurrences = 0)`
 	listSchedulesSQL = `SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
 	def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version FROM schedules ORDER BY name`
@@ -81,12 +80,16 @@ func (r *runner) scheduleDefine(ctx context.Context, p *driver.ScheduleDefinePar
 		input = []byte{}
 	}
 	res, err := r.exec(ctx, defineScheduleSQL, p.Name, p.Def.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now)),
-		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp))
+		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp), p.Def.Version)
 	if err != nil {
 		return fmt.Errorf("define schedule %q: %w", p.Name, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return fmt.Errorf("define schedule %q: a schedule in code has the name: %w", p.Name, cmp.Or(err, hoppertype.ErrStateConflict))
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("define schedule %q: %w", p.Name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("define schedule %q: a schedule in code has the name: %w", p.Name, hoppertype.ErrStateConflict)
 	}
 	return nil
 }
