@@ -113,7 +113,15 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 	rt.startObservers()
 	rt.maint = newMaintenance(c, rt.ctx) // before the producers, which use it
 	rt.startedAt = c.now()
-	rt.reportWorker(ctx)
+	// Start holds the client's lock: a report waits for a goroutine, since
+	// its handler may call the client.
+	if err := rt.upsertWorker(ctx); err != nil && ctx.Err() == nil {
+		rt.loops.Add(1)
+		go func() {
+			defer rt.loops.Done()
+			c.reportError(err, PhaseMaintenance)
+		}()
+	}
 	rt.ensureProducers()
 	rt.startSchedules()
 	// Timers are armed before Start returns, so a virtual clock moved right

@@ -3,6 +3,7 @@ package hopper_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/memdriver"
 	"github.com/hopper-go/hopper/hoppertest"
 )
 
@@ -293,4 +295,36 @@ func TestStoredScheduleStaleDefinition(t *testing.T) {
 	eventually(t, "the occurrence enqueued", func() bool { return len(tickInputs(t, c)) > 0 })
 	require.NoError(t, c.Stop(ctx))
 	require.Equal(t, map[int64]int{2: 1}, tickInputs(t, c), "the new definition's job only")
+}
+
+// workerUpsertFails is a store whose worker rows cannot be written.
+type workerUpsertFails struct{ *memdriver.Driver }
+
+func (workerUpsertFails) WorkerUpsert(context.Context, *driver.WorkerRow) error {
+	return errors.New("worker rows are read-only today")
+}
+
+// TestStartReportsOutsideItsLock: a report made while Start runs (here,
+// the worker row it cannot write) reaches an OnError handler that calls
+// the client back, and Start returns.
+func TestStartReportsOutsideItsLock(t *testing.T) {
+	t.Parallel()
+	d := workerUpsertFails{memdriver.New()}
+	t.Cleanup(func() { _ = d.Close() })
+	var c *hopper.Client
+	reported := make(chan bool, 16)
+	c, err := hopper.New(hopper.Config{Driver: d, OnError: func(err error, phase hopper.ErrorPhase) {
+		if strings.Contains(err.Error(), "read-only today") {
+			reported <- c.Started()
+		}
+	}})
+	require.NoError(t, err)
+	require.NoError(t, c.Start(testCtx(t)))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	select {
+	case started := <-reported:
+		require.True(t, started)
+	case <-testCtx(t).Done():
+		t.Fatal("no report")
+	}
 }

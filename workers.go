@@ -57,6 +57,13 @@ func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
 
 // reportWorker refreshes this client's worker row.
 func (rt *runtime) reportWorker(ctx context.Context) {
+	if err := rt.upsertWorker(ctx); err != nil && ctx.Err() == nil {
+		rt.c.reportError(err, PhaseMaintenance)
+	}
+}
+
+// upsertWorker refreshes this client's worker row.
+func (rt *runtime) upsertWorker(ctx context.Context) error {
 	c := rt.c
 	host, _ := os.Hostname()
 	rt.mu.Lock()
@@ -65,10 +72,10 @@ func (rt *runtime) reportWorker(ctx context.Context) {
 	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
 		MaxWorkers: c.cfg.MaxWorkers, Active: active, Leader: rt.maint != nil && rt.maint.isLeading()}
 	b, _ := json.Marshal(info)
-	err := c.drv.WorkerUpsert(ctx, &driver.WorkerRow{ID: c.worker, StartedAt: rt.startedAt, SeenAt: c.now(), Info: b})
-	if err != nil && ctx.Err() == nil {
-		c.reportError(fmt.Errorf("report worker: %w", err), PhaseMaintenance)
+	if err := c.drv.WorkerUpsert(ctx, &driver.WorkerRow{ID: c.worker, StartedAt: rt.startedAt, SeenAt: c.now(), Info: b}); err != nil {
+		return fmt.Errorf("report worker: %w", err)
 	}
+	return nil
 }
 
 // forgetWorker removes this client's worker row: it stopped.
