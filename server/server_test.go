@@ -594,6 +594,7 @@ func TestDashboardPages(t *testing.T) {
 		"/":                     e.c.WorkerID(),
 		"/?schedules":           "nightly-digest",
 		"/?schedule-pause":      `data-post="/v1/schedules/nightly-digest/pause"`,
+		"/?schedule-define":     `id="define-schedule"`,
 		"/jobs":                 created.ID,
 		"/jobs?state=succeeded": created.ID,
 		"/jobs/" + created.ID:   "42",

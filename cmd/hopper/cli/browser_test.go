@@ -137,6 +137,35 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("job page shows state %q, result %q; want succeeded, 42", jobState, result)
 	}
 	// Start an order run from the dashboard and watch it complete on its page.
+	// Define a schedule from the overview, then pause it there.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#define-schedule")),
+		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=name]"), "browser-every-5"),
+		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=cron]"), "*/5 * * * *"),
+		chromedp.SetValue(chromedp.CSS("#define-schedule select[name=type]"), "add"),
+		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=input]"), `{"a":1,"b":1}`),
+		chromedp.Click(chromedp.CSS("#define-schedule button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="browser-every-5"] button`)),
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="browser-every-5"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="browser-every-5"] .s-paused`)),
+	); err != nil {
+		t.Fatalf("browser: define and pause a schedule: %v", err)
+	}
+	infos, err := c.Schedules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defined bool
+	for _, in := range infos {
+		if in.Name == "browser-every-5" {
+			defined = in.Stored && in.Paused && in.Registered && in.Type == "add" && string(in.Input) == `{"a":1,"b":1}`
+		}
+	}
+	if !defined {
+		t.Fatalf("the schedule defined in the browser: %+v", infos)
+	}
+
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#start-run")),

@@ -62,6 +62,16 @@
         out.className = "note";
       }).catch(function (e) { out.textContent = e.message; out.className = "note error"; });
     };
+    var def = document.getElementById("define-schedule");
+    if (def) def.onsubmit = function (ev) {
+      ev.preventDefault();
+      var out = document.getElementById("define-result");
+      var input;
+      try { input = JSON.parse(def.input.value || "null"); } catch (e) { out.textContent = "input is not JSON: " + e.message; out.className = "note error"; return; }
+      post("/v1/schedules", JSON.stringify({ name: def.name.value, cron: def.cron.value, type: def.type.value, input: input }))
+        .then(function () { location.reload(); })
+        .catch(function (e) { out.textContent = e.message; out.className = "note error"; });
+    };
     var form = document.getElementById("enqueue");
     if (form) form.onsubmit = function (ev) {
       ev.preventDefault();
