@@ -280,10 +280,13 @@ type scheduleEntry struct {
 	// alone.
 	stored  bool
 	version int64
-	next    func(after time.Time) time.Time
-	catchUp time.Duration
-	job     func(at time.Time) (*JobSpec, error)
-	run     func(at time.Time) (*RunSpec, error)
+	// notBefore is when a stored schedule was defined: an occurrence
+	// before it does not fire (caught up).
+	notBefore time.Time
+	next      func(after time.Time) time.Time
+	catchUp   time.Duration
+	job       func(at time.Time) (*JobSpec, error)
+	run       func(at time.Time) (*RunSpec, error)
 	// stuck holds why a Next that did not move forward ended the
 	// schedule, for its goroutine to report.
 	stuck atomic.Pointer[error]
@@ -520,7 +523,9 @@ func (e *scheduleEntry) window() time.Duration { return max(e.catchUp, scheduleS
 func latestWithin(e *scheduleEntry, now time.Time) time.Time {
 	var last time.Time
 	for t := e.next(now.Add(-e.window() - time.Nanosecond)); !t.IsZero() && !t.After(now); t = e.next(t) {
-		last = t
+		if !t.Before(e.notBefore) {
+			last = t
+		}
 	}
 	return last
 }

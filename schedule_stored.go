@@ -52,7 +52,8 @@ const (
 // schedule of its name (its pause and counts stay). The processes that
 // register s's type or workflow pick it up within five poll intervals
 // (Config.PollInterval, at most 30 s); this client, when started, before
-// DefineSchedule returns (a failed read of the store is reported to
+// DefineSchedule returns; no occurrence from before the definition is
+// caught up (a failed read of the store is reported to
 // Config.OnError, on the caller's goroutine). A process that still runs
 // an older definition enqueues nothing for it: the refused occurrence
 // makes it read the store again, and the new definition fires it if it is
@@ -76,6 +77,7 @@ func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
 		return fmt.Errorf("%w: schedule %q is registered in this program's code", ErrInvalidInput, s.Name)
 	}
 	now := c.now()
+	def.DefinedAt = now
 	// The store refuses the row of a schedule in code (one a process
 	// registered or fired); a name only paused may be defined.
 	err = c.drv.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: s.Name, Def: def, NextAt: next(now), Now: now})
@@ -327,7 +329,7 @@ func (c *Client) storedScheduleEntry(name string, def *driver.ScheduleDef) (*sch
 	if err != nil {
 		return nil, err
 	}
-	e := &scheduleEntry{name: name, cron: def.Spec, stored: true, version: def.Version, next: next, catchUp: def.CatchUp}
+	e := &scheduleEntry{name: name, cron: def.Spec, stored: true, version: def.Version, next: next, catchUp: def.CatchUp, notBefore: def.DefinedAt}
 	if e.catchUp == 0 {
 		e.catchUp = defaultCatchUp
 	}

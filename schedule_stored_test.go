@@ -328,3 +328,22 @@ func TestStartReportsOutsideItsLock(t *testing.T) {
 		t.Fatal("no report")
 	}
 }
+
+// TestStoredScheduleNotBeforeDefinition: a new stored schedule does not
+// catch up an occurrence from before it was defined.
+func TestStoredScheduleNotBeforeDefinition(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
+	c := startedClient(t, nil, clk)
+	ctx := testCtx(t)
+	require.NoError(t, c.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`5`)}))
+	runsHere(t, c, "s", "5")
+	clk.AdvanceTo(time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC))
+	eventually(t, "the first occurrence after the definition", func() bool { return len(tickInputs(t, c)) > 0 })
+	require.NoError(t, c.Stop(ctx))
+	infos, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), infos[0].Occurrences, "00:00 was before the definition, within the catch-up")
+	require.True(t, infos[0].Last.Equal(time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC)))
+	require.Equal(t, map[int64]int{5: 1}, tickInputs(t, c))
+}

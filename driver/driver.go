@@ -764,6 +764,9 @@ type ScheduleDef struct {
 	// CatchUp is how late an occurrence may still fire (negative: on time
 	// only).
 	CatchUp time.Duration
+	// DefinedAt is when the definition was made: no earlier occurrence
+	// fires.
+	DefinedAt time.Time
 	// Version identifies the definition: the caller picks one no other
 	// definition of the name had (a random number), so a process running
 	// an older one, or one deleted and defined again, is told apart.

@@ -172,7 +172,7 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 }
 
 func testScheduleDefine(t *testing.T, f *fixture) {
-	def := driver.ScheduleDef{Spec: "0 3 * * *", Kind: "job", Target: "report", Input: []byte(`{"day":1}`), Location: "Europe/Paris", CatchUp: 5 * time.Minute, Version: 11}
+	def := driver.ScheduleDef{Spec: "0 3 * * *", Kind: "job", Target: "report", Input: []byte(`{"day":1}`), Location: "Europe/Paris", CatchUp: 5 * time.Minute, Version: 11, DefinedAt: base}
 	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(3 * time.Hour), Now: nanos(base)}))
 	f.record(t, "code", base, at(time.Hour), base)
 	rows := f.schedules(t)
@@ -205,7 +205,7 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	requireTime(t, at(4*time.Hour), d.UpdatedAt)
 
 	// Defining it again replaces the definition and keeps the rest.
-	def2 := driver.ScheduleDef{Spec: "@hourly", Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1, Version: 22}
+	def2 := driver.ScheduleDef{Spec: "@hourly", Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1, Version: 22, DefinedAt: at(4 * time.Hour)}
 	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def2, NextAt: at(5 * time.Hour), Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Empty(t, d.Def.Input, "no input")

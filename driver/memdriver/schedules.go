@@ -53,6 +53,7 @@ func (t *tx) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefinePa
 	}
 	def := params.Def
 	def.Input = slices.Clone(def.Input)
+	def.DefinedAt = trunc(def.DefinedAt)
 	row.Spec, row.Def, row.NextAt, row.UpdatedAt = def.Spec, &def, trunc(params.NextAt), trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return nil

@@ -60,7 +60,7 @@ func (e *executor) ScheduleDefine(ctx context.Context, p *driver.ScheduleDefineP
 		input = []byte{}
 	}
 	tag, err := e.q.Exec(ctx, e.d.q.scheduleDefine, p.Name, p.Def.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)),
-		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp), p.Def.Version)
+		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp), p.Def.Version, ts(trunc(p.Def.DefinedAt)))
 	if err == nil && tag.RowsAffected() == 0 {
 		return fmt.Errorf("define schedule %q: a schedule in code has the name: %w", p.Name, hoppertype.ErrStateConflict)
 	}
@@ -88,17 +88,18 @@ func (e *executor) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, err
 	}
 	out := []*driver.ScheduleRow{}
 	var s driver.ScheduleRow
-	var last, next, updated pgtype.Timestamptz
+	var last, next, updated, definedAt pgtype.Timestamptz
 	var def driver.ScheduleDef
 	var catchUp int64
 	if _, err := pgx.ForEachRow(rows, []any{&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
-		&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec, &def.Version}, func() error {
+		&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec, &def.Version, &definedAt}, func() error {
 		row := s
 		row.LastAt, row.NextAt, row.UpdatedAt = fromTS(last), fromTS(next), fromTS(updated)
 		if def.Kind != "" {
 			d := def
 			d.Input = slices.Clone(def.Input)
 			d.CatchUp = time.Duration(catchUp)
+			d.DefinedAt = fromTS(definedAt)
 			row.Def = &d
 		}
 		out = append(out, &row)

@@ -381,15 +381,15 @@ RETURNING paused`),
 		schedulePause: q(`INSERT INTO {s}.schedules (name, paused, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
 		scheduleList: q(`SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
-	def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version FROM {s}.schedules ORDER BY name`),
+	def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version, def_at FROM {s}.schedules ORDER BY name`),
 		// A code schedule's row (no definition, and a spec, a next or last
 		// occurrence or a count) is not taken over: no row changes.
-		scheduleDefine: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10)
+		scheduleDefine: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version, def_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10, $11)
 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at,
 	def_kind = EXCLUDED.def_kind, def_target = EXCLUDED.def_target, def_input = EXCLUDED.def_input,
 	def_location = EXCLUDED.def_location, def_catch_up = EXCLUDED.def_catch_up, def_spec = EXCLUDED.def_spec,
-	def_version = EXCLUDED.def_version
+	def_version = EXCLUDED.def_version, def_at = EXCLUDED.def_at
 WHERE s.def_kind <> '' OR (s.spec = '' AND s.next_at IS NULL AND s.last_at IS NULL AND s.occurrences = 0)`),
 		scheduleDelete: q(`DELETE FROM {s}.schedules WHERE name = $1`),
 

@@ -35,15 +35,15 @@ const (
 	ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at`
 	// A code schedule's row (no definition, and a spec, a next or last
 	// occurrence or a count) is not taken over: no row changes.
-	defineScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version)
-	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?2, ?10)
+	defineScheduleSQL = `INSERT INTO schedules (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version, def_at)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?2, ?10, ?11)
 	ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, next_at = excluded.next_at, updated_at = excluded.updated_at,
 		def_kind = excluded.def_kind, def_target = excluded.def_target, def_input = excluded.def_input,
 		def_location = excluded.def_location, def_catch_up = excluded.def_catch_up, def_spec = excluded.def_spec,
-		def_version = excluded.def_version
+		def_version = excluded.def_version, def_at = excluded.def_at
 	WHERE def_kind <> '' OR (spec = '' AND next_at IS NULL AND last_at IS NULL AND occurrences = 0)`
 	listSchedulesSQL = `SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
-	def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version FROM schedules ORDER BY name`
+	def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version, def_at FROM schedules ORDER BY name`
 	deleteScheduleSQL = `DELETE FROM schedules WHERE name = ?`
 )
 
@@ -80,7 +80,7 @@ func (r *runner) scheduleDefine(ctx context.Context, p *driver.ScheduleDefinePar
 		input = []byte{}
 	}
 	res, err := r.exec(ctx, defineScheduleSQL, p.Name, p.Def.Spec, micros(trunc(p.NextAt)), micros(trunc(p.Now)),
-		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp), p.Def.Version)
+		p.Def.Kind, p.Def.Target, input, p.Def.Location, int64(p.Def.CatchUp), p.Def.Version, micros(trunc(p.Def.DefinedAt)))
 	if err != nil {
 		return fmt.Errorf("define schedule %q: %w", p.Name, err)
 	}
@@ -105,16 +105,17 @@ func (r *runner) scheduleList(ctx context.Context) ([]*driver.ScheduleRow, error
 	out := []*driver.ScheduleRow{}
 	err := r.each(ctx, listSchedulesSQL, func(rows *sql.Rows) error {
 		var s driver.ScheduleRow
-		var last, next, updated sql.NullInt64
+		var last, next, updated, definedAt sql.NullInt64
 		var def driver.ScheduleDef
 		var catchUp int64
 		if err := rows.Scan(&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
-			&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec, &def.Version); err != nil {
+			&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec, &def.Version, &definedAt); err != nil {
 			return err
 		}
 		s.LastAt, s.NextAt, s.UpdatedAt = fromMicros(last), fromMicros(next), fromMicros(updated)
 		if def.Kind != "" {
 			def.CatchUp = time.Duration(catchUp)
+			def.DefinedAt = fromMicros(definedAt)
 			s.Def = &def
 		}
 		out = append(out, &s)

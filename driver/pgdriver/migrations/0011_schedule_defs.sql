@@ -7,6 +7,7 @@ ALTER TABLE {schema}.schedules
 	ADD COLUMN def_kind text COLLATE "C" NOT NULL DEFAULT '',
 	ADD COLUMN def_spec text NOT NULL DEFAULT '',
 	ADD COLUMN def_version bigint NOT NULL DEFAULT 0,
+	ADD COLUMN def_at timestamptz,
 	ADD COLUMN def_target text COLLATE "C" NOT NULL DEFAULT '',
 	ADD COLUMN def_input bytea,
 	ADD COLUMN def_location text NOT NULL DEFAULT '',
