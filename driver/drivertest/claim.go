@@ -19,6 +19,7 @@ func claimCases() []testCase {
 		{"Order", testClaimOrder},
 		{"Limit", testClaimLimit},
 		{"ClaimedFields", testClaimFields},
+		{"NeverStartedBeforeDue", testClaimNotBeforeRunAt},
 		{"LeaseTokenChangesEachClaim", testClaimTokenChanges},
 		{"OnlyTheQueue", testClaimOnlyQueue},
 		{"TypesFilter", testClaimTypes},
@@ -88,6 +89,17 @@ func testClaimFields(t *testing.T, f *fixture) {
 	want.StartedAt = at(time.Second)
 	requireJob(t, want, got[0], "claimed row")
 	requireJob(t, want, f.get(t, in.ID), "stored row")
+}
+
+// testClaimNotBeforeRunAt: a pending job enqueued after the claimer read
+// its clock (its RunAt is later than the claim's Now) starts at its RunAt,
+// never before it was due.
+func testClaimNotBeforeRunAt(t *testing.T, f *fixture) {
+	j := f.insertOne(t, runAt(at(time.Second)))
+	got := f.claim(t, "default", base, 1)
+	require.Len(t, got, 1)
+	requireTime(t, at(time.Second), got[0].StartedAt)
+	requireTime(t, at(time.Second), f.get(t, j.ID).StartedAt)
 }
 
 func testClaimTokenChanges(t *testing.T, f *fixture) {

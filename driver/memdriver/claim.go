@@ -54,6 +54,9 @@ func (t *tx) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*ho
 		row.LeaseExpiresAt = expires
 		row.Worker = params.Worker
 		row.StartedAt = now
+		if row.StartedAt.Before(row.RunAt) {
+			row.StartedAt = row.RunAt // enqueued after the claimer read its clock
+		}
 		t.putJob(row)
 		out = append(out, row.Clone())
 	}

@@ -632,7 +632,7 @@ UPDATE {s}.jobs j SET
 	lease_token = GREATEST(nextval('{s}.lease_tokens'), j.lease_token + 1),
 	lease_expires_at = ` + arg(3) + `,
 	worker = ` + arg(4) + `,
-	started_at = ` + arg(5) + `
+	started_at = GREATEST(` + arg(5) + `, j.run_at)
 FROM picked WHERE j.ctid = picked.tid
 RETURNING {jcols}`
 }
