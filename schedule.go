@@ -71,6 +71,15 @@ type Schedule struct {
 // defaultCatchUp is Schedule.CatchUp's zero value.
 const defaultCatchUp = time.Minute
 
+// catchUpWindow is how late an occurrence fires under a schedule's CatchUp:
+// zero is the default, negative none (on time only).
+func catchUpWindow(catchUp time.Duration) time.Duration {
+	if catchUp == 0 {
+		return defaultCatchUp
+	}
+	return max(catchUp, 0)
+}
+
 // scheduleSlack is how late an occurrence still fires on time, whatever
 // the schedule's CatchUp: a timer, a busy process or a store slow to answer
 // can delay it that much.
@@ -192,10 +201,7 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 				in.Type = d.Target
 			}
 			if !in.Registered {
-				in.CatchUp = max(d.CatchUp, 0)
-				if d.CatchUp == 0 {
-					in.CatchUp = defaultCatchUp
-				}
+				in.CatchUp = catchUpWindow(d.CatchUp)
 			}
 		}
 	}
@@ -352,12 +358,7 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 			return at
 		}
 	}
-	if e.catchUp == 0 {
-		e.catchUp = defaultCatchUp
-	}
-	if e.catchUp < 0 {
-		e.catchUp = 0
-	}
+	e.catchUp = catchUpWindow(e.catchUp)
 	c.mu.Lock() // before schedMu: Start holds it while it starts the schedules
 	c.schedMu.Lock()
 	if c.schedules == nil {

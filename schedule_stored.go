@@ -329,13 +329,8 @@ func (c *Client) storedScheduleEntry(name string, def *driver.ScheduleDef) (*sch
 	if err != nil {
 		return nil, err
 	}
-	e := &scheduleEntry{name: name, cron: def.Spec, stored: true, version: def.Version, next: next, catchUp: def.CatchUp, notBefore: def.DefinedAt}
-	if e.catchUp == 0 {
-		e.catchUp = defaultCatchUp
-	}
-	if e.catchUp < 0 {
-		e.catchUp = 0
-	}
+	e := &scheduleEntry{name: name, cron: def.Spec, stored: true, version: def.Version, next: next,
+		catchUp: catchUpWindow(def.CatchUp), notBefore: def.DefinedAt}
 	target, input := def.Target, slices.Clone(def.Input)
 	switch def.Kind {
 	case scheduleDefJob:

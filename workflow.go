@@ -213,18 +213,11 @@ func (w *WorkflowType[I, O]) decodeOutput(c *Client) func([]byte) (O, error) {
 // StartName starts a run of a registered workflow by name with JSON input,
 // decoded strictly into the workflow's input.
 func (c *Client) StartName(ctx context.Context, name string, input json.RawMessage, opts *StartOpts) (*RunHandle[json.RawMessage], error) {
-	t := c.lookupType(workflowTypePrefix + name)
-	if t == nil {
-		return nil, fmt.Errorf("%w: workflow %q", ErrUnknownType, name)
-	}
-	if len(input) > c.cfg.MaxPayloadBytes {
-		return nil, fmt.Errorf("%w: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
-	}
-	in, err := t.decodeJSON(input)
+	spec, err := c.NameRun(name, input, nil)
 	if err != nil {
 		return nil, err
 	}
-	id, existing, err := c.startRun(ctx, t, in, opts)
+	id, existing, err := c.startRun(ctx, spec.t, spec.in, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -19,13 +19,19 @@ func (t *tx) schedule(name string) *driver.ScheduleRow {
 	return &driver.ScheduleRow{Name: name}
 }
 
+// stale reports whether a process running a stored schedule (stored) at
+// version runs a definition row no longer has.
+func stale(row *driver.ScheduleRow, stored bool, version int64) bool {
+	return stored && (row.Def == nil || row.Def.Version != version)
+}
+
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
 func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
 	if err := t.check(ctx); err != nil {
 		return err
 	}
 	row := t.schedule(params.Name)
-	if params.Stored && (row.Def == nil || row.Def.Version != params.Version) {
+	if stale(row, params.Stored, params.Version) {
 		return nil
 	}
 	spec := params.Spec
@@ -65,7 +71,7 @@ func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordPa
 		return false, err
 	}
 	row := t.schedule(params.Name)
-	if params.Stored && (row.Def == nil || row.Def.Version != params.Version) {
+	if stale(row, params.Stored, params.Version) {
 		return false, fmt.Errorf("record occurrence of schedule %q: %w", params.Name, hoppertype.ErrNotFound)
 	}
 	if !row.Paused {
