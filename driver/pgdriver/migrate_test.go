@@ -112,7 +112,14 @@ func TestNoMigrate(t *testing.T) {
 	var exists bool
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists))
 	require.False(t, exists, "NoMigrate creates nothing")
+	stored, known, err := d.SchemaVersion(t.Context())
+	require.NoError(t, err, "the version of a schema not made yet")
+	require.Equal(t, 0, stored)
+	require.Equal(t, SchemaVersion(), known)
 	require.NoError(t, d.Migrate(t.Context()))
+	stored, _, err = d.SchemaVersion(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, SchemaVersion(), stored, "the version after migrating")
 	insert(t, d, newJob("q"))
 }
 

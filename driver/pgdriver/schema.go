@@ -174,6 +174,24 @@ func storedVersion(ctx context.Context, q querier, schema string) (int, error) {
 	return cur, nil
 }
 
+// SchemaVersion returns the version of the schema stored in the database (0
+// when the schema or its version table does not exist yet) and the latest
+// version this binary knows.
+func (d *Driver) SchemaVersion(ctx context.Context) (stored, known int, err error) {
+	if d.closed.Load() {
+		return 0, 0, driverClosed("schema version")
+	}
+	var exists bool
+	if err := d.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, d.q.schema+`.hopper_migrations`).Scan(&exists); err != nil {
+		return 0, 0, fmt.Errorf("pgdriver: read schema version: %w", err)
+	}
+	if !exists {
+		return 0, SchemaVersion(), nil
+	}
+	v, err := storedVersion(ctx, d.pool, d.q.schema)
+	return v, SchemaVersion(), err
+}
+
 // checkNotNewer refuses a stored schema version this binary does not know.
 func checkNotNewer(schema string, v int) error {
 	if v > SchemaVersion() {

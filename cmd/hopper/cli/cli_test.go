@@ -215,7 +215,18 @@ func TestOperatorCommands(t *testing.T) {
 }
 
 func TestMigrate(t *testing.T) {
-	db := "sqlite://" + t.TempDir() + "/m.db"
+	t.Run("sqlite", func(t *testing.T) { testMigrate(t, "sqlite", "sqlite://"+t.TempDir()+"/m.db") })
+	t.Run("postgres", func(t *testing.T) {
+		url := os.Getenv("HOPPER_TEST_POSTGRES_URL")
+		if url == "" {
+			t.Skip("HOPPER_TEST_POSTGRES_URL is not set")
+		}
+		testMigrate(t, "postgres", freshPostgres(t, url))
+	})
+}
+
+// testMigrate migrates db twice and checks the reported versions.
+func testMigrate(t *testing.T, driverName, db string) {
 	out, errOut, code := run(t, "migrate", "--db", db, "--json")
 	if code != 0 {
 		t.Fatalf("migrate: %s", errOut)
@@ -225,7 +236,7 @@ func TestMigrate(t *testing.T) {
 		Stored int    `json:"schema_version"`
 		Known  int    `json:"known_version"`
 	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Driver != "sqlite" || v.Stored < 1 || v.Stored != v.Known {
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Driver != driverName || v.Stored < 1 || v.Stored != v.Known {
 		t.Fatalf("migrate output %q: %v", out, err)
 	}
 	if out, _, code := run(t, "migrate", "--db", db); code != 0 || !strings.Contains(out, "schema at version") {

@@ -37,11 +37,17 @@ reports the schema version. A database newer than this binary is refused.`,
 					return err
 				}
 			}
-			stored, known := 0, 0
-			if v, ok := d.(versioned); ok {
-				if stored, known, err = v.SchemaVersion(ctx); err != nil {
-					return err
+			v, ok := d.(versioned)
+			if !ok { // the memory driver: nothing is stored
+				if g.asJSON {
+					return writeJSON(g.out, map[string]any{"driver": d.Name()})
 				}
+				fmt.Fprintf(g.out, "%s: no stored schema to migrate\n", d.Name())
+				return nil
+			}
+			stored, known, err := v.SchemaVersion(ctx)
+			if err != nil {
+				return err
 			}
 			if g.asJSON {
 				return writeJSON(g.out, map[string]any{"driver": d.Name(), "schema_version": stored, "known_version": known})
