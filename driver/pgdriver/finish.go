@@ -86,9 +86,10 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		if err != nil {
 			return err
 		}
+		var i int32
+		sc := newJobScanner(&i)
 		for rows.Next() {
-			var i int32
-			job, err := scanJob(rows, &i)
+			job, err := sc.scan(rows)
 			if err != nil {
 				rows.Close()
 				return err

@@ -418,9 +418,10 @@ func (e *executor) retryMove(ctx context.Context, p *driver.JobRetryParams, cand
 		return nil, err
 	}
 	moved := make([]*hoppertype.JobRow, len(ids))
+	var ord int64
+	sc := newJobScanner(&ord)
 	for rows.Next() {
-		var ord int64
-		r, err := scanJob(rows, &ord)
+		r, err := sc.scan(rows)
 		if err != nil {
 			rows.Close()
 			return nil, err

@@ -11,56 +11,125 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
-// scanJob reads a row of jobColumns, after the extra destinations pre.
-func scanJob(row pgx.Row, pre ...any) (*hoppertype.JobRow, error) {
-	var (
-		r                                      hoppertype.JobRow
-		state                                  string
-		attemptTimeout                         int64
-		queuedAt, runAt                        time.Time
-		startedAt, endedAt, deadline, leaseExp pgtype.Timestamptz
-		parentID, uniqueKey, concKey           pgtype.Text
-		retry, metadata, deps, errInfo, stuck  []byte
-	)
-	dest := append(pre, &r.ID, &r.Type, &r.Queue, &state, &r.Priority, &r.Attempt, &r.LeaseToken, &attemptTimeout,
-		&queuedAt, &runAt, &startedAt, &endedAt, &deadline, &leaseExp,
-		&r.CancelRequested, &r.Worker, &r.GroupID, &parentID, &r.FairKey, &uniqueKey,
-		&retry, &metadata, &deps, &errInfo, &stuck, &r.Input, &r.Result, &concKey, &r.ConcurrencyLimit)
-	if err := row.Scan(dest...); err != nil {
+// jobScanner reads rows of jobColumns (after extra destinations given at
+// its making) into new job rows. It keeps the scan's destinations between
+// rows, so a query's rows cost one allocation for the job and one for each
+// string or byte column it keeps, not one for every destination; the
+// columns that are only decoded (retry, metadata, dependents, error, stuck)
+// are read into buffers it reuses.
+type jobScanner struct {
+	dest []any
+
+	id, typ, queue, state, worker, groupID, fairKey string
+	priority, attempt, concLimit                    int
+	leaseToken, attemptTimeout                      int64
+	cancelRequested                                 bool
+	queuedAt, runAt                                 time.Time
+	startedAt, endedAt, deadline, leaseExp          pgtype.Timestamptz
+	parentID, uniqueKey, concKey                    pgtype.Text
+	retry, metadata, deps, errInfo, stuck           scratchBytes
+	input, result                                   []byte
+}
+
+// newJobScanner returns a scanner whose rows start with the columns read
+// into pre.
+func newJobScanner(pre ...any) *jobScanner {
+	s := &jobScanner{}
+	s.dest = append(make([]any, 0, len(pre)+len(jobColumns)), pre...)
+	s.dest = append(s.dest, &s.id, &s.typ, &s.queue, &s.state, &s.priority, &s.attempt, &s.leaseToken, &s.attemptTimeout,
+		&s.queuedAt, &s.runAt, &s.startedAt, &s.endedAt, &s.deadline, &s.leaseExp,
+		&s.cancelRequested, &s.worker, &s.groupID, &s.parentID, &s.fairKey, &s.uniqueKey,
+		&s.retry, &s.metadata, &s.deps, &s.errInfo, &s.stuck, &s.input, &s.result, &s.concKey, &s.concLimit)
+	return s
+}
+
+// scan reads one row into a new job.
+func (s *jobScanner) scan(row pgx.Row) (*hoppertype.JobRow, error) {
+	if err := row.Scan(s.dest...); err != nil {
 		return nil, err
 	}
-	r.State = hoppertype.JobState(state)
-	r.AttemptTimeout = time.Duration(attemptTimeout)
-	r.QueuedAt = fromTime(queuedAt)
-	r.RunAt = fromTime(runAt)
-	r.StartedAt = fromTS(startedAt)
-	r.EndedAt = fromTS(endedAt)
-	r.Deadline = fromTS(deadline)
-	r.LeaseExpiresAt = fromTS(leaseExp)
-	r.ParentID = parentID.String
-	r.UniqueKey = uniqueKey.String
-	r.ConcurrencyKey = concKey.String
+	r := &hoppertype.JobRow{
+		ID: s.id, Type: s.typ, Queue: s.queue, State: hoppertype.JobState(s.state),
+		Priority: s.priority, Attempt: s.attempt, LeaseToken: s.leaseToken,
+		AttemptTimeout: time.Duration(s.attemptTimeout),
+		QueuedAt:       fromTime(s.queuedAt), RunAt: fromTime(s.runAt),
+		StartedAt: fromTS(s.startedAt), EndedAt: fromTS(s.endedAt),
+		Deadline: fromTS(s.deadline), LeaseExpiresAt: fromTS(s.leaseExp),
+		CancelRequested: s.cancelRequested, Worker: s.worker, GroupID: s.groupID,
+		ParentID: s.parentID.String, FairKey: s.fairKey, UniqueKey: s.uniqueKey.String,
+		Input: s.input, Result: s.result,
+		ConcurrencyKey: s.concKey.String, ConcurrencyLimit: s.concLimit,
+	}
+	// The kept byte columns are new slices at every scan (pgx copies
+	// them); drop the scanner's references so a NULL next row reads nil.
+	s.input, s.result = nil, nil
 	var err error
-	if r.Retry, err = hoppertype.DecodeRetryPolicy(retry); err != nil {
+	if r.Retry, err = hoppertype.DecodeRetryPolicy(s.retry.bytes()); err != nil {
 		return nil, fmt.Errorf("job %s: decode retry policy: %w", r.ID, err)
 	}
-	if metadata != nil {
-		if err := json.Unmarshal(metadata, &r.Metadata); err != nil {
+	if b := s.metadata.bytes(); b != nil {
+		if err := json.Unmarshal(b, &r.Metadata); err != nil {
 			return nil, fmt.Errorf("job %s: decode metadata: %w", r.ID, err)
 		}
 	}
-	if deps != nil {
-		if err := json.Unmarshal(deps, &r.Dependents); err != nil {
+	if b := s.deps.bytes(); b != nil {
+		if err := json.Unmarshal(b, &r.Dependents); err != nil {
 			return nil, fmt.Errorf("job %s: decode dependents: %w", r.ID, err)
 		}
 	}
-	if r.Error, err = hoppertype.UnmarshalErrorInfo(errInfo); err != nil {
+	if r.Error, err = hoppertype.UnmarshalErrorInfo(s.errInfo.bytes()); err != nil {
 		return nil, fmt.Errorf("job %s: decode error: %w", r.ID, err)
 	}
-	if r.Stuck, err = unmarshalStuck(stuck); err != nil {
+	if r.Stuck, err = unmarshalStuck(s.stuck.bytes()); err != nil {
 		return nil, fmt.Errorf("job %s: decode stuck: %w", r.ID, err)
 	}
-	return &r, nil
+	return r, nil
+}
+
+// scratchBytes is a nullable text or bytea column read into a buffer that
+// later scans reuse: for columns decoded at once and not kept.
+type scratchBytes struct {
+	buf   []byte
+	valid bool
+}
+
+// ScanBytes implements pgtype.BytesScanner; v is only valid until the next
+// call, so it is copied.
+func (b *scratchBytes) ScanBytes(v []byte) error {
+	b.buf, b.valid = append(b.buf[:0], v...), v != nil
+	return nil
+}
+
+// Scan implements sql.Scanner, for rows read through database/sql (a
+// caller's *sql.Tx).
+func (b *scratchBytes) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		b.buf, b.valid = b.buf[:0], false
+	case []byte:
+		b.buf, b.valid = append(b.buf[:0], v...), true
+	case string:
+		b.buf, b.valid = append(b.buf[:0], v...), true
+	default:
+		return fmt.Errorf("pgdriver: cannot scan %T into a text column", src)
+	}
+	return nil
+}
+
+// bytes returns the value read, nil for NULL; valid until the next scan.
+func (b *scratchBytes) bytes() []byte {
+	if !b.valid {
+		return nil
+	}
+	if b.buf == nil { // an empty value is not NULL
+		return []byte{}
+	}
+	return b.buf
+}
+
+// scanJob reads a row of jobColumns, after the extra destinations pre.
+func scanJob(row pgx.Row, pre ...any) (*hoppertype.JobRow, error) {
+	return newJobScanner(pre...).scan(row)
 }
 
 // collectJobs reads every row of rows as a job; err is the error of the
@@ -71,8 +140,9 @@ func collectJobs(rows pgx.Rows, err error) ([]*hoppertype.JobRow, error) {
 	}
 	defer rows.Close()
 	var out []*hoppertype.JobRow
+	s := newJobScanner()
 	for rows.Next() {
-		r, err := scanJob(rows)
+		r, err := s.scan(rows)
 		if err != nil {
 			return nil, err
 		}
