@@ -81,7 +81,7 @@ func openPostgresSchema(t testing.TB, url, schema string) driver.Driver {
 		// trusts it; migration 12 of the driver).
 		var behind int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM "`+schema+`".jobs j
-WHERE NOT EXISTS (SELECT 1 FROM "`+schema+`".runs r WHERE r.id = j.id) AND (j.change_tx IS NULL OR
+WHERE NOT EXISTS (SELECT 1 FROM "`+schema+`".runs r WHERE r.id = j.id) AND (
 	EXISTS (SELECT 1 FROM "`+schema+`".changes c WHERE c.entity_id = j.id AND c.tx > j.change_tx))`).Scan(&behind); err != nil {
 			t.Errorf("check change keys in %s: %v", schema, err)
 		} else if behind > 0 {

@@ -54,7 +54,8 @@
 // one. Since schema version 12 a job keeps that key in change_tx, which
 // every statement that changes a job's state moves; the trigger reads the
 // previous key from the row and looks it up in changes_entity only where
-// the row cannot vouch for it (a job from before version 12, a workflow
+// the row cannot vouch for it (a job from before version 12, whose key
+// stays NULL; a workflow
 // run's job, a statement that found a key above its own transaction's).
 //
 // Workflows (schema version 2) add four tables beside jobs, where a run

@@ -112,7 +112,7 @@ func checkChangeKeys(t testing.TB, pool *pgxpool.Pool, schema string) {
 	}
 	var ids []string
 	rows, err := pool.Query(ctx, `SELECT j.id FROM `+s+`.jobs j
-WHERE NOT EXISTS (SELECT 1 FROM `+s+`.runs r WHERE r.id = j.id) AND (j.change_tx IS NULL OR
+WHERE NOT EXISTS (SELECT 1 FROM `+s+`.runs r WHERE r.id = j.id) AND (
 	EXISTS (SELECT 1 FROM `+s+`.changes c WHERE c.entity_id = j.id AND c.tx > j.change_tx))
 ORDER BY j.id LIMIT 5`)
 	if err == nil {

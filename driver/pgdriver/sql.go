@@ -118,8 +118,10 @@ type queries struct {
 // changeKeySet moves a job's change_tx (the ordering key of its last
 // change, see migration 12) to the key of the change a statement makes: a
 // statement that changes a job's state (aliased j) sets it, so the change
-// trigger reads the key from the row instead of looking it up.
-const changeKeySet = "change_tx = greatest(pg_current_xact_id(), j.change_tx)"
+// trigger reads the key from the row instead of looking it up. A NULL key
+// (a job stored before migration 12) stays NULL: its trigger looks the
+// previous key up, which the statement cannot know.
+const changeKeySet = "change_tx = CASE WHEN j.change_tx IS NOT NULL THEN greatest(pg_current_xact_id(), j.change_tx) END"
 
 // runColumns are the runs table's columns in the order scanRun reads them.
 const runColumns = "id, workflow, status, parent_id, code_version, error, created_at, updated_at, ended_at"

@@ -5,12 +5,12 @@
 --
 -- The statements that change a job's state set
 --   change_tx = greatest(pg_current_xact_id(), change_tx)
--- which is the key the trigger gives the change: at least the writer's own
+-- (leaving NULL as NULL) which is the key the trigger gives the change: at least the writer's own
 -- transaction id (so no reader has passed it) and at least the entity's
 -- previous key (so an entity's changes stay in order). A statement may set
 -- it without writing a change: a key on the row above the last change's is
 -- still safe. Where the row cannot vouch for the key (a job stored before
--- this version, NULL; or a statement that left the key where it was, as in
+-- this version: NULL, for good; or a statement that left the key where it was, as in
 -- the rare case of a transaction older than the previous change) the
 -- trigger looks the previous key up as before. So it does for the job of
 -- a workflow run: the run's changes (the runs triggers) share its id and
