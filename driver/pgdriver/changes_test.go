@@ -119,39 +119,3 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 	require.Len(t, chs, len(want))
 	require.Equal(t, "scheduled>pending", chs[len(chs)-1].Prev+">"+chs[len(chs)-1].State, "so does the entity listing")
 }
-
-// TestChangeKeyOfOlderJobs: a job stored before schema 12 has no key on its
-// row (NULL). Its changes take their keys from a look-up, in order, and the
-// statements leave its key NULL rather than set one the look-up might
-// exceed.
-func TestChangeKeyOfOlderJobs(t *testing.T) {
-	t.Parallel()
-	pool := newPool(t, 4)
-	d := newTestDriver(t, pool)
-	ctx := t.Context()
-	j := newJob("q-older")
-	insert(t, d, j)
-	_, err := pool.Exec(ctx, `UPDATE `+d.q.schema+`.jobs SET change_tx = NULL WHERE id = $1`, j.ID)
-	require.NoError(t, err)
-	rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q-older", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
-	require.NoError(t, err)
-	require.Len(t, rows, 1)
-	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: j.ID, LeaseToken: rows[0].LeaseToken,
-		State: hoppertype.JobStateSucceeded, Attempt: rows[0].Attempt, RunAt: testBase, EndedAt: testBase}}})
-	require.NoError(t, err)
-	require.NoError(t, res[0].Err)
-
-	var key *string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT change_tx::text FROM `+d.q.schema+`.jobs WHERE id = $1`, j.ID).Scan(&key))
-	require.Nil(t, key, "the row's key stays NULL")
-	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 10})
-	require.NoError(t, err)
-	var got []string
-	for i, ch := range chs {
-		got = append(got, ch.Prev+">"+ch.State)
-		if i > 0 {
-			require.GreaterOrEqual(t, ch.Tx, chs[i-1].Tx, "keys never decrease along an entity")
-		}
-	}
-	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, got)
-}

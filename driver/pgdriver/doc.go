@@ -46,18 +46,6 @@
 // There are no GIN indexes and no foreign keys. groups, keys, leaders and
 // queues hold the other rows; a sequence hands out lease tokens.
 //
-// The change feed (schema version 6) is the changes table, written by
-// statement triggers on jobs and row triggers on runs in the transaction
-// of the transition. A change's ordering key is its transaction's id,
-// raised to the key of the entity's previous change, so an entity's
-// changes stay in order when an older transaction changes it after a newer
-// one. Since schema version 12 a job keeps that key in change_tx, which
-// every statement that changes a job's state moves; the trigger reads the
-// previous key from the row and looks it up in changes_entity only where
-// the row cannot vouch for it (a job from before version 12, whose key
-// stays NULL; a workflow
-// run's job, a statement that found a key above its own transaction's).
-//
 // Workflows (schema version 2) add four tables beside jobs, where a run
 // executes as the job with the same id:
 //

@@ -208,9 +208,9 @@ func TestExplainFinishFindsJobsByKey(t *testing.T) {
 	// Run and finish some attempts (dead entries in jobs_lease), then
 	// leave 3,000 running; the statistics still show none.
 	for _, sql := range []string{
-		`UPDATE ` + s + `.jobs SET change_tx = greatest(pg_current_xact_id(), change_tx), state = 'running', lease_token = 7, lease_expires_at = $1 WHERE id < 'bykey-010000'`,
-		`UPDATE ` + s + `.jobs SET change_tx = greatest(pg_current_xact_id(), change_tx), state = 'succeeded', lease_expires_at = NULL WHERE id < 'bykey-010000' AND $1::timestamptz IS NOT NULL`,
-		`UPDATE ` + s + `.jobs SET change_tx = greatest(pg_current_xact_id(), change_tx), state = 'running', lease_token = 7, lease_expires_at = $1 WHERE id >= 'bykey-010000' AND id < 'bykey-013000'`,
+		`UPDATE ` + s + `.jobs SET state = 'running', lease_token = 7, lease_expires_at = $1 WHERE id < 'bykey-010000'`,
+		`UPDATE ` + s + `.jobs SET state = 'succeeded', lease_expires_at = NULL WHERE id < 'bykey-010000' AND $1::timestamptz IS NOT NULL`,
+		`UPDATE ` + s + `.jobs SET state = 'running', lease_token = 7, lease_expires_at = $1 WHERE id >= 'bykey-010000' AND id < 'bykey-013000'`,
 	} {
 		_, err := pool.Exec(ctx, sql, testBase)
 		require.NoError(t, err)
@@ -537,8 +537,8 @@ func TestExplainExpiredLeasesWalkTheIndex(t *testing.T) {
 	insert(t, d, jobs...)
 	s := d.q.schema
 	for _, sql := range []string{
-		`UPDATE ` + s + `.jobs SET change_tx = greatest(pg_current_xact_id(), change_tx), state = 'running', lease_token = 7, lease_expires_at = $1`,
-		`UPDATE ` + s + `.jobs SET change_tx = greatest(pg_current_xact_id(), change_tx), state = 'succeeded', lease_expires_at = NULL WHERE id < 'lease-019990' AND $1::timestamptz IS NOT NULL`,
+		`UPDATE ` + s + `.jobs SET state = 'running', lease_token = 7, lease_expires_at = $1`,
+		`UPDATE ` + s + `.jobs SET state = 'succeeded', lease_expires_at = NULL WHERE id < 'lease-019990' AND $1::timestamptz IS NOT NULL`,
 	} {
 		_, err := pool.Exec(ctx, sql, testBase)
 		require.NoError(t, err)

@@ -59,7 +59,7 @@ RETURNING ` + prefixCols("g.", gateColumns)),
 		// gateJobs reads only the state and stuck slot: a gate's input (its
 		// watched ids and queued jobs) may be large.
 		gateJobs: q(`SELECT id, state, stuck FROM {s}.jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`),
-		wake: q(`UPDATE {s}.jobs j SET state = 'pending', run_at = v.at, stuck = NULL, {chg}
+		wake: q(`UPDATE {s}.jobs j SET state = 'pending', run_at = v.at, stuck = NULL
 FROM unnest($1::text[], $2::timestamptz[]) AS v(id, at)
 WHERE j.id = v.id
 RETURNING j.queue`),

@@ -115,14 +115,6 @@ type queries struct {
 	gates gateQueries
 }
 
-// changeKeySet moves a job's change_tx (the ordering key of its last
-// change, see migration 12) to the key of the change a statement makes: a
-// statement that changes a job's state (aliased j) sets it, so the change
-// trigger reads the key from the row instead of looking it up. A NULL key
-// (a job stored before migration 12) stays NULL: its trigger looks the
-// previous key up, which the statement cannot know.
-const changeKeySet = "change_tx = CASE WHEN j.change_tx IS NOT NULL THEN greatest(pg_current_xact_id(), j.change_tx) END"
-
 // runColumns are the runs table's columns in the order scanRun reads them.
 const runColumns = "id, workflow, status, parent_id, code_version, error, created_at, updated_at, ended_at"
 
@@ -134,8 +126,7 @@ func newQueries(schema string) *queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	r := strings.NewReplacer("{s}", s, "{cols}", cols(""), "{jcols}", cols("j."),
 		"{runcols}", runColumns, "{hookcols}", hookColumns,
-		"{terminal}", terminalStates, "{due}", dueStates, "{live}", liveUnique,
-		"{chg}", changeKeySet)
+		"{terminal}", terminalStates, "{due}", dueStates, "{live}", liveUnique)
 	q := func(sql string) string { return r.Replace(sql) }
 	return &queries{
 		schema: s,
@@ -199,7 +190,7 @@ WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 	LIMIT ` + strconv.Itoa(promoteBatch) + `
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE {s}.jobs j SET state = 'pending', {chg} FROM due WHERE j.ctid = due.tid`),
+UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.ctid = due.tid`),
 		claim:      q(claimSQL(false, 0)),
 		claimTypes: q(claimSQL(true, 0)),
 		promoteAll: q(`WITH due AS MATERIALIZED (
@@ -209,7 +200,7 @@ UPDATE {s}.jobs j SET state = 'pending', {chg} FROM due WHERE j.ctid = due.tid`)
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE {s}.jobs j SET state = 'pending', {chg} FROM due WHERE j.id = due.id`),
+UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.id = due.id`),
 		nextRunAt: q(`SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN {due}`),
 		expiredLease: q(`SELECT {cols} FROM {s}.jobs
 WHERE state = 'running' AND lease_expires_at < $1
@@ -232,14 +223,13 @@ RETURNING j.id, j.lease_token, j.cancel_requested`),
 		// heartbeatNote is heartbeat that also records $4 as a heartbeat
 		// change of each job still held (keyed like the triggers' changes).
 		heartbeatNote: q(`WITH h AS (
-	UPDATE {s}.jobs j SET lease_expires_at = $3,
-		change_tx = greatest(pg_current_xact_id(), j.change_tx, (SELECT max(x.tx) FROM {s}.changes x WHERE x.entity_id = j.id))
+	UPDATE {s}.jobs j SET lease_expires_at = $3
 	FROM unnest($1::text[], $2::int8[], $5::text[]) AS l(id, token, state)
 	WHERE j.id = l.id AND j.lease_token = l.token AND j.state = l.state
-	RETURNING j.id, j.lease_token, j.cancel_requested, j.type, j.queue, j.state, j.attempt, j.worker, j.change_tx
+	RETURNING j.id, j.lease_token, j.cancel_requested, j.type, j.queue, j.state, j.attempt, j.worker
 ), c AS (
 	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, detail, at)
-	SELECT h.change_tx,
+	SELECT greatest(pg_current_xact_id(), (SELECT max(x.tx) FROM {s}.changes x WHERE x.entity_id = h.id)),
 		CASE WHEN h.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, h.id, h.type, h.queue, h.state, h.state,
 		h.attempt, h.worker, 'heartbeat', $4, statement_timestamp()
 	FROM h
@@ -247,7 +237,7 @@ RETURNING j.id, j.lease_token, j.cancel_requested`),
 SELECT id, lease_token, cancel_requested FROM h`),
 		finish: q(`UPDATE {s}.jobs j SET
 	state = u.state, attempt = u.attempt, run_at = u.run_at, result = u.result, error = u.error,
-	ended_at = u.ended_at, stuck = u.stuck, lease_expires_at = NULL, worker = '', {chg}
+	ended_at = u.ended_at, stuck = u.stuck, lease_expires_at = NULL, worker = ''
 FROM unnest($1::int4[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::timestamptz[],
 	$7::bytea[], $8::text[], $9::timestamptz[], $10::text[], $11::timestamptz[], $12::text[])
 	AS u(idx, id, token, state, attempt, run_at, result, error, ended_at, stuck, expired_before, prev)
@@ -262,13 +252,12 @@ RETURNING u.idx, {jcols}`),
 		// first plans are made with the arguments' values).
 		finishOne: q(`UPDATE {s}.jobs j SET
 	state = $4::text, attempt = $5::int4, run_at = $6::timestamptz, result = $7::bytea, error = $8::text,
-	ended_at = $9::timestamptz, stuck = $10::text, lease_expires_at = NULL, worker = '', {chg}
+	ended_at = $9::timestamptz, stuck = $10::text, lease_expires_at = NULL, worker = ''
 WHERE j.id = $2::text AND j.state = (SELECT $12::text) AND j.lease_token = $3::int8
   AND ($11::timestamptz IS NULL OR j.lease_expires_at < $11::timestamptz)
 RETURNING $1::int4, {jcols}`),
 		existingIDs: q(`SELECT id FROM {s}.jobs WHERE id = ANY($1::text[])`),
-		cancel: q(`UPDATE {s}.jobs j SET
-	{chg},
+		cancel: q(`UPDATE {s}.jobs SET
 	state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
 	cancel_requested = cancel_requested OR state = 'running',
 	ended_at = CASE WHEN state = 'running' THEN ended_at ELSE $2 END,
@@ -282,7 +271,7 @@ WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 		retryMove: q(`UPDATE {s}.jobs j SET
 	state = 'pending', attempt = 0, run_at = $2, result = NULL, ended_at = NULL,
 	lease_expires_at = NULL, worker = '', cancel_requested = false, stuck = NULL,
-	deadline = CASE WHEN j.deadline <= $2 THEN NULL ELSE j.deadline END, {chg}
+	deadline = CASE WHEN j.deadline <= $2 THEN NULL ELSE j.deadline END
 FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord)
 WHERE j.id = r.id
 RETURNING r.ord, {jcols}`),
@@ -347,7 +336,7 @@ RETURNING true`),
 SELECT key FROM {s}.concurrency_keys WHERE key = $1 FOR UPDATE`),
 		runningOfKey: q(`SELECT id FROM {s}.jobs WHERE concurrency_key = $1 AND state = 'running'`),
 		// unclaim gives back jobs this process claimed (same lease token).
-		unclaim: q(`UPDATE {s}.jobs j SET state = 'pending', attempt = j.attempt - 1, lease_expires_at = NULL, worker = '', {chg}
+		unclaim: q(`UPDATE {s}.jobs j SET state = 'pending', attempt = j.attempt - 1, lease_expires_at = NULL, worker = ''
 FROM unnest($1::text[], $2::int8[]) AS b(id, token)
 WHERE j.id = b.id AND j.lease_token = b.token AND j.state = 'running'`),
 		keyDeleteExpired: q(`DELETE FROM {s}.keys WHERE key IN (
@@ -411,7 +400,7 @@ WHERE s.def_kind <> '' OR (s.spec = '' AND s.next_at IS NULL AND s.last_at IS NU
 	ORDER BY id
 	FOR UPDATE
 )
-UPDATE {s}.jobs j SET state = 'pending', run_at = $2, {chg}
+UPDATE {s}.jobs j SET state = 'pending', run_at = $2
 FROM w WHERE j.id = w.id AND j.state IN {due}
 RETURNING {jcols}`),
 
@@ -643,8 +632,7 @@ UPDATE {s}.jobs j SET
 	lease_token = GREATEST(nextval('{s}.lease_tokens'), j.lease_token + 1),
 	lease_expires_at = ` + arg(3) + `,
 	worker = ` + arg(4) + `,
-	started_at = GREATEST(` + arg(5) + `, j.run_at),
-	{chg}
+	started_at = GREATEST(` + arg(5) + `, j.run_at)
 FROM picked WHERE j.ctid = picked.tid
 RETURNING {jcols}`
 }
