@@ -3,11 +3,14 @@ package pgdriver
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
@@ -244,4 +247,46 @@ func TestServerVersionCheck(t *testing.T) {
 	pool := newPool(t, 1)
 	d := newTestDriver(t, pool)
 	require.NoError(t, d.Migrate(t.Context()))
+}
+
+// xid8MaxRe finds max() or min() over a change key (an xid8 column named
+// tx): PostgreSQL has those aggregates for xid8 only from version 15, and
+// the driver runs on 13.
+var xid8MaxRe = regexp.MustCompile(`(?i)\b(max|min)\(\s*(\w+\.)?tx\s*\)`)
+
+// TestNoXid8Aggregates keeps the change keys' look-ups runnable on
+// PostgreSQL 13 and 14: no trigger function of the schema and no statement
+// of the driver aggregates an xid8 key.
+func TestNoXid8Aggregates(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	rows, err := pool.Query(t.Context(), `SELECT p.proname, p.prosrc FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, d.schema)
+	require.NoError(t, err)
+	var name, src string
+	funcs := 0
+	_, err = pgx.ForEachRow(rows, []any{&name, &src}, func() error {
+		funcs++
+		require.False(t, xid8MaxRe.MatchString(src), "function %s aggregates an xid8 key", name)
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotZero(t, funcs, "the schema's trigger functions were read")
+
+	statements := 0
+	var walk func(v reflect.Value, path string)
+	walk = func(v reflect.Value, path string) {
+		switch v.Kind() {
+		case reflect.String:
+			statements++
+			require.False(t, xid8MaxRe.MatchString(v.String()), "statement %s aggregates an xid8 key", path)
+		case reflect.Struct:
+			for i := range v.NumField() {
+				walk(v.Field(i), path+"."+v.Type().Field(i).Name)
+			}
+		}
+	}
+	walk(reflect.ValueOf(d.q).Elem(), "queries")
+	require.Greater(t, statements, 50, "the driver's statements were read")
 }

@@ -229,7 +229,7 @@ RETURNING j.id, j.lease_token, j.cancel_requested`),
 	RETURNING j.id, j.lease_token, j.cancel_requested, j.type, j.queue, j.state, j.attempt, j.worker
 ), c AS (
 	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, detail, at)
-	SELECT greatest(pg_current_xact_id(), (SELECT max(x.tx) FROM {s}.changes x WHERE x.entity_id = h.id)),
+	SELECT greatest(pg_current_xact_id(), (SELECT x.tx FROM {s}.changes x WHERE x.entity_id = h.id ORDER BY x.tx DESC LIMIT 1)),
 		CASE WHEN h.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, h.id, h.type, h.queue, h.state, h.state,
 		h.attempt, h.worker, 'heartbeat', $4, statement_timestamp()
 	FROM h

@@ -1,0 +1,39 @@
+-- hopper PostgreSQL schema, version 12: the change triggers find an
+-- entity's previous change key without max() over xid8, an aggregate that
+-- PostgreSQL has only from version 15 on (hopper supports 13): the triggers
+-- of version 6 were created on 13 and 14 (PL/pgSQL checks its statements
+-- when they first run) but failed at the first state change. The newest
+-- key by changes_entity, read backwards, is the same index scan max() made.
+
+CREATE OR REPLACE FUNCTION {schema}.jobs_change_update() RETURNS trigger LANGUAGE plpgsql SET enable_nestloop = off AS $$
+BEGIN
+	INSERT INTO {schema}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at)
+	SELECT greatest(pg_current_xact_id(), (SELECT c.tx FROM {schema}.changes c WHERE c.entity_id = n.id ORDER BY c.tx DESC LIMIT 1)),
+		CASE WHEN n.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, n.id, n.type, n.queue,
+		o.state, n.state, n.attempt, n.worker,
+		concat_ws(',',
+			CASE WHEN o.attempt IS DISTINCT FROM n.attempt THEN 'attempt' END,
+			CASE WHEN o.run_at IS DISTINCT FROM n.run_at THEN 'run_at' END,
+			CASE WHEN o.started_at IS DISTINCT FROM n.started_at THEN 'started_at' END,
+			CASE WHEN o.ended_at IS DISTINCT FROM n.ended_at THEN 'ended_at' END,
+			CASE WHEN o.worker IS DISTINCT FROM n.worker THEN 'worker' END,
+			CASE WHEN o.result IS DISTINCT FROM n.result THEN 'result' END,
+			CASE WHEN o.error IS DISTINCT FROM n.error THEN 'error' END,
+			CASE WHEN o.stuck IS DISTINCT FROM n.stuck THEN 'stuck' END),
+		n.error, n.stuck, statement_timestamp()
+	FROM new_rows n JOIN old_rows o ON o.id = n.id
+	WHERE o.state IS DISTINCT FROM n.state;
+	RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION {schema}.runs_change_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO {schema}.changes (tx, kind, entity_id, type, queue, prev_state, state, fields, error, at)
+	VALUES (greatest(pg_current_xact_id(), (SELECT c.tx FROM {schema}.changes c WHERE c.entity_id = NEW.id ORDER BY c.tx DESC LIMIT 1)),
+		'run', NEW.id, NEW.workflow, coalesce((SELECT j.queue FROM {schema}.jobs j WHERE j.id = NEW.id), ''), OLD.status, NEW.status,
+		concat_ws(',',
+			CASE WHEN OLD.ended_at IS DISTINCT FROM NEW.ended_at THEN 'ended_at' END,
+			CASE WHEN OLD.error IS DISTINCT FROM NEW.error THEN 'error' END),
+		NEW.error, statement_timestamp());
+	RETURN NULL;
+END $$;
