@@ -91,6 +91,19 @@ settle() {
 	sync
 }
 
+# CPU per job, beside the rates (less sensitive to a noisy machine): the
+# CPU of the benchmark process and its children (this shell's reaped
+# children), and, when PostgreSQL runs on this machine, the CPU of its
+# backends that exited during the run (the run's connections and any
+# autovacuum workers; the long-lived checkpointer and WAL writer are not
+# counted). ticks PID prints PID's reaped children's CPU in clock ticks;
+# secs A B the seconds between two counts (empty if either is).
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+ticks() { awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || true; }
+secs() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" -v t="$CLK_TCK" 'BEGIN { printf "%.3f", (b - a) / t }' || true; }
+PGPM=""
+if [ "$PG_OK" = 1 ]; then PGPM=$("$BT" pgdb postmaster "$PGURL" 2>/dev/null) || PGPM=""; fi
+
 N=0
 # one GROUP ROW SIDE LABEL KIND -- command…
 #   KIND is sqlite (no database) or postgres (a fresh database is passed as
@@ -114,11 +127,23 @@ one() {
 	fi
 	settle
 	log "  $group | $label"
+	local c0 s0="" c1 s1=""
+	if [ -n "$PGPM" ] && [ "$kind" = postgres ]; then
+		sleep 0.2 # the backends of settle and newdb, reaped before the count
+		s0=$(ticks "$PGPM")
+	fi
+	c0=$(ticks $$)
 	if ! timeout 3600 "${cmd[@]}" --json >"$out" 2>"$err"; then
 		log "    failed: $(tail -1 "$err")"
 	fi
+	c1=$(ticks $$)
+	if [ -n "$s0" ]; then
+		sleep 0.3 # the run's backends exit with its connections
+		s1=$(ticks "$PGPM")
+	fi
 	[ -n "$db" ] && dropdb "$db"
-	"$BT" add "$RAW" "$group" "$row" "$side" "$label" "$out" "$err" "$shown"
+	BENCH_CPU_CLIENT_S=$(secs "$c0" "$c1") BENCH_CPU_SERVER_S=$(secs "$s0" "$s1") \
+		"$BT" add "$RAW" "$group" "$row" "$side" "$label" "$out" "$err" "$shown"
 }
 
 # Does hopper do this? (hopper's postgres driver and workflow mode may not be

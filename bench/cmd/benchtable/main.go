@@ -68,6 +68,11 @@ func run(args []string) error {
 		out, _ := os.ReadFile(args[6])
 		var probe map[string]any
 		if err := json.Unmarshal(out, &probe); err == nil && probe["mode"] != nil {
+			if addCPU(probe) {
+				if out, err = json.Marshal(probe); err != nil {
+					return err
+				}
+			}
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, out); err != nil {
 				return err
@@ -96,11 +101,31 @@ func run(args []string) error {
 		return report(args[1])
 	case "pgdb":
 		if len(args) != 3 {
-			return errors.New("usage: benchtable pgdb create|drop|settle|version URL")
+			return errors.New("usage: benchtable pgdb create|drop|settle|version|postmaster URL")
 		}
 		return pgdb(args[1], args[2])
 	}
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// addCPU adds the CPU a throughput run cost per job to its result, from
+// the seconds run.sh measured: BENCH_CPU_CLIENT_S (the benchmark process
+// and its children) and BENCH_CPU_SERVER_S (PostgreSQL's backends that
+// exited during the run, when the server is on this machine). It reports
+// whether it added any.
+func addCPU(res map[string]any) bool {
+	jobs, _ := res["jobs"].(float64)
+	if res["mode"] != "throughput" || jobs <= 0 {
+		return false
+	}
+	added := false
+	for env, key := range map[string]string{"BENCH_CPU_CLIENT_S": "client_cpu_us_per_job", "BENCH_CPU_SERVER_S": "server_cpu_us_per_job"} {
+		if v, err := strconv.ParseFloat(os.Getenv(env), 64); err == nil && v > 0 {
+			res[key] = v * 1e6 / jobs
+			added = true
+		}
+	}
+	return added
 }
 
 func lastLine(s string) string {
@@ -134,7 +159,8 @@ type metric struct {
 func metricsFor(mode string) []metric {
 	switch mode {
 	case "throughput":
-		return []metric{{"work_jobs_per_s", "work jobs/s", false}, {"insert_jobs_per_s", "insert jobs/s", false}}
+		return []metric{{"work_jobs_per_s", "work jobs/s", false}, {"insert_jobs_per_s", "insert jobs/s", false},
+			{"client_cpu_us_per_job", "client CPU µs/job", true}, {"server_cpu_us_per_job", "server CPU µs/job", true}}
 	case "latency":
 		return []metric{{"p50_ms", "enqueue→start p50 ms", true}, {"p99_ms", "enqueue→start p99 ms", true}, {"max_ms", "enqueue→start max ms", true}}
 	case "workflow":
@@ -310,9 +336,13 @@ func report(path string) error {
 				fmt.Fprintf(w, "| %s | – | %s | %s | %s | – |\n", row, cmp.Or(g.hopper.label, "(skipped)"), hc, pc)
 				continue
 			}
-			for i, m := range ms {
+			shown := 0
+			for _, m := range ms {
 				hc, hv, hok := g.hopper.cell(m.key)
 				pc, pv, pok := p.cell(m.key)
+				if !hok && !pok && m.lowerBetter && strings.HasSuffix(m.key, "_per_job") {
+					continue // a CPU figure neither side has (no local server)
+				}
 				ratio := "n/a"
 				if hok && pok && hv > 0 && pv > 0 {
 					r := hv / pv
@@ -322,9 +352,10 @@ func report(path string) error {
 					ratio = fmt.Sprintf("%.2f×", r)
 				}
 				name := row
-				if i > 0 {
+				if shown > 0 {
 					name = "〃"
 				}
+				shown++
 				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", name, m.name, cmp.Or(g.hopper.label, "(skipped)"), hc, pc, ratio)
 			}
 		}
@@ -412,6 +443,29 @@ func pgdb(cmd, raw string) error {
 			return err
 		}
 		fmt.Println(v)
+		return nil
+	case "postmaster":
+		// The PID of the server's postmaster, when it runs on this
+		// machine: the parent of this connection's backend.
+		c, err := pgx.Connect(ctx, raw)
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
+		var pid int
+		if err := c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			return err
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return fmt.Errorf("the server is not on this machine: %w", err)
+		}
+		// Fields after the command name, which is in parentheses.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 {
+			return errors.New("unreadable /proc stat")
+		}
+		fmt.Println(f[1])
 		return nil
 	case "create":
 		var b [5]byte
