@@ -115,8 +115,9 @@ func run(args []string) error {
 // whether it added any.
 func addCPU(res map[string]any) bool {
 	jobs, _ := res["jobs"].(float64)
-	if res["mode"] != "throughput" || jobs <= 0 {
-		return false
+	backlog, _ := res["backlog"].(float64)
+	if res["mode"] != "throughput" || jobs <= 0 || backlog > 0 {
+		return false // a backlog run's CPU is mostly storing the backlog
 	}
 	added := false
 	for env, key := range map[string]string{"BENCH_CPU_CLIENT_S": "client_cpu_us_per_job", "BENCH_CPU_SERVER_S": "server_cpu_us_per_job"} {
