@@ -51,38 +51,31 @@
         post(b.getAttribute("data-post"), body).then(function () { location.reload(); }).catch(function (e) { alert(e.message); });
       };
     });
-    var start = document.getElementById("start-run");
-    if (start) start.onsubmit = function (ev) {
-      ev.preventDefault();
-      var out = document.getElementById("start-result");
-      var input;
-      try { input = JSON.parse(start.input.value || "null"); } catch (e) { out.textContent = "input is not JSON: " + e.message; out.className = "note error"; return; }
-      post("/v1/runs", JSON.stringify({ workflow: start.workflow.value, input: input })).then(function (j) {
-        out.innerHTML = 'Started <a id="started-link" class="mono" href="/runs/' + j.run_id + '">' + j.run_id + "</a>";
-        out.className = "note";
-      }).catch(function (e) { out.textContent = e.message; out.className = "note error"; });
-    };
-    var def = document.getElementById("define-schedule");
-    if (def) def.onsubmit = function (ev) {
-      ev.preventDefault();
-      var out = document.getElementById("define-result");
-      var input;
-      try { input = JSON.parse(def.input.value || "null"); } catch (e) { out.textContent = "input is not JSON: " + e.message; out.className = "note error"; return; }
-      post("/v1/schedules", JSON.stringify({ name: def.name.value, cron: def.cron.value, type: def.type.value, input: input }))
-        .then(function () { location.reload(); })
-        .catch(function (e) { out.textContent = e.message; out.className = "note error"; });
-    };
-    var form = document.getElementById("enqueue");
-    if (form) form.onsubmit = function (ev) {
-      ev.preventDefault();
-      var out = document.getElementById("enqueue-result");
-      var input;
-      try { input = JSON.parse(form.input.value || "null"); } catch (e) { out.textContent = "input is not JSON: " + e.message; out.className = "note error"; return; }
-      post("/v1/jobs", JSON.stringify({ type: form.type.value, input: input })).then(function (j) {
-        out.innerHTML = 'Enqueued <a id="enqueued-link" class="mono" href="/jobs/' + j.id + '">' + j.id + "</a> (" + j.state + ")";
-        out.className = "note";
-      }).catch(function (e) { out.textContent = e.message; out.className = "note error"; });
-    };
+    // The forms that post a JSON body with an "input" field: body builds it
+    // from the form and the parsed input, done shows the answer.
+    function jsonForm(id, resultId, url, body, done) {
+      var f = document.getElementById(id);
+      if (!f) return;
+      f.onsubmit = function (ev) {
+        ev.preventDefault();
+        var out = document.getElementById(resultId);
+        var fail = function (msg) { out.textContent = msg; out.className = "note error"; };
+        var input;
+        try { input = JSON.parse(f.input.value || "null"); } catch (e) { fail("input is not JSON: " + e.message); return; }
+        post(url, JSON.stringify(body(f, input))).then(function (j) { done(j, out); }).catch(function (e) { fail(e.message); });
+      };
+    }
+    jsonForm("start-run", "start-result", "/v1/runs", function (f, input) { return { workflow: f.workflow.value, input: input }; }, function (j, out) {
+      out.innerHTML = 'Started <a id="started-link" class="mono" href="/runs/' + j.run_id + '">' + j.run_id + "</a>";
+      out.className = "note";
+    });
+    jsonForm("define-schedule", "define-result", "/v1/schedules", function (f, input) {
+      return { name: f.name.value, cron: f.cron.value, type: f.type.value, input: input };
+    }, function () { location.reload(); });
+    jsonForm("enqueue", "enqueue-result", "/v1/jobs", function (f, input) { return { type: f.type.value, input: input }; }, function (j, out) {
+      out.innerHTML = 'Enqueued <a id="enqueued-link" class="mono" href="/jobs/' + j.id + '">' + j.id + "</a> (" + j.state + ")";
+      out.className = "note";
+    });
   }
 
   function chart() {
