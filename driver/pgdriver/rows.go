@@ -105,15 +105,13 @@ func (b *scratchBytes) ScanBytes(v []byte) error {
 func (b *scratchBytes) Scan(src any) error {
 	switch v := src.(type) {
 	case nil:
-		b.buf, b.valid = b.buf[:0], false
+		return b.ScanBytes(nil)
 	case []byte:
-		b.buf, b.valid = append(b.buf[:0], v...), true
+		return b.ScanBytes(v)
 	case string:
-		b.buf, b.valid = append(b.buf[:0], v...), true
-	default:
-		return fmt.Errorf("pgdriver: cannot scan %T into a text column", src)
+		return b.ScanBytes([]byte(v))
 	}
-	return nil
+	return fmt.Errorf("pgdriver: cannot scan %T into a text column", src)
 }
 
 // bytes returns the value read, nil for NULL; valid until the next scan.

@@ -155,17 +155,20 @@ type metric struct {
 	key         string
 	name        string
 	lowerBetter bool
+	// optional metrics are left out of a row where neither side has them
+	// (the server's CPU without a local server).
+	optional bool
 }
 
 func metricsFor(mode string) []metric {
 	switch mode {
 	case "throughput":
-		return []metric{{"work_jobs_per_s", "work jobs/s", false}, {"insert_jobs_per_s", "insert jobs/s", false},
-			{"client_cpu_us_per_job", "client CPU µs/job", true}, {"server_cpu_us_per_job", "server CPU µs/job", true}}
+		return []metric{{"work_jobs_per_s", "work jobs/s", false, false}, {"insert_jobs_per_s", "insert jobs/s", false, false},
+			{"client_cpu_us_per_job", "client CPU µs/job", true, true}, {"server_cpu_us_per_job", "server CPU µs/job", true, true}}
 	case "latency":
-		return []metric{{"p50_ms", "enqueue→start p50 ms", true}, {"p99_ms", "enqueue→start p99 ms", true}, {"max_ms", "enqueue→start max ms", true}}
+		return []metric{{"p50_ms", "enqueue→start p50 ms", true, false}, {"p99_ms", "enqueue→start p99 ms", true, false}, {"max_ms", "enqueue→start max ms", true, false}}
 	case "workflow":
-		return []metric{{"workflows_per_s", "workflows/s", false}, {"steps_per_s", "steps/s", false}, {"seq_p50_ms", "sequential p50 ms", true}, {"seq_p99_ms", "sequential p99 ms", true}}
+		return []metric{{"workflows_per_s", "workflows/s", false, false}, {"steps_per_s", "steps/s", false, false}, {"seq_p50_ms", "sequential p50 ms", true, false}, {"seq_p99_ms", "sequential p99 ms", true, false}}
 	}
 	return nil
 }
@@ -341,8 +344,8 @@ func report(path string) error {
 			for _, m := range ms {
 				hc, hv, hok := g.hopper.cell(m.key)
 				pc, pv, pok := p.cell(m.key)
-				if !hok && !pok && m.lowerBetter && strings.HasSuffix(m.key, "_per_job") {
-					continue // a CPU figure neither side has (no local server)
+				if m.optional && !hok && !pok {
+					continue
 				}
 				ratio := "n/a"
 				if hok && pok && hv > 0 && pv > 0 {
@@ -425,6 +428,16 @@ func uniq(xs []string) []string {
 	return out
 }
 
+// queryOne reads one row of query, on a connection of its own, into dest.
+func queryOne(ctx context.Context, raw, query string, dest ...any) error {
+	c, err := pgx.Connect(ctx, raw)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	return c.QueryRow(ctx, query).Scan(dest...)
+}
+
 func pgdb(cmd, raw string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -434,13 +447,8 @@ func pgdb(cmd, raw string) error {
 	}
 	switch cmd {
 	case "version":
-		c, err := pgx.Connect(ctx, raw)
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
 		var v string
-		if err := c.QueryRow(ctx, `SELECT version()`).Scan(&v); err != nil {
+		if err := queryOne(ctx, raw, `SELECT version()`, &v); err != nil {
 			return err
 		}
 		fmt.Println(v)
@@ -448,13 +456,8 @@ func pgdb(cmd, raw string) error {
 	case "postmaster":
 		// The PID of the server's postmaster, when it runs on this
 		// machine: the parent of this connection's backend.
-		c, err := pgx.Connect(ctx, raw)
-		if err != nil {
-			return err
-		}
-		defer c.Close(ctx)
 		var pid int
-		if err := c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		if err := queryOne(ctx, raw, `SELECT pg_backend_pid()`, &pid); err != nil {
 			return err
 		}
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
