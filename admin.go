@@ -376,3 +376,16 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error
 	}
 	return nil
 }
+
+// Ping checks that the store answers: a round trip to the database server
+// or file, within ctx. It returns nil when the store answered.
+func (c *Client) Ping(ctx context.Context) error {
+	if p, ok := c.drv.(driver.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	// A read of a job that cannot exist goes to the store and back.
+	if _, err := c.drv.JobGet(ctx, "hopper.ping"); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
+}

@@ -47,7 +47,24 @@ var (
 	// ErrStateConflict is returned when an operation does not apply to the
 	// job's current state (cancelling a finished job, say).
 	ErrStateConflict = hoppertype.ErrStateConflict
+	// ErrDuplicateID is returned when an explicit id is already taken by
+	// another job or run.
+	ErrDuplicateID = hoppertype.ErrDuplicateID
+	// ErrPayloadTooLarge matches an input or payload past
+	// Config.MaxPayloadBytes. It also matches ErrInvalidInput.
+	ErrPayloadTooLarge error = payloadTooLarge{}
 )
+
+// payloadTooLarge is ErrPayloadTooLarge: an invalid input of its own kind.
+type payloadTooLarge struct{}
+
+func (payloadTooLarge) Error() string        { return "hopper: payload too large" }
+func (payloadTooLarge) Is(target error) bool { return target == ErrInvalidInput }
+
+// tooLarge is the error for what of n bytes past the client's payload cap.
+func (c *Client) tooLarge(what string, n int) error {
+	return fmt.Errorf("%w: %s of %d bytes exceeds the %d-byte limit", ErrPayloadTooLarge, what, n, c.cfg.MaxPayloadBytes)
+}
 
 // JobError is the error a waiter receives for a job that ended without
 // success. Kind says why; errors.Is(err, ErrAborted), ErrExpired,

@@ -148,7 +148,7 @@ func (c *Client) buildGateRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, er
 		return nil, fmt.Errorf("%w: gate: %v", ErrInvalidInput, err)
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
-		return nil, fmt.Errorf("%w: gate of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
+		return nil, c.tooLarge("gate", len(input))
 	}
 	if s.id == "" {
 		s.id = c.newID()

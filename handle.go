@@ -19,12 +19,13 @@ import (
 type Handle[O any] struct {
 	c            *Client
 	id, groupID  string
+	state        JobState
 	deduplicated bool
 	decode       func([]byte) (O, error)
 }
 
 func newHandle[O any](c *Client, r driver.JobInsertResult, decode func([]byte) (O, error)) *Handle[O] {
-	return &Handle[O]{c: c, id: r.Job.ID, groupID: r.Job.GroupID, deduplicated: r.Existing, decode: decode}
+	return &Handle[O]{c: c, id: r.Job.ID, groupID: r.Job.GroupID, state: r.Job.State, deduplicated: r.Existing, decode: decode}
 }
 
 // HandleFor returns a typed handle to an existing job by id (in another
@@ -35,6 +36,11 @@ func HandleFor[I, O any](c *Client, t *Type[I, O], id string) *Handle[O] {
 
 // ID returns the job's id.
 func (h *Handle[O]) ID() string { return h.id }
+
+// State returns the job's state as the insert left it: pending or
+// scheduled, or for a deduplicated insert the existing job's state then.
+// It is empty for a handle made by HandleFor. Get reads the state now.
+func (h *Handle[O]) State() JobState { return h.state }
 
 // GroupID returns the id of the job's fan-out group.
 func (h *Handle[O]) GroupID() string { return h.groupID }

@@ -233,12 +233,15 @@ func (c *Client) EnqueueName(ctx context.Context, name string, input json.RawMes
 // NameJob builds a JobSpec by type name with JSON input, decoding the input
 // strictly; the type must be registered with c.
 func (c *Client) NameJob(name string, input json.RawMessage, opts *InsertOpts) (*JobSpec, error) {
+	if err := enqueueableName(name); err != nil {
+		return nil, err
+	}
 	t := c.lookupType(name)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownType, name)
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
-		return nil, fmt.Errorf("%w: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
+		return nil, c.tooLarge("input", len(input))
 	}
 	in, err := t.decodeJSON(input)
 	if err != nil {
@@ -251,6 +254,20 @@ func (c *Client) NameJob(name string, input json.RawMessage, opts *InsertOpts) (
 	}
 	s.id = s.opts.ID
 	return s, nil
+}
+
+// enqueueableName refuses the names of the job types hopper runs for itself:
+// a workflow's runs ("workflow:<name>") start with StartName, and hopper's
+// own types ("hopper.…") are made by the calls that need them.
+func enqueueableName(name string) error {
+	switch {
+	case strings.HasPrefix(name, workflowTypePrefix):
+		wf := strings.TrimPrefix(name, workflowTypePrefix)
+		return fmt.Errorf("%w: %q is the job type that runs workflow %q: start a run of it instead (Client.StartName, POST /v1/runs, hopper runs start)", ErrInvalidInput, name, wf)
+	case strings.HasPrefix(name, builtinTypePrefix):
+		return fmt.Errorf("%w: %q is one of hopper's own job types and cannot be enqueued by name", ErrInvalidInput, name)
+	}
+	return nil
 }
 
 // EnqueueMany stores the given jobs, of any types, in one transaction and
@@ -321,7 +338,7 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 		return nil, err
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
-		return nil, fmt.Errorf("%w: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
+		return nil, c.tooLarge("input", len(input))
 	}
 	runAt := now.Add(o.Delay)
 	if !o.RunAt.IsZero() {

@@ -129,7 +129,7 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 		return def, nil, fmt.Errorf("%w: schedule %q: the input is not JSON", ErrInvalidInput, s.Name)
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
-		return def, nil, fmt.Errorf("%w: schedule %q: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, s.Name, len(input), c.cfg.MaxPayloadBytes)
+		return def, nil, fmt.Errorf("schedule %q: %w", s.Name, c.tooLarge("input", len(input)))
 	}
 	// A version no other definition of the name had: processes still
 	// running an older one (or a deleted one) are told apart by it.
@@ -159,7 +159,7 @@ func (c *Client) NameRun(name string, input json.RawMessage, opts *StartOpts) (*
 		return nil, fmt.Errorf("%w: workflow %q", ErrUnknownType, name)
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
-		return nil, fmt.Errorf("%w: input of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(input), c.cfg.MaxPayloadBytes)
+		return nil, c.tooLarge("input", len(input))
 	}
 	in, err := t.decodeJSON(input)
 	if err != nil {

@@ -433,7 +433,7 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		return fmt.Errorf("%w: empty hook token", ErrInvalidInput)
 	}
 	if len(payload) > c.cfg.MaxPayloadBytes {
-		return fmt.Errorf("%w: payload of %d bytes exceeds the %d-byte limit", ErrInvalidInput, len(payload), c.cfg.MaxPayloadBytes)
+		return c.tooLarge("payload", len(payload))
 	}
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")

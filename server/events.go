@@ -142,7 +142,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 func openSSE(w http.ResponseWriter, comment string) (http.Flusher, bool) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]string{"code": "internal", "message": "streaming unsupported"}})
 		return nil, false
 	}
 	w.Header().Set("Content-Type", "text/event-stream")

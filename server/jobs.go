@@ -49,16 +49,14 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	row, err := s.c.Get(r.Context(), h.ID())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	// The answer is what the insert wrote: a second read that failed
+	// would turn a stored job into an error, and a client that retries on
+	// errors into a duplicate.
 	status := http.StatusCreated
 	if h.Deduplicated() {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, EnqueueResponse{ID: h.ID(), GroupID: h.GroupID(), State: string(row.State), Deduplicated: h.Deduplicated()})
+	writeJSON(w, status, EnqueueResponse{ID: h.ID(), GroupID: h.GroupID(), State: string(h.State()), Deduplicated: h.Deduplicated()})
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {

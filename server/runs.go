@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -254,7 +253,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 
 // resumeHook serves POST /v1/hooks/{token}: the body is the JSON payload.
 func (s *Server) resumeHook(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r.Body)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -269,8 +268,11 @@ func (s *Server) resumeHook(w http.ResponseWriter, r *http.Request) {
 // webhook serves /v1/webhooks/{token} for any method: the token in the URL
 // is the authorisation. A JSON body is the payload as it is; any other body
 // arrives as a JSON string; an empty one as null.
+//
+// Its body is capped by Options.MaxWebhookBytes (read through the cap, never
+// whole first).
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r.Body)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -311,7 +313,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		s.writeError(w, r, http.StatusInternalServerError, "internal", "streaming unsupported")
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")

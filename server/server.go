@@ -12,13 +12,13 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,14 +27,29 @@ import (
 
 // Options configure a Server. The zero value is valid.
 type Options struct {
-	// Tokens are the API tokens accepted as "Authorization: Bearer <token>"
-	// (or, for the dashboard, the hopper_token cookie). With none, the API is
-	// open: bind it to loopback only (ListenAndServe refuses anything else).
+	// Tokens are the API tokens accepted as "Authorization: Bearer <token>";
+	// the dashboard's sign-in form takes one and keeps a session cookie
+	// signed with it (never the token itself). Each needs at least
+	// MinTokenLength characters: Serve and ListenAndServe refuse shorter
+	// ones. With none, the API is open: bind it to loopback only (Serve and
+	// ListenAndServe refuse anything else).
 	Tokens []string
-	// MaxBodyBytes caps request bodies. Defaults to 1 MiB.
+	// MaxBodyBytes caps request bodies, on every route and method. Defaults
+	// to 1 MiB.
 	MaxBodyBytes int64
+	// MaxWebhookBytes caps the body of a request to /v1/webhooks/{token}. A
+	// body that is not JSON reaches the workflow as a JSON string, which
+	// may be up to six times longer and must still fit the client's
+	// MaxPayloadBytes. Defaults to 256 KiB.
+	MaxWebhookBytes int64
 	// MaxWait caps the wait of long-polling requests. Defaults to 5 minutes.
 	MaxWait time.Duration
+	// ReadTimeout bounds how long Serve and ListenAndServe wait for a whole
+	// request, body included (its headers: at most 10 seconds of it); a
+	// client that sends slowly is cut off. Responses have no time limit:
+	// event streams and long polls last as long as they need. Defaults to
+	// 1 minute.
+	ReadTimeout time.Duration
 	// Logger receives request errors. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Title names the dashboard. Defaults to "hopper".
@@ -46,24 +61,32 @@ type Server struct {
 	c       *hopper.Client
 	opts    Options
 	mux     *http.ServeMux
+	cop     *http.CrossOriginProtection
 	events  *eventHub
 	metrics *metrics
 	stats   stats
+	health  healthCache
 	unsub   func()
 }
 
 // New returns a Server for c; opts may be nil. Close it to detach it from
 // the client's events.
 func New(c *hopper.Client, opts *Options) *Server {
-	s := &Server{c: c, mux: http.NewServeMux()}
+	s := &Server{c: c, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection()}
 	if opts != nil {
 		s.opts = *opts
 	}
 	if s.opts.MaxBodyBytes <= 0 {
 		s.opts.MaxBodyBytes = 1 << 20
 	}
+	if s.opts.MaxWebhookBytes <= 0 {
+		s.opts.MaxWebhookBytes = 256 << 10
+	}
 	if s.opts.MaxWait <= 0 {
 		s.opts.MaxWait = 5 * time.Minute
+	}
+	if s.opts.ReadTimeout <= 0 {
+		s.opts.ReadTimeout = time.Minute
 	}
 	if s.opts.Logger == nil {
 		s.opts.Logger = slog.Default()
@@ -91,7 +114,9 @@ func (s *Server) Close() {
 
 func (s *Server) routes() {
 	m := s.mux
-	m.HandleFunc("GET /healthz", s.healthz)
+	m.HandleFunc("GET /livez", s.livez)
+	m.HandleFunc("GET /readyz", s.readyz)
+	m.HandleFunc("GET /healthz", s.readyz)
 	m.Handle("GET /metrics", s.auth(s.metrics.handler()))
 
 	m.Handle("POST /v1/jobs", s.auth(http.HandlerFunc(s.enqueue)))
@@ -128,30 +153,64 @@ func (s *Server) routes() {
 	m.HandleFunc("/v1/webhooks/{token}", s.webhook)
 	m.Handle("GET /v1/events", s.auth(http.HandlerFunc(s.streamEvents)))
 	m.Handle("GET /v1/stats", s.auth(http.HandlerFunc(s.getStats)))
-	m.Handle("/v1/", s.auth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
-	})))
+	m.Handle("/v1/", s.auth(http.HandlerFunc(s.noRoute)))
 	s.uiRoutes()
+}
+
+// noRoute answers a request no API route takes: 405 with the methods the
+// path does take, 404 when it takes none.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/v1/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		s.writeError(w, r, http.StatusNotFound, "not_found", "no such route: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	if slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	s.writeError(w, r, http.StatusMethodNotAllowed, "method_not_allowed",
+		fmt.Sprintf("%s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or ")))
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if r.ContentLength > s.opts.MaxBodyBytes {
-			writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large",
-				fmt.Sprintf("request body of %d bytes exceeds the %d-byte limit", r.ContentLength, s.opts.MaxBodyBytes))
+	r, ok := s.guard(w, r)
+	if !ok {
+		return
+	}
+	if !isWebhook(r.URL.Path) {
+		// A browser's request from another site does not change anything.
+		if err := s.cop.Check(r); err != nil {
+			s.writeError(w, r, http.StatusForbidden, "forbidden", "cross-origin request refused")
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 	}
 	s.mux.ServeHTTP(w, r)
 }
 
+// The HTTP server's limits beside Options.ReadTimeout: a client that sends
+// its headers slowly, or holds an idle connection, is cut off. No write
+// timeout: event streams and long polls write for as long as they are open.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+)
+
 // ListenAndServe serves on addr until ctx is done, then shuts down
-// gracefully. Without tokens it refuses an address that is not loopback.
+// gracefully. It refuses a token shorter than MinTokenLength, and without
+// tokens an address that is not loopback.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
-	if len(s.opts.Tokens) == 0 && !IsLoopback(addr) {
-		return fmt.Errorf("server: refusing to serve %s without an API token: set a token or bind to 127.0.0.1", addr)
+	if err := s.checkExposure(addr); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -160,9 +219,27 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is done, then shuts down gracefully.
+// checkExposure refuses to serve addr with tokens that protect nothing.
+func (s *Server) checkExposure(addr string) error {
+	if err := checkTokens(s.opts.Tokens); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if len(s.opts.Tokens) == 0 && !IsLoopback(addr) {
+		return fmt.Errorf("server: refusing to serve %s without an API token: set a token of at least %d characters or bind to 127.0.0.1", addr, MinTokenLength)
+	}
+	return nil
+}
+
+// Serve serves on ln until ctx is done, then shuts down gracefully. It
+// refuses what ListenAndServe refuses, closing ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	if err := s.checkExposure(ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
+	}
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: min(readHeaderTimeout, s.opts.ReadTimeout), ReadTimeout: s.opts.ReadTimeout,
+		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -191,43 +268,15 @@ func IsLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// authorized reports whether r carries a valid token (or none is needed).
-func (s *Server) authorized(r *http.Request) bool {
-	if len(s.opts.Tokens) == 0 {
-		return true
-	}
-	tok := ""
-	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		tok = strings.TrimPrefix(h, "Bearer ")
-	} else if ck, err := r.Cookie(tokenCookie); err == nil {
-		tok = ck.Value
-	}
-	if tok == "" {
-		return false
-	}
-	for _, t := range s.opts.Tokens {
-		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
-			return true
-		}
-	}
-	return false
-}
-
-const tokenCookie = "hopper_token"
-
 func (s *Server) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hopper"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid API token is required")
+			s.writeError(w, r, http.StatusUnauthorized, "unauthorized", "a valid API token is required: send Authorization: Bearer <token>")
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "started": s.c.Started()})
 }
 
 // apiError is the body of every error response.
@@ -235,6 +284,8 @@ type apiError struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
+		// RequestID names the request in the server's log.
+		RequestID string `json:"request_id,omitempty"`
 	} `json:"error"`
 }
 
@@ -246,31 +297,45 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	var e apiError
-	e.Error.Code, e.Error.Message = code, msg
+	e.Error.Code, e.Error.Message, e.Error.RequestID = code, msg, requestID(r)
 	writeJSON(w, status, e)
 }
 
-// fail maps an error from the client to a response.
+// retryAfter is what a 503 asks a client to wait, in seconds.
+const retryAfter = "5"
+
+// fail maps an error from the client to a response. Messages of the 4xx
+// answers are hopper's own; a 5xx answer names only the request, whose
+// error the log keeps (a store's text, SQL or addresses never reach the
+// caller).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		writeError(w, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
+		s.writeError(w, r, http.StatusRequestEntityTooLarge, "payload_too_large", fmt.Sprintf("request body exceeds the %d-byte limit", mbe.Limit))
+	case errors.Is(err, hopper.ErrPayloadTooLarge):
+		s.writeError(w, r, http.StatusRequestEntityTooLarge, "payload_too_large", err.Error())
 	case errors.Is(err, hopper.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		s.writeError(w, r, http.StatusNotFound, "not_found", err.Error())
 	case errors.Is(err, hopper.ErrUnknownType):
-		writeError(w, http.StatusNotFound, "unknown_type", err.Error())
+		s.writeError(w, r, http.StatusNotFound, "unknown_type", err.Error())
+	case errors.Is(err, hopper.ErrDuplicateID):
+		s.writeError(w, r, http.StatusConflict, "duplicate_id", err.Error())
 	case errors.Is(err, hopper.ErrInvalidInput), errors.Is(err, errBadRequest):
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		s.writeError(w, r, http.StatusBadRequest, "bad_request", err.Error())
 	case errors.Is(err, hopper.ErrStateConflict):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		s.writeError(w, r, http.StatusConflict, "conflict", err.Error())
+	case (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
+	case !s.storeReachable(r.Context()):
+		s.opts.Logger.Warn("hopper server: store unreachable", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		w.Header().Set("Retry-After", retryAfter)
+		s.writeError(w, r, http.StatusServiceUnavailable, "unavailable", "the store is unreachable; try again shortly")
 	default:
-		s.opts.Logger.Error("hopper server: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		s.opts.Logger.Error("hopper server: request failed", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		s.writeError(w, r, http.StatusInternalServerError, "internal", "internal error (request "+requestID(r)+"; the server's log has its cause)")
 	}
 }
 

@@ -30,7 +30,7 @@ type addIn struct {
 	B int `json:"b"`
 }
 
-const token = "s3cret-token"
+const token = "s3cret-token-of-32-characters-ok"
 
 type env struct {
 	t   *testing.T
@@ -49,6 +49,12 @@ var newDriver = func(t *testing.T) driver.Driver {
 }
 
 func setup(t *testing.T, opts *server.Options) *env {
+	t.Helper()
+	return setupOn(t, newDriver(t), opts)
+}
+
+// setupOn is setup on the store d.
+func setupOn(t *testing.T, d driver.Driver, opts *server.Options) *env {
 	t.Helper()
 	add := hopper.Define("add", func(_ context.Context, in addIn) (int, error) { return in.A + in.B, nil }, nil)
 	fail := hopper.Define("fail", func(context.Context, hopper.None) (int, error) {
@@ -84,7 +90,7 @@ func setup(t *testing.T, opts *server.Options) *env {
 		}
 		return h.Wait(nil)
 	}, nil)
-	c, err := hopper.New(hopper.Config{Driver: newDriver(t)})
+	c, err := hopper.New(hopper.Config{Driver: d})
 	require.NoError(t, err)
 	require.NoError(t, c.Register(add, fail, block, saga, approval))
 	require.NoError(t, c.Start(context.Background()))

@@ -23,6 +23,8 @@ var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
 	"pretty": prettyJSON,
 	"short":  func(id string) string { return shortID(id) },
+	// seg escapes an id or a name as one path segment of a URL.
+	"seg":    url.PathEscape,
 	"states": func() []hoppertype.JobState { return hoppertype.AllJobStates },
 	"count":  func(m map[hopper.JobState]int, s hoppertype.JobState) int { return m[s] },
 	"query":  func(v url.Values) template.URL { return template.URL(v.Encode()) },
@@ -32,6 +34,7 @@ func (s *Server) uiRoutes() {
 	static, _ := fs.Sub(uiFS, "ui/static")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
 	s.mux.HandleFunc("POST /login", s.login)
+	s.mux.HandleFunc("POST /logout", s.logout)
 	s.mux.Handle("GET /{$}", s.uiAuth(s.uiOverview))
 	s.mux.Handle("GET /jobs", s.uiAuth(s.uiJobs))
 	s.mux.Handle("GET /jobs/{id}", s.uiAuth(s.uiJob))
@@ -52,42 +55,27 @@ func (s *Server) uiRoutes() {
 func (s *Server) uiAuth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r) {
-			s.render(w, http.StatusUnauthorized, "login", map[string]any{"Next": r.URL.RequestURI()})
+			s.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": r.URL.RequestURI()})
 			return
 		}
 		h(w, r)
 	})
 }
 
-func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		s.fail(w, r, badRequest("bad form"))
-		return
-	}
-	tok := r.PostForm.Get("token")
-	next := r.PostForm.Get("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-		next = "/"
-	}
-	probe := &http.Request{Header: http.Header{"Authorization": {"Bearer " + tok}}}
-	if tok == "" || !s.authorized(probe) {
-		s.render(w, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Failed": true})
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: tok, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, next, http.StatusSeeOther)
-}
-
 type page struct {
 	Title string
 	Nav   string
-	Data  any
+	// SignedIn is set when the page was served on a session cookie: the
+	// header offers to sign out.
+	SignedIn bool
+	Data     any
 }
 
-func (s *Server) render(w http.ResponseWriter, status int, name string, data any) {
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	var buf bytes.Buffer
-	if err := uiTemplates.ExecuteTemplate(&buf, name, page{Title: s.opts.Title, Nav: name, Data: data}); err != nil {
-		s.opts.Logger.Error("hopper server: render", "template", name, "err", err)
+	p := page{Title: s.opts.Title, Nav: name, SignedIn: s.cookieAuthenticated(r), Data: data}
+	if err := uiTemplates.ExecuteTemplate(&buf, name, p); err != nil {
+		s.opts.Logger.Error("hopper server: render", "request_id", requestID(r), "template", name, "err", err)
 		http.Error(w, "render error", http.StatusInternalServerError)
 		return
 	}
@@ -122,7 +110,7 @@ func (s *Server) uiOverview(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, http.StatusOK, "overview", map[string]any{
+	s.render(w, r, http.StatusOK, "overview", map[string]any{
 		"Queues": qs, "Recent": recent.Jobs, "Types": s.c.Types(), "Started": s.c.Started(), "Active": len(s.c.Active()),
 		"Workflows": s.c.Workflows(), "Runs": runs, "Workers": workers, "Schedules": schedules,
 	})
@@ -137,7 +125,7 @@ func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
 	rq, err := runQuery(q)
 	if err != nil {
 		data["Error"] = err.Error()
-		s.render(w, http.StatusBadRequest, "runs", data)
+		s.render(w, r, http.StatusBadRequest, "runs", data)
 		return
 	}
 	rq.Limit = runsPage + 1
@@ -156,14 +144,14 @@ func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
 		data["HasNext"], data["Next"] = true, next
 	}
 	data["Runs"] = runs
-	s.render(w, http.StatusOK, "runs", data)
+	s.render(w, r, http.StatusOK, "runs", data)
 }
 
 func (s *Server) uiRun(w http.ResponseWriter, r *http.Request) {
 	info, err := s.c.GetRun(r.Context(), r.PathValue("id"))
 	if err != nil {
 		if errorsIsNotFound(err) {
-			s.render(w, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
+			s.render(w, r, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
 			return
 		}
 		s.fail(w, r, err)
@@ -174,14 +162,14 @@ func (s *Server) uiRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, http.StatusOK, "run", map[string]any{"Run": info, "Chunks": chunks})
+	s.render(w, r, http.StatusOK, "run", map[string]any{"Run": info, "Chunks": chunks})
 }
 
 func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p, err := listParams(q)
 	if err != nil {
-		s.render(w, http.StatusBadRequest, "jobs", map[string]any{"Error": err.Error(), "Q": q})
+		s.render(w, r, http.StatusBadRequest, "jobs", map[string]any{"Error": err.Error(), "Q": q})
 		return
 	}
 	if p.Limit == 0 {
@@ -197,7 +185,7 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
 		next[k] = v
 	}
 	next.Set("cursor", pg.NextCursor)
-	s.render(w, http.StatusOK, "jobs", map[string]any{
+	s.render(w, r, http.StatusOK, "jobs", map[string]any{
 		"Jobs": pg.Jobs, "Q": q, "Next": next, "HasNext": pg.NextCursor != "", "Types": s.c.Types(),
 		"State": q.Get("state"), "Type": q.Get("type"), "Queue": q.Get("queue"),
 	})
@@ -207,7 +195,7 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 	row, err := s.c.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		if errorsIsNotFound(err) {
-			s.render(w, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
+			s.render(w, r, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
 			return
 		}
 		s.fail(w, r, err)
@@ -218,7 +206,7 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, http.StatusOK, "job", map[string]any{"Job": row, "JSON": jobJSON(row), "Attempts": attempts})
+	s.render(w, r, http.StatusOK, "job", map[string]any{"Job": row, "JSON": jobJSON(row), "Attempts": attempts})
 }
 
 func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +215,7 @@ func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, http.StatusOK, "dead", map[string]any{"Jobs": pg.Jobs, "Next": pg.NextCursor})
+	s.render(w, r, http.StatusOK, "dead", map[string]any{"Jobs": pg.Jobs, "Next": pg.NextCursor})
 }
 
 func ago(t time.Time) string {

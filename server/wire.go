@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/hopper-go/hopper"
@@ -175,7 +176,7 @@ func (o *OptsJSON) InsertOpts() (*hopper.InsertOpts, error) {
 // decodeBody decodes a JSON request body strictly: unknown fields and
 // trailing data are refused.
 func decodeBody(r io.Reader, v any) error {
-	data, err := io.ReadAll(r)
+	data, err := readBody(r)
 	if err != nil {
 		return err
 	}
@@ -191,6 +192,20 @@ func decodeBody(r io.Reader, v any) error {
 		return badRequest("request body: unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// readBody reads a request body through its cap. A body past the cap is
+// the *http.MaxBytesError (a 413); one that could not be read (sent too
+// slowly, cut off) is a bad request that does not repeat the network's text.
+func readBody(r io.Reader) ([]byte, error) {
+	data, err := io.ReadAll(r)
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil, errors.As(err, &mbe):
+		return data, err
+	default:
+		return nil, badRequest("the request body could not be read (sent too slowly, or cut off)")
+	}
 }
 
 // parseWait reads a ?wait= duration, capped at max.

@@ -118,8 +118,8 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 		if len(o.tokens) > 0 {
 			auth = `-H "Authorization: Bearer $TOKEN" `
 		}
-		fmt.Fprintf(g.out, "  try: curl -s %s-X POST %s/v1/jobs -d '{\"type\":\"add\",\"input\":{\"a\":1,\"b\":2}}'\n", auth, url)
-		fmt.Fprintf(g.out, "       curl -s %s-X POST %s/v1/runs -d '{\"workflow\":\"order\",\"input\":{\"order_id\":\"o1\",\"amount\":42}}'\n", auth, url)
+		fmt.Fprintf(g.out, "  try: curl -s %s%s/v1/jobs --json '{\"type\":\"add\",\"input\":{\"a\":1,\"b\":2}}'\n", auth, url)
+		fmt.Fprintf(g.out, "       curl -s %s%s/v1/runs --json '{\"workflow\":\"order\",\"input\":{\"order_id\":\"o1\",\"amount\":42}}'\n", auth, url)
 	}
 	fmt.Fprintln(g.out, "  Ctrl-C stops")
 	err = s.Serve(ctx, ln)

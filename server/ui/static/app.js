@@ -36,6 +36,22 @@
       .then(function (r) { return r.json().then(function (j) { if (!r.ok) throw new Error((j.error && j.error.message) || r.statusText); return j; }); });
   }
 
+  // link is an anchor to base + id, the id escaped as one path segment and
+  // shown as text (never parsed as HTML).
+  function link(id, base, target) {
+    var a = document.createElement("a");
+    a.id = id;
+    a.className = "mono";
+    a.href = base + encodeURIComponent(target);
+    a.textContent = target;
+    return a;
+  }
+  function show(out, before, node, after) {
+    out.textContent = "";
+    out.append(before, node, after);
+    out.className = "note";
+  }
+
   function wire() {
     document.querySelectorAll("button[data-post]").forEach(function (b) {
       b.onclick = function () {
@@ -66,15 +82,13 @@
       };
     }
     jsonForm("start-run", "start-result", "/v1/runs", function (f, input) { return { workflow: f.workflow.value, input: input }; }, function (j, out) {
-      out.innerHTML = 'Started <a id="started-link" class="mono" href="/runs/' + j.run_id + '">' + j.run_id + "</a>";
-      out.className = "note";
+      show(out, "Started ", link("started-link", "/runs/", j.run_id), "");
     });
     jsonForm("define-schedule", "define-result", "/v1/schedules", function (f, input) {
       return { name: f.name.value, cron: f.cron.value, type: f.type.value, input: input };
     }, function () { location.reload(); });
     jsonForm("enqueue", "enqueue-result", "/v1/jobs", function (f, input) { return { type: f.type.value, input: input }; }, function (j, out) {
-      out.innerHTML = 'Enqueued <a id="enqueued-link" class="mono" href="/jobs/' + j.id + '">' + j.id + "</a> (" + j.state + ")";
-      out.className = "note";
+      show(out, "Enqueued ", link("enqueued-link", "/jobs/", j.id), " (" + j.state + ")");
     });
   }
 

@@ -1,0 +1,626 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/server"
+)
+
+// countingReader yields n bytes of b and counts what was read of it.
+type countingReader struct {
+	b    byte
+	left int64
+	read atomic.Int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		return 0, io.EOF
+	}
+	n := int64(len(p))
+	n = min(n, r.left)
+	for i := range p[:n] {
+		p[i] = r.b
+	}
+	r.left -= n
+	r.read.Add(n)
+	return int(n), nil
+}
+
+// TestBodiesAreCappedOnEveryRoute sends bodies of 256 MiB with no declared
+// length, on every method, to an API route and to the webhook route: each
+// is refused with 413 after the server read little more than its cap.
+func TestBodiesAreCappedOnEveryRoute(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}, MaxBodyBytes: 64 << 10, MaxWebhookBytes: 32 << 10})
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/v1/webhooks/nosuchtoken"},
+		{"POST", "/v1/webhooks/nosuchtoken"},
+		{"PUT", "/v1/webhooks/nosuchtoken"},
+		{"POST", "/v1/jobs"},
+		{"POST", "/v1/hooks/nosuchtoken"},
+	} {
+		body := &countingReader{b: 0, left: 256 << 20}
+		req, err := http.NewRequest(tc.method, e.url+tc.path, io.NopCloser(body))
+		require.NoError(t, err)
+		req.ContentLength = -1 // chunked: the server cannot refuse by the header
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, 413, resp.StatusCode, "%s %s: %s", tc.method, tc.path, b)
+			require.Contains(t, string(b), "payload_too_large")
+		}
+		// The server stopped reading near the cap (socket buffers aside),
+		// whether or not the client saw the answer before its write failed.
+		require.Less(t, body.read.Load(), int64(32<<20), "%s %s read %d bytes", tc.method, tc.path, body.read.Load())
+	}
+	// A declared length past the cap is refused before the body is read,
+	// on any method.
+	for _, m := range []string{"GET", "DELETE", "POST"} {
+		req, _ := http.NewRequest(m, e.url+"/v1/jobs", strings.NewReader(strings.Repeat("x", 100<<10)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 413, resp.StatusCode, m)
+	}
+}
+
+// TestWebhookNonJSONBodyStaysBounded: a body of NUL bytes grows six times
+// as a JSON string; past the client's payload cap it is a 413, and the
+// hook stays unused.
+func TestWebhookNonJSONBodyStaysBounded(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	var run server.StartRunResponse
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"approval","input":null}`, &run))
+	info := waitHook(t, e, run.RunID)
+	nuls := bytes.Repeat([]byte{0}, 200<<10) // 200 KiB under the 256 KiB cap, 1.2 MB as JSON
+	resp, err := http.Post(e.url+"/v1/webhooks/"+info.Hooks[0].Token, "application/octet-stream", bytes.NewReader(nuls))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 413, resp.StatusCode, "%s", b)
+	require.Equal(t, 200, e.do("GET", "/v1/runs/"+run.RunID, "", &info))
+	require.Equal(t, "waiting", info.Hooks[0].State, "the hook was not used")
+}
+
+func waitHook(t *testing.T, e *env, runID string) server.RunJSON {
+	t.Helper()
+	var info server.RunJSON
+	require.Eventually(t, func() bool {
+		return e.do("GET", "/v1/runs/"+runID, "", &info) == 200 && len(info.Hooks) == 1 && info.Hooks[0].State == "waiting"
+	}, 10*time.Second, 10*time.Millisecond)
+	return info
+}
+
+// TestSlowBodyIsCutOff: a client that sends half a body and stalls is cut
+// off after Options.ReadTimeout, with the server still serving.
+func TestSlowBodyIsCutOff(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	s := server.New(c, &server.Options{ReadTimeout: 200 * time.Millisecond})
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"type\":")
+	require.NoError(t, err)
+	// The server closes the connection (or answers an error) instead of
+	// waiting for the rest forever.
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(30*time.Second)))
+	got, err := io.ReadAll(conn)
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server held the slow request open")
+	require.NotContains(t, string(got), "201 Created")
+
+	resp, err := http.Get("http://" + ln.Addr().String() + "/livez")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode, "still serving")
+}
+
+// TestDashboardEscapesIDs: a job whose id reads as a path (stored before
+// ids were checked, say) keeps its buttons on itself: the Cancel button
+// cancels it and pauses no queue.
+func TestDashboardEscapesIDs(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	const evil = "../queues/default/pause?"
+	now := time.Now()
+	_, err := d.JobInsertMany(context.Background(), &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{
+		ID: evil, Type: "add", Queue: "default", Input: []byte(`{"a":1}`), State: hoppertype.JobStateScheduled,
+		RunAt: now.Add(time.Hour), QueuedAt: now, Retry: hoppertype.RetryPolicy{Attempts: 3}, GroupID: evil,
+	}}})
+	require.NoError(t, err)
+	e := setupOn(t, d, &server.Options{Tokens: []string{token}})
+
+	status, page := e.page("/jobs/" + url.PathEscape(evil))
+	require.Equal(t, 200, status)
+	m := regexp.MustCompile(`data-post="([^"]*/cancel)"`).FindStringSubmatch(page)
+	require.NotNil(t, m, "the page has a Cancel button")
+	require.Equal(t, "/v1/jobs/..%2Fqueues%2Fdefault%2Fpause%3F/cancel", m[1])
+	var job server.JobJSON
+	require.Equal(t, 200, e.do("POST", m[1], "", &job))
+	require.Equal(t, evil, job.ID)
+	require.Equal(t, "cancelled", job.State)
+	var qs struct{ Queues []server.QueueJSON }
+	require.Equal(t, 200, e.do("GET", "/v1/queues", "", &qs))
+	for _, q := range qs.Queues {
+		require.False(t, q.Paused, "queue %s paused", q.Name)
+	}
+	// Links to it are escaped the same way.
+	_, list := e.page("/jobs")
+	require.Contains(t, list, `href="/jobs/..%2Fqueues%2Fdefault%2Fpause%3F"`)
+}
+
+// page GETs a dashboard page with the token.
+func (e *env) page(path string) (int, string) {
+	e.t.Helper()
+	req, _ := http.NewRequest("GET", e.url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestLoginRedirectsOnlyToThisServer(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for next, want := range map[string]string{
+		"/jobs?state=dead":       "/jobs?state=dead",
+		"/runs/abc":              "/runs/abc",
+		`/\evil.example`:         "/",
+		`/\/evil.example`:        "/",
+		"//evil.example":         "/",
+		"https://evil.example/":  "/",
+		"evil.example":           "/",
+		"/%0d%0aSet-Cookie:x=y":  "/%0d%0aSet-Cookie:x=y",
+		"/\r\nSet-Cookie: x=y":   "/",
+		"javascript:alert(1)":    "/",
+		"":                       "/",
+		"/ok\x00":                "/",
+		"http:/\\evil.example/x": "/",
+	} {
+		resp, err := cl.PostForm(e.url+"/login", url.Values{"token": {token}, "next": {next}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 303, resp.StatusCode, "next %q", next)
+		require.Equal(t, want, resp.Header.Get("Location"), "next %q", next)
+	}
+}
+
+func TestSessionCookie(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	login := func(base string, cl *http.Client) *http.Cookie {
+		resp, err := cl.PostForm(base+"/login", url.Values{"token": {token}, "next": {"/"}})
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 303, resp.StatusCode)
+		cks := resp.Cookies()
+		require.Len(t, cks, 1)
+		return cks[0]
+	}
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	ck := login(e.url, &http.Client{CheckRedirect: noRedirect})
+	require.NotContains(t, ck.Value, token, "the cookie does not hold the token")
+	require.True(t, ck.HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+	require.False(t, ck.Secure, "plain HTTP")
+	require.Positive(t, ck.MaxAge)
+
+	// Over TLS the cookie is Secure.
+	tls := httptest.NewTLSServer(e.srv)
+	defer tls.Close()
+	tc := tls.Client()
+	tc.CheckRedirect = noRedirect
+	require.True(t, login(tls.URL, tc).Secure)
+
+	send := func(method, path, ctype string, body string, hdr map[string]string, cookie *http.Cookie) int {
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequest(method, e.url+path, rd)
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// The session reads pages and the API.
+	require.Equal(t, 200, send("GET", "/jobs", "", "", nil, ck))
+	require.Equal(t, 200, send("GET", "/v1/jobs", "", "", nil, ck))
+	// A write on the cookie must say it is JSON: a form on another site
+	// cannot.
+	require.Equal(t, 415, send("POST", "/v1/queues/default/pause", "", "", nil, ck))
+	require.Equal(t, 415, send("POST", "/v1/queues/default/pause", "text/plain", "x", nil, ck))
+	require.Equal(t, 415, send("POST", "/v1/jobs", "application/x-www-form-urlencoded", `type=add`, nil, ck))
+	require.Equal(t, 200, send("POST", "/v1/queues/default/pause", "application/json", "", nil, ck))
+	// A browser's cross-site request is refused even with a JSON type.
+	require.Equal(t, 403, send("POST", "/v1/queues/default/resume", "application/json", "", map[string]string{"Sec-Fetch-Site": "cross-site"}, ck))
+	require.Equal(t, 403, send("POST", "/v1/queues/default/resume", "application/json", "", map[string]string{"Origin": "https://evil.example"}, ck))
+	require.Equal(t, 200, send("POST", "/v1/queues/default/resume", "application/json", "", map[string]string{"Sec-Fetch-Site": "same-origin"}, ck))
+	// A bearer token needs no media type for a body-less action (curl -X POST).
+	require.Equal(t, 200, send("POST", "/v1/queues/default/pause", "", "", map[string]string{"Authorization": "Bearer " + token}, nil))
+	require.Equal(t, 200, send("POST", "/v1/queues/default/resume", "", "", map[string]string{"Authorization": "Bearer " + token}, nil))
+
+	// Forged, tampered, expired and old-style cookies are nobody.
+	forged := []*http.Cookie{
+		{Name: "hopper_session", Value: "v1.99999999999." + strings.Repeat("A", 43)},
+		{Name: "hopper_session", Value: ck.Value + "x"},
+		{Name: "hopper_session", Value: strings.Replace(ck.Value, "v1.", "v1.9", 1)},
+		{Name: "hopper_session", Value: "v1.1." + strings.SplitN(ck.Value, ".", 3)[2]},
+		{Name: "hopper_token", Value: token},
+		{Name: "hopper_session", Value: token},
+	}
+	for _, f := range forged {
+		require.Equal(t, 401, send("GET", "/v1/jobs", "", "", nil, f), "cookie %s=%s", f.Name, f.Value)
+	}
+	// Signing out clears the cookie.
+	req, _ := http.NewRequest("POST", e.url+"/logout", nil)
+	req.AddCookie(ck)
+	resp, err := (&http.Client{CheckRedirect: noRedirect}).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 303, resp.StatusCode)
+	require.Len(t, resp.Cookies(), 1)
+	require.Equal(t, "hopper_session", resp.Cookies()[0].Name)
+	require.Negative(t, resp.Cookies()[0].MaxAge)
+	// The dashboard offers to sign out only on a session.
+	req, _ = http.NewRequest("GET", e.url+"/", nil)
+	req.AddCookie(ck)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(b), `action="/logout"`)
+	_, page := e.page("/")
+	require.NotContains(t, page, `action="/logout"`)
+}
+
+func TestServeRefusesWeakTokens(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		tokens []string
+		addr   string
+		want   string
+	}{
+		{[]string{""}, "0.0.0.0:0", "empty"},
+		{[]string{""}, "127.0.0.1:0", "empty"},
+		{[]string{"short"}, "0.0.0.0:0", "at least 16"},
+		{[]string{token, "0123456789abcde"}, "127.0.0.1:0", "at least 16"},
+		{[]string{"0123456789abcdef "}, "127.0.0.1:0", "space"},
+		{nil, "0.0.0.0:0", "without an API token"},
+	} {
+		s := server.New(c, &server.Options{Tokens: tc.tokens})
+		err := s.ListenAndServe(context.Background(), tc.addr)
+		require.Error(t, err, "%q on %s", tc.tokens, tc.addr)
+		require.Contains(t, err.Error(), tc.want)
+		// Serve on a listener refuses the same.
+		if tc.addr == "127.0.0.1:0" || tc.tokens == nil {
+			ln, lerr := net.Listen("tcp", strings.Replace(tc.addr, "0.0.0.0", "127.0.0.1", 1))
+			require.NoError(t, lerr)
+			if tc.tokens != nil {
+				require.Error(t, s.Serve(context.Background(), ln))
+			} else {
+				ln.Close()
+			}
+		}
+		s.Close()
+	}
+	// A token of 16 characters serves a public address.
+	s := server.New(c, &server.Options{Tokens: []string{"0123456789abcdef"}})
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.ListenAndServe(ctx, "0.0.0.0:0") }()
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// TestSecurityHeaders: every page and answer carries them, and no page
+// holds an inline script, an event handler attribute or an inline style
+// (which the policy would block).
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	var created server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2}}`, &created))
+	var run server.StartRunResponse
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":"ship"}}`, &run))
+	inline := regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>\s*[^<\s]|\son[a-z]+\s*=|\sstyle\s*=|javascript:`)
+	for _, path := range []string{"/", "/jobs", "/jobs/" + created.ID, "/runs", "/runs/" + run.RunID, "/dead", "/v1/jobs", "/livez", "/nosuch", "/static/app.css"} {
+		req, _ := http.NewRequest("GET", e.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		h := resp.Header
+		require.Contains(t, h.Get("Content-Security-Policy"), "script-src 'self'", path)
+		require.Contains(t, h.Get("Content-Security-Policy"), "frame-ancestors 'none'", path)
+		require.NotContains(t, h.Get("Content-Security-Policy"), "unsafe-inline", path)
+		require.Equal(t, "DENY", h.Get("X-Frame-Options"), path)
+		require.Equal(t, "nosniff", h.Get("X-Content-Type-Options"), path)
+		require.NotEmpty(t, h.Get("Referrer-Policy"), path)
+		require.NotEmpty(t, h.Get("X-Request-Id"), path)
+		if strings.HasPrefix(h.Get("Content-Type"), "text/html") {
+			require.Nil(t, inline.FindIndex(b), "%s has inline script or style: %q", path, inline.Find(b))
+		}
+	}
+	// The unauthenticated sign-in page too.
+	resp, err := http.Get(e.url + "/")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 401, resp.StatusCode)
+	require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
+	require.Nil(t, inline.FindIndex(b))
+}
+
+// faultyDriver is a store whose reads can fail: as a store that is down
+// (connection refused, and its ping fails) or as a broken one (its error
+// text leaks what no caller should see, and its ping works).
+type faultyDriver struct {
+	driver.Driver
+	down, broken, failGet atomic.Bool
+}
+
+var errLeaky = errors.New(`ERROR: duplicate key value violates unique constraint "jobs_pkey" (SQLSTATE 23505) Key (id)=(x) postgres://admin:hunter2@db.internal:5432/prod`)
+
+var errRefused = errors.New("dial tcp 10.0.0.5:5432: connect: connection refused")
+
+func (d *faultyDriver) fault() error {
+	switch {
+	case d.down.Load():
+		return errRefused
+	case d.broken.Load():
+		return errLeaky
+	}
+	return nil
+}
+
+func (d *faultyDriver) Ping(ctx context.Context) error {
+	if d.down.Load() {
+		return errRefused
+	}
+	return nil
+}
+
+func (d *faultyDriver) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	if err := d.fault(); err != nil {
+		return nil, err
+	}
+	if d.failGet.Load() {
+		return nil, errLeaky
+	}
+	return d.Driver.JobGet(ctx, id)
+}
+
+func (d *faultyDriver) JobList(ctx context.Context, p *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	if err := d.fault(); err != nil {
+		return nil, err
+	}
+	return d.Driver.JobList(ctx, p)
+}
+
+// syncBuffer is a log destination safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newFaulty(t *testing.T) *faultyDriver {
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	return &faultyDriver{Driver: d}
+}
+
+// TestEnqueueAnswersFromTheInsert: a stored job is a 201 with its id and
+// state even when reading it back would fail.
+func TestEnqueueAnswersFromTheInsert(t *testing.T) {
+	t.Parallel()
+	fd := newFaulty(t)
+	e := setupOn(t, fd, &server.Options{Tokens: []string{token}})
+	fd.failGet.Store(true)
+	var created server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"delay":"1h"}}`, &created))
+	require.NotEmpty(t, created.ID)
+	require.Equal(t, "scheduled", created.State)
+	fd.failGet.Store(false)
+	var job server.JobJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs/"+created.ID, "", &job))
+	require.Equal(t, "scheduled", job.State)
+	// A deduplicated enqueue answers the existing job's state.
+	var u1, u2 server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"unique_key":"k","delay":"1h"}}`, &u1))
+	fd.failGet.Store(true)
+	require.Equal(t, 200, e.do("POST", "/v1/jobs", `{"type":"add","input":{},"opts":{"unique_key":"k"}}`, &u2))
+	require.Equal(t, u1.ID, u2.ID)
+	require.Equal(t, "scheduled", u2.State)
+}
+
+// TestInternalErrorsNameOnlyTheRequest: a store's text never reaches the
+// caller; the log has it under the request id the answer returns.
+func TestInternalErrorsNameOnlyTheRequest(t *testing.T) {
+	t.Parallel()
+	fd := newFaulty(t)
+	var logs syncBuffer
+	e := setupOn(t, fd, &server.Options{Tokens: []string{token}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	fd.broken.Store(true)
+	for _, path := range []string{"/v1/jobs", "/v1/jobs/x", "/v1/dead", "/jobs", "/jobs/x"} {
+		req, _ := http.NewRequest("GET", e.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 500, resp.StatusCode, path)
+		for _, leak := range []string{"SQLSTATE", "Key (id)", "postgres://", "hunter2", "jobs_pkey", "goroutine"} {
+			require.NotContains(t, string(b), leak, path)
+		}
+		id := resp.Header.Get("X-Request-Id")
+		require.NotEmpty(t, id)
+		require.Contains(t, string(b), id, "the answer names its request")
+		require.Contains(t, logs.String(), "request_id="+id, "the log names the request")
+	}
+	require.Contains(t, logs.String(), "SQLSTATE 23505", "the log keeps the cause")
+}
+
+// TestStoreOutage: while the store is unreachable the API answers 503 with
+// Retry-After and the health check says so; /livez stays up.
+func TestStoreOutage(t *testing.T) {
+	t.Parallel()
+	fd := newFaulty(t)
+	e := setupOn(t, fd, &server.Options{Tokens: []string{token}})
+	require.Equal(t, 200, e.doAuth("GET", "/healthz", "", "", nil))
+	fd.down.Store(true)
+	for _, path := range []string{"/v1/jobs", "/v1/jobs/x"} {
+		req, _ := http.NewRequest("GET", e.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 503, resp.StatusCode, path)
+		require.NotEmpty(t, resp.Header.Get("Retry-After"), path)
+		require.NotContains(t, string(b), "10.0.0.5", path)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(e.url + path)
+		require.NoError(t, err)
+		var h map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
+		resp.Body.Close()
+		require.Equal(t, 503, resp.StatusCode, path)
+		require.NotEmpty(t, resp.Header.Get("Retry-After"))
+		require.Equal(t, false, h["ok"])
+	}
+	require.Equal(t, 200, e.doAuth("GET", "/livez", "", "", nil))
+	fd.down.Store(false)
+	require.Eventually(t, func() bool { return e.doAuth("GET", "/healthz", "", "", nil) == 200 }, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, 200, e.do("GET", "/v1/jobs", "", nil))
+}
+
+func TestMethodAndMediaType(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	for _, tc := range []struct{ method, path, allow string }{
+		{"DELETE", "/v1/jobs", "GET, POST, HEAD"},
+		{"PUT", "/v1/jobs/x/cancel", "POST"},
+		{"GET", "/v1/jobs/x/cancel", "POST"},
+		{"POST", "/v1/runs/x", "GET, HEAD"},
+		{"PATCH", "/v1/schedules/x", "DELETE"},
+	} {
+		req, _ := http.NewRequest(tc.method, e.url+tc.path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var eb errBody
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&eb))
+		resp.Body.Close()
+		require.Equal(t, 405, resp.StatusCode, "%s %s", tc.method, tc.path)
+		require.Equal(t, tc.allow, resp.Header.Get("Allow"), "%s %s", tc.method, tc.path)
+		require.Equal(t, "method_not_allowed", eb.Error.Code)
+	}
+	// A form-encoded body (curl -d without --json) is a 415 that says what to send.
+	req, _ := http.NewRequest("POST", e.url+"/v1/jobs", strings.NewReader(`{"type":"add","input":{}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var eb errBody
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&eb))
+	resp.Body.Close()
+	require.Equal(t, 415, resp.StatusCode)
+	require.Contains(t, eb.Error.Message, "application/json")
+	// A JSON body with a charset, or a +json type, is JSON.
+	for _, ct := range []string{"application/json; charset=utf-8", "application/merge-patch+json"} {
+		req, _ := http.NewRequest("POST", e.url+"/v1/jobs", strings.NewReader(`{"type":"add","input":{}}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", ct)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 201, resp.StatusCode, ct)
+	}
+}
+
+// TestEnqueueRefusesWorkflowTypes: a workflow's own job type is not a job
+// to enqueue; the answer points to POST /v1/runs.
+func TestEnqueueRefusesWorkflowTypes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	var eb errBody
+	require.Equal(t, 400, e.do("POST", "/v1/jobs", `{"type":"workflow:saga","input":{}}`, &eb))
+	require.Contains(t, eb.Error.Message, "/v1/runs")
+	require.Equal(t, 400, e.do("POST", "/v1/jobs", `{"type":"hopper.gate","input":{}}`, &eb))
+	var page server.JobListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs", "", &page))
+	require.Empty(t, page.Jobs, "nothing was stored")
+}
