@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,11 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/driver/pgdriver"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/server"
 )
@@ -623,4 +628,153 @@ func TestEnqueueRefusesWorkflowTypes(t *testing.T) {
 	var page server.JobListJSON
 	require.Equal(t, 200, e.do("GET", "/v1/jobs", "", &page))
 	require.Empty(t, page.Jobs, "nothing was stored")
+}
+
+// TestPostgresOutage runs the server on PostgreSQL through a TCP proxy and
+// cuts the proxy: the API answers 503 with Retry-After and /healthz says
+// the store is unreachable; when the proxy is back, both recover.
+func TestPostgresOutage(t *testing.T) {
+	t.Parallel()
+	pgURL := os.Getenv("HOPPER_TEST_POSTGRES_URL")
+	if pgURL == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("HOPPER_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run under CI")
+		}
+		t.Skip("set HOPPER_TEST_POSTGRES_URL to run the PostgreSQL outage test")
+	}
+	u, err := url.Parse(pgURL)
+	require.NoError(t, err)
+	p := newTCPProxy(t, u.Host)
+	u.Host = p.addr
+	q := u.Query()
+	q.Set("connect_timeout", "2")
+	u.RawQuery = q.Encode()
+	d := openPostgres(t, u.String())
+	e := setupOn(t, d, &server.Options{Tokens: []string{token}})
+	var created server.EnqueueResponse
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2}}`, &created))
+	require.Equal(t, 200, e.doAuth("GET", "/healthz", "", "", nil))
+
+	p.cut()
+	for _, path := range []string{"/v1/jobs", "/v1/jobs/" + created.ID, "/v1/runs"} {
+		req, _ := http.NewRequest("GET", e.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 503, resp.StatusCode, "%s: %s", path, b)
+		require.Equal(t, "5", resp.Header.Get("Retry-After"))
+		require.NotContains(t, string(b), p.addr, "no address in the answer")
+	}
+	require.Equal(t, 503, e.doAuth("GET", "/healthz", "", "", nil))
+	require.Equal(t, 200, e.doAuth("GET", "/livez", "", "", nil))
+
+	p.restore()
+	require.Eventually(t, func() bool { return e.doAuth("GET", "/healthz", "", "", nil) == 200 }, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { return e.do("GET", "/v1/jobs/"+created.ID, "", nil) == 200 }, 30*time.Second, 100*time.Millisecond)
+}
+
+// tcpProxy forwards connections to a backend until cut; cut closes every
+// connection and refuses new ones, restore accepts them again.
+type tcpProxy struct {
+	t       *testing.T
+	addr    string
+	backend string
+	mu      sync.Mutex
+	down    bool
+	conns   map[net.Conn]struct{}
+	ln      net.Listener
+	wg      sync.WaitGroup
+}
+
+func newTCPProxy(t *testing.T, backend string) *tcpProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &tcpProxy{t: t, addr: ln.Addr().String(), backend: backend, conns: map[net.Conn]struct{}{}, ln: ln}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *tcpProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		b, err := net.Dial("tcp", p.backend)
+		if err != nil {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c], p.conns[b] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		pipe := func(dst, src net.Conn) {
+			defer p.wg.Done()
+			_, _ = io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+		}
+		go pipe(b, c)
+		go pipe(c, b)
+	}
+}
+
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+func (p *tcpProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// openPostgres opens the driver on a fresh schema of the database at
+// pgURL, dropped when the test ends.
+func openPostgres(t *testing.T, pgURL string) driver.Driver {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "hopper_server_" + hex.EncodeToString(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := pgdriver.Open(ctx, pgURL, &pgdriver.Options{Schema: schema})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = d.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, os.Getenv("HOPPER_TEST_POSTGRES_URL"))
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return d
 }
