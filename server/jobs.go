@@ -65,7 +65,16 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, jobJSON(row))
+	out := jobJSON(row)
+	if hopper.IsGate(row) {
+		g, err := s.c.GateInfo(r.Context(), row.ID)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out.Gate = gateJSON(g)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // JobListJSON is a page of jobs.

@@ -778,3 +778,83 @@ func openPostgres(t *testing.T, pgURL string) driver.Driver {
 	})
 	return d
 }
+
+// TestInternalJobsReadable: a gate's job shows what the gate waits for and
+// queues (not hopper's encoding of it); a workflow run's job names its run
+// and counts the run's tries, in the API and on the dashboard.
+func TestInternalJobsReadable(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	ctx := context.Background()
+	first, err := e.c.NameJob("add", json.RawMessage(`{"a":1,"b":1}`), nil)
+	require.NoError(t, err)
+	failing, err := e.c.NameJob("fail", json.RawMessage(`null`), nil)
+	require.NoError(t, err)
+	next, err := e.c.NameJob("add", json.RawMessage(`{"a":40,"b":2}`), nil)
+	require.NoError(t, err)
+	gate := hopper.Gate([]string{first.ID(), failing.ID()}, []*hopper.JobSpec{next}, hopper.CountDone(2), 0)
+	_, err = e.c.EnqueueMany(ctx, first, failing, gate)
+	require.NoError(t, err)
+	var g server.JobJSON
+	require.Eventually(t, func() bool {
+		return e.do("GET", "/v1/jobs/"+gate.ID(), "", &g) == 200 && g.State == "succeeded"
+	}, 10*time.Second, 10*time.Millisecond)
+	require.JSONEq(t, `null`, string(g.Input), "no encoded gate input")
+	require.NotNil(t, g.Gate)
+	require.Equal(t, []string{first.ID(), failing.ID()}, g.Gate.On)
+	require.Equal(t, "2 of 2 jobs finish", g.Gate.WaitsUntil)
+	require.Equal(t, []string{"succeeded", "dead"}, g.Gate.Seen)
+	require.Equal(t, 2, *g.Gate.Done)
+	require.Equal(t, 1, *g.Gate.Succeeded)
+	require.Len(t, g.Gate.Next, 1)
+	require.Equal(t, next.ID(), g.Gate.Next[0].ID)
+	require.Equal(t, "add", g.Gate.Next[0].Type)
+	require.JSONEq(t, `{"a":40,"b":2}`, string(g.Gate.Next[0].Input))
+	raw := e.raw("/v1/jobs/" + gate.ID())
+	for _, internal := range []string{"QueuedAt", "RunAt", "GroupID", "eyJ"} {
+		require.NotContains(t, raw, internal, "hopper's encoding leaked")
+	}
+	// Lists parse the gate without reading what it has seen.
+	var page server.JobListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs?type=hopper.gate", "", &page))
+	require.Len(t, page.Jobs, 1)
+	require.Equal(t, "2 of 2 jobs finish", page.Jobs[0].Gate.WaitsUntil)
+	require.Nil(t, page.Jobs[0].Gate.Seen)
+	_, html := e.page("/jobs/" + gate.ID())
+	require.Contains(t, html, `id="gate"`)
+	require.Contains(t, html, "fires when 2 of 2 jobs finish")
+	require.Contains(t, html, `href="/jobs/`+failing.ID()+`"`)
+	require.Contains(t, html, `href="/jobs/`+next.ID()+`"`)
+	require.NotContains(t, html, "QueuedAt")
+
+	// A compensated saga's job: labelled with its run, its tries counted
+	// as the run's.
+	var run server.StartRunResponse
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":"ship"}}`, &run))
+	var info server.RunJSON
+	require.Eventually(t, func() bool {
+		return e.do("GET", "/v1/runs/"+run.RunID, "", &info) == 200 && info.Status == "compensated"
+	}, 10*time.Second, 10*time.Millisecond)
+	var job server.JobJSON
+	require.Eventually(t, func() bool {
+		return e.do("GET", "/v1/jobs/"+run.RunID, "", &job) == 200 && job.State == "dead"
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, "saga", job.Workflow)
+	require.Equal(t, run.RunID, job.RunID)
+	require.Equal(t, 1, job.MaxAttempts, "the run's tries, not the crash allowance")
+	_, html = e.page("/jobs/" + run.RunID)
+	require.Contains(t, html, `id="run-link"`)
+	require.Contains(t, html, `href="/runs/`+run.RunID+`"`)
+	require.Contains(t, html, "1 of 1")
+	_, dead := e.page("/dead")
+	require.Contains(t, dead, "workflow saga")
+	require.Contains(t, dead, `href="/runs/`+run.RunID+`"`)
+	require.NotRegexp(t, `\d+ of 101`, dead)
+	require.NotContains(t, dead, "/101")
+}
+
+// raw GETs an API path with the token and returns its body.
+func (e *env) raw(path string) string {
+	_, b := e.page(path)
+	return b
+}

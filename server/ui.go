@@ -28,6 +28,27 @@ var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"states": func() []hoppertype.JobState { return hoppertype.AllJobStates },
 	"count":  func(m map[hopper.JobState]int, s hoppertype.JobState) int { return m[s] },
 	"query":  func(v url.Values) template.URL { return template.URL(v.Encode()) },
+	// attempts reads "2 of 3" (a workflow run's job: of the run's tries).
+	"attempts": func(j *hopper.JobRow) string {
+		return strconv.Itoa(j.Attempt) + " of " + strconv.Itoa(hopper.MaxAttempts(j))
+	},
+	"runOf": func(j *hopper.JobRow) string {
+		if _, run, ok := hopper.RunOf(j); ok {
+			return run
+		}
+		return ""
+	},
+	"workflowOf": func(j *hopper.JobRow) string {
+		wf, _, _ := hopper.RunOf(j)
+		return wf
+	},
+	"isGate": hopper.IsGate,
+	"seenAt": func(g *hopper.GateInfo, i int) hopper.JobState {
+		if i < len(g.Seen) {
+			return g.Seen[i]
+		}
+		return ""
+	},
 }).ParseFS(uiFS, "ui/templates/*.html"))
 
 func (s *Server) uiRoutes() {
@@ -206,7 +227,19 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "job", map[string]any{"Job": row, "JSON": jobJSON(row), "Attempts": attempts})
+	data := map[string]any{"Job": row, "JSON": jobJSON(row), "Attempts": attempts}
+	if hopper.IsGate(row) {
+		g, err := s.c.GateInfo(r.Context(), row.ID)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		data["Gate"] = g
+	}
+	if wf, run, ok := hopper.RunOf(row); ok {
+		data["Workflow"], data["RunID"] = wf, run
+	}
+	s.render(w, r, http.StatusOK, "job", data)
 }
 
 func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {

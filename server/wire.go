@@ -42,6 +42,57 @@ type JobJSON struct {
 	EndedAt          *time.Time        `json:"ended_at"`
 	Deadline         *time.Time        `json:"deadline,omitempty"`
 	Worker           string            `json:"worker,omitempty"`
+	// Workflow and RunID are set on the job that executes a workflow run
+	// (its type is "workflow:<name>"): the run's own page and status are at
+	// /v1/runs/{run_id}.
+	Workflow string `json:"workflow,omitempty"`
+	RunID    string `json:"run_id,omitempty"`
+	// Gate is set on a gate's job, whose input is then null: what the gate
+	// waits for and what it queues.
+	Gate *GateJSON `json:"gate,omitempty"`
+}
+
+// GateJSON is a gate as the API shows it.
+type GateJSON struct {
+	Condition hopper.Condition `json:"condition"`
+	// WaitsUntil says the condition in words ("all 3 jobs succeed").
+	WaitsUntil string `json:"waits_until"`
+	// On are the ids of the jobs it watches.
+	On []string `json:"on"`
+	// Seen is, for each job of On, the terminal state the gate observed ("" while
+	// it is not terminal); Done and Succeeded count them. GET
+	// /v1/jobs/{id} sets them; lists leave them out.
+	Seen      []string `json:"seen,omitempty"`
+	Done      *int     `json:"done,omitempty"`
+	Succeeded *int     `json:"succeeded,omitempty"`
+	// Next are the jobs it queues when it fires.
+	Next []GateNextJSON `json:"next"`
+}
+
+// GateNextJSON is a job a gate queues when it fires.
+type GateNextJSON struct {
+	ID    string          `json:"id"`
+	Type  string          `json:"type"`
+	Queue string          `json:"queue"`
+	Input json.RawMessage `json:"input"`
+}
+
+func gateJSON(g *hopper.GateInfo) *GateJSON {
+	out := &GateJSON{Condition: g.Condition, WaitsUntil: g.Describe(), On: g.On, Next: []GateNextJSON{}}
+	if out.On == nil {
+		out.On = []string{}
+	}
+	for _, n := range g.Next {
+		out.Next = append(out.Next, GateNextJSON{ID: n.ID, Type: n.Type, Queue: n.Queue, Input: payload(n.Input)})
+	}
+	if g.Seen != nil {
+		out.Seen = make([]string, len(g.Seen))
+		for i, st := range g.Seen {
+			out.Seen[i] = string(st)
+		}
+		out.Done, out.Succeeded = &g.Done, &g.Succeeded
+	}
+	return out
 }
 
 // ErrorJSON is a job's last failure.
@@ -84,7 +135,7 @@ func timePtr(t time.Time) *time.Time {
 
 func jobJSON(j *hoppertype.JobRow) *JobJSON {
 	out := &JobJSON{
-		ID: j.ID, Type: j.Type, Queue: j.Queue, State: string(j.State), Attempt: j.Attempt, MaxAttempts: j.Retry.Attempts,
+		ID: j.ID, Type: j.Type, Queue: j.Queue, State: string(j.State), Attempt: j.Attempt, MaxAttempts: hopper.MaxAttempts(j),
 		Priority: j.Priority, Group: j.FairKey, GroupID: j.GroupID, ParentID: j.ParentID, Dependents: j.Dependents,
 		UniqueKey: j.UniqueKey, ConcurrencyKey: j.ConcurrencyKey, ConcurrencyLimit: j.ConcurrencyLimit, Metadata: j.Metadata, Input: payload(j.Input), Result: payload(j.Result),
 		QueuedAt: j.QueuedAt, RunAt: j.RunAt, StartedAt: timePtr(j.StartedAt), EndedAt: timePtr(j.EndedAt),
@@ -95,6 +146,12 @@ func jobJSON(j *hoppertype.JobRow) *JobJSON {
 	}
 	if st := j.Stuck; st != nil {
 		out.Stuck = stuckJSON(st)
+	}
+	if wf, run, ok := hopper.RunOf(j); ok {
+		out.Workflow, out.RunID = wf, run
+	}
+	if g, ok := hopper.ParseGate(j); ok {
+		out.Gate, out.Input = gateJSON(g), json.RawMessage("null")
 	}
 	return out
 }
