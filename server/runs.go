@@ -41,10 +41,11 @@ type RunJSON struct {
 	CreatedAt   time.Time        `json:"created_at"`
 	StartedAt   *time.Time       `json:"started_at"`
 	EndedAt     *time.Time       `json:"ended_at"`
-	History     []EventEntryJSON `json:"history,omitempty"`
-	// Timeline is the history with each activity's executions told in
-	// place (hopper.RunInfo.Timeline); derived events have seq 0.
-	Timeline      []EventEntryJSON   `json:"timeline,omitempty"`
+	// History is the run's latest history with each activity's executions
+	// told in place (hopper.RunInfo.Timeline): events derived from an
+	// activity's job have seq 0. GET /v1/runs/{id}/history is the recorded
+	// history alone, in the portable form replays read.
+	History       []EventEntryJSON   `json:"history,omitempty"`
 	Steps         []StepJSON         `json:"steps,omitempty"`
 	Compensations []CompensationJSON `json:"compensations,omitempty"`
 	Hooks         []HookJSON         `json:"hooks,omitempty"`
@@ -110,11 +111,8 @@ func runJSON(r *hopper.RunInfo, showTokens bool) *RunJSON {
 	if r.Status != hopper.RunCompleted {
 		out.Output = json.RawMessage("null")
 	}
-	for _, ev := range r.History {
-		out.History = append(out.History, EventEntryJSON{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: json.RawMessage(ev.Data), At: ev.At})
-	}
 	for _, ev := range r.Timeline {
-		out.Timeline = append(out.Timeline, EventEntryJSON{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: json.RawMessage(ev.Data), At: ev.At})
+		out.History = append(out.History, EventEntryJSON{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: json.RawMessage(ev.Data), At: ev.At})
 	}
 	for _, s := range r.Steps {
 		out.Steps = append(out.Steps, StepJSON{Name: s.Name, Kind: s.Kind, Output: s.Output, Error: errJSON(s.Error), Attempts: s.Attempts, At: s.At})
