@@ -65,35 +65,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}()
 	base := "http://" + ln.Addr().String()
 
-	// Chromium's helpers may still write in its profile for a moment after
-	// it exits, so the directory is removed with retries, not by t.TempDir.
-	profile, err := os.MkdirTemp("", "hopper-chromium-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for range 50 {
-			if os.RemoveAll(profile) == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chrome),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 900),
-	)
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
+	bctx := newBrowser(t, ctx, chrome)
 
 	err = chromedp.Do(bctx,
 		chromedp.Navigate(base+"/"),
@@ -225,5 +197,129 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Logf("screenshots: %s, run.png (%d bytes)", path, len(shot))
 	if len(shot) < 10_000 {
 		t.Fatalf("screenshot of %d bytes looks empty", len(shot))
+	}
+}
+
+// newBrowser starts headless Chromium for ctx and returns its context.
+func newBrowser(t *testing.T, ctx context.Context, chrome string) context.Context {
+	t.Helper()
+	// Chromium's helpers may still write in its profile for a moment after
+	// it exits, so the directory is removed with retries, not by t.TempDir.
+	profile, err := os.MkdirTemp("", "hopper-chromium-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the browser's own cleanups, which run first
+		for range 50 {
+			if os.RemoveAll(profile) == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chrome),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(profile),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	return bctx
+}
+
+// TestDashboardSignInInBrowser signs in to a server with a token in
+// headless Chromium: the sign-in form, a session cookie that is not the
+// token, an action the dashboard posts on that cookie (pausing a queue),
+// and signing out.
+func TestDashboardSignInInBrowser(t *testing.T) {
+	chrome := findChromium()
+	if chrome == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no Chromium found and CI is set: install Debian's chromium (.ci/run does) or set HOPPER_CHROMIUM")
+		}
+		t.Skip("no Chromium found (install chromium or set HOPPER_CHROMIUM); skipping the browser test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	d, err := sqlitedriver.Open(filepath.Join(t.TempDir(), "hopper.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startExamples(t, ctx, d)
+	if _, err := exampleAdd.Enqueue(ctx, c, AddInput{A: 1, B: 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	const token = "browser-test-token-0123456789"
+	s := server.New(c, &server.Options{Tokens: []string{token}})
+	defer s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCtx, stopSrv := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(srvCtx, ln) }()
+	defer func() {
+		stopSrv()
+		<-served
+	}()
+	base := "http://" + ln.Addr().String()
+	bctx := newBrowser(t, ctx, chrome)
+
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/jobs?state=succeeded"),
+		chromedp.WaitVisible(chromedp.CSS("input[name=token]")),
+		chromedp.SendKeys(chromedp.CSS("input[name=token]"), token),
+		chromedp.Click(chromedp.CSS("button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS("table.jobs")),
+	); err != nil {
+		t.Fatalf("browser: sign in: %v", err)
+	}
+	loc, err := chromedp.Run(bctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(loc, "/jobs?state=succeeded") {
+		t.Fatalf("after signing in the browser is at %q; want the page it asked for", loc)
+	}
+	cookie, err := chromedp.Run(bctx, chromedp.Evaluate[string]("document.cookie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(cookie, "hopper_session") || strings.Contains(cookie, token) {
+		t.Fatalf("the session cookie is readable by scripts: %q", cookie)
+	}
+	// An action on the cookie: pause the queue from the overview.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-post="/v1/queues/default/pause"]`)),
+		chromedp.Click(chromedp.CSS(`button[data-post="/v1/queues/default/pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-post="/v1/queues/default/resume"]`)),
+	); err != nil {
+		t.Fatalf("browser: pause a queue: %v", err)
+	}
+	qs, err := c.Queues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) == 0 || !qs[0].Paused {
+		t.Fatalf("the queue is not paused: %+v", qs)
+	}
+	// Signing out ends the session.
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(".signout button")),
+		chromedp.WaitVisible(chromedp.CSS("input[name=token]")),
+		chromedp.Navigate(base+"/jobs"),
+		chromedp.WaitVisible(chromedp.CSS("input[name=token]")),
+	); err != nil {
+		t.Fatalf("browser: sign out: %v", err)
 	}
 }
