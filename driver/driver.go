@@ -70,6 +70,11 @@ var ErrTxType = errors.New("hopper driver: unsupported transaction type")
 // ErrClosed is returned by a driver after Close.
 var ErrClosed = errors.New("hopper driver: closed")
 
+// ErrNoDatabase is returned when a driver told to open only an existing
+// store (the MustExist option of sqlitedriver and pgdriver) finds no file,
+// or a file or schema without hopper's tables.
+var ErrNoDatabase = errors.New("no hopper database")
+
 // Notification topics the engine uses. An empty payload on any topic means
 // "something may have changed, look again": a driver that learns of changes
 // made by another process without knowing which (SQLite's data_version, say)
