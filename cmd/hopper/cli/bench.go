@@ -137,7 +137,7 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 			return fmt.Errorf("unknown --driver %q", o.driver)
 		}
 	}
-	drv, err := openDriver(ctx, url)
+	drv, err := openDriver(ctx, url, createStore)
 	if err != nil {
 		return err
 	}

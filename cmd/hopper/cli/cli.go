@@ -53,7 +53,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().StringVar(&g.db, "db", envOr("HOPPER_DB", "sqlite://hopper.db"), "database: a file path or URL (sqlite://…, postgres://…, memory://) [$HOPPER_DB]")
+	root.PersistentFlags().StringVar(&g.db, "db", envOr("HOPPER_DB", "sqlite://hopper.db"), "database: a file path or URL (sqlite://…, postgres://…[?schema=NAME], memory://); only migrate, dev, serve, bench and schedules define create a missing one [$HOPPER_DB]")
 	root.PersistentFlags().BoolVar(&g.asJSON, "json", false, "print JSON for scripts instead of tables")
 	root.PersistentFlags().StringVar(&g.server, "server", os.Getenv("HOPPER_SERVER"), "send jobs, dead, queues, runs, hooks and schedules commands to this hopper server (http://host:port) instead of --db [$HOPPER_SERVER]")
 	root.PersistentFlags().StringVar(&g.apiToken, "api-token", os.Getenv("HOPPER_API_TOKEN"), "the API token for --server [$HOPPER_API_TOKEN]")

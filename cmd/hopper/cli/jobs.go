@@ -14,10 +14,15 @@ import (
 	"github.com/hopper-go/hopper/server"
 )
 
-// withClient opens the --db store, makes an unstarted client over it and
-// runs fn.
+// withClient opens the --db store, which must exist, makes an unstarted
+// client over it and runs fn.
 func withClient(ctx context.Context, g *globals, fn func(c *hopper.Client) error) error {
-	d, err := openDriver(ctx, g.db)
+	return withClientMode(ctx, g, existingStore, fn)
+}
+
+// withClientMode is withClient for a command that may create the store.
+func withClientMode(ctx context.Context, g *globals, mode openMode, fn func(c *hopper.Client) error) error {
+	d, err := openDriver(ctx, g.db, mode)
 	if err != nil {
 		return err
 	}
@@ -29,8 +34,16 @@ func withClient(ctx context.Context, g *globals, fn func(c *hopper.Client) error
 	return fn(c)
 }
 
+// existingNote ends the help of the commands that need an existing
+// database.
+const existingNote = `
+
+These commands read and change an existing database: a --db that names no
+hopper database is an error, and none is created (hopper migrate --db … or
+hopper dev creates one).`
+
 func jobsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel and retry jobs"}
+	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel and retry jobs", Long: "List, show, cancel and retry jobs." + existingNote}
 	var p listFlags
 	list := &cobra.Command{
 		Use:   "list",
@@ -240,7 +253,7 @@ func printJobText(g *globals, j *hopper.JobRow) error {
 }
 
 func deadCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "dead", Short: "List and redrive dead-lettered jobs"}
+	cmd := &cobra.Command{Use: "dead", Short: "List and redrive dead-lettered jobs", Long: "List and redrive dead-lettered jobs." + existingNote}
 	var p listFlags
 	list := &cobra.Command{
 		Use:   "list",
@@ -293,7 +306,7 @@ func deadCmd(g *globals) *cobra.Command {
 }
 
 func queuesCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues"}
+	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues", Long: "List, pause and resume queues." + existingNote}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List queues with their job counts",

@@ -448,7 +448,10 @@ code (Client.Schedule), defined in the store (define) or paused by name, with
 what it runs, whether it is paused, its next occurrence, how many occurrences
 fired and the latest. With --server, the server's process adds the schedules
 it runs that the store has not heard of yet. A paused schedule's occurrences
-enqueue nothing, on every process.`,
+enqueue nothing, on every process.
+
+Listing, pausing, resuming and deleting need an existing database (hopper
+migrate --db … or hopper dev creates one); define creates it when missing.`,
 		Args: cobra.NoArgs,
 		RunE: list,
 	}
@@ -490,7 +493,8 @@ every started process that registers its job type (--type) or workflow
 (--workflow) enqueues that job, or starts that run, with --input at each
 occurrence of --cron, once across the fleet. Processes pick it up within five
 poll intervals. Its pause and counts stay when it is defined again;
-"hopper schedules delete" removes it and every process stops running it.`,
+"hopper schedules delete" removes it and every process stops running it.
+The database is created when it does not exist.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			def.Name = args[0]
@@ -504,7 +508,7 @@ poll intervals. Its pause and counts stay when it is defined again;
 				if err != nil {
 					return err
 				}
-				if err := withClient(cmd.Context(), g, func(c *hopper.Client) error { return c.DefineSchedule(cmd.Context(), s) }); err != nil {
+				if err := withClientMode(cmd.Context(), g, createStore, func(c *hopper.Client) error { return c.DefineSchedule(cmd.Context(), s) }); err != nil {
 					return err
 				}
 			}

@@ -14,7 +14,8 @@ import (
 )
 
 func runsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "runs", Short: "List, show, cancel workflow runs and export their histories"}
+	cmd := &cobra.Command{Use: "runs", Short: "List, show, cancel workflow runs and export their histories",
+		Long: "List, show, cancel and tail workflow runs and export their histories." + existingNote}
 	var (
 		statuses []string
 		workflow string
@@ -205,7 +206,7 @@ func tailStream(cmd *cobra.Command, g *globals, c *hopper.Client, id string, fro
 }
 
 func hooksCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "hooks", Short: "Resume workflow hooks"}
+	cmd := &cobra.Command{Use: "hooks", Short: "Resume workflow hooks", Long: "Resume workflow hooks." + existingNote}
 	var payload string
 	resume := &cobra.Command{
 		Use:   "resume TOKEN [PAYLOAD]",

@@ -43,7 +43,8 @@ func devCmd(g *globals) *cobra.Command {
 		Short: "Run hopper locally: embedded SQLite, example job types, workers, dashboard and API",
 		Long: `Run hopper locally: an embedded SQLite database (./hopper.db unless --db says
 otherwise), the example job types registered and their workers running, and the
-HTTP API and dashboard on http://127.0.0.1:7700. Ctrl-C stops cleanly; a killed
+HTTP API and dashboard on http://127.0.0.1:7700. The database is created when
+it does not exist. Ctrl-C stops cleanly; a killed
 process loses nothing (unfinished jobs carry on at the next start).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, o, "hopper dev") },
@@ -56,9 +57,9 @@ func serveCmd(g *globals) *cobra.Command {
 	o := &serveOpts{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the API and dashboard over an existing database",
-		Long: `Serve the HTTP API and dashboard over an existing database (--db sqlite://… or
-postgres://…), for operators. This process takes part in maintenance (rescuing
+		Short: "Serve the API and dashboard over a database",
+		Long: `Serve the HTTP API and dashboard over a database (--db sqlite://… or
+postgres://…; created, with its schema, when missing), for operators. This process takes part in maintenance (rescuing
 jobs of dead workers, retention) and runs workers only for job types compiled
 into this binary: the examples, with --examples.`,
 		Args: cobra.NoArgs,
@@ -79,7 +80,7 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 	}
 	defer ln.Close()
 	url := "http://" + ln.Addr().String()
-	d, err := openDriver(ctx, g.db)
+	d, err := openDriver(ctx, g.db, createStore)
 	if err != nil {
 		return err
 	}
