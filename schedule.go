@@ -215,39 +215,38 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 
 // PauseSchedule stops the named schedule's occurrences from enqueueing
 // anything, on every process that runs it, until ResumeSchedule. An
-// occurrence while paused is skipped, not kept for later. A name no process
-// registered yet may be paused ahead of its deploy.
-func (c *Client) PauseSchedule(ctx context.Context, name string) error {
-	return c.setSchedulePaused(ctx, name, true)
+// occurrence while paused is skipped, not kept for later. A name that
+// neither the store nor this client knows is refused with an
+// *UnknownNameError (wrapping ErrNotFound), unless opts.Create pauses it
+// ahead of the deploy that registers it.
+func (c *Client) PauseSchedule(ctx context.Context, name string, opts *PauseOpts) error {
+	return c.setSchedulePaused(ctx, name, true, opts != nil && opts.Create)
 }
 
 // ResumeSchedule lets a paused schedule's next occurrences fire again. A
-// name that neither the store nor this client knows is an error wrapping
-// ErrNotFound.
+// name that neither the store nor this client knows is refused as
+// PauseSchedule refuses it.
 func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
-	return c.setSchedulePaused(ctx, name, false)
+	return c.setSchedulePaused(ctx, name, false, false)
 }
 
-func (c *Client) setSchedulePaused(ctx context.Context, name string, paused bool) error {
+func (c *Client) setSchedulePaused(ctx context.Context, name string, paused, create bool) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
 	}
-	c.schedMu.Lock()
-	_, known := c.schedules[name]
-	c.schedMu.Unlock()
 	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		if !paused && !known {
-			// Resuming a name nobody knows is a typo, not a new row.
-			stored, err := tx.ScheduleList(ctx)
-			if err != nil {
+		if !create {
+			// A name nobody knows is a typo, not a new row.
+			if err := c.checkScheduleKnown(ctx, tx, name); err != nil {
 				return err
-			}
-			if !slices.ContainsFunc(stored, func(r *driver.ScheduleRow) bool { return r.Name == name }) {
-				return ErrNotFound
 			}
 		}
 		return tx.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: name, Paused: paused, Now: c.now()})
 	})
+	var unknown *UnknownNameError
+	if errors.As(err, &unknown) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("hopper: set schedule %s paused=%v: %w", name, paused, err)
 	}

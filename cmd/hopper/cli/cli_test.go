@@ -166,7 +166,7 @@ func TestOperatorCommands(t *testing.T) {
 	}
 
 	// Schedules: the store keeps a schedule paused ahead of its deploy.
-	if out, _, code := run(t, "schedules", "pause", "nightly", "--db", db); code != 0 || !strings.Contains(out, "schedule nightly paused") {
+	if out, _, code := run(t, "schedules", "pause", "nightly", "--create", "--db", db); code != 0 || !strings.Contains(out, "schedule nightly paused") {
 		t.Fatalf("schedules pause: %d %q", code, out)
 	}
 	out, _, code = run(t, "schedules", "--db", db)
@@ -181,15 +181,16 @@ func TestOperatorCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &scheds) != nil || len(scheds.Schedules) != 1 || scheds.Schedules[0].Paused {
 		t.Fatalf("schedules list --json after resume: %q", out)
 	}
-	// A schedule defined in the store from the CLI, which runs no type.
-	if out, errOut, code := run(t, "schedules", "define", "hourly-noop", "--cron", "@hourly", "--type", "bench-noop", "--input", `{"n":1}`, "--db", db); code != 0 || !strings.Contains(out, "defined") {
+	// A schedule defined in the store from the CLI, which runs no type: no
+	// process runs bench-noop now, so it takes --force.
+	if out, errOut, code := run(t, "schedules", "define", "hourly-noop", "--cron", "@hourly", "--type", "bench-noop", "--input", `{"n":1}`, "--force", "--db", db); code != 0 || !strings.Contains(out, "defined") {
 		t.Fatalf("schedules define: %d %q %q", code, out, errOut)
 	}
 	out, _, code = run(t, "schedules", "--db", db, "--json")
 	if code != 0 || !strings.Contains(out, `"stored": true`) || !strings.Contains(out, `"type": "bench-noop"`) {
 		t.Fatalf("schedules after define: %q", out)
 	}
-	if _, errOut, code := run(t, "schedules", "define", "bad", "--cron", "61 * * * *", "--type", "x", "--db", db); code == 0 || !strings.Contains(errOut, "invalid input") {
+	if _, errOut, code := run(t, "schedules", "define", "bad", "--cron", "61 * * * *", "--type", "x", "--force", "--db", db); code == 0 || !strings.Contains(errOut, "invalid input") {
 		t.Fatalf("a bad cron is refused: %d %q", code, errOut)
 	}
 	if _, _, code := run(t, "schedules", "delete", "hourly-noop", "--db", db); code != 0 {

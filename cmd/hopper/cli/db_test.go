@@ -60,7 +60,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 	}
 
 	// The commands that store something new create it.
-	if _, errOut, code := run(t, "schedules", "define", "hourly", "--cron", "@hourly", "--type", "x", "--db", missing); code != 0 {
+	if _, errOut, code := run(t, "schedules", "define", "hourly", "--cron", "@hourly", "--type", "x", "--force", "--db", missing); code != 0 {
 		t.Fatalf("schedules define on a new file: %s", errOut)
 	}
 	if out, errOut, code := run(t, "jobs", "list", "--db", missing); code != 0 || !strings.Contains(out, "STATE") {

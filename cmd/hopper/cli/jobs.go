@@ -353,39 +353,52 @@ func queuesCmd(g *globals) *cobra.Command {
 		},
 	}
 	setPaused := func(use, short string, pause bool) *cobra.Command {
-		return &cobra.Command{
+		var create bool
+		c := &cobra.Command{
 			Use:   use + " QUEUE",
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				var err error
 				if r := g.remote(); r != nil {
-					if err := r.post(cmd.Context(), "/v1/queues/"+pathEsc(args[0])+"/"+use, nil, nil); err != nil {
-						return err
+					path := "/v1/queues/" + pathEsc(args[0]) + "/" + use
+					if create {
+						path += "?create=true"
 					}
-					if g.asJSON {
-						return writeJSON(g.out, map[string]any{"name": args[0], "paused": pause})
+					err = r.post(cmd.Context(), path, nil, nil)
+				} else {
+					mode := existingStore
+					if create {
+						mode = createStore
 					}
-					fmt.Fprintf(g.out, "queue %s paused: %v\n", args[0], pause)
-					return nil
+					err = withClientMode(cmd.Context(), g, mode, func(c *hopper.Client) error {
+						if pause {
+							return c.PauseQueue(cmd.Context(), args[0], &hopper.PauseOpts{Create: create})
+						}
+						return c.ResumeQueue(cmd.Context(), args[0])
+					})
 				}
-				return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-					var err error
+				if err != nil {
 					if pause {
-						err = c.PauseQueue(cmd.Context(), args[0])
-					} else {
-						err = c.ResumeQueue(cmd.Context(), args[0])
+						return withFlagHint(err, createHint)
 					}
-					if err != nil {
-						return err
-					}
-					if g.asJSON {
-						return writeJSON(g.out, map[string]any{"name": args[0], "paused": pause})
-					}
-					fmt.Fprintf(g.out, "queue %s paused: %v\n", args[0], pause)
-					return nil
-				})
+					return err
+				}
+				if g.asJSON {
+					return writeJSON(g.out, map[string]any{"name": args[0], "paused": pause})
+				}
+				fmt.Fprintf(g.out, "queue %s paused: %v\n", args[0], pause)
+				return nil
 			},
 		}
+		if pause {
+			c.Long = `Stop every process from starting the queue's jobs until "hopper queues
+resume"; running jobs finish. A queue that no job, worker or earlier pause has
+named is refused (a typo would otherwise be stored for good); --create pauses
+it ahead of its first job (and creates the database when it does not exist).`
+			c.Flags().BoolVar(&create, "create", false, "pause a queue nothing has used yet")
+		}
+		return c
 	}
 	cmd.AddCommand(list, setPaused("pause", "Stop every process from starting the queue's jobs", true),
 		setPaused("resume", "Let a paused queue's jobs start again", false))

@@ -456,7 +456,9 @@ migrate --db … or hopper dev creates one); define creates it when missing.`,
 		RunE: list,
 	}
 	cmd.AddCommand(&cobra.Command{Use: "list", Short: "List schedules (the default)", Args: cobra.NoArgs, RunE: list})
-	act := func(use, short string, apply func(c *hopper.Client, ctx context.Context, name string) error, remoteDo func(ctx context.Context, r *remote, name string) error, done, field string, value bool) *cobra.Command {
+	// act is a command that acts on one schedule by name: apply with the
+	// client, or method on the API route /v1/schedules/NAME+route().
+	act := func(use, short string, apply func(ctx context.Context, c *hopper.Client, name string) error, method string, route func() string, mode func() openMode, done, field string, value bool) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " SCHEDULE",
 			Short: short,
@@ -464,11 +466,14 @@ migrate --db … or hopper dev creates one); define creates it when missing.`,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				var err error
 				if r := g.remote(); r != nil {
-					err = remoteDo(cmd.Context(), r, args[0])
+					_, err = r.do(cmd.Context(), method, "/v1/schedules/"+pathEsc(args[0])+route(), nil, nil)
 				} else {
-					err = withClient(cmd.Context(), g, func(c *hopper.Client) error { return apply(c, cmd.Context(), args[0]) })
+					err = withClientMode(cmd.Context(), g, mode(), func(c *hopper.Client) error { return apply(cmd.Context(), c, args[0]) })
 				}
 				if err != nil {
+					if use == "pause" {
+						return withFlagHint(err, createHint)
+					}
 					return err
 				}
 				if g.asJSON {
@@ -479,12 +484,31 @@ migrate --db … or hopper dev creates one); define creates it when missing.`,
 			},
 		}
 	}
-	post := func(verb string) func(ctx context.Context, r *remote, name string) error {
-		return func(ctx context.Context, r *remote, name string) error {
-			return r.post(ctx, "/v1/schedules/"+pathEsc(name)+"/"+verb, nil, nil)
-		}
-	}
+	fixed := func(route string) func() string { return func() string { return route } }
+	existing := func() openMode { return existingStore }
+	var createPaused bool
+	pause := act("pause", "Stop a schedule's occurrences from enqueueing, on every process",
+		func(ctx context.Context, c *hopper.Client, name string) error {
+			return c.PauseSchedule(ctx, name, &hopper.PauseOpts{Create: createPaused})
+		}, http.MethodPost, func() string {
+			if createPaused {
+				return "/pause?create=true"
+			}
+			return "/pause"
+		}, func() openMode {
+			if createPaused {
+				return createStore
+			}
+			return existingStore
+		}, "paused", "paused", true)
+	pause.Long = `Stop a schedule's occurrences from enqueueing, on every process that runs it,
+until "hopper schedules resume". A name that neither the store nor any
+process knows is refused (a typo would otherwise be stored for good);
+--create pauses it ahead of the deploy that registers it (and creates the
+database when it does not exist).`
+	pause.Flags().BoolVar(&createPaused, "create", false, "pause a schedule no process has registered yet")
 	var def server.DefineScheduleJSON
+	var force bool
 	define := &cobra.Command{
 		Use:   "define SCHEDULE --cron EXPR (--type TYPE | --workflow NAME) [--input JSON]",
 		Short: "Define a schedule in the store: the processes that register its type or workflow run it",
@@ -494,21 +518,35 @@ every started process that registers its job type (--type) or workflow
 occurrence of --cron, once across the fleet. Processes pick it up within five
 poll intervals. Its pause and counts stay when it is defined again;
 "hopper schedules delete" removes it and every process stops running it.
+A type or workflow that no running process registers is refused (the error
+lists the registered ones): --force defines it anyway, for a deploy to come.
 The database is created when it does not exist.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			def.Name = args[0]
 			if r := g.remote(); r != nil {
+				path := "/v1/schedules"
+				if force {
+					path += "?force=true"
+				}
 				var out server.ScheduleJSON
-				if err := r.post(cmd.Context(), "/v1/schedules", def, &out); err != nil {
-					return err
+				if err := r.post(cmd.Context(), path, def, &out); err != nil {
+					return withFlagHint(err, forceHint)
 				}
 			} else {
 				s, err := def.StoredSchedule()
 				if err != nil {
 					return err
 				}
-				if err := withClientMode(cmd.Context(), g, createStore, func(c *hopper.Client) error { return c.DefineSchedule(cmd.Context(), s) }); err != nil {
+				err = withClientMode(cmd.Context(), g, createStore, func(c *hopper.Client) error {
+					if !force {
+						if err := c.CheckScheduleTarget(cmd.Context(), s); err != nil {
+							return withFlagHint(err, forceHint)
+						}
+					}
+					return c.DefineSchedule(cmd.Context(), s)
+				})
+				if err != nil {
 					return err
 				}
 			}
@@ -520,6 +558,7 @@ The database is created when it does not exist.`,
 		},
 	}
 	var input string
+	define.Flags().BoolVar(&force, "force", false, "define it even though no running process registers its type or workflow")
 	define.Flags().StringVar(&def.Cron, "cron", "", "cron expression (5 fields, or @hourly, @every 10m, …)")
 	define.Flags().StringVar(&def.Location, "location", "", "IANA time zone the expression is read in (default UTC)")
 	define.Flags().StringVar(&def.CatchUp, "catch-up", "", "how late an occurrence may still fire (default 1m; 0s: on time only)")
@@ -535,16 +574,40 @@ The database is created when it does not exist.`,
 		}
 		return nil
 	}
-	cmd.AddCommand(define,
-		act("pause", "Stop a schedule's occurrences from enqueueing, on every process",
-			(*hopper.Client).PauseSchedule, post("pause"), "paused", "paused", true),
+	cmd.AddCommand(define, pause,
 		act("resume", "Let a paused schedule's occurrences fire again",
-			(*hopper.Client).ResumeSchedule, post("resume"), "resumed", "paused", false),
+			func(ctx context.Context, c *hopper.Client, name string) error { return c.ResumeSchedule(ctx, name) },
+			http.MethodPost, fixed("/resume"), existing, "resumed", "paused", false),
 		act("delete", "Remove a stored schedule, or forget a retired code schedule's state and pause",
-			(*hopper.Client).DeleteSchedule, func(ctx context.Context, r *remote, name string) error {
-				_, err := r.do(ctx, http.MethodDelete, "/v1/schedules/"+pathEsc(name), nil, nil)
-				return err
-			}, "deleted", "deleted", true),
+			func(ctx context.Context, c *hopper.Client, name string) error { return c.DeleteSchedule(ctx, name) },
+			http.MethodDelete, fixed(""), existing, "deleted", "deleted", true),
 	)
 	return cmd
+}
+
+// The flags that go ahead with a name nothing knows yet, as the errors
+// that refuse one suggest them.
+const (
+	createHint = "pass --create to pause it ahead of its first use"
+	forceHint  = "pass --force to define it anyway (a process that registers it later runs it)"
+)
+
+// withFlagHint ends the error of an unknown queue, schedule or target,
+// from the client or from a server, with the flag that goes ahead anyway
+// (a server's own hint names its query parameter, which is replaced).
+func withFlagHint(err error, hint string) error {
+	var name *hopper.UnknownNameError
+	var target *hopper.UnknownTargetError
+	if errors.As(err, &name) || errors.As(err, &target) {
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		if msg, _, ok := strings.Cut(ae.Message, "; add ?"); ok {
+			withHint := *ae
+			withHint.Message = msg + "; " + hint
+			return &withHint
+		}
+	}
+	return err
 }
