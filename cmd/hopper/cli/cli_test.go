@@ -146,7 +146,7 @@ func TestOperatorCommands(t *testing.T) {
 	if _, errOut, code := run(t, "jobs", "cancel", id, "--db", db); code == 0 || !strings.Contains(errOut, "conflict") {
 		t.Fatalf("cancelling a finished job: code %d, %q", code, errOut)
 	}
-	if _, errOut, code := run(t, "jobs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+	if _, errOut, code := run(t, "jobs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, `no job "nope"`) {
 		t.Fatalf("show missing: code %d, %q", code, errOut)
 	}
 	if _, errOut, code := run(t, "jobs", "list", "--db", db, "--state", "bogus"); code == 0 || errOut == "" {
@@ -199,7 +199,7 @@ func TestOperatorCommands(t *testing.T) {
 	if _, _, code := run(t, "schedules", "delete", "nightly", "--db", db); code != 0 {
 		t.Fatal("schedules delete failed")
 	}
-	if _, errOut, code := run(t, "schedules", "delete", "nightly", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+	if _, errOut, code := run(t, "schedules", "delete", "nightly", "--db", db); code == 0 || !strings.Contains(errOut, `no schedule "nightly"`) {
 		t.Fatalf("deleting a schedule twice: %d %q", code, errOut)
 	}
 	out, _, code = run(t, "dead", "list", "--db", db, "--json")

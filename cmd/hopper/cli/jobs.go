@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/server"
 )
 
@@ -148,6 +150,9 @@ func jobsCmd(g *globals) *cobra.Command {
 			return table(g.out, []string{"LIFE", "ATTEMPT", "WORKER", "STARTED", "ENDED", "OUTCOME", "ERROR"}, rows)
 		},
 	}
+	for _, c := range []*cobra.Command{show, cancel, retry, attempts} {
+		reword(c, "job", "hopper jobs list")
+	}
 	cmd.AddCommand(list, show, cancel, retry, attempts)
 	return cmd
 }
@@ -175,7 +180,7 @@ func (p *listFlags) params() (*hopper.ListParams, error) {
 	for _, s := range p.states {
 		st := hopper.JobState(s)
 		if !st.Valid() {
-			return nil, fmt.Errorf("unknown state %q", s)
+			return nil, fmt.Errorf("--state %q is not a job state (%s)", s, joinNames(hoppertype.AllJobStates))
 		}
 		lp.States = append(lp.States, st)
 	}
@@ -281,6 +286,12 @@ func deadCmd(g *globals) *cobra.Command {
 		Short: "Move dead jobs back to pending as fresh jobs (--id, --type or --all)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(ids) == 0 && typ == "" && !all {
+				return errors.New("dead redrive needs a selection: --id ID (repeatable), --type TYPE or --all")
+			}
+			if limit < 0 {
+				return errors.New("--limit must not be negative (0: no cap)")
+			}
 			if r := g.remote(); r != nil {
 				return remoteRedrive(cmd.Context(), g, r, server.RedriveRequest{IDs: ids, Type: typ, All: all, Limit: limit})
 			}
@@ -403,4 +414,13 @@ it ahead of its first job (and creates the database when it does not exist).`
 	cmd.AddCommand(list, setPaused("pause", "Stop every process from starting the queue's jobs", true),
 		setPaused("resume", "Let a paused queue's jobs start again", false))
 	return cmd
+}
+
+// joinNames lists states or statuses for a message.
+func joinNames[T ~string](names []T) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = string(n)
+	}
+	return strings.Join(out, ", ")
 }

@@ -36,15 +36,48 @@ func (g *globals) remote() *remote {
 	return &remote{base: strings.TrimRight(g.server, "/"), token: g.apiToken, hc: &http.Client{Timeout: 60 * time.Second}}
 }
 
+// checkServer reads --server: a bare host:port is http://host:port; a
+// scheme other than http or https, or no host, is refused.
+func (g *globals) checkServer() error {
+	if g.server == "" {
+		return nil
+	}
+	if !strings.Contains(g.server, "://") {
+		g.server = "http://" + g.server
+	}
+	u, err := url.Parse(g.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--server %q is not a server address: give http://host:port (or https://…)", g.server)
+	}
+	return nil
+}
+
 // apiError is an error answer of the API.
 type apiError struct {
+	Server  string
 	Status  int
 	Code    string
 	Message string
 }
 
+// Is lets errors.Is match a server's "not found" answer with
+// hopper.ErrNotFound, as the client's own.
+func (e *apiError) Is(target error) bool {
+	return target == hopper.ErrNotFound && e.Status == http.StatusNotFound && e.Code == "not_found"
+}
+
 func (e *apiError) Error() string {
-	return fmt.Sprintf("server: %s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	switch e.Status {
+	case http.StatusUnauthorized:
+		msg += "; pass the server's token with --api-token (or $HOPPER_API_TOKEN)"
+	case http.StatusForbidden:
+		msg += "; the --api-token given is not allowed this"
+	}
+	return fmt.Sprintf("%s (server %s answered %d)", msg, e.Server, e.Status)
 }
 
 // do sends a request and returns the body of a 2xx answer; any other is an
@@ -70,7 +103,7 @@ func (r *remote) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("server %s: %w", r.base, err)
+		return nil, unreachable(r.base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -84,7 +117,7 @@ func (r *remote) do(ctx context.Context, method, path string, query url.Values, 
 		if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
 			e.Error.Code, e.Error.Message = "http", strings.TrimSpace(string(b))
 		}
-		return nil, &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		return nil, &apiError{Server: r.base, Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}
 	return b, nil
 }
@@ -116,6 +149,14 @@ func (r *remote) post(ctx context.Context, path string, in, out any) error {
 }
 
 func pathEsc(s string) string { return url.PathEscape(s) }
+
+// unreachable is the error of a request that got no answer.
+func unreachable(base string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("no answer from the server at %s (is hopper serve or hopper dev running there? check --server): %w", base, err)
+}
 
 // compact prints JSON on one line (the API indents it).
 func compact(b []byte) string {
@@ -322,7 +363,7 @@ func remoteTail(ctx context.Context, g *globals, r *remote, id string, from int6
 	}
 	resp, err := (&http.Client{}).Do(req)
 	if err != nil {
-		return fmt.Errorf("server %s: %w", r.base, err)
+		return unreachable(r.base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -331,7 +372,7 @@ func remoteTail(ctx context.Context, g *globals, r *remote, id string, from int6
 			Error struct{ Code, Message string } `json:"error"`
 		}
 		_ = json.Unmarshal(b, &e)
-		return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		return &apiError{Server: r.base, Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -566,9 +607,24 @@ The database is created when it does not exist.`,
 	define.Flags().StringVar(&def.Workflow, "workflow", "", "workflow to start")
 	define.Flags().StringVar(&input, "input", "", "JSON input of each occurrence's job or run (default null)")
 	define.PreRunE = func(*cobra.Command, []string) error {
+		// Say what is wrong in the flags' names, before the client or the
+		// server says it in its own.
+		switch {
+		case def.Cron == "":
+			return errors.New("schedules define needs --cron EXPR (5 fields, or @hourly, @every 10m, …)")
+		case strings.HasPrefix(strings.TrimSpace(def.Cron), "CRON_TZ=") || strings.HasPrefix(strings.TrimSpace(def.Cron), "TZ="):
+			return errors.New("give the time zone with --location, not in --cron")
+		case (def.Type == "") == (def.Workflow == ""):
+			return errors.New("schedules define needs one of --type TYPE and --workflow NAME")
+		}
+		if def.CatchUp != "" {
+			if _, err := time.ParseDuration(def.CatchUp); err != nil {
+				return fmt.Errorf("--catch-up %q is not a duration (like 5m or 0s)", def.CatchUp)
+			}
+		}
 		if input != "" {
 			if !json.Valid([]byte(input)) {
-				return fmt.Errorf("%w: --input is not JSON", hopper.ErrInvalidInput)
+				return errors.New("--input is not JSON")
 			}
 			def.Input = json.RawMessage(input)
 		}
@@ -578,9 +634,9 @@ The database is created when it does not exist.`,
 		act("resume", "Let a paused schedule's occurrences fire again",
 			func(ctx context.Context, c *hopper.Client, name string) error { return c.ResumeSchedule(ctx, name) },
 			http.MethodPost, fixed("/resume"), existing, "resumed", "paused", false),
-		act("delete", "Remove a stored schedule, or forget a retired code schedule's state and pause",
+		reword(act("delete", "Remove a stored schedule, or forget a retired code schedule's state and pause",
 			func(ctx context.Context, c *hopper.Client, name string) error { return c.DeleteSchedule(ctx, name) },
-			http.MethodDelete, fixed(""), existing, "deleted", "deleted", true),
+			http.MethodDelete, fixed(""), existing, "deleted", "deleted", true), "schedule", "hopper schedules"),
 	)
 	return cmd
 }
@@ -610,4 +666,28 @@ func withFlagHint(err error, hint string) error {
 		}
 	}
 	return err
+}
+
+// notFound rewords a "not found" answer, from the store or from a server,
+// as what is missing, where, and the command that lists what there is.
+func notFound(err error, what, id, list string) error {
+	if err == nil || !errors.Is(err, hopper.ErrNotFound) {
+		return err
+	}
+	where := "in the database"
+	var ae *apiError
+	if errors.As(err, &ae) {
+		where = "on the server at " + ae.Server
+	}
+	return fmt.Errorf("no %s %q %s (%s lists them)", what, id, where, list)
+}
+
+// reword makes a command that takes an id as its first argument say
+// "not found" with notFound.
+func reword(c *cobra.Command, what, list string) *cobra.Command {
+	run := c.RunE
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return notFound(run(cmd, args), what, args[0], list)
+	}
+	return c
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/server"
 )
 
@@ -32,7 +33,7 @@ func runsCmd(g *globals) *cobra.Command {
 			for _, s := range statuses {
 				st := hopper.RunStatus(s)
 				if !st.Valid() {
-					return fmt.Errorf("unknown run status %q", s)
+					return fmt.Errorf("--status %q is not a run status (%s)", s, joinNames(hoppertype.AllRunStatuses))
 				}
 				q.Statuses = append(q.Statuses, st)
 			}
@@ -153,6 +154,9 @@ func runsCmd(g *globals) *cobra.Command {
 	tail.Flags().Int64Var(&from, "from", 0, "the first offset to print")
 	tail.Flags().BoolVar(&follow, "follow", true, "keep printing new chunks until the run ends")
 	tail.Flags().DurationVar(&every, "poll", 250*time.Millisecond, "how often to look for new chunks while following")
+	for _, c := range []*cobra.Command{show, history, cancel, tail} {
+		reword(c, "run", "hopper runs list")
+	}
 	cmd.AddCommand(list, show, history, cancel, tail)
 	return cmd
 }
@@ -245,7 +249,7 @@ func hooksCmd(g *globals) *cobra.Command {
 		},
 	}
 	resume.Flags().StringVar(&payload, "payload", "null", "the payload, as JSON")
-	cmd.AddCommand(resume)
+	cmd.AddCommand(reword(resume, "hook with token", "hopper runs show RUN_ID"))
 	return cmd
 }
 
