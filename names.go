@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 )
@@ -113,6 +114,55 @@ func (c *Client) CheckScheduleTarget(ctx context.Context, s StoredSchedule) erro
 	}
 	if s.Type == "" && !slices.Contains(workflows, s.Workflow) {
 		return &UnknownTargetError{Name: s.Workflow, Workflow: true, Registered: workflows}
+	}
+	return nil
+}
+
+// WorkerSchedule is a schedule a worker runs, as its worker row reports
+// it.
+type WorkerSchedule struct {
+	Name string `json:"name"`
+	// CatchUp is how late an occurrence may still fire there (0: on time
+	// only).
+	CatchUp Duration `json:"catch_up"`
+}
+
+// runningSchedules returns the schedules this client runs, by name.
+func (c *Client) runningSchedules() []WorkerSchedule {
+	c.schedMu.Lock()
+	out := make([]WorkerSchedule, 0, len(c.schedules)+len(c.stored))
+	for _, e := range c.schedules {
+		out = append(out, WorkerSchedule{Name: e.name, CatchUp: Duration(e.catchUp)})
+	}
+	for _, se := range c.stored {
+		out = append(out, WorkerSchedule{Name: se.e.name, CatchUp: Duration(se.e.catchUp)})
+	}
+	c.schedMu.Unlock()
+	slices.SortFunc(out, func(a, b WorkerSchedule) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// markRunElsewhere sets Registered, and the catch-up window, on the
+// schedules that other started clients report they run (their worker rows,
+// seen within three heartbeat intervals), so that every client lists the
+// same, whether or not it runs a schedule itself.
+func (c *Client) markRunElsewhere(ctx context.Context, byName map[string]*ScheduleInfo) error {
+	rows, err := c.drv.WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
+	if err != nil {
+		return fmt.Errorf("hopper: list workers: %w", err)
+	}
+	for _, r := range rows {
+		var w WorkerInfo
+		if r.ID == c.worker || len(r.Info) == 0 || json.Unmarshal(r.Info, &w) != nil {
+			continue // this client knows its own; a row it cannot read tells nothing
+		}
+		for _, s := range w.Schedules {
+			in := byName[s.Name]
+			if in == nil || in.Registered {
+				continue // the store forgot it, or this client's own entry says it all
+			}
+			in.Registered, in.CatchUp = true, time.Duration(s.CatchUp)
+		}
 	}
 	return nil
 }

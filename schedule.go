@@ -135,15 +135,17 @@ type ScheduleInfo struct {
 	Next time.Time
 	// CatchUp is how late an occurrence may still fire (see
 	// Schedule.CatchUp; 0 for on time only). It is 0 for a schedule
-	// registered in code that this client does not run.
+	// registered in code that no started client runs.
 	CatchUp time.Duration
 	// Location is the time zone of a stored schedule's expression (empty
 	// for one registered in code).
 	Location string
-	// Registered is set when this client runs the schedule: registered in
-	// its code, or stored with a target it registers. A schedule registered
-	// in code that only the store knows was run by another process (or by
-	// this one before it stopped registering it).
+	// Registered is set when a started client runs the schedule (registered
+	// in its code, or stored with a target it registers): this client, or
+	// another whose worker row reports it (rows are refreshed every
+	// heartbeat interval), so every client lists the same. A schedule
+	// registered in code that only the store knows was run by a process
+	// that stopped (or stopped registering it).
 	Registered bool
 	// Stored is set for a schedule defined in the store (DefineSchedule);
 	// Type or Workflow is what it enqueues or starts, with Input.
@@ -204,6 +206,9 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 				in.CatchUp = catchUpWindow(d.CatchUp)
 			}
 		}
+	}
+	if err := c.markRunElsewhere(ctx, byName); err != nil {
+		return nil, err
 	}
 	out := make([]ScheduleInfo, 0, len(byName))
 	for _, in := range byName {
@@ -467,9 +472,11 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 	}
 	timer := arm(at)
 	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored, Version: e.version}
+	rt.workerChanged() // the row reports the schedules run here
 	go func() {
 		defer rt.schedWG.Done()
 		defer close(done)
+		defer rt.workerChanged()
 		defer cancel()
 		defer func() {
 			if err := e.stuck.Load(); err != nil && ctx.Err() == nil {

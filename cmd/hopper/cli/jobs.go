@@ -331,35 +331,14 @@ func queuesCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if g.asJSON {
-					type qo struct {
-						Name   string         `json:"name"`
-						Paused bool           `json:"paused"`
-						Counts map[string]int `json:"counts"`
-					}
-					out := make([]qo, len(qs))
-					for i, q := range qs {
-						out[i] = qo{Name: q.Name, Paused: q.Paused, Counts: map[string]int{}}
-						for st, n := range q.Counts {
-							out[i].Counts[string(st)] = n
-						}
-					}
-					return writeJSON(g.out, map[string]any{"queues": out})
-				}
-				header := []string{"QUEUE", "PAUSED"}
-				states := []hopper.JobState{hopper.StatePending, hopper.StateScheduled, hopper.StateRunning, hopper.StateRetrying,
-					hopper.StateSucceeded, hopper.StateDead, hopper.StateExpired, hopper.StateCancelled, hopper.StateStuck}
-				for _, s := range states {
-					header = append(header, strings.ToUpper(string(s)))
-				}
-				rows := make([][]string, len(qs))
+				out := make([]server.QueueJSON, len(qs))
 				for i, q := range qs {
-					rows[i] = []string{q.Name, strconv.FormatBool(q.Paused)}
-					for _, s := range states {
-						rows[i] = append(rows[i], strconv.Itoa(q.Counts[s]))
+					out[i] = server.QueueJSON{Name: q.Name, Paused: q.Paused, Counts: map[string]int{}}
+					for st, n := range q.Counts {
+						out[i].Counts[string(st)] = n
 					}
 				}
-				return table(g.out, header, rows)
+				return printQueues(g, out)
 			})
 		},
 	}

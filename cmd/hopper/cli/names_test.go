@@ -24,6 +24,13 @@ type sharedStore struct {
 
 func newSharedStore(t *testing.T, ctx context.Context, types ...hopper.AnyType) *sharedStore {
 	t.Helper()
+	return newSharedStoreWith(t, ctx, nil, types...)
+}
+
+// newSharedStoreWith is newSharedStore with setup run on the client
+// before it starts (to register schedules its worker row reports).
+func newSharedStoreWith(t *testing.T, ctx context.Context, setup func(c *hopper.Client) error, types ...hopper.AnyType) *sharedStore {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "shared.db")
 	d, err := sqlitedriver.Open(path, nil)
 	if err != nil {
@@ -36,6 +43,11 @@ func newSharedStore(t *testing.T, ctx context.Context, types ...hopper.AnyType) 
 	}
 	if err := c.Register(types...); err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		if err := setup(c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -98,6 +97,7 @@ func (r *remote) do(ctx context.Context, method, path string, query url.Values, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Accept", "application/json")
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}
@@ -255,20 +255,23 @@ func remoteQueues(ctx context.Context, g *globals, r *remote) error {
 	if err := r.get(ctx, "/v1/queues", nil, &wrapped); err != nil {
 		return err
 	}
-	qs := wrapped.Queues
+	return printQueues(g, wrapped.Queues)
+}
+
+// printQueues prints queues as the API lists them (--json), or as a table.
+func printQueues(g *globals, qs []server.QueueJSON) error {
 	if g.asJSON {
 		return writeJSON(g.out, map[string]any{"queues": qs})
 	}
 	header := []string{"QUEUE", "PAUSED"}
-	states := []string{"pending", "scheduled", "running", "retrying", "succeeded", "dead", "expired", "cancelled", "stuck"}
-	for _, s := range states {
-		header = append(header, strings.ToUpper(s))
+	for _, s := range hoppertype.AllJobStates {
+		header = append(header, strings.ToUpper(string(s)))
 	}
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
 		row := []string{q.Name, strconv.FormatBool(q.Paused)}
-		for _, s := range states {
-			row = append(row, strconv.Itoa(q.Counts[s]))
+		for _, s := range hoppertype.AllJobStates {
+			row = append(row, strconv.Itoa(q.Counts[string(s)]))
 		}
 		rows[i] = row
 	}
@@ -344,80 +347,14 @@ func remoteRun(ctx context.Context, g *globals, r *remote, id string) error {
 	return printRunText(g, runFromJSON(&run))
 }
 
-// remoteTail prints a run's stream from the API's Server-Sent Events,
-// following it until the run ends (or, without follow, until the chunks
-// written so far are printed: the server sends them first).
-func remoteTail(ctx context.Context, g *globals, r *remote, id string, from int64, follow bool) error {
-	if !follow {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
+// chunks reads a page of a run's stream from the API.
+func (r *remote) chunks(ctx context.Context, id string, from int64) (*server.ChunkListJSON, error) {
+	var page server.ChunkListJSON
+	q := url.Values{"from": {strconv.FormatInt(from, 10)}, "limit": {strconv.Itoa(tailPage)}}
+	if err := r.get(ctx, "/v1/runs/"+pathEsc(id)+"/stream", q, &page); err != nil {
+		return nil, err
 	}
-	u := fmt.Sprintf("%s/v1/runs/%s/stream?from=%d", r.base, pathEsc(id), from)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	if r.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.token)
-	}
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		return unreachable(r.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		_ = json.Unmarshal(b, &e)
-		return &apiError{Server: r.base, Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var event, offset, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "id: "):
-			offset = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data: "):
-			data = strings.TrimPrefix(line, "data: ")
-		case line == "":
-			switch event {
-			case "chunk":
-				if g.asJSON {
-					n, _ := strconv.ParseInt(offset, 10, 64)
-					b, err := json.Marshal(struct {
-						Offset int64           `json:"offset"`
-						Data   json.RawMessage `json:"data"`
-					}{n, rawOrNil([]byte(data))})
-					if err != nil {
-						return err
-					}
-					fmt.Fprintln(g.out, string(b))
-				} else {
-					fmt.Fprintf(g.out, "%s %s\n", offset, data)
-				}
-			case "end":
-				return nil
-			case "error":
-				return fmt.Errorf("server: %s", data)
-			case "caught-up":
-				if !follow {
-					return nil
-				}
-			}
-			event, offset, data = "", "", ""
-		}
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return &page, nil
 }
 
 // schedulesCmd lists, pauses, resumes and deletes the schedules the store
