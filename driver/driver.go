@@ -121,6 +121,23 @@ type Subscription interface {
 	Close()
 }
 
+// QueueDeleter is implemented by drivers that delete a queue's jobs at
+// once: a tool that filled a queue of its own (hopper bench) removes what it
+// made with it.
+type QueueDeleter interface {
+	// JobDeleteQueue deletes jobs of Queue in any state but running, at
+	// most Limit (0: no limit), with what is kept beside them (a workflow
+	// run's row, history, hooks and stream, a gate's rows, their changes),
+	// and returns how many jobs it deleted.
+	JobDeleteQueue(ctx context.Context, params *JobDeleteQueueParams) (int, error)
+}
+
+// JobDeleteQueueParams are the arguments of JobDeleteQueue.
+type JobDeleteQueueParams struct {
+	Queue string
+	Limit int
+}
+
 // TxInserter is implemented by drivers that can insert jobs inside a caller's
 // own database transaction, so a job exists if and only if the caller's data
 // committed (transactional enqueue).
