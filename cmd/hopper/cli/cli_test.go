@@ -111,8 +111,9 @@ func TestBenchBadFlags(t *testing.T) {
 
 func TestOperatorCommands(t *testing.T) {
 	db := "sqlite://" + t.TempDir() + "/ops.db"
-	// Seed jobs with a throughput bench run on the same file: 50 succeeded.
-	if _, errOut, code := run(t, "bench", "--db", db, "--driver", "sqlite", "--jobs", "50", "--json"); code != 0 {
+	// Seed jobs with a throughput bench run on the same file, kept: 50
+	// succeeded.
+	if _, errOut, code := run(t, "bench", "--db", db, "--driver", "sqlite", "--jobs", "50", "--keep", "--json"); code != 0 {
 		t.Fatalf("seed: %s", errOut)
 	}
 	out, errOut, code := run(t, "jobs", "list", "--db", db, "--state", "succeeded", "--limit", "10", "--json")
