@@ -345,21 +345,30 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 }
 
 // PauseQueue stops every process from starting jobs of queue until
-// ResumeQueue. Running jobs finish.
-func (c *Client) PauseQueue(ctx context.Context, queue string) error {
-	return c.setPaused(ctx, queue, true)
+// ResumeQueue. Running jobs finish. A queue that no job, worker (this
+// client, or a process whose worker row the store keeps) or earlier pause
+// has named is refused with an *UnknownNameError (wrapping ErrNotFound),
+// unless opts.Create pauses it ahead of its first job.
+func (c *Client) PauseQueue(ctx context.Context, queue string, opts *PauseOpts) error {
+	return c.setPaused(ctx, queue, true, opts != nil && opts.Create)
 }
 
-// ResumeQueue lets a paused queue's jobs start again.
+// ResumeQueue lets a paused queue's jobs start again. A queue nothing has
+// named is refused as PauseQueue refuses it.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
-	return c.setPaused(ctx, queue, false)
+	return c.setPaused(ctx, queue, false, false)
 }
 
-func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error {
+func (c *Client) setPaused(ctx context.Context, queue string, paused, create bool) error {
 	if queue == "" {
 		return fmt.Errorf("%w: empty queue name", ErrInvalidInput)
 	}
 	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		if !create {
+			if err := c.checkQueueKnown(ctx, tx, queue); err != nil {
+				return err
+			}
+		}
 		if err := tx.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: queue, Paused: paused, Now: c.now()}); err != nil {
 			return err
 		}
@@ -368,6 +377,10 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error
 		}
 		return nil
 	})
+	var unknown *UnknownNameError
+	if errors.As(err, &unknown) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("hopper: set queue %s paused=%v: %w", queue, paused, err)
 	}

@@ -746,7 +746,7 @@ func testPausedQueue(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	add := hopper.Define("add", addHandler, nil)
 	require.NoError(t, c.Register(add))
 	ctx := testCtx(t)
-	require.NoError(t, c.PauseQueue(ctx, hopper.DefaultQueue))
+	require.NoError(t, c.PauseQueue(ctx, hopper.DefaultQueue, nil))
 	h, err := add.Enqueue(ctx, c, addIn{A: 1}, nil)
 	require.NoError(t, err)
 	clk.Advance(5 * time.Second) // several poll rounds
@@ -808,7 +808,7 @@ func testSkipQueue(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	}, &hopper.TypeOpts[int]{SkipQueue: true})
 	c := newClient(t, hopper.Config{Driver: newDriver(t), PollInterval: time.Hour})
 	require.NoError(t, c.Register(job))
-	require.NoError(t, c.PauseQueue(testCtx(t), hopper.DefaultQueue))
+	require.NoError(t, c.PauseQueue(testCtx(t), hopper.DefaultQueue, nil))
 	ctx := testCtx(t)
 	h, err := job.Enqueue(ctx, c, 21, nil)
 	require.NoError(t, err)

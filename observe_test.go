@@ -120,7 +120,7 @@ func testInCommitObserver(t *testing.T, newDriver func(*testing.T) driver.Driver
 
 	// A vetoed cancel leaves the job as it was.
 	paused := "paused-" + t.Name()
-	require.NoError(t, c.PauseQueue(ctx, paused))
+	require.NoError(t, c.PauseQueue(ctx, paused, &hopper.PauseOpts{Create: true}))
 	h, err := step.Enqueue(ctx, c, "y", &hopper.InsertOpts{Queue: paused})
 	require.NoError(t, err)
 	_, err = c.Cancel(ctx, h.ID())

@@ -70,7 +70,7 @@ func testOrphanGroupHook(t *testing.T, newDriver func(*testing.T) driver.Driver)
 
 	// The awaited group must not settle before its waiter marks it (it
 	// would be an orphan then): its queue stays paused until the mark.
-	require.NoError(t, c1.PauseQueue(ctx, hopper.DefaultQueue))
+	require.NoError(t, c1.PauseQueue(ctx, hopper.DefaultQueue, nil))
 	awaited, err := fan.Enqueue(ctx, c1, fanIn{N: 5}, nil)
 	require.NoError(t, err)
 	waited := make(chan error, 1)

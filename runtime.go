@@ -67,6 +67,9 @@ type runtime struct {
 
 	stopOnce sync.Once
 	stopErr  error
+	// workerDirty, when it holds a token, has the heartbeat loop refresh
+	// the worker row at once (workerChanged).
+	workerDirty chan struct{}
 }
 
 type activeJob struct {
@@ -86,6 +89,9 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		pool:      make(chan dispatchItem),
 		execsDone: make(chan struct{}),
 		poolDone:  make(chan struct{}),
+		// workerDirty asks the heartbeat loop to report the worker row
+		// now: what it reports (the schedules run here) changed.
+		workerDirty: make(chan struct{}, 1),
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	rt.workCtx, rt.workCancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -315,6 +321,9 @@ func (rt *runtime) heartbeatLoop(t Timer) {
 			// Keep heartbeating while attempts drain: Stop waits for them.
 			rt.drainHeartbeats()
 			return
+		case <-rt.workerDirty:
+			rt.reportWorker(rt.ctx)
+			continue
 		case <-t.C():
 		}
 		// Re-arm before the work, so beats keep a fixed rate and the next

@@ -135,15 +135,17 @@ type ScheduleInfo struct {
 	Next time.Time
 	// CatchUp is how late an occurrence may still fire (see
 	// Schedule.CatchUp; 0 for on time only). It is 0 for a schedule
-	// registered in code that this client does not run.
+	// registered in code that no started client runs.
 	CatchUp time.Duration
 	// Location is the time zone of a stored schedule's expression (empty
 	// for one registered in code).
 	Location string
-	// Registered is set when this client runs the schedule: registered in
-	// its code, or stored with a target it registers. A schedule registered
-	// in code that only the store knows was run by another process (or by
-	// this one before it stopped registering it).
+	// Registered is set when a started client runs the schedule (registered
+	// in its code, or stored with a target it registers): this client, or
+	// another whose worker row reports it (rows are refreshed every
+	// heartbeat interval), so every client lists the same. A schedule
+	// registered in code that only the store knows was run by a process
+	// that stopped (or stopped registering it).
 	Registered bool
 	// Stored is set for a schedule defined in the store (DefineSchedule);
 	// Type or Workflow is what it enqueues or starts, with Input.
@@ -205,6 +207,9 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 			}
 		}
 	}
+	if err := c.markRunElsewhere(ctx, byName); err != nil {
+		return nil, err
+	}
 	out := make([]ScheduleInfo, 0, len(byName))
 	for _, in := range byName {
 		out = append(out, *in)
@@ -215,39 +220,38 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 
 // PauseSchedule stops the named schedule's occurrences from enqueueing
 // anything, on every process that runs it, until ResumeSchedule. An
-// occurrence while paused is skipped, not kept for later. A name no process
-// registered yet may be paused ahead of its deploy.
-func (c *Client) PauseSchedule(ctx context.Context, name string) error {
-	return c.setSchedulePaused(ctx, name, true)
+// occurrence while paused is skipped, not kept for later. A name that
+// neither the store nor this client knows is refused with an
+// *UnknownNameError (wrapping ErrNotFound), unless opts.Create pauses it
+// ahead of the deploy that registers it.
+func (c *Client) PauseSchedule(ctx context.Context, name string, opts *PauseOpts) error {
+	return c.setSchedulePaused(ctx, name, true, opts != nil && opts.Create)
 }
 
 // ResumeSchedule lets a paused schedule's next occurrences fire again. A
-// name that neither the store nor this client knows is an error wrapping
-// ErrNotFound.
+// name that neither the store nor this client knows is refused as
+// PauseSchedule refuses it.
 func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
-	return c.setSchedulePaused(ctx, name, false)
+	return c.setSchedulePaused(ctx, name, false, false)
 }
 
-func (c *Client) setSchedulePaused(ctx context.Context, name string, paused bool) error {
+func (c *Client) setSchedulePaused(ctx context.Context, name string, paused, create bool) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
 	}
-	c.schedMu.Lock()
-	_, known := c.schedules[name]
-	c.schedMu.Unlock()
 	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		if !paused && !known {
-			// Resuming a name nobody knows is a typo, not a new row.
-			stored, err := tx.ScheduleList(ctx)
-			if err != nil {
+		if !create {
+			// A name nobody knows is a typo, not a new row.
+			if err := c.checkScheduleKnown(ctx, tx, name); err != nil {
 				return err
-			}
-			if !slices.ContainsFunc(stored, func(r *driver.ScheduleRow) bool { return r.Name == name }) {
-				return ErrNotFound
 			}
 		}
 		return tx.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: name, Paused: paused, Now: c.now()})
 	})
+	var unknown *UnknownNameError
+	if errors.As(err, &unknown) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("hopper: set schedule %s paused=%v: %w", name, paused, err)
 	}
@@ -468,9 +472,11 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 	}
 	timer := arm(at)
 	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored, Version: e.version}
+	rt.workerChanged() // the row reports the schedules run here
 	go func() {
 		defer rt.schedWG.Done()
 		defer close(done)
+		defer rt.workerChanged()
 		defer cancel()
 		defer func() {
 			if err := e.stuck.Load(); err != nil && ctx.Err() == nil {

@@ -134,7 +134,7 @@ func TestStoredScheduleRedefineAndDelete(t *testing.T) {
 	define("2")
 	at(2)
 	require.Equal(t, map[int64]int{1: 1, 2: 1}, tickInputs(t, c))
-	require.NoError(t, c.PauseSchedule(ctx, "s"))
+	require.NoError(t, c.PauseSchedule(ctx, "s", nil))
 	at(3)
 	require.NoError(t, c.ResumeSchedule(ctx, "s"))
 	at(4)

@@ -14,17 +14,20 @@ import (
 // started client refreshes its row each Config.HeartbeatInterval and
 // removes it when it stops.
 type WorkerInfo struct {
-	ID         string    `json:"id"`
-	Host       string    `json:"host,omitempty"`
-	PID        int       `json:"pid,omitempty"`
-	Queues     []string  `json:"queues,omitempty"`
-	Types      []string  `json:"types,omitempty"`
-	Workflows  []string  `json:"workflows,omitempty"`
-	MaxWorkers int       `json:"max_workers"`
-	Active     int       `json:"active"`
-	Leader     bool      `json:"leader,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	SeenAt     time.Time `json:"seen_at"`
+	ID        string   `json:"id"`
+	Host      string   `json:"host,omitempty"`
+	PID       int      `json:"pid,omitempty"`
+	Queues    []string `json:"queues,omitempty"`
+	Types     []string `json:"types,omitempty"`
+	Workflows []string `json:"workflows,omitempty"`
+	// Schedules are the schedules the client runs (in code, or stored
+	// with a target it registers), as of its last report.
+	Schedules  []WorkerSchedule `json:"schedules,omitempty"`
+	MaxWorkers int              `json:"max_workers"`
+	Active     int              `json:"active"`
+	Leader     bool             `json:"leader,omitempty"`
+	StartedAt  time.Time        `json:"started_at"`
+	SeenAt     time.Time        `json:"seen_at"`
 }
 
 // workerGone is how long after its last report a worker is no longer
@@ -70,12 +73,21 @@ func (rt *runtime) upsertWorker(ctx context.Context) error {
 	active := len(rt.active)
 	rt.mu.Unlock()
 	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
-		MaxWorkers: c.cfg.MaxWorkers, Active: active, Leader: rt.maint != nil && rt.maint.isLeading()}
+		Schedules: c.runningSchedules(), MaxWorkers: c.cfg.MaxWorkers, Active: active, Leader: rt.maint != nil && rt.maint.isLeading()}
 	b, _ := json.Marshal(info)
 	if err := c.drv.WorkerUpsert(ctx, &driver.WorkerRow{ID: c.worker, StartedAt: rt.startedAt, SeenAt: c.now(), Info: b}); err != nil {
 		return fmt.Errorf("report worker: %w", err)
 	}
 	return nil
+}
+
+// workerChanged has the heartbeat loop refresh this client's worker row
+// soon: what it reports changed. It never blocks.
+func (rt *runtime) workerChanged() {
+	select {
+	case rt.workerDirty <- struct{}{}:
+	default:
+	}
 }
 
 // forgetWorker removes this client's worker row: it stopped.

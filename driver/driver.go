@@ -70,6 +70,11 @@ var ErrTxType = errors.New("hopper driver: unsupported transaction type")
 // ErrClosed is returned by a driver after Close.
 var ErrClosed = errors.New("hopper driver: closed")
 
+// ErrNoDatabase is returned when a driver told to open only an existing
+// store (the MustExist option of sqlitedriver and pgdriver) finds no file,
+// or a file or schema without hopper's tables.
+var ErrNoDatabase = errors.New("no hopper database")
+
 // Notification topics the engine uses. An empty payload on any topic means
 // "something may have changed, look again": a driver that learns of changes
 // made by another process without knowing which (SQLite's data_version, say)
@@ -114,6 +119,23 @@ type Subscription interface {
 	C() <-chan string
 	// Close ends the subscription.
 	Close()
+}
+
+// QueueDeleter is implemented by drivers that delete a queue's jobs at
+// once: a tool that filled a queue of its own (hopper bench) removes what it
+// made with it.
+type QueueDeleter interface {
+	// JobDeleteQueue deletes jobs of Queue in any state but running, at
+	// most Limit (0: no limit), with what is kept beside them (a workflow
+	// run's row, history, hooks and stream, a gate's rows, their changes),
+	// and returns how many jobs it deleted.
+	JobDeleteQueue(ctx context.Context, params *JobDeleteQueueParams) (int, error)
+}
+
+// JobDeleteQueueParams are the arguments of JobDeleteQueue.
+type JobDeleteQueueParams struct {
+	Queue string
+	Limit int
 }
 
 // TxInserter is implemented by drivers that can insert jobs inside a caller's

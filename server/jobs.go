@@ -317,9 +317,20 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
 }
 
+// createHint and forceHint end the message of a refused unknown name: what
+// to send to go ahead anyway.
+const (
+	createHint = "; add ?create=true to pause it ahead of its first use"
+	forceHint  = "; add ?force=true to define it anyway"
+)
+
 func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) {
-	if err := s.c.PauseQueue(r.Context(), r.PathValue("name")); err != nil {
-		s.fail(w, r, err)
+	create, err := boolParam(r, "create")
+	if err == nil {
+		err = s.c.PauseQueue(r.Context(), r.PathValue("name"), &hopper.PauseOpts{Create: create})
+	}
+	if err != nil {
+		s.fail(w, r, withHint(err, createHint))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "paused": true})
@@ -421,6 +432,14 @@ func (s *Server) defineSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	def, err := req.StoredSchedule()
+	force := false
+	if err == nil {
+		force, err = boolParam(r, "force")
+	}
+	if err == nil && !force {
+		// A typo in the type would define a schedule nothing runs.
+		err = withHint(s.c.CheckScheduleTarget(r.Context(), def), forceHint)
+	}
 	if err == nil {
 		err = s.c.DefineSchedule(r.Context(), def)
 	}
@@ -443,8 +462,12 @@ func (s *Server) defineSchedule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
-	if err := s.c.PauseSchedule(r.Context(), r.PathValue("name")); err != nil {
-		s.fail(w, r, err)
+	create, err := boolParam(r, "create")
+	if err == nil {
+		err = s.c.PauseSchedule(r.Context(), r.PathValue("name"), &hopper.PauseOpts{Create: create})
+	}
+	if err != nil {
+		s.fail(w, r, withHint(err, createHint))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name"), "paused": true})
@@ -468,4 +491,36 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listTypes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"types": s.c.Types(), "workflows": s.c.Workflows()})
+}
+
+// boolParam reads an optional boolean query parameter.
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("%s=%q is not a boolean", name, v)
+	}
+	return b, nil
+}
+
+// hinted is an error whose message ends with what the caller can do.
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h *hinted) Error() string { return h.err.Error() + h.hint }
+func (h *hinted) Unwrap() error { return h.err }
+
+// withHint adds hint to an unknown name's or target's error.
+func withHint(err error, hint string) error {
+	var name *hopper.UnknownNameError
+	var target *hopper.UnknownTargetError
+	if errors.As(err, &name) || errors.As(err, &target) {
+		return &hinted{err: err, hint: hint}
+	}
+	return err
 }

@@ -305,6 +305,10 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 		}
 		from = n
 	}
+	if accepts(r, "application/json") && !accepts(r, "text/event-stream") {
+		s.readStream(w, r, id, from)
+		return
+	}
 	if _, err := s.c.GetRun(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return

@@ -292,3 +292,27 @@ func stuckJSON(st *hopper.StuckInfo) *StuckJSON {
 // JobToJSON is a job as the API shows it (the CLI prints the same with
 // --json).
 func JobToJSON(j *hopper.JobRow) *JobJSON { return jobJSON(j) }
+
+// ChunkJSON is one chunk of a run's stream, as GET /v1/runs/{id}/stream
+// lists it with Accept: application/json (and hopper runs tail --json
+// prints it, either way).
+type ChunkJSON struct {
+	Offset int64           `json:"offset"`
+	Data   json.RawMessage `json:"data"`
+	At     time.Time       `json:"at"`
+}
+
+// ChunkToJSON puts a stream chunk on the wire.
+func ChunkToJSON(ch *hoppertype.StreamChunk) ChunkJSON {
+	return ChunkJSON{Offset: ch.Offset, Data: payload(ch.Data), At: ch.At}
+}
+
+// ChunkListJSON is a page of a run's stream: the chunks from the offset
+// asked for, the offset to ask for next, and the run's status as read just
+// before the chunks (a terminal status means the page holds every chunk
+// left when Next is not moved by a full page).
+type ChunkListJSON struct {
+	Chunks []ChunkJSON `json:"chunks"`
+	Next   int64       `json:"next"`
+	Status string      `json:"status"`
+}

@@ -68,6 +68,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Concurrency", concurrencyCases()},
 		{"Workers", workerCases()},
 		{"Changes", changeCases()},
+		{"DeleteQueue", purgeCases()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

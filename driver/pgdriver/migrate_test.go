@@ -126,6 +126,27 @@ func TestNoMigrate(t *testing.T) {
 	insert(t, d, newJob("q"))
 }
 
+// TestMustExist: with MustExist, a schema without hopper's tables is
+// refused and not created; an existing one opens.
+func TestMustExist(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	schema := randomSchema()
+	dropSchemaLater(t, pool, schema)
+	_, err := New(pool, &Options{Schema: schema, MustExist: true})
+	require.ErrorIs(t, err, driver.ErrNoDatabase)
+	require.Contains(t, err.Error(), schema, "the error names the schema")
+	var exists bool
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists))
+	require.False(t, exists, "MustExist creates nothing")
+	d, err := New(pool, &Options{Schema: schema})
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	d, err = New(pool, &Options{Schema: schema, MustExist: true})
+	require.NoError(t, err, "an existing schema opens")
+	require.NoError(t, d.Close())
+}
+
 func TestSchemaNameValidation(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, 2)

@@ -24,6 +24,12 @@ type Options struct {
 	// schema must then be migrated by Driver.Migrate or by an operator. A
 	// schema newer than the binary knows is still refused. Defaults to false.
 	NoMigrate bool
+	// MustExist refuses a database whose Schema holds no hopper tables,
+	// with an error wrapping driver.ErrNoDatabase, instead of creating
+	// them; an existing schema is migrated as usual. Tools that only read a
+	// store (the hopper command's listings) set it, so a typo in a schema
+	// name does not create an empty one. Defaults to false.
+	MustExist bool
 }
 
 // Driver is a hopper store in a PostgreSQL database. It is safe for
@@ -108,6 +114,15 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, owned bool, opts *Option
 	d := &Driver{pool: pool, owned: owned, schema: o.Schema, q: newQueries(o.Schema)}
 	d.root = &executor{d: d, q: pool}
 	d.lis = newListener(d)
+	if o.MustExist {
+		stored, _, err := d.SchemaVersion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if stored == 0 {
+			return nil, fmt.Errorf("%w: schema %q holds no hopper tables", driver.ErrNoDatabase, o.Schema)
+		}
+	}
 	if o.NoMigrate {
 		if err := d.checkVersion(ctx); err != nil {
 			return nil, err

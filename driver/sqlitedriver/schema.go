@@ -2,11 +2,15 @@ package sqlitedriver
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"time"
 
+	"github.com/hopper-go/hopper/driver"
 	hmigrations "github.com/hopper-go/hopper/internal/migrations"
 )
 
@@ -32,6 +36,36 @@ const createVersionTable = `CREATE TABLE IF NOT EXISTS hopper_migrations (
 // ErrSchemaTooNew is wrapped by the error returned for a database whose
 // schema is newer than this binary knows.
 var ErrSchemaTooNew = errors.New("sqlitedriver: database schema is newer than this binary")
+
+// checkExists refuses, with an error wrapping driver.ErrNoDatabase, a path
+// where no file exists or a file without hopper's schema (Options.MustExist).
+// It reads the file through a read-only connection, so it writes nothing to
+// a file that is not hopper's.
+func checkExists(abs string) error {
+	st, err := os.Stat(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %s does not exist", driver.ErrNoDatabase, abs)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlitedriver: open %s: %w", abs, err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("sqlitedriver: open %s: is a directory", abs)
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: abs}).EscapedPath()+"?mode=ro")
+	if err != nil {
+		return fmt.Errorf("sqlitedriver: open %s: %w", abs, err)
+	}
+	defer db.Close()
+	v, err := readVersion(context.Background(), db)
+	if err != nil {
+		return fmt.Errorf("sqlitedriver: read %s: %w", abs, err)
+	}
+	if v == 0 {
+		return fmt.Errorf("%w: %s holds no hopper schema", driver.ErrNoDatabase, abs)
+	}
+	return nil
+}
 
 // checkNotNewer refuses a stored schema version this binary does not know.
 func checkNotNewer(v int) error {

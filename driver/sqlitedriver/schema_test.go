@@ -1,9 +1,11 @@
 package sqlitedriver
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -221,4 +223,61 @@ func TestClosedDriver(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
+}
+
+// TestMustExist: with MustExist, Open refuses a missing file and a file
+// without hopper's schema, and leaves both as they were; a hopper database
+// opens.
+func TestMustExist(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	if d, err := Open(missing, &Options{MustExist: true}); !errors.Is(err, driver.ErrNoDatabase) || !strings.Contains(err.Error(), missing) {
+		if d != nil {
+			d.Close()
+		}
+		t.Fatalf("missing file: %v; want driver.ErrNoDatabase naming the path", err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("MustExist created %s: %v", missing, err)
+	}
+
+	// A SQLite file of someone else's, in rollback-journal mode.
+	foreign := filepath.Join(dir, "foreign.db")
+	db, err := sql.Open("sqlite", foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE notes (body TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, err := os.ReadFile(foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := Open(foreign, &Options{MustExist: true}); !errors.Is(err, driver.ErrNoDatabase) {
+		if d != nil {
+			d.Close()
+		}
+		t.Fatalf("a file without hopper's schema: %v; want driver.ErrNoDatabase", err)
+	}
+	if after, err := os.ReadFile(foreign); err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("MustExist changed a file that is not hopper's (%v)", err)
+	}
+	if _, err := os.Stat(foreign + "-wal"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("MustExist put a foreign file in WAL mode: %v", err)
+	}
+
+	ok := filepath.Join(dir, "ok.db")
+	d, err := Open(ok, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	d, err = Open(ok, &Options{MustExist: true})
+	if err != nil {
+		t.Fatalf("a hopper database: %v", err)
+	}
+	d.Close()
 }

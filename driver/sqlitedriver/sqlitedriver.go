@@ -121,6 +121,12 @@ type Options struct {
 	// clear error until the schema is current (see Driver.Migrate). A schema
 	// newer than this binary knows is refused either way. Defaults to false.
 	NoMigrate bool
+	// MustExist makes Open refuse a path where no file exists, or a file
+	// without hopper's schema, with an error wrapping driver.ErrNoDatabase;
+	// it then creates and writes nothing. Tools that only read a store (the
+	// hopper command's listings) set it, so a typo in a path does not leave
+	// an empty database behind. Defaults to false: Open creates the file.
+	MustExist bool
 }
 
 // Driver is a hopper store in one SQLite file. It is safe for concurrent use.
@@ -184,6 +190,11 @@ func Open(path string, opts *Options) (*Driver, error) {
 	}
 	if err := checkLocalFS(filepath.Dir(abs)); err != nil {
 		return nil, err
+	}
+	if o.MustExist {
+		if err := checkExists(abs); err != nil {
+			return nil, err
+		}
 	}
 
 	d := &Driver{path: abs, opts: o}
@@ -276,11 +287,22 @@ func (d *Driver) prepareSchema(ctx context.Context) error {
 // busy_timeout (a Go duration), read_conns (an integer) and no_migrate (a
 // boolean).
 func OpenURL(rawURL string) (*Driver, error) {
-	path, opts, err := parseURL(rawURL)
+	path, opts, err := ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	return Open(path, opts)
+}
+
+// ParseURL splits a database URL, as OpenURL reads it, into the path and
+// the options to pass to Open (never nil), so a caller can set more options
+// before opening.
+func ParseURL(rawURL string) (path string, opts *Options, err error) {
+	path, opts, err = parseURL(rawURL)
+	if opts == nil {
+		opts = &Options{}
+	}
+	return path, opts, err
 }
 
 // parseURL splits a database URL into a path and options.

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -32,6 +34,25 @@ type benchOpts struct {
 	backlog  int
 	batch    int
 	cpuprof  string
+	keep     bool
+	// queue is the run's own queue: every job and run it makes goes there,
+	// and only those are counted and cleaned up.
+	queue string
+}
+
+// Leftovers says what a run leaves in the store, as --json prints it
+// beside the figures.
+type Leftovers struct {
+	// Queue is the run's own queue, where every job it made went.
+	Queue string `json:"queue"`
+	// LeftJobs counts the jobs it left (--keep), RemovedJobs those it
+	// deleted.
+	LeftJobs    int `json:"left_jobs"`
+	RemovedJobs int `json:"removed_jobs"`
+	// RemovedStore is set when it deleted the SQLite file it had created.
+	RemovedStore bool `json:"removed_store,omitempty"`
+	// Note says what else is left, if anything.
+	Note string `json:"note,omitempty"`
 }
 
 // ThroughputResult is one throughput run, as --json prints it.
@@ -44,6 +65,7 @@ type ThroughputResult struct {
 	InsertJobsPerS float64 `json:"insert_jobs_per_s"`
 	WorkJobsPerS   float64 `json:"work_jobs_per_s"`
 	Completed      int     `json:"completed"`
+	Leftovers
 }
 
 // WorkflowResult is one workflow run, as --json prints it.
@@ -57,6 +79,7 @@ type WorkflowResult struct {
 	SeqP50Ms      float64 `json:"seq_p50_ms"`
 	SeqP99Ms      float64 `json:"seq_p99_ms"`
 	Config        string  `json:"config"`
+	Leftovers
 }
 
 // LatencyResult is one latency run, as --json prints it.
@@ -69,6 +92,7 @@ type LatencyResult struct {
 	P95Ms  float64 `json:"p95_ms"`
 	P99Ms  float64 `json:"p99_ms"`
 	MaxMs  float64 `json:"max_ms"`
+	Leftovers
 }
 
 func benchCmd(g *globals) *cobra.Command {
@@ -93,7 +117,13 @@ func benchCmd(g *globals) *cobra.Command {
 checkpoints the store, so the cost at a large backlog can be compared with a
 small one. Without --db, sqlite
 uses a fresh file in a temporary directory and postgres uses
-$HOPPER_TEST_POSTGRES_URL.`,
+$HOPPER_TEST_POSTGRES_URL.
+
+Each run puts its jobs and runs on a queue of its own (bench-<random>) and
+counts only those, so it can run again on the same database, beside other
+work. On a database that outlives it (--db, or PostgreSQL) it then deletes
+what it made (a SQLite file it created goes whole) and says so; --keep leaves
+it there, and it says what it left. The database is created when missing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd.Context(), g, o, cmd.Flags().Changed("db"))
@@ -109,6 +139,7 @@ $HOPPER_TEST_POSTGRES_URL.`,
 	f.IntVar(&o.backlog, "backlog", 0, "jobs scheduled far in the future, stored before the run")
 	f.IntVar(&o.batch, "batch", 5000, "insert batch size")
 	f.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the work phase to this file")
+	f.BoolVar(&o.keep, "keep", false, "leave the run's jobs (its own queue) in the database")
 	return cmd
 }
 
@@ -117,31 +148,48 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 		return errors.New("--jobs, --workers and --batch must be positive")
 	}
 	url := g.db
+	lasting := true // the store outlives the run
 	if !dbSet {
 		switch o.driver {
 		case "memory":
-			url = "memory://"
+			url, lasting = "memory://", false
 		case "sqlite":
 			dir, err := os.MkdirTemp("", "hopper-bench-*")
 			if err != nil {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			url = "sqlite://" + filepath.Join(dir, "bench.db")
+			url, lasting = "sqlite://"+filepath.Join(dir, "bench.db"), false
 		case "postgres":
 			url = os.Getenv("HOPPER_TEST_POSTGRES_URL")
 			if url == "" {
 				return errors.New("--driver postgres needs --db or $HOPPER_TEST_POSTGRES_URL")
 			}
 		default:
-			return fmt.Errorf("unknown --driver %q", o.driver)
+			return fmt.Errorf("unknown --driver %q: use memory, sqlite or postgres", o.driver)
 		}
 	}
-	drv, err := openDriver(ctx, url)
+	if url == "memory://" || url == "memory" {
+		lasting = false
+	}
+	switch o.mode {
+	case "throughput", "latency", "workflow":
+	default:
+		return fmt.Errorf("unknown --mode %q: use throughput, latency or workflow", o.mode)
+	}
+	drv, created, err := openBenchStore(ctx, url)
 	if err != nil {
 		return err
 	}
-	defer drv.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			drv.Close()
+		}
+	}()
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	o.queue = "bench-" + hex.EncodeToString(id[:])
 	var res any
 	switch o.mode {
 	case "throughput":
@@ -150,11 +198,26 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 		res, err = benchLatency(ctx, drv, o)
 	case "workflow":
 		res, err = benchWorkflow(ctx, drv, o)
-	default:
-		return fmt.Errorf("unknown --mode %q", o.mode)
 	}
+	// What it made goes, unless kept, whether or not the run went well.
+	left, cerr := cleanUp(context.WithoutCancel(ctx), drv, o, lasting, created)
+	closed = true
 	if err != nil {
+		if cerr != nil {
+			fmt.Fprintf(g.errw, "hopper bench: clean up queue %s: %v\n", o.queue, cerr)
+		}
 		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("clean up queue %s: %w", o.queue, cerr)
+	}
+	switch r := res.(type) {
+	case *ThroughputResult:
+		r.Leftovers = left
+	case *WorkflowResult:
+		r.Leftovers = left
+	case *LatencyResult:
+		r.Leftovers = left
 	}
 	if g.asJSON {
 		return writeJSON(g.out, res)
@@ -170,12 +233,92 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 		fmt.Fprintf(g.out, "%s latency at %.0f jobs/s: %d jobs\n  p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 			r.Driver, r.Rate, r.Jobs, r.P50Ms, r.P95Ms, r.P99Ms, r.MaxMs)
 	}
+	switch {
+	case !lasting:
+	case left.RemovedStore:
+		fmt.Fprintf(g.out, "  removed %s, which this run created\n", redactURL(url))
+	case left.LeftJobs > 0:
+		fmt.Fprintf(g.out, "  left %d jobs on queue %s (--keep): hopper jobs list --queue %s --db %s\n", left.LeftJobs, left.Queue, left.Queue, redactURL(url))
+	default:
+		fmt.Fprintf(g.out, "  removed its %d jobs (queue %s)\n", left.RemovedJobs, left.Queue)
+	}
+	if left.Note != "" {
+		fmt.Fprintf(g.out, "  %s\n", left.Note)
+	}
 	return nil
+}
+
+// openBenchStore opens the store at url, creating it when missing, and
+// reports whether it did.
+func openBenchStore(ctx context.Context, url string) (driver.Driver, bool, error) {
+	drv, err := openDriver(ctx, url, existingStore)
+	if errors.Is(err, driver.ErrNoDatabase) {
+		drv, err = openDriver(ctx, url, createStore)
+		return drv, err == nil, err
+	}
+	return drv, false, err
+}
+
+// cleanUp deletes what a run made in a store that outlives it, unless
+// --keep, closes the store, and says what is left. A SQLite file the run
+// created is removed whole.
+func cleanUp(ctx context.Context, drv driver.Driver, o *benchOpts, lasting, created bool) (Leftovers, error) {
+	left := Leftovers{Queue: o.queue}
+	if !lasting {
+		return left, drv.Close()
+	}
+	counts, err := drv.JobCountByState(ctx, &driver.JobCountParams{Queue: o.queue})
+	if err != nil {
+		drv.Close()
+		return left, err
+	}
+	n := 0
+	for _, c := range counts {
+		n += c.Count
+	}
+	if o.keep {
+		left.LeftJobs = n
+		return left, drv.Close()
+	}
+	if sq, ok := drv.(*sqlitedriver.Driver); ok && created {
+		path := sq.Path()
+		if err := drv.Close(); err != nil {
+			return left, err
+		}
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			if err := os.Remove(path + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return left, err
+			}
+		}
+		left.RemovedJobs, left.RemovedStore = n, true
+		return left, nil
+	}
+	qd, ok := drv.(driver.QueueDeleter)
+	if !ok {
+		left.LeftJobs = n
+		left.Note = fmt.Sprintf("%s cannot delete a queue's jobs: they stay", drv.Name())
+		return left, drv.Close()
+	}
+	for {
+		k, err := qd.JobDeleteQueue(ctx, &driver.JobDeleteQueueParams{Queue: o.queue, Limit: 10_000})
+		left.RemovedJobs += k
+		if err != nil {
+			drv.Close()
+			return left, err
+		}
+		if k == 0 {
+			break
+		}
+	}
+	if pg, ok := drv.(*pgdriver.Driver); ok && created {
+		left.Note = fmt.Sprintf("schema %s was created for this run and stays (empty of jobs)", pg.Schema())
+	}
+	return left, drv.Close()
 }
 
 var benchNoop = hopper.Define("bench-noop", func(context.Context, int64) (hopper.None, error) { return hopper.None{}, nil }, nil)
 
-// insertBacklog stores n jobs due in a hundred years on the default queue,
+// insertBacklog stores n jobs due in a hundred years on the run's queue,
 // then checkpoints the store: the measured run then pays for what a backlog
 // costs the queries, not for the checkpoint its bulk load set off (on
 // PostgreSQL, a million inserted jobs fill several WAL segments and the
@@ -217,8 +360,8 @@ func checkpoint(ctx context.Context, drv driver.Driver) error {
 func benchClient(drv driver.Driver, o *benchOpts, n int64, types ...hopper.AnyType) (c *hopper.Client, all chan struct{}, err error) {
 	var done atomic.Int64
 	all = make(chan struct{})
-	c, err = hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, OnEvent: func(e hopper.Event) {
-		if e.Kind == hopper.EventSucceeded && done.Add(1) == n {
+	c, err = hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, DefaultQueue: o.queue, OnEvent: func(e hopper.Event) {
+		if e.Kind == hopper.EventSucceeded && e.Queue == o.queue && done.Add(1) == n {
 			close(all)
 		}
 	}})
@@ -272,12 +415,12 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 	if err := c.Stop(ctx); err != nil {
 		return nil, err
 	}
-	completed, err := countState(ctx, c, hopper.StateSucceeded)
+	completed, err := countState(ctx, c, o.queue, hopper.StateSucceeded)
 	if err != nil {
 		return nil, err
 	}
 	if completed != o.jobs {
-		return nil, fmt.Errorf("verification failed: %d jobs succeeded in the store, want %d", completed, o.jobs)
+		return nil, fmt.Errorf("verification failed: %d jobs succeeded on queue %s, want %d", completed, o.queue, o.jobs)
 	}
 	return &ThroughputResult{
 		Mode: "throughput", Driver: drv.Name(), Jobs: o.jobs, Workers: o.workers, Backlog: o.backlog,
@@ -287,16 +430,18 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 	}, nil
 }
 
-func countState(ctx context.Context, c *hopper.Client, st hopper.JobState) (int, error) {
+// countState counts the jobs of queue in state st.
+func countState(ctx context.Context, c *hopper.Client, queue string, st hopper.JobState) (int, error) {
 	qs, err := c.Queues(ctx)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
 	for _, q := range qs {
-		n += q.Counts[st]
+		if q.Name == queue {
+			return q.Counts[st], nil
+		}
 	}
-	return n, nil
+	return 0, nil
 }
 
 func benchLatency(ctx context.Context, drv driver.Driver, o *benchOpts) (*LatencyResult, error) {
@@ -316,7 +461,7 @@ func benchLatency(ctx context.Context, drv driver.Driver, o *benchOpts) (*Latenc
 		started.Add(1)
 		return hopper.None{}, nil
 	}, nil)
-	c, err := hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers})
+	c, err := hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, DefaultQueue: o.queue})
 	if err != nil {
 		return nil, err
 	}
@@ -468,12 +613,12 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 	elapsed := time.Since(start)
 	stopProfile()
 	// Each run is a job: count those that succeeded in the store.
-	completed, err := countState(ctx, c, hopper.StateSucceeded)
+	completed, err := countState(ctx, c, o.queue, hopper.StateSucceeded)
 	if err != nil {
 		return nil, err
 	}
 	if completed != o.jobs {
-		return nil, fmt.Errorf("verification failed: %d runs completed in the store, want %d", completed, o.jobs)
+		return nil, fmt.Errorf("verification failed: %d runs completed on queue %s, want %d", completed, o.queue, o.jobs)
 	}
 
 	lat := make([]time.Duration, 0, benchSeq)

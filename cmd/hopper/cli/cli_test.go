@@ -111,8 +111,9 @@ func TestBenchBadFlags(t *testing.T) {
 
 func TestOperatorCommands(t *testing.T) {
 	db := "sqlite://" + t.TempDir() + "/ops.db"
-	// Seed jobs with a throughput bench run on the same file: 50 succeeded.
-	if _, errOut, code := run(t, "bench", "--db", db, "--driver", "sqlite", "--jobs", "50", "--json"); code != 0 {
+	// Seed jobs with a throughput bench run on the same file, kept: 50
+	// succeeded.
+	if _, errOut, code := run(t, "bench", "--db", db, "--driver", "sqlite", "--jobs", "50", "--keep", "--json"); code != 0 {
 		t.Fatalf("seed: %s", errOut)
 	}
 	out, errOut, code := run(t, "jobs", "list", "--db", db, "--state", "succeeded", "--limit", "10", "--json")
@@ -146,7 +147,7 @@ func TestOperatorCommands(t *testing.T) {
 	if _, errOut, code := run(t, "jobs", "cancel", id, "--db", db); code == 0 || !strings.Contains(errOut, "conflict") {
 		t.Fatalf("cancelling a finished job: code %d, %q", code, errOut)
 	}
-	if _, errOut, code := run(t, "jobs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+	if _, errOut, code := run(t, "jobs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, `no job "nope"`) {
 		t.Fatalf("show missing: code %d, %q", code, errOut)
 	}
 	if _, errOut, code := run(t, "jobs", "list", "--db", db, "--state", "bogus"); code == 0 || errOut == "" {
@@ -166,7 +167,7 @@ func TestOperatorCommands(t *testing.T) {
 	}
 
 	// Schedules: the store keeps a schedule paused ahead of its deploy.
-	if out, _, code := run(t, "schedules", "pause", "nightly", "--db", db); code != 0 || !strings.Contains(out, "schedule nightly paused") {
+	if out, _, code := run(t, "schedules", "pause", "nightly", "--create", "--db", db); code != 0 || !strings.Contains(out, "schedule nightly paused") {
 		t.Fatalf("schedules pause: %d %q", code, out)
 	}
 	out, _, code = run(t, "schedules", "--db", db)
@@ -181,15 +182,16 @@ func TestOperatorCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &scheds) != nil || len(scheds.Schedules) != 1 || scheds.Schedules[0].Paused {
 		t.Fatalf("schedules list --json after resume: %q", out)
 	}
-	// A schedule defined in the store from the CLI, which runs no type.
-	if out, errOut, code := run(t, "schedules", "define", "hourly-noop", "--cron", "@hourly", "--type", "bench-noop", "--input", `{"n":1}`, "--db", db); code != 0 || !strings.Contains(out, "defined") {
+	// A schedule defined in the store from the CLI, which runs no type: no
+	// process runs bench-noop now, so it takes --force.
+	if out, errOut, code := run(t, "schedules", "define", "hourly-noop", "--cron", "@hourly", "--type", "bench-noop", "--input", `{"n":1}`, "--force", "--db", db); code != 0 || !strings.Contains(out, "defined") {
 		t.Fatalf("schedules define: %d %q %q", code, out, errOut)
 	}
 	out, _, code = run(t, "schedules", "--db", db, "--json")
 	if code != 0 || !strings.Contains(out, `"stored": true`) || !strings.Contains(out, `"type": "bench-noop"`) {
 		t.Fatalf("schedules after define: %q", out)
 	}
-	if _, errOut, code := run(t, "schedules", "define", "bad", "--cron", "61 * * * *", "--type", "x", "--db", db); code == 0 || !strings.Contains(errOut, "invalid input") {
+	if _, errOut, code := run(t, "schedules", "define", "bad", "--cron", "61 * * * *", "--type", "x", "--force", "--db", db); code == 0 || !strings.Contains(errOut, "invalid input") {
 		t.Fatalf("a bad cron is refused: %d %q", code, errOut)
 	}
 	if _, _, code := run(t, "schedules", "delete", "hourly-noop", "--db", db); code != 0 {
@@ -198,7 +200,7 @@ func TestOperatorCommands(t *testing.T) {
 	if _, _, code := run(t, "schedules", "delete", "nightly", "--db", db); code != 0 {
 		t.Fatal("schedules delete failed")
 	}
-	if _, errOut, code := run(t, "schedules", "delete", "nightly", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+	if _, errOut, code := run(t, "schedules", "delete", "nightly", "--db", db); code == 0 || !strings.Contains(errOut, `no schedule "nightly"`) {
 		t.Fatalf("deleting a schedule twice: %d %q", code, errOut)
 	}
 	out, _, code = run(t, "dead", "list", "--db", db, "--json")

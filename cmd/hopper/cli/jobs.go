@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,13 +12,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/server"
 )
 
-// withClient opens the --db store, makes an unstarted client over it and
-// runs fn.
+// withClient opens the --db store, which must exist, makes an unstarted
+// client over it and runs fn.
 func withClient(ctx context.Context, g *globals, fn func(c *hopper.Client) error) error {
-	d, err := openDriver(ctx, g.db)
+	return withClientMode(ctx, g, existingStore, fn)
+}
+
+// withClientMode is withClient for a command that may create the store.
+func withClientMode(ctx context.Context, g *globals, mode openMode, fn func(c *hopper.Client) error) error {
+	d, err := openDriver(ctx, g.db, mode)
 	if err != nil {
 		return err
 	}
@@ -29,8 +36,16 @@ func withClient(ctx context.Context, g *globals, fn func(c *hopper.Client) error
 	return fn(c)
 }
 
+// existingNote ends the help of the commands that need an existing
+// database.
+const existingNote = `
+
+These commands read and change an existing database: a --db that names no
+hopper database is an error, and none is created (hopper migrate --db … or
+hopper dev creates one).`
+
 func jobsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel and retry jobs"}
+	cmd := &cobra.Command{Use: "jobs", Short: "List, show, cancel and retry jobs", Long: "List, show, cancel and retry jobs." + existingNote}
 	var p listFlags
 	list := &cobra.Command{
 		Use:   "list",
@@ -135,6 +150,9 @@ func jobsCmd(g *globals) *cobra.Command {
 			return table(g.out, []string{"LIFE", "ATTEMPT", "WORKER", "STARTED", "ENDED", "OUTCOME", "ERROR"}, rows)
 		},
 	}
+	for _, c := range []*cobra.Command{show, cancel, retry, attempts} {
+		reword(c, "job", "hopper jobs list")
+	}
 	cmd.AddCommand(list, show, cancel, retry, attempts)
 	return cmd
 }
@@ -162,7 +180,7 @@ func (p *listFlags) params() (*hopper.ListParams, error) {
 	for _, s := range p.states {
 		st := hopper.JobState(s)
 		if !st.Valid() {
-			return nil, fmt.Errorf("unknown state %q", s)
+			return nil, fmt.Errorf("--state %q is not a job state (%s)", s, joinNames(hoppertype.AllJobStates))
 		}
 		lp.States = append(lp.States, st)
 	}
@@ -240,7 +258,7 @@ func printJobText(g *globals, j *hopper.JobRow) error {
 }
 
 func deadCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "dead", Short: "List and redrive dead-lettered jobs"}
+	cmd := &cobra.Command{Use: "dead", Short: "List and redrive dead-lettered jobs", Long: "List and redrive dead-lettered jobs." + existingNote}
 	var p listFlags
 	list := &cobra.Command{
 		Use:   "list",
@@ -268,6 +286,12 @@ func deadCmd(g *globals) *cobra.Command {
 		Short: "Move dead jobs back to pending as fresh jobs (--id, --type or --all)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(ids) == 0 && typ == "" && !all {
+				return errors.New("dead redrive needs a selection: --id ID (repeatable), --type TYPE or --all")
+			}
+			if limit < 0 {
+				return errors.New("--limit must not be negative (0: no cap)")
+			}
 			if r := g.remote(); r != nil {
 				return remoteRedrive(cmd.Context(), g, r, server.RedriveRequest{IDs: ids, Type: typ, All: all, Limit: limit})
 			}
@@ -293,7 +317,7 @@ func deadCmd(g *globals) *cobra.Command {
 }
 
 func queuesCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues"}
+	cmd := &cobra.Command{Use: "queues", Short: "List, pause and resume queues", Long: "List, pause and resume queues." + existingNote}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List queues with their job counts",
@@ -307,74 +331,75 @@ func queuesCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if g.asJSON {
-					type qo struct {
-						Name   string         `json:"name"`
-						Paused bool           `json:"paused"`
-						Counts map[string]int `json:"counts"`
-					}
-					out := make([]qo, len(qs))
-					for i, q := range qs {
-						out[i] = qo{Name: q.Name, Paused: q.Paused, Counts: map[string]int{}}
-						for st, n := range q.Counts {
-							out[i].Counts[string(st)] = n
-						}
-					}
-					return writeJSON(g.out, map[string]any{"queues": out})
-				}
-				header := []string{"QUEUE", "PAUSED"}
-				states := []hopper.JobState{hopper.StatePending, hopper.StateScheduled, hopper.StateRunning, hopper.StateRetrying,
-					hopper.StateSucceeded, hopper.StateDead, hopper.StateExpired, hopper.StateCancelled, hopper.StateStuck}
-				for _, s := range states {
-					header = append(header, strings.ToUpper(string(s)))
-				}
-				rows := make([][]string, len(qs))
+				out := make([]server.QueueJSON, len(qs))
 				for i, q := range qs {
-					rows[i] = []string{q.Name, strconv.FormatBool(q.Paused)}
-					for _, s := range states {
-						rows[i] = append(rows[i], strconv.Itoa(q.Counts[s]))
+					out[i] = server.QueueJSON{Name: q.Name, Paused: q.Paused, Counts: map[string]int{}}
+					for st, n := range q.Counts {
+						out[i].Counts[string(st)] = n
 					}
 				}
-				return table(g.out, header, rows)
+				return printQueues(g, out)
 			})
 		},
 	}
 	setPaused := func(use, short string, pause bool) *cobra.Command {
-		return &cobra.Command{
+		var create bool
+		c := &cobra.Command{
 			Use:   use + " QUEUE",
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				var err error
 				if r := g.remote(); r != nil {
-					if err := r.post(cmd.Context(), "/v1/queues/"+pathEsc(args[0])+"/"+use, nil, nil); err != nil {
-						return err
+					path := "/v1/queues/" + pathEsc(args[0]) + "/" + use
+					if create {
+						path += "?create=true"
 					}
-					if g.asJSON {
-						return writeJSON(g.out, map[string]any{"name": args[0], "paused": pause})
+					err = r.post(cmd.Context(), path, nil, nil)
+				} else {
+					mode := existingStore
+					if create {
+						mode = createStore
 					}
-					fmt.Fprintf(g.out, "queue %s paused: %v\n", args[0], pause)
-					return nil
+					err = withClientMode(cmd.Context(), g, mode, func(c *hopper.Client) error {
+						if pause {
+							return c.PauseQueue(cmd.Context(), args[0], &hopper.PauseOpts{Create: create})
+						}
+						return c.ResumeQueue(cmd.Context(), args[0])
+					})
 				}
-				return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-					var err error
+				if err != nil {
 					if pause {
-						err = c.PauseQueue(cmd.Context(), args[0])
-					} else {
-						err = c.ResumeQueue(cmd.Context(), args[0])
+						return withFlagHint(err, createHint)
 					}
-					if err != nil {
-						return err
-					}
-					if g.asJSON {
-						return writeJSON(g.out, map[string]any{"name": args[0], "paused": pause})
-					}
-					fmt.Fprintf(g.out, "queue %s paused: %v\n", args[0], pause)
-					return nil
-				})
+					return err
+				}
+				if g.asJSON {
+					return writeJSON(g.out, map[string]any{"name": args[0], "paused": pause})
+				}
+				fmt.Fprintf(g.out, "queue %s paused: %v\n", args[0], pause)
+				return nil
 			},
 		}
+		if pause {
+			c.Long = `Stop every process from starting the queue's jobs until "hopper queues
+resume"; running jobs finish. A queue that no job, worker or earlier pause has
+named is refused (a typo would otherwise be stored for good); --create pauses
+it ahead of its first job (and creates the database when it does not exist).`
+			c.Flags().BoolVar(&create, "create", false, "pause a queue nothing has used yet")
+		}
+		return c
 	}
 	cmd.AddCommand(list, setPaused("pause", "Stop every process from starting the queue's jobs", true),
 		setPaused("resume", "Let a paused queue's jobs start again", false))
 	return cmd
+}
+
+// joinNames lists states or statuses for a message.
+func joinNames[T ~string](names []T) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = string(n)
+	}
+	return strings.Join(out, ", ")
 }

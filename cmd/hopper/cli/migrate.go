@@ -21,13 +21,14 @@ func migrateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply the database schema migrations this binary knows",
-		Long: `Apply the schema migrations embedded in this binary to --db. Drivers also
+		Long: `Apply the schema migrations embedded in this binary to --db, creating the
+database (a SQLite file, a PostgreSQL schema) when it does not exist. Drivers also
 migrate when they open; this command does it explicitly (for deploy scripts) and
 reports the schema version. A database newer than this binary is refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			d, err := openDriver(ctx, g.db)
+			d, err := openDriver(ctx, g.db, createStore)
 			if err != nil {
 				return err
 			}

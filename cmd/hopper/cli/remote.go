@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -36,15 +35,48 @@ func (g *globals) remote() *remote {
 	return &remote{base: strings.TrimRight(g.server, "/"), token: g.apiToken, hc: &http.Client{Timeout: 60 * time.Second}}
 }
 
+// checkServer reads --server: a bare host:port is http://host:port; a
+// scheme other than http or https, or no host, is refused.
+func (g *globals) checkServer() error {
+	if g.server == "" {
+		return nil
+	}
+	if !strings.Contains(g.server, "://") {
+		g.server = "http://" + g.server
+	}
+	u, err := url.Parse(g.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--server %q is not a server address: give http://host:port (or https://…)", g.server)
+	}
+	return nil
+}
+
 // apiError is an error answer of the API.
 type apiError struct {
+	Server  string
 	Status  int
 	Code    string
 	Message string
 }
 
+// Is lets errors.Is match a server's "not found" answer with
+// hopper.ErrNotFound, as the client's own.
+func (e *apiError) Is(target error) bool {
+	return target == hopper.ErrNotFound && e.Status == http.StatusNotFound && e.Code == "not_found"
+}
+
 func (e *apiError) Error() string {
-	return fmt.Sprintf("server: %s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	switch e.Status {
+	case http.StatusUnauthorized:
+		msg += "; pass the server's token with --api-token (or $HOPPER_API_TOKEN)"
+	case http.StatusForbidden:
+		msg += "; the --api-token given is not allowed this"
+	}
+	return fmt.Sprintf("%s (server %s answered %d)", msg, e.Server, e.Status)
 }
 
 // do sends a request and returns the body of a 2xx answer; any other is an
@@ -65,12 +97,13 @@ func (r *remote) do(ctx context.Context, method, path string, query url.Values, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	req.Header.Set("Accept", "application/json")
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("server %s: %w", r.base, err)
+		return nil, unreachable(r.base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -84,7 +117,7 @@ func (r *remote) do(ctx context.Context, method, path string, query url.Values, 
 		if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
 			e.Error.Code, e.Error.Message = "http", strings.TrimSpace(string(b))
 		}
-		return nil, &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		return nil, &apiError{Server: r.base, Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	}
 	return b, nil
 }
@@ -116,6 +149,14 @@ func (r *remote) post(ctx context.Context, path string, in, out any) error {
 }
 
 func pathEsc(s string) string { return url.PathEscape(s) }
+
+// unreachable is the error of a request that got no answer.
+func unreachable(base string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("no answer from the server at %s (is hopper serve or hopper dev running there? check --server): %w", base, err)
+}
 
 // compact prints JSON on one line (the API indents it).
 func compact(b []byte) string {
@@ -214,20 +255,23 @@ func remoteQueues(ctx context.Context, g *globals, r *remote) error {
 	if err := r.get(ctx, "/v1/queues", nil, &wrapped); err != nil {
 		return err
 	}
-	qs := wrapped.Queues
+	return printQueues(g, wrapped.Queues)
+}
+
+// printQueues prints queues as the API lists them (--json), or as a table.
+func printQueues(g *globals, qs []server.QueueJSON) error {
 	if g.asJSON {
 		return writeJSON(g.out, map[string]any{"queues": qs})
 	}
 	header := []string{"QUEUE", "PAUSED"}
-	states := []string{"pending", "scheduled", "running", "retrying", "succeeded", "dead", "expired", "cancelled", "stuck"}
-	for _, s := range states {
-		header = append(header, strings.ToUpper(s))
+	for _, s := range hoppertype.AllJobStates {
+		header = append(header, strings.ToUpper(string(s)))
 	}
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
 		row := []string{q.Name, strconv.FormatBool(q.Paused)}
-		for _, s := range states {
-			row = append(row, strconv.Itoa(q.Counts[s]))
+		for _, s := range hoppertype.AllJobStates {
+			row = append(row, strconv.Itoa(q.Counts[string(s)]))
 		}
 		rows[i] = row
 	}
@@ -303,80 +347,14 @@ func remoteRun(ctx context.Context, g *globals, r *remote, id string) error {
 	return printRunText(g, runFromJSON(&run))
 }
 
-// remoteTail prints a run's stream from the API's Server-Sent Events,
-// following it until the run ends (or, without follow, until the chunks
-// written so far are printed: the server sends them first).
-func remoteTail(ctx context.Context, g *globals, r *remote, id string, from int64, follow bool) error {
-	if !follow {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
+// chunks reads a page of a run's stream from the API.
+func (r *remote) chunks(ctx context.Context, id string, from int64) (*server.ChunkListJSON, error) {
+	var page server.ChunkListJSON
+	q := url.Values{"from": {strconv.FormatInt(from, 10)}, "limit": {strconv.Itoa(tailPage)}}
+	if err := r.get(ctx, "/v1/runs/"+pathEsc(id)+"/stream", q, &page); err != nil {
+		return nil, err
 	}
-	u := fmt.Sprintf("%s/v1/runs/%s/stream?from=%d", r.base, pathEsc(id), from)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	if r.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.token)
-	}
-	resp, err := (&http.Client{}).Do(req)
-	if err != nil {
-		return fmt.Errorf("server %s: %w", r.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		_ = json.Unmarshal(b, &e)
-		return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var event, offset, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "id: "):
-			offset = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data: "):
-			data = strings.TrimPrefix(line, "data: ")
-		case line == "":
-			switch event {
-			case "chunk":
-				if g.asJSON {
-					n, _ := strconv.ParseInt(offset, 10, 64)
-					b, err := json.Marshal(struct {
-						Offset int64           `json:"offset"`
-						Data   json.RawMessage `json:"data"`
-					}{n, rawOrNil([]byte(data))})
-					if err != nil {
-						return err
-					}
-					fmt.Fprintln(g.out, string(b))
-				} else {
-					fmt.Fprintf(g.out, "%s %s\n", offset, data)
-				}
-			case "end":
-				return nil
-			case "error":
-				return fmt.Errorf("server: %s", data)
-			case "caught-up":
-				if !follow {
-					return nil
-				}
-			}
-			event, offset, data = "", "", ""
-		}
-	}
-	if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return &page, nil
 }
 
 // schedulesCmd lists, pauses, resumes and deletes the schedules the store
@@ -448,12 +426,17 @@ code (Client.Schedule), defined in the store (define) or paused by name, with
 what it runs, whether it is paused, its next occurrence, how many occurrences
 fired and the latest. With --server, the server's process adds the schedules
 it runs that the store has not heard of yet. A paused schedule's occurrences
-enqueue nothing, on every process.`,
+enqueue nothing, on every process.
+
+Listing, pausing, resuming and deleting need an existing database (hopper
+migrate --db … or hopper dev creates one); define creates it when missing.`,
 		Args: cobra.NoArgs,
 		RunE: list,
 	}
 	cmd.AddCommand(&cobra.Command{Use: "list", Short: "List schedules (the default)", Args: cobra.NoArgs, RunE: list})
-	act := func(use, short string, apply func(c *hopper.Client, ctx context.Context, name string) error, remoteDo func(ctx context.Context, r *remote, name string) error, done, field string, value bool) *cobra.Command {
+	// act is a command that acts on one schedule by name: apply with the
+	// client, or method on the API route /v1/schedules/NAME+route().
+	act := func(use, short string, apply func(ctx context.Context, c *hopper.Client, name string) error, method string, route func() string, mode func() openMode, done, field string, value bool) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " SCHEDULE",
 			Short: short,
@@ -461,11 +444,14 @@ enqueue nothing, on every process.`,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				var err error
 				if r := g.remote(); r != nil {
-					err = remoteDo(cmd.Context(), r, args[0])
+					_, err = r.do(cmd.Context(), method, "/v1/schedules/"+pathEsc(args[0])+route(), nil, nil)
 				} else {
-					err = withClient(cmd.Context(), g, func(c *hopper.Client) error { return apply(c, cmd.Context(), args[0]) })
+					err = withClientMode(cmd.Context(), g, mode(), func(c *hopper.Client) error { return apply(cmd.Context(), c, args[0]) })
 				}
 				if err != nil {
+					if use == "pause" {
+						return withFlagHint(err, createHint)
+					}
 					return err
 				}
 				if g.asJSON {
@@ -476,12 +462,31 @@ enqueue nothing, on every process.`,
 			},
 		}
 	}
-	post := func(verb string) func(ctx context.Context, r *remote, name string) error {
-		return func(ctx context.Context, r *remote, name string) error {
-			return r.post(ctx, "/v1/schedules/"+pathEsc(name)+"/"+verb, nil, nil)
-		}
-	}
+	fixed := func(route string) func() string { return func() string { return route } }
+	existing := func() openMode { return existingStore }
+	var createPaused bool
+	pause := act("pause", "Stop a schedule's occurrences from enqueueing, on every process",
+		func(ctx context.Context, c *hopper.Client, name string) error {
+			return c.PauseSchedule(ctx, name, &hopper.PauseOpts{Create: createPaused})
+		}, http.MethodPost, func() string {
+			if createPaused {
+				return "/pause?create=true"
+			}
+			return "/pause"
+		}, func() openMode {
+			if createPaused {
+				return createStore
+			}
+			return existingStore
+		}, "paused", "paused", true)
+	pause.Long = `Stop a schedule's occurrences from enqueueing, on every process that runs it,
+until "hopper schedules resume". A name that neither the store nor any
+process knows is refused (a typo would otherwise be stored for good);
+--create pauses it ahead of the deploy that registers it (and creates the
+database when it does not exist).`
+	pause.Flags().BoolVar(&createPaused, "create", false, "pause a schedule no process has registered yet")
 	var def server.DefineScheduleJSON
+	var force bool
 	define := &cobra.Command{
 		Use:   "define SCHEDULE --cron EXPR (--type TYPE | --workflow NAME) [--input JSON]",
 		Short: "Define a schedule in the store: the processes that register its type or workflow run it",
@@ -490,21 +495,36 @@ every started process that registers its job type (--type) or workflow
 (--workflow) enqueues that job, or starts that run, with --input at each
 occurrence of --cron, once across the fleet. Processes pick it up within five
 poll intervals. Its pause and counts stay when it is defined again;
-"hopper schedules delete" removes it and every process stops running it.`,
+"hopper schedules delete" removes it and every process stops running it.
+A type or workflow that no running process registers is refused (the error
+lists the registered ones): --force defines it anyway, for a deploy to come.
+The database is created when it does not exist.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			def.Name = args[0]
 			if r := g.remote(); r != nil {
+				path := "/v1/schedules"
+				if force {
+					path += "?force=true"
+				}
 				var out server.ScheduleJSON
-				if err := r.post(cmd.Context(), "/v1/schedules", def, &out); err != nil {
-					return err
+				if err := r.post(cmd.Context(), path, def, &out); err != nil {
+					return withFlagHint(err, forceHint)
 				}
 			} else {
 				s, err := def.StoredSchedule()
 				if err != nil {
 					return err
 				}
-				if err := withClient(cmd.Context(), g, func(c *hopper.Client) error { return c.DefineSchedule(cmd.Context(), s) }); err != nil {
+				err = withClientMode(cmd.Context(), g, createStore, func(c *hopper.Client) error {
+					if !force {
+						if err := c.CheckScheduleTarget(cmd.Context(), s); err != nil {
+							return withFlagHint(err, forceHint)
+						}
+					}
+					return c.DefineSchedule(cmd.Context(), s)
+				})
+				if err != nil {
 					return err
 				}
 			}
@@ -516,6 +536,7 @@ poll intervals. Its pause and counts stay when it is defined again;
 		},
 	}
 	var input string
+	define.Flags().BoolVar(&force, "force", false, "define it even though no running process registers its type or workflow")
 	define.Flags().StringVar(&def.Cron, "cron", "", "cron expression (5 fields, or @hourly, @every 10m, …)")
 	define.Flags().StringVar(&def.Location, "location", "", "IANA time zone the expression is read in (default UTC)")
 	define.Flags().StringVar(&def.CatchUp, "catch-up", "", "how late an occurrence may still fire (default 1m; 0s: on time only)")
@@ -523,24 +544,87 @@ poll intervals. Its pause and counts stay when it is defined again;
 	define.Flags().StringVar(&def.Workflow, "workflow", "", "workflow to start")
 	define.Flags().StringVar(&input, "input", "", "JSON input of each occurrence's job or run (default null)")
 	define.PreRunE = func(*cobra.Command, []string) error {
+		// Say what is wrong in the flags' names, before the client or the
+		// server says it in its own.
+		switch {
+		case def.Cron == "":
+			return errors.New("schedules define needs --cron EXPR (5 fields, or @hourly, @every 10m, …)")
+		case strings.HasPrefix(strings.TrimSpace(def.Cron), "CRON_TZ=") || strings.HasPrefix(strings.TrimSpace(def.Cron), "TZ="):
+			return errors.New("give the time zone with --location, not in --cron")
+		case (def.Type == "") == (def.Workflow == ""):
+			return errors.New("schedules define needs one of --type TYPE and --workflow NAME")
+		}
+		if def.CatchUp != "" {
+			if _, err := time.ParseDuration(def.CatchUp); err != nil {
+				return fmt.Errorf("--catch-up %q is not a duration (like 5m or 0s)", def.CatchUp)
+			}
+		}
 		if input != "" {
 			if !json.Valid([]byte(input)) {
-				return fmt.Errorf("%w: --input is not JSON", hopper.ErrInvalidInput)
+				return errors.New("--input is not JSON")
 			}
 			def.Input = json.RawMessage(input)
 		}
 		return nil
 	}
-	cmd.AddCommand(define,
-		act("pause", "Stop a schedule's occurrences from enqueueing, on every process",
-			(*hopper.Client).PauseSchedule, post("pause"), "paused", "paused", true),
+	cmd.AddCommand(define, pause,
 		act("resume", "Let a paused schedule's occurrences fire again",
-			(*hopper.Client).ResumeSchedule, post("resume"), "resumed", "paused", false),
-		act("delete", "Remove a stored schedule, or forget a retired code schedule's state and pause",
-			(*hopper.Client).DeleteSchedule, func(ctx context.Context, r *remote, name string) error {
-				_, err := r.do(ctx, http.MethodDelete, "/v1/schedules/"+pathEsc(name), nil, nil)
-				return err
-			}, "deleted", "deleted", true),
+			func(ctx context.Context, c *hopper.Client, name string) error { return c.ResumeSchedule(ctx, name) },
+			http.MethodPost, fixed("/resume"), existing, "resumed", "paused", false),
+		reword(act("delete", "Remove a stored schedule, or forget a retired code schedule's state and pause",
+			func(ctx context.Context, c *hopper.Client, name string) error { return c.DeleteSchedule(ctx, name) },
+			http.MethodDelete, fixed(""), existing, "deleted", "deleted", true), "schedule", "hopper schedules"),
 	)
 	return cmd
+}
+
+// The flags that go ahead with a name nothing knows yet, as the errors
+// that refuse one suggest them.
+const (
+	createHint = "pass --create to pause it ahead of its first use"
+	forceHint  = "pass --force to define it anyway (a process that registers it later runs it)"
+)
+
+// withFlagHint ends the error of an unknown queue, schedule or target,
+// from the client or from a server, with the flag that goes ahead anyway
+// (a server's own hint names its query parameter, which is replaced).
+func withFlagHint(err error, hint string) error {
+	var name *hopper.UnknownNameError
+	var target *hopper.UnknownTargetError
+	if errors.As(err, &name) || errors.As(err, &target) {
+		return fmt.Errorf("%w; %s", err, hint)
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		if msg, _, ok := strings.Cut(ae.Message, "; add ?"); ok {
+			withHint := *ae
+			withHint.Message = msg + "; " + hint
+			return &withHint
+		}
+	}
+	return err
+}
+
+// notFound rewords a "not found" answer, from the store or from a server,
+// as what is missing, where, and the command that lists what there is.
+func notFound(err error, what, id, list string) error {
+	if err == nil || !errors.Is(err, hopper.ErrNotFound) {
+		return err
+	}
+	where := "in the database"
+	var ae *apiError
+	if errors.As(err, &ae) {
+		where = "on the server at " + ae.Server
+	}
+	return fmt.Errorf("no %s %q %s (%s lists them)", what, id, where, list)
+}
+
+// reword makes a command that takes an id as its first argument say
+// "not found" with notFound.
+func reword(c *cobra.Command, what, list string) *cobra.Command {
+	run := c.RunE
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return notFound(run(cmd, args), what, args[0], list)
+	}
+	return c
 }

@@ -82,7 +82,7 @@ func TestServerMode(t *testing.T) {
 	if _, errOut, code := remote("schedules", "define", "bad", "--cron", "@daily", "--type", "add", "--input", `{"a":"x"}`); code == 0 || !strings.Contains(errOut, "400") && !strings.Contains(errOut, "invalid") {
 		t.Fatalf("an undecodable input is refused by the server: %d %q", code, errOut)
 	}
-	if _, errOut, code := remote("schedules", "delete", "nope"); code == 0 || !strings.Contains(errOut, "404") && !strings.Contains(errOut, "not found") {
+	if _, errOut, code := remote("schedules", "delete", "nope"); code == 0 || !strings.Contains(errOut, `no schedule "nope" on the server`) {
 		t.Fatalf("deleting an unknown schedule: %d %q", code, errOut)
 	}
 
@@ -107,7 +107,7 @@ func TestServerMode(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &attempts) != nil || len(attempts.Attempts) != 1 || attempts.Attempts[0].Outcome != "succeeded" {
 		t.Fatalf("jobs attempts: %q", out)
 	}
-	if _, errOut, code := remote("jobs", "show", "nope"); code == 0 || !strings.Contains(errOut, "not_found") {
+	if _, errOut, code := remote("jobs", "show", "nope"); code == 0 || !strings.Contains(errOut, `no job "nope" on the server`) {
 		t.Fatalf("jobs show missing: %d %q", code, errOut)
 	}
 	if _, errOut, code := run(t, "jobs", "list", "--server", hs.URL); code == 0 || !strings.Contains(errOut, "401") {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,11 +11,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/server"
 )
 
 func runsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "runs", Short: "List, show, cancel workflow runs and export their histories"}
+	cmd := &cobra.Command{Use: "runs", Short: "List, show, cancel workflow runs and export their histories",
+		Long: "List, show, cancel and tail workflow runs and export their histories." + existingNote}
 	var (
 		statuses []string
 		workflow string
@@ -31,7 +34,7 @@ func runsCmd(g *globals) *cobra.Command {
 			for _, s := range statuses {
 				st := hopper.RunStatus(s)
 				if !st.Valid() {
-					return fmt.Errorf("unknown run status %q", s)
+					return fmt.Errorf("--status %q is not a run status (%s)", s, joinNames(hoppertype.AllRunStatuses))
 				}
 				q.Statuses = append(q.Statuses, st)
 			}
@@ -142,53 +145,78 @@ func runsCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("--poll must be positive")
 			}
 			if r := g.remote(); r != nil {
-				return remoteTail(cmd.Context(), g, r, args[0], from, follow)
+				return tailStream(cmd.Context(), g, r.chunks, args[0], from, follow, every)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				return tailStream(cmd, g, c, args[0], from, follow, every)
+				return tailStream(cmd.Context(), g, storeChunks(c), args[0], from, follow, every)
 			})
 		},
 	}
 	tail.Flags().Int64Var(&from, "from", 0, "the first offset to print")
 	tail.Flags().BoolVar(&follow, "follow", true, "keep printing new chunks until the run ends")
-	tail.Flags().DurationVar(&every, "poll", 250*time.Millisecond, "how often to look for new chunks while following")
+	tail.Flags().DurationVar(&every, "poll", 250*time.Millisecond, "how often to look for new chunks while following (from the database or --server)")
+	for _, c := range []*cobra.Command{show, history, cancel, tail} {
+		reword(c, "run", "hopper runs list")
+	}
 	cmd.AddCommand(list, show, history, cancel, tail)
 	return cmd
 }
 
-// tailStream prints a run's stream chunks, one per line ("offset data", or
-// JSON objects with --json), until the run ends when following.
-func tailStream(cmd *cobra.Command, g *globals, c *hopper.Client, id string, from int64, follow bool, every time.Duration) error {
-	ctx := cmd.Context()
-	info, err := c.GetRun(ctx, id)
-	if err != nil {
-		return err
-	}
-	for {
-		chunks, err := c.ReadStream(ctx, id, from, 1000)
+// tailPage is how many chunks a read of a run's stream asks for.
+const tailPage = 1000
+
+// chunkReader reads a page of a run's stream from offset from: the run's
+// status, read first, then its chunks.
+type chunkReader func(ctx context.Context, id string, from int64) (*server.ChunkListJSON, error)
+
+// storeChunks reads a run's stream from the store.
+func storeChunks(c *hopper.Client) chunkReader {
+	return func(ctx context.Context, id string, from int64) (*server.ChunkListJSON, error) {
+		info, err := c.GetRun(ctx, id)
 		if err != nil {
+			return nil, err
+		}
+		chunks, err := c.ReadStream(ctx, id, from, tailPage)
+		if err != nil {
+			return nil, err
+		}
+		page := &server.ChunkListJSON{Chunks: make([]server.ChunkJSON, len(chunks)), Next: from, Status: string(info.Status)}
+		for i, ch := range chunks {
+			page.Chunks[i] = server.ChunkToJSON(ch)
+			page.Next = ch.Offset + 1
+		}
+		return page, nil
+	}
+}
+
+// tailStream prints a run's stream chunks, one per line ("offset data", or
+// the chunk as JSON with --json), from the store or a server alike, until
+// the run ends when following.
+func tailStream(ctx context.Context, g *globals, read chunkReader, id string, from int64, follow bool, every time.Duration) error {
+	for {
+		page, err := read(ctx, id, from)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while following
+			}
 			return err
 		}
-		for _, ch := range chunks {
+		for _, ch := range page.Chunks {
 			if g.asJSON {
-				line, err := json.Marshal(struct {
-					Offset int64           `json:"offset"`
-					Data   json.RawMessage `json:"data"`
-					At     time.Time       `json:"at"`
-				}{ch.Offset, rawOrNil(ch.Data), ch.At})
+				line, err := json.Marshal(ch)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintln(g.out, string(line))
 			} else {
-				fmt.Fprintf(g.out, "%d %s\n", ch.Offset, ch.Data)
+				fmt.Fprintf(g.out, "%d %s\n", ch.Offset, compact(ch.Data))
 			}
-			from = ch.Offset + 1
 		}
-		if len(chunks) == 1000 {
+		from = page.Next
+		if len(page.Chunks) == tailPage {
 			continue
 		}
-		if !follow || info.Status.Terminal() {
+		if !follow || hopper.RunStatus(page.Status).Terminal() {
 			return nil
 		}
 		select {
@@ -196,16 +224,11 @@ func tailStream(cmd *cobra.Command, g *globals, c *hopper.Client, id string, fro
 			return nil
 		case <-time.After(every):
 		}
-		// Read the status before the chunks: a chunk written just before
-		// the run ended is then read before the loop stops.
-		if info, err = c.GetRun(ctx, id); err != nil {
-			return err
-		}
 	}
 }
 
 func hooksCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "hooks", Short: "Resume workflow hooks"}
+	cmd := &cobra.Command{Use: "hooks", Short: "Resume workflow hooks", Long: "Resume workflow hooks." + existingNote}
 	var payload string
 	resume := &cobra.Command{
 		Use:   "resume TOKEN [PAYLOAD]",
@@ -244,17 +267,8 @@ func hooksCmd(g *globals) *cobra.Command {
 		},
 	}
 	resume.Flags().StringVar(&payload, "payload", "null", "the payload, as JSON")
-	cmd.AddCommand(resume)
+	cmd.AddCommand(reword(resume, "hook with token", "hopper runs show RUN_ID"))
 	return cmd
-}
-
-// rawOrNil keeps only valid JSON (a codec other than JSON stores bytes
-// that are not).
-func rawOrNil(b []byte) json.RawMessage {
-	if len(b) == 0 || !json.Valid(b) {
-		return nil
-	}
-	return json.RawMessage(b)
 }
 
 func printRun(g *globals, r *hopper.RunInfo) error {

@@ -128,7 +128,7 @@ func TestRunsCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"status": "cancelled"`) {
 		t.Fatalf("runs show after cancel: %q", out)
 	}
-	if _, errOut, code := run(t, "runs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+	if _, errOut, code := run(t, "runs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, `no run "nope"`) {
 		t.Fatalf("show missing: code %d, %q", code, errOut)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,8 @@ type serveOpts struct {
 	addr     string
 	tokens   []string
 	examples bool
+	// stopWait is how long a stop (Ctrl-C, SIGTERM) waits for running jobs.
+	stopWait time.Duration
 }
 
 func (o *serveOpts) add(cmd *cobra.Command) {
@@ -34,6 +37,7 @@ func (o *serveOpts) add(cmd *cobra.Command) {
 		}
 	}
 	f.StringArrayVar(&o.tokens, "token", envTokens, "API token (repeatable) [$HOPPER_TOKENS, comma-separated]")
+	f.DurationVar(&o.stopWait, "stop-timeout", 10*time.Second, "how long Ctrl-C or SIGTERM waits for running jobs before cancelling them (they run again at the next start)")
 }
 
 func devCmd(g *globals) *cobra.Command {
@@ -43,7 +47,8 @@ func devCmd(g *globals) *cobra.Command {
 		Short: "Run hopper locally: embedded SQLite, example job types, workers, dashboard and API",
 		Long: `Run hopper locally: an embedded SQLite database (./hopper.db unless --db says
 otherwise), the example job types registered and their workers running, and the
-HTTP API and dashboard on http://127.0.0.1:7700. Ctrl-C stops cleanly; a killed
+HTTP API and dashboard on http://127.0.0.1:7700. The database is created when
+it does not exist. Ctrl-C stops cleanly; a killed
 process loses nothing (unfinished jobs carry on at the next start).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), g, o, "hopper dev") },
@@ -56,9 +61,9 @@ func serveCmd(g *globals) *cobra.Command {
 	o := &serveOpts{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the API and dashboard over an existing database",
-		Long: `Serve the HTTP API and dashboard over an existing database (--db sqlite://… or
-postgres://…), for operators. This process takes part in maintenance (rescuing
+		Short: "Serve the API and dashboard over a database",
+		Long: `Serve the HTTP API and dashboard over a database (--db sqlite://… or
+postgres://…; created, with its schema, when missing), for operators. This process takes part in maintenance (rescuing
 jobs of dead workers, retention) and runs workers only for job types compiled
 into this binary: the examples, with --examples.`,
 		Args: cobra.NoArgs,
@@ -73,13 +78,19 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 	if len(o.tokens) == 0 && !server.IsLoopback(o.addr) {
 		return fmt.Errorf("refusing to serve %s without an API token: pass --token (or $HOPPER_TOKENS) or bind to 127.0.0.1", o.addr)
 	}
+	if o.stopWait <= 0 {
+		return errors.New("--stop-timeout must be positive")
+	}
 	ln, err := net.Listen("tcp", o.addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s is in use (another hopper dev or serve?): stop that process, or pass --addr with another address, such as --addr 127.0.0.1:0 for any free port", o.addr)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on --addr %s: %w", o.addr, err)
 	}
 	defer ln.Close()
 	url := "http://" + ln.Addr().String()
-	d, err := openDriver(ctx, g.db)
+	d, err := openDriver(ctx, g.db, createStore)
 	if err != nil {
 		return err
 	}
@@ -102,10 +113,11 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 	if err := c.Start(ctx); err != nil {
 		return err
 	}
+	stopped := false
 	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.Stop(stopCtx)
+		if !stopped {
+			stopClient(g, c, name, o.stopWait, false)
+		}
 	}()
 	s := server.New(c, &server.Options{Tokens: o.tokens, Logger: logger})
 	defer s.Close()
@@ -126,5 +138,63 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
+	if ctx.Err() != nil {
+		stopped = true
+		stopClient(g, c, name, o.stopWait, true)
+	}
 	return err
+}
+
+// stopClient stops c, giving its running jobs wait to finish; when told,
+// it says what it waits for and what it left.
+func stopClient(g *globals, c *hopper.Client, name string, wait time.Duration, tell bool) {
+	active := c.Active()
+	if tell {
+		if len(active) == 0 {
+			fmt.Fprintf(g.out, "%s: stopping: no job running\n", name)
+		} else {
+			fmt.Fprintf(g.out, "%s: stopping: waiting up to %s for %s to finish: %s\n", name, wait, plural(len(active), "running job"), jobList(active))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	err := c.Stop(ctx)
+	if !tell {
+		return
+	}
+	var left []*hopper.JobRow
+	for _, j := range active {
+		if row, gerr := c.Get(context.Background(), j.ID); gerr == nil && !row.State.Terminal() {
+			left = append(left, row)
+		}
+	}
+	switch {
+	case err != nil && len(left) > 0:
+		fmt.Fprintf(g.out, "%s: stopped; %s did not finish within %s and run again at the next start: %s\n", name, plural(len(left), "job"), wait, jobList(left))
+	case err != nil:
+		fmt.Fprintf(g.out, "%s: stopped, after cancelling what was still running at %s\n", name, wait)
+	default:
+		fmt.Fprintf(g.out, "%s: stopped\n", name)
+	}
+}
+
+// plural says n things.
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// jobList names jobs for a status line, at most five.
+func jobList(jobs []*hopper.JobRow) string {
+	names := make([]string, 0, min(len(jobs), 5))
+	for i, j := range jobs {
+		if i == 5 {
+			names = append(names, fmt.Sprintf("and %d more", len(jobs)-5))
+			break
+		}
+		names = append(names, j.Type+" "+j.ID)
+	}
+	return strings.Join(names, ", ")
 }
