@@ -202,14 +202,15 @@ func printPage(ctx context.Context, g *globals, c *hopper.Client, p *hopper.List
 		}
 		return writeJSON(g.out, out)
 	}
-	return printJobTable(g, page.Jobs, page.NextCursor)
+	return printJobTable(g, jobsJSON(page.Jobs), page.NextCursor)
 }
 
-// printJobTable prints a page of jobs for humans.
-func printJobTable(g *globals, jobs []*hopper.JobRow, next string) error {
+// printJobTable prints a page of jobs for humans, as the API shows them
+// (the same through --server and on the database).
+func printJobTable(g *globals, jobs []*server.JobJSON, next string) error {
 	rows := make([][]string, len(jobs))
 	for i, j := range jobs {
-		rows[i] = []string{j.ID, j.Type, j.Queue, string(j.State), fmt.Sprintf("%d/%d", j.Attempt, j.Retry.Attempts), fmtTime(j.QueuedAt), fmtTime(j.EndedAt)}
+		rows[i] = []string{j.ID, jobTypeText(j), j.Queue, j.State, fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts), fmtTime(j.QueuedAt), fmtTimePtr(j.EndedAt)}
 	}
 	if err := table(g.out, []string{"ID", "TYPE", "QUEUE", "STATE", "ATTEMPT", "QUEUED", "ENDED"}, rows); err != nil {
 		return err
@@ -218,6 +219,34 @@ func printJobTable(g *globals, jobs []*hopper.JobRow, next string) error {
 		fmt.Fprintf(g.out, "\nmore: --cursor %s\n", next)
 	}
 	return nil
+}
+
+// jobTypeText names a job's type for humans: a workflow run's job and a
+// gate's say what they are.
+func jobTypeText(j *server.JobJSON) string {
+	switch {
+	case j.RunID != "":
+		return "workflow " + j.Workflow + " (run " + j.RunID + ")"
+	case j.Gate != nil:
+		return "gate"
+	}
+	return j.Type
+}
+
+// jobsJSON puts rows as the API shows them.
+func jobsJSON(rows []*hopper.JobRow) []*server.JobJSON {
+	out := make([]*server.JobJSON, len(rows))
+	for i, j := range rows {
+		out[i] = server.JobToJSON(j)
+	}
+	return out
+}
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmtTime(*t)
 }
 
 func fmtTime(t time.Time) string {
@@ -231,25 +260,35 @@ func printJob(g *globals, j *hopper.JobRow) error {
 	if g.asJSON {
 		return writeJSON(g.out, server.JobToJSON(j))
 	}
-	return printJobText(g, j)
+	return printJobText(g, server.JobToJSON(j))
 }
 
-// printJobText prints a job for humans.
-func printJobText(g *globals, j *hopper.JobRow) error {
+// printJobText prints a job for humans, as the API shows it.
+func printJobText(g *globals, j *server.JobJSON) error {
 	lines := [][2]string{
-		{"id", j.ID}, {"type", j.Type}, {"queue", j.Queue}, {"state", string(j.State)},
-		{"attempt", fmt.Sprintf("%d of %d", j.Attempt, j.Retry.Attempts)}, {"priority", strconv.Itoa(j.Priority)},
-		{"group", j.GroupID}, {"queued", fmtTime(j.QueuedAt)}, {"due", fmtTime(j.RunAt)}, {"ended", fmtTime(j.EndedAt)},
-		{"input", string(j.Input)},
+		{"id", j.ID}, {"type", jobTypeText(j)}, {"queue", j.Queue}, {"state", j.State},
+		{"attempt", fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts)}, {"priority", strconv.Itoa(j.Priority)},
+		{"group", j.GroupID}, {"queued", fmtTime(j.QueuedAt)}, {"due", fmtTime(j.RunAt)}, {"ended", fmtTimePtr(j.EndedAt)},
 	}
-	if j.Result != nil {
-		lines = append(lines, [2]string{"result", string(j.Result)})
+	if g := j.Gate; g != nil {
+		lines = append(lines, [2]string{"waits", "until " + g.WaitsUntil + ": " + strings.Join(g.On, ", ")})
+		for _, n := range g.Next {
+			lines = append(lines, [2]string{"then", n.Type + " " + n.ID + " " + compact(n.Input)})
+		}
+	} else {
+		lines = append(lines, [2]string{"input", compact(j.Input)})
+	}
+	if len(j.Result) > 0 && string(j.Result) != "null" {
+		lines = append(lines, [2]string{"result", compact(j.Result)})
 	}
 	if j.Error != nil {
 		lines = append(lines, [2]string{"error", fmt.Sprintf("[%s, attempt %d] %s", j.Error.Kind, j.Error.Attempt, j.Error.Message)})
 	}
 	if j.Stuck != nil {
-		lines = append(lines, [2]string{"stuck", string(j.Stuck.Cause) + ": " + j.Stuck.Detail})
+		lines = append(lines, [2]string{"stuck", j.Stuck.Cause + ": " + j.Stuck.Detail})
+	}
+	if j.RunID != "" {
+		lines = append(lines, [2]string{"run", "hopper runs show " + j.RunID})
 	}
 	for _, l := range lines {
 		fmt.Fprintf(g.out, "%-9s %s\n", l[0]+":", l[1])

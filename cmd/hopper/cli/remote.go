@@ -191,32 +191,7 @@ func remoteJobList(ctx context.Context, g *globals, r *remote, p *listFlags, sta
 	if g.asJSON {
 		return writeJSON(g.out, page)
 	}
-	jobs := make([]*hopper.JobRow, len(page.Jobs))
-	for i, j := range page.Jobs {
-		jobs[i] = jobFromJSON(j)
-	}
-	return printJobTable(g, jobs, page.NextCursor)
-}
-
-// jobFromJSON turns the API's job into the row the human printers take.
-func jobFromJSON(j *server.JobJSON) *hopper.JobRow {
-	row := &hopper.JobRow{ID: j.ID, Type: j.Type, Queue: j.Queue, State: hopper.JobState(j.State), Attempt: j.Attempt,
-		Priority: j.Priority, GroupID: j.GroupID, ParentID: j.ParentID, QueuedAt: j.QueuedAt, RunAt: j.RunAt,
-		Input: []byte(compact(j.Input))}
-	row.Retry.Attempts = j.MaxAttempts
-	if j.EndedAt != nil {
-		row.EndedAt = *j.EndedAt
-	}
-	if len(j.Result) > 0 && string(j.Result) != "null" {
-		row.Result = []byte(compact(j.Result))
-	}
-	if j.Error != nil {
-		row.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKind(j.Error.Kind), Message: j.Error.Message, Attempt: j.Error.Attempt, At: j.Error.At}
-	}
-	if j.Stuck != nil {
-		row.Stuck = &hoppertype.StuckInfo{Cause: hoppertype.StuckCause(j.Stuck.Cause), Detail: j.Stuck.Detail}
-	}
-	return row
+	return printJobTable(g, page.Jobs, page.NextCursor)
 }
 
 func remoteJob(ctx context.Context, g *globals, r *remote, method, path string) error {
@@ -233,7 +208,7 @@ func remoteJob(ctx context.Context, g *globals, r *remote, method, path string) 
 	if g.asJSON {
 		return writeJSON(g.out, j)
 	}
-	return printJobText(g, jobFromJSON(&j))
+	return printJobText(g, &j)
 }
 
 func remoteRedrive(ctx context.Context, g *globals, r *remote, req server.RedriveRequest) error {
