@@ -183,9 +183,11 @@ type Config struct {
 	// the observer off (stuck jobs then wait for a person or a policy of
 	// one's own).
 	RetryObserverCap int
-	// FetchAllowPrivate lets Fetch reach loopback, private, link-local and
-	// unspecified addresses, which it refuses by default (a workflow's
-	// input must not be able to point it at the internal network).
+	// FetchAllowPrivate lets Fetch reach the addresses it refuses by
+	// default (ErrFetchForbidden: loopback, private, carrier-grade NAT,
+	// link-local, unique-local and every other special-purpose block that
+	// is not globally reachable), so a workflow's input cannot point it at
+	// the internal network.
 	FetchAllowPrivate bool
 }
 
