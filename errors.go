@@ -24,6 +24,11 @@ var (
 	// ErrLeaseLost matches an attempt whose lease was lost (its worker died or
 	// stalled past the visibility timeout) and which was rescued.
 	ErrLeaseLost = hoppertype.ErrLeaseLost
+	// ErrDuplicateID is returned when an id given to a new job or run
+	// belongs to a stored one that the call cannot take as its own: a job
+	// of another type or input, or a run of another workflow (see
+	// InsertOpts.ID and StartOpts.ID).
+	ErrDuplicateID = hoppertype.ErrDuplicateID
 	// ErrUnknownType is returned when enqueueing by name a type the client
 	// does not know.
 	ErrUnknownType = errors.New("hopper: unknown job type")

@@ -39,8 +39,9 @@ func (h *Handle[O]) ID() string { return h.id }
 // GroupID returns the id of the job's fan-out group.
 func (h *Handle[O]) GroupID() string { return h.groupID }
 
-// Deduplicated reports whether the enqueue found a live job with the same
-// unique key and returned it instead of storing a new one.
+// Deduplicated reports whether the enqueue found a stored job and returned
+// it instead of storing a new one: a live job with the same unique key, or
+// the job with the same explicit id, type and input (InsertOpts.ID).
 func (h *Handle[O]) Deduplicated() bool { return h.deduplicated }
 
 // Wait blocks until the job is terminal (or ctx is done) and returns it.

@@ -1,8 +1,10 @@
 package hopper
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,7 +23,12 @@ import (
 // runs it applies the same policy.
 type InsertOpts struct {
 	// ID is the job's id; empty mints one (Config.IDGenerator). Minting ids
-	// before enqueue lets a gate refer to jobs enqueued beside it.
+	// before enqueue lets a gate refer to jobs enqueued beside it. An id
+	// that a stored job has already makes the enqueue of a single job
+	// idempotent when that job has the same type and input: the handle is
+	// the stored job's and Handle.Deduplicated reports it; with another
+	// type or input it is an error matching ErrDuplicateID (and so is a
+	// taken id among several jobs enqueued together).
 	ID string
 	// Delay postpones the first attempt. Must not be negative.
 	Delay time.Duration
@@ -413,6 +420,10 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 			return err
 		})
 	}
+	if errors.Is(err, ErrDuplicateID) {
+		res, err = c.duplicateInsert(ctx, tx, specs, rows)
+		notify = false
+	}
 	if err != nil {
 		return nil, fmt.Errorf("hopper: enqueue: %w", err)
 	}
@@ -421,6 +432,39 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 		c.notifyAfterInsert(ctx, res)
 	}
 	return res, nil
+}
+
+// duplicateInsert answers an insert that the store refused because an id
+// was taken (through tx, the caller's transaction, when given). One job
+// with an explicit id whose stored job has the same type and input is an
+// idempotent repeat: its result is the stored job, marked Existing (a
+// client retrying an enqueue whose reply it lost gets the same job). Any
+// other case is an error matching ErrDuplicateID, in hopper's words (the
+// store's are left out). When the stored job cannot be read through tx (a
+// PostgreSQL transaction that a concurrent insert of the id aborted), the
+// error is ErrDuplicateID too.
+func (c *Client) duplicateInsert(ctx context.Context, tx any, specs []*JobSpec, rows []*hoppertype.JobRow) ([]driver.JobInsertResult, error) {
+	if len(specs) != 1 || specs[0].opts.ID == "" {
+		return nil, fmt.Errorf("%w: a job id given is taken", ErrDuplicateID)
+	}
+	row := rows[0]
+	var have *hoppertype.JobRow
+	var err error
+	if tx != nil {
+		have, err = c.baseDriver().(driver.TxInserter).JobGetTx(ctx, tx, row.ID)
+	} else {
+		have, err = c.drv.JobGet(ctx, row.ID)
+	}
+	switch {
+	case err != nil:
+		// Deleted since, or unreadable through an aborted transaction.
+		return nil, fmt.Errorf("%w: job %q exists", ErrDuplicateID, row.ID)
+	case have.Type != row.Type:
+		return nil, fmt.Errorf("%w: job %q exists with type %q, not %q", ErrDuplicateID, row.ID, have.Type, row.Type)
+	case !bytes.Equal(have.Input, row.Input):
+		return nil, fmt.Errorf("%w: job %q exists with another input", ErrDuplicateID, row.ID)
+	}
+	return []driver.JobInsertResult{{Job: have, Existing: true}}, nil
 }
 
 // insertIn stores the jobs of p in tx with their gates, and the wake-ups of

@@ -3,6 +3,7 @@ package hopper
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -120,7 +121,10 @@ func (w *WorkflowType[I, O]) core() typeCore { return (*workflowImpl[I, O])(w) }
 // StartOpts are the options of one run. A nil *StartOpts is valid.
 type StartOpts struct {
 	// ID is the run's id. Starting an id that exists, in any state, returns
-	// the existing run (idempotent start). Empty mints one.
+	// the existing run (idempotent start; RunHandle.Existing reports it)
+	// when it is a run of the same workflow; a run of another workflow, or
+	// a job that is not a run, under that id is an error matching
+	// ErrDuplicateID. Empty mints one.
 	ID string
 	// Delay postpones the start.
 	Delay time.Duration
@@ -272,8 +276,19 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 		ex = tx
 	}
 	existing, err := ex.RunStart(ctx, &driver.RunStartParams{Run: run, Job: row})
+	if errors.Is(err, ErrDuplicateID) {
+		// The id is a job's that is not a run.
+		return nil, false, fmt.Errorf("hopper: start workflow %s: %w: %q is the id of a job", wi.workflowName(), ErrDuplicateID, row.ID)
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("hopper: start workflow %s: %w", wi.workflowName(), err)
+	}
+	if existing {
+		// The same id again is the same run, if it is one of this workflow.
+		have, err := ex.RunGet(ctx, row.ID)
+		if err == nil && have.Workflow != run.Workflow {
+			return nil, false, fmt.Errorf("hopper: start workflow %s: %w: run %q is a run of workflow %q", wi.workflowName(), ErrDuplicateID, row.ID, have.Workflow)
+		}
 	}
 	if !existing && tx == nil {
 		c.afterInsert([]driver.JobInsertResult{{Job: row}}, skip)

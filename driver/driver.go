@@ -121,8 +121,16 @@ type Subscription interface {
 // committed (transactional enqueue).
 type TxInserter interface {
 	// JobInsertManyTx inserts jobs through tx. It returns an error wrapping
-	// ErrTxType when tx is not a transaction the driver can use.
+	// ErrTxType when tx is not a transaction the driver can use. A
+	// duplicate id is hoppertype.ErrDuplicateID, found before anything is
+	// written, so the caller's transaction stays usable (a concurrent
+	// insert of the same id may still fail it on a store that aborts a
+	// transaction on a failed statement).
 	JobInsertManyTx(ctx context.Context, tx any, params *JobInsertManyParams) ([]JobInsertResult, error)
+
+	// JobGetTx reads a job through tx, seeing what tx wrote; a missing job
+	// is hoppertype.ErrNotFound, and tx as for JobInsertManyTx.
+	JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error)
 }
 
 // Executor runs operations, either on their own (each one atomic) or inside a

@@ -137,6 +137,21 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params *driver.Job
 	return out, nil
 }
 
+// JobGetTx reads a job through tx, a *sql.Tx JobInsertManyTx takes: it
+// sees the jobs tx inserted. A missing job is hoppertype.ErrNotFound; any
+// other tx type is an error wrapping driver.ErrTxType.
+func (d *Driver) JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error) {
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return nil, fmt.Errorf("sqlitedriver: JobGetTx needs a *sql.Tx, got %T: %w", tx, driver.ErrTxType)
+	}
+	if d.closed.Load() {
+		return nil, driver.ErrClosed
+	}
+	r := &runner{q: stx, d: d}
+	return r.jobGet(ctx, id)
+}
+
 // jobGet returns one job.
 func (r *runner) jobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
 	j, err := r.job(ctx, getJobSQL, id)
