@@ -295,6 +295,15 @@ func newClient(cfg Config) (*Client, error) {
 	if cfg.DefaultQueue == "" {
 		cfg.DefaultQueue = DefaultQueue
 	}
+	if err := checkText("Config.DefaultQueue", cfg.DefaultQueue); err != nil {
+		return nil, fmt.Errorf("hopper: %w", err)
+	}
+	if err := checkTexts("a name in Config.Queues", cfg.Queues); err != nil {
+		return nil, fmt.Errorf("hopper: %w", err)
+	}
+	if err := checkText("Config.WorkerID", cfg.WorkerID); err != nil {
+		return nil, fmt.Errorf("hopper: %w", err)
+	}
 	if err := cfg.Retry.Validate(); err != nil {
 		return nil, fmt.Errorf("hopper: Config.Retry: %w", err)
 	}
@@ -382,13 +391,25 @@ func (c *Client) baseDriver() driver.Driver {
 func (c *Client) WorkerID() string { return c.worker }
 
 // Register adds job types and workflows this client runs. They may be
-// registered before or after Start; a name may be registered once.
+// registered before or after Start; a name may be registered once (else
+// ErrDuplicateType), and a name (or code version) with a NUL byte or
+// invalid UTF-8 is refused with ErrInvalidInput.
 func (c *Client) Register(types ...AnyType) error {
 	c.typesMu.Lock()
 	for _, t := range types {
 		if t == nil {
 			c.typesMu.Unlock()
 			return errors.New("hopper: Register(nil)")
+		}
+		if err := checkText(fmt.Sprintf("type name %q", t.Name()), t.core().name()); err != nil {
+			c.typesMu.Unlock()
+			return err
+		}
+		if w, ok := t.core().(workflowCore); ok {
+			if err := checkText(fmt.Sprintf("code version of workflow %q", t.Name()), w.codeVersion()); err != nil {
+				c.typesMu.Unlock()
+				return err
+			}
 		}
 		if _, ok := c.types[t.core().name()]; ok {
 			c.typesMu.Unlock()

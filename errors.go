@@ -33,8 +33,12 @@ var (
 	// does not know.
 	ErrUnknownType = errors.New("hopper: unknown job type")
 	// ErrInvalidInput is returned for input that does not decode into the
-	// type's input, or options that make no sense (a negative delay, a retry
-	// policy with fewer than one attempt, an oversized payload).
+	// type's input, options that make no sense (a negative delay, a retry
+	// policy with fewer than one attempt, an oversized payload, a priority
+	// outside 32 bits, a time outside years 1 to 9999), an id that breaks
+	// ValidateID's rule, and any string bound for the store (an id, a name,
+	// a key, a label, metadata, a filter) that holds a NUL byte or is not
+	// valid UTF-8. Nothing is stored then.
 	ErrInvalidInput = errors.New("hopper: invalid input")
 	// ErrEncode matches a handler result that could not be encoded.
 	ErrEncode = errors.New("hopper: result does not encode")

@@ -109,6 +109,9 @@ func (c *Client) WaitGroup(ctx context.Context, groupID string) (*GroupValue, er
 // GroupStatus returns a group's state and value now, without waiting:
 // Settled says whether every job in it is terminal.
 func (c *Client) GroupStatus(ctx context.Context, groupID string) (*GroupValue, error) {
+	if err := checkText("group id", groupID); err != nil {
+		return nil, err
+	}
 	g, err := c.drv.GroupGet(ctx, groupID)
 	if err == nil {
 		return &GroupValue{ID: groupID, Value: g.Value, Set: g.ValueSet, Settled: g.State == hoppertype.GroupSettled, codec: c.codec}, nil
@@ -129,6 +132,9 @@ func (c *Client) GroupStatus(ctx context.Context, groupID string) (*GroupValue, 
 
 // waitJob waits for a job to be terminal.
 func (c *Client) waitJob(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	if err := checkText("job id", id); err != nil {
+		return nil, err
+	}
 	for {
 		ch, release := c.waiters.watch(waitJob, id)
 		row, err := c.drv.JobGet(ctx, id)
@@ -152,6 +158,9 @@ func (c *Client) waitJob(ctx context.Context, id string) (*hoppertype.JobRow, er
 // group of one with no row: it settles when the job is terminal, with the
 // job's result as its value when it succeeded.
 func (c *Client) waitGroup(ctx context.Context, id string) (*GroupValue, error) {
+	if err := checkText("group id", id); err != nil {
+		return nil, err
+	}
 	if _, err := c.markAwaited(ctx, id); err != nil {
 		return nil, fmt.Errorf("hopper: wait for group %s: %w", id, err)
 	}

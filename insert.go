@@ -24,6 +24,8 @@ import (
 type InsertOpts struct {
 	// ID is the job's id; empty mints one (Config.IDGenerator). Minting ids
 	// before enqueue lets a gate refer to jobs enqueued beside it. An id
+	// given here must keep ValidateID's rule, or the enqueue is refused
+	// with ErrInvalidInput and nothing is stored. An id
 	// that a stored job has already makes the enqueue of a single job
 	// idempotent when that job has the same type and input: the handle is
 	// the stored job's and Handle.Deduplicated reports it; with another
@@ -78,8 +80,6 @@ func (o *InsertOpts) validate() error {
 		return fmt.Errorf("%w: negative timeout %v", ErrInvalidInput, o.Timeout)
 	case o.AttemptTimeout < 0:
 		return fmt.Errorf("%w: negative attempt timeout %v", ErrInvalidInput, o.AttemptTimeout)
-	case len(o.ID) > 255:
-		return fmt.Errorf("%w: id longer than 255 bytes", ErrInvalidInput)
 	case len(o.Queue) > 255 || strings.ContainsAny(o.Queue, ",\x00"):
 		return fmt.Errorf("%w: queue name %q (at most 255 bytes, no commas)", ErrInvalidInput, o.Queue)
 	case len(o.UniqueKey) > 1024:
@@ -90,6 +90,15 @@ func (o *InsertOpts) validate() error {
 		return fmt.Errorf("%w: concurrency limit %d", ErrInvalidInput, o.ConcurrencyLimit)
 	case (o.ConcurrencyKey == "") != (o.ConcurrencyLimit == 0):
 		return fmt.Errorf("%w: a concurrency key needs a limit (and a limit a key)", ErrInvalidInput)
+	}
+	if err := checkPriority(o.Priority); err != nil {
+		return err
+	}
+	if err := checkTime("run at", o.RunAt); err != nil {
+		return err
+	}
+	if err := checkTime("deadline", o.Deadline); err != nil {
+		return err
 	}
 	return o.Retry.Validate()
 }
@@ -153,6 +162,9 @@ type JobSpec struct {
 	err  error
 	// gate is set on a spec made by Gate.
 	gate *gateSpec
+	// derivedID is set when opts.ID was made by hopper from another id (an
+	// activity's, a child run's): it is not held to ValidateID.
+	derivedID bool
 }
 
 // Job builds a JobSpec of this type; opts may be nil.
@@ -308,6 +320,11 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 	if err := s.opts.validate(); err != nil {
 		return nil, err
 	}
+	if s.opts.ID != "" && !s.derivedID {
+		if err := ValidateID(s.opts.ID); err != nil {
+			return nil, err
+		}
+	}
 	t := s.t
 	o := InsertOpts{Queue: c.cfg.DefaultQueue, Retry: c.cfg.Retry, AttemptTimeout: c.cfg.AttemptTimeout}
 	b := t.base()
@@ -349,7 +366,7 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 		s.id = c.newID()
 	}
 	id := s.id
-	return &hoppertype.JobRow{
+	row := &hoppertype.JobRow{
 		ID:               id,
 		Type:             t.name(),
 		Queue:            o.Queue,
@@ -367,7 +384,11 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 		Deadline:         deadline,
 		QueuedAt:         now,
 		RunAt:            runAt,
-	}, nil
+	}
+	if err := checkRow(row); err != nil {
+		return nil, err
+	}
+	return row, nil
 }
 
 // insert builds rows for specs and stores them in one transaction (the

@@ -27,7 +27,8 @@ import (
 // either both or neither.
 type Schedule struct {
 	// Name identifies the schedule across the fleet: processes that
-	// register a schedule of the same name share its occurrences.
+	// register a schedule of the same name share its occurrences. It is
+	// held to ValidateID's rule (it names the schedule in URLs).
 	Name string
 	// Cron is a standard 5-field cron expression, read in Location:
 	// minute (0-59), hour (0-23), day of month (1-31), month (1-12 or
@@ -232,6 +233,9 @@ func (c *Client) setSchedulePaused(ctx context.Context, name string, paused bool
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
 	}
+	if err := checkText("schedule name", name); err != nil {
+		return err
+	}
 	c.schedMu.Lock()
 	_, known := c.schedules[name]
 	c.schedMu.Unlock()
@@ -265,6 +269,9 @@ func (c *Client) setSchedulePaused(ctx context.Context, name string, paused bool
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
+	}
+	if err := checkText("schedule name", name); err != nil {
+		return err
 	}
 	gone, err := c.drv.ScheduleDelete(ctx, name)
 	if err != nil {
@@ -326,6 +333,12 @@ type scheduleEntry struct {
 func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 	if s.Name == "" {
 		return nil, fmt.Errorf("%w: a schedule needs a name", ErrInvalidInput)
+	}
+	if err := ValidateID(s.Name); err != nil {
+		return nil, fmt.Errorf("schedule name: %w", err)
+	}
+	if err := checkText("cron expression", s.Cron); err != nil {
+		return nil, err
 	}
 	if (s.Job == nil) == (s.Run == nil) {
 		return nil, fmt.Errorf("%w: schedule %q needs one of Job and Run", ErrInvalidInput, s.Name)
