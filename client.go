@@ -57,6 +57,8 @@ const (
 
 // Retention says how long terminal jobs are kept before deletion. Zero
 // fields default to 24h; a negative value keeps jobs of that state forever.
+// The leader deletes them (once a minute); a settled fan-out group's row
+// goes with the last of its jobs.
 type Retention struct {
 	Succeeded time.Duration
 	Dead      time.Duration

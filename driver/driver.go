@@ -229,7 +229,8 @@ type Executor interface {
 	// JobDeleteFinished deletes terminal jobs of the given States whose EndedAt
 	// is before Before, at most Limit, and returns how many it deleted. A
 	// deleted job that is a workflow run takes its run row, history, hooks
-	// and stream chunks with it.
+	// and stream chunks with it; a settled group whose last jobs it deleted
+	// (no job with that GroupID remains) takes its group row.
 	JobDeleteFinished(ctx context.Context, params *JobDeleteFinishedParams) (int, error)
 
 	// GroupInsert stores a new group row; an existing id is

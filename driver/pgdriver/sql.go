@@ -276,7 +276,10 @@ FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord)
 WHERE j.id = r.id
 RETURNING r.ord, {jcols}`),
 		// A deleted job that is a workflow run takes its run row, history,
-		// hooks and stream with it, in the same statement. Data-modifying
+		// hooks and stream with it, in the same statement, and a settled
+		// group whose last jobs it deleted takes its group row (the
+		// statement's snapshot still shows the deleted jobs, so they are
+		// left out of the look-up of the jobs that remain). Data-modifying
 		// CTEs always run to completion; each probes its table's index by
 		// the deleted ids.
 		deleteFinished: q(`WITH victims AS MATERIALIZED (
@@ -287,9 +290,14 @@ RETURNING r.ord, {jcols}`),
 	FOR UPDATE SKIP LOCKED
 ), del AS (
 	DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id
-	RETURNING j.id
+	RETURNING j.id, j.group_id
 ), gone AS MATERIALIZED (
-	SELECT array_agg(id) AS ids FROM del
+	SELECT array_agg(id) AS ids, array_agg(DISTINCT group_id) AS groups FROM del
+), del_groups AS (
+	DELETE FROM {s}.groups g
+	WHERE g.id = ANY((SELECT groups FROM gone)::text[]) AND g.state = 'settled'
+	  AND NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.group_id = g.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[]))
 ), del_runs AS (
 	DELETE FROM {s}.runs WHERE id = ANY((SELECT ids FROM gone)::text[])
 ), del_events AS (
