@@ -283,36 +283,40 @@ type Executor interface {
 	QueueList(ctx context.Context) ([]*QueueRow, error)
 
 	// ScheduleUpsert stores a schedule's registration: it creates the
-	// schedule's row (not paused, no occurrences) or sets its Spec, NextAt
-	// and UpdatedAt, leaving Paused, Occurrences and LastAt as they are.
+	// schedule's row (not paused, no occurrences, FirstSeenAt = Now) or sets
+	// its Spec, NextAt and UpdatedAt (and FirstSeenAt when it has none),
+	// leaving Paused, Occurrences, LastAt and FirstSeenAt as they are. It
+	// returns the row's FirstSeenAt (zero when it wrote nothing).
 	// A stored NextAt later than the new one is kept when Spec is
 	// unchanged: another process recorded an occurrence already (the
 	// registration's NextAt may be an occurrence it fired). The Spec of a
 	// row with a definition (ScheduleDefine) is left as it is. With Stored,
 	// only a row with the definition of Version is updated, and none is
 	// created.
-	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) error
+	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) (firstSeen time.Time, err error)
 
 	// ScheduleRecord records that an occurrence of the named schedule, at
 	// At, fired: unless the schedule is paused it counts one occurrence and
 	// sets LastAt; either way it sets Spec (not on a row with a
 	// definition), NextAt and UpdatedAt. It creates the row if missing, and
 	// reports whether the schedule is paused (then the occurrence was not
-	// counted). With Stored, a row without the definition of Version (it
-	// was deleted or defined again) is hoppertype.ErrNotFound, and nothing
-	// is written.
+	// counted); a row it creates, or that has no FirstSeenAt, gets Now.
+	// With Stored, a row without the definition of Version (it was deleted
+	// or defined again) is hoppertype.ErrNotFound, and nothing is written.
 	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (paused bool, err error)
 
 	// ScheduleDefine stores a schedule defined in the store (not in a
 	// program's code): it creates the row or sets its Def, Spec (Def.Spec),
-	// NextAt and UpdatedAt, leaving Paused, Occurrences and LastAt as they
-	// are. A row that belongs to a schedule
+	// NextAt and UpdatedAt (and FirstSeenAt = Now when it has none),
+	// leaving Paused, Occurrences and LastAt as they are. A row that
+	// belongs to a schedule
 	// in code (no definition, and a Spec, a NextAt, a LastAt or
 	// occurrences) is left alone: hoppertype.ErrStateConflict.
 	ScheduleDefine(ctx context.Context, params *ScheduleDefineParams) error
 
 	// ScheduleSetPaused stores whether a schedule is paused, creating its
-	// row if missing.
+	// row if missing (without a FirstSeenAt: pausing a name is not seeing
+	// the schedule).
 	ScheduleSetPaused(ctx context.Context, params *ScheduleSetPausedParams) error
 
 	// ScheduleList returns the stored schedules, by name.
