@@ -323,6 +323,11 @@ func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 	kept := f.insertOne(t, succeeded, old)
 	child := f.insertOne(t, succeeded, recent, inGroup(kept.ID))
 	group(kept.ID, hoppertype.GroupSettled)
+	// The root ended recently, its children long ago: the children go,
+	// the root and the row stay.
+	young := f.insertOne(t, succeeded, recent)
+	f.insertOne(t, succeeded, old, inGroup(young.ID))
+	group(young.ID, hoppertype.GroupSettled)
 	// An open group (its rows say so) stays even with no job left.
 	open := f.insertOne(t, succeeded, old)
 	group(open.ID, hoppertype.GroupOpen)
@@ -332,20 +337,23 @@ func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 
 	n, err := f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: base, Limit: 100})
 	require.NoError(t, err)
-	require.Equal(t, 5, n)
+	require.Equal(t, 6, n)
 	_, err = f.d.GroupGet(f.ctx, gone.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "the settled group whose jobs are all gone")
 	f.groupGet(t, kept.ID)
+	f.groupGet(t, young.ID)
 	f.groupGet(t, open.ID)
 	f.groupGet(t, other)
 
 	// Its last job gone, the kept group's row goes too; one pass at a time.
 	n, err = f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour), Limit: 100})
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Equal(t, 2, n)
 	f.requireMissing(t, child.ID)
 	_, err = f.d.GroupGet(f.ctx, kept.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+	_, err = f.d.GroupGet(f.ctx, young.ID)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound, "its root gone last, the group's row goes")
 
 	// In a transaction that rolls back, the group row comes back.
 	root := f.insertOne(t, succeeded, old)

@@ -279,7 +279,10 @@ RETURNING r.ord, {jcols}`),
 		// hooks and stream with it, in the same statement, and a settled
 		// group whose last jobs it deleted takes its group row (the
 		// statement's snapshot still shows the deleted jobs, so they are
-		// left out of the look-up of the jobs that remain). Data-modifying
+		// left out of the look-up of the jobs that remain: the root by its
+		// key, the members by jobs_group, which leaves roots out, each in
+		// a scalar subquery, probed per group, where an anti-join would be
+		// planned as a scan of jobs). Data-modifying
 		// CTEs always run to completion; each probes its table's index by
 		// the deleted ids.
 		deleteFinished: q(`WITH victims AS MATERIALIZED (
@@ -296,8 +299,10 @@ RETURNING r.ord, {jcols}`),
 ), del_groups AS (
 	DELETE FROM {s}.groups g
 	WHERE g.id = ANY((SELECT groups FROM gone)::text[]) AND g.state = 'settled'
-	  AND NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.group_id = g.id
-		AND j.id <> ALL((SELECT ids FROM gone)::text[]))
+	  AND (SELECT j.id FROM {s}.jobs j WHERE j.id = g.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[])) IS NULL
+	  AND (SELECT j.id FROM {s}.jobs j WHERE j.group_id = g.id AND j.group_id <> j.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[]) LIMIT 1) IS NULL
 ), del_runs AS (
 	DELETE FROM {s}.runs WHERE id = ANY((SELECT ids FROM gone)::text[])
 ), del_events AS (
