@@ -46,6 +46,9 @@ const (
 
 // Get returns a job by id, or an error matching ErrNotFound.
 func (c *Client) Get(ctx context.Context, id string) (*JobRow, error) {
+	if err := checkText("job id", id); err != nil {
+		return nil, err
+	}
 	row, err := c.drv.JobGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: get job %s: %w", id, err)
@@ -72,6 +75,20 @@ type ListParams struct {
 	Limit int
 }
 
+// check refuses filters no store takes alike.
+func (p *ListParams) check() error {
+	for _, err := range []error{
+		checkTexts("type filter", p.Types), checkTexts("queue filter", p.Queues), checkText("group id filter", p.GroupID),
+		checkText("parent id filter", p.ParentID), checkText("cursor", p.Cursor),
+		checkTime("queued-after filter", p.QueuedAfter), checkTime("queued-before filter", p.QueuedBefore),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // JobPage is one page of a listing.
 type JobPage struct {
 	Jobs []*JobRow
@@ -92,6 +109,9 @@ func (c *Client) List(ctx context.Context, p *ListParams) (*JobPage, error) {
 		if !s.Valid() {
 			return nil, fmt.Errorf("%w: unknown job state %q", ErrInvalidInput, s)
 		}
+	}
+	if err := p.check(); err != nil {
+		return nil, err
 	}
 	limit := p.Limit
 	switch {
@@ -146,6 +166,9 @@ func (c *Client) Active() []*JobRow {
 // as succeeded). Cancelling a finished job returns it with an error matching
 // ErrStateConflict.
 func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
+	if err := checkText("job id", id); err != nil {
+		return nil, err
+	}
 	now := c.now()
 	var (
 		row     *JobRow
@@ -201,6 +224,9 @@ func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
 // a fresh job (attempt 1 next, a passed deadline cleared) — a redrive of one
 // job. A job in any other state yields an error matching ErrStateConflict.
 func (c *Client) Retry(ctx context.Context, id string) (*JobRow, error) {
+	if err := checkText("job id", id); err != nil {
+		return nil, err
+	}
 	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: []string{id}, States: []hoppertype.JobState{
 		hoppertype.JobStateDead, hoppertype.JobStateExpired, hoppertype.JobStateCancelled, hoppertype.JobStateStuck}})
 	if err != nil {
@@ -222,6 +248,9 @@ func (c *Client) Retry(ctx context.Context, id string) (*JobRow, error) {
 // jobs calls (see RetryObserver): unlike Retry, it never brings back a job
 // that someone cancelled or that died meanwhile.
 func (c *Client) Reopen(ctx context.Context, id string) (*JobRow, error) {
+	if err := checkText("job id", id); err != nil {
+		return nil, err
+	}
 	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: []string{id}, States: []hoppertype.JobState{hoppertype.JobStateStuck}})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: reopen job %s: %w", id, err)
@@ -255,6 +284,12 @@ func (c *Client) Redrive(ctx context.Context, p *RedriveParams) (int, error) {
 	}
 	if p.Limit < 0 {
 		return 0, fmt.Errorf("%w: negative limit", ErrInvalidInput)
+	}
+	if err := checkTexts("job id", p.IDs); err != nil {
+		return 0, err
+	}
+	if err := checkText("type name", p.Type); err != nil {
+		return 0, err
 	}
 	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: p.IDs, Type: p.Type, All: p.All && len(p.IDs) == 0 && p.Type == "",
 		States: []hoppertype.JobState{hoppertype.JobStateDead}, Limit: p.Limit})
@@ -362,6 +397,9 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
 func (c *Client) setPaused(ctx context.Context, queue string, paused, create bool) error {
 	if queue == "" {
 		return fmt.Errorf("%w: empty queue name", ErrInvalidInput)
+	}
+	if err := checkText("queue name", queue); err != nil {
+		return err
 	}
 	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		if !create {

@@ -86,6 +86,9 @@ func (c *Client) JobChanges(ctx context.Context, id string) ([]*Change, error) {
 
 // changesOf reads every change of an entity, in order.
 func (c *Client) changesOf(ctx context.Context, id string) ([]*Change, error) {
+	if err := checkText("job id", id); err != nil {
+		return nil, err
+	}
 	var out []*Change
 	var after int64
 	for {

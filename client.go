@@ -57,6 +57,8 @@ const (
 
 // Retention says how long terminal jobs are kept before deletion. Zero
 // fields default to 24h; a negative value keeps jobs of that state forever.
+// The leader deletes them (once a minute); a settled fan-out group's row
+// goes with the last of its jobs.
 type Retention struct {
 	Succeeded time.Duration
 	Dead      time.Duration
@@ -183,9 +185,11 @@ type Config struct {
 	// the observer off (stuck jobs then wait for a person or a policy of
 	// one's own).
 	RetryObserverCap int
-	// FetchAllowPrivate lets Fetch reach loopback, private, link-local and
-	// unspecified addresses, which it refuses by default (a workflow's
-	// input must not be able to point it at the internal network).
+	// FetchAllowPrivate lets Fetch reach the addresses it refuses by
+	// default (ErrFetchForbidden: loopback, private, carrier-grade NAT,
+	// link-local, unique-local and every other special-purpose block that
+	// is not globally reachable), so a workflow's input cannot point it at
+	// the internal network.
 	FetchAllowPrivate bool
 }
 
@@ -293,6 +297,15 @@ func newClient(cfg Config) (*Client, error) {
 	if cfg.DefaultQueue == "" {
 		cfg.DefaultQueue = DefaultQueue
 	}
+	if err := checkText("Config.DefaultQueue", cfg.DefaultQueue); err != nil {
+		return nil, fmt.Errorf("hopper: %w", err)
+	}
+	if err := checkTexts("a name in Config.Queues", cfg.Queues); err != nil {
+		return nil, fmt.Errorf("hopper: %w", err)
+	}
+	if err := checkText("Config.WorkerID", cfg.WorkerID); err != nil {
+		return nil, fmt.Errorf("hopper: %w", err)
+	}
 	if err := cfg.Retry.Validate(); err != nil {
 		return nil, fmt.Errorf("hopper: Config.Retry: %w", err)
 	}
@@ -380,13 +393,25 @@ func (c *Client) baseDriver() driver.Driver {
 func (c *Client) WorkerID() string { return c.worker }
 
 // Register adds job types and workflows this client runs. They may be
-// registered before or after Start; a name may be registered once.
+// registered before or after Start; a name may be registered once (else
+// ErrDuplicateType), and a name (or code version) with a NUL byte or
+// invalid UTF-8 is refused with ErrInvalidInput.
 func (c *Client) Register(types ...AnyType) error {
 	c.typesMu.Lock()
 	for _, t := range types {
 		if t == nil {
 			c.typesMu.Unlock()
 			return errors.New("hopper: Register(nil)")
+		}
+		if err := checkText(fmt.Sprintf("type name %q", t.Name()), t.core().name()); err != nil {
+			c.typesMu.Unlock()
+			return err
+		}
+		if w, ok := t.core().(workflowCore); ok {
+			if err := checkText(fmt.Sprintf("code version of workflow %q", t.Name()), w.codeVersion()); err != nil {
+				c.typesMu.Unlock()
+				return err
+			}
 		}
 		if _, ok := c.types[t.core().name()]; ok {
 			c.typesMu.Unlock()

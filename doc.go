@@ -91,7 +91,8 @@
 // expression (or of a Next function), once across every process that
 // registers the schedule: the occurrence's key and its job are stored in
 // one transaction. An occurrence missed while no process ran fires when one
-// catches up within Schedule.CatchUp. The store keeps each schedule's state
+// catches up within Schedule.CatchUp; none from before the store first saw
+// the schedule fires. The store keeps each schedule's state
 // for the fleet (Client.Schedules): Client.PauseSchedule stops its
 // occurrences on every process until Client.ResumeSchedule.
 // Client.DefineSchedule stores a schedule instead of registering it in code

@@ -24,12 +24,21 @@ var (
 	// ErrLeaseLost matches an attempt whose lease was lost (its worker died or
 	// stalled past the visibility timeout) and which was rescued.
 	ErrLeaseLost = hoppertype.ErrLeaseLost
+	// ErrDuplicateID is returned when an id given to a new job or run
+	// belongs to a stored one that the call cannot take as its own: a job
+	// of another type or input, or a run of another workflow (see
+	// InsertOpts.ID and StartOpts.ID).
+	ErrDuplicateID = hoppertype.ErrDuplicateID
 	// ErrUnknownType is returned when enqueueing by name a type the client
 	// does not know.
 	ErrUnknownType = errors.New("hopper: unknown job type")
 	// ErrInvalidInput is returned for input that does not decode into the
-	// type's input, or options that make no sense (a negative delay, a retry
-	// policy with fewer than one attempt, an oversized payload).
+	// type's input, options that make no sense (a negative delay, a retry
+	// policy with fewer than one attempt, an oversized payload, a priority
+	// outside 32 bits, a time outside years 1 to 9999), an id that breaks
+	// ValidateID's rule, and any string bound for the store (an id, a name,
+	// a key, a label, metadata, a filter) that holds a NUL byte or is not
+	// valid UTF-8. Nothing is stored then.
 	ErrInvalidInput = errors.New("hopper: invalid input")
 	// ErrEncode matches a handler result that could not be encoded.
 	ErrEncode = errors.New("hopper: result does not encode")
@@ -47,9 +56,6 @@ var (
 	// ErrStateConflict is returned when an operation does not apply to the
 	// job's current state (cancelling a finished job, say).
 	ErrStateConflict = hoppertype.ErrStateConflict
-	// ErrDuplicateID is returned when an explicit id is already taken by
-	// another job or run.
-	ErrDuplicateID = hoppertype.ErrDuplicateID
 	// ErrPayloadTooLarge matches an input or payload past
 	// Config.MaxPayloadBytes. It also matches ErrInvalidInput.
 	ErrPayloadTooLarge error = payloadTooLarge{}

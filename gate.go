@@ -127,6 +127,9 @@ func Gate(on []string, next []*JobSpec, cond Condition, timeout time.Duration) *
 // validated) now and stored in its input.
 func (c *Client) buildGateRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error) {
 	g := s.gate
+	if err := checkTexts("gate: id to wait on", g.on); err != nil {
+		return nil, err
+	}
 	in := gateInput{On: slices.Compact(slices.Sorted(slices.Values(g.on))), Cond: g.cond.Normalize()}
 	seen := map[string]bool{}
 	for _, n := range g.next {
@@ -168,6 +171,9 @@ func (c *Client) buildGateRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, er
 	if g.timeout > 0 {
 		row.Deadline = now.Add(g.timeout)
 		row.RunAt = minTime(row.RunAt, row.Deadline)
+	}
+	if err := checkRow(row); err != nil {
+		return nil, fmt.Errorf("gate: %w", err)
 	}
 	return row, nil
 }

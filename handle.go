@@ -45,8 +45,9 @@ func (h *Handle[O]) State() JobState { return h.state }
 // GroupID returns the id of the job's fan-out group.
 func (h *Handle[O]) GroupID() string { return h.groupID }
 
-// Deduplicated reports whether the enqueue found a live job with the same
-// unique key and returned it instead of storing a new one.
+// Deduplicated reports whether the enqueue found a stored job and returned
+// it instead of storing a new one: a live job with the same unique key, or
+// the job with the same explicit id, type and input (InsertOpts.ID).
 func (h *Handle[O]) Deduplicated() bool { return h.deduplicated }
 
 // Wait blocks until the job is terminal (or ctx is done) and returns it.
@@ -114,6 +115,9 @@ func (c *Client) WaitGroup(ctx context.Context, groupID string) (*GroupValue, er
 // GroupStatus returns a group's state and value now, without waiting:
 // Settled says whether every job in it is terminal.
 func (c *Client) GroupStatus(ctx context.Context, groupID string) (*GroupValue, error) {
+	if err := checkText("group id", groupID); err != nil {
+		return nil, err
+	}
 	g, err := c.drv.GroupGet(ctx, groupID)
 	if err == nil {
 		return &GroupValue{ID: groupID, Value: g.Value, Set: g.ValueSet, Settled: g.State == hoppertype.GroupSettled, codec: c.codec}, nil
@@ -134,6 +138,9 @@ func (c *Client) GroupStatus(ctx context.Context, groupID string) (*GroupValue, 
 
 // waitJob waits for a job to be terminal.
 func (c *Client) waitJob(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	if err := checkText("job id", id); err != nil {
+		return nil, err
+	}
 	for {
 		ch, release := c.waiters.watch(waitJob, id)
 		row, err := c.drv.JobGet(ctx, id)
@@ -157,6 +164,9 @@ func (c *Client) waitJob(ctx context.Context, id string) (*hoppertype.JobRow, er
 // group of one with no row: it settles when the job is terminal, with the
 // job's result as its value when it succeeded.
 func (c *Client) waitGroup(ctx context.Context, id string) (*GroupValue, error) {
+	if err := checkText("group id", id); err != nil {
+		return nil, err
+	}
 	if _, err := c.markAwaited(ctx, id); err != nil {
 		return nil, fmt.Errorf("hopper: wait for group %s: %w", id, err)
 	}

@@ -1,8 +1,10 @@
 package hopper
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,7 +23,14 @@ import (
 // runs it applies the same policy.
 type InsertOpts struct {
 	// ID is the job's id; empty mints one (Config.IDGenerator). Minting ids
-	// before enqueue lets a gate refer to jobs enqueued beside it.
+	// before enqueue lets a gate refer to jobs enqueued beside it. An id
+	// given here must keep ValidateID's rule, or the enqueue is refused
+	// with ErrInvalidInput and nothing is stored. An id
+	// that a stored job has already makes the enqueue of a single job
+	// idempotent when that job has the same type and input: the handle is
+	// the stored job's and Handle.Deduplicated reports it; with another
+	// type or input it is an error matching ErrDuplicateID (and so is a
+	// taken id among several jobs enqueued together).
 	ID string
 	// Delay postpones the first attempt. Must not be negative.
 	Delay time.Duration
@@ -71,8 +80,6 @@ func (o *InsertOpts) validate() error {
 		return fmt.Errorf("%w: negative timeout %v", ErrInvalidInput, o.Timeout)
 	case o.AttemptTimeout < 0:
 		return fmt.Errorf("%w: negative attempt timeout %v", ErrInvalidInput, o.AttemptTimeout)
-	case len(o.ID) > 255:
-		return fmt.Errorf("%w: id longer than 255 bytes", ErrInvalidInput)
 	case len(o.Queue) > 255 || strings.ContainsAny(o.Queue, ",\x00"):
 		return fmt.Errorf("%w: queue name %q (at most 255 bytes, no commas)", ErrInvalidInput, o.Queue)
 	case len(o.UniqueKey) > 1024:
@@ -83,6 +90,15 @@ func (o *InsertOpts) validate() error {
 		return fmt.Errorf("%w: concurrency limit %d", ErrInvalidInput, o.ConcurrencyLimit)
 	case (o.ConcurrencyKey == "") != (o.ConcurrencyLimit == 0):
 		return fmt.Errorf("%w: a concurrency key needs a limit (and a limit a key)", ErrInvalidInput)
+	}
+	if err := checkPriority(o.Priority); err != nil {
+		return err
+	}
+	if err := checkTime("run at", o.RunAt); err != nil {
+		return err
+	}
+	if err := checkTime("deadline", o.Deadline); err != nil {
+		return err
 	}
 	return o.Retry.Validate()
 }
@@ -146,6 +162,9 @@ type JobSpec struct {
 	err  error
 	// gate is set on a spec made by Gate.
 	gate *gateSpec
+	// derivedID is set when opts.ID was made by hopper from another id (an
+	// activity's, a child run's): it is not held to ValidateID.
+	derivedID bool
 }
 
 // Job builds a JobSpec of this type; opts may be nil.
@@ -318,6 +337,11 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 	if err := s.opts.validate(); err != nil {
 		return nil, err
 	}
+	if s.opts.ID != "" && !s.derivedID {
+		if err := ValidateID(s.opts.ID); err != nil {
+			return nil, err
+		}
+	}
 	t := s.t
 	o := InsertOpts{Queue: c.cfg.DefaultQueue, Retry: c.cfg.Retry, AttemptTimeout: c.cfg.AttemptTimeout}
 	b := t.base()
@@ -359,7 +383,7 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 		s.id = c.newID()
 	}
 	id := s.id
-	return &hoppertype.JobRow{
+	row := &hoppertype.JobRow{
 		ID:               id,
 		Type:             t.name(),
 		Queue:            o.Queue,
@@ -377,7 +401,11 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 		Deadline:         deadline,
 		QueuedAt:         now,
 		RunAt:            runAt,
-	}, nil
+	}
+	if err := checkRow(row); err != nil {
+		return nil, err
+	}
+	return row, nil
 }
 
 // insert builds rows for specs and stores them in one transaction (the
@@ -430,6 +458,10 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 			return err
 		})
 	}
+	if errors.Is(err, ErrDuplicateID) {
+		res, err = c.duplicateInsert(ctx, tx, specs, rows)
+		notify = false
+	}
 	if err != nil {
 		return nil, fmt.Errorf("hopper: enqueue: %w", err)
 	}
@@ -438,6 +470,39 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 		c.notifyAfterInsert(ctx, res)
 	}
 	return res, nil
+}
+
+// duplicateInsert answers an insert that the store refused because an id
+// was taken (through tx, the caller's transaction, when given). One job
+// with an explicit id whose stored job has the same type and input is an
+// idempotent repeat: its result is the stored job, marked Existing (a
+// client retrying an enqueue whose reply it lost gets the same job). Any
+// other case is an error matching ErrDuplicateID, in hopper's words (the
+// store's are left out). When the stored job cannot be read through tx (a
+// PostgreSQL transaction that a concurrent insert of the id aborted), the
+// error is ErrDuplicateID too.
+func (c *Client) duplicateInsert(ctx context.Context, tx any, specs []*JobSpec, rows []*hoppertype.JobRow) ([]driver.JobInsertResult, error) {
+	if len(specs) != 1 || specs[0].opts.ID == "" {
+		return nil, fmt.Errorf("%w: a job id given is taken", ErrDuplicateID)
+	}
+	row := rows[0]
+	var have *hoppertype.JobRow
+	var err error
+	if tx != nil {
+		have, err = c.baseDriver().(driver.TxInserter).JobGetTx(ctx, tx, row.ID)
+	} else {
+		have, err = c.drv.JobGet(ctx, row.ID)
+	}
+	switch {
+	case err != nil:
+		// Deleted since, or unreadable through an aborted transaction.
+		return nil, fmt.Errorf("%w: job %q exists", ErrDuplicateID, row.ID)
+	case have.Type != row.Type:
+		return nil, fmt.Errorf("%w: job %q exists with type %q, not %q", ErrDuplicateID, row.ID, have.Type, row.Type)
+	case !bytes.Equal(have.Input, row.Input):
+		return nil, fmt.Errorf("%w: job %q exists with another input", ErrDuplicateID, row.ID)
+	}
+	return []driver.JobInsertResult{{Job: have, Existing: true}}, nil
 }
 
 // insertIn stores the jobs of p in tx with their gates, and the wake-ups of

@@ -91,6 +91,9 @@ func (j *JobContext) HeartbeatMessage(ctx context.Context, message string) error
 }
 
 func (j *JobContext) heartbeat(ctx context.Context, message string) error {
+	if err := checkText("heartbeat message", message); err != nil {
+		return err
+	}
 	c := j.c
 	res, err := c.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{
 		Leases:    []driver.Lease{{ID: j.row.ID, Token: j.row.LeaseToken}},
@@ -119,6 +122,9 @@ func (j *JobContext) heartbeat(ctx context.Context, message string) error {
 func (j *JobContext) Claim(ctx context.Context, key string) (bool, error) {
 	if key == "" {
 		return false, errors.New("hopper: Claim with an empty key")
+	}
+	if err := checkText("claim key", key); err != nil {
+		return false, err
 	}
 	c := j.c
 	ok, err := c.drv.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "claim:" + key, Now: c.now()})

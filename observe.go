@@ -141,6 +141,12 @@ func (c *Client) observe(o *observer) error {
 	if phase != InCommit && phase != AfterCommit {
 		return fmt.Errorf("%w: unknown observer phase %d", ErrInvalidInput, int(phase))
 	}
+	for _, err := range []error{checkText("observer name", name), checkTexts("observer kind filter", o.filter.Kinds),
+		checkTexts("observer type filter", o.filter.Types), checkTexts("observer state filter", o.filter.States)} {
+		if err != nil {
+			return err
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rt != nil {
@@ -483,6 +489,9 @@ func callObserver(ctx context.Context, o *observer, ch *Change) (err error) {
 func (c *Client) Changes(ctx context.Context, after ChangeCursor, limit int) ([]*Change, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d (use 1 to 1000)", ErrInvalidInput, limit)
+	}
+	if after.Tx < 0 || after.Position < 0 {
+		return nil, fmt.Errorf("%w: a change cursor with a negative part (%d, %d)", ErrInvalidInput, after.Tx, after.Position)
 	}
 	chs, err := c.drv.ChangeList(ctx, &driver.ChangeListParams{After: after, Limit: limit})
 	if err != nil {

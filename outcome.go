@@ -63,6 +63,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		return terminal(hoppertype.JobStateExpired, errInfo(hoppertype.ErrorKindExpired, ErrExpired, ""), EventExpired)
 	}
 	deferTo := func(at time.Time) outcome {
+		at = clampTime(at) // a wait past year 9999 is as good as forever
 		// Deferred to its deadline exactly, a job is expired when it comes
 		// due (dispatch refuses a job at its deadline); past it, at once.
 		if !row.Deadline.IsZero() && at.After(row.Deadline) {

@@ -27,7 +27,8 @@ import (
 // either both or neither.
 type Schedule struct {
 	// Name identifies the schedule across the fleet: processes that
-	// register a schedule of the same name share its occurrences.
+	// register a schedule of the same name share its occurrences. It is
+	// held to ValidateID's rule (it names the schedule in URLs).
 	Name string
 	// Cron is a standard 5-field cron expression, read in Location:
 	// minute (0-59), hour (0-23), day of month (1-31), month (1-12 or
@@ -52,7 +53,9 @@ type Schedule struct {
 	// process fell behind, the latest occurrence missed fires when it
 	// catches up, if that is within CatchUp of it; earlier ones are
 	// skipped. Zero means one minute; a negative value fires occurrences
-	// only on time (within ten seconds of it).
+	// only on time (within ten seconds of it). Whatever CatchUp says, no
+	// occurrence from before the store first saw the schedule (its first
+	// registration by any process, ScheduleInfo.FirstSeen) fires.
 	CatchUp time.Duration
 	// Job returns the job to enqueue for the occurrence at (build it with
 	// Type.Job); nil skips the occurrence. Jobs that share an
@@ -165,6 +168,11 @@ type ScheduleInfo struct {
 	// defined, a process started it or fired an occurrence, or it was
 	// paused or resumed.
 	UpdatedAt time.Time
+	// FirstSeen is when the store first heard of the schedule: a process
+	// started it, fired it or defined it (a pause does not count). No
+	// occurrence from before it fires, caught up or not. Zero while the
+	// store has not seen it.
+	FirstSeen time.Time
 }
 
 // Schedules lists the schedules this client registered and the ones the
@@ -194,7 +202,7 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 			in = &ScheduleInfo{Name: r.Name, Cron: r.Spec, Next: r.NextAt}
 			byName[r.Name] = in
 		}
-		in.Paused, in.Occurrences, in.Last, in.UpdatedAt = r.Paused, r.Occurrences, r.LastAt, r.UpdatedAt
+		in.Paused, in.Occurrences, in.Last, in.UpdatedAt, in.FirstSeen = r.Paused, r.Occurrences, r.LastAt, r.UpdatedAt, r.FirstSeenAt
 		if d := r.Def; d != nil {
 			in.Stored, in.Input, in.Location = true, json.RawMessage(d.Input), d.Location
 			if d.Kind == scheduleDefRun {
@@ -239,6 +247,9 @@ func (c *Client) setSchedulePaused(ctx context.Context, name string, paused, cre
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
 	}
+	if err := checkText("schedule name", name); err != nil {
+		return err
+	}
 	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		if !create {
 			// A name nobody knows is a typo, not a new row.
@@ -270,6 +281,9 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
 	}
+	if err := checkText("schedule name", name); err != nil {
+		return err
+	}
 	gone, err := c.drv.ScheduleDelete(ctx, name)
 	if err != nil {
 		return fmt.Errorf("hopper: delete schedule %s: %w", name, err)
@@ -291,7 +305,8 @@ type scheduleEntry struct {
 	stored  bool
 	version int64
 	// notBefore is when a stored schedule was defined: an occurrence
-	// before it does not fire (caught up).
+	// before it does not fire (caught up). Nor does one before the store
+	// first saw the schedule (its row's FirstSeenAt), for any schedule.
 	notBefore time.Time
 	next      func(after time.Time) time.Time
 	catchUp   time.Duration
@@ -330,6 +345,12 @@ type scheduleEntry struct {
 func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 	if s.Name == "" {
 		return nil, fmt.Errorf("%w: a schedule needs a name", ErrInvalidInput)
+	}
+	if err := ValidateID(s.Name); err != nil {
+		return nil, fmt.Errorf("schedule name: %w", err)
+	}
+	if err := checkText("cron expression", s.Cron); err != nil {
+		return nil, err
 	}
 	if (s.Job == nil) == (s.Run == nil) {
 		return nil, fmt.Errorf("%w: schedule %q needs one of Job and Run", ErrInvalidInput, s.Name)
@@ -464,12 +485,11 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		return c.clock.NewTimer(max(0, at.Sub(c.clock.Now())))
 	}
 	// The first occurrence due: the latest one missed within the window,
-	// else the next one.
+	// else the next one. Occurrences from before the store first saw the
+	// schedule are left out once the registration says when that was.
 	now := c.now()
-	at := latestWithin(e, now)
-	if at.IsZero() {
-		at = e.next(now)
-	}
+	notBefore := e.notBefore
+	at := firstDue(e, now, notBefore)
 	timer := arm(at)
 	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored, Version: e.version}
 	rt.workerChanged() // the row reports the schedules run here
@@ -484,11 +504,30 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 			}
 		}()
 		// The store learns of the schedule (its listing, its next
-		// occurrence) now; a failure costs only that until the first
-		// occurrence records it.
-		reg.Now = c.now()
-		if err := c.drv.ScheduleUpsert(ctx, reg); err != nil && ctx.Err() == nil {
+		// occurrence) now, and says when it first saw it: no occurrence
+		// from before fires, so a schedule new to the store does not
+		// catch up one from before its registration, while one
+		// registered earlier (a restart after an outage) catches up what
+		// it missed since. Without an answer, this start counts as the
+		// first sighting. The registration is dated when the schedule
+		// started here, whenever it reaches the store.
+		reg.Now = now
+		seen, err := c.drv.ScheduleUpsert(ctx, reg)
+		if err != nil && ctx.Err() == nil {
 			c.reportError(fmt.Errorf("schedule %s: store its registration: %w", e.name, err), PhaseSchedule)
+		}
+		if seen.IsZero() {
+			seen = now
+		}
+		if seen.After(notBefore) {
+			notBefore = seen
+		}
+		if !at.IsZero() && at.Before(notBefore) {
+			if timer != nil {
+				timer.Stop()
+			}
+			at = firstDue(e, now, notBefore)
+			timer = arm(at)
 		}
 		for timer != nil {
 			select {
@@ -501,7 +540,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 				return
 			}
 			now := c.now()
-			if l := latestWithin(e, now); l.After(at) {
+			if l := latestWithin(e, now, notBefore); l.After(at) {
 				// Behind (the process was suspended, the clock jumped):
 				// only the latest occurrence due fires.
 				at = l
@@ -525,16 +564,30 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 // less than scheduleSlack.
 func (e *scheduleEntry) window() time.Duration { return max(e.catchUp, scheduleSlack) }
 
-// latestWithin returns the latest occurrence of e at or before now and
-// within e's window, or zero.
-func latestWithin(e *scheduleEntry, now time.Time) time.Time {
+// latestWithin returns the latest occurrence of e at or before now, within
+// e's window and not before notBefore, or zero.
+func latestWithin(e *scheduleEntry, now, notBefore time.Time) time.Time {
 	var last time.Time
 	for t := e.next(now.Add(-e.window() - time.Nanosecond)); !t.IsZero() && !t.After(now); t = e.next(t) {
-		if !t.Before(e.notBefore) {
+		if !t.Before(notBefore) {
 			last = t
 		}
 	}
 	return last
+}
+
+// firstDue is the occurrence e fires first when it starts at now: the
+// latest one missed within its window (not before notBefore), else the
+// next one (zero when there is none).
+func firstDue(e *scheduleEntry, now, notBefore time.Time) time.Time {
+	if at := latestWithin(e, now, notBefore); !at.IsZero() {
+		return at
+	}
+	at := e.next(now)
+	for !at.IsZero() && at.Before(notBefore) {
+		at = e.next(at)
+	}
+	return at
 }
 
 // fireOccurrence enqueues e's job for the occurrence at (next follows it),

@@ -197,19 +197,41 @@ func TestScheduleOncePerOccurrenceTwoFiles(t *testing.T) {
 }
 
 // TestScheduleCatchUp: an occurrence missed while no process ran the
-// schedule fires when one starts within CatchUp of it, once (a second
-// process starting later finds it recorded); out of the window, or with a
-// negative CatchUp, it is skipped. Only the latest missed occurrence fires.
+// schedule (after the store first saw it) fires when one starts within
+// CatchUp of it, once (a second process starting later finds it
+// recorded); out of the window, or with a negative CatchUp, it is skipped.
+// Only the latest missed occurrence fires.
 func TestScheduleCatchUp(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 		d := newDriver(t)
 		three := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
-		clk := hoppertest.NewClock(three.Add(5 * time.Minute))
+		clk := hoppertest.NewClock(three.Add(-10 * time.Minute))
 		schedule := func(c *hopper.Client, name string, catchUp time.Duration, calls *jobCalls) {
 			_, err := c.Schedule(hopper.Schedule{Name: name, Cron: "0 3 * * *", Location: time.UTC, CatchUp: catchUp, Job: calls.job})
 			require.NoError(t, err)
 		}
-		var first, second, short, never jobCalls
+		var first, second, short, never, before jobCalls
+		// A process runs the schedules at 02:50, then stops (a deploy, an
+		// outage) until after 03:00.
+		c0 := startedClient(t, d, clk)
+		for _, name := range []string{"nightly", "nightly-short", "nightly-never"} {
+			schedule(c0, name, 10*time.Minute, &before)
+		}
+		eventually(t, "the store to see the schedules", func() bool {
+			infos, err := c0.Schedules(testCtx(t))
+			require.NoError(t, err)
+			n := 0
+			for _, in := range infos {
+				if !in.FirstSeen.IsZero() {
+					n++
+				}
+			}
+			return n == 3
+		})
+		require.NoError(t, c0.Stop(testCtx(t)))
+		require.Zero(t, before.total())
+		clk.AdvanceTo(three.Add(5 * time.Minute))
+
 		c1 := startedClient(t, d, clk)
 		schedule(c1, "nightly", 10*time.Minute, &first)
 		schedule(c1, "nightly-short", 2*time.Minute, &short)
@@ -639,5 +661,102 @@ func TestParseCron(t *testing.T) {
 			continue
 		}
 		require.True(t, got.Equal(utc(c.want)), "%s after %s: %s, want %s", c.expr, c.after, got.UTC(), c.want)
+	}
+}
+
+// scheduleSpy passes a client's calls to the store and reports each
+// schedule registration the store answered.
+type scheduleSpy struct {
+	driver.Driver
+	registered chan string
+}
+
+func (s *scheduleSpy) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) (time.Time, error) {
+	seen, err := s.Driver.ScheduleUpsert(ctx, p)
+	if err == nil {
+		s.registered <- p.Name
+	}
+	return seen, err
+}
+
+// TestScheduleNeverFiresBeforeFirstSeen: a schedule registered in code at
+// 03:00:30 does not fire its 03:00 occurrence, though it is within the
+// catch-up window (as a stored schedule defined then would not); its first
+// is 03:01. Restarted after an outage, the process catches up the latest
+// occurrence missed since the store first saw the schedule, while a
+// schedule first registered at that restart does not. On every driver,
+// with the virtual clock.
+func TestScheduleNeverFiresBeforeFirstSeen(t *testing.T) {
+	forEachDriver(t, testScheduleNeverFiresBeforeFirstSeen)
+}
+
+func testScheduleNeverFiresBeforeFirstSeen(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	ctx := testCtx(t)
+	three := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	clk := hoppertest.NewClock(three.Add(30 * time.Second))
+	type firing struct {
+		name string
+		at   time.Time
+	}
+	fired := make(chan firing, 16)
+	schedule := func(c *hopper.Client, name string) {
+		t.Helper()
+		_, err := c.Schedule(hopper.Schedule{Name: name, Cron: "* * * * *", Location: time.UTC, // CatchUp: a minute
+			Job: func(at time.Time) (*hopper.JobSpec, error) {
+				fired <- firing{name, at.UTC()}
+				return tickJob.Job(at.Unix(), nil), nil
+			}})
+		require.NoError(t, err)
+	}
+	registered := func(spy *scheduleSpy, name string) {
+		t.Helper()
+		select {
+		case got := <-spy.registered:
+			require.Equal(t, name, got)
+		case <-ctx.Done():
+			t.Fatalf("%s was never registered", name)
+		}
+	}
+	next := func() firing {
+		t.Helper()
+		select {
+		case f := <-fired:
+			return f
+		case <-ctx.Done():
+			t.Fatal("no occurrence fired")
+			return firing{}
+		}
+	}
+
+	spy1 := &scheduleSpy{Driver: d, registered: make(chan string, 4)}
+	c1 := startedClient(t, spy1, clk)
+	schedule(c1, "minutely")
+	registered(spy1, "minutely")
+	clk.AdvanceTo(three.Add(time.Minute))
+	require.Equal(t, firing{"minutely", three.Add(time.Minute)}, next(), "03:00 is before the schedule was first seen")
+	infos, err := c1.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.True(t, infos[0].FirstSeen.Equal(three.Add(30*time.Second)), "first seen %s", infos[0].FirstSeen)
+	require.NoError(t, c1.Stop(ctx))
+
+	// Down from 03:01 to 03:05:30: 03:05 is missed, within the window.
+	clk.AdvanceTo(three.Add(5*time.Minute + 30*time.Second))
+	spy2 := &scheduleSpy{Driver: d, registered: make(chan string, 4)}
+	c2 := startedClient(t, spy2, clk)
+	schedule(c2, "minutely")
+	registered(spy2, "minutely")
+	require.Equal(t, firing{"minutely", three.Add(5 * time.Minute)}, next(), "the restart catches up 03:05")
+	schedule(c2, "late")
+	registered(spy2, "late")
+	clk.AdvanceTo(three.Add(6 * time.Minute))
+	got := map[firing]bool{next(): true, next(): true}
+	require.Equal(t, map[firing]bool{{"minutely", three.Add(6 * time.Minute)}: true, {"late", three.Add(6 * time.Minute)}: true}, got,
+		"the schedule first seen at 03:05:30 does not fire 03:05")
+	select {
+	case f := <-fired:
+		t.Fatalf("unexpected occurrence %v", f)
+	default:
 	}
 }

@@ -118,6 +118,9 @@ func (r *RunInfo) err() error {
 
 // runStatus reads a run's row and job, without history.
 func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
+	if err := checkText("run id", id); err != nil {
+		return nil, err
+	}
 	run, err := c.drv.RunGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
@@ -127,6 +130,9 @@ func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
 
 // loadRun reads a run with its job and its latest history generation.
 func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, error) {
+	if err := checkText("run id", id); err != nil {
+		return nil, 0, err
+	}
 	run, all, err := c.drv.RunLoad(ctx, id)
 	if err != nil {
 		return nil, 0, fmt.Errorf("hopper: run %s: %w", id, err)
@@ -311,6 +317,14 @@ func (c *Client) QueryRuns(ctx context.Context, q *RunQuery) ([]*RunInfo, error)
 			return nil, fmt.Errorf("%w: unknown run status %q", ErrInvalidInput, s)
 		}
 	}
+	for _, err := range []error{
+		checkText("workflow filter", q.Workflow), checkText("parent id filter", q.ParentID),
+		checkTime("started-after filter", q.StartedAfter), checkTime("started-before filter", q.StartedBefore),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
 	limit := q.Limit
 	switch {
 	case limit < 0 || q.Offset < 0 || q.Offset > 100_000:
@@ -344,6 +358,9 @@ var runLive = []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunRunnin
 // cancelled too. Cancelling a finished run is an error matching
 // ErrStateConflict.
 func (c *Client) CancelRun(ctx context.Context, id string) error {
+	if err := checkText("run id", id); err != nil {
+		return err
+	}
 	now := c.now()
 	var job *hoppertype.JobRow
 	var (
@@ -432,6 +449,9 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 	if token == "" {
 		return fmt.Errorf("%w: empty hook token", ErrInvalidInput)
 	}
+	if err := checkText("hook token", token); err != nil {
+		return err
+	}
 	if len(payload) > c.cfg.MaxPayloadBytes {
 		return c.tooLarge("payload", len(payload))
 	}
@@ -485,6 +505,9 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 func (c *Client) ReadStream(ctx context.Context, runID string, from int64, limit int) ([]*hoppertype.StreamChunk, error) {
 	if from < 0 || limit < 1 || limit > MaxListLimit {
 		return nil, fmt.Errorf("%w: stream read from %d limit %d", ErrInvalidInput, from, limit)
+	}
+	if err := checkText("run id", runID); err != nil {
+		return nil, err
 	}
 	return c.drv.StreamRead(ctx, &driver.StreamReadParams{RunID: runID, From: from, Limit: limit})
 }

@@ -410,6 +410,10 @@ func (st *wfState) isCancelled() bool {
 // next consumes the next history event if there is one: it must be of one
 // of kinds and bear name, else the run has diverged from its history.
 func (st *wfState) next(name string, kinds ...string) (*hoppertype.RunEvent, error) {
+	// A name no store keeps is refused alike on every replay.
+	if err := checkText(kinds[0]+" name", name); err != nil {
+		return nil, err
+	}
 	if st.pos >= len(st.events) {
 		if st.replay {
 			st.suspended = true
@@ -463,6 +467,9 @@ func (st *wfState) record(ctx context.Context, tx driver.Executor, kind, name st
 
 // event builds the next event of the run's history.
 func (st *wfState) event(kind, name string, data evData) (*hoppertype.RunEvent, error) {
+	if err := checkText(kind+" name", name); err != nil {
+		return nil, err
+	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		return nil, err

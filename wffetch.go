@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"syscall"
@@ -38,9 +39,14 @@ type FetchResponse struct {
 // JSON decodes the response body into v.
 func (r *FetchResponse) JSON(v any) error { return json.Unmarshal(r.Body, v) }
 
-// ErrFetchForbidden is the error of a Fetch to an address it refuses:
-// loopback, private, link-local or unspecified, unless
-// Config.FetchAllowPrivate is set. It is not retried.
+// ErrFetchForbidden is the error of a Fetch to an address it refuses,
+// unless Config.FetchAllowPrivate is set: any address of the IANA IPv4 and
+// IPv6 special-purpose registries that is not globally reachable
+// (loopback, private, carrier-grade NAT, link-local, documentation,
+// benchmarking, reserved, unique-local, …), multicast, and IPv6 addresses
+// that embed such an IPv4 address (IPv4-mapped, NAT64, 6to4, Teredo). It
+// is checked on the address each connection dials, after name
+// resolution. It is not retried.
 var ErrFetchForbidden = errors.New("hopper: fetch to a loopback, private or link-local address refused")
 
 // fetchMaxBody caps a recorded response body.
@@ -120,9 +126,11 @@ func (c *Client) fetchClient() *http.Client {
 				if err != nil {
 					return err
 				}
-				ip := net.ParseIP(host)
-				if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-					ip.IsInterfaceLocalMulticast() || ip.IsUnspecified() {
+				// The address resolved for this connection: a name that
+				// resolves elsewhere the next time (DNS rebinding) is
+				// checked again then.
+				ip, err := netip.ParseAddr(host)
+				if err != nil || fetchAddrRefused(ip) {
 					return ErrFetchForbidden
 				}
 				return nil

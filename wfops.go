@@ -147,6 +147,9 @@ func (st *wfState) sleep(d time.Duration, until time.Time) error {
 		if until.IsZero() {
 			until = st.c.now().Add(d)
 		}
+		if err := checkTime("sleep until", until); err != nil {
+			return err
+		}
 		until = hclock.Truncate(until)
 		if err := st.record(st.ctx, nil, evSleep, "sleep", evData{Until: until}); err != nil {
 			return err
@@ -376,6 +379,7 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 		o.ID = jobID
 		o.Metadata = mergeMeta(o.Metadata, map[string]string{wakeKey: st.run.ID})
 		spec := t.Job(in, &o)
+		spec.derivedID = true // the run's id and a position
 		row, err := st.c.buildRow(spec, st.c.now())
 		if err != nil {
 			return zero, err
@@ -450,8 +454,8 @@ func (st *wfState) fail(err error) error {
 
 // ChildOpts configure a child run. A nil *ChildOpts is valid.
 type ChildOpts struct {
-	// ID is the child's run id; empty derives one from the parent's id and
-	// the position, stable across replays.
+	// ID is the child's run id (ValidateID's rule holds); empty derives
+	// one from the parent's id and the position, stable across replays.
 	ID string
 }
 
@@ -464,6 +468,12 @@ func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *Chil
 	var zero O
 	if err := st.check(); err != nil {
 		return zero, err
+	}
+	if opts != nil && opts.ID != "" {
+		// Refused alike on every replay, before the history is read.
+		if err := ValidateID(opts.ID); err != nil {
+			return zero, fmt.Errorf("hopper: child %s: %w", w.wfName, err)
+		}
 	}
 	ev, err := st.next(w.wfName, evChildStarted)
 	if err != nil {

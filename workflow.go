@@ -3,6 +3,7 @@ package hopper
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -119,8 +120,12 @@ func (w *WorkflowType[I, O]) core() typeCore { return (*workflowImpl[I, O])(w) }
 
 // StartOpts are the options of one run. A nil *StartOpts is valid.
 type StartOpts struct {
-	// ID is the run's id. Starting an id that exists, in any state, returns
-	// the existing run (idempotent start). Empty mints one.
+	// ID is the run's id; empty mints one. It must keep ValidateID's rule,
+	// or the start is refused with ErrInvalidInput. Starting an id that
+	// exists, in any state, returns the existing run (idempotent start;
+	// RunHandle.Existing reports it) when it is a run of the same
+	// workflow; a run of another workflow, or a job that is not a run,
+	// under that id is an error matching ErrDuplicateID.
 	ID string
 	// Delay postpones the start.
 	Delay time.Duration
@@ -253,7 +258,9 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 	if o.Delay < 0 {
 		return nil, false, fmt.Errorf("%w: negative delay", ErrInvalidInput)
 	}
-	spec := &JobSpec{t: t, in: in, opts: InsertOpts{ID: o.ID, Delay: o.Delay, Priority: o.Priority, Queue: o.Queue}, id: o.ID}
+	// A child's id was checked by Child, or derived from its parent's.
+	spec := &JobSpec{t: t, in: in, opts: InsertOpts{ID: o.ID, Delay: o.Delay, Priority: o.Priority, Queue: o.Queue}, id: o.ID,
+		derivedID: parentID != ""}
 	now := c.now()
 	row, err := c.buildRow(spec, now)
 	if err != nil {
@@ -272,8 +279,19 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 		ex = tx
 	}
 	existing, err := ex.RunStart(ctx, &driver.RunStartParams{Run: run, Job: row})
+	if errors.Is(err, ErrDuplicateID) {
+		// The id is a job's that is not a run.
+		return nil, false, fmt.Errorf("hopper: start workflow %s: %w: %q is the id of a job", wi.workflowName(), ErrDuplicateID, row.ID)
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("hopper: start workflow %s: %w", wi.workflowName(), err)
+	}
+	if existing {
+		// The same id again is the same run, if it is one of this workflow.
+		have, err := ex.RunGet(ctx, row.ID)
+		if err == nil && have.Workflow != run.Workflow {
+			return nil, false, fmt.Errorf("hopper: start workflow %s: %w: run %q is a run of workflow %q", wi.workflowName(), ErrDuplicateID, row.ID, have.Workflow)
+		}
 	}
 	if !existing && tx == nil {
 		c.afterInsert([]driver.JobInsertResult{{Job: row}}, skip)

@@ -143,8 +143,16 @@ type JobDeleteQueueParams struct {
 // committed (transactional enqueue).
 type TxInserter interface {
 	// JobInsertManyTx inserts jobs through tx. It returns an error wrapping
-	// ErrTxType when tx is not a transaction the driver can use.
+	// ErrTxType when tx is not a transaction the driver can use. A
+	// duplicate id is hoppertype.ErrDuplicateID, found before anything is
+	// written, so the caller's transaction stays usable (a concurrent
+	// insert of the same id may still fail it on a store that aborts a
+	// transaction on a failed statement).
 	JobInsertManyTx(ctx context.Context, tx any, params *JobInsertManyParams) ([]JobInsertResult, error)
+
+	// JobGetTx reads a job through tx, seeing what tx wrote; a missing job
+	// is hoppertype.ErrNotFound, and tx as for JobInsertManyTx.
+	JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error)
 }
 
 // Executor runs operations, either on their own (each one atomic) or inside a
@@ -243,7 +251,8 @@ type Executor interface {
 	// JobDeleteFinished deletes terminal jobs of the given States whose EndedAt
 	// is before Before, at most Limit, and returns how many it deleted. A
 	// deleted job that is a workflow run takes its run row, history, hooks
-	// and stream chunks with it.
+	// and stream chunks with it; a settled group whose last jobs it deleted
+	// (no job with that GroupID remains) takes its group row.
 	JobDeleteFinished(ctx context.Context, params *JobDeleteFinishedParams) (int, error)
 
 	// GroupInsert stores a new group row; an existing id is
@@ -296,36 +305,40 @@ type Executor interface {
 	QueueList(ctx context.Context) ([]*QueueRow, error)
 
 	// ScheduleUpsert stores a schedule's registration: it creates the
-	// schedule's row (not paused, no occurrences) or sets its Spec, NextAt
-	// and UpdatedAt, leaving Paused, Occurrences and LastAt as they are.
+	// schedule's row (not paused, no occurrences, FirstSeenAt = Now) or sets
+	// its Spec, NextAt and UpdatedAt (and FirstSeenAt when it has none),
+	// leaving Paused, Occurrences, LastAt and FirstSeenAt as they are. It
+	// returns the row's FirstSeenAt (zero when it wrote nothing).
 	// A stored NextAt later than the new one is kept when Spec is
 	// unchanged: another process recorded an occurrence already (the
 	// registration's NextAt may be an occurrence it fired). The Spec of a
 	// row with a definition (ScheduleDefine) is left as it is. With Stored,
 	// only a row with the definition of Version is updated, and none is
 	// created.
-	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) error
+	ScheduleUpsert(ctx context.Context, params *ScheduleUpsertParams) (firstSeen time.Time, err error)
 
 	// ScheduleRecord records that an occurrence of the named schedule, at
 	// At, fired: unless the schedule is paused it counts one occurrence and
 	// sets LastAt; either way it sets Spec (not on a row with a
 	// definition), NextAt and UpdatedAt. It creates the row if missing, and
 	// reports whether the schedule is paused (then the occurrence was not
-	// counted). With Stored, a row without the definition of Version (it
-	// was deleted or defined again) is hoppertype.ErrNotFound, and nothing
-	// is written.
+	// counted); a row it creates, or that has no FirstSeenAt, gets Now.
+	// With Stored, a row without the definition of Version (it was deleted
+	// or defined again) is hoppertype.ErrNotFound, and nothing is written.
 	ScheduleRecord(ctx context.Context, params *ScheduleRecordParams) (paused bool, err error)
 
 	// ScheduleDefine stores a schedule defined in the store (not in a
 	// program's code): it creates the row or sets its Def, Spec (Def.Spec),
-	// NextAt and UpdatedAt, leaving Paused, Occurrences and LastAt as they
-	// are. A row that belongs to a schedule
+	// NextAt and UpdatedAt (and FirstSeenAt = Now when it has none),
+	// leaving Paused, Occurrences and LastAt as they are. A row that
+	// belongs to a schedule
 	// in code (no definition, and a Spec, a NextAt, a LastAt or
 	// occurrences) is left alone: hoppertype.ErrStateConflict.
 	ScheduleDefine(ctx context.Context, params *ScheduleDefineParams) error
 
 	// ScheduleSetPaused stores whether a schedule is paused, creating its
-	// row if missing.
+	// row if missing (without a FirstSeenAt: pausing a name is not seeing
+	// the schedule).
 	ScheduleSetPaused(ctx context.Context, params *ScheduleSetPausedParams) error
 
 	// ScheduleList returns the stored schedules, by name.

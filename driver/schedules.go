@@ -83,6 +83,11 @@ type ScheduleRow struct {
 	LastAt    time.Time
 	NextAt    time.Time
 	UpdatedAt time.Time
+	// FirstSeenAt is when the store first heard of the schedule: a process
+	// registered it (ScheduleUpsert), fired it (ScheduleRecord) or defined
+	// it (ScheduleDefine). It stays until the row is deleted; no occurrence
+	// before it fires. Zero for a row that was only paused.
+	FirstSeenAt time.Time
 	// Def is set for a schedule defined in the store (ScheduleDefine); nil
 	// for one registered in code.
 	Def *ScheduleDef

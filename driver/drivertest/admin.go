@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ func adminCases() []testCase {
 		{"RetryTwoJobsSharingAKey", testRetrySharedKey},
 		{"RetryStuckJobKeepsItsOwnKey", testRetryStuckOwnKey},
 		{"DeleteFinished", testDeleteFinished},
+		{"DeleteFinishedTakesEmptySettledGroups", testDeleteFinishedGroups},
 	}
 }
 
@@ -298,4 +300,73 @@ func testDeleteFinished(t *testing.T, f *fixture) {
 	f.requireState(t, recent.ID, hoppertype.JobStateSucceeded)
 	f.requireState(t, pending.ID, hoppertype.JobStatePending)
 	f.requireState(t, stuck.ID, hoppertype.JobStateStuck)
+}
+
+// testDeleteFinishedGroups: a group row goes with the last of its jobs,
+// once settled; a group with a job left, or open, stays.
+func testDeleteFinishedGroups(t *testing.T, f *fixture) {
+	group := func(id string, state hoppertype.GroupState) {
+		t.Helper()
+		require.NoError(t, f.d.GroupInsert(f.ctx, &hoppertype.GroupRow{ID: id, Open: 0, State: state, Value: []byte(`1`), ValueSet: true,
+			CreatedAt: at(-5 * time.Hour), SettledAt: at(-4 * time.Hour)}))
+	}
+	old, recent := endedAt(at(-3*time.Hour)), endedAt(at(time.Minute))
+	succeeded := inState(hoppertype.JobStateSucceeded)
+	inGroup := func(id string) func(*hoppertype.JobRow) { return func(r *hoppertype.JobRow) { r.GroupID = id } }
+
+	// Every job of the group is old: root and children go, and the row.
+	gone := f.insertOne(t, succeeded, old)
+	f.insertOne(t, succeeded, old, inGroup(gone.ID))
+	f.insertOne(t, inState(hoppertype.JobStateDead), old, inGroup(gone.ID))
+	group(gone.ID, hoppertype.GroupSettled)
+	// A child ended recently: the root goes, the group row stays.
+	kept := f.insertOne(t, succeeded, old)
+	child := f.insertOne(t, succeeded, recent, inGroup(kept.ID))
+	group(kept.ID, hoppertype.GroupSettled)
+	// The root ended recently, its children long ago: the children go,
+	// the root and the row stay.
+	young := f.insertOne(t, succeeded, recent)
+	f.insertOne(t, succeeded, old, inGroup(young.ID))
+	group(young.ID, hoppertype.GroupSettled)
+	// An open group (its rows say so) stays even with no job left.
+	open := f.insertOne(t, succeeded, old)
+	group(open.ID, hoppertype.GroupOpen)
+	// A group not touched by this deletion stays.
+	other := "other-" + f.id()
+	group(other, hoppertype.GroupSettled)
+
+	n, err := f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: base, Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	_, err = f.d.GroupGet(f.ctx, gone.ID)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound, "the settled group whose jobs are all gone")
+	f.groupGet(t, kept.ID)
+	f.groupGet(t, young.ID)
+	f.groupGet(t, open.ID)
+	f.groupGet(t, other)
+
+	// Its last job gone, the kept group's row goes too; one pass at a time.
+	n, err = f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour), Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	f.requireMissing(t, child.ID)
+	_, err = f.d.GroupGet(f.ctx, kept.ID)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+	_, err = f.d.GroupGet(f.ctx, young.ID)
+	require.ErrorIs(t, err, hoppertype.ErrNotFound, "its root gone last, the group's row goes")
+
+	// In a transaction that rolls back, the group row comes back.
+	root := f.insertOne(t, succeeded, old)
+	group(root.ID, hoppertype.GroupSettled)
+	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		n, err := tx.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: base, Limit: 100})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		_, err = tx.GroupGet(ctx, root.ID)
+		require.ErrorIs(t, err, hoppertype.ErrNotFound)
+		return errBoom
+	})
+	require.ErrorIs(t, err, errBoom)
+	f.get(t, root.ID)
+	f.groupGet(t, root.ID)
 }

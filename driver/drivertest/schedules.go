@@ -20,6 +20,7 @@ func scheduleCases() []testCase {
 		{"Delete", testScheduleDelete},
 		{"RecordRollsBack", testScheduleRollback},
 		{"Define", testScheduleDefine},
+		{"FirstSeen", testScheduleFirstSeen},
 	}
 }
 
@@ -28,6 +29,14 @@ func (f *fixture) schedules(t *testing.T) []*driver.ScheduleRow {
 	rows, err := f.d.ScheduleList(f.ctx)
 	require.NoError(t, err)
 	return rows
+}
+
+// upsertSchedule stores a registration and returns the row's FirstSeenAt.
+func (f *fixture) upsertSchedule(t *testing.T, p driver.ScheduleUpsertParams) time.Time {
+	t.Helper()
+	seen, err := f.d.ScheduleUpsert(f.ctx, &p)
+	require.NoError(t, err)
+	return seen
 }
 
 // record records the occurrence of the schedule name (spec "@every 1h").
@@ -41,7 +50,7 @@ func (f *fixture) record(t *testing.T, name string, occurred, next, now time.Tim
 func testScheduleRecord(t *testing.T, f *fixture) {
 	require.Empty(t, f.schedules(t), "a fresh store has no schedules")
 
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/5 * * * *", NextAt: at(5 * time.Minute), Now: nanos(base)}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "b", Spec: "*/5 * * * *", NextAt: at(5 * time.Minute), Now: nanos(base)})
 	rows := f.schedules(t)
 	require.Len(t, rows, 1)
 	b := rows[0]
@@ -59,11 +68,11 @@ func testScheduleRecord(t *testing.T, f *fixture) {
 	// An occurrence of a schedule no process registered creates its row.
 	require.False(t, f.record(t, "a", at(time.Hour), time.Time{}, at(time.Hour)))
 	// Registering again keeps the counts.
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/15 * * * *", NextAt: at(15 * time.Minute), Now: at(11 * time.Minute)}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "b", Spec: "*/15 * * * *", NextAt: at(15 * time.Minute), Now: at(11 * time.Minute)})
 
 	// A process registering late, with an occurrence recorded already,
 	// leaves the newer next occurrence.
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/15 * * * *", NextAt: at(10 * time.Minute), Now: at(11 * time.Minute)}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "b", Spec: "*/15 * * * *", NextAt: at(10 * time.Minute), Now: at(11 * time.Minute)})
 
 	rows = f.schedules(t)
 	require.Len(t, rows, 2)
@@ -82,19 +91,19 @@ func testScheduleRecord(t *testing.T, f *fixture) {
 	requireTime(t, at(11*time.Minute), b.UpdatedAt)
 
 	// A new spec takes its own next occurrence, earlier or not.
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/1 * * * *", NextAt: at(12 * time.Minute), Now: at(12 * time.Minute)}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "b", Spec: "*/1 * * * *", NextAt: at(12 * time.Minute), Now: at(12 * time.Minute)})
 	b = f.schedules(t)[1]
 	require.Equal(t, "*/1 * * * *", b.Spec)
 	requireTime(t, at(12*time.Minute), b.NextAt)
 	// An ended schedule has no next occurrence.
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "b", Spec: "*/1 * * * *", Now: at(13 * time.Minute)}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "b", Spec: "*/1 * * * *", Now: at(13 * time.Minute)})
 	require.True(t, f.schedules(t)[1].NextAt.IsZero())
 }
 
 func testSchedulePaused(t *testing.T, f *fixture) {
 	// Paused before any process registered it.
 	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: nanos(base)}))
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "s", Spec: "@every 1h", NextAt: at(time.Hour), Now: at(time.Second)}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "s", Spec: "@every 1h", NextAt: at(time.Hour), Now: at(time.Second)})
 	rows := f.schedules(t)
 	require.Len(t, rows, 1)
 	require.True(t, rows[0].Paused, "registering keeps the pause")
@@ -107,7 +116,7 @@ func testSchedulePaused(t *testing.T, f *fixture) {
 	requireTime(t, at(2*time.Hour), s.NextAt, "the next occurrence moves on")
 	// A process starting while paused, its first occurrence fired
 	// already, leaves the later next occurrence.
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "s", Spec: "@every 1h", NextAt: at(time.Hour), Now: at(time.Hour + time.Second)}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "s", Spec: "@every 1h", NextAt: at(time.Hour), Now: at(time.Hour + time.Second)})
 	requireTime(t, at(2*time.Hour), f.schedules(t)[0].NextAt)
 
 	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: false, Now: at(90 * time.Minute)}))
@@ -147,7 +156,8 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 		require.NoError(t, err)
 		require.False(t, paused)
 		require.NoError(t, tx.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: at(time.Hour)}))
-		require.NoError(t, tx.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "new", Spec: "x", Now: at(time.Hour)}))
+		_, err = tx.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "new", Spec: "x", Now: at(time.Hour)})
+		require.NoError(t, err)
 		require.NoError(t, tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "defined", Now: at(time.Hour),
 			Def: driver.ScheduleDef{Spec: "y", Kind: "job", Target: "t"}}))
 		gone, err := tx.ScheduleDelete(ctx, "s")
@@ -189,13 +199,13 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// definition and its spec stay, even from a process that registers a
 	// schedule of that name in code.
 	for _, stored := range []bool{true, false} {
-		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", Spec: "@yearly", NextAt: at(3 * time.Hour), Now: at(time.Second), Stored: stored, Version: 11}))
+		f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", Spec: "@yearly", NextAt: at(3 * time.Hour), Now: at(time.Second), Stored: stored, Version: 11})
 		paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "@yearly", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour), Stored: stored, Version: 11})
 		require.NoError(t, err)
 		require.False(t, paused)
 	}
 	// A late registration keeps the later next occurrence.
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", NextAt: at(3 * time.Hour), Now: at(4 * time.Hour), Stored: true, Version: 11}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(3 * time.Hour), Now: at(4 * time.Hour), Stored: true, Version: 11})
 	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "d", Paused: true, Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Equal(t, def, *d.Def)
@@ -221,7 +231,7 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// moves the schedule.
 	_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", At: at(27 * time.Hour), NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 11})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a stale definition")
-	require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: "d", NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 11}))
+	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 11})
 	d = f.schedules(t)[1]
 	require.Equal(t, int64(2), d.Occurrences)
 	requireTime(t, at(5*time.Hour), d.NextAt)
@@ -234,7 +244,7 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// A process still running the deleted schedule neither brings it back
 	// nor fires it; nor one of a code schedule's name.
 	for _, name := range []string{"d", "code"} {
-		require.NoError(t, f.d.ScheduleUpsert(f.ctx, &driver.ScheduleUpsertParams{Name: name, Spec: "@hourly", NextAt: at(6 * time.Hour), Now: at(5 * time.Hour), Stored: true, Version: 22}))
+		f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: name, Spec: "@hourly", NextAt: at(6 * time.Hour), Now: at(5 * time.Hour), Stored: true, Version: 22})
 		_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@hourly", At: at(6 * time.Hour), NextAt: at(7 * time.Hour), Now: at(6 * time.Hour), Stored: true, Version: 22})
 		require.ErrorIs(t, err, hoppertype.ErrNotFound, "%s: no definition, no occurrence", name)
 	}
@@ -267,4 +277,46 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	_, err = f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "p", At: at(3 * time.Hour), Now: at(3 * time.Hour), Stored: true, Version: 33})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), f.schedules(t)[1].Occurrences)
+}
+
+// testScheduleFirstSeen: a row's FirstSeenAt is the first registration,
+// record or definition; later ones, and a pause, keep it; a row only
+// paused has none until registered; a deleted row starts again.
+func testScheduleFirstSeen(t *testing.T, f *fixture) {
+	byName := func() map[string]*driver.ScheduleRow {
+		out := map[string]*driver.ScheduleRow{}
+		for _, r := range f.schedules(t) {
+			out[r.Name] = r
+		}
+		return out
+	}
+	requireTime(t, at(time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "a", Spec: "@hourly", NextAt: at(time.Hour), Now: at(time.Minute)}))
+	requireTime(t, at(time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "a", Spec: "@hourly", NextAt: at(time.Hour), Now: at(2 * time.Minute)}),
+		"a later registration keeps the first")
+	f.record(t, "a", at(time.Hour), at(2*time.Hour), at(time.Hour))
+	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "a", Paused: true, Now: at(3 * time.Minute)}))
+	requireTime(t, at(time.Minute), byName()["a"].FirstSeenAt)
+
+	f.record(t, "r", at(time.Hour), at(2*time.Hour), at(time.Hour+time.Second))
+	requireTime(t, at(time.Hour+time.Second), byName()["r"].FirstSeenAt, "a record creating the row")
+
+	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "p", Paused: true, Now: at(time.Minute)}))
+	require.True(t, byName()["p"].FirstSeenAt.IsZero(), "a pause is not a registration")
+	requireTime(t, at(4*time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "p", Spec: "@hourly", NextAt: at(time.Hour), Now: at(4 * time.Minute)}))
+
+	def := driver.ScheduleDef{Spec: "@hourly", Kind: "job", Target: "t", Version: 5, DefinedAt: at(5 * time.Minute)}
+	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(time.Hour), Now: at(5 * time.Minute)}))
+	requireTime(t, at(5*time.Minute), byName()["d"].FirstSeenAt)
+	def.Version, def.DefinedAt = 6, at(6*time.Minute)
+	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(time.Hour), Now: at(6 * time.Minute)}))
+	requireTime(t, at(5*time.Minute), byName()["d"].FirstSeenAt, "a new definition keeps it")
+	require.True(t, f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(time.Hour), Now: at(7 * time.Minute), Stored: true, Version: 5}).IsZero(),
+		"an old definition's registration writes nothing")
+	requireTime(t, at(5*time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(time.Hour), Now: at(7 * time.Minute), Stored: true, Version: 6}))
+
+	gone, err := f.d.ScheduleDelete(f.ctx, "a")
+	require.NoError(t, err)
+	require.True(t, gone)
+	requireTime(t, at(8*time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "a", Spec: "@hourly", NextAt: at(time.Hour), Now: at(8 * time.Minute)}),
+		"deleted, the schedule is seen anew")
 }

@@ -444,7 +444,8 @@ func testClose(t *testing.T, f *fixture) {
 		},
 		"QueueList": func() error { _, err := f.d.QueueList(ctx); return err },
 		"ScheduleUpsert": func() error {
-			return f.d.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "s", Now: base})
+			_, err := f.d.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "s", Now: base})
+			return err
 		},
 		"ScheduleRecord": func() error {
 			_, err := f.d.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: "s", At: base, Now: base})

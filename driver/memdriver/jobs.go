@@ -239,7 +239,8 @@ func (t *tx) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]dri
 // JobDeleteFinished deletes terminal jobs of the given states (every
 // terminal state when States is empty) that ended before Before, oldest
 // first, at most Limit (no limit when Limit <= 0). A deleted job that is a
-// workflow run takes its run row, history, hooks and stream with it.
+// workflow run takes its run row, history, hooks and stream with it; a
+// settled group whose last job it was, its group row.
 func (t *tx) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
 	if err := t.check(ctx); err != nil {
 		return 0, err
@@ -262,10 +263,26 @@ func (t *tx) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFini
 	if params.Limit > 0 && len(victims) > params.Limit {
 		victims = victims[:params.Limit]
 	}
+	groups := map[string]bool{} // the deleted jobs' group rows: true while a job of the group remains
 	for _, r := range victims {
 		t.deleteJob(r.ID)
 		t.deleteRunData(r.ID)
 		t.deleteGateData(r.ID)
+		if _, ok := t.st.groups[r.GroupID]; ok {
+			groups[r.GroupID] = false
+		}
+	}
+	if len(groups) > 0 {
+		for _, e := range t.st.jobs {
+			if _, ok := groups[e.row.GroupID]; ok {
+				groups[e.row.GroupID] = true
+			}
+		}
+		for id, remains := range groups {
+			if !remains && t.st.groups[id].State == hoppertype.GroupSettled {
+				t.deleteGroup(id)
+			}
+		}
 	}
 	return len(victims), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -25,15 +26,23 @@ func stale(row *driver.ScheduleRow, stored bool, version int64) bool {
 	return stored && (row.Def == nil || row.Def.Version != version)
 }
 
+// seen gives row a FirstSeenAt (now) unless it has one.
+func seen(row *driver.ScheduleRow, now time.Time) {
+	if row.FirstSeenAt.IsZero() {
+		row.FirstSeenAt = trunc(now)
+	}
+}
+
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
+func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
 	if err := t.check(ctx); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	row := t.schedule(params.Name)
 	if stale(row, params.Stored, params.Version) {
-		return nil
+		return time.Time{}, nil
 	}
+	seen(row, params.Now)
 	spec := params.Spec
 	if row.Def != nil {
 		spec = row.Spec
@@ -44,7 +53,7 @@ func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertPa
 	}
 	row.Spec, row.UpdatedAt = spec, trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
-	return nil
+	return row.FirstSeenAt, nil
 }
 
 // ScheduleDefine stores a schedule defined in the store; see
@@ -60,6 +69,7 @@ func (t *tx) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefinePa
 	def := params.Def
 	def.Input = slices.Clone(def.Input)
 	def.DefinedAt = trunc(def.DefinedAt)
+	seen(row, params.Now)
 	row.Spec, row.Def, row.NextAt, row.UpdatedAt = def.Spec, &def, trunc(params.NextAt), trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
 	return nil
@@ -74,6 +84,7 @@ func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordPa
 	if stale(row, params.Stored, params.Version) {
 		return false, fmt.Errorf("record occurrence of schedule %q: %w", params.Name, hoppertype.ErrNotFound)
 	}
+	seen(row, params.Now)
 	if !row.Paused {
 		row.Occurrences++
 		row.LastAt = trunc(params.At)
@@ -133,8 +144,8 @@ func (t *tx) ScheduleDelete(ctx context.Context, name string) (bool, error) {
 }
 
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
-	return d.run(ctx, func(tx *tx) error { return tx.ScheduleUpsert(ctx, params) })
+func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
+	return call(ctx, d, func(tx *tx) (time.Time, error) { return tx.ScheduleUpsert(ctx, params) })
 }
 
 // ScheduleRecord records a fired occurrence; see driver.Executor.

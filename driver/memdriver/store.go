@@ -253,6 +253,16 @@ func (t *tx) deleteJob(id string) {
 // putGroup stores a group row and records how to restore the previous one.
 func (t *tx) putGroup(row *hoppertype.GroupRow) { put(t, t.st.groups, row.ID, row) }
 
+// deleteGroup removes a group row and records how to restore it.
+func (t *tx) deleteGroup(id string) {
+	old, had := t.st.groups[id]
+	if !had {
+		return
+	}
+	delete(t.st.groups, id)
+	t.undo = append(t.undo, func() { t.st.groups[id] = old })
+}
+
 // putKey stores a key and records how to restore the previous one.
 func (t *tx) putKey(key string, row keyRow) { put(t, t.st.keys, key, row) }
 

@@ -39,20 +39,9 @@ func (e *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertMa
 // TopicJobAvailable with the queues that received pending jobs, so workers
 // wake when the caller commits. The jobs exist if and only if tx commits.
 func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
-	var e *executor
-	switch t := tx.(type) {
-	case pgx.Tx:
-		if t == nil {
-			return nil, fmt.Errorf("pgdriver: insert jobs: a nil pgx.Tx: %w", driver.ErrTxType)
-		}
-		e = &executor{d: d, q: t, tx: t}
-	case *sql.Tx:
-		if t == nil {
-			return nil, fmt.Errorf("pgdriver: insert jobs: a nil *sql.Tx: %w", driver.ErrTxType)
-		}
-		e = &executor{d: d, q: sqlTx{t}, callerSQLTx: true}
-	default:
-		return nil, fmt.Errorf("pgdriver: insert jobs: %T is neither a pgx.Tx nor a *sql.Tx: %w", tx, driver.ErrTxType)
+	e, err := d.callerTx("insert jobs", tx)
+	if err != nil {
+		return nil, err
 	}
 	res, err := e.JobInsertMany(ctx, params)
 	if err != nil {
@@ -247,4 +236,34 @@ func (e *executor) copyJobs(ctx context.Context, jobs []*hoppertype.JobRow) erro
 	_, err = e.q.CopyFrom(ctx, pgx.Identifier{e.d.schema, "jobs"}, jobColumns,
 		pgx.CopyFromSlice(len(jobs), func(i int) ([]any, error) { return a.row(i), nil }))
 	return err
+}
+
+// JobGetTx reads a job through tx, a transaction JobInsertManyTx takes:
+// it sees the jobs tx inserted. A missing job is hoppertype.ErrNotFound. A
+// transaction that a failed statement aborted fails the read.
+func (d *Driver) JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error) {
+	e, err := d.callerTx("get job", tx)
+	if err != nil {
+		return nil, err
+	}
+	return e.JobGet(ctx, id)
+}
+
+// callerTx is the executor that writes through a caller's transaction: a
+// pgx.Tx or a *sql.Tx opened through pgx's database/sql driver; any other
+// type is an error wrapping driver.ErrTxType.
+func (d *Driver) callerTx(op string, tx any) (*executor, error) {
+	switch t := tx.(type) {
+	case pgx.Tx:
+		if t == nil {
+			return nil, fmt.Errorf("pgdriver: %s: a nil pgx.Tx: %w", op, driver.ErrTxType)
+		}
+		return &executor{d: d, q: t, tx: t}, nil
+	case *sql.Tx:
+		if t == nil {
+			return nil, fmt.Errorf("pgdriver: %s: a nil *sql.Tx: %w", op, driver.ErrTxType)
+		}
+		return &executor{d: d, q: sqlTx{t}, callerSQLTx: true}, nil
+	}
+	return nil, fmt.Errorf("pgdriver: %s: %T is neither a pgx.Tx nor a *sql.Tx: %w", op, tx, driver.ErrTxType)
 }

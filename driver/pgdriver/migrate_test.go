@@ -311,3 +311,40 @@ JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1`, d.schema)
 	walk(reflect.ValueOf(d.q).Elem(), "queries")
 	require.Greater(t, statements, 50, "the driver's statements were read")
 }
+
+// TestMigrateScheduleFirstSeen: version 13 gives the schedules stored
+// before it the earliest time they are known to have been seen, and none
+// to a name that was only paused.
+func TestMigrateScheduleFirstSeen(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	schema := randomSchema()
+	dropSchemaLater(t, pool, schema)
+	ctx := t.Context()
+	old, err := New(pool, &Options{Schema: schema, NoMigrate: true})
+	require.NoError(t, err)
+	defer old.Close()
+	require.NoError(t, old.migrate(ctx, 12))
+	at := func(h int) time.Time { return testBase.Add(time.Duration(h) * time.Hour) }
+	_, err = pool.Exec(ctx, `INSERT INTO `+quoteIdent(schema)+`.schedules
+		(name, spec, paused, occurrences, last_at, next_at, updated_at, def_kind, def_at) VALUES
+		('fired', '@hourly', false, 3, $2, $3, $4, '', NULL),
+		('registered', '@hourly', false, 0, NULL, $3, $4, '', NULL),
+		('defined', '@hourly', false, 0, NULL, $3, $4, 'job', $1),
+		('paused', '', true, 0, NULL, NULL, $4, '', NULL)`, at(1), at(2), at(3), at(4))
+	require.NoError(t, err)
+
+	d, err := New(pool, &Options{Schema: schema})
+	require.NoError(t, err)
+	defer d.Close()
+	rows, err := d.ScheduleList(ctx)
+	require.NoError(t, err)
+	got := map[string]time.Time{}
+	for _, r := range rows {
+		got[r.Name] = r.FirstSeenAt
+	}
+	require.True(t, got["fired"].Equal(at(2)), "its latest occurrence: %s", got["fired"])
+	require.True(t, got["registered"].Equal(at(4)), "its last update: %s", got["registered"])
+	require.True(t, got["defined"].Equal(at(1)), "its definition: %s", got["defined"])
+	require.True(t, got["paused"].IsZero(), "only paused: %s", got["paused"])
+}

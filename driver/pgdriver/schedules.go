@@ -15,17 +15,24 @@ import (
 )
 
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (e *executor) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) error {
+func (e *executor) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) (time.Time, error) {
 	if err := e.check(ctx, "store schedule"); err != nil {
-		return err
+		return time.Time{}, err
 	}
+	var seen pgtype.Timestamptz
 	var err error
 	if p.Stored {
-		_, err = e.q.Exec(ctx, e.d.q.scheduleUpsertStored, p.Name, ts(trunc(p.NextAt)), ts(trunc(p.Now)), p.Version)
+		err = e.q.QueryRow(ctx, e.d.q.scheduleUpsertStored, p.Name, ts(trunc(p.NextAt)), ts(trunc(p.Now)), p.Version).Scan(&seen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return time.Time{}, nil // deleted or defined again: nothing written
+		}
 	} else {
-		_, err = e.q.Exec(ctx, e.d.q.scheduleUpsert, p.Name, p.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now)))
+		err = e.q.QueryRow(ctx, e.d.q.scheduleUpsert, p.Name, p.Spec, ts(trunc(p.NextAt)), ts(trunc(p.Now))).Scan(&seen)
 	}
-	return e.d.fail(fmt.Sprintf("store schedule %q", p.Name), err)
+	if err != nil {
+		return time.Time{}, e.d.fail(fmt.Sprintf("store schedule %q", p.Name), err)
+	}
+	return fromTS(seen), nil
 }
 
 // ScheduleRecord records a fired occurrence; see driver.Executor.
@@ -88,13 +95,13 @@ func (e *executor) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, err
 	}
 	out := []*driver.ScheduleRow{}
 	var s driver.ScheduleRow
-	var last, next, updated, definedAt pgtype.Timestamptz
+	var last, next, updated, firstSeen, definedAt pgtype.Timestamptz
 	var def driver.ScheduleDef
 	var catchUp int64
-	if _, err := pgx.ForEachRow(rows, []any{&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated,
+	if _, err := pgx.ForEachRow(rows, []any{&s.Name, &s.Spec, &s.Paused, &s.Occurrences, &last, &next, &updated, &firstSeen,
 		&def.Kind, &def.Target, &def.Input, &def.Location, &catchUp, &def.Spec, &def.Version, &definedAt}, func() error {
 		row := s
-		row.LastAt, row.NextAt, row.UpdatedAt = fromTS(last), fromTS(next), fromTS(updated)
+		row.LastAt, row.NextAt, row.UpdatedAt, row.FirstSeenAt = fromTS(last), fromTS(next), fromTS(updated), fromTS(firstSeen)
 		if def.Kind != "" {
 			d := def
 			d.Input = slices.Clone(def.Input)
@@ -123,7 +130,7 @@ func (e *executor) ScheduleDelete(ctx context.Context, name string) (bool, error
 }
 
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) error {
+func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
 	return d.root.ScheduleUpsert(ctx, params)
 }
 

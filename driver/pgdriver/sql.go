@@ -276,7 +276,13 @@ FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord)
 WHERE j.id = r.id
 RETURNING r.ord, {jcols}`),
 		// A deleted job that is a workflow run takes its run row, history,
-		// hooks and stream with it, in the same statement. Data-modifying
+		// hooks and stream with it, in the same statement, and a settled
+		// group whose last jobs it deleted takes its group row (the
+		// statement's snapshot still shows the deleted jobs, so they are
+		// left out of the look-up of the jobs that remain: the root by its
+		// key, the members by jobs_group, which leaves roots out, each in
+		// a scalar subquery, probed per group, where an anti-join would be
+		// planned as a scan of jobs). Data-modifying
 		// CTEs always run to completion; each probes its table's index by
 		// the deleted ids.
 		deleteFinished: q(`WITH victims AS MATERIALIZED (
@@ -287,9 +293,16 @@ RETURNING r.ord, {jcols}`),
 	FOR UPDATE SKIP LOCKED
 ), del AS (
 	DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id
-	RETURNING j.id
+	RETURNING j.id, j.group_id
 ), gone AS MATERIALIZED (
-	SELECT array_agg(id) AS ids FROM del
+	SELECT array_agg(id) AS ids, array_agg(DISTINCT group_id) AS groups FROM del
+), del_groups AS (
+	DELETE FROM {s}.groups g
+	WHERE g.id = ANY((SELECT groups FROM gone)::text[]) AND g.state = 'settled'
+	  AND (SELECT j.id FROM {s}.jobs j WHERE j.id = g.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[])) IS NULL
+	  AND (SELECT j.id FROM {s}.jobs j WHERE j.group_id = g.id AND j.group_id <> j.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[]) LIMIT 1) IS NULL
 ), del_runs AS (
 	DELETE FROM {s}.runs WHERE id = ANY((SELECT ids FROM gone)::text[])
 ), del_events AS (
@@ -360,33 +373,41 @@ ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED
 		// a definition keeps the spec its definition set; a process running
 		// a stored schedule (the Stored statements) only updates a row that
 		// still has its definition.
-		scheduleUpsert: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at) VALUES ($1, $2, $3, $4)
+		// A registration, a record and a definition give a row its
+		// first_seen_at when it has none.
+		scheduleUpsert: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at, first_seen_at) VALUES ($1, $2, $3, $4, $4)
 ON CONFLICT (name) DO UPDATE SET updated_at = EXCLUDED.updated_at,
 	spec = CASE WHEN s.def_kind = '' THEN EXCLUDED.spec ELSE s.spec END,
-	next_at = CASE WHEN (s.def_kind <> '' OR s.spec = EXCLUDED.spec) AND s.next_at > EXCLUDED.next_at THEN s.next_at ELSE EXCLUDED.next_at END`),
+	next_at = CASE WHEN (s.def_kind <> '' OR s.spec = EXCLUDED.spec) AND s.next_at > EXCLUDED.next_at THEN s.next_at ELSE EXCLUDED.next_at END,
+	first_seen_at = coalesce(s.first_seen_at, EXCLUDED.first_seen_at)
+RETURNING first_seen_at`),
 		scheduleUpsertStored: q(`UPDATE {s}.schedules SET updated_at = $3,
-	next_at = CASE WHEN next_at > $2 THEN next_at ELSE $2 END
-WHERE name = $1 AND def_kind <> '' AND def_version = $4`),
+	next_at = CASE WHEN next_at > $2 THEN next_at ELSE $2 END, first_seen_at = coalesce(first_seen_at, $3)
+WHERE name = $1 AND def_kind <> '' AND def_version = $4
+RETURNING first_seen_at`),
 		// A paused schedule's occurrence is not counted.
-		scheduleRecord: q(`INSERT INTO {s}.schedules AS s (name, occurrences, last_at, next_at, updated_at, spec) VALUES ($1, 1, $2, $3, $4, $5)
+		scheduleRecord: q(`INSERT INTO {s}.schedules AS s (name, occurrences, last_at, next_at, updated_at, spec, first_seen_at) VALUES ($1, 1, $2, $3, $4, $5, $4)
 ON CONFLICT (name) DO UPDATE SET spec = CASE WHEN s.def_kind = '' THEN EXCLUDED.spec ELSE s.spec END,
 	occurrences = s.occurrences + CASE WHEN s.paused THEN 0 ELSE 1 END,
 	last_at = CASE WHEN s.paused THEN s.last_at ELSE EXCLUDED.last_at END,
-	next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at
+	next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at,
+	first_seen_at = coalesce(s.first_seen_at, EXCLUDED.first_seen_at)
 RETURNING paused`),
 		scheduleRecordStored: q(`UPDATE {s}.schedules SET occurrences = occurrences + CASE WHEN paused THEN 0 ELSE 1 END,
-	last_at = CASE WHEN paused THEN last_at ELSE $2 END, next_at = $3, updated_at = $4
+	last_at = CASE WHEN paused THEN last_at ELSE $2 END, next_at = $3, updated_at = $4,
+	first_seen_at = coalesce(first_seen_at, $4)
 WHERE name = $1 AND def_kind <> '' AND def_version = $5
 RETURNING paused`),
 		schedulePause: q(`INSERT INTO {s}.schedules (name, paused, updated_at) VALUES ($1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at`),
-		scheduleList: q(`SELECT name, spec, paused, occurrences, last_at, next_at, updated_at,
+		scheduleList: q(`SELECT name, spec, paused, occurrences, last_at, next_at, updated_at, first_seen_at,
 	def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version, def_at FROM {s}.schedules ORDER BY name`),
 		// A code schedule's row (no definition, and a spec, a next or last
 		// occurrence or a count) is not taken over: no row changes.
-		scheduleDefine: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version, def_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10, $11)
+		scheduleDefine: q(`INSERT INTO {s}.schedules AS s (name, spec, next_at, updated_at, def_kind, def_target, def_input, def_location, def_catch_up, def_spec, def_version, def_at, first_seen_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $2, $10, $11, $4)
 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec, next_at = EXCLUDED.next_at, updated_at = EXCLUDED.updated_at,
+	first_seen_at = coalesce(s.first_seen_at, EXCLUDED.first_seen_at),
 	def_kind = EXCLUDED.def_kind, def_target = EXCLUDED.def_target, def_input = EXCLUDED.def_input,
 	def_location = EXCLUDED.def_location, def_catch_up = EXCLUDED.def_catch_up, def_spec = EXCLUDED.def_spec,
 	def_version = EXCLUDED.def_version, def_at = EXCLUDED.def_at

@@ -99,6 +99,8 @@ func TestInsertTxWrongType(t *testing.T) {
 	for _, tx := range []any{nil, "not a tx", (*sql.Tx)(nil), pgx.Tx(nil), pool} {
 		_, err := d.JobInsertManyTx(t.Context(), tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q")}})
 		require.ErrorIs(t, err, driver.ErrTxType, "%T", tx)
+		_, err = d.JobGetTx(t.Context(), tx, "x")
+		require.ErrorIs(t, err, driver.ErrTxType, "%T", tx)
 	}
 }
 
@@ -155,14 +157,27 @@ func TestInsertSQLTx(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	// A duplicate id fails the call, and the caller's transaction with it.
+	// A duplicate id fails the call before writing, so the caller's
+	// transaction stays usable: JobGetTx reads the stored job through it,
+	// and its own job, and it commits.
 	dup := newJob("sqltx-queue")
 	dup.ID = first.ID
 	tx, err = db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	_, err = d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{dup}})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
-	require.NoError(t, tx.Rollback())
+	got, err = d.JobGetTx(ctx, tx, first.ID)
+	require.NoError(t, err)
+	require.Equal(t, first.ID, got.ID)
+	own := newJob("sqltx-queue")
+	_, err = d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{own}})
+	require.NoError(t, err)
+	got, err = d.JobGetTx(ctx, tx, own.ID)
+	require.NoError(t, err)
+	require.Equal(t, own.ID, got.ID)
+	_, err = d.JobGetTx(ctx, tx, "missing")
+	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+	require.NoError(t, tx.Commit())
 }
 
 func TestTwoSchemasAreIsolated(t *testing.T) {

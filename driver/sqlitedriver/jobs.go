@@ -137,6 +137,21 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params *driver.Job
 	return out, nil
 }
 
+// JobGetTx reads a job through tx, a *sql.Tx JobInsertManyTx takes: it
+// sees the jobs tx inserted. A missing job is hoppertype.ErrNotFound; any
+// other tx type is an error wrapping driver.ErrTxType.
+func (d *Driver) JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error) {
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return nil, fmt.Errorf("sqlitedriver: JobGetTx needs a *sql.Tx, got %T: %w", tx, driver.ErrTxType)
+	}
+	if d.closed.Load() {
+		return nil, driver.ErrClosed
+	}
+	r := &runner{q: stx, d: d}
+	return r.jobGet(ctx, id)
+}
+
 // jobGet returns one job.
 func (r *runner) jobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
 	j, err := r.job(ctx, getJobSQL, id)
@@ -389,8 +404,9 @@ func (r *runner) jobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driv
 
 // jobDeleteFinished deletes terminal jobs of the given states (every
 // terminal state when States is empty) that ended before Before, at most
-// Limit (no limit when Limit <= 0), and the workflow rows of the deleted
-// jobs that are runs. It writes several times; the caller makes it atomic.
+// Limit (no limit when Limit <= 0), the workflow rows of the deleted jobs
+// that are runs, and the rows of the settled groups whose last jobs they
+// were. It writes several times; the caller makes it atomic.
 func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinishedParams) (int, error) {
 	var states []string
 	for _, s := range hoppertype.AllJobStates {
@@ -405,11 +421,12 @@ func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinis
 	if limit <= 0 {
 		limit = -1
 	}
-	var ids []string
+	var ids, groups []string
 	err := r.each(ctx, deleteFinishedSQL(states), func(rows *sql.Rows) error {
-		var id string
-		err := rows.Scan(&id)
+		var id, group string
+		err := rows.Scan(&id, &group)
 		ids = append(ids, id)
+		groups = append(groups, group)
 		return err
 	}, trunc(p.Before).UnixMicro(), limit)
 	if err != nil {
@@ -419,8 +436,18 @@ func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinis
 	if err := r.deleteRunsOf(ctx, ids); err != nil {
 		return 0, fmt.Errorf("delete finished jobs: workflow rows: %w", err)
 	}
+	if len(groups) > 0 {
+		if _, err := r.exec(ctx, deleteEmptyGroupsSQL, jsonList(groups)); err != nil {
+			return 0, fmt.Errorf("delete finished jobs: group rows: %w", err)
+		}
+	}
 	return len(ids), nil
 }
+
+// deleteEmptyGroupsSQL deletes the settled groups among ?1 (a JSON list of
+// ids) that no job belongs to any more.
+const deleteEmptyGroupsSQL = `DELETE FROM groups WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'settled'
+	AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.group_id = groups.id)`
 
 // deleteFinishedSQL deletes terminal jobs in states (quoted SQL literals)
 // that ended before ?1, at most ?2, and returns their ids. The first state
@@ -429,5 +456,5 @@ func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinis
 func deleteFinishedSQL(states []string) string {
 	return `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_retention
 	WHERE state IN ` + terminalStates + ` AND state IN (` + strings.Join(states, ", ") + `)
-	AND ended_at < ?1 LIMIT ?2) RETURNING id`
+	AND ended_at < ?1 LIMIT ?2) RETURNING id, group_id`
 }

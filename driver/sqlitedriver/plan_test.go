@@ -53,6 +53,7 @@ func TestQueryPlans(t *testing.T) {
 			"job-000008", 1, "succeeded", 1, now, nil, nil, now, nil, nil}, "sqlite_autoindex_jobs_1"},
 		{"heartbeat", heartbeatSQL, []any{"job-000002", 1, now}, "sqlite_autoindex_jobs_1"},
 		{"retention", deleteFinishedSQL([]string{"'succeeded'", "'dead'"}), []any{now, 1000}, "jobs_retention"},
+		{"retention's groups", deleteEmptyGroupsSQL, []any{`["job-000001","job-000002"]`}, "jobs_group"},
 		{"wake", wakeSQL, []any{`["job-000001","job-000003"]`, now}, "sqlite_autoindex_jobs_1"},
 	}
 	cases = append(cases, workflowPlanCases(t, d, now)...)

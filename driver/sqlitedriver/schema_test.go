@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	hmigrations "github.com/hopper-go/hopper/internal/migrations"
@@ -280,4 +281,46 @@ func TestMustExist(t *testing.T) {
 		t.Fatalf("a hopper database: %v", err)
 	}
 	d.Close()
+}
+
+// TestMigrateScheduleFirstSeen: version 10 gives the schedules stored
+// before it the earliest time they are known to have been seen, and none
+// to a name that was only paused. It replaces the package's migration
+// list, so it does not run in parallel.
+func TestMigrateScheduleFirstSeen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hopper.db")
+	saved := migrations
+	t.Cleanup(func() { migrations = saved })
+	migrations = saved[:9]
+	d, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2025, time.March, 14, 15, 0, 0, 0, time.UTC)
+	at := func(h int) int64 { return base.Add(time.Duration(h) * time.Hour).UnixMicro() }
+	if _, err := d.wdb.Exec(`INSERT INTO schedules (name, spec, paused, occurrences, last_at, next_at, updated_at, def_kind, def_at) VALUES
+		('fired', '@hourly', 0, 3, ?2, ?3, ?4, '', NULL),
+		('registered', '@hourly', 0, 0, NULL, ?3, ?4, '', NULL),
+		('defined', '@hourly', 0, 0, NULL, ?3, ?4, 'job', ?1),
+		('paused', '', 1, 0, NULL, NULL, ?4, '', NULL)`, at(1), at(2), at(3), at(4)); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	migrations = saved
+
+	d = openAt(t, path, nil)
+	rows, err := d.ScheduleList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range rows {
+		if !r.FirstSeenAt.IsZero() {
+			got[r.Name] = r.FirstSeenAt.UnixMicro()
+		}
+	}
+	want := map[string]int64{"fired": at(2), "registered": at(4), "defined": at(1)}
+	if len(got) != len(want) || got["fired"] != want["fired"] || got["registered"] != want["registered"] || got["defined"] != want["defined"] {
+		t.Fatalf("first seen after the upgrade: %v, want %v", got, want)
+	}
 }

@@ -78,6 +78,13 @@ func TestTransactionalEnqueueWithOwnDB(t *testing.T) {
 	if err != nil || len(res) != 2 || res[0].Existing || !res[1].Existing || res[1].Job.ID != a.ID {
 		t.Fatalf("unique keys through a caller's transaction: %+v, %v", res, err)
 	}
+	// JobGetTx reads through the transaction: its own job, not others'.
+	if got, err := d.JobGetTx(ctx, tx, a.ID); err != nil || got.ID != a.ID {
+		t.Fatalf("JobGetTx of the transaction's own job: %+v, %v", got, err)
+	}
+	if _, err := d.JobGetTx(ctx, tx, "missing"); !errors.Is(err, hoppertype.ErrNotFound) {
+		t.Fatalf("JobGetTx of a missing job: %v", err)
+	}
 	// A duplicate id fails that call only; the transaction stays usable.
 	dup.ID = a.ID
 	if _, err := d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q"), dup}}); !errors.Is(err, hoppertype.ErrDuplicateID) {
@@ -116,6 +123,9 @@ func TestTransactionalEnqueueWrongTxType(t *testing.T) {
 	for _, tx := range []any{nil, "tx", d.DB(), (*sql.Tx)(nil), struct{}{}} {
 		if _, err := d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q")}}); !errors.Is(err, driver.ErrTxType) {
 			t.Errorf("JobInsertManyTx(%T): %v, want ErrTxType", tx, err)
+		}
+		if _, err := d.JobGetTx(ctx, tx, "x"); !errors.Is(err, driver.ErrTxType) {
+			t.Errorf("JobGetTx(%T): %v, want ErrTxType", tx, err)
 		}
 	}
 	if n := countJobs(t, d); n != 0 {
