@@ -257,7 +257,7 @@ func (c *Client) NameJob(name string, input json.RawMessage, opts *InsertOpts) (
 	}
 	t := c.lookupType(name)
 	if t == nil {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownType, name)
+		return nil, fmt.Errorf("%w: %q is not registered with this client (registered: %s)", ErrUnknownType, name, listOrNone(c.Types()))
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
 		return nil, c.tooLarge("input", len(input))

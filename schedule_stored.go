@@ -164,7 +164,7 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 func (c *Client) NameRun(name string, input json.RawMessage, opts *StartOpts) (*RunSpec, error) {
 	t := c.lookupType(workflowTypePrefix + name)
 	if t == nil {
-		return nil, fmt.Errorf("%w: workflow %q", ErrUnknownType, name)
+		return nil, fmt.Errorf("%w: workflow %q is not registered with this client (registered: %s)", ErrUnknownType, name, listOrNone(c.Workflows()))
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
 		return nil, c.tooLarge("input", len(input))

@@ -28,19 +28,19 @@ type StartRunResponse struct {
 
 // RunJSON is a run as the API returns it.
 type RunJSON struct {
-	RunID       string           `json:"run_id"`
-	Workflow    string           `json:"workflow"`
-	Status      string           `json:"status"`
-	Attempt     int              `json:"attempt"`
-	Input       json.RawMessage  `json:"input"`
-	Output      json.RawMessage  `json:"output"`
-	Error       *ErrorJSON       `json:"error"`
-	Stuck       *StuckJSON       `json:"stuck,omitempty"`
-	ParentID    string           `json:"parent_id,omitempty"`
-	CodeVersion string           `json:"code_version,omitempty"`
-	CreatedAt   time.Time        `json:"created_at"`
-	StartedAt   *time.Time       `json:"started_at"`
-	EndedAt     *time.Time       `json:"ended_at"`
+	RunID       string          `json:"run_id"`
+	Workflow    string          `json:"workflow"`
+	Status      string          `json:"status"`
+	Attempt     int             `json:"attempt"`
+	Input       json.RawMessage `json:"input"`
+	Output      json.RawMessage `json:"output"`
+	Error       *ErrorJSON      `json:"error"`
+	Stuck       *StuckJSON      `json:"stuck,omitempty"`
+	ParentID    string          `json:"parent_id,omitempty"`
+	CodeVersion string          `json:"code_version,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	StartedAt   *time.Time      `json:"started_at"`
+	EndedAt     *time.Time      `json:"ended_at"`
 	// History is the run's latest history with each activity's executions
 	// told in place (hopper.RunInfo.Timeline): events derived from an
 	// activity's job have seq 0. GET /v1/runs/{id}/history is the recorded
