@@ -858,3 +858,41 @@ func (e *env) raw(path string) string {
 	_, b := e.page(path)
 	return b
 }
+
+// TestPostgresBadInputIs4xx: on PostgreSQL, which refuses a NUL byte in
+// text with its own error, bad ids, names, queries and numbers are 400s
+// with hopper's message, never a 500 with the driver's text.
+func TestPostgresBadInputIs4xx(t *testing.T) {
+	t.Parallel()
+	pgURL := os.Getenv("HOPPER_TEST_POSTGRES_URL")
+	if pgURL == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("HOPPER_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run under CI")
+		}
+		t.Skip("set HOPPER_TEST_POSTGRES_URL to run the PostgreSQL bad-input test")
+	}
+	e := setupOn(t, openPostgres(t, pgURL), &server.Options{Tokens: []string{token}})
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/v1/jobs/a%00b", ""},
+		{"GET", "/v1/jobs?type=a%00b", ""},
+		{"GET", "/v1/jobs?queue=%00", ""},
+		{"GET", "/v1/jobs?cursor=%00", ""},
+		{"GET", "/v1/runs/a%00b", ""},
+		{"GET", "/v1/runs?workflow=%00", ""},
+		{"POST", "/v1/jobs/a%00b/cancel", ""},
+		{"POST", "/v1/queues/a%00b/pause?create=true", ""},
+		{"POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"queue":"q\u0000"}}`},
+		{"POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"metadata":{"k":"v\u0000"}}}`},
+		{"POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"priority":1099511627776}}`},
+		{"POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"run_at":"10000-01-01T00:00:00Z"}}`},
+		{"POST", "/v1/runs", `{"workflow":"saga","input":{},"id":"r\u0000"}`},
+	} {
+		var eb errBody
+		status := e.do(tc.method, tc.path, tc.body, &eb)
+		require.Equal(t, 400, status, "%s %s %s: %+v", tc.method, tc.path, tc.body, eb)
+		require.NotContains(t, eb.Error.Message, "SQLSTATE", tc.path)
+	}
+	var page server.JobListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs", "", &page))
+	require.Empty(t, page.Jobs, "nothing was stored")
+}
