@@ -2,10 +2,12 @@ package hopper
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -294,7 +296,7 @@ func (c *Client) WaitRun(ctx context.Context, id string) (*RunInfo, error) {
 	return runInfo(run, job), nil
 }
 
-// RunQuery filters QueryRuns. Empty fields do not filter.
+// RunQuery filters ListRuns and QueryRuns. Empty fields do not filter.
 type RunQuery struct {
 	Statuses      []RunStatus
 	Workflow      string
@@ -303,12 +305,28 @@ type RunQuery struct {
 	StartedBefore time.Time
 	// Limit caps the runs returned. Defaults to 100; at most 1000.
 	Limit int
-	// Offset skips runs (newest first); at most 100,000.
+	// Cursor continues a listing from a RunPage's NextCursor. It cannot be
+	// combined with Offset.
+	Cursor string
+	// Offset skips runs (newest first); at most 100,000. Prefer Cursor:
+	// an offset re-reads the runs it skips, and runs created between two
+	// pages shift it.
 	Offset int
 }
 
-// QueryRuns returns runs matching q, newest first, without their history.
-func (c *Client) QueryRuns(ctx context.Context, q *RunQuery) ([]*RunInfo, error) {
+// RunPage is one page of a run listing.
+type RunPage struct {
+	Runs []*RunInfo
+	// NextCursor continues the listing as RunQuery.Cursor; empty on the
+	// last page.
+	NextCursor string
+}
+
+// ListRuns returns runs matching q (nil lists the newest), newest first, a
+// page at a time, without their history. Pass a page's NextCursor as
+// q.Cursor for the next: a cursor neither skips nor repeats a run, whatever
+// is created meanwhile, and costs the same on every page.
+func (c *Client) ListRuns(ctx context.Context, q *RunQuery) (*RunPage, error) {
 	if q == nil {
 		q = &RunQuery{}
 	}
@@ -318,7 +336,7 @@ func (c *Client) QueryRuns(ctx context.Context, q *RunQuery) ([]*RunInfo, error)
 		}
 	}
 	for _, err := range []error{
-		checkText("workflow filter", q.Workflow), checkText("parent id filter", q.ParentID),
+		checkText("workflow filter", q.Workflow), checkText("parent id filter", q.ParentID), checkText("cursor", q.Cursor),
 		checkTime("started-after filter", q.StartedAfter), checkTime("started-before filter", q.StartedBefore),
 	} {
 		if err != nil {
@@ -329,25 +347,91 @@ func (c *Client) QueryRuns(ctx context.Context, q *RunQuery) ([]*RunInfo, error)
 	switch {
 	case limit < 0 || q.Offset < 0 || q.Offset > 100_000:
 		return nil, fmt.Errorf("%w: limit and offset must be positive (offset at most 100000)", ErrInvalidInput)
+	case q.Offset > 0 && q.Cursor != "":
+		return nil, fmt.Errorf("%w: a run listing takes a cursor or an offset, not both", ErrInvalidInput)
 	case limit == 0:
 		limit = 100
 	case limit > MaxListLimit:
 		limit = MaxListLimit
 	}
-	rows, err := c.drv.RunList(ctx, &driver.RunListParams{Statuses: q.Statuses, Workflow: q.Workflow, ParentID: q.ParentID,
-		CreatedAfter: q.StartedAfter, CreatedBefore: q.StartedBefore, Offset: q.Offset, Limit: limit})
+	after, err := decodeRunCursor(q.Cursor)
 	if err != nil {
-		return nil, fmt.Errorf("hopper: query runs: %w", err)
+		return nil, err
 	}
-	out := make([]*RunInfo, len(rows))
-	for i, r := range rows {
-		job, err := c.drv.JobGet(ctx, r.ID)
-		if err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
-			return nil, err
+	rows, err := c.drv.RunList(ctx, &driver.RunListParams{Statuses: q.Statuses, Workflow: q.Workflow, ParentID: q.ParentID,
+		CreatedAfter: q.StartedAfter, CreatedBefore: q.StartedBefore, After: after, Offset: q.Offset, Limit: limit + 1})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: list runs: %w", err)
+	}
+	page := &RunPage{}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		page.NextCursor = encodeRunCursor(driver.RunKey{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	// The runs' jobs in one read, not one per run.
+	jobs := map[string]*hoppertype.JobRow{}
+	if len(rows) > 0 {
+		ids := make([]string, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
 		}
-		out[i] = runInfo(r, job)
+		js, err := c.drv.JobList(ctx, &driver.JobListParams{IDs: ids, Limit: len(ids)})
+		if err != nil {
+			return nil, fmt.Errorf("hopper: list runs: %w", err)
+		}
+		for _, j := range js {
+			jobs[j.ID] = j
+		}
 	}
-	return out, nil
+	page.Runs = make([]*RunInfo, len(rows))
+	for i, r := range rows {
+		page.Runs[i] = runInfo(r, jobs[r.ID])
+	}
+	return page, nil
+}
+
+// QueryRuns returns runs matching q, newest first, without their history
+// (seed 004's queryRuns): ListRuns without the page around them.
+func (c *Client) QueryRuns(ctx context.Context, q *RunQuery) ([]*RunInfo, error) {
+	page, err := c.ListRuns(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return page.Runs, nil
+}
+
+// encodeRunCursor and decodeRunCursor turn a run's place in a listing into
+// an opaque cursor and back.
+func encodeRunCursor(k driver.RunKey) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("r1|" + strconv.FormatInt(k.CreatedAt.UnixMicro(), 10) + "|" + k.ID))
+}
+
+func decodeRunCursor(s string) (driver.RunKey, error) {
+	if s == "" {
+		return driver.RunKey{}, nil
+	}
+	bad := fmt.Errorf("%w: run cursor %q is not one a run listing gave", ErrInvalidInput, s)
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return driver.RunKey{}, bad
+	}
+	parts := strings.SplitN(string(b), "|", 3)
+	if len(parts) != 3 || parts[0] != "r1" || parts[2] == "" {
+		return driver.RunKey{}, bad
+	}
+	us, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return driver.RunKey{}, bad
+	}
+	k := driver.RunKey{CreatedAt: time.UnixMicro(us).UTC(), ID: parts[2]}
+	if err := checkText("cursor", k.ID); err != nil {
+		return driver.RunKey{}, bad
+	}
+	if err := checkTime("cursor", k.CreatedAt); err != nil {
+		return driver.RunKey{}, bad
+	}
+	return k, nil
 }
 
 var runLive = []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunRunning, hoppertype.RunWaiting, hoppertype.RunCompensating, hoppertype.RunStuck}

@@ -20,10 +20,24 @@ type RunListParams struct {
 	// CreatedAfter and CreatedBefore bound CreatedAt (inclusive, exclusive).
 	CreatedAfter  time.Time
 	CreatedBefore time.Time
-	Offset        int
+	// After continues a listing: only runs that come after this key in the
+	// listing's order (newest CreatedAt first, then id descending) are
+	// returned. The zero key starts at the beginning.
+	After  RunKey
+	Offset int
 	// Limit caps the rows returned; it must be > 0.
 	Limit int
 }
+
+// RunKey is a run's place in a listing: its creation time (microseconds)
+// and id.
+type RunKey struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// IsZero reports whether k is the zero key (the start of a listing).
+func (k RunKey) IsZero() bool { return k.ID == "" && k.CreatedAt.IsZero() }
 
 // RunUpdateParams are the arguments of RunUpdate.
 type RunUpdateParams struct {

@@ -179,6 +179,8 @@ func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
 // RunListJSON is a page of runs.
 type RunListJSON struct {
 	Runs []*RunJSON `json:"runs"`
+	// NextCursor continues the listing as ?cursor=; absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 func runQuery(q map[string][]string) (*hopper.RunQuery, error) {
@@ -188,7 +190,7 @@ func runQuery(q map[string][]string) (*hopper.RunQuery, error) {
 		}
 		return ""
 	}
-	rq := &hopper.RunQuery{Workflow: get("workflow"), ParentID: get("parent")}
+	rq := &hopper.RunQuery{Workflow: get("workflow"), ParentID: get("parent"), Cursor: get("cursor")}
 	for _, st := range splitList(q["status"]) {
 		rs := hoppertype.RunStatus(st)
 		if !rs.Valid() {
@@ -223,13 +225,13 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	runs, err := s.c.QueryRuns(r.Context(), rq)
+	page, err := s.c.ListRuns(r.Context(), rq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := RunListJSON{Runs: make([]*RunJSON, len(runs))}
-	for i, run := range runs {
+	out := RunListJSON{Runs: make([]*RunJSON, len(page.Runs)), NextCursor: page.NextCursor}
+	for i, run := range page.Runs {
 		out.Runs[i] = runJSON(run, true)
 	}
 	writeJSON(w, http.StatusOK, out)

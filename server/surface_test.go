@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -895,4 +896,33 @@ func TestPostgresBadInputIs4xx(t *testing.T) {
 	var page server.JobListJSON
 	require.Equal(t, 200, e.do("GET", "/v1/jobs", "", &page))
 	require.Empty(t, page.Jobs, "nothing was stored")
+}
+
+// TestAPIRunsPageByCursor: GET /v1/runs pages by next_cursor, the
+// dashboard's Runs page links its next page by cursor, and a bad cursor is
+// a 400.
+func TestAPIRunsPageByCursor(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	for i := range 3 {
+		require.Equal(t, 201, e.do("POST", "/v1/runs", fmt.Sprintf(`{"workflow":"approval","input":null,"id":"paged-%d"}`, i), nil))
+	}
+	var seen []string
+	path := "/v1/runs?workflow=approval&limit=2"
+	for range 5 {
+		var page server.RunListJSON
+		require.Equal(t, 200, e.do("GET", path, "", &page))
+		for _, r := range page.Runs {
+			seen = append(seen, r.RunID)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		path = "/v1/runs?workflow=approval&limit=2&cursor=" + url.QueryEscape(page.NextCursor)
+	}
+	require.ElementsMatch(t, []string{"paged-0", "paged-1", "paged-2"}, seen)
+	require.Len(t, seen, 3, "no run twice")
+	var eb errBody
+	require.Equal(t, 400, e.do("GET", "/v1/runs?cursor=nope", "", &eb))
+	require.Equal(t, 400, e.do("GET", "/v1/runs?cursor="+url.QueryEscape(path)+"&offset=2", "", &eb))
 }

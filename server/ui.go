@@ -149,19 +149,20 @@ func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "runs", data)
 		return
 	}
-	rq.Limit = runsPage + 1
-	runs, err := s.c.QueryRuns(r.Context(), rq)
+	rq.Limit = runsPage
+	page, err := s.c.ListRuns(r.Context(), rq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if len(runs) > runsPage {
-		runs = runs[:runsPage]
+	runs := page.Runs
+	if page.NextCursor != "" {
 		next := url.Values{}
 		for k, v := range q {
 			next[k] = v
 		}
-		next.Set("offset", strconv.Itoa(rq.Offset+runsPage))
+		next.Del("offset")
+		next.Set("cursor", page.NextCursor)
 		data["HasNext"], data["Next"] = true, next
 	}
 	data["Runs"] = runs

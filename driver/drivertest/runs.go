@@ -24,6 +24,7 @@ func runCases() []testCase {
 		{"NotFound", testRunNotFound},
 		{"ListFilters", testRunListFilters},
 		{"ListOffsetPaging", testRunListPaging},
+		{"ListKeysetPaging", testRunListKeysetPaging},
 		{"UpdateWritesFields", testRunUpdate},
 		{"UpdateExpectStatuses", testRunUpdateExpect},
 		{"UpdateRaceOneWinner", testRunUpdateRace},
@@ -394,6 +395,35 @@ func testRunListPaging(t *testing.T, f *fixture) {
 		require.Less(t, off, 100, "paging did not end")
 	}
 	require.Equal(t, [][]string{{r[5].ID, r[4].ID, r[3].ID, r[2].ID}, {r[1].ID, r[0].ID}}, pages)
+}
+
+// testRunListKeysetPaging pages with After, the key of a page's last row:
+// every run once, in order, across a tie of creation times at a page
+// boundary and under a filter.
+func testRunListKeysetPaging(t *testing.T, f *fixture) {
+	r := f.runListData(t)
+	page := func(p driver.RunListParams) [][]string {
+		var pages [][]string
+		for i := 0; ; i++ {
+			rows := f.runList(t, p)
+			if len(rows) == 0 {
+				return pages
+			}
+			pages = append(pages, runIDs(rows))
+			last := rows[len(rows)-1]
+			p.After = driver.RunKey{CreatedAt: last.CreatedAt, ID: last.ID}
+			require.Less(t, i, 100, "paging did not end")
+		}
+	}
+	// Runs 3 and 2 were created at the same time: the first page ends between them.
+	require.Equal(t, [][]string{{r[5].ID, r[4].ID, r[3].ID}, {r[2].ID, r[1].ID, r[0].ID}}, page(driver.RunListParams{Limit: 3}))
+	require.Equal(t, [][]string{{r[5].ID, r[4].ID}, {r[3].ID, r[2].ID}, {r[1].ID, r[0].ID}}, page(driver.RunListParams{Limit: 2}))
+	require.Equal(t, [][]string{{r[3].ID}, {r[2].ID}, {r[0].ID}}, page(driver.RunListParams{Limit: 1, Workflow: f.prefix + "a"}))
+	// A key between rows starts after it.
+	got := f.runList(t, driver.RunListParams{Limit: 100, After: driver.RunKey{CreatedAt: at(2 * time.Minute), ID: r[3].ID}})
+	require.Equal(t, []string{r[2].ID, r[1].ID, r[0].ID}, runIDs(got))
+	got = f.runList(t, driver.RunListParams{Limit: 100, After: driver.RunKey{CreatedAt: at(150 * time.Second), ID: ""}})
+	require.Equal(t, []string{r[3].ID, r[2].ID, r[1].ID, r[0].ID}, runIDs(got))
 }
 
 func (f *fixture) runUpdate(t *testing.T, p driver.RunUpdateParams) *hoppertype.RunRow {

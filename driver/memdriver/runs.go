@@ -93,9 +93,13 @@ func (t *tx) RunList(ctx context.Context, params *driver.RunListParams) ([]*hopp
 		return nil, errors.New("list runs: limit must be > 0")
 	}
 	after, before := trunc(params.CreatedAfter), trunc(params.CreatedBefore)
+	key := params.After
+	key.CreatedAt = trunc(key.CreatedAt)
 	var rows []*hoppertype.RunRow
 	for _, r := range t.st.runs {
 		switch {
+		case !key.IsZero() && !runBefore(r, key):
+			continue
 		case len(params.Statuses) > 0 && !slices.Contains(params.Statuses, r.Status),
 			params.Workflow != "" && r.Workflow != params.Workflow,
 			params.ParentID != "" && r.ParentID != params.ParentID,
@@ -118,6 +122,15 @@ func (t *tx) RunList(ctx context.Context, params *driver.RunListParams) ([]*hopp
 		out[i] = cloneRun(r)
 	}
 	return out, nil
+}
+
+// runBefore says whether r comes after key in a listing (newest CreatedAt
+// first, then id descending): (created_at, id) < key.
+func runBefore(r *hoppertype.RunRow, key driver.RunKey) bool {
+	if c := r.CreatedAt.Compare(key.CreatedAt); c != 0 {
+		return c < 0
+	}
+	return r.ID < key.ID
 }
 
 // RunUpdate sets a run's status, and its error and end time when given,

@@ -284,6 +284,12 @@ func (q *queries) runList(p *driver.RunListParams) (string, []any) {
 	if !p.CreatedBefore.IsZero() {
 		add("created_at < $?", p.CreatedBefore)
 	}
+	if !p.After.IsZero() {
+		args = append(args, p.After.CreatedAt.Truncate(time.Microsecond), p.After.ID)
+		n := len(args)
+		// A row comparison the (created_at DESC, id DESC) indexes serve.
+		where = append(where, "(created_at, id) < ($"+strconv.Itoa(n-1)+", $"+strconv.Itoa(n)+")")
+	}
 	var b strings.Builder
 	b.WriteString("SELECT " + runColumns + " FROM " + q.schema + ".runs")
 	if len(where) > 0 {

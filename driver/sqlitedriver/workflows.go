@@ -246,6 +246,10 @@ func runListSQL(p *driver.RunListParams) (string, []any) {
 	if !p.CreatedBefore.IsZero() {
 		add("created_at < ?", trunc(p.CreatedBefore).UnixMicro())
 	}
+	if !p.After.IsZero() {
+		// A row value comparison the (created_at DESC, id DESC) indexes serve.
+		add("(created_at, id) < (?, ?)", trunc(p.After.CreatedAt).UnixMicro(), p.After.ID)
+	}
 	q := "SELECT " + runCols + " FROM runs"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

@@ -255,7 +255,7 @@ func printQueues(g *globals, qs []server.QueueJSON) error {
 
 // Runs over the API.
 
-func remoteRunList(ctx context.Context, g *globals, r *remote, statuses []string, workflow, parent string, limit, offset int) error {
+func remoteRunList(ctx context.Context, g *globals, r *remote, statuses []string, workflow, parent string, limit, offset int, cursor string) error {
 	q := url.Values{}
 	if len(statuses) > 0 {
 		q.Set("status", strings.Join(statuses, ","))
@@ -267,7 +267,12 @@ func remoteRunList(ctx context.Context, g *globals, r *remote, statuses []string
 		q.Set("parent", parent)
 	}
 	q.Set("limit", strconv.Itoa(limit))
-	q.Set("offset", strconv.Itoa(offset))
+	if offset > 0 {
+		q.Set("offset", strconv.Itoa(offset))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
 	var list server.RunListJSON
 	if err := r.get(ctx, "/v1/runs", q, &list); err != nil {
 		return err
@@ -279,7 +284,7 @@ func remoteRunList(ctx context.Context, g *globals, r *remote, statuses []string
 	for i, run := range list.Runs {
 		runs[i] = runFromJSON(run)
 	}
-	return printRunTable(g, runs)
+	return printRunTable(g, runs, list.NextCursor)
 }
 
 // runFromJSON turns the API's run into the view the human printers take.

@@ -24,13 +24,14 @@ func runsCmd(g *globals) *cobra.Command {
 		parent   string
 		limit    int
 		offset   int
+		cursor   string
 	)
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List workflow runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := &hopper.RunQuery{Workflow: workflow, ParentID: parent, Limit: limit, Offset: offset}
+			q := &hopper.RunQuery{Workflow: workflow, ParentID: parent, Limit: limit, Offset: offset, Cursor: cursor}
 			for _, s := range statuses {
 				st := hopper.RunStatus(s)
 				if !st.Valid() {
@@ -42,21 +43,21 @@ func runsCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("--limit must be between 1 and 1000")
 			}
 			if r := g.remote(); r != nil {
-				return remoteRunList(cmd.Context(), g, r, statuses, workflow, parent, limit, offset)
+				return remoteRunList(cmd.Context(), g, r, statuses, workflow, parent, limit, offset, cursor)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				runs, err := c.QueryRuns(cmd.Context(), q)
+				page, err := c.ListRuns(cmd.Context(), q)
 				if err != nil {
 					return err
 				}
 				if g.asJSON {
-					out := server.RunListJSON{Runs: make([]*server.RunJSON, len(runs))}
-					for i, r := range runs {
+					out := server.RunListJSON{Runs: make([]*server.RunJSON, len(page.Runs)), NextCursor: page.NextCursor}
+					for i, r := range page.Runs {
 						out.Runs[i] = server.RunToJSON(r)
 					}
 					return writeJSON(g.out, out)
 				}
-				return printRunTable(g, runs)
+				return printRunTable(g, page.Runs, page.NextCursor)
 			})
 		},
 	}
@@ -65,7 +66,8 @@ func runsCmd(g *globals) *cobra.Command {
 	f.StringVar(&workflow, "workflow", "", "only runs of this workflow")
 	f.StringVar(&parent, "parent", "", "only children of this run")
 	f.IntVar(&limit, "limit", 50, "runs to list (at most 1000)")
-	f.IntVar(&offset, "offset", 0, "runs to skip")
+	f.StringVar(&cursor, "cursor", "", "continue a listing where the previous page ended (its \"more: --cursor\" line)")
+	f.IntVar(&offset, "offset", 0, "runs to skip (prefer --cursor)")
 
 	show := &cobra.Command{
 		Use:   "show ID",
@@ -279,12 +281,18 @@ func printRun(g *globals, r *hopper.RunInfo) error {
 }
 
 // printRunTable prints runs for humans.
-func printRunTable(g *globals, runs []*hopper.RunInfo) error {
+func printRunTable(g *globals, runs []*hopper.RunInfo, next string) error {
 	rows := make([][]string, len(runs))
 	for i, r := range runs {
 		rows[i] = []string{r.ID, r.Workflow, string(r.Status), orDash(r.ParentID), fmtTime(r.CreatedAt), fmtTime(r.EndedAt)}
 	}
-	return table(g.out, []string{"ID", "WORKFLOW", "STATUS", "PARENT", "CREATED", "ENDED"}, rows)
+	if err := table(g.out, []string{"ID", "WORKFLOW", "STATUS", "PARENT", "CREATED", "ENDED"}, rows); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(g.out, "\nmore: --cursor %s\n", next)
+	}
+	return nil
 }
 
 // printRunText prints a run for humans.
