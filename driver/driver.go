@@ -200,8 +200,11 @@ type Executor interface {
 	// jobs with that key are running, counted across every claimer of the
 	// store (a job it passes over stays pending, and the claim goes on to
 	// the jobs after it). Each claimed job
-	// becomes running with Attempt+1, a new LeaseToken, LeaseExpiresAt,
-	// Worker and StartedAt = Now. A paused queue yields no jobs. The returned
+	// becomes running with Attempt+1, a new LeaseToken, Worker, StartedAt =
+	// the later of Now and its RunAt, and a lease that runs from that
+	// start: LeaseExpiresAt, or, for a job due after Now (made pending by
+	// another process after this claimer read its clock), RunAt +
+	// (LeaseExpiresAt − Now). A paused queue yields no jobs. The returned
 	// jobs are in claim order.
 	JobClaim(ctx context.Context, params *JobClaimParams) ([]*hoppertype.JobRow, error)
 

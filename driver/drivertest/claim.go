@@ -95,11 +95,26 @@ func testClaimFields(t *testing.T, f *fixture) {
 // its clock (its RunAt is later than the claim's Now) starts at its RunAt,
 // never before it was due.
 func testClaimNotBeforeRunAt(t *testing.T, f *fixture) {
-	j := f.insertOne(t, runAt(at(time.Second)))
+	// Pending, yet due after the claim's Now: made due by another process
+	// after this claimer read its clock. It starts, and its lease (30 s
+	// from Now) runs, from its RunAt: a rescuer at its RunAt + 20 s must
+	// not find it expired.
+	j := f.insertOne(t, runAt(at(time.Minute)))
 	got := f.claim(t, "default", base, 1)
 	require.Len(t, got, 1)
-	requireTime(t, at(time.Second), got[0].StartedAt)
-	requireTime(t, at(time.Second), f.get(t, j.ID).StartedAt)
+	requireTime(t, at(time.Minute), got[0].StartedAt)
+	requireTime(t, at(time.Minute), f.get(t, j.ID).StartedAt)
+	requireTime(t, at(time.Minute+30*time.Second), got[0].LeaseExpiresAt)
+	requireTime(t, at(time.Minute+30*time.Second), f.get(t, j.ID).LeaseExpiresAt)
+	expired, err := f.d.JobListExpiredLeases(f.ctx, &driver.JobListExpiredLeasesParams{Now: at(time.Minute + 20*time.Second), Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, expired)
+	// A job due before Now keeps the lease it was given.
+	k := f.insertOne(t, inQueue("q-"+f.id()), runAt(at(-time.Minute)))
+	got = f.claim(t, k.Queue, base, 1)
+	require.Len(t, got, 1)
+	requireTime(t, base, got[0].StartedAt)
+	requireTime(t, at(30*time.Second), got[0].LeaseExpiresAt)
 }
 
 func testClaimTokenChanges(t *testing.T, f *fixture) {

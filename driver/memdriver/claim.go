@@ -55,7 +55,10 @@ func (t *tx) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*ho
 		row.Worker = params.Worker
 		row.StartedAt = now
 		if row.StartedAt.Before(row.RunAt) {
-			row.StartedAt = row.RunAt // enqueued after the claimer read its clock
+			// Made due after the claimer read its clock: it starts, and
+			// its lease runs, from its RunAt.
+			row.StartedAt = row.RunAt
+			row.LeaseExpiresAt = row.RunAt.Add(expires.Sub(now))
 		}
 		t.putJob(row)
 		out = append(out, row.Clone())

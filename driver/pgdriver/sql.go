@@ -651,7 +651,7 @@ UPDATE {s}.jobs j SET
 	state = 'running',
 	attempt = j.attempt + 1,
 	lease_token = GREATEST(nextval('{s}.lease_tokens'), j.lease_token + 1),
-	lease_expires_at = ` + arg(3) + `,
+	lease_expires_at = GREATEST(` + arg(3) + `::timestamptz, j.run_at + (` + arg(3) + `::timestamptz - ` + arg(5) + `::timestamptz)),
 	worker = ` + arg(4) + `,
 	started_at = GREATEST(` + arg(5) + `, j.run_at)
 FROM picked WHERE j.ctid = picked.tid

@@ -34,7 +34,7 @@ const (
 	// the token counter ?1 plus its rank, or one more than its current token
 	// if that is higher. %s is an optional type filter on ?7.
 	claimSQL = `UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1,
-	lease_token = max(?1 + c.rn, jobs.lease_token + 1), lease_expires_at = ?2, worker = ?3, started_at = max(?4, jobs.run_at)
+	lease_token = max(?1 + c.rn, jobs.lease_token + 1), lease_expires_at = max(?2, jobs.run_at + (?2 - ?4)), worker = ?3, started_at = max(?4, jobs.run_at)
 	FROM (SELECT rid, row_number() OVER (ORDER BY priority DESC, run_at, id) AS rn FROM (
 		SELECT rowid AS rid, priority, run_at, id FROM jobs INDEXED BY jobs_claim
 		WHERE state = 'pending' AND queue = ?5 %s
