@@ -66,6 +66,14 @@ type InsertOpts struct {
 	// each job is held to its own. Both are set or neither.
 	ConcurrencyKey   string
 	ConcurrencyLimit int
+	// SkipQueue runs this job's first attempt in the enqueuing process at
+	// once, as TypeOpts.SkipQueue does for every job of a type (seed 002's
+	// per-instance skipQueue): recorded as running under a lease, so a
+	// crash or a failure retries it durably. It applies only when the
+	// enqueuing client is started, runs the type, and the job is due now
+	// with no unique key, concurrency key or limiter; otherwise the job
+	// goes through the queue as usual.
+	SkipQueue bool
 }
 
 // validate reports options that make no sense.
@@ -141,6 +149,9 @@ func (r *InsertOpts) overlay(o *InsertOpts) {
 	}
 	if o.ConcurrencyKey != "" {
 		r.ConcurrencyKey, r.ConcurrencyLimit = o.ConcurrencyKey, o.ConcurrencyLimit
+	}
+	if o.SkipQueue {
+		r.SkipQueue = true
 	}
 	if len(o.Metadata) > 0 {
 		if r.Metadata == nil {

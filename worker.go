@@ -109,7 +109,7 @@ func (c *Client) skipQueueRows(specs []*JobSpec, rows []*hoppertype.JobRow, now 
 	var skip map[string]bool
 	for i, s := range specs {
 		row := rows[i]
-		if !s.t.skipQueue() || row.State != hoppertype.JobStatePending || row.UniqueKey != "" ||
+		if !(s.t.skipQueue() || s.opts.SkipQueue) || row.State != hoppertype.JobStatePending || row.UniqueKey != "" ||
 			row.ConcurrencyKey != "" || rt.limiterOf(row.Type) != nil {
 			continue // a key or a limit is enforced where jobs are claimed
 		}

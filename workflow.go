@@ -133,6 +133,12 @@ type StartOpts struct {
 	Priority int
 	// Queue overrides the workflow's.
 	Queue string
+	// RunAt starts the run at that time (seed 004's scheduleOnce); it wins
+	// over Delay. The zero time is now.
+	RunAt time.Time
+	// SkipQueue runs this run's first execution in the starting process at
+	// once, as WorkflowOpts.SkipQueue does for every run of a workflow.
+	SkipQueue bool
 }
 
 // RunHandle refers to a workflow run.
@@ -247,32 +253,15 @@ func (c *Client) startRunIn(ctx context.Context, tx driver.Executor, t typeCore,
 
 // startRunRow is startRunIn returning the run's job row.
 func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore, in any, opts *StartOpts, parentID string) (*hoppertype.JobRow, bool, error) {
-	wi, ok := t.(workflowCore)
-	if !ok {
-		return nil, false, fmt.Errorf("%w: %q is not a workflow", ErrInvalidInput, t.name())
-	}
-	var o StartOpts
-	if opts != nil {
-		o = *opts
-	}
-	if o.Delay < 0 {
-		return nil, false, fmt.Errorf("%w: negative delay", ErrInvalidInput)
-	}
-	// A child's id was checked by Child, or derived from its parent's.
-	spec := &JobSpec{t: t, in: in, opts: InsertOpts{ID: o.ID, Delay: o.Delay, Priority: o.Priority, Queue: o.Queue}, id: o.ID,
-		derivedID: parentID != ""}
-	now := c.now()
-	row, err := c.buildRow(spec, now)
+	wi, spec, row, run, err := c.runRows(t, in, opts, parentID)
 	if err != nil {
 		return nil, false, err
 	}
-	row.ParentID = parentID
+	now := run.CreatedAt
 	var skip map[string]bool
 	if tx == nil && parentID == "" {
 		skip = c.skipQueueRows([]*JobSpec{spec}, []*hoppertype.JobRow{row}, now)
 	}
-	run := &hoppertype.RunRow{ID: row.ID, Workflow: wi.workflowName(), Status: hoppertype.RunPending, ParentID: parentID,
-		CodeVersion: wi.codeVersion(), CreatedAt: now, UpdatedAt: now}
 	// One atomic store operation: the run, its job, the queue's wake-up.
 	var ex driver.Executor = c.drv
 	if tx != nil {
@@ -297,6 +286,80 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 		c.afterInsert([]driver.JobInsertResult{{Job: row}}, skip)
 	}
 	return row, existing, nil
+}
+
+// runRows checks a start and builds the run's job row and run row.
+func (c *Client) runRows(t typeCore, in any, opts *StartOpts, parentID string) (workflowCore, *JobSpec, *hoppertype.JobRow, *hoppertype.RunRow, error) {
+	wi, ok := t.(workflowCore)
+	if !ok {
+		return nil, nil, nil, nil, fmt.Errorf("%w: %q is not a workflow", ErrInvalidInput, t.name())
+	}
+	var o StartOpts
+	if opts != nil {
+		o = *opts
+	}
+	if o.Delay < 0 {
+		return nil, nil, nil, nil, fmt.Errorf("%w: negative delay", ErrInvalidInput)
+	}
+	// A child's id was checked by Child, or derived from its parent's.
+	spec := &JobSpec{t: t, in: in, opts: InsertOpts{ID: o.ID, Delay: o.Delay, RunAt: o.RunAt, Priority: o.Priority, Queue: o.Queue, SkipQueue: o.SkipQueue},
+		id: o.ID, derivedID: parentID != ""}
+	now := c.now()
+	row, err := c.buildRow(spec, now)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	row.ParentID = parentID
+	run := &hoppertype.RunRow{ID: row.ID, Workflow: wi.workflowName(), Status: hoppertype.RunPending, ParentID: parentID,
+		CodeVersion: wi.codeVersion(), CreatedAt: now, UpdatedAt: now}
+	return wi, spec, row, run, nil
+}
+
+// StartTx starts a run of w through the caller's own database transaction,
+// so the run exists if and only if tx commits: start a workflow beside the
+// rows it is about. tx is as for Type.EnqueueTx (*sql.Tx for SQLite;
+// pgx.Tx, or *sql.Tx through pgx's database/sql driver, for PostgreSQL);
+// the memory driver refuses with an error matching driver.ErrNotImplemented.
+// Workers notice the run at their next poll after the commit (at once on
+// PostgreSQL). opts.SkipQueue does not apply: the run cannot execute before
+// tx commits. Starting an id that exists returns the existing run.
+func (w *WorkflowType[I, O]) StartTx(ctx context.Context, c *Client, tx any, in I, opts *StartOpts) (*RunHandle[O], error) {
+	id, existing, err := c.startRunTx(ctx, tx, w.core(), in, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &RunHandle[O]{c: c, id: id, existing: existing, decode: w.decodeOutput(c)}, nil
+}
+
+// startRunTx stores a run and its job through the caller's transaction.
+func (c *Client) startRunTx(ctx context.Context, tx any, t typeCore, in any, opts *StartOpts) (string, bool, error) {
+	if tx == nil {
+		return "", false, fmt.Errorf("%w: StartTx with a nil transaction", ErrInvalidInput)
+	}
+	ti, ok := c.baseDriver().(driver.TxInserter)
+	if !ok {
+		return "", false, fmt.Errorf("%w: the %s driver has no transactional start", driver.ErrNotImplemented, c.drv.Name())
+	}
+	wi, _, row, run, err := c.runRows(t, in, opts, "")
+	if err != nil {
+		return "", false, err
+	}
+	existing, err := ti.RunStartInTx(ctx, tx, &driver.RunStartParams{Run: run, Job: row})
+	if errors.Is(err, ErrDuplicateID) {
+		return "", false, fmt.Errorf("hopper: start workflow %s: %w: %q is the id of a job", wi.workflowName(), ErrDuplicateID, row.ID)
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("hopper: start workflow %s: %w", wi.workflowName(), err)
+	}
+	if existing {
+		// The same id again is the same run, if it is one of this
+		// workflow: its job's type says which.
+		have, err := ti.JobGetTx(ctx, tx, row.ID)
+		if err == nil && have.Type != row.Type {
+			return "", false, fmt.Errorf("hopper: start workflow %s: %w: %q is the id of a %s job", wi.workflowName(), ErrDuplicateID, row.ID, have.Type)
+		}
+	}
+	return row.ID, existing, nil
 }
 
 // workflowCore is what the engine needs of a workflow type beyond typeCore.

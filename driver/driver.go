@@ -153,6 +153,11 @@ type TxInserter interface {
 	// JobGetTx reads a job through tx, seeing what tx wrote; a missing job
 	// is hoppertype.ErrNotFound, and tx as for JobInsertManyTx.
 	JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error)
+
+	// RunStartInTx is RunStart through tx (as for JobInsertManyTx): the run
+	// and its job exist if and only if tx commits. existing reports a run
+	// already stored under the id, in which case nothing is written.
+	RunStartInTx(ctx context.Context, tx any, params *RunStartParams) (existing bool, err error)
 }
 
 // Executor runs operations, either on their own (each one atomic) or inside a

@@ -18,6 +18,9 @@ type StartRunRequest struct {
 	Workflow string          `json:"workflow"`
 	Input    json.RawMessage `json:"input"`
 	ID       string          `json:"id,omitempty"`
+	// RunAt starts the run at that time; Delay after that long (RunAt wins).
+	RunAt *time.Time       `json:"run_at,omitempty"`
+	Delay *hopper.Duration `json:"delay,omitempty"`
 }
 
 // StartRunResponse is the answer to POST /v1/runs.
@@ -144,7 +147,14 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, badRequest("workflow is required"))
 		return
 	}
-	h, err := s.c.StartName(r.Context(), req.Workflow, req.Input, &hopper.StartOpts{ID: req.ID})
+	opts := &hopper.StartOpts{ID: req.ID}
+	if req.RunAt != nil {
+		opts.RunAt = *req.RunAt
+	}
+	if req.Delay != nil {
+		opts.Delay = time.Duration(*req.Delay)
+	}
+	h, err := s.c.StartName(r.Context(), req.Workflow, req.Input, opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return

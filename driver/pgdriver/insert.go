@@ -267,3 +267,13 @@ func (d *Driver) callerTx(op string, tx any) (*executor, error) {
 	}
 	return nil, fmt.Errorf("pgdriver: %s: %T is neither a pgx.Tx nor a *sql.Tx: %w", op, tx, driver.ErrTxType)
 }
+
+// RunStartInTx stores a run and its job through the caller's pgx.Tx or
+// *sql.Tx, in one statement; see driver.TxInserter.
+func (d *Driver) RunStartInTx(ctx context.Context, tx any, params *driver.RunStartParams) (bool, error) {
+	e, err := d.callerTx("start run", tx)
+	if err != nil {
+		return false, err
+	}
+	return e.RunStart(ctx, params)
+}

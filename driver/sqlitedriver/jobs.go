@@ -458,3 +458,34 @@ func deleteFinishedSQL(states []string) string {
 	WHERE state IN ` + terminalStates + ` AND state IN (` + strings.Join(states, ", ") + `)
 	AND ended_at < ?1 LIMIT ?2) RETURNING id, group_id`
 }
+
+// RunStartInTx stores a run and its job through tx, a *sql.Tx on the
+// database file, inside a savepoint; see driver.TxInserter.
+func (d *Driver) RunStartInTx(ctx context.Context, tx any, params *driver.RunStartParams) (existing bool, err error) {
+	stx, ok := tx.(*sql.Tx)
+	if !ok || stx == nil {
+		return false, fmt.Errorf("sqlitedriver: RunStartInTx needs a *sql.Tx, got %T: %w", tx, driver.ErrTxType)
+	}
+	if params == nil || params.Run == nil || params.Job == nil || params.Run.ID == "" || params.Job.ID != params.Run.ID {
+		return false, errors.New("sqlitedriver: start run: a run and a job with the run's id are required")
+	}
+	if d.closed.Load() {
+		return false, driver.ErrClosed
+	}
+	if err := d.checkSchema(ctx); err != nil {
+		return false, err
+	}
+	r := &runner{q: stx, d: d}
+	err = r.savepoint(ctx, "hopper_start", func() error {
+		existing = false
+		if err := r.runInsert(ctx, params.Run); errors.Is(err, hoppertype.ErrDuplicateID) {
+			existing = true
+			return nil
+		} else if err != nil {
+			return err
+		}
+		_, err := r.jobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{params.Job}})
+		return err
+	})
+	return existing, err
+}
