@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // Backoff shapes of a RetryPolicy.
@@ -162,7 +163,10 @@ func (p RetryPolicy) Delay(n int, rnd func() float64) time.Duration {
 // Retry calls fn until it succeeds, its error is an Abort, ctx is done, or
 // the policy's attempts are used up, sleeping the policy's backoff between
 // attempts (at least the floor of a RetryAfter error). It returns the last
-// error, wrapped so errors.Is still matches it.
+// error, wrapped so errors.Is still matches it. The backoff is waited on
+// the clock of ctx: the client's Config.Clock inside a handler or a
+// workflow step, the clock of WithClock, else the wall clock — so under
+// hoppertest's virtual clock it waits until the test advances it.
 func Retry(ctx context.Context, fn func(ctx context.Context) error, policy RetryPolicy) error {
 	_, err := RetryValue(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, fn(ctx) }, policy)
 	return err
@@ -191,14 +195,35 @@ func RetryValue[T any](ctx context.Context, fn func(ctx context.Context) (T, err
 		if errors.As(err, &ra) && ra.delay > d {
 			d = ra.delay
 		}
-		t := time.NewTimer(d)
+		t := clockOf(ctx).NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return v, err
-		case <-t.C:
+		case <-t.C():
 		}
 	}
+}
+
+type clockKey struct{}
+
+// WithClock returns a context whose Retry and RetryValue wait on clock (a
+// test's virtual clock, say) instead of the wall clock. Inside a handler
+// or a workflow step they already use the client's Config.Clock.
+func WithClock(ctx context.Context, clock Clock) context.Context {
+	return context.WithValue(ctx, clockKey{}, clock)
+}
+
+// clockOf is the clock a context times with: its own (WithClock), its
+// job's client's, or the wall clock.
+func clockOf(ctx context.Context) Clock {
+	if c, ok := ctx.Value(clockKey{}).(Clock); ok && c != nil {
+		return c
+	}
+	if jc := JobFromContext(ctx); jc != nil && jc.c != nil {
+		return jc.c.clock
+	}
+	return hclock.Real{}
 }
 
 // Retryable wraps fn so each call retries under policy.

@@ -9,8 +9,10 @@
 //	receipt, err := h.Result(ctx)
 //
 // Everything that waits reads this clock: job retry backoff, delays,
-// leases, workflow durable sleeps and hook timeouts, and also the backoff
-// between the tries of a workflow step, which runs inside the run's worker.
+// leases, workflow durable sleeps and hook timeouts, hopper.Retry inside a
+// handler or a step, and also the backoff between the tries of a workflow
+// step, which runs inside the run's worker. The memory store stamps its
+// change feed with it, so attempts' times compare with jobs' times.
 // A step that fails and retries therefore waits, holding its worker, until
 // the test advances the clock past its backoff (or give the step a policy
 // with Attempts: 1 in such a test).
@@ -58,7 +60,9 @@ func NewClient(t testing.TB, cfg hopper.Config) (*hopper.Client, *Clock) {
 		cfg.Clock = clk
 	}
 	if cfg.Driver == nil {
-		d := memdriver.New()
+		// The store stamps its changes (the attempts read from them) on
+		// the test's clock too.
+		d := memdriver.New(memdriver.WithClock(cfg.Clock.Now))
 		cfg.Driver = d
 		t.Cleanup(func() { _ = d.Close() })
 	}

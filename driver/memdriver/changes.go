@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -38,7 +37,7 @@ func (t *tx) appendChange(ch *hoppertype.Change) {
 	f := t.st.feed
 	f.seq++
 	ch.Position, ch.Tx = f.seq, f.seq
-	ch.At = trunc(time.Now())
+	ch.At = trunc(t.st.now())
 	e := &changeEntry{ch: ch}
 	f.entries = append(f.entries, e)
 	f.byEntity[ch.EntityID] = append(f.byEntity[ch.EntityID], e)

@@ -30,8 +30,27 @@ type Driver struct {
 var _ driver.Driver = (*Driver)(nil)
 
 // New returns an empty in-memory store.
-func New() *Driver {
-	return &Driver{st: newStore(), broker: newBroker()}
+func New(opts ...Option) *Driver {
+	d := &Driver{st: newStore(), broker: newBroker()}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithClock makes the store stamp its change feed (and so the attempts
+// read from it) with now instead of the wall clock: give it the clock of
+// the client's Config.Clock, as hoppertest does, so that attempt times and
+// job times can be compared. It must be safe for concurrent use.
+func WithClock(now func() time.Time) Option {
+	return func(d *Driver) {
+		if now != nil {
+			d.st.now = now
+		}
+	}
 }
 
 // Name returns "memory".

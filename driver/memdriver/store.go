@@ -11,6 +11,8 @@ import (
 // held. Stored rows are never modified in place: a write stores a fresh copy,
 // so the undo log can keep the previous pointer.
 type store struct {
+	// now stamps the change feed (WithClock); the wall clock by default.
+	now  func() time.Time
 	jobs map[string]*jobEntry
 	// unique maps a (type, unique key) to the id of the non-terminal job that
 	// holds it.
@@ -72,6 +74,7 @@ type keyRow struct {
 
 func newStore() *store {
 	return &store{
+		now:     time.Now,
 		jobs:    make(map[string]*jobEntry),
 		unique:  make(map[uniqueKey]string),
 		queues:  make(map[string]*queueIndex),

@@ -185,6 +185,34 @@ func (v *Virtual) TimerArmed() <-chan struct{} {
 	return c
 }
 
+// ArmedAt reports whether a timer is armed to fire at t exactly.
+func (v *Virtual) ArmedAt(t time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for tm := range v.timers {
+		if tm.when.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitArmedAt waits until a timer is armed to fire at t exactly (or ctx is
+// done): what a test waits for before moving the clock past t.
+func (v *Virtual) WaitArmedAt(ctx context.Context, t time.Time) error {
+	for {
+		armed := v.TimerArmed()
+		if v.ArmedAt(t) {
+			return nil
+		}
+		select {
+		case <-armed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // NextTimer returns the due time of the earliest armed timer.
 func (v *Virtual) NextTimer() (time.Time, bool) {
 	v.mu.Lock()
