@@ -58,7 +58,7 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*http.Request, b
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
-	if isAPI(r.URL.Path) && !isWebhook(r.URL.Path) && !safeMethod(r.Method) {
+	if isAPI(r.URL.Path) && !isWebhook(r.URL.Path) && !safeMethod(r.Method) && s.routed(r) {
 		ct := r.Header.Get("Content-Type")
 		hasBody := r.ContentLength > 0 || (r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody)
 		// A browser signed in with the session cookie must say it sends
@@ -75,6 +75,13 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (*http.Request, b
 		}
 	}
 	return r, true
+}
+
+// routed reports whether an API route takes r's method and path (else the
+// answer is a 404 or a 405, whatever the body).
+func (s *Server) routed(r *http.Request) bool {
+	_, pattern := s.mux.Handler(r)
+	return pattern != "" && pattern != "/v1/"
 }
 
 func safeMethod(m string) bool {

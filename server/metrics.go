@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -22,7 +23,7 @@ type metrics struct {
 	attempts *prometheus.HistogramVec
 }
 
-func newMetrics(c *hopper.Client) *metrics {
+func newMetrics(c *hopper.Client, log *slog.Logger) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), counters: map[hopper.EventKind]*prometheus.CounterVec{}}
 	names := map[hopper.EventKind]string{
 		hopper.EventQueued: "queued", hopper.EventStarted: "started", hopper.EventSucceeded: "succeeded",
@@ -43,7 +44,7 @@ func newMetrics(c *hopper.Client) *metrics {
 		Help: "Jobs dead-lettered, by type."}, []string{"type"})
 	m.attempts = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "hopper", Subsystem: "work", Name: "attempts",
 		Help: "Attempts used by jobs that reached a terminal state, by type.", Buckets: []float64{1, 2, 3, 5, 10, 25}}, []string{"type"})
-	m.reg.MustRegister(m.retried, m.dead, m.attempts, &queueCollector{c: c})
+	m.reg.MustRegister(m.retried, m.dead, m.attempts, &queueCollector{c: c, log: log})
 	return m
 }
 
@@ -63,18 +64,25 @@ func (m *metrics) observe(e hopper.Event) {
 }
 
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	// A metric that cannot be gathered is left out of the scrape (and
+	// logged), never answered with the store's error text.
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
 var queueJobsDesc = prometheus.NewDesc("hopper_queue_jobs", "Jobs in the store, by queue and state.", []string{"queue", "state"}, nil)
 var queuePausedDesc = prometheus.NewDesc("hopper_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil)
+var storeUpDesc = prometheus.NewDesc("hopper_store_up", "1 when the store answered the scrape's read of the queues, 0 when it did not.", nil, nil)
 
 // queueCollector reads queue depths from the store at scrape time.
-type queueCollector struct{ c *hopper.Client }
+type queueCollector struct {
+	c   *hopper.Client
+	log *slog.Logger
+}
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueJobsDesc
 	ch <- queuePausedDesc
+	ch <- storeUpDesc
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -82,9 +90,11 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	qs, err := q.c.Queues(ctx)
 	if err != nil {
-		ch <- prometheus.NewInvalidMetric(queueJobsDesc, err)
+		q.log.Warn("hopper server: metrics: reading the queues failed", "err", err)
+		ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 0)
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 1)
 	for _, qu := range qs {
 		for st, n := range qu.Counts {
 			ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(n), qu.Name, string(st))

@@ -343,7 +343,10 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 		chunks, err := s.c.ReadStream(ctx, id, from, 500)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
-				fmt.Fprintf(w, "event: error\ndata: %q\n\n", err.Error())
+				// The store's text goes to the log, the request id to the reader.
+				s.opts.Logger.Error("hopper server: run stream failed", "request_id", requestID(r), "run", id, "err", err)
+				b, _ := json.Marshal(map[string]string{"message": "reading the stream failed", "request_id": requestID(r)})
+				fmt.Fprintf(w, "event: error\ndata: %s\n\n", b)
 			}
 			return
 		}

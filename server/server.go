@@ -4,7 +4,11 @@
 //
 //	s := server.New(client, &server.Options{Tokens: []string{os.Getenv("HOPPER_TOKEN")}})
 //	defer s.Close()
-//	http.ListenAndServe("127.0.0.1:7700", s)
+//	err := s.ListenAndServe(ctx, "127.0.0.1:7700") // timeouts set, weak tokens refused
+//
+// Mounted in a server of your own instead, a Server whose tokens are empty
+// or shorter than MinTokenLength answers every request with 500 and logs
+// why, rather than serve an API anyone can sign in to.
 //
 // Every response of the API is JSON; errors are {"error":{"code","message"}}
 // with a fitting 4xx or 5xx status. Bad input is a 4xx, never a 500.
@@ -54,6 +58,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Title names the dashboard. Defaults to "hopper".
 	Title string
+	// SecureCookies marks the sign-in cookie Secure even on plain HTTP:
+	// set it behind a proxy that terminates TLS. Over TLS served by the
+	// Server itself the cookie is Secure anyway. Defaults to false.
+	SecureCookies bool
 }
 
 // Server serves the API and the dashboard for one Client.
@@ -67,6 +75,9 @@ type Server struct {
 	stats   stats
 	health  healthCache
 	unsub   func()
+	// misconfig, when set, is why the Server refuses to serve: its tokens
+	// protect nothing.
+	misconfig error
 }
 
 // New returns a Server for c; opts may be nil. Close it to detach it from
@@ -94,8 +105,12 @@ func New(c *hopper.Client, opts *Options) *Server {
 	if s.opts.Title == "" {
 		s.opts.Title = "hopper"
 	}
+	if err := checkTokens(s.opts.Tokens); err != nil {
+		s.misconfig = err
+		s.opts.Logger.Error("hopper server: refusing to serve: " + err.Error())
+	}
 	s.events = newEventHub()
-	s.metrics = newMetrics(c)
+	s.metrics = newMetrics(c, s.opts.Logger)
 	s.unsub = c.Subscribe(func(e hopper.Event) {
 		s.metrics.observe(e)
 		s.stats.observe(e)
@@ -150,7 +165,11 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/runs/{id}/history", s.auth(http.HandlerFunc(s.runHistory)))
 	m.Handle("POST /v1/hooks/{token}", s.auth(http.HandlerFunc(s.resumeHook)))
 	// The webhook token is its own authorisation, as webhook URLs are.
-	m.HandleFunc("/v1/webhooks/{token}", s.webhook)
+	// Only the methods that send something resume a hook: a preflight, a
+	// HEAD or a link preview's GET must not use it up.
+	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch} {
+		m.HandleFunc(method+" /v1/webhooks/{token}", s.webhook)
+	}
 	m.Handle("GET /v1/events", s.auth(http.HandlerFunc(s.streamEvents)))
 	m.Handle("GET /v1/stats", s.auth(http.HandlerFunc(s.getStats)))
 	m.Handle("/v1/", s.auth(http.HandlerFunc(s.noRoute)))
@@ -184,6 +203,11 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r, ok := s.guard(w, r)
 	if !ok {
+		return
+	}
+	if s.misconfig != nil {
+		s.opts.Logger.Error("hopper server: refusing to serve: "+s.misconfig.Error(), "request_id", requestID(r))
+		s.writeError(w, r, http.StatusInternalServerError, "misconfigured", "the server's API tokens protect nothing; its log says why")
 		return
 	}
 	if !isWebhook(r.URL.Path) {
@@ -318,7 +342,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, hopper.ErrPayloadTooLarge):
 		s.writeError(w, r, http.StatusRequestEntityTooLarge, "payload_too_large", err.Error())
 	case errors.Is(err, hopper.ErrNotFound):
-		s.writeError(w, r, http.StatusNotFound, "not_found", err.Error())
+		s.writeError(w, r, http.StatusNotFound, "not_found", notFoundMessage(r, err))
 	case errors.Is(err, hopper.ErrUnknownType):
 		s.writeError(w, r, http.StatusNotFound, "unknown_type", err.Error())
 	case errors.Is(err, hopper.ErrDuplicateID):
@@ -329,14 +353,49 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.writeError(w, r, http.StatusConflict, "conflict", err.Error())
 	case (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && r.Context().Err() != nil:
 		// The client went away; nobody reads the answer.
-	case !s.storeReachable(r.Context()):
-		s.opts.Logger.Warn("hopper server: store unreachable", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+	case !s.storeReachable(r.Context(), true):
+		s.opts.Logger.Warn("hopper server: store unreachable", "request_id", requestID(r), "method", r.Method, "path", logPath(r), "err", err)
 		w.Header().Set("Retry-After", retryAfter)
 		s.writeError(w, r, http.StatusServiceUnavailable, "unavailable", "the store is unreachable; try again shortly")
 	default:
-		s.opts.Logger.Error("hopper server: request failed", "request_id", requestID(r), "method", r.Method, "path", r.URL.Path, "err", err)
+		s.opts.Logger.Error("hopper server: request failed", "request_id", requestID(r), "method", r.Method, "path", logPath(r), "err", err)
 		s.writeError(w, r, http.StatusInternalServerError, "internal", "internal error (request "+requestID(r)+"; the server's log has its cause)")
 	}
+}
+
+// logPath is the request's path for logs, hook tokens left out: a token is
+// the whole authorisation of its webhook.
+func logPath(r *http.Request) string {
+	if r.Pattern != "" && (strings.Contains(r.Pattern, "{token}")) {
+		return r.Pattern
+	}
+	return r.URL.Path
+}
+
+// notFoundMessage says what is missing in the words of the route: "no job
+// \"x\"", not the store's chain of wrapped errors. An error that lists what
+// does exist (an unknown queue or schedule) keeps its own message.
+func notFoundMessage(r *http.Request, err error) string {
+	var une *hopper.UnknownNameError
+	if errors.As(err, &une) {
+		return err.Error()
+	}
+	p := r.Pattern
+	switch {
+	case strings.Contains(p, "/jobs/{id}"):
+		return fmt.Sprintf("no job %q", r.PathValue("id"))
+	case strings.Contains(p, "/runs/{id}"):
+		return fmt.Sprintf("no run %q", r.PathValue("id"))
+	case strings.Contains(p, "/groups/{id}"):
+		return fmt.Sprintf("no group %q", r.PathValue("id"))
+	case strings.Contains(p, "{token}"):
+		return "no hook has that token"
+	case strings.Contains(p, "/schedules/{name}"):
+		return fmt.Sprintf("no schedule %q", r.PathValue("name"))
+	case strings.Contains(p, "/queues/{name}"):
+		return fmt.Sprintf("no queue %q", r.PathValue("name"))
+	}
+	return err.Error()
 }
 
 var errBadRequest = errors.New("bad request")

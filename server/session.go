@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -73,6 +74,9 @@ func (s *Server) validSession(v string, now time.Time) bool {
 	}
 	ok := false
 	for _, t := range s.opts.Tokens {
+		if len(t) < MinTokenLength {
+			continue // never a key: a forged session must not pass
+		}
 		if hmac.Equal(mac, sessionMAC(t, parts[1])) {
 			ok = true
 		}
@@ -102,16 +106,25 @@ func (s *Server) authorized(r *http.Request) bool {
 }
 
 func (s *Server) validToken(tok string) bool {
-	if tok == "" {
-		return false
-	}
-	ok := false
+	_, ok := s.tokenOf(tok)
+	return ok && tok != ""
+}
+
+// tokenOf returns the configured token equal to tok. It compares digests
+// in constant time, so neither a token's content nor its length leaks.
+func (s *Server) tokenOf(tok string) (string, bool) {
+	given := sha256.Sum256([]byte(tok))
+	found, ok := "", false
 	for _, t := range s.opts.Tokens {
-		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
-			ok = true
+		if len(t) < MinTokenLength {
+			continue
+		}
+		want := sha256.Sum256([]byte(t))
+		if subtle.ConstantTimeCompare(given[:], want[:]) == 1 {
+			found, ok = t, true
 		}
 	}
-	return ok
+	return found, ok
 }
 
 // cookieAuthenticated reports whether r is authorised by a dashboard
@@ -143,6 +156,11 @@ func safeNext(next string) string {
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.fail(w, r, err)
+			return
+		}
 		s.fail(w, r, badRequest("bad form"))
 		return
 	}
@@ -152,24 +170,26 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if !s.validToken(tok) {
+	signed, ok := s.tokenOf(tok)
+	if !ok || tok == "" {
 		s.render(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Failed": true})
 		return
 	}
-	var signed string
-	for _, t := range s.opts.Tokens {
-		if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
-			signed = t
-		}
-	}
 	exp := time.Now().Add(sessionTTL)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: sessionValue(signed, exp), Path: "/", Expires: exp,
-		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: s.secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// secure says whether the sign-in cookie is marked Secure: over TLS, or
+// when Options.SecureCookies says TLS ends at a proxy in front.
+func (s *Server) secure(r *http.Request) bool { return r.TLS != nil || s.opts.SecureCookies }
+
+// logout clears the session cookie in this browser. Sessions are not
+// stored, so a copied cookie stays valid until it expires or its token is
+// removed from the configuration.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: s.secure(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

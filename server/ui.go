@@ -97,7 +97,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	p := page{Title: s.opts.Title, Nav: name, SignedIn: s.cookieAuthenticated(r), Data: data}
 	if err := uiTemplates.ExecuteTemplate(&buf, name, p); err != nil {
 		s.opts.Logger.Error("hopper server: render", "request_id", requestID(r), "template", name, "err", err)
-		http.Error(w, "render error", http.StatusInternalServerError)
+		http.Error(w, "render error (request "+requestID(r)+"; the server's log has its cause)", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

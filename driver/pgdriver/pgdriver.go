@@ -203,7 +203,8 @@ func (d *Driver) fail(op string, err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation && idConstraints[pgErr.ConstraintName] {
-		return fmt.Errorf("pgdriver: %s: %w: %s", op, hoppertype.ErrDuplicateID, pgErr.Detail)
+		// Not the server's Detail: it quotes the row's key values.
+		return fmt.Errorf("pgdriver: %s: %w", op, hoppertype.ErrDuplicateID)
 	}
 	return fmt.Errorf("pgdriver: %s: %w", op, err)
 }

@@ -99,12 +99,12 @@ func TestServerFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(context.Background())
-	srv := server.New(c, &server.Options{Tokens: []string{"s3cret"}})
+	srv := server.New(c, &server.Options{Tokens: []string{"s3cret-token-of-32-characters-ok"}})
 	defer srv.Close()
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	bare := strings.TrimPrefix(hs.URL, "http://")
-	if out, errOut, code := run(t, "jobs", "list", "--server", bare, "--api-token", "s3cret", "--json"); code != 0 || !strings.Contains(out, `"jobs"`) {
+	if out, errOut, code := run(t, "jobs", "list", "--server", bare, "--api-token", "s3cret-token-of-32-characters-ok", "--json"); code != 0 || !strings.Contains(out, `"jobs"`) {
 		t.Fatalf("--server %s: %d %q %q", bare, code, out, errOut)
 	}
 	for _, bad := range []string{"ftp://" + bare, "http://", "://x"} {

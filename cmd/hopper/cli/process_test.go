@@ -143,10 +143,10 @@ func TestDevProcessUnderMisuse(t *testing.T) {
 	// 512 MiB bodies, streamed with no declared length, on the API and the
 	// webhook route, with any method.
 	for _, tc := range []struct{ method, path string }{
-		{"POST", "/v1/jobs"}, {"GET", "/v1/webhooks/nosuch"}, {"POST", "/v1/webhooks/nosuch"}, {"PUT", "/v1/hooks/nosuch"},
+		{"POST", "/v1/jobs"}, {"PUT", "/v1/webhooks/nosuch"}, {"POST", "/v1/webhooks/nosuch"}, {"POST", "/v1/hooks/nosuch"},
 	} {
 		a := p.send(tc.method, tc.path, "application/json", &zeroReader{left: 512 << 20})
-		if a.status != 413 && a.status != -1 && a.status != 405 {
+		if a.status != 413 {
 			t.Fatalf("%s %s with 512 MiB: %d %s", tc.method, tc.path, a.status, a.body)
 		}
 	}

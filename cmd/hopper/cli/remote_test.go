@@ -32,12 +32,12 @@ func TestServerMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop(context.Background())
-	srv := server.New(c, &server.Options{Tokens: []string{"s3cret"}})
+	srv := server.New(c, &server.Options{Tokens: []string{"s3cret-token-of-32-characters-ok"}})
 	defer srv.Close()
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	remote := func(args ...string) (string, string, int) {
-		return run(t, append(args, "--server", hs.URL, "--api-token", "s3cret")...)
+		return run(t, append(args, "--server", hs.URL, "--api-token", "s3cret-token-of-32-characters-ok")...)
 	}
 
 	// Schedules: the server's, and the store's, paused and resumed through
