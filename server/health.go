@@ -62,7 +62,9 @@ func (s *Server) ping(ctx context.Context, fresh bool) error {
 }
 
 // storeReachable reports whether the store answers a round trip.
-func (s *Server) storeReachable(ctx context.Context, fresh bool) bool { return s.ping(ctx, fresh) == nil }
+func (s *Server) storeReachable(ctx context.Context, fresh bool) bool {
+	return s.ping(ctx, fresh) == nil
+}
 
 // livez serves GET /livez: the process serves requests. For a liveness
 // probe, which should not restart a process because its database is away.
