@@ -83,6 +83,18 @@ func Define[I, O any](name string, handler Handler[I, O], opts *TypeOpts[I]) *Ty
 // Name returns the type's name.
 func (t *Type[I, O]) Name() string { return t.typeName }
 
+// DecodeInput decodes a stored input of this type (JobRow.Input) with the
+// type's codec, or c's when the type sets none: what a test or a tool
+// reads back of a job it did not enqueue itself.
+func (t *Type[I, O]) DecodeInput(c *Client, b []byte) (I, error) {
+	var in I
+	if len(b) == 0 {
+		return in, nil
+	}
+	err := t.core().codec(c).Unmarshal(b, &in)
+	return in, err
+}
+
 // AnyType is a job type of any input and output types, as Client.Register
 // takes it. *Type[I, O] implements it.
 type AnyType interface {
