@@ -153,7 +153,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	// leaves the run as it was.
 	st.markRunning = run.Status != hoppertype.RunRunning
 	var retries int
-	st.attempt, st.events, retries = currentHistory(all, jc.Attempt())
+	st.attempt, st.events, retries = currentHistory(generations(all))
 	st.nextSeq = len(st.events) + 1
 	if ev, err := st.next("", evWorkflowStarted); err != nil {
 		return nil, st.fatalErr()
@@ -245,35 +245,59 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	return nil, Abort(err)
 }
 
-// currentHistory picks, from all of a run's events (in attempt, seq
-// order), the history an execution at job attempt jobAttempt continues.
-// A run's history has generations, each keyed by the job attempt that
-// began it: a crash (the job rescued, its attempt counted) continues the
-// last generation, so recorded steps never run again; only a failure the
-// workflow retries (StrategyRetry: the generation ends with a
-// workflow_failed event without a final status) starts a fresh one. It
-// returns the generation's attempt, its events, and how many generations
-// failed and were retried.
-func currentHistory(all []*hoppertype.RunEvent, jobAttempt int) (attempt int, events []*hoppertype.RunEvent, retries int) {
-	start := 0
-	for i := 0; i <= len(all); i++ {
-		if i < len(all) && all[i].Attempt == all[start].Attempt {
-			continue
+// generation is one attempt of a run in its history: the events recorded
+// under one attempt key. A run's first attempt is 1; each attempt that the
+// workflow retries (StrategyRetry) is followed by a new one, keyed by the
+// next number. A crash does not start one: the attempt goes on.
+type generation struct {
+	attempt int
+	events  []*hoppertype.RunEvent
+	// retried says the attempt ended in a failure the workflow retried
+	// (a workflow_failed event without a final status).
+	retried bool
+}
+
+// generations splits all of a run's events (in attempt, seq order) into
+// its attempts.
+func generations(all []*hoppertype.RunEvent) []generation {
+	var gens []generation
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].Attempt == all[i].Attempt {
+			j++
 		}
-		if i > start && retriedGeneration(all[i-1]) {
+		g := generation{attempt: all[i].Attempt, events: all[i:j]}
+		g.retried = slices.ContainsFunc(g.events, retriedFailure)
+		gens = append(gens, g)
+		i = j
+	}
+	return gens
+}
+
+// currentHistory picks, from a run's attempts, the one an execution
+// continues: the last, unless the workflow retried it, in which case a
+// fresh attempt begins, keyed by the next number (1 for a new run). A crash
+// (the job rescued, its job attempt counted) continues the last attempt,
+// so recorded steps never run again. It returns the attempt, its events,
+// and how many attempts failed and were retried.
+//
+// Runs recorded before attempts were numbered this way keyed an attempt by
+// the job attempt that began it (a crash could skip numbers): their keys
+// are read as they are, and a new attempt still takes the next number.
+func currentHistory(gens []generation) (attempt int, events []*hoppertype.RunEvent, retries int) {
+	for _, g := range gens {
+		if g.retried {
 			retries++
 		}
-		start = i
 	}
-	if len(all) == 0 {
-		return max(jobAttempt, 1), nil, 0
+	if len(gens) == 0 {
+		return 1, nil, 0
 	}
-	last := all[len(all)-1]
-	if retriedGeneration(last) {
-		return max(jobAttempt, 1), nil, retries
+	last := gens[len(gens)-1]
+	if last.retried {
+		return last.attempt + 1, nil, retries
 	}
-	attempt, events = lastGeneration(all)
-	return attempt, events, retries
+	return last.attempt, last.events, retries
 }
 
 // lastGeneration returns the events of the run's latest history
@@ -289,9 +313,9 @@ func lastGeneration(all []*hoppertype.RunEvent) (int, []*hoppertype.RunEvent) {
 	return all[first].Attempt, all[first:]
 }
 
-// retriedGeneration says whether ev ends a generation the workflow
-// retries: a workflow_failed event without a final status.
-func retriedGeneration(ev *hoppertype.RunEvent) bool {
+// retriedFailure says whether ev ends an attempt the workflow retries: a
+// workflow_failed event without a final status.
+func retriedFailure(ev *hoppertype.RunEvent) bool {
 	if ev.Kind != evWorkflowFailed {
 		return false
 	}
@@ -367,6 +391,18 @@ func errorInfo(err error, attempt int, now time.Time) *hoppertype.ErrorInfo {
 		kind = hoppertype.ErrorKindNonDeterminism
 	}
 	return &hoppertype.ErrorInfo{Kind: kind, Message: err.Error(), Attempt: attempt, At: now}
+}
+
+// scope is what the identities of everything an attempt starts begin with:
+// the run's id in its first attempt, "<run>@<attempt>" in later ones. An
+// activity is the job "<scope>.a<position>", a child the run
+// "<scope>.<position>", so a retried run never meets the jobs and runs of
+// its earlier attempts.
+func (st *wfState) scope() string {
+	if st.attempt <= 1 {
+		return st.run.ID
+	}
+	return st.run.ID + "@" + strconv.Itoa(st.attempt)
 }
 
 // fatalErr is the error a run ends its execution with after a fatal

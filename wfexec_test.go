@@ -23,28 +23,34 @@ func TestCurrentHistory(t *testing.T) {
 	tests := []struct {
 		name        string
 		all         []*hoppertype.RunEvent
-		jobAttempt  int
 		wantAttempt int
 		wantEvents  int
 		wantRetries int
 	}{
-		{"a new run", nil, 1, 1, 0, 0},
-		{"a run resumed after a wait", []*hoppertype.RunEvent{started(1), step(1, 2)}, 1, 1, 2, 0},
+		{"a new run", nil, 1, 0, 0},
+		{"a run resumed after a wait", []*hoppertype.RunEvent{started(1), step(1, 2)}, 1, 2, 0},
 		// A crash counts a job attempt but continues the history: the
 		// recorded step must not run again.
-		{"after a crash", []*hoppertype.RunEvent{started(1), step(1, 2)}, 2, 1, 2, 0},
-		{"after two crashes", []*hoppertype.RunEvent{started(1), step(1, 2), step(1, 3)}, 3, 1, 3, 0},
-		// A failure the workflow retries starts a fresh generation.
-		{"after a retried failure", []*hoppertype.RunEvent{started(1), step(1, 2), retried(1, 3)}, 2, 2, 0, 1},
-		{"a crash in the second generation", []*hoppertype.RunEvent{started(1), retried(1, 2), started(2), step(2, 2)}, 3, 2, 2, 1},
-		{"a crash, then a retried failure", []*hoppertype.RunEvent{started(1), step(1, 2), retried(1, 3)}, 3, 3, 0, 1},
-		{"two retried failures", []*hoppertype.RunEvent{started(1), retried(1, 2), started(2), retried(2, 2)}, 3, 3, 0, 2},
+		{"after a crash", []*hoppertype.RunEvent{started(1), step(1, 2)}, 1, 2, 0},
+		{"after two crashes", []*hoppertype.RunEvent{started(1), step(1, 2), step(1, 3)}, 1, 3, 0},
+		// A failure the workflow retries starts a fresh attempt, numbered
+		// next, however many job attempts crashes used.
+		{"after a retried failure", []*hoppertype.RunEvent{started(1), step(1, 2), retried(1, 3)}, 2, 0, 1},
+		{"a crash in the second attempt", []*hoppertype.RunEvent{started(1), retried(1, 2), started(2), step(2, 2)}, 2, 2, 1},
+		{"two retried failures", []*hoppertype.RunEvent{started(1), retried(1, 2), started(2), retried(2, 2)}, 3, 0, 2},
+		// An attempt whose failure was retried stays over when an undo of
+		// its effects is recorded after its failure.
+		{"a retried failure, then its undo", []*hoppertype.RunEvent{started(1), retried(1, 2), ev(1, 3, evCompensationDone, `{}`)}, 2, 0, 1},
+		// Runs recorded before attempts were numbered keyed an attempt by
+		// its first job attempt: read as they are, the next numbered on.
+		{"an attempt keyed by a job attempt", []*hoppertype.RunEvent{started(1), retried(1, 2), started(3), step(3, 2)}, 3, 2, 1},
+		{"after an attempt keyed by a job attempt", []*hoppertype.RunEvent{started(1), retried(1, 2), started(3), retried(3, 2)}, 4, 0, 2},
 		// A final failure recorded before a crash is replayed, not retried.
-		{"after a final failure", []*hoppertype.RunEvent{started(1), step(1, 2), final(1, 3)}, 2, 1, 3, 0},
+		{"after a final failure", []*hoppertype.RunEvent{started(1), step(1, 2), final(1, 3)}, 1, 3, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			attempt, events, retries := currentHistory(tt.all, tt.jobAttempt)
+			attempt, events, retries := currentHistory(generations(tt.all))
 			require.Equal(t, tt.wantAttempt, attempt, "attempt")
 			require.Len(t, events, tt.wantEvents, "events")
 			require.Equal(t, tt.wantRetries, retries, "retries")

@@ -29,8 +29,11 @@ type WorkflowContext interface {
 	ParentID() string
 	// Workflow returns the workflow's name.
 	Workflow() string
-	// Attempt returns the run's attempt, 1 for the first (StrategyRetry
-	// starts a new attempt from the beginning).
+	// Attempt returns the run's attempt, 1 for the first: StrategyRetry
+	// starts a new attempt from the beginning, numbered 2, 3 …; a crash
+	// does not (the attempt goes on). What an attempt starts (activities,
+	// children, steps' ids) is identified per attempt, so a new attempt
+	// never meets the previous attempt's.
 	Attempt() int
 	// StartedAt returns when the run was created.
 	StartedAt() time.Time
@@ -258,7 +261,7 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 	}
 	p := policy.resolved()
 	var v T
-	meta := StepMetadata{RunID: st.run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.run.ID, name, st.nextSeq)}
+	meta := StepMetadata{RunID: st.run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.scope(), name, st.nextSeq)}
 	attempt := 1
 	for ; ; attempt++ {
 		meta.Attempt = attempt
@@ -299,8 +302,12 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 type StepMetadata struct {
 	RunID string
 	Name  string
-	// ID is the step's identity in its run ("run/name#position"), the same
-	// on every try: a good idempotency key for the step's effect.
+	// ID is the step's identity: its run and attempt, its name and its
+	// position ("run/name#position" in a run's first attempt,
+	// "run@2/name#position" in its second). It is the same on every try of
+	// the step and differs between attempts of the run: a good idempotency
+	// key for the step's effect, which a retried run undoes (its
+	// compensation) before the next attempt does it again.
 	ID string
 	// Attempt counts the step's tries, from 1.
 	Attempt int
@@ -368,7 +375,7 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 		if err := st.live(); err != nil {
 			return zero, err
 		}
-		jobID = st.run.ID + ".a" + strconv.Itoa(st.nextSeq)
+		jobID = st.scope() + ".a" + strconv.Itoa(st.nextSeq)
 		o := InsertOpts{}
 		if opts != nil {
 			o = *opts
@@ -450,8 +457,12 @@ func (st *wfState) fail(err error) error {
 
 // ChildOpts configure a child run. A nil *ChildOpts is valid.
 type ChildOpts struct {
-	// ID is the child's run id; empty derives one from the parent's id and
-	// the position, stable across replays.
+	// ID is the child's run id; empty derives one from the parent's id,
+	// its attempt and the position ("parent.5" in the parent's first
+	// attempt, "parent@2.5" in its second), stable across replays. An
+	// explicit ID is the same in every attempt of the parent: a retried
+	// parent finds the child an earlier attempt started (starts are
+	// idempotent by id).
 	ID string
 }
 
@@ -480,7 +491,7 @@ func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *Chil
 		if err := st.live(); err != nil {
 			return zero, err
 		}
-		childID = st.run.ID + "." + strconv.Itoa(st.nextSeq)
+		childID = st.scope() + "." + strconv.Itoa(st.nextSeq)
 		if opts != nil && opts.ID != "" {
 			childID = opts.ID
 		}
