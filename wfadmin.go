@@ -35,10 +35,13 @@ type RunInfo struct {
 	// History is the run's latest history generation (GetRun only): a
 	// workflow retry starts a new one; a crash continues the last one.
 	History []*hoppertype.RunEvent
-	// Steps, Compensations and Hooks are views of it (GetRun only).
-	Steps         []StepInfo
+	// Steps are a view of it (GetRun only).
+	Steps []StepInfo
+	// Compensations are those of every attempt of the run, each with its
+	// attempt (GetRun only): a retried attempt's ran when it failed.
 	Compensations []CompensationInfo
-	Hooks         []*hoppertype.HookRow
+	// Hooks are the run's hooks, of every attempt (GetRun only).
+	Hooks []*hoppertype.HookRow
 	// Activities are the run's activity jobs as they stand (GetRun only).
 	Activities []ActivityInfo
 	// Timeline is History with each activity's executions told in place
@@ -81,7 +84,9 @@ type StepInfo struct {
 
 // CompensationInfo is one registered compensation and what became of it.
 type CompensationInfo struct {
-	Name     string
+	Name string
+	// Attempt is the attempt of the run that registered it.
+	Attempt  int
 	Executed bool
 	Error    string
 }
@@ -125,19 +130,20 @@ func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
 	return c.withJob(ctx, run)
 }
 
-// loadRun reads a run with its job and its latest history generation.
-func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, error) {
+// loadRun reads a run with its job and its latest history generation
+// (History), and returns all of its events too.
+func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, []*hoppertype.RunEvent, error) {
 	run, all, err := c.drv.RunLoad(ctx, id)
 	if err != nil {
-		return nil, 0, fmt.Errorf("hopper: run %s: %w", id, err)
+		return nil, 0, nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
 	info, err := c.withJob(ctx, run)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	attempt, history := lastGeneration(all)
 	info.History = history
-	return info, attempt, nil
+	return info, attempt, all, nil
 }
 
 // withJob completes a run's view with its job (gone after retention).
@@ -169,10 +175,11 @@ func runInfo(run *hoppertype.RunRow, job *hoppertype.JobRow) *RunInfo {
 	return info
 }
 
-// GetRun returns a run with its status, output, error and its current
-// attempt's history, steps, compensations and hooks.
+// GetRun returns a run with its status, output, error, its current
+// attempt's history, steps and activities, its hooks, and the
+// compensations of all of its attempts.
 func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
-	info, _, err := c.loadRun(ctx, id)
+	info, _, all, err := c.loadRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -183,52 +190,70 @@ func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
 		return nil, err
 	}
 	info.Timeline = timeline(info.History, info.Activities)
-	// Compensations: registered in order (the i-th is "name#i" when it
-	// runs); shown in the order they ran, then those that did not.
-	var added []CompensationInfo
-	ranAt := map[string]int{}
-	errs := map[string]string{}
-	for i, ev := range info.History {
+	for _, ev := range info.History {
+		if ev.Kind != evStep && ev.Kind != evActivityCompleted {
+			continue
+		}
 		var data evData
 		_ = json.Unmarshal(ev.Data, &data)
-		switch ev.Kind {
-		case evStep, evActivityCompleted:
-			kind := "step"
-			if ev.Kind == evActivityCompleted {
-				kind = "activity"
-			}
-			info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, Attempts: data.Attempts, At: ev.At})
-		case evCompensationAdded:
-			added = append(added, CompensationInfo{Name: ev.Name})
-		case evCompensationDone, evCompensationFail:
-			ranAt[ev.Name] = i
-			if data.Error != nil {
-				errs[ev.Name] = data.Error.Message
-			}
+		kind := "step"
+		if ev.Kind == evActivityCompleted {
+			kind = "activity"
 		}
+		info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, Attempts: data.Attempts, At: ev.At})
 	}
+	info.Compensations = compensations(generations(all))
+	return info, nil
+}
+
+// compensations lists the compensations a run's attempts registered: those
+// that ran, in the order they ran (as the history has them), then those
+// that did not, in the order they were registered.
+func compensations(gens []generation) []CompensationInfo {
 	type ranComp struct {
 		at int
 		ci CompensationInfo
 	}
 	var ran []ranComp
 	var pending []CompensationInfo
-	for i, ci := range added {
-		key := ci.Name + "#" + fmt.Sprint(i)
-		at, ok := ranAt[key]
-		if !ok {
-			pending = append(pending, ci)
-			continue
+	at := 0
+	for _, g := range gens {
+		// Registered in order: the i-th is recorded as "name#i" when it
+		// runs.
+		var added []string
+		ranAt := map[string]int{}
+		errs := map[string]string{}
+		for _, ev := range g.events {
+			at++
+			switch ev.Kind {
+			case evCompensationAdded:
+				added = append(added, ev.Name)
+			case evCompensationDone, evCompensationFail:
+				ranAt[ev.Name] = at
+				var data evData
+				_ = json.Unmarshal(ev.Data, &data)
+				if data.Error != nil {
+					errs[ev.Name] = data.Error.Message
+				}
+			}
 		}
-		ci.Executed, ci.Error = true, errs[key]
-		ran = append(ran, ranComp{at, ci})
+		for i, name := range added {
+			ci := CompensationInfo{Name: name, Attempt: g.attempt}
+			key := compKey(name, i)
+			if at, ok := ranAt[key]; ok {
+				ci.Executed, ci.Error = true, errs[key]
+				ran = append(ran, ranComp{at, ci})
+				continue
+			}
+			pending = append(pending, ci)
+		}
 	}
 	slices.SortFunc(ran, func(a, b ranComp) int { return a.at - b.at })
+	out := make([]CompensationInfo, 0, len(ran)+len(pending))
 	for _, r := range ran {
-		info.Compensations = append(info.Compensations, r.ci)
+		out = append(out, r.ci)
 	}
-	info.Compensations = append(info.Compensations, pending...)
-	return info, nil
+	return append(out, pending...)
 }
 
 // activities reads the jobs of the activities a history scheduled.

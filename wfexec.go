@@ -152,9 +152,15 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	// execution that records nothing (a wake-up with nothing new to do)
 	// leaves the run as it was.
 	st.markRunning = run.Status != hoppertype.RunRunning
+	gens := generations(all)
 	var retries int
-	st.attempt, st.events, retries = currentHistory(generations(all))
+	st.attempt, st.events, retries = currentHistory(gens)
 	st.nextSeq = len(st.events) + 1
+	// What earlier attempts did and left to undo is undone before this one
+	// goes on (see undoEarlier).
+	if err := c.undoEarlier(st, gens, body); err != nil {
+		return nil, st.fatalErr()
+	}
 	if ev, err := st.next("", evWorkflowStarted); err != nil {
 		return nil, st.fatalErr()
 	} else if ev == nil {
@@ -211,7 +217,9 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 		err = ErrCancelled
 	}
 	if st.isCancelled() {
-		c.compensate(st)
+		if err := c.compensate(st); err != nil {
+			return nil, st.fatalErr()
+		}
 		if !st.recorded(evWorkflowCancelled) {
 			_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowCancelled, "", evData{})
 		}
@@ -219,6 +227,13 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	}
 	final := errors.Is(err, ErrAborted) || opts.Strategy != StrategyRetry || retries >= opts.MaxRetries || jc.Attempt() >= jc.MaxAttempts()
 	if !final {
+		// The saga: what this attempt did is undone before the next one
+		// does it again. Undoing at the end instead would never undo it if
+		// a later attempt succeeded (see "Retries and compensation" in
+		// docs/concepts.md).
+		if err := c.compensate(st); err != nil {
+			return nil, st.fatalErr()
+		}
 		_ = st.record(ctx, nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now())})
 		return nil, err // the job retries: a new attempt, a fresh history
 	}
@@ -229,7 +244,13 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 			if _, uerr := c.drv.RunUpdate(ctx, &driver.RunUpdateParams{ID: runID, Status: hoppertype.RunCompensating, Now: c.now()}); uerr != nil {
 				return nil, uerr
 			}
-			c.compensate(st)
+			if err := c.compensate(st); err != nil {
+				return nil, st.fatalErr()
+			}
+		}
+		if len(st.comps) > 0 || registeredCompensations(gens) {
+			// Its compensations ran, this attempt's now, earlier
+			// attempts' when they failed.
 			status = hoppertype.RunCompensated
 		}
 	case StrategyQuarantine:
@@ -324,14 +345,16 @@ func retriedFailure(ev *hoppertype.RunEvent) bool {
 	return data.Status == ""
 }
 
-// compensate runs the registered compensations in reverse order, each once
-// (a compensation recorded by an earlier, interrupted execution is skipped).
-// A failing compensation is recorded and the rest still run. They run on a
-// context detached from the run's cancellation.
-func (c *Client) compensate(st *wfState) {
+// compensate runs the compensations the current attempt registered, in
+// reverse order, each once: one whose execution an earlier, interrupted
+// execution recorded is skipped. A failing compensation is recorded and
+// the rest still run. They run on a context detached from the run's
+// cancellation. An execution that cannot record (its lease lost) stops
+// there, so the one that takes the run over runs each of the others once.
+func (c *Client) compensate(st *wfState) error {
 	ctx := context.WithoutCancel(st.ctx)
 	done := map[string]bool{}
-	for _, ev := range st.events[st.pos:] {
+	for _, ev := range st.events {
 		if ev.Kind == evCompensationDone || ev.Kind == evCompensationFail {
 			done[ev.Name] = true
 		}
@@ -339,24 +362,149 @@ func (c *Client) compensate(st *wfState) {
 	st.pos = len(st.events) // what follows is live
 	for i := len(st.comps) - 1; i >= 0; i-- {
 		comp := st.comps[i]
-		key := comp.name + "#" + strconv.Itoa(i)
+		key := compKey(comp.name, i)
 		if done[key] {
 			continue
 		}
-		err := func() (err error) {
-			defer func() {
-				if r := recover(); r != nil {
-					err = fmt.Errorf("%w: %v", ErrPanic, r)
-				}
-			}()
-			return comp.fn(ctx)
-		}()
-		if err != nil {
-			_ = st.record(ctx, nil, evCompensationFail, key, evData{Error: errorInfo(err, st.attempt, c.now())})
+		kind, data := evCompensationDone, evData{}
+		if err := runCompensation(ctx, comp.fn); err != nil {
+			kind, data = evCompensationFail, evData{Error: errorInfo(err, st.attempt, c.now())}
+		}
+		if err := st.record(ctx, nil, kind, key, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runCompensation calls a compensation; a panic is its failure.
+func runCompensation(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return fn(ctx)
+}
+
+// compKey is the name a compensation's execution is recorded under: its
+// name and its place among its attempt's registrations ("refund#0").
+func compKey(name string, i int) string { return name + "#" + strconv.Itoa(i) }
+
+// undoneCompensations returns the places (in registration order) of the
+// compensations an attempt registered whose execution it never recorded.
+func undoneCompensations(events []*hoppertype.RunEvent) []int {
+	var names []string
+	done := map[string]bool{}
+	for _, ev := range events {
+		switch ev.Kind {
+		case evCompensationAdded:
+			names = append(names, ev.Name)
+		case evCompensationDone, evCompensationFail:
+			done[ev.Name] = true
+		}
+	}
+	var out []int
+	for i, name := range names {
+		if !done[compKey(name, i)] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// registeredCompensations says whether any attempt of a run registered a
+// compensation.
+func registeredCompensations(gens []generation) bool {
+	for _, g := range gens {
+		if slices.ContainsFunc(g.events, func(ev *hoppertype.RunEvent) bool { return ev.Kind == evCompensationAdded }) {
+			return true
+		}
+	}
+	return false
+}
+
+// undoEarlier runs, before an attempt goes on, the compensations earlier
+// attempts registered and never ran: the newest attempt's first, each
+// attempt's in reverse order, each recorded in that attempt's history
+// (after its failure) so it runs once. An attempt that fails runs its own
+// compensations before the next attempt begins, so there are such only in
+// runs recorded before hopper did that. The functions are found by
+// replaying the earlier attempt's history, offline: none of its operations
+// runs again. A replay that diverges from that history makes the run go
+// stuck, undoing nothing, as a divergence of the current attempt does.
+func (c *Client) undoEarlier(st *wfState, gens []generation, body func(WorkflowContext) ([]byte, error)) error {
+	ctx := context.WithoutCancel(st.ctx)
+	for gi := len(gens) - 1; gi >= 0; gi-- {
+		g := gens[gi]
+		if !g.retried || g.attempt == st.attempt {
 			continue
 		}
-		_ = st.record(ctx, nil, evCompensationDone, key, evData{})
+		undone := undoneCompensations(g.events)
+		if len(undone) == 0 {
+			continue
+		}
+		comps, err := c.replayCompensations(ctx, st, g, body)
+		if err != nil {
+			return st.fail(err)
+		}
+		seq := g.events[len(g.events)-1].Seq
+		for k := len(undone) - 1; k >= 0; k-- {
+			i := undone[k]
+			kind, data := evCompensationDone, evData{}
+			if err := runCompensation(ctx, comps[i].fn); err != nil {
+				kind, data = evCompensationFail, evData{Error: errorInfo(err, g.attempt, c.now())}
+			}
+			seq++
+			ev, err := newEvent(st.run.ID, g.attempt, seq, kind, compKey(comps[i].name, i), data, c.now())
+			if err != nil {
+				return st.fail(err)
+			}
+			if err := st.appendEvent(ctx, nil, ev); err != nil {
+				return st.fail(err)
+			}
+			st.markRunning = false
+		}
 	}
+	return nil
+}
+
+// replayCompensations replays an earlier attempt's history through the
+// workflow function, offline (the end of the history ends the replay; no
+// operation runs), and returns the compensations it registered, in order.
+func (c *Client) replayCompensations(ctx context.Context, st *wfState, g generation, body func(WorkflowContext) ([]byte, error)) ([]compensation, error) {
+	var events []*hoppertype.RunEvent
+	for _, ev := range g.events {
+		if replayTail(ev.Kind) {
+			break
+		}
+		events = append(events, ev)
+	}
+	rs := &wfState{c: c, ctx: ctx, jc: st.jc, run: st.run, opts: st.opts, attempt: g.attempt, events: events, nextSeq: len(events) + 1, replay: true}
+	if len(events) > 0 {
+		if _, err := rs.next("", evWorkflowStarted); err != nil {
+			return nil, err
+		}
+	}
+	func() {
+		defer func() { _ = recover() }() // the attempt may have ended in a panic
+		_, _ = body(rs)
+	}()
+	if rs.fatal != nil {
+		return nil, rs.fatal
+	}
+	n := 0
+	for i, ev := range events {
+		if ev.Kind != evCompensationAdded {
+			continue
+		}
+		if n == len(rs.comps) {
+			return nil, &NonDeterminismError{RunID: st.run.ID, Workflow: st.run.Workflow, Attempt: g.attempt, Position: i + 1,
+				RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
+		}
+		n++
+	}
+	return rs.comps, nil
 }
 
 // cascade cancels a failed run's parent and children.
@@ -499,11 +647,16 @@ func (st *wfState) record(ctx context.Context, tx driver.Executor, kind, name st
 
 // event builds the next event of the run's history.
 func (st *wfState) event(kind, name string, data evData) (*hoppertype.RunEvent, error) {
+	return newEvent(st.run.ID, st.attempt, st.nextSeq, kind, name, data, st.c.now())
+}
+
+// newEvent builds a history event.
+func newEvent(runID string, attempt, seq int, kind, name string, data evData, at time.Time) (*hoppertype.RunEvent, error) {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return nil, err
 	}
-	return &hoppertype.RunEvent{RunID: st.run.ID, Attempt: st.attempt, Seq: st.nextSeq, Kind: kind, Name: name, Data: b, At: st.c.now()}, nil
+	return &hoppertype.RunEvent{RunID: runID, Attempt: attempt, Seq: seq, Kind: kind, Name: name, Data: b, At: at}, nil
 }
 
 // appendEvent appends ev (with a pending start) under the run's lease:

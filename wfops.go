@@ -49,8 +49,10 @@ type WorkflowContext interface {
 	Sleep(d time.Duration) error
 	// SleepUntil waits until t durably, as Sleep.
 	SleepUntil(t time.Time) error
-	// Compensate registers an undo action: when the run finally fails (or
-	// is cancelled), registered actions run in reverse order, each recorded.
+	// Compensate registers an undo action for what the attempt did so far
+	// (register it right after the step it undoes): when the attempt fails
+	// (retried or not) or the run is cancelled, the attempt's registered
+	// actions run in reverse order, each once and recorded.
 	Compensate(name string, fn func(ctx context.Context) error)
 	// IsCancelled reports whether the run was asked to stop.
 	IsCancelled() bool
@@ -233,7 +235,8 @@ func Fatal(err error) error { return Abort(err) }
 // result without running fn again. fn runs inline, retried under opts'
 // policy. A step's effect happens at least once: a crash after the effect
 // and before the record runs it again, so make effects idempotent (the
-// step's identity, run id + name, makes a good key). Names must be stable:
+// step's identity, StepFromContext(ctx).ID, which names the run's attempt,
+// makes a good key). Names must be stable:
 // a replay that reaches a different step at a position fails with a
 // NonDeterminismError naming both.
 func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (T, error), opts *StepOpts) (T, error) {

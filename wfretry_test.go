@@ -179,22 +179,29 @@ func compatOrder(l *ledger) (*hopper.Type[string, string], *hopper.WorkflowType[
 	return email, ship, order
 }
 
-// loadRecordedRun stores a run recorded before (testdata/histories/runs:
-// its attempts' histories) as the run's job would have left it, waiting
-// for its next attempt in an hour: the run and its job are started through
-// c (a client that runs nothing), the attempts' events are appended under
-// the job's lease, and the job is left retrying.
-func loadRecordedRun[I, O any](t *testing.T, c *hopper.Client, clk *hoppertest.Clock, w *hopper.WorkflowType[I, O], path string) []*hopper.History {
+// readRecordedRun reads a run recorded before (testdata/histories/runs):
+// its attempts' histories.
+func readRecordedRun(t *testing.T, path string) []*hopper.History {
 	t.Helper()
-	ctx := testCtx(t)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var atts []*hopper.History
 	require.NoError(t, json.Unmarshal(b, &atts))
 	require.NotEmpty(t, atts)
+	return atts
+}
+
+// loadRecordedRun stores a recorded run (its attempts' histories) as the
+// run's job would have left it, waiting for its next execution in an hour:
+// the run and its job are started through c (a client that runs nothing),
+// the attempts' events are appended under the job's lease, and the job is
+// left retrying.
+func loadRecordedRun[I, O any](t *testing.T, c *hopper.Client, clk *hoppertest.Clock, w *hopper.WorkflowType[I, O], atts []*hopper.History) {
+	t.Helper()
+	ctx := testCtx(t)
 	var in I
 	require.NoError(t, json.Unmarshal(atts[0].Input, &in))
-	_, err = w.Start(ctx, c, in, &hopper.StartOpts{ID: atts[0].RunID})
+	_, err := w.Start(ctx, c, in, &hopper.StartOpts{ID: atts[0].RunID})
 	require.NoError(t, err)
 	d := c.Driver()
 	now := clk.Now()
@@ -222,48 +229,216 @@ func loadRecordedRun[I, O any](t *testing.T, c *hopper.Client, clk *hoppertest.C
 	require.NoError(t, res[0].Err)
 	_, err = d.RunUpdate(ctx, &driver.RunUpdateParams{ID: job.ID, Status: hopper.RunPending, Now: now})
 	require.NoError(t, err)
-	return atts
 }
 
 // TestWorkflowRetryOfARecordedRun: a run recorded before attempts had
 // identities of their own, between its first attempt (failed, retried)
-// and its second, goes on with this code: the second attempt runs its
-// activity and its child again as new ones (the first attempt's ids are
-// taken) and completes.
+// and its second, goes on with this code: the first attempt's charge,
+// which hopper did not undo then, is refunded before the second attempt
+// begins; the second attempt runs its activity and its child again as new
+// ones (the first attempt's ids are taken) and completes.
 func TestWorkflowRetryOfARecordedRun(t *testing.T) { forEachDriver(t, testWorkflowRetryOfARecordedRun) }
 
 func testWorkflowRetryOfARecordedRun(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	recorded := readRecordedRun(t, "testdata/histories/runs/compat-order-v1.json")
+	// setup stores the recorded run, with its first attempt's activity job
+	// and child run as it left them, and returns a client that runs it.
+	setup := func(t *testing.T, l *ledger, atts []*hopper.History) (*hopper.Client, *hoppertest.Clock, driver.Driver) {
+		email, ship, order := compatOrder(l)
+		d := newDriver(t)
+		clk := hoppertest.NewClock(time.Time{})
+		recorder, err := hopper.New(hopper.Config{Driver: d, Clock: clk}) // never started: runs nothing
+		require.NoError(t, err)
+		loadRecordedRun(t, recorder, clk, order, atts)
+		c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk})
+		require.NoError(t, c.Register(email, ship, order))
+		ctx := testCtx(t)
+		eh, err := email.Enqueue(ctx, c, "o-7@example.com", &hopper.InsertOpts{ID: "compat-o-7.a4"})
+		require.NoError(t, err)
+		_, err = eh.Result(ctx)
+		require.NoError(t, err)
+		sh, err := ship.Start(ctx, c, "o-7", &hopper.StartOpts{ID: "compat-o-7.6"})
+		require.NoError(t, err)
+		_, err = sh.Result(ctx)
+		require.NoError(t, err)
+		l.reset()
+		return c, clk, d
+	}
+	result := func(t *testing.T, c *hopper.Client) (string, error) {
+		_, _, order := compatOrder(&ledger{})
+		return order.Handle(c, "compat-o-7").Result(testCtx(t))
+	}
+
+	t.Run("between its attempts", func(t *testing.T) {
+		var l ledger
+		c, clk, d := setup(t, &l, recorded)
+		ctx := testCtx(t)
+		clk.Advance(time.Hour) // the second attempt is due
+		out, err := result(t, c)
+		require.NoError(t, err)
+		require.Equal(t, "pay-o-7 label-o-7", out)
+		require.Equal(t, []string{
+			"1 refund", // the first attempt's charge, left undone when it was recorded, is undone first
+			"2 charge", "0 email compat-o-7@2.a4", "0 ship compat-o-7@2.6",
+		}, l.all(), "the second attempt's activity and child are new ones")
+		info, err := c.GetRun(ctx, "compat-o-7")
+		require.NoError(t, err)
+		require.Equal(t, hopper.RunCompleted, info.Status)
+		require.Equal(t, 2, info.History[0].Attempt)
+		require.Equal(t, []hopper.CompensationInfo{{Name: "refund", Attempt: 1, Executed: true}, {Name: "refund", Attempt: 2}}, info.Compensations)
+		// The undo is recorded in the first attempt's history, after its
+		// failure, so it never runs again.
+		first, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: "compat-o-7", Attempt: 1})
+		require.NoError(t, err)
+		last := first[len(first)-1]
+		require.Equal(t, "compensation_executed", last.Kind)
+		require.Equal(t, "refund#0", last.Name)
+		require.Equal(t, 10, last.Seq)
+	})
+
+	// Its second attempt begun (keyed 3, the job attempt that began it, as
+	// hopper keyed attempts then: a crash had used attempt 2), charged and
+	// registered its refund: the first attempt is undone before it goes
+	// on, and its activity and child are named by its key.
+	t.Run("in its second attempt", func(t *testing.T) {
+		second := &hopper.History{RunID: "compat-o-7", Workflow: "compat-order", Attempt: 3, Events: []hopper.HistoryEvent{
+			{Seq: 1, Kind: "workflow_started", At: hoppertest.Epoch},
+			{Seq: 2, Kind: "step", Name: "charge", Data: json.RawMessage(`{"output":"pay-o-7","attempts":1}`), At: hoppertest.Epoch},
+			{Seq: 3, Kind: "compensation_added", Name: "refund", At: hoppertest.Epoch},
+		}}
+		var l ledger
+		c, clk, _ := setup(t, &l, append(slices.Clone(recorded), second))
+		clk.Advance(time.Hour)
+		out, err := result(t, c)
+		require.NoError(t, err)
+		require.Equal(t, "pay-o-7 label-o-7", out)
+		require.Equal(t, []string{"1 refund", "0 email compat-o-7@3.a4", "0 ship compat-o-7@3.6"}, l.all(),
+			"the recorded charge does not run again")
+	})
+
+	// The code no longer takes the first attempt's path: its refund cannot
+	// be found, and the run goes stuck, undoing nothing, until the code is
+	// fixed.
+	t.Run("diverged from its first attempt", func(t *testing.T) {
+		var broken hopper.History
+		b, err := json.Marshal(recorded[0])
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &broken))
+		broken.Events[1].Name = "charge-card"
+		var l ledger
+		c, clk, _ := setup(t, &l, []*hopper.History{&broken})
+		clk.Advance(time.Hour)
+		waitRunStatus(t, c, "compat-o-7", hopper.RunStuck)
+		info, err := c.GetRun(testCtx(t), "compat-o-7")
+		require.NoError(t, err)
+		require.Contains(t, info.Error.Message, `(attempt 1): history event 2 is step "charge-card", but the code now reaches step "charge"`)
+		require.Empty(t, l.all(), "nothing undone, nothing done")
+	})
+}
+
+// retrySaga is an order workflow that charges and reserves, registering a
+// refund and a release after each, then fails in every attempt before
+// okFrom (by a plain error, which the workflow retries). Effects go to l
+// with the attempt that made them; failRelease makes the release of that
+// attempt fail.
+func retrySaga(name string, l *ledger, opts *hopper.WorkflowOpts) *hopper.WorkflowType[sagaIn, string] {
+	return hopper.Workflow(name, func(wf hopper.WorkflowContext, in sagaIn) (string, error) {
+		for _, step := range []struct{ do, undo string }{{"charge", "refund"}, {"reserve", "release"}} {
+			if _, err := hopper.Step(wf, step.do, func(context.Context) (string, error) {
+				l.add(wf.Attempt(), step.do)
+				return step.do + "-ok", nil
+			}, nil); err != nil {
+				return "", err
+			}
+			wf.Compensate(step.undo, func(context.Context) error {
+				l.add(wf.Attempt(), step.undo)
+				if step.undo == "release" && wf.Attempt() == in.FailRelease {
+					return errors.New("warehouse down")
+				}
+				return nil
+			})
+		}
+		if wf.Attempt() < in.OKFrom {
+			return "", fmt.Errorf("attempt %d: carrier unavailable", wf.Attempt())
+		}
+		return fmt.Sprintf("shipped by attempt %d", wf.Attempt()), nil
+	}, opts)
+}
+
+type sagaIn struct {
+	OKFrom      int `json:"ok_from"`
+	FailRelease int `json:"fail_release"`
+}
+
+// TestWorkflowRetryUndoesEachAttempt: a retried saga undoes each failed
+// attempt's effects before the next attempt does them again, so a run
+// that ends with an attempt that succeeded has one refund per charge of
+// the attempts that failed, and its last charge stands. This is the case
+// that decides when a failed attempt is undone: were it undone at the end
+// of the run, nothing would ever refund attempt 1's charge here.
+func TestWorkflowRetryUndoesEachAttempt(t *testing.T) {
+	forEachDriver(t, testWorkflowRetryUndoesEachAttempt)
+}
+
+func testWorkflowRetryUndoesEachAttempt(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var l ledger
-	email, ship, order := compatOrder(&l)
-	d := newDriver(t)
-	clk := hoppertest.NewClock(time.Time{})
-	recorder, err := hopper.New(hopper.Config{Driver: d, Clock: clk}) // never started: runs nothing
-	require.NoError(t, err)
-	loadRecordedRun(t, recorder, clk, order, "testdata/histories/runs/compat-order-v1.json")
-
-	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk})
-	require.NoError(t, c.Register(email, ship, order))
+	wf := retrySaga("retry-saga-ok", &l, &hopper.WorkflowOpts{MaxRetries: 2, Retry: retryNow})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
 	ctx := testCtx(t)
-	// The first attempt's activity job and child run, as it left them.
-	eh, err := email.Enqueue(ctx, c, "o-7@example.com", &hopper.InsertOpts{ID: "compat-o-7.a4"})
+	h, err := wf.Start(ctx, c, sagaIn{OKFrom: 3}, nil)
 	require.NoError(t, err)
-	_, err = eh.Result(ctx)
+	out, err := h.Result(ctx)
 	require.NoError(t, err)
-	sh, err := ship.Start(ctx, c, "o-7", &hopper.StartOpts{ID: "compat-o-7.6"})
-	require.NoError(t, err)
-	_, err = sh.Result(ctx)
-	require.NoError(t, err)
-	l.reset()
-
-	clk.Advance(time.Hour) // the second attempt is due
-	out, err := order.Handle(c, "compat-o-7").Result(ctx)
-	require.NoError(t, err)
-	require.Equal(t, "pay-o-7 label-o-7", out)
-	require.Contains(t, l.all(), "2 charge")
-	require.Contains(t, l.all(), "0 email compat-o-7@2.a4", "the second attempt's activity is a new job")
-	require.Contains(t, l.all(), "0 ship compat-o-7@2.6", "the second attempt's child is a new run")
-	info, err := c.GetRun(ctx, "compat-o-7")
+	require.Equal(t, "shipped by attempt 3", out)
+	require.Equal(t, []string{
+		"1 charge", "1 reserve", "1 release", "1 refund",
+		"2 charge", "2 reserve", "2 release", "2 refund",
+		"3 charge", "3 reserve",
+	}, l.all(), "each failed attempt undone, newest first, before the next")
+	info, err := c.GetRun(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)
-	require.Equal(t, 2, info.History[0].Attempt)
+	require.Equal(t, []hopper.CompensationInfo{
+		{Name: "release", Attempt: 1, Executed: true}, {Name: "refund", Attempt: 1, Executed: true},
+		{Name: "release", Attempt: 2, Executed: true}, {Name: "refund", Attempt: 2, Executed: true},
+		{Name: "refund", Attempt: 3}, {Name: "release", Attempt: 3}, // the successful attempt's stand
+	}, info.Compensations)
+}
+
+// TestWorkflowRetryFinalFailureUndoesEveryAttempt: a saga that fails in
+// every attempt ends compensated with one refund per charge, each attempt
+// undone newest first (and so, over the run, last in first out); a
+// failing compensation is recorded and the others still run.
+func TestWorkflowRetryFinalFailureUndoesEveryAttempt(t *testing.T) {
+	forEachDriver(t, testWorkflowRetryFinalFailureUndoesEveryAttempt)
+}
+
+func testWorkflowRetryFinalFailureUndoesEveryAttempt(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var l ledger
+	wf := retrySaga("retry-saga-fail", &l, &hopper.WorkflowOpts{MaxRetries: 2, Retry: retryNow})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, sagaIn{OKFrom: 99, FailRelease: 2}, nil)
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	var re *hopper.RunError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, hopper.RunCompensated, re.Status)
+	require.Contains(t, re.Message, "attempt 3: carrier unavailable")
+	require.Equal(t, []string{
+		"1 charge", "1 reserve", "1 release", "1 refund",
+		"2 charge", "2 reserve", "2 release", "2 refund",
+		"3 charge", "3 reserve", "3 release", "3 refund",
+	}, l.all())
+	require.Equal(t, 3, l.count("charge"))
+	require.Equal(t, 3, l.count("refund"), "one refund per charge")
+	info, err := c.GetRun(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, []hopper.CompensationInfo{
+		{Name: "release", Attempt: 1, Executed: true}, {Name: "refund", Attempt: 1, Executed: true},
+		{Name: "release", Attempt: 2, Executed: true, Error: "warehouse down"}, {Name: "refund", Attempt: 2, Executed: true},
+		{Name: "release", Attempt: 3, Executed: true}, {Name: "refund", Attempt: 3, Executed: true},
+	}, info.Compensations)
 }
