@@ -225,7 +225,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 		}
 		return nil, &kindError{kind: hoppertype.ErrorKindCancelled, err: fmt.Errorf("%w: workflow run %s", ErrCancelled, runID), abort: true}
 	}
-	final := errors.Is(err, ErrAborted) || opts.Strategy != StrategyRetry || retries >= opts.MaxRetries || jc.Attempt() >= jc.MaxAttempts()
+	final := aborts(err) || opts.Strategy != StrategyRetry || retries >= opts.MaxRetries || jc.Attempt() >= jc.MaxAttempts()
 	if !final {
 		// The saga: what this attempt did is undone before the next one
 		// does it again. Undoing at the end instead would never undo it if
@@ -263,7 +263,24 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	if !st.recorded(evWorkflowFailed) {
 		_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now()), Status: status})
 	}
-	return nil, Abort(err)
+	// The run's job ends now, its error keeping the cause's kind: a waiter
+	// (a parent among them, in any process) matches what failed the run
+	// (ErrAborted only for an abort), and a parent that returns it retries
+	// it unless it is an abort.
+	var stack string
+	var ke *kindError
+	if errors.As(err, &ke) {
+		stack = ke.stack
+	}
+	return nil, &kindError{kind: errorKind(err), err: err, stack: stack, final: true}
+}
+
+// aborts says whether err ends a run at once, whatever its strategy: an
+// Abort (a Fatal step's error, an aborted activity's or child's) or one of
+// hopper's own permanent failures (an output that does not encode).
+func aborts(err error) bool {
+	var ke *kindError
+	return errors.Is(err, ErrAborted) || errors.As(err, &ke) && ke.abort
 }
 
 // generation is one attempt of a run in its history: the events recorded
@@ -526,19 +543,32 @@ func (c *Client) cascade(ctx context.Context, run *hoppertype.RunRow) {
 }
 
 func errorInfo(err error, attempt int, now time.Time) *hoppertype.ErrorInfo {
-	kind := hoppertype.ErrorKindHandler
+	return &hoppertype.ErrorInfo{Kind: errorKind(err), Message: err.Error(), Attempt: attempt, At: now}
+}
+
+// kindsBySentinel are the error kinds a cause may carry, each with the
+// sentinel it matches, in the order errorKind tries them.
+var kindsBySentinel = []hoppertype.ErrorKind{
+	hoppertype.ErrorKindAborted, hoppertype.ErrorKindCancelled, hoppertype.ErrorKindNonDeterminism,
+	hoppertype.ErrorKindTimeout, hoppertype.ErrorKindExpired, hoppertype.ErrorKindPanic,
+	hoppertype.ErrorKindEncode, hoppertype.ErrorKindDecode, hoppertype.ErrorKindLeaseLost, hoppertype.ErrorKindUnknownType,
+}
+
+// errorKind is the kind recorded for err: hopper's own error's kind, else
+// the kind of the sentinel it matches (a *StepError, *RunError or
+// *JobError matches its kind's, so a child's or an activity's error passed
+// on keeps its kind), else handler. An abort wins.
+func errorKind(err error) hoppertype.ErrorKind {
 	var ke *kindError
-	switch {
-	case errors.As(err, &ke):
-		kind = ke.kind
-	case errors.Is(err, ErrAborted):
-		kind = hoppertype.ErrorKindAborted
-	case errors.Is(err, ErrCancelled):
-		kind = hoppertype.ErrorKindCancelled
-	case errors.Is(err, ErrNonDeterminism):
-		kind = hoppertype.ErrorKindNonDeterminism
+	if errors.As(err, &ke) {
+		return ke.kind
 	}
-	return &hoppertype.ErrorInfo{Kind: kind, Message: err.Error(), Attempt: attempt, At: now}
+	for _, k := range kindsBySentinel {
+		if errors.Is(err, (&JobError{Kind: k}).Unwrap()) {
+			return k
+		}
+	}
+	return hoppertype.ErrorKindHandler
 }
 
 // scope is what the identities of everything an attempt starts begin with:

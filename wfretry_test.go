@@ -442,3 +442,92 @@ func testWorkflowRetryFinalFailureUndoesEveryAttempt(t *testing.T, newDriver fun
 		{Name: "release", Attempt: 3, Executed: true}, {Name: "refund", Attempt: 3, Executed: true},
 	}, info.Compensations)
 }
+
+// TestWorkflowRetryOfErrorsPassedOn: a parent that returns a child's or an
+// activity's error as it is retries it under its own policy, starting a new
+// child or activity in each attempt, unless the error is an abort, which
+// ends the parent at once. The parent's final error keeps the cause's
+// kind for its waiters, in any process (here a client that runs nothing
+// and reads the store).
+func TestWorkflowRetryOfErrorsPassedOn(t *testing.T) {
+	forEachDriver(t, testWorkflowRetryOfErrorsPassedOn)
+}
+
+func testWorkflowRetryOfErrorsPassedOn(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var l ledger
+	type how struct {
+		Abort bool `json:"abort"`
+		Panic bool `json:"panic"`
+	}
+	fail := func(h how, what string) error {
+		switch {
+		case h.Panic:
+			panic(what + " panics")
+		case h.Abort:
+			return hopper.Abort(errors.New(what + " refuses for good"))
+		}
+		return errors.New(what + " fails")
+	}
+	child := hopper.Workflow("passed-child", func(wf hopper.WorkflowContext, h how) (string, error) {
+		l.add(0, "child "+wf.RunID())
+		return "", fail(h, "the child")
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyIgnore})
+	act := hopper.Define("passed-activity", func(ctx context.Context, h how) (string, error) {
+		l.add(0, "activity "+hopper.JobFromContext(ctx).ID())
+		return "", fail(h, "the activity")
+	}, &hopper.TypeOpts[how]{Retry: hopper.RetryPolicy{Attempts: 1}})
+	type in struct {
+		Activity bool `json:"activity"`
+		How      how  `json:"how"`
+	}
+	parent := hopper.Workflow("passed-parent", func(wf hopper.WorkflowContext, in in) (string, error) {
+		if in.Activity {
+			return hopper.Activity(wf, act, in.How, nil)
+		}
+		return hopper.Child(wf, child, in.How, nil) // the child's error as it is
+	}, &hopper.WorkflowOpts{MaxRetries: 2, Retry: retryNow})
+	d := newDriver(t)
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d})
+	require.NoError(t, c.Register(child, act, parent))
+	reader, err := hopper.New(hopper.Config{Driver: d, Clock: clk}) // another process's client: runs nothing
+	require.NoError(t, err)
+	ctx := testCtx(t)
+
+	for i, tc := range []struct {
+		name    string
+		in      in
+		want    []string // the ledger
+		is      error    // what the waiter's error matches
+		isNot   error
+		message string
+	}{
+		{"a child's failure", in{}, []string{"0 child p1.2", "0 child p1@2.2", "0 child p1@3.2"}, nil, hopper.ErrAborted, "the child fails"},
+		{"a child's abort", in{How: how{Abort: true}}, []string{"0 child p2.2"}, hopper.ErrAborted, nil, "the child refuses for good"},
+		{"a child's panic", in{How: how{Panic: true}}, []string{"0 child p3.2", "0 child p3@2.2", "0 child p3@3.2"}, hopper.ErrPanic, hopper.ErrAborted, "the child panics"},
+		{"an activity's failure", in{Activity: true}, []string{"0 activity p4.a2", "0 activity p4@2.a2", "0 activity p4@3.a2"}, nil, hopper.ErrAborted, "the activity fails"},
+		{"an activity's abort", in{Activity: true, How: how{Abort: true}}, []string{"0 activity p5.a2"}, hopper.ErrAborted, nil, "the activity refuses for good"},
+		{"an activity's panic", in{Activity: true, How: how{Panic: true}}, []string{"0 activity p6.a2", "0 activity p6@2.a2", "0 activity p6@3.a2"}, hopper.ErrPanic, hopper.ErrAborted, "the activity panics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l.reset()
+			id := fmt.Sprintf("p%d", i+1)
+			h, err := parent.Start(ctx, c, tc.in, &hopper.StartOpts{ID: id})
+			require.NoError(t, err)
+			_, err = h.Result(ctx)
+			require.Error(t, err)
+			require.Equal(t, tc.want, l.all(), "one child or activity per attempt of the parent")
+			// A waiter in another process: the run as the store has it.
+			_, err = parent.Handle(reader, id).Result(ctx)
+			var re *hopper.RunError
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, hopper.RunFailed, re.Status)
+			require.Contains(t, re.Message, tc.message)
+			if tc.is != nil {
+				require.ErrorIs(t, err, tc.is)
+			}
+			if tc.isNot != nil {
+				require.NotErrorIs(t, err, tc.isNot)
+			}
+		})
+	}
+}
