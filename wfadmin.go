@@ -451,8 +451,9 @@ func (c *Client) CancelRun(ctx context.Context, id string) error {
 
 // ResumeHook delivers payload (JSON) to the hook with this token and wakes
 // its run. An unknown token matches ErrNotFound; a hook already resumed,
-// or whose run has finished or is being cancelled, matches
-// ErrStateConflict — nothing changes then.
+// whose run has finished or is being cancelled, or created by an attempt of
+// its run that failed and was retried, matches ErrStateConflict — nothing
+// changes then.
 func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawMessage) error {
 	if token == "" {
 		return fmt.Errorf("%w: empty hook token", ErrInvalidInput)
@@ -483,6 +484,13 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		if run.Error != nil && run.Error.Kind == hoppertype.ErrorKindCancelled {
 			return fmt.Errorf("its run is being cancelled: %w", hoppertype.ErrStateConflict)
 		}
+		events, err := tx.RunEventList(ctx, &driver.RunEventListParams{RunID: h.RunID})
+		if err != nil {
+			return err
+		}
+		if hookAttemptOver(events, token) {
+			return fmt.Errorf("the attempt of its run that created it failed and was retried (the new attempt waits on a hook of its own): %w", hoppertype.ErrStateConflict)
+		}
 		if _, err := tx.HookResume(ctx, &driver.HookResumeParams{Token: token, Payload: payload, Now: now}); err != nil {
 			if errors.Is(err, hoppertype.ErrStateConflict) {
 				return fmt.Errorf("the hook was already resumed: %w", err)
@@ -503,6 +511,24 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		c.wakeQueue(queue, time.Time{})
 	}
 	return nil
+}
+
+// hookAttemptOver says whether the hook with token was created by an
+// attempt of its run that is over: one the workflow retried. Nothing reads
+// that hook any more; the new attempt creates hooks of its own.
+func hookAttemptOver(events []*hoppertype.RunEvent, token string) bool {
+	for _, g := range generations(events) {
+		for _, ev := range g.events {
+			if ev.Kind != evHookCreated {
+				continue
+			}
+			var data evData
+			if json.Unmarshal(ev.Data, &data) == nil && data.Token == token {
+				return g.retried
+			}
+		}
+	}
+	return false
 }
 
 // ReadStream returns a run's stream chunks from offset from, at most limit

@@ -65,6 +65,8 @@ type evData struct {
 	Attempt int    `json:"attempt,omitempty"`
 	Worker  string `json:"worker,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Offset is the stream offset of the chunk a stream_write wrote.
+	Offset *int64 `json:"offset,omitempty"`
 }
 
 // errSuspended is returned by workflow operations once the run is waiting
@@ -732,12 +734,20 @@ func (st *wfState) accept(ev *hoppertype.RunEvent) {
 // inTx runs fn in a transaction that ends by recording one history event
 // of kind and name; the event counts only once the transaction committed.
 func (st *wfState) inTx(kind, name string, data evData, fn func(ctx context.Context, tx driver.Executor) error) error {
-	ev, err := st.event(kind, name, data)
-	if err != nil {
-		return err
-	}
-	err = st.c.drv.InTx(st.ctx, func(ctx context.Context, tx driver.Executor) error {
-		if err := fn(ctx, tx); err != nil {
+	return st.inTxData(kind, name, func(ctx context.Context, tx driver.Executor) (evData, error) {
+		return data, fn(ctx, tx)
+	})
+}
+
+// inTxData is inTx with the event's data made by fn, in the transaction.
+func (st *wfState) inTxData(kind, name string, fn func(ctx context.Context, tx driver.Executor) (evData, error)) error {
+	var ev *hoppertype.RunEvent
+	err := st.c.drv.InTx(st.ctx, func(ctx context.Context, tx driver.Executor) error {
+		data, err := fn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if ev, err = st.event(kind, name, data); err != nil {
 			return err
 		}
 		return st.appendEvent(ctx, tx, ev)

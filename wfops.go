@@ -728,7 +728,10 @@ func WaitHook[T any](wf WorkflowContext, name string, opts *HookWaitOpts) (T, er
 type Stream struct{ st *wfState }
 
 // Write appends v (JSON-encoded) to the stream. Written from workflow code,
-// a chunk is written exactly once (the write is recorded in history).
+// a chunk is written exactly once (the write is recorded in history, with
+// the chunk's offset). A run has one stream: a retried attempt's chunks
+// follow the earlier attempts', and each attempt's history names the
+// offsets of those it wrote.
 func (s *Stream) Write(v any) error {
 	st := s.st
 	if err := st.check(); err != nil {
@@ -745,8 +748,14 @@ func (s *Stream) Write(v any) error {
 	if err != nil {
 		return fmt.Errorf("hopper: stream write: %w", err)
 	}
-	return st.inTx(evStreamWrite, "", evData{}, func(ctx context.Context, tx driver.Executor) error {
-		_, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: st.run.ID, Chunks: [][]byte{b}, Now: st.c.now()})
-		return err
+	return st.inTxData(evStreamWrite, "", func(ctx context.Context, tx driver.Executor) (evData, error) {
+		chunks, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: st.run.ID, Chunks: [][]byte{b}, Now: st.c.now()})
+		if err != nil {
+			return evData{}, err
+		}
+		if len(chunks) != 1 {
+			return evData{}, fmt.Errorf("hopper: stream write: the store appended %d chunks, not 1", len(chunks))
+		}
+		return evData{Offset: &chunks[0].Offset}, nil
 	})
 }

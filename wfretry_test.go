@@ -531,3 +531,68 @@ func testWorkflowRetryOfErrorsPassedOn(t *testing.T, newDriver func(*testing.T) 
 		})
 	}
 }
+
+// TestWorkflowRetryHooksAndStreams: each attempt of a retried run creates
+// its own hook; the hook of an attempt that is over cannot be resumed any
+// more (the payload would reach no one), the new attempt's can. The run's
+// stream holds every attempt's chunks in order, and each attempt's history
+// names the offset of the chunk it wrote.
+func TestWorkflowRetryHooksAndStreams(t *testing.T) {
+	forEachDriver(t, testWorkflowRetryHooksAndStreams)
+}
+
+func testWorkflowRetryHooksAndStreams(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	wf := hopper.Workflow("retry-hook", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		h, err := hopper.NewHook[string](wf, "approval")
+		if err != nil {
+			return "", err
+		}
+		if err := wf.Stream().Write(map[string]any{"attempt": wf.Attempt(), "hook": h.Token()}); err != nil {
+			return "", err
+		}
+		if wf.Attempt() == 1 {
+			return "", errors.New("the approver's inbox is full") // retried: a new hook
+		}
+		by, err := h.Wait(nil)
+		return "approved by " + by, err
+	}, &hopper.WorkflowOpts{Retry: retryNow})
+	d := newDriver(t)
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	h, err := wf.Start(ctx, c, hopper.None{}, &hopper.StartOpts{ID: "rh"})
+	require.NoError(t, err)
+	var chunks []*hoppertype.StreamChunk
+	eventually(t, "attempt 2 to wait on its hook", func() bool {
+		info, err := c.GetRun(ctx, h.ID())
+		require.NoError(t, err)
+		chunks, err = c.ReadStream(ctx, h.ID(), 0, 10)
+		require.NoError(t, err)
+		return info.Status == hopper.RunWaiting && len(chunks) == 2
+	})
+	var first, second struct {
+		Attempt int    `json:"attempt"`
+		Hook    string `json:"hook"`
+	}
+	require.NoError(t, json.Unmarshal(chunks[0].Data, &first))
+	require.NoError(t, json.Unmarshal(chunks[1].Data, &second))
+	require.Equal(t, 1, first.Attempt, "the stream keeps every attempt's chunks, in order")
+	require.Equal(t, 2, second.Attempt)
+	require.NotEqual(t, first.Hook, second.Hook)
+
+	err = c.ResumeHook(ctx, first.Hook, json.RawMessage(`"ada"`))
+	require.ErrorIs(t, err, hopper.ErrStateConflict, "attempt 1's hook: its attempt is over")
+	require.Contains(t, err.Error(), "retried")
+	require.NoError(t, c.ResumeHook(ctx, second.Hook, json.RawMessage(`"grace"`)))
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "approved by grace", out)
+
+	for attempt, offset := range []int{0, 1} {
+		evs, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: h.ID(), Attempt: attempt + 1})
+		require.NoError(t, err)
+		i := slices.IndexFunc(evs, func(ev *hoppertype.RunEvent) bool { return ev.Kind == "stream_write" })
+		require.GreaterOrEqual(t, i, 0)
+		require.JSONEq(t, fmt.Sprintf(`{"offset":%d}`, offset), string(evs[i].Data), "attempt %d's history names its chunk", attempt+1)
+	}
+}
