@@ -596,3 +596,106 @@ func testWorkflowRetryHooksAndStreams(t *testing.T, newDriver func(*testing.T) d
 		require.JSONEq(t, fmt.Sprintf(`{"offset":%d}`, offset), string(evs[i].Data), "attempt %d's history names its chunk", attempt+1)
 	}
 }
+
+// TestWorkflowEveryStrategy: the same saga — a charge with its refund, a
+// child, an activity, then a failure — under each failure strategy, with a
+// ledger of what each attempt did and undid: retry undoes every attempt
+// (one refund per charge) and ends compensated; compensate undoes its one
+// attempt; ignore and quarantine undo nothing and end failed and
+// quarantined; cascade cancels its parent (whose own compensation runs)
+// and ends cancelled.
+func TestWorkflowEveryStrategy(t *testing.T) { forEachDriver(t, testWorkflowEveryStrategy) }
+
+func testWorkflowEveryStrategy(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var l ledger
+	kid := hopper.Workflow("strategy-kid", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		l.add(0, "child "+wf.RunID())
+		return "ok", nil
+	}, nil)
+	act := hopper.Define("strategy-activity", func(ctx context.Context, _ hopper.None) (string, error) {
+		l.add(0, "activity "+hopper.JobFromContext(ctx).ID())
+		return "ok", nil
+	}, nil)
+	saga := func(strategy hopper.FailureStrategy) *hopper.WorkflowType[hopper.None, string] {
+		return hopper.Workflow("strategy-"+string(strategy), func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+			if _, err := hopper.Step(wf, "charge", func(context.Context) (int, error) { l.add(wf.Attempt(), "charge"); return 1, nil }, nil); err != nil {
+				return "", err
+			}
+			wf.Compensate("refund", func(context.Context) error { l.add(wf.Attempt(), "refund"); return nil })
+			if _, err := hopper.Child(wf, kid, hopper.None{}, nil); err != nil {
+				return "", err
+			}
+			if _, err := hopper.Activity(wf, act, hopper.None{}, nil); err != nil {
+				return "", err
+			}
+			return "", fmt.Errorf("attempt %d: out of stock", wf.Attempt())
+		}, &hopper.WorkflowOpts{Strategy: strategy, MaxRetries: 2, Retry: retryNow})
+	}
+	strategies := map[hopper.FailureStrategy]*hopper.WorkflowType[hopper.None, string]{}
+	for _, s := range []hopper.FailureStrategy{hopper.StrategyRetry, hopper.StrategyCompensate, hopper.StrategyIgnore, hopper.StrategyQuarantine, hopper.StrategyCascade} {
+		strategies[s] = saga(s)
+	}
+	// The cascading run's parent holds something it undoes when cancelled.
+	parent := hopper.Workflow("strategy-parent", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		if _, err := hopper.Step(wf, "hold", func(context.Context) (int, error) { l.add(wf.Attempt(), "parent hold"); return 1, nil }, nil); err != nil {
+			return "", err
+		}
+		wf.Compensate("release", func(context.Context) error { l.add(wf.Attempt(), "parent release"); return nil })
+		return hopper.Child(wf, strategies[hopper.StrategyCascade], hopper.None{}, nil)
+	}, &hopper.WorkflowOpts{Retry: retryNow})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(kid, act, parent))
+	for _, w := range strategies {
+		require.NoError(t, c.Register(w))
+	}
+	ctx := testCtx(t)
+
+	for _, tc := range []struct {
+		strategy hopper.FailureStrategy
+		status   hopper.RunStatus
+		ledger   []string
+	}{
+		{hopper.StrategyRetry, hopper.RunCompensated, []string{
+			"1 charge", "0 child s-retry.4", "0 activity s-retry.a6", "1 refund",
+			"2 charge", "0 child s-retry@2.4", "0 activity s-retry@2.a6", "2 refund",
+			"3 charge", "0 child s-retry@3.4", "0 activity s-retry@3.a6", "3 refund",
+		}},
+		{hopper.StrategyCompensate, hopper.RunCompensated, []string{"1 charge", "0 child s-compensate.4", "0 activity s-compensate.a6", "1 refund"}},
+		{hopper.StrategyIgnore, hopper.RunFailed, []string{"1 charge", "0 child s-ignore.4", "0 activity s-ignore.a6"}},
+		{hopper.StrategyQuarantine, hopper.RunQuarantined, []string{"1 charge", "0 child s-quarantine.4", "0 activity s-quarantine.a6"}},
+	} {
+		t.Run(string(tc.strategy), func(t *testing.T) {
+			l.reset()
+			h, err := strategies[tc.strategy].Start(ctx, c, hopper.None{}, &hopper.StartOpts{ID: "s-" + string(tc.strategy)})
+			require.NoError(t, err)
+			_, err = h.Result(ctx)
+			var re *hopper.RunError
+			require.ErrorAs(t, err, &re)
+			require.Equal(t, tc.status, re.Status)
+			require.NotErrorIs(t, err, hopper.ErrAborted)
+			require.Equal(t, tc.ledger, l.all())
+			require.Equal(t, l.count("charge")-l.count("refund"), map[bool]int{true: 0, false: 1}[tc.status == hopper.RunCompensated],
+				"compensated: one refund per charge; otherwise the charge stands")
+		})
+	}
+
+	t.Run("cascade", func(t *testing.T) {
+		l.reset()
+		h, err := parent.Start(ctx, c, hopper.None{}, &hopper.StartOpts{ID: "s-parent"})
+		require.NoError(t, err)
+		_, err = h.Result(ctx)
+		require.ErrorIs(t, err, hopper.ErrCancelled, "the failing child cancelled its parent")
+		kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID()})
+		require.NoError(t, err)
+		require.Len(t, kids, 1)
+		_, err = strategies[hopper.StrategyCascade].Handle(c, kids[0].ID).Result(ctx)
+		var re *hopper.RunError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, hopper.RunCancelled, re.Status)
+		require.Equal(t, []string{
+			"1 parent hold",
+			"1 charge", "0 child s-parent.4.4", "0 activity s-parent.4.a6", // the cascading run: no retry, no undo
+			"1 parent release", // the cancelled parent undoes what it did
+		}, l.all())
+	})
+}
