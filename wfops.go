@@ -235,10 +235,10 @@ func Fatal(err error) error { return Abort(err) }
 // result without running fn again. fn runs inline, retried under opts'
 // policy. A step's effect happens at least once: a crash after the effect
 // and before the record runs it again, so make effects idempotent (the
-// step's identity, StepFromContext(ctx).ID, which names the run's attempt,
-// makes a good key). Names must be stable:
-// a replay that reaches a different step at a position fails with a
-// NonDeterminismError naming both.
+// step's identity, StepMetadata.ID from StepFromContext, which names the
+// run's attempt, makes a good key). Names must be stable: a replay that
+// reaches a different step at a position fails with a NonDeterminismError
+// naming both.
 func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (T, error), opts *StepOpts) (T, error) {
 	st := wf.state()
 	var zero T
