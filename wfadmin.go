@@ -23,7 +23,10 @@ type RunInfo struct {
 	Input       json.RawMessage
 	Output      json.RawMessage
 	Error       *hoppertype.ErrorInfo
-	// Attempt is the run's current attempt (StrategyRetry starts anew).
+	// Attempt is the attempt of the run's job: every execution that
+	// failed or was lost to a crash counts (a wait does not). The run's own
+	// attempts, which StrategyRetry starts and a crash does not, are
+	// WorkflowContext.Attempt, the history's and CompensationInfo's.
 	Attempt int
 	// Stuck is the stuck slot of a stuck run: its cause (an engine failure,
 	// such as a replay that diverged from its history, or executions lost
