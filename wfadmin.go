@@ -477,7 +477,7 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		if err != nil {
 			return err
 		}
-		run, err := tx.RunGet(ctx, h.RunID)
+		run, err := lockRun(ctx, tx, h.RunID, now)
 		if err != nil {
 			return err
 		}
@@ -514,6 +514,30 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		c.wakeQueue(queue, time.Time{})
 	}
 	return nil
+}
+
+// lockRun reads a run and writes its row back unchanged (but for its
+// UpdatedAt) in tx, so that tx holds the row until it ends. A run's
+// suspension writes the same row in the transaction that commits it, so
+// the two serialize where the store runs transactions side by side
+// (PostgreSQL): either the suspension committed first, and what tx does
+// next sees the run waiting (JobWake wakes it), or it commits after tx,
+// and its recheck sees what tx did (a hook resumed). Without it, a wake
+// could find the run still running while the recheck read the hook before
+// the payload committed: a lost wake-up.
+func lockRun(ctx context.Context, tx driver.Executor, id string, now time.Time) (*hoppertype.RunRow, error) {
+	for range 5 {
+		run, err := tx.RunGet(ctx, id)
+		if err != nil || run.Status.Terminal() {
+			return run, err
+		}
+		run, err = tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: run.Status, ExpectStatuses: []hoppertype.RunStatus{run.Status}, Now: now})
+		if !errors.Is(err, hoppertype.ErrStateConflict) {
+			return run, err
+		}
+		// Its status changed between the read and the write: read again.
+	}
+	return nil, fmt.Errorf("run %s changes status again and again: %w", id, hoppertype.ErrStateConflict)
 }
 
 // hookAttemptOver says whether the hook with token was created by an
