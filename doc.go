@@ -168,9 +168,11 @@
 // Hooks wait for a payload from outside, delivered once by token:
 // Client.ResumeHook, or over HTTP (package server) POST /v1/hooks/{token}
 // or a webhook URL. When the function fails, WorkflowOpts.Strategy
-// decides: retry from the beginning (the default: up to 3 retries, then
-// compensate), run the registered compensations at once in reverse order,
-// fail, quarantine, or cancel the parent and children. Starting with a
+// decides: retry from the beginning (the default: up to 3 retries, each
+// failed attempt's compensations run before the next attempt, whose
+// activities, children and step ids are its own), run the registered
+// compensations at once in reverse order, fail, quarantine, or cancel the
+// parent and children. Starting with a
 // StartOpts.ID is idempotent; Client.GetRun, QueryRuns, WaitRun and
 // CancelRun inspect and stop runs.
 //

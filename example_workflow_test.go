@@ -278,6 +278,53 @@ func ExampleWorkflowContext_Compensate() {
 	// compensation refund executed: true
 }
 
+// A retried saga (StrategyRetry, the default): each attempt that fails is
+// undone before the next one begins, so the charges of the failed attempts
+// are refunded and the successful attempt's charge stands — one refund
+// per charge. Each attempt's step has an id of its own, an idempotency key
+// that the payment service will not take for the refunded charge.
+func ExampleFailureStrategy() {
+	order := hopper.Workflow("retried-order", func(wf hopper.WorkflowContext, id string) (string, error) {
+		charge, err := hopper.Step(wf, "charge", func(ctx context.Context) (string, error) {
+			step, _ := hopper.StepFromContext(ctx)
+			fmt.Println("attempt", wf.Attempt(), "charges, key", step.ID)
+			return fmt.Sprintf("ch-%d", wf.Attempt()), nil
+		}, nil)
+		if err != nil {
+			return "", err
+		}
+		wf.Compensate("refund", func(ctx context.Context) error {
+			fmt.Println("attempt", wf.Attempt(), "refunds", charge)
+			return nil
+		})
+		if wf.Attempt() < 3 {
+			return "", errors.New("carrier unavailable") // retried from the beginning
+		}
+		return "shipped " + id + ", paid by " + charge, nil
+	}, &hopper.WorkflowOpts{MaxRetries: 3, Retry: hopper.RetryPolicy{Base: time.Millisecond}})
+
+	ctx := context.Background()
+	c := exampleClient(hopper.Config{}, order)
+	defer c.Stop(ctx)
+
+	run, _ := order.Start(ctx, c, "o-1", &hopper.StartOpts{ID: "order-o-1"})
+	fmt.Println(run.Result(ctx))
+	info, _ := c.GetRun(ctx, run.ID())
+	for _, comp := range info.Compensations {
+		fmt.Println("attempt", comp.Attempt, comp.Name, "executed:", comp.Executed)
+	}
+	// Output:
+	// attempt 1 charges, key order-o-1/charge#2
+	// attempt 1 refunds ch-1
+	// attempt 2 charges, key order-o-1@2/charge#2
+	// attempt 2 refunds ch-2
+	// attempt 3 charges, key order-o-1@3/charge#2
+	// shipped o-1, paid by ch-3 <nil>
+	// attempt 1 refund executed: true
+	// attempt 2 refund executed: true
+	// attempt 3 refund executed: false
+}
+
 // A parent starts a child run and waits for it durably; a child's failure
 // reaches the parent as a *RunError.
 func ExampleChild() {

@@ -121,10 +121,10 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		return deferTo(at.Truncate(time.Microsecond))
 	}
 
-	kind, stack, abort := hoppertype.ErrorKindHandler, "", false
+	kind, stack, abort, final := hoppertype.ErrorKindHandler, "", false, false
 	var ke *kindError
 	if errors.As(err, &ke) {
-		kind, stack, abort = ke.kind, ke.stack, ke.abort
+		kind, stack, abort, final = ke.kind, ke.stack, ke.abort, ke.final
 	}
 	if errors.Is(res.cause, ErrAttemptTimeout) {
 		kind = hoppertype.ErrorKindTimeout
@@ -132,6 +132,9 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	}
 	if errors.Is(err, ErrAborted) {
 		abort = true
+	}
+	if final {
+		return terminal(hoppertype.JobStateDead, errInfo(kind, err, stack), EventFailed)
 	}
 	switch kind {
 	case hoppertype.ErrorKindCancelled:

@@ -39,7 +39,7 @@ type HistoryEvent struct {
 // History exports a run's current history: its latest generation (a
 // workflow retry starts a new one; a crash does not).
 func (c *Client) History(ctx context.Context, runID string) (*History, error) {
-	info, attempt, err := c.loadRun(ctx, runID)
+	info, attempt, _, err := c.loadRun(ctx, runID)
 	if err != nil {
 		return nil, err
 	}

@@ -233,6 +233,9 @@ type kindError struct {
 	err   error
 	stack string
 	abort bool
+	// final ends the job dead now, keeping kind as it is (a workflow run's
+	// final failure: its waiters match the cause, not ErrAborted).
+	final bool
 }
 
 func (e *kindError) Error() string { return e.err.Error() }

@@ -25,7 +25,10 @@ type RunInfo struct {
 	Input       json.RawMessage
 	Output      json.RawMessage
 	Error       *hoppertype.ErrorInfo
-	// Attempt is the run's current attempt (StrategyRetry starts anew).
+	// Attempt is the attempt of the run's job: every execution that
+	// failed or was lost to a crash counts (a wait does not). The run's own
+	// attempts, which StrategyRetry starts and a crash does not, are
+	// WorkflowContext.Attempt, the history's and CompensationInfo's.
 	Attempt int
 	// Stuck is the stuck slot of a stuck run: its cause (an engine failure,
 	// such as a replay that diverged from its history, or executions lost
@@ -37,10 +40,13 @@ type RunInfo struct {
 	// History is the run's latest history generation (GetRun only): a
 	// workflow retry starts a new one; a crash continues the last one.
 	History []*hoppertype.RunEvent
-	// Steps, Compensations and Hooks are views of it (GetRun only).
-	Steps         []StepInfo
+	// Steps are a view of it (GetRun only).
+	Steps []StepInfo
+	// Compensations are those of every attempt of the run, each with its
+	// attempt (GetRun only): a retried attempt's ran when it failed.
 	Compensations []CompensationInfo
-	Hooks         []*hoppertype.HookRow
+	// Hooks are the run's hooks, of every attempt (GetRun only).
+	Hooks []*hoppertype.HookRow
 	// Activities are the run's activity jobs as they stand (GetRun only).
 	Activities []ActivityInfo
 	// Timeline is History with each activity's executions told in place
@@ -83,7 +89,9 @@ type StepInfo struct {
 
 // CompensationInfo is one registered compensation and what became of it.
 type CompensationInfo struct {
-	Name     string
+	Name string
+	// Attempt is the attempt of the run that registered it.
+	Attempt  int
 	Executed bool
 	Error    string
 }
@@ -130,22 +138,23 @@ func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
 	return c.withJob(ctx, run)
 }
 
-// loadRun reads a run with its job and its latest history generation.
-func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, error) {
+// loadRun reads a run with its job and its latest history generation
+// (History), and returns all of its events too.
+func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, []*hoppertype.RunEvent, error) {
 	if err := checkText("run id", id); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	run, all, err := c.drv.RunLoad(ctx, id)
 	if err != nil {
-		return nil, 0, fmt.Errorf("hopper: run %s: %w", id, err)
+		return nil, 0, nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
 	info, err := c.withJob(ctx, run)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	attempt, history := lastGeneration(all)
 	info.History = history
-	return info, attempt, nil
+	return info, attempt, all, nil
 }
 
 // withJob completes a run's view with its job (gone after retention).
@@ -177,10 +186,11 @@ func runInfo(run *hoppertype.RunRow, job *hoppertype.JobRow) *RunInfo {
 	return info
 }
 
-// GetRun returns a run with its status, output, error and its current
-// attempt's history, steps, compensations and hooks.
+// GetRun returns a run with its status, output, error, its current
+// attempt's history, steps and activities, its hooks, and the
+// compensations of all of its attempts.
 func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
-	info, _, err := c.loadRun(ctx, id)
+	info, _, all, err := c.loadRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -191,52 +201,70 @@ func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
 		return nil, err
 	}
 	info.Timeline = timeline(info.History, info.Activities)
-	// Compensations: registered in order (the i-th is "name#i" when it
-	// runs); shown in the order they ran, then those that did not.
-	var added []CompensationInfo
-	ranAt := map[string]int{}
-	errs := map[string]string{}
-	for i, ev := range info.History {
+	for _, ev := range info.History {
+		if ev.Kind != evStep && ev.Kind != evActivityCompleted {
+			continue
+		}
 		var data evData
 		_ = json.Unmarshal(ev.Data, &data)
-		switch ev.Kind {
-		case evStep, evActivityCompleted:
-			kind := "step"
-			if ev.Kind == evActivityCompleted {
-				kind = "activity"
-			}
-			info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, Attempts: data.Attempts, At: ev.At})
-		case evCompensationAdded:
-			added = append(added, CompensationInfo{Name: ev.Name})
-		case evCompensationDone, evCompensationFail:
-			ranAt[ev.Name] = i
-			if data.Error != nil {
-				errs[ev.Name] = data.Error.Message
-			}
+		kind := "step"
+		if ev.Kind == evActivityCompleted {
+			kind = "activity"
 		}
+		info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, Attempts: data.Attempts, At: ev.At})
 	}
+	info.Compensations = compensations(generations(all))
+	return info, nil
+}
+
+// compensations lists the compensations a run's attempts registered: those
+// that ran, in the order they ran (as the history has them), then those
+// that did not, in the order they were registered.
+func compensations(gens []generation) []CompensationInfo {
 	type ranComp struct {
 		at int
 		ci CompensationInfo
 	}
 	var ran []ranComp
 	var pending []CompensationInfo
-	for i, ci := range added {
-		key := ci.Name + "#" + fmt.Sprint(i)
-		at, ok := ranAt[key]
-		if !ok {
-			pending = append(pending, ci)
-			continue
+	at := 0
+	for _, g := range gens {
+		// Registered in order: the i-th is recorded as "name#i" when it
+		// runs.
+		var added []string
+		ranAt := map[string]int{}
+		errs := map[string]string{}
+		for _, ev := range g.events {
+			at++
+			switch ev.Kind {
+			case evCompensationAdded:
+				added = append(added, ev.Name)
+			case evCompensationDone, evCompensationFail:
+				ranAt[ev.Name] = at
+				var data evData
+				_ = json.Unmarshal(ev.Data, &data)
+				if data.Error != nil {
+					errs[ev.Name] = data.Error.Message
+				}
+			}
 		}
-		ci.Executed, ci.Error = true, errs[key]
-		ran = append(ran, ranComp{at, ci})
+		for i, name := range added {
+			ci := CompensationInfo{Name: name, Attempt: g.attempt}
+			key := compKey(name, i)
+			if at, ok := ranAt[key]; ok {
+				ci.Executed, ci.Error = true, errs[key]
+				ran = append(ran, ranComp{at, ci})
+				continue
+			}
+			pending = append(pending, ci)
+		}
 	}
 	slices.SortFunc(ran, func(a, b ranComp) int { return a.at - b.at })
+	out := make([]CompensationInfo, 0, len(ran)+len(pending))
 	for _, r := range ran {
-		info.Compensations = append(info.Compensations, r.ci)
+		out = append(out, r.ci)
 	}
-	info.Compensations = append(info.Compensations, pending...)
-	return info, nil
+	return append(out, pending...)
 }
 
 // activities reads the jobs of the activities a history scheduled.
@@ -527,8 +555,9 @@ func (c *Client) CancelRun(ctx context.Context, id string) error {
 
 // ResumeHook delivers payload (JSON) to the hook with this token and wakes
 // its run. An unknown token matches ErrNotFound; a hook already resumed,
-// or whose run has finished or is being cancelled, matches
-// ErrStateConflict — nothing changes then.
+// whose run has finished or is being cancelled, or created by an attempt of
+// its run that failed and was retried, matches ErrStateConflict — nothing
+// changes then.
 func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawMessage) error {
 	if token == "" {
 		return fmt.Errorf("%w: empty hook token", ErrInvalidInput)
@@ -552,7 +581,7 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		if err != nil {
 			return err
 		}
-		run, err := tx.RunGet(ctx, h.RunID)
+		run, err := lockRun(ctx, tx, h.RunID, now)
 		if err != nil {
 			return err
 		}
@@ -561,6 +590,13 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		}
 		if run.Error != nil && run.Error.Kind == hoppertype.ErrorKindCancelled {
 			return fmt.Errorf("its run is being cancelled: %w", hoppertype.ErrStateConflict)
+		}
+		events, err := tx.RunEventList(ctx, &driver.RunEventListParams{RunID: h.RunID})
+		if err != nil {
+			return err
+		}
+		if hookAttemptOver(events, token) {
+			return fmt.Errorf("the attempt of its run that created it failed and was retried (the new attempt waits on a hook of its own): %w", hoppertype.ErrStateConflict)
 		}
 		if _, err := tx.HookResume(ctx, &driver.HookResumeParams{Token: token, Payload: payload, Now: now}); err != nil {
 			if errors.Is(err, hoppertype.ErrStateConflict) {
@@ -582,6 +618,48 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		c.wakeQueue(queue, time.Time{})
 	}
 	return nil
+}
+
+// lockRun reads a run and writes its row back unchanged (but for its
+// UpdatedAt) in tx, so that tx holds the row until it ends. A run's
+// suspension writes the same row in the transaction that commits it, so
+// the two serialize where the store runs transactions side by side
+// (PostgreSQL): either the suspension committed first, and what tx does
+// next sees the run waiting (JobWake wakes it), or it commits after tx,
+// and its recheck sees what tx did (a hook resumed). Without it, a wake
+// could find the run still running while the recheck read the hook before
+// the payload committed: a lost wake-up.
+func lockRun(ctx context.Context, tx driver.Executor, id string, now time.Time) (*hoppertype.RunRow, error) {
+	for range 5 {
+		run, err := tx.RunGet(ctx, id)
+		if err != nil || run.Status.Terminal() {
+			return run, err
+		}
+		run, err = tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: run.Status, ExpectStatuses: []hoppertype.RunStatus{run.Status}, Now: now})
+		if !errors.Is(err, hoppertype.ErrStateConflict) {
+			return run, err
+		}
+		// Its status changed between the read and the write: read again.
+	}
+	return nil, fmt.Errorf("run %s changes status again and again: %w", id, hoppertype.ErrStateConflict)
+}
+
+// hookAttemptOver says whether the hook with token was created by an
+// attempt of its run that is over: one the workflow retried. Nothing reads
+// that hook any more; the new attempt creates hooks of its own.
+func hookAttemptOver(events []*hoppertype.RunEvent, token string) bool {
+	for _, g := range generations(events) {
+		for _, ev := range g.events {
+			if ev.Kind != evHookCreated {
+				continue
+			}
+			var data evData
+			if json.Unmarshal(ev.Data, &data) == nil && data.Token == token {
+				return g.retried
+			}
+		}
+	}
+	return false
 }
 
 // ReadStream returns a run's stream chunks from offset from, at most limit

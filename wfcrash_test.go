@@ -133,16 +133,18 @@ var wfCrash5 = hopper.Workflow("crash-5", func(wf hopper.WorkflowContext, in int
 // Step checkpoints and the run's start are appended through the driver
 // itself, not inside a transaction, so they pass through here;
 // should that change, the child never reaches its kill point and says so.
+// With attempt set, only an event of that attempt of the run counts.
 type wfKillDriver struct {
 	driver.Driver
 	run, kind, name, label string
+	attempt                int
 }
 
 func (d *wfKillDriver) RunEventAppend(ctx context.Context, p *driver.RunEventAppendParams) error {
 	err := d.Driver.RunEventAppend(ctx, p)
 	if err == nil && p.RunID == d.run {
 		for _, ev := range p.Events {
-			if ev.Kind == d.kind && ev.Name == d.name {
+			if ev.Kind == d.kind && ev.Name == d.name && (d.attempt == 0 || ev.Attempt == d.attempt) {
 				wfCrashDie(d.label)
 			}
 		}

@@ -65,6 +65,8 @@ type evData struct {
 	Attempt int    `json:"attempt,omitempty"`
 	Worker  string `json:"worker,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Offset is the stream offset of the chunk a stream_write wrote.
+	Offset *int64 `json:"offset,omitempty"`
 }
 
 // errSuspended is returned by workflow operations once the run is waiting
@@ -152,9 +154,15 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	// execution that records nothing (a wake-up with nothing new to do)
 	// leaves the run as it was.
 	st.markRunning = run.Status != hoppertype.RunRunning
+	gens := generations(all)
 	var retries int
-	st.attempt, st.events, retries = currentHistory(all, jc.Attempt())
+	st.attempt, st.events, retries = currentHistory(gens)
 	st.nextSeq = len(st.events) + 1
+	// What earlier attempts did and left to undo is undone before this one
+	// goes on (see undoEarlier).
+	if err := c.undoEarlier(st, gens, body); err != nil {
+		return nil, st.fatalErr()
+	}
 	if ev, err := st.next("", evWorkflowStarted); err != nil {
 		return nil, st.fatalErr()
 	} else if ev == nil {
@@ -211,14 +219,23 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 		err = ErrCancelled
 	}
 	if st.isCancelled() {
-		c.compensate(st)
+		if err := c.compensate(st); err != nil {
+			return nil, st.fatalErr()
+		}
 		if !st.recorded(evWorkflowCancelled) {
 			_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowCancelled, "", evData{})
 		}
 		return nil, &kindError{kind: hoppertype.ErrorKindCancelled, err: fmt.Errorf("%w: workflow run %s", ErrCancelled, runID), abort: true}
 	}
-	final := errors.Is(err, ErrAborted) || opts.Strategy != StrategyRetry || retries >= opts.MaxRetries || jc.Attempt() >= jc.MaxAttempts()
+	final := aborts(err) || opts.Strategy != StrategyRetry || retries >= opts.MaxRetries || jc.Attempt() >= jc.MaxAttempts()
 	if !final {
+		// The saga: what this attempt did is undone before the next one
+		// does it again. Undoing at the end instead would never undo it if
+		// a later attempt succeeded (see "Retries and compensation" in
+		// docs/concepts.md).
+		if err := c.compensate(st); err != nil {
+			return nil, st.fatalErr()
+		}
 		_ = st.record(ctx, nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now())})
 		return nil, err // the job retries: a new attempt, a fresh history
 	}
@@ -229,7 +246,13 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 			if _, uerr := c.drv.RunUpdate(ctx, &driver.RunUpdateParams{ID: runID, Status: hoppertype.RunCompensating, Now: c.now()}); uerr != nil {
 				return nil, uerr
 			}
-			c.compensate(st)
+			if err := c.compensate(st); err != nil {
+				return nil, st.fatalErr()
+			}
+		}
+		if len(st.comps) > 0 || registeredCompensations(gens) {
+			// Its compensations ran, this attempt's now, earlier
+			// attempts' when they failed.
 			status = hoppertype.RunCompensated
 		}
 	case StrategyQuarantine:
@@ -242,38 +265,79 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	if !st.recorded(evWorkflowFailed) {
 		_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now()), Status: status})
 	}
-	return nil, Abort(err)
+	// The run's job ends now, its error keeping the cause's kind: a waiter
+	// (a parent among them, in any process) matches what failed the run
+	// (ErrAborted only for an abort), and a parent that returns it retries
+	// it unless it is an abort.
+	var stack string
+	var ke *kindError
+	if errors.As(err, &ke) {
+		stack = ke.stack
+	}
+	return nil, &kindError{kind: errorKind(err), err: err, stack: stack, final: true}
 }
 
-// currentHistory picks, from all of a run's events (in attempt, seq
-// order), the history an execution at job attempt jobAttempt continues.
-// A run's history has generations, each keyed by the job attempt that
-// began it: a crash (the job rescued, its attempt counted) continues the
-// last generation, so recorded steps never run again; only a failure the
-// workflow retries (StrategyRetry: the generation ends with a
-// workflow_failed event without a final status) starts a fresh one. It
-// returns the generation's attempt, its events, and how many generations
-// failed and were retried.
-func currentHistory(all []*hoppertype.RunEvent, jobAttempt int) (attempt int, events []*hoppertype.RunEvent, retries int) {
-	start := 0
-	for i := 0; i <= len(all); i++ {
-		if i < len(all) && all[i].Attempt == all[start].Attempt {
-			continue
+// aborts says whether err ends a run at once, whatever its strategy: an
+// Abort (a Fatal step's error, an aborted activity's or child's) or one of
+// hopper's own permanent failures (an output that does not encode).
+func aborts(err error) bool {
+	var ke *kindError
+	return errors.Is(err, ErrAborted) || errors.As(err, &ke) && ke.abort
+}
+
+// generation is one attempt of a run in its history: the events recorded
+// under one attempt key. A run's first attempt is 1; each attempt that the
+// workflow retries (StrategyRetry) is followed by a new one, keyed by the
+// next number. A crash does not start one: the attempt goes on.
+type generation struct {
+	attempt int
+	events  []*hoppertype.RunEvent
+	// retried says the attempt ended in a failure the workflow retried
+	// (a workflow_failed event without a final status).
+	retried bool
+}
+
+// generations splits all of a run's events (in attempt, seq order) into
+// its attempts.
+func generations(all []*hoppertype.RunEvent) []generation {
+	var gens []generation
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].Attempt == all[i].Attempt {
+			j++
 		}
-		if i > start && retriedGeneration(all[i-1]) {
+		g := generation{attempt: all[i].Attempt, events: all[i:j]}
+		g.retried = slices.ContainsFunc(g.events, retriedFailure)
+		gens = append(gens, g)
+		i = j
+	}
+	return gens
+}
+
+// currentHistory picks, from a run's attempts, the one an execution
+// continues: the last, unless the workflow retried it, in which case a
+// fresh attempt begins, keyed by the next number (1 for a new run). A crash
+// (the job rescued, its job attempt counted) continues the last attempt,
+// so recorded steps never run again. It returns the attempt, its events,
+// and how many attempts failed and were retried.
+//
+// Runs recorded before attempts were numbered this way keyed an attempt by
+// the job attempt that began it (a crash could skip numbers): their keys
+// are read as they are, and a new attempt still takes the next number.
+func currentHistory(gens []generation) (attempt int, events []*hoppertype.RunEvent, retries int) {
+	for _, g := range gens {
+		if g.retried {
 			retries++
 		}
-		start = i
 	}
-	if len(all) == 0 {
-		return max(jobAttempt, 1), nil, 0
+	if len(gens) == 0 {
+		return 1, nil, 0
 	}
-	last := all[len(all)-1]
-	if retriedGeneration(last) {
-		return max(jobAttempt, 1), nil, retries
+	last := gens[len(gens)-1]
+	if last.retried {
+		return last.attempt + 1, nil, retries
 	}
-	attempt, events = lastGeneration(all)
-	return attempt, events, retries
+	return last.attempt, last.events, retries
 }
 
 // lastGeneration returns the events of the run's latest history
@@ -289,9 +353,9 @@ func lastGeneration(all []*hoppertype.RunEvent) (int, []*hoppertype.RunEvent) {
 	return all[first].Attempt, all[first:]
 }
 
-// retriedGeneration says whether ev ends a generation the workflow
-// retries: a workflow_failed event without a final status.
-func retriedGeneration(ev *hoppertype.RunEvent) bool {
+// retriedFailure says whether ev ends an attempt the workflow retries: a
+// workflow_failed event without a final status.
+func retriedFailure(ev *hoppertype.RunEvent) bool {
 	if ev.Kind != evWorkflowFailed {
 		return false
 	}
@@ -300,14 +364,16 @@ func retriedGeneration(ev *hoppertype.RunEvent) bool {
 	return data.Status == ""
 }
 
-// compensate runs the registered compensations in reverse order, each once
-// (a compensation recorded by an earlier, interrupted execution is skipped).
-// A failing compensation is recorded and the rest still run. They run on a
-// context detached from the run's cancellation.
-func (c *Client) compensate(st *wfState) {
+// compensate runs the compensations the current attempt registered, in
+// reverse order, each once: one whose execution an earlier, interrupted
+// execution recorded is skipped. A failing compensation is recorded and
+// the rest still run. They run on a context detached from the run's
+// cancellation. An execution that cannot record (its lease lost) stops
+// there, so the one that takes the run over runs each of the others once.
+func (c *Client) compensate(st *wfState) error {
 	ctx := context.WithoutCancel(st.ctx)
 	done := map[string]bool{}
-	for _, ev := range st.events[st.pos:] {
+	for _, ev := range st.events {
 		if ev.Kind == evCompensationDone || ev.Kind == evCompensationFail {
 			done[ev.Name] = true
 		}
@@ -315,24 +381,149 @@ func (c *Client) compensate(st *wfState) {
 	st.pos = len(st.events) // what follows is live
 	for i := len(st.comps) - 1; i >= 0; i-- {
 		comp := st.comps[i]
-		key := comp.name + "#" + strconv.Itoa(i)
+		key := compKey(comp.name, i)
 		if done[key] {
 			continue
 		}
-		err := func() (err error) {
-			defer func() {
-				if r := recover(); r != nil {
-					err = fmt.Errorf("%w: %v", ErrPanic, r)
-				}
-			}()
-			return comp.fn(ctx)
-		}()
-		if err != nil {
-			_ = st.record(ctx, nil, evCompensationFail, key, evData{Error: errorInfo(err, st.attempt, c.now())})
+		kind, data := evCompensationDone, evData{}
+		if err := runCompensation(ctx, comp.fn); err != nil {
+			kind, data = evCompensationFail, evData{Error: errorInfo(err, st.attempt, c.now())}
+		}
+		if err := st.record(ctx, nil, kind, key, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runCompensation calls a compensation; a panic is its failure.
+func runCompensation(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return fn(ctx)
+}
+
+// compKey is the name a compensation's execution is recorded under: its
+// name and its place among its attempt's registrations ("refund#0").
+func compKey(name string, i int) string { return name + "#" + strconv.Itoa(i) }
+
+// undoneCompensations returns the places (in registration order) of the
+// compensations an attempt registered whose execution it never recorded.
+func undoneCompensations(events []*hoppertype.RunEvent) []int {
+	var names []string
+	done := map[string]bool{}
+	for _, ev := range events {
+		switch ev.Kind {
+		case evCompensationAdded:
+			names = append(names, ev.Name)
+		case evCompensationDone, evCompensationFail:
+			done[ev.Name] = true
+		}
+	}
+	var out []int
+	for i, name := range names {
+		if !done[compKey(name, i)] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// registeredCompensations says whether any attempt of a run registered a
+// compensation.
+func registeredCompensations(gens []generation) bool {
+	for _, g := range gens {
+		if slices.ContainsFunc(g.events, func(ev *hoppertype.RunEvent) bool { return ev.Kind == evCompensationAdded }) {
+			return true
+		}
+	}
+	return false
+}
+
+// undoEarlier runs, before an attempt goes on, the compensations earlier
+// attempts registered and never ran: the newest attempt's first, each
+// attempt's in reverse order, each recorded in that attempt's history
+// (after its failure) so it runs once. An attempt that fails runs its own
+// compensations before the next attempt begins, so there are such only in
+// runs recorded before hopper did that. The functions are found by
+// replaying the earlier attempt's history, offline: none of its operations
+// runs again. A replay that diverges from that history makes the run go
+// stuck, undoing nothing, as a divergence of the current attempt does.
+func (c *Client) undoEarlier(st *wfState, gens []generation, body func(WorkflowContext) ([]byte, error)) error {
+	ctx := context.WithoutCancel(st.ctx)
+	for gi := len(gens) - 1; gi >= 0; gi-- {
+		g := gens[gi]
+		if !g.retried || g.attempt == st.attempt {
 			continue
 		}
-		_ = st.record(ctx, nil, evCompensationDone, key, evData{})
+		undone := undoneCompensations(g.events)
+		if len(undone) == 0 {
+			continue
+		}
+		comps, err := c.replayCompensations(ctx, st, g, body)
+		if err != nil {
+			return st.fail(err)
+		}
+		seq := g.events[len(g.events)-1].Seq
+		for k := len(undone) - 1; k >= 0; k-- {
+			i := undone[k]
+			kind, data := evCompensationDone, evData{}
+			if err := runCompensation(ctx, comps[i].fn); err != nil {
+				kind, data = evCompensationFail, evData{Error: errorInfo(err, g.attempt, c.now())}
+			}
+			seq++
+			ev, err := newEvent(st.run.ID, g.attempt, seq, kind, compKey(comps[i].name, i), data, c.now())
+			if err != nil {
+				return st.fail(err)
+			}
+			if err := st.appendEvent(ctx, nil, ev); err != nil {
+				return st.fail(err)
+			}
+			st.markRunning = false
+		}
 	}
+	return nil
+}
+
+// replayCompensations replays an earlier attempt's history through the
+// workflow function, offline (the end of the history ends the replay; no
+// operation runs), and returns the compensations it registered, in order.
+func (c *Client) replayCompensations(ctx context.Context, st *wfState, g generation, body func(WorkflowContext) ([]byte, error)) ([]compensation, error) {
+	var events []*hoppertype.RunEvent
+	for _, ev := range g.events {
+		if replayTail(ev.Kind) {
+			break
+		}
+		events = append(events, ev)
+	}
+	rs := &wfState{c: c, ctx: ctx, jc: st.jc, run: st.run, opts: st.opts, attempt: g.attempt, events: events, nextSeq: len(events) + 1, replay: true}
+	if len(events) > 0 {
+		if _, err := rs.next("", evWorkflowStarted); err != nil {
+			return nil, err
+		}
+	}
+	func() {
+		defer func() { _ = recover() }() // the attempt may have ended in a panic
+		_, _ = body(rs)
+	}()
+	if rs.fatal != nil {
+		return nil, rs.fatal
+	}
+	n := 0
+	for i, ev := range events {
+		if ev.Kind != evCompensationAdded {
+			continue
+		}
+		if n == len(rs.comps) {
+			return nil, &NonDeterminismError{RunID: st.run.ID, Workflow: st.run.Workflow, Attempt: g.attempt, Position: i + 1,
+				RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
+		}
+		n++
+	}
+	return rs.comps, nil
 }
 
 // cascade cancels a failed run's parent and children.
@@ -354,19 +545,44 @@ func (c *Client) cascade(ctx context.Context, run *hoppertype.RunRow) {
 }
 
 func errorInfo(err error, attempt int, now time.Time) *hoppertype.ErrorInfo {
-	kind := hoppertype.ErrorKindHandler
+	return &hoppertype.ErrorInfo{Kind: errorKind(err), Message: err.Error(), Attempt: attempt, At: now}
+}
+
+// kindsBySentinel are the error kinds a cause may carry, each with the
+// sentinel it matches, in the order errorKind tries them.
+var kindsBySentinel = []hoppertype.ErrorKind{
+	hoppertype.ErrorKindAborted, hoppertype.ErrorKindCancelled, hoppertype.ErrorKindNonDeterminism,
+	hoppertype.ErrorKindTimeout, hoppertype.ErrorKindExpired, hoppertype.ErrorKindPanic,
+	hoppertype.ErrorKindEncode, hoppertype.ErrorKindDecode, hoppertype.ErrorKindLeaseLost, hoppertype.ErrorKindUnknownType,
+}
+
+// errorKind is the kind recorded for err: hopper's own error's kind, else
+// the kind of the sentinel it matches (a *StepError, *RunError or
+// *JobError matches its kind's, so a child's or an activity's error passed
+// on keeps its kind), else handler. An abort wins.
+func errorKind(err error) hoppertype.ErrorKind {
 	var ke *kindError
-	switch {
-	case errors.As(err, &ke):
-		kind = ke.kind
-	case errors.Is(err, ErrAborted):
-		kind = hoppertype.ErrorKindAborted
-	case errors.Is(err, ErrCancelled):
-		kind = hoppertype.ErrorKindCancelled
-	case errors.Is(err, ErrNonDeterminism):
-		kind = hoppertype.ErrorKindNonDeterminism
+	if errors.As(err, &ke) {
+		return ke.kind
 	}
-	return &hoppertype.ErrorInfo{Kind: kind, Message: err.Error(), Attempt: attempt, At: now}
+	for _, k := range kindsBySentinel {
+		if errors.Is(err, (&JobError{Kind: k}).Unwrap()) {
+			return k
+		}
+	}
+	return hoppertype.ErrorKindHandler
+}
+
+// scope is what the identities of everything an attempt starts begin with:
+// the run's id in its first attempt, "<run>@<attempt>" in later ones. An
+// activity is the job "<scope>.a<position>", a child the run
+// "<scope>.<position>", so a retried run never meets the jobs and runs of
+// its earlier attempts.
+func (st *wfState) scope() string {
+	if st.attempt <= 1 {
+		return st.run.ID
+	}
+	return st.run.ID + "@" + strconv.Itoa(st.attempt)
 }
 
 // fatalErr is the error a run ends its execution with after a fatal
@@ -470,11 +686,16 @@ func (st *wfState) event(kind, name string, data evData) (*hoppertype.RunEvent, 
 	if err := checkText(kind+" name", name); err != nil {
 		return nil, err
 	}
+	return newEvent(st.run.ID, st.attempt, st.nextSeq, kind, name, data, st.c.now())
+}
+
+// newEvent builds a history event.
+func newEvent(runID string, attempt, seq int, kind, name string, data evData, at time.Time) (*hoppertype.RunEvent, error) {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return nil, err
 	}
-	return &hoppertype.RunEvent{RunID: st.run.ID, Attempt: st.attempt, Seq: st.nextSeq, Kind: kind, Name: name, Data: b, At: st.c.now()}, nil
+	return &hoppertype.RunEvent{RunID: runID, Attempt: attempt, Seq: seq, Kind: kind, Name: name, Data: b, At: at}, nil
 }
 
 // appendEvent appends ev (with a pending start) under the run's lease:
@@ -520,12 +741,20 @@ func (st *wfState) accept(ev *hoppertype.RunEvent) {
 // inTx runs fn in a transaction that ends by recording one history event
 // of kind and name; the event counts only once the transaction committed.
 func (st *wfState) inTx(kind, name string, data evData, fn func(ctx context.Context, tx driver.Executor) error) error {
-	ev, err := st.event(kind, name, data)
-	if err != nil {
-		return err
-	}
-	err = st.c.drv.InTx(st.ctx, func(ctx context.Context, tx driver.Executor) error {
-		if err := fn(ctx, tx); err != nil {
+	return st.inTxData(kind, name, func(ctx context.Context, tx driver.Executor) (evData, error) {
+		return data, fn(ctx, tx)
+	})
+}
+
+// inTxData is inTx with the event's data made by fn, in the transaction.
+func (st *wfState) inTxData(kind, name string, fn func(ctx context.Context, tx driver.Executor) (evData, error)) error {
+	var ev *hoppertype.RunEvent
+	err := st.c.drv.InTx(st.ctx, func(ctx context.Context, tx driver.Executor) error {
+		data, err := fn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if ev, err = st.event(kind, name, data); err != nil {
 			return err
 		}
 		return st.appendEvent(ctx, tx, ev)

@@ -29,8 +29,11 @@ type WorkflowContext interface {
 	ParentID() string
 	// Workflow returns the workflow's name.
 	Workflow() string
-	// Attempt returns the run's attempt, 1 for the first (StrategyRetry
-	// starts a new attempt from the beginning).
+	// Attempt returns the run's attempt, 1 for the first: StrategyRetry
+	// starts a new attempt from the beginning, numbered 2, 3 …; a crash
+	// does not (the attempt goes on). What an attempt starts (activities,
+	// children, steps' ids) is identified per attempt, so a new attempt
+	// never meets the previous attempt's.
 	Attempt() int
 	// StartedAt returns when the run was created.
 	StartedAt() time.Time
@@ -46,8 +49,10 @@ type WorkflowContext interface {
 	Sleep(d time.Duration) error
 	// SleepUntil waits until t durably, as Sleep.
 	SleepUntil(t time.Time) error
-	// Compensate registers an undo action: when the run finally fails (or
-	// is cancelled), registered actions run in reverse order, each recorded.
+	// Compensate registers an undo action for what the attempt did so far
+	// (register it right after the step it undoes): when the attempt fails
+	// (retried or not) or the run is cancelled, the attempt's registered
+	// actions run in reverse order, each once and recorded.
 	Compensate(name string, fn func(ctx context.Context) error)
 	// IsCancelled reports whether the run was asked to stop.
 	IsCancelled() bool
@@ -233,9 +238,10 @@ func Fatal(err error) error { return Abort(err) }
 // result without running fn again. fn runs inline, retried under opts'
 // policy. A step's effect happens at least once: a crash after the effect
 // and before the record runs it again, so make effects idempotent (the
-// step's identity, run id + name, makes a good key). Names must be stable:
-// a replay that reaches a different step at a position fails with a
-// NonDeterminismError naming both.
+// step's identity, StepMetadata.ID from StepFromContext, which names the
+// run's attempt, makes a good key). Names must be stable: a replay that
+// reaches a different step at a position fails with a NonDeterminismError
+// naming both.
 func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (T, error), opts *StepOpts) (T, error) {
 	st := wf.state()
 	var zero T
@@ -261,7 +267,7 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 	}
 	p := policy.resolved()
 	var v T
-	meta := StepMetadata{RunID: st.run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.run.ID, name, st.nextSeq)}
+	meta := StepMetadata{RunID: st.run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.scope(), name, st.nextSeq)}
 	attempt := 1
 	for ; ; attempt++ {
 		meta.Attempt = attempt
@@ -302,8 +308,12 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 type StepMetadata struct {
 	RunID string
 	Name  string
-	// ID is the step's identity in its run ("run/name#position"), the same
-	// on every try: a good idempotency key for the step's effect.
+	// ID is the step's identity: its run and attempt, its name and its
+	// position ("run/name#position" in a run's first attempt,
+	// "run@2/name#position" in its second). It is the same on every try of
+	// the step and differs between attempts of the run: a good idempotency
+	// key for the step's effect, which a retried run undoes (its
+	// compensation) before the next attempt does it again.
 	ID string
 	// Attempt counts the step's tries, from 1.
 	Attempt int
@@ -371,7 +381,7 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 		if err := st.live(); err != nil {
 			return zero, err
 		}
-		jobID = st.run.ID + ".a" + strconv.Itoa(st.nextSeq)
+		jobID = st.scope() + ".a" + strconv.Itoa(st.nextSeq)
 		o := InsertOpts{}
 		if opts != nil {
 			o = *opts
@@ -455,7 +465,11 @@ func (st *wfState) fail(err error) error {
 // ChildOpts configure a child run. A nil *ChildOpts is valid.
 type ChildOpts struct {
 	// ID is the child's run id (ValidateID's rule holds); empty derives
-	// one from the parent's id and the position, stable across replays.
+	// one from the parent's id, its attempt and the position ("parent.5" in
+	// the parent's first attempt, "parent@2.5" in its second), stable
+	// across replays. An explicit ID is the same in every attempt of the
+	// parent: a retried parent finds the child an earlier attempt started
+	// (starts are idempotent by id).
 	ID string
 }
 
@@ -490,7 +504,7 @@ func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *Chil
 		if err := st.live(); err != nil {
 			return zero, err
 		}
-		childID = st.run.ID + "." + strconv.Itoa(st.nextSeq)
+		childID = st.scope() + "." + strconv.Itoa(st.nextSeq)
 		if opts != nil && opts.ID != "" {
 			childID = opts.ID
 		}
@@ -724,7 +738,10 @@ func WaitHook[T any](wf WorkflowContext, name string, opts *HookWaitOpts) (T, er
 type Stream struct{ st *wfState }
 
 // Write appends v (JSON-encoded) to the stream. Written from workflow code,
-// a chunk is written exactly once (the write is recorded in history).
+// a chunk is written exactly once (the write is recorded in history, with
+// the chunk's offset). A run has one stream: a retried attempt's chunks
+// follow the earlier attempts', and each attempt's history names the
+// offsets of those it wrote.
 func (s *Stream) Write(v any) error {
 	st := s.st
 	if err := st.check(); err != nil {
@@ -741,8 +758,14 @@ func (s *Stream) Write(v any) error {
 	if err != nil {
 		return fmt.Errorf("hopper: stream write: %w", err)
 	}
-	return st.inTx(evStreamWrite, "", evData{}, func(ctx context.Context, tx driver.Executor) error {
-		_, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: st.run.ID, Chunks: [][]byte{b}, Now: st.c.now()})
-		return err
+	return st.inTxData(evStreamWrite, "", func(ctx context.Context, tx driver.Executor) (evData, error) {
+		chunks, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: st.run.ID, Chunks: [][]byte{b}, Now: st.c.now()})
+		if err != nil {
+			return evData{}, err
+		}
+		if len(chunks) != 1 {
+			return evData{}, fmt.Errorf("hopper: stream write: the store appended %d chunks, not 1", len(chunks))
+		}
+		return evData{Offset: &chunks[0].Offset}, nil
 	})
 }

@@ -36,8 +36,11 @@ type FailureStrategy string
 const (
 	// StrategyRetry (the default) runs the workflow again from the beginning,
 	// as a new attempt with a fresh history, with backoff, up to MaxRetries
-	// times; when it finally fails, the compensations registered so far run
-	// (LIFO) and the run ends compensated (or failed, with none).
+	// times. A failed attempt's compensations run (LIFO) before the next
+	// attempt begins, so each attempt's effects are undone once, whatever
+	// the later attempts do; when the run finally fails, its last attempt's
+	// run too and the run ends compensated (failed when no attempt
+	// registered any). An Abort error is not retried.
 	StrategyRetry FailureStrategy = "retry"
 	// StrategyCompensate runs the compensations at once, without retries.
 	StrategyCompensate FailureStrategy = "compensate"

@@ -351,7 +351,7 @@ func testWorkflowSaga(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	info, err := c.GetRun(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompensated, info.Status)
-	require.Equal(t, []hopper.CompensationInfo{{Name: "undo-reserve", Executed: true}, {Name: "undo-charge", Executed: true}}, info.Compensations)
+	require.Equal(t, []hopper.CompensationInfo{{Name: "undo-reserve", Attempt: 1, Executed: true}, {Name: "undo-charge", Attempt: 1, Executed: true}}, info.Compensations)
 }
 
 func TestWorkflowStrategies(t *testing.T) { forEachDriver(t, testWorkflowStrategies) }
