@@ -162,6 +162,10 @@ type Config struct {
 	// token (for example "http://127.0.0.1:7700/v1/webhooks/"). hopper dev
 	// sets it from its address.
 	WebhookBaseURL string
+	// WorkflowStrategy is the failure strategy of the workflows whose
+	// WorkflowOpts set none, when this client runs them (seed 004's
+	// world-level default). Defaults to StrategyRetry.
+	WorkflowStrategy FailureStrategy
 	// OnOrphanGroup is called once across every process sharing the store
 	// when a fan-out group settles that nobody awaited: no Handle.Group or
 	// WaitGroup was waiting for it, in any process, before it settled. It
@@ -328,6 +332,9 @@ func newClient(cfg Config) (*Client, error) {
 		if *d == 0 {
 			*d = 24 * time.Hour
 		}
+	}
+	if cfg.WorkflowStrategy != "" && !cfg.WorkflowStrategy.valid() {
+		return nil, fmt.Errorf("%w: Config.WorkflowStrategy %q is not a failure strategy", ErrInvalidInput, cfg.WorkflowStrategy)
 	}
 	if cfg.MaxPayloadBytes <= 0 {
 		cfg.MaxPayloadBytes = 1 << 20

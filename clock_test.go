@@ -33,7 +33,10 @@ func TestRetryWaitsOnTheClock(t *testing.T) {
 		var n int
 		return n, hopper.Retry(ctx, flaky(&n), policy)
 	}, nil)
-	c, clk := hoppertest.NewClient(t, hopper.Config{})
+	// The handler stays in flight while the clock moves two hours: a lease
+	// longer than that keeps the rescuer away from it (a heartbeat the
+	// clock's jump overtakes would not).
+	c, clk := hoppertest.NewClient(t, hopper.Config{Visibility: 24 * time.Hour})
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
 	h, err := job.Enqueue(ctx, c, hopper.None{}, nil)

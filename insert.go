@@ -355,7 +355,7 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 	}
 	t := s.t
 	o := InsertOpts{Queue: c.cfg.DefaultQueue, Retry: c.cfg.Retry, AttemptTimeout: c.cfg.AttemptTimeout}
-	b := t.base()
+	b := t.base(c)
 	o.overlay(&b)
 	if comp := t.computed(s.in); comp != nil {
 		if err := comp.validate(); err != nil {

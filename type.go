@@ -113,8 +113,8 @@ type typeCore interface {
 	skipQueue() bool
 	// limit returns the type's own Limit, nil if none.
 	limit() *Limit
-	// base returns the type's constant options.
-	base() InsertOpts
+	// base returns the type's constant options (as client c applies them).
+	base(c *Client) InsertOpts
 	// computed returns the per-instance options computed from in (nil if none).
 	computed(in any) *InsertOpts
 	// decodeJSON decodes outside JSON input into the type's input.
@@ -144,7 +144,7 @@ func (t *typeImpl[I, O]) classify() Classifier { return t.opts.Classify }
 func (t *typeImpl[I, O]) onEvent() func(Event) { return t.opts.OnEvent }
 func (t *typeImpl[I, O]) skipQueue() bool      { return t.opts.SkipQueue }
 func (t *typeImpl[I, O]) limit() *Limit        { return t.opts.Limit }
-func (t *typeImpl[I, O]) base() InsertOpts {
+func (t *typeImpl[I, O]) base(*Client) InsertOpts {
 	return InsertOpts{
 		Queue:          t.opts.Queue,
 		Priority:       t.opts.Priority,

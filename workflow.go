@@ -54,6 +54,15 @@ const (
 	StrategyCascade FailureStrategy = "cascade"
 )
 
+// valid reports whether s is one of the strategies.
+func (s FailureStrategy) valid() bool {
+	switch s {
+	case StrategyRetry, StrategyCompensate, StrategyIgnore, StrategyQuarantine, StrategyCascade:
+		return true
+	}
+	return false
+}
+
 // workflowTypePrefix prefixes the job type under which a workflow's runs
 // execute, keeping workflow names apart from job type names.
 const workflowTypePrefix = "workflow:"
@@ -64,7 +73,8 @@ type WorkflowOpts struct {
 	Queue string
 	// Priority of the runs; higher runs first.
 	Priority int
-	// Strategy on failure. Defaults to StrategyRetry.
+	// Strategy on failure. Defaults to the client's
+	// Config.WorkflowStrategy (StrategyRetry unless set there).
 	Strategy FailureStrategy
 	// MaxRetries bounds StrategyRetry. Defaults to 3.
 	MaxRetries int
@@ -103,11 +113,7 @@ func Workflow[I, O any](name string, fn WorkflowFunc[I, O], opts *WorkflowOpts) 
 	if opts != nil {
 		w.opts = *opts
 	}
-	switch w.opts.Strategy {
-	case "":
-		w.opts.Strategy = StrategyRetry
-	case StrategyRetry, StrategyCompensate, StrategyIgnore, StrategyQuarantine, StrategyCascade:
-	default:
+	if w.opts.Strategy != "" && !w.opts.Strategy.valid() {
 		panic(fmt.Sprintf("hopper: workflow %q: unknown failure strategy %q", name, w.opts.Strategy))
 	}
 	if w.opts.MaxRetries <= 0 {
@@ -379,6 +385,19 @@ func (w *workflowImpl[I, O]) name() string              { return workflowTypePre
 func (w *workflowImpl[I, O]) workflowName() string      { return w.wfName }
 func (w *workflowImpl[I, O]) codeVersion() string       { return w.opts.CodeVersion }
 func (w *workflowImpl[I, O]) strategy() FailureStrategy { return w.opts.Strategy }
+
+// optsFor is the workflow's options as client c runs them: its strategy, or
+// c's default (Config.WorkflowStrategy) when it sets none.
+func (w *workflowImpl[I, O]) optsFor(c *Client) WorkflowOpts {
+	o := w.opts
+	if o.Strategy == "" {
+		o.Strategy = StrategyRetry
+		if c != nil && c.cfg.WorkflowStrategy != "" {
+			o.Strategy = c.cfg.WorkflowStrategy
+		}
+	}
+	return o
+}
 func (w *workflowImpl[I, O]) queue() string             { return w.opts.Queue }
 func (w *workflowImpl[I, O]) codec(c *Client) Codec     { return c.codec }
 func (w *workflowImpl[I, O]) classify() Classifier      { return nil }
@@ -394,9 +413,9 @@ func (w *workflowImpl[I, O]) computed(any) *InsertOpts  { return nil }
 // every time must not loop forever.
 const runCrashAllowance = 100
 
-func (w *workflowImpl[I, O]) base() InsertOpts {
+func (w *workflowImpl[I, O]) base(c *Client) InsertOpts {
 	attempts := 1
-	if w.opts.Strategy == StrategyRetry {
+	if w.optsFor(c).Strategy == StrategyRetry {
 		attempts = w.opts.MaxRetries + 1
 	}
 	attempts += runCrashAllowance
@@ -434,7 +453,7 @@ func (w *workflowImpl[I, O]) run(ctx context.Context, c *Client, input []byte) (
 	if err := c.codec.Unmarshal(input, &in); err != nil {
 		return nil, &kindError{kind: hoppertype.ErrorKindDecode, err: fmt.Errorf("decode input for workflow %q: %w", w.wfName, err), abort: true}
 	}
-	return c.executeRun(ctx, w.opts, func(wf WorkflowContext) ([]byte, error) {
+	return c.executeRun(ctx, w.optsFor(c), func(wf WorkflowContext) ([]byte, error) {
 		out, err := w.fn(wf, in)
 		if err != nil {
 			return nil, err

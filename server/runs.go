@@ -88,7 +88,10 @@ type ActivityJSON struct {
 
 // CompensationJSON is one compensation, in the order they ran.
 type CompensationJSON struct {
-	Name     string `json:"name"`
+	Name string `json:"name"`
+	// Attempt is the attempt of the run that registered it: each failed
+	// attempt undoes its own effects before the next one starts.
+	Attempt  int    `json:"attempt"`
 	Executed bool   `json:"executed"`
 	Error    string `json:"error,omitempty"`
 }
@@ -121,7 +124,7 @@ func runJSON(r *hopper.RunInfo, showTokens bool) *RunJSON {
 		out.Steps = append(out.Steps, StepJSON{Name: s.Name, Kind: s.Kind, Output: s.Output, Error: errJSON(s.Error), Attempts: s.Attempts, At: s.At})
 	}
 	for _, c := range r.Compensations {
-		out.Compensations = append(out.Compensations, CompensationJSON{Name: c.Name, Executed: c.Executed, Error: c.Error})
+		out.Compensations = append(out.Compensations, CompensationJSON{Name: c.Name, Attempt: c.Attempt, Executed: c.Executed, Error: c.Error})
 	}
 	for _, a := range r.Activities {
 		out.Activities = append(out.Activities, ActivityJSON{Name: a.Name, JobID: a.JobID, State: string(a.State),

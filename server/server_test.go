@@ -695,7 +695,7 @@ func TestAPIRuns(t *testing.T) {
 	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":"ship"}}`, &started))
 	run = waitRun(t, e, started.RunID)
 	require.Equal(t, "compensated", run.Status)
-	require.Equal(t, []server.CompensationJSON{{Name: "undo-reserve", Executed: true}, {Name: "undo-charge", Executed: true}}, run.Compensations)
+	require.Equal(t, []server.CompensationJSON{{Name: "undo-reserve", Attempt: 1, Executed: true}, {Name: "undo-charge", Attempt: 1, Executed: true}}, run.Compensations)
 	require.NotNil(t, run.Error)
 
 	var list server.RunListJSON
