@@ -21,6 +21,10 @@ var (
 	ErrCancelled = errors.New("hopper: cancelled")
 	// ErrAttemptTimeout matches an attempt that ran past its attempt timeout.
 	ErrAttemptTimeout = errors.New("hopper: attempt timed out")
+	// ErrHeartbeatTimeout matches an attempt that went past its type's
+	// HeartbeatTimeout without a heartbeat. It also matches
+	// ErrAttemptTimeout, which is what a waiter in another process sees.
+	ErrHeartbeatTimeout = fmt.Errorf("%w: no heartbeat within the type's HeartbeatTimeout", ErrAttemptTimeout)
 	// ErrLeaseLost matches an attempt whose lease was lost (its worker died or
 	// stalled past the visibility timeout) and which was rescued.
 	ErrLeaseLost = hoppertype.ErrLeaseLost

@@ -20,6 +20,10 @@ type JobContext struct {
 	run *runEffect
 	// effects, when set, run in the transaction that records the attempt.
 	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
+	// hb is the heartbeat watchdog of a type with a HeartbeatTimeout
+	// (hbEvery), nil otherwise; each heartbeat moves it on.
+	hb      Timer
+	hbEvery time.Duration
 }
 
 type jobCtxKey struct{}
@@ -93,6 +97,9 @@ func (j *JobContext) HeartbeatMessage(ctx context.Context, message string) error
 func (j *JobContext) heartbeat(ctx context.Context, message string) error {
 	if err := checkText("heartbeat message", message); err != nil {
 		return err
+	}
+	if j.hb != nil {
+		j.hb.Reset(j.hbEvery) // the handler is alive: the watchdog starts over
 	}
 	c := j.c
 	res, err := c.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{

@@ -126,9 +126,9 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	if errors.As(err, &ke) {
 		kind, stack, abort, final = ke.kind, ke.stack, ke.abort, ke.final
 	}
-	if errors.Is(res.cause, ErrAttemptTimeout) {
+	if errors.Is(res.cause, ErrAttemptTimeout) { // a heartbeat timeout too
 		kind = hoppertype.ErrorKindTimeout
-		err = fmt.Errorf("%w: %v", ErrAttemptTimeout, err)
+		err = fmt.Errorf("%w: %v", res.cause, err)
 	}
 	if errors.Is(err, ErrAborted) {
 		abort = true

@@ -37,6 +37,14 @@ type TypeOpts[I any] struct {
 	// AttemptTimeout bounds one execution; the handler's context is
 	// cancelled and the attempt counts as failed.
 	AttemptTimeout time.Duration
+	// HeartbeatTimeout fails an attempt that goes that long without a
+	// heartbeat (JobContext.Heartbeat or HeartbeatMessage; counted from the
+	// attempt's start): its context is cancelled with ErrHeartbeatTimeout
+	// and the attempt counts as failed, retried under the policy — seed
+	// 004's activity heartbeatTimeout, which finds a hung handler well
+	// before its attempt timeout. It is read on the client that runs the
+	// type and timed on its Config.Clock. Defaults to none.
+	HeartbeatTimeout time.Duration
 	// Options computes per-instance options from the input.
 	Options func(in I) *InsertOpts
 	// Classify decides what a failed attempt leads to; it overrides the
@@ -113,6 +121,8 @@ type typeCore interface {
 	skipQueue() bool
 	// limit returns the type's own Limit, nil if none.
 	limit() *Limit
+	// heartbeatTimeout returns the type's HeartbeatTimeout (0: none).
+	heartbeatTimeout() time.Duration
 	// base returns the type's constant options (as client c applies them).
 	base(c *Client) InsertOpts
 	// computed returns the per-instance options computed from in (nil if none).
@@ -144,6 +154,7 @@ func (t *typeImpl[I, O]) classify() Classifier { return t.opts.Classify }
 func (t *typeImpl[I, O]) onEvent() func(Event) { return t.opts.OnEvent }
 func (t *typeImpl[I, O]) skipQueue() bool      { return t.opts.SkipQueue }
 func (t *typeImpl[I, O]) limit() *Limit        { return t.opts.Limit }
+func (t *typeImpl[I, O]) heartbeatTimeout() time.Duration { return t.opts.HeartbeatTimeout }
 func (t *typeImpl[I, O]) base(*Client) InsertOpts {
 	return InsertOpts{
 		Queue:          t.opts.Queue,

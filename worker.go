@@ -54,6 +54,11 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) 
 	if !deadline.IsZero() {
 		ctx, stopDeadline = hclock.WithDeadline(ctx, c.clock, deadline, cause)
 	}
+	if hb := t.heartbeatTimeout(); hb > 0 {
+		// A watchdog on the client's clock, moved on by each heartbeat.
+		jc.hbEvery = hb
+		jc.hb = c.clock.AfterFunc(hb, func() { cancel(ErrHeartbeatTimeout) })
+	}
 	a := rt.addActive(row, cancel)
 	c.emit(Event{Kind: EventStarted, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
 		ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, RunAt: row.RunAt, At: row.StartedAt})
@@ -67,6 +72,9 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) 
 		jc.group.mu.Unlock()
 	}
 
+	if jc.hb != nil {
+		jc.hb.Stop()
+	}
 	rt.removeActive(row)
 	res := attemptResult{out: out, err: err}
 	if err != nil {

@@ -404,6 +404,7 @@ func (w *workflowImpl[I, O]) classify() Classifier      { return nil }
 func (w *workflowImpl[I, O]) onEvent() func(Event)      { return nil }
 func (w *workflowImpl[I, O]) skipQueue() bool           { return w.opts.SkipQueue }
 func (w *workflowImpl[I, O]) limit() *Limit             { return nil }
+func (w *workflowImpl[I, O]) heartbeatTimeout() time.Duration { return 0 }
 func (w *workflowImpl[I, O]) computed(any) *InsertOpts  { return nil }
 
 // runCrashAllowance is how many executions of a run may be lost to
