@@ -462,6 +462,53 @@ func decodeRunCursor(s string) (driver.RunKey, error) {
 	return k, nil
 }
 
+// runRetryable are the statuses RetryRun starts again from.
+var runRetryable = []hoppertype.RunStatus{hoppertype.RunFailed, hoppertype.RunCompensated, hoppertype.RunCancelled,
+	hoppertype.RunQuarantined, hoppertype.RunStuck}
+
+// RetryRun runs again a run that ended without completing — failed,
+// compensated, cancelled or quarantined: a new attempt from the beginning,
+// with a fresh history and its whole retry budget (MaxRetries counts anew).
+// The earlier attempts' history and compensations stay, and what they
+// undid stays undone. A stuck run is reopened where it was, as a retry of
+// its job does. Waiters see the run end again. A run that is still going or
+// completed is an error matching ErrStateConflict, an unknown one
+// ErrNotFound; a run whose job retention deleted cannot be retried.
+func (c *Client) RetryRun(ctx context.Context, id string) error {
+	if err := checkText("run id", id); err != nil {
+		return err
+	}
+	now := c.now()
+	var job *hoppertype.JobRow
+	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		if _, err := tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: hoppertype.RunPending, Reset: true,
+			ExpectStatuses: runRetryable, Now: now}); err != nil {
+			return err
+		}
+		res, err := tx.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{id}, Now: now, States: []hoppertype.JobState{
+			hoppertype.JobStateDead, hoppertype.JobStateExpired, hoppertype.JobStateCancelled, hoppertype.JobStateStuck}})
+		if err != nil {
+			return err
+		}
+		if len(res) != 1 {
+			return fmt.Errorf("its job is not one that ended (or retention deleted it): %w", ErrStateConflict)
+		}
+		job = res[0].Job
+		if res[0].PrevState.Terminal() && job.GroupID != job.ID {
+			if _, err := tx.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: job.GroupID, OpenDelta: 1, Now: now}); err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
+				return err
+			}
+		}
+		return notifyQueueNames(ctx, tx, []string{job.Queue})
+	})
+	if err != nil {
+		return fmt.Errorf("hopper: retry run %s: %w", id, err)
+	}
+	c.emit(Event{Kind: EventRedriven, JobID: job.ID, Type: job.Type, Queue: job.Queue, GroupID: job.GroupID, ParentID: job.ParentID, At: now})
+	c.wakeQueue(job.Queue, time.Time{})
+	return nil
+}
+
 var runLive = []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunRunning, hoppertype.RunWaiting, hoppertype.RunCompensating, hoppertype.RunStuck}
 
 // CancelRun asks a run to stop: its context is cancelled and its

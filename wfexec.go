@@ -156,7 +156,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	st.markRunning = run.Status != hoppertype.RunRunning
 	gens := generations(all)
 	var retries int
-	st.attempt, st.events, retries = currentHistory(gens)
+	st.attempt, st.events, retries = currentHistory(gens, run.Status == hoppertype.RunPending)
 	st.nextSeq = len(st.events) + 1
 	// What earlier attempts did and left to undo is undone before this one
 	// goes on (see undoEarlier).
@@ -295,6 +295,9 @@ type generation struct {
 	// retried says the attempt ended in a failure the workflow retried
 	// (a workflow_failed event without a final status).
 	retried bool
+	// ended says the attempt ended the run: a final failure (a
+	// workflow_failed event with its final status) or a cancellation.
+	ended bool
 }
 
 // generations splits all of a run's events (in attempt, seq order) into
@@ -308,6 +311,7 @@ func generations(all []*hoppertype.RunEvent) []generation {
 		}
 		g := generation{attempt: all[i].Attempt, events: all[i:j]}
 		g.retried = slices.ContainsFunc(g.events, retriedFailure)
+		g.ended = slices.ContainsFunc(g.events, endingEvent)
 		gens = append(gens, g)
 		i = j
 	}
@@ -324,20 +328,41 @@ func generations(all []*hoppertype.RunEvent) []generation {
 // Runs recorded before attempts were numbered this way keyed an attempt by
 // the job attempt that began it (a crash could skip numbers): their keys
 // are read as they are, and a new attempt still takes the next number.
-func currentHistory(gens []generation) (attempt int, events []*hoppertype.RunEvent, retries int) {
-	for _, g := range gens {
-		if g.retried {
-			retries++
-		}
-	}
+//
+// restarted says the run was retried after it ended (Client.RetryRun: its
+// status is pending again): an attempt that ended the run is then over
+// too, and the retries are counted anew from there.
+func currentHistory(gens []generation, restarted bool) (attempt int, events []*hoppertype.RunEvent, retries int) {
 	if len(gens) == 0 {
 		return 1, nil, 0
 	}
 	last := gens[len(gens)-1]
-	if last.retried {
+	fresh := last.retried || (restarted && last.ended)
+	past := gens
+	if !fresh {
+		past = gens[:len(gens)-1] // the last attempt goes on
+	}
+	for _, g := range past {
+		switch {
+		case g.ended:
+			retries = 0 // a run retried after it ended has its whole budget again
+		case g.retried:
+			retries++
+		}
+	}
+	if fresh {
 		return last.attempt + 1, nil, retries
 	}
 	return last.attempt, last.events, retries
+}
+
+// endingEvent says whether ev ends the run: a workflow_failed event with a
+// final status, or workflow_cancelled.
+func endingEvent(ev *hoppertype.RunEvent) bool {
+	if ev.Kind == evWorkflowCancelled {
+		return true
+	}
+	return ev.Kind == evWorkflowFailed && !retriedFailure(ev)
 }
 
 // lastGeneration returns the events of the run's latest history

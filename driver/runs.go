@@ -49,6 +49,9 @@ type RunUpdateParams struct {
 	EndedAt        time.Time
 	ExpectStatuses []hoppertype.RunStatus
 	Now            time.Time
+	// Reset clears the run's error and end (Error and EndedAt are then
+	// ignored): a run that ended is started again.
+	Reset bool
 }
 
 // RunStartParams are the arguments of RunStart.

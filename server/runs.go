@@ -264,6 +264,22 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, runJSON(info, true))
 }
 
+// retryRun serves POST /v1/runs/{id}/retry: a run that ended without
+// completing runs again as a fresh attempt.
+func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.c.RetryRun(r.Context(), id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	info, err := s.c.GetRun(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runJSON(info, true))
+}
+
 // resumeHook serves POST /v1/hooks/{token}: the body is the JSON payload.
 func (s *Server) resumeHook(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r.Body)

@@ -161,6 +161,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/runs", s.auth(http.HandlerFunc(s.listRuns)))
 	m.Handle("GET /v1/runs/{id}", s.auth(http.HandlerFunc(s.getRun)))
 	m.Handle("POST /v1/runs/{id}/cancel", s.auth(http.HandlerFunc(s.cancelRun)))
+	m.Handle("POST /v1/runs/{id}/retry", s.auth(http.HandlerFunc(s.retryRun)))
 	m.Handle("GET /v1/runs/{id}/stream", s.auth(http.HandlerFunc(s.streamRun)))
 	m.Handle("GET /v1/runs/{id}/history", s.auth(http.HandlerFunc(s.runHistory)))
 	m.Handle("POST /v1/hooks/{token}", s.auth(http.HandlerFunc(s.resumeHook)))

@@ -1091,3 +1091,30 @@ func TestErrorMessagesSayItOnce(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 405, resp.StatusCode)
 }
+
+// TestAPIRetryRun: POST /v1/runs/{id}/retry runs a compensated saga again;
+// a completed run is a 409; the run page offers Retry only when it applies.
+func TestAPIRetryRun(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	var run server.StartRunResponse
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":"ship"},"id":"retry-me"}`, &run))
+	info := waitRun(t, e, run.RunID)
+	require.Equal(t, "compensated", info.Status)
+	_, page := e.page("/runs/retry-me")
+	require.Contains(t, page, `data-post="/v1/runs/retry-me/retry"`)
+	var again server.RunJSON
+	require.Equal(t, 200, e.do("POST", "/v1/runs/retry-me/retry", "", &again))
+	require.Nil(t, again.Error, "the failure is cleared")
+	info = waitRun(t, e, run.RunID)
+	require.Equal(t, "compensated", info.Status, "the saga fails again at ship: a second attempt, undone again")
+	require.Len(t, info.Compensations, 4, "two attempts, two undos each")
+
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":""},"id":"done"}`, nil))
+	require.Equal(t, "completed", waitRun(t, e, "done").Status)
+	var eb errBody
+	require.Equal(t, 409, e.do("POST", "/v1/runs/done/retry", "", &eb))
+	_, page = e.page("/runs/done")
+	require.NotContains(t, page, `/retry"`)
+	require.Equal(t, 404, e.do("POST", "/v1/runs/nope/retry", "", &eb))
+}

@@ -469,6 +469,15 @@ func testRunUpdate(t *testing.T, f *fixture) {
 	want.EndedAt = at(4 * time.Second)
 	want.UpdatedAt = at(4 * time.Second)
 	requireRun(t, &want, got, "a later error and end time replace the stored ones")
+
+	got = f.runUpdate(t, driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunPending, Reset: true,
+		Error: runErr("ignored", at(5*time.Second)), EndedAt: at(5 * time.Second), Now: at(5 * time.Second)})
+	want.Status = hoppertype.RunPending
+	want.Error = nil
+	want.EndedAt = time.Time{}
+	want.UpdatedAt = at(5 * time.Second)
+	requireRun(t, &want, got, "Reset clears the error and the end")
+	requireRun(t, &want, f.runGet(t, r.ID), "and stores it")
 }
 
 func testRunUpdateExpect(t *testing.T, f *fixture) {

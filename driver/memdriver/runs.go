@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -153,6 +154,9 @@ func (t *tx) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*ho
 	}
 	if !params.EndedAt.IsZero() {
 		r.EndedAt = trunc(params.EndedAt)
+	}
+	if params.Reset {
+		r.Error, r.EndedAt = nil, time.Time{}
 	}
 	r.UpdatedAt = trunc(params.Now)
 	t.putRun(r)

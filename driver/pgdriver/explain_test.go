@@ -131,7 +131,7 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		// is sorted into them.
 		{"jobs of a group", jobsByGroup, jobsByGroupArgs, false},
 		{"run get", d.q.runGet, []any{run}, false},
-		{"run update", d.q.runUpdate, []any{run, "completed", nil, now, now, []string{"running"}}, false},
+		{"run update", d.q.runUpdate, []any{run, "completed", nil, now, now, []string{"running"}, false}, false},
 		{"run list newest first", listAll, listAllArgs, true},
 		{"run list page", listPage, listPageArgs, true},
 		{"run list by status", listStatus, listStatusArgs, true},

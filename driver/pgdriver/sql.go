@@ -443,7 +443,10 @@ WHERE r.id = $1
 ORDER BY e.attempt, e.seq`),
 		// RunUpdate's compare-and-set: $6 NULL expects any status.
 		runUpdate: q(`UPDATE {s}.runs SET
-	status = $2, error = coalesce($3, error), ended_at = coalesce($4, ended_at), updated_at = $5
+	status = $2,
+	error = CASE WHEN $7::bool THEN NULL ELSE coalesce($3, error) END,
+	ended_at = CASE WHEN $7::bool THEN NULL ELSE coalesce($4, ended_at) END,
+	updated_at = $5
 WHERE id = $1 AND ($6::text[] IS NULL OR status = ANY($6::text[]))
 RETURNING {runcols}`),
 

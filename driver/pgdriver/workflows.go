@@ -324,7 +324,7 @@ func (e *executor) RunUpdate(ctx context.Context, p *driver.RunUpdateParams) (*h
 	// One statement applies the compare-and-set; only when it matched
 	// nothing does a second one tell a missing run from a conflict (the
 	// status it reports is as of that read).
-	updated, err := scanRun(e.q.QueryRow(ctx, e.d.q.runUpdate, p.ID, string(p.Status), text(marshalError(p.Error)), ts(p.EndedAt), ts(p.Now), expect))
+	updated, err := scanRun(e.q.QueryRow(ctx, e.d.q.runUpdate, p.ID, string(p.Status), text(marshalError(p.Error)), ts(p.EndedAt), ts(p.Now), expect, p.Reset))
 	if err == nil {
 		return updated, nil
 	}

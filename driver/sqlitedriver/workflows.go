@@ -30,7 +30,8 @@ const (
 	// updateRunSQL sets the status (?2), the error when ?3 is not NULL, the
 	// end time when ?4 is not NULL and updated_at (?5), if the status is in
 	// the JSON array ?6 or ?6 is NULL.
-	updateRunSQL = `UPDATE runs SET status = ?2, error = coalesce(?3, error), ended_at = coalesce(?4, ended_at),
+	updateRunSQL = `UPDATE runs SET status = ?2,
+	error = CASE WHEN ?7 THEN NULL ELSE coalesce(?3, error) END, ended_at = CASE WHEN ?7 THEN NULL ELSE coalesce(?4, ended_at) END,
 	updated_at = ?5
 	WHERE id = ?1 AND (?6 IS NULL OR status IN (SELECT value FROM json_each(?6)))
 	RETURNING ` + runCols
@@ -268,7 +269,7 @@ func (r *runner) runUpdate(ctx context.Context, p *driver.RunUpdateParams) (*hop
 		expect = jsonList(p.ExpectStatuses)
 	}
 	run, err := r.run(ctx, updateRunSQL, p.ID, string(p.Status), jsonError(p.Error), micros(trunc(p.EndedAt)),
-		trunc(p.Now).UnixMicro(), expect)
+		trunc(p.Now).UnixMicro(), expect, p.Reset)
 	if err == nil {
 		return run, nil
 	}

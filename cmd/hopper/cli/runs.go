@@ -130,6 +130,29 @@ func runsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+	retry := &cobra.Command{
+		Use:   "retry ID",
+		Short: "Run again a run that failed, compensated, was cancelled or quarantined: a fresh attempt with its whole retry budget",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if r := g.remote(); r != nil {
+				if err := r.post(cmd.Context(), "/v1/runs/"+pathEsc(args[0])+"/retry", nil, nil); err != nil {
+					return err
+				}
+				return remoteRun(cmd.Context(), g, r, args[0])
+			}
+			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				if err := c.RetryRun(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				info, err := c.GetRun(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return printRun(g, info)
+			})
+		},
+	}
 	var (
 		from   int64
 		follow bool
@@ -157,10 +180,10 @@ func runsCmd(g *globals) *cobra.Command {
 	tail.Flags().Int64Var(&from, "from", 0, "the first offset to print")
 	tail.Flags().BoolVar(&follow, "follow", true, "keep printing new chunks until the run ends")
 	tail.Flags().DurationVar(&every, "poll", 250*time.Millisecond, "how often to look for new chunks while following (from the database or --server)")
-	for _, c := range []*cobra.Command{show, history, cancel, tail} {
+	for _, c := range []*cobra.Command{show, history, cancel, retry, tail} {
 		reword(c, "run", "hopper runs list")
 	}
-	cmd.AddCommand(list, show, history, cancel, tail)
+	cmd.AddCommand(list, show, history, cancel, retry, tail)
 	return cmd
 }
 

@@ -128,6 +128,28 @@ func TestRunsCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"status": "cancelled"`) {
 		t.Fatalf("runs show after cancel: %q", out)
 	}
+	// Retried, the cancelled run waits on its hook again (a fresh attempt).
+	if out, errOut, code := run(t, "runs", "retry", other.ID(), "--db", db, "--json"); code != 0 || strings.Contains(out, `"status": "cancelled"`) {
+		t.Fatalf("runs retry: %d %q %q", code, out, errOut)
+	}
+	waitStatus := func(id string, want hopper.RunStatus) {
+		t.Helper()
+		for {
+			info, err := c.GetRun(ctx, id)
+			if err == nil && info.Status == want {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("run %s never became %s", id, want)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	waitStatus(other.ID(), hopper.RunWaiting)
+	if _, errOut, code := run(t, "runs", "retry", other.ID(), "--db", db); code == 0 || !strings.Contains(errOut, "state conflict") {
+		t.Fatalf("runs retry of a waiting run: code %d, %q", code, errOut)
+	}
 	if _, errOut, code := run(t, "runs", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, `no run "nope"`) {
 		t.Fatalf("show missing: code %d, %q", code, errOut)
 	}
