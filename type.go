@@ -150,10 +150,10 @@ func (t *typeImpl[I, O]) codec(c *Client) Codec {
 	}
 	return c.codec
 }
-func (t *typeImpl[I, O]) classify() Classifier { return t.opts.Classify }
-func (t *typeImpl[I, O]) onEvent() func(Event) { return t.opts.OnEvent }
-func (t *typeImpl[I, O]) skipQueue() bool      { return t.opts.SkipQueue }
-func (t *typeImpl[I, O]) limit() *Limit        { return t.opts.Limit }
+func (t *typeImpl[I, O]) classify() Classifier            { return t.opts.Classify }
+func (t *typeImpl[I, O]) onEvent() func(Event)            { return t.opts.OnEvent }
+func (t *typeImpl[I, O]) skipQueue() bool                 { return t.opts.SkipQueue }
+func (t *typeImpl[I, O]) limit() *Limit                   { return t.opts.Limit }
 func (t *typeImpl[I, O]) heartbeatTimeout() time.Duration { return t.opts.HeartbeatTimeout }
 func (t *typeImpl[I, O]) base(*Client) InsertOpts {
 	return InsertOpts{
