@@ -645,6 +645,11 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		if hookAttemptOver(events, token) {
 			return fmt.Errorf("the attempt of its run that created it failed and was retried (the new attempt waits on a hook of its own): %w", hoppertype.ErrStateConflict)
 		}
+		if schema := hookSchemaOf(events, token); schema != nil {
+			if err := checkPayload(schema, payload); err != nil {
+				return &HookPayloadError{Hook: h.Name, Reason: err.Error()}
+			}
+		}
 		if _, err := tx.HookResume(ctx, &driver.HookResumeParams{Token: token, Payload: payload, Now: now}); err != nil {
 			if errors.Is(err, hoppertype.ErrStateConflict) {
 				return fmt.Errorf("the hook was already resumed: %w", err)
@@ -663,6 +668,22 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 	}
 	if queue != "" {
 		c.wakeQueue(queue, time.Time{})
+	}
+	return nil
+}
+
+// hookSchemaOf returns the payload schema recorded with the hook of token
+// (nil for a hook created before schemas were recorded, or with a codec
+// other than JSON).
+func hookSchemaOf(events []*hoppertype.RunEvent, token string) json.RawMessage {
+	for _, ev := range events {
+		if ev.Kind != evHookCreated {
+			continue
+		}
+		var data evData
+		if json.Unmarshal(ev.Data, &data) == nil && data.Token == token {
+			return data.Schema
+		}
 	}
 	return nil
 }

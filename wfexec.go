@@ -55,6 +55,8 @@ type evData struct {
 	Error  *hoppertype.ErrorInfo `json:"error,omitempty"`
 	Until  time.Time             `json:"until,omitzero"`
 	Token  string                `json:"token,omitempty"`
+	// Schema is a hook's payload type as payloadSchema describes it.
+	Schema json.RawMessage `json:"schema,omitempty"`
 	Child  string                `json:"child,omitempty"`
 	Job    string                `json:"job,omitempty"`
 	Status hoppertype.RunStatus  `json:"status,omitempty"`

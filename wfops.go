@@ -632,7 +632,13 @@ func NewHook[T any](wf WorkflowContext, name string) (*Hook[T], error) {
 		return nil, err
 	}
 	token := hex.EncodeToString(b)
-	err = st.inTx(evHookCreated, name, evData{Token: token}, func(ctx context.Context, tx driver.Executor) error {
+	data := evData{Token: token}
+	if _, ok := st.c.codec.(JSONCodec); ok {
+		// Recorded so that any process refuses a payload that would not
+		// decode into a T before it uses the hook (Client.ResumeHook).
+		data.Schema = hookSchema[T]()
+	}
+	err = st.inTx(evHookCreated, name, data, func(ctx context.Context, tx driver.Executor) error {
 		return tx.HookInsert(ctx, &hoppertype.HookRow{Token: token, RunID: st.run.ID, Name: name, State: hoppertype.HookWaiting, CreatedAt: st.c.now()})
 	})
 	if err != nil {

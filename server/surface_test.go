@@ -1118,3 +1118,49 @@ func TestAPIRetryRun(t *testing.T) {
 	require.NotContains(t, page, `/retry"`)
 	require.Equal(t, 404, e.do("POST", "/v1/runs/nope/retry", "", &eb))
 }
+
+// TestHookPayloadRefusedOverHTTP: a hook payload that does not fit the
+// hook's type is a 400 naming the field, on both hook routes, and the hook
+// stays unused.
+func TestHookPayloadRefusedOverHTTP(t *testing.T) {
+	t.Parallel()
+	type decision struct {
+		Approved bool `json:"approved"`
+	}
+	wf := hopper.Workflow("decide", func(wf hopper.WorkflowContext, _ hopper.None) (bool, error) {
+		h, err := hopper.NewHook[decision](wf, "decision")
+		if err != nil {
+			return false, err
+		}
+		d, err := h.Wait(nil)
+		return d.Approved, err
+	}, nil)
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(wf))
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	s := server.New(c, &server.Options{Tokens: []string{token}})
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	e := &env{t: t, c: c, url: ts.URL, srv: s}
+
+	var run server.StartRunResponse
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"decide","input":null}`, &run))
+	info := waitHook(t, e, run.RunID)
+	tok := info.Hooks[0].Token
+	var eb errBody
+	require.Equal(t, 400, e.do("POST", "/v1/hooks/"+tok, `{"approved":"yes"}`, &eb))
+	require.Contains(t, eb.Error.Message, `.approved: want true or false, got the string "yes"`)
+	resp, err := http.Post(e.url+"/v1/webhooks/"+tok, "application/json", strings.NewReader(`{"approved":1}`))
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 400, resp.StatusCode, "%s", b)
+	require.Equal(t, 200, e.do("GET", "/v1/runs/"+run.RunID, "", &info))
+	require.Equal(t, "waiting", info.Hooks[0].State)
+	require.Equal(t, 200, e.do("POST", "/v1/hooks/"+tok, `{"approved":true}`, nil))
+	require.Equal(t, "completed", waitRun(t, e, run.RunID).Status)
+}
