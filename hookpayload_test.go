@@ -58,3 +58,61 @@ func testHookRefusesUndecodablePayload(t *testing.T, newDriver func(*testing.T) 
 	require.NoError(t, err)
 	require.Equal(t, approvalPayload{Approved: true, By: "ada"}, out)
 }
+
+// TestHookRequest: the request that resumed a hook through its webhook
+// reaches the workflow beside the payload — method, headers, query —
+// without credentials; a hook resumed from Go has none.
+func TestHookRequest(t *testing.T) { forEachDriver(t, testHookRequest) }
+
+type seen struct {
+	Method    string `json:"method"`
+	Signature string `json:"signature"`
+	Auth      string `json:"auth"`
+	Cookie    string `json:"cookie"`
+	Query     string `json:"query"`
+	None      bool   `json:"none"`
+}
+
+func testHookRequest(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	wf := hopper.Workflow("webhooked", func(wf hopper.WorkflowContext, _ hopper.None) (seen, error) {
+		h, err := hopper.NewHook[approvalPayload](wf, "callback")
+		if err != nil {
+			return seen{}, err
+		}
+		if _, err := h.Wait(nil); err != nil {
+			return seen{}, err
+		}
+		r := h.Request()
+		if r == nil {
+			return seen{None: true}, nil
+		}
+		return seen{Method: r.Method, Signature: r.Header.Get("X-Signature"), Auth: r.Header.Get("Authorization"),
+			Cookie: r.Header.Get("Cookie"), Query: r.Query.Get("order")}, nil
+	}, nil)
+	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	token := func(id string) string {
+		waitRunStatus(t, c, id, hopper.RunWaiting)
+		info, err := c.GetRun(ctx, id)
+		require.NoError(t, err)
+		return info.Hooks[0].Token
+	}
+
+	h, err := wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	req := &hopper.HookRequest{Method: "POST",
+		Header: map[string][]string{"X-Signature": {"sha256=abc"}, "Authorization": {"Bearer secret"}, "Cookie": {"s=1"}},
+		Query:  map[string][]string{"order": {"o-7"}}}
+	require.NoError(t, c.ResumeHookRequest(ctx, token(h.ID()), []byte(`{"approved":true}`), req))
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, seen{Method: "POST", Signature: "sha256=abc", Query: "o-7"}, out, "no credentials kept")
+
+	h, err = wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.ResumeHook(ctx, token(h.ID()), []byte(`{"approved":true}`)))
+	out, err = h.Result(ctx)
+	require.NoError(t, err)
+	require.True(t, out.None, "resumed from Go: no request")
+}

@@ -1,15 +1,18 @@
 package hopper
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -606,6 +609,15 @@ func (c *Client) CancelRun(ctx context.Context, id string) error {
 // its run that failed and was retried, matches ErrStateConflict — nothing
 // changes then.
 func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawMessage) error {
+	return c.ResumeHookRequest(ctx, token, payload, nil)
+}
+
+// ResumeHookRequest is ResumeHook for a payload that came as an HTTP
+// request: req (nil: none) is stored with the payload, without its
+// credentials (Authorization, Proxy-Authorization and Cookie headers), and
+// the workflow reads it with Hook.Request. The server's webhook route
+// calls it.
+func (c *Client) ResumeHookRequest(ctx context.Context, token string, payload json.RawMessage, req *HookRequest) error {
 	if token == "" {
 		return fmt.Errorf("%w: empty hook token", ErrInvalidInput)
 	}
@@ -621,9 +633,16 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 	if !json.Valid(payload) {
 		return fmt.Errorf("%w: hook payload is not JSON", ErrInvalidInput)
 	}
+	reqJSON, err := hookRequestJSON(req)
+	if err != nil {
+		return err
+	}
+	if len(payload)+len(reqJSON) > c.cfg.MaxPayloadBytes {
+		return c.tooLarge("payload with its request", len(payload)+len(reqJSON))
+	}
 	now := c.now()
 	var queue string
-	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		h, err := tx.HookGet(ctx, token)
 		if err != nil {
 			return err
@@ -650,7 +669,7 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 				return &HookPayloadError{Hook: h.Name, Reason: err.Error()}
 			}
 		}
-		if _, err := tx.HookResume(ctx, &driver.HookResumeParams{Token: token, Payload: payload, Now: now}); err != nil {
+		if _, err := tx.HookResume(ctx, &driver.HookResumeParams{Token: token, Payload: payload, Request: reqJSON, Now: now}); err != nil {
 			if errors.Is(err, hoppertype.ErrStateConflict) {
 				return fmt.Errorf("the hook was already resumed: %w", err)
 			}
@@ -670,6 +689,33 @@ func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawM
 		c.wakeQueue(queue, time.Time{})
 	}
 	return nil
+}
+
+// hookRequestJSON encodes req for the store without its credentials; nil
+// for none.
+func hookRequestJSON(req *HookRequest) ([]byte, error) {
+	if req == nil {
+		return nil, nil
+	}
+	r := HookRequest{Method: req.Method, Query: req.Query}
+	if len(req.Header) > 0 {
+		r.Header = http.Header{}
+		for k, v := range req.Header {
+			switch http.CanonicalHeaderKey(k) {
+			case "Authorization", "Proxy-Authorization", "Cookie":
+				continue
+			}
+			r.Header[k] = v
+		}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hook request: %v", ErrInvalidInput, err)
+	}
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+		return nil, fmt.Errorf("%w: hook request holds invalid text", ErrInvalidInput)
+	}
+	return b, nil
 }
 
 // hookSchemaOf returns the payload schema recorded with the hook of token

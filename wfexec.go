@@ -56,10 +56,12 @@ type evData struct {
 	Until  time.Time             `json:"until,omitzero"`
 	Token  string                `json:"token,omitempty"`
 	// Schema is a hook's payload type as payloadSchema describes it.
-	Schema json.RawMessage      `json:"schema,omitempty"`
-	Child  string               `json:"child,omitempty"`
-	Job    string               `json:"job,omitempty"`
-	Status hoppertype.RunStatus `json:"status,omitempty"`
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Request is the HookRequest that resumed a hook through its webhook.
+	Request json.RawMessage      `json:"request,omitempty"`
+	Child   string               `json:"child,omitempty"`
+	Job     string               `json:"job,omitempty"`
+	Status  hoppertype.RunStatus `json:"status,omitempty"`
 	// Attempts is how many tries a step took.
 	Attempts int `json:"attempts,omitempty"`
 	// Attempt, Worker and Message describe one execution of an activity

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	randv2 "math/rand/v2"
+	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -580,7 +582,24 @@ type Hook[T any] struct {
 	st    *wfState
 	name  string
 	token string
+	req   *HookRequest
 }
+
+// HookRequest is the HTTP request that resumed a hook through its webhook
+// (/v1/webhooks/{token}): its method, headers and query, so a workflow can
+// check a signature or read what the caller sent beside the body. The
+// credentials are left out: Authorization, Proxy-Authorization and Cookie
+// headers are never stored.
+type HookRequest struct {
+	Method string      `json:"method"`
+	Header http.Header `json:"header,omitempty"`
+	Query  url.Values  `json:"query,omitempty"`
+}
+
+// Request returns the request that resumed the hook through its webhook,
+// once Wait has returned its payload; nil when it was resumed otherwise
+// (ResumeHook, POST /v1/hooks/{token}) or has not been.
+func (h *Hook[T]) Request() *HookRequest { return h.req }
 
 // Token returns the hook's token.
 func (h *Hook[T]) Token() string { return h.token }
@@ -685,7 +704,7 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	if ev, err := st.next(h.name, evHookReceived, evHookTimeout); err != nil {
 		return zero, err
 	} else if ev != nil {
-		return decodeHook[T](st, h.name, ev)
+		return h.decode(ev)
 	}
 	if err := st.live(); err != nil {
 		return zero, err
@@ -696,7 +715,7 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	}
 	switch {
 	case row.State == hoppertype.HookResumed:
-		if err := st.record(st.ctx, nil, evHookReceived, h.name, evData{Output: row.Payload}); err != nil {
+		if err := st.record(st.ctx, nil, evHookReceived, h.name, evData{Output: row.Payload, Request: row.Request}); err != nil {
 			return zero, err
 		}
 	case !st.c.now().Before(until):
@@ -710,7 +729,23 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 			return err == nil && r.State == hoppertype.HookResumed
 		})
 	}
-	return decodeHook[T](st, h.name, st.events[len(st.events)-1])
+	return h.decode(st.events[len(st.events)-1])
+}
+
+// decode reads the hook's payload, and the request that sent it, from its
+// hook_received event.
+func (h *Hook[T]) decode(ev *hoppertype.RunEvent) (T, error) {
+	v, err := decodeHook[T](h.st, h.name, ev)
+	if err == nil && ev.Kind == evHookReceived {
+		var data evData
+		if json.Unmarshal(ev.Data, &data) == nil && len(data.Request) > 0 {
+			var req HookRequest
+			if json.Unmarshal(data.Request, &req) == nil {
+				h.req = &req
+			}
+		}
+	}
+	return v, err
 }
 
 func decodeHook[T any](st *wfState, name string, ev *hoppertype.RunEvent) (T, error) {

@@ -145,6 +145,8 @@ type RunEventListParams struct {
 type HookResumeParams struct {
 	Token   string
 	Payload []byte
+	// Request is stored as the hook's Request (nil: none).
+	Request []byte
 	Now     time.Time
 }
 

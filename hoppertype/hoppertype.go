@@ -394,11 +394,14 @@ const (
 
 // HookRow is a durable wait for an external payload, found by its token.
 type HookRow struct {
-	Token     string
-	RunID     string
-	Name      string
-	State     HookState
-	Payload   []byte
+	Token   string
+	RunID   string
+	Name    string
+	State   HookState
+	Payload []byte
+	// Request is the request that resumed the hook through its webhook
+	// (JSON: method, headers without credentials, query); nil otherwise.
+	Request   []byte
 	CreatedAt time.Time
 	ResumedAt time.Time
 }

@@ -315,7 +315,10 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	default:
 		p, _ = json.Marshal(string(body))
 	}
-	if err := s.c.ResumeHook(r.Context(), r.PathValue("token"), p); err != nil {
+	// The workflow reads the request beside the body (Hook.Request): to
+	// check a signature, say. The client leaves its credentials out.
+	req := &hopper.HookRequest{Method: r.Method, Header: r.Header.Clone(), Query: r.URL.Query()}
+	if err := s.c.ResumeHookRequest(r.Context(), r.PathValue("token"), p, req); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -1164,3 +1164,47 @@ func TestHookPayloadRefusedOverHTTP(t *testing.T) {
 	require.Equal(t, 200, e.do("POST", "/v1/hooks/"+tok, `{"approved":true}`, nil))
 	require.Equal(t, "completed", waitRun(t, e, run.RunID).Status)
 }
+
+// TestWebhookRequestReachesTheWorkflow: a webhook's method, headers and
+// query reach the workflow beside its body; its credentials do not.
+func TestWebhookRequestReachesTheWorkflow(t *testing.T) {
+	t.Parallel()
+	wf := hopper.Workflow("signed", func(wf hopper.WorkflowContext, _ hopper.None) (map[string]string, error) {
+		h, err := hopper.NewHook[json.RawMessage](wf, "callback")
+		if err != nil {
+			return nil, err
+		}
+		if _, err := h.Wait(nil); err != nil {
+			return nil, err
+		}
+		r := h.Request()
+		return map[string]string{"method": r.Method, "sig": r.Header.Get("X-Signature"), "cookie": r.Header.Get("Cookie"),
+			"state": r.Query.Get("state")}, nil
+	}, nil)
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(wf))
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	s := server.New(c, &server.Options{Tokens: []string{token}})
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { s.Close(); ts.Close() })
+	e := &env{t: t, c: c, url: ts.URL, srv: s}
+
+	var run server.StartRunResponse
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"signed","input":null}`, &run))
+	info := waitHook(t, e, run.RunID)
+	req, _ := http.NewRequest("PUT", e.url+"/v1/webhooks/"+info.Hooks[0].Token+"?state=done", strings.NewReader(`{"ok":true}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Signature", "sha256=abc")
+	req.Header.Set("Cookie", "session=secret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	done := waitRun(t, e, run.RunID)
+	require.Equal(t, "completed", done.Status)
+	require.JSONEq(t, `{"method":"PUT","sig":"sha256=abc","cookie":"","state":"done"}`, string(done.Output))
+}

@@ -161,6 +161,22 @@ func testHookResume(t *testing.T, f *fixture) {
 	require.ErrorIs(t, err, hoppertype.ErrStateConflict)
 	requireHook(t, &want, again, "a second resume returns the hook unchanged")
 	requireHook(t, &want, f.hookGet(t, h.Token), "a second resume changes nothing")
+
+	// The request that resumed a hook through its webhook is kept beside
+	// the payload; a hook resumed without one has none.
+	req := []byte(`{"method":"POST","header":{"X-Signature":["abc"]}}`)
+	got, err = f.d.HookResume(f.ctx, &driver.HookResumeParams{Token: other.Token, Payload: []byte(`2`), Request: req, Now: at(time.Minute)})
+	require.NoError(t, err)
+	require.JSONEq(t, string(req), string(got.Request))
+	require.JSONEq(t, string(req), string(f.hookGet(t, other.Token).Request))
+	require.Nil(t, f.hookGet(t, h.Token).Request)
+	listed, err := f.d.HookListByRun(f.ctx, r.ID)
+	require.NoError(t, err)
+	for _, l := range listed {
+		if l.Token == other.Token {
+			require.JSONEq(t, string(req), string(l.Request))
+		}
+	}
 }
 
 func testHookResumeRace(t *testing.T, f *fixture) {

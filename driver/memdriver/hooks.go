@@ -60,6 +60,7 @@ func (t *tx) HookResume(ctx context.Context, params *driver.HookResumeParams) (*
 	h := cloneHook(cur)
 	h.State = hoppertype.HookResumed
 	h.Payload = cloneBytes(params.Payload)
+	h.Request = cloneBytes(params.Request)
 	h.ResumedAt = trunc(params.Now)
 	t.putHook(h)
 	return cloneHook(h), nil
@@ -186,6 +187,7 @@ func (t *tx) setStream(runID string, chunks []*hoppertype.StreamChunk) {
 func cloneHook(h *hoppertype.HookRow) *hoppertype.HookRow {
 	c := *h
 	c.Payload = cloneBytes(h.Payload)
+	c.Request = cloneBytes(h.Request)
 	return &c
 }
 

@@ -119,7 +119,7 @@ type queries struct {
 const runColumns = "id, workflow, status, parent_id, code_version, error, created_at, updated_at, ended_at"
 
 // hookColumns are the hooks table's columns in the order scanHook reads them.
-const hookColumns = "token, run_id, name, state, created_at, resumed_at, payload"
+const hookColumns = "token, run_id, name, state, created_at, resumed_at, payload, request"
 
 // newQueries builds the statements for schema (validated by the caller).
 func newQueries(schema string) *queries {
@@ -514,10 +514,10 @@ WHERE run_id = $1 ORDER BY attempt, seq`),
 		eventListAttempt: q(`SELECT run_id, attempt, seq, kind, name, at, data FROM {s}.run_events
 WHERE run_id = $1 AND attempt = $2 ORDER BY attempt, seq`),
 
-		hookInsert: q(`INSERT INTO {s}.hooks ({hookcols}) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		hookInsert: q(`INSERT INTO {s}.hooks ({hookcols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (token) DO NOTHING`),
 		hookGet: q(`SELECT {hookcols} FROM {s}.hooks WHERE token = $1`),
-		hookResume: q(`UPDATE {s}.hooks SET state = 'resumed', payload = $2, resumed_at = $3
+		hookResume: q(`UPDATE {s}.hooks SET state = 'resumed', payload = $2, resumed_at = $3, request = $4
 WHERE token = $1 AND state = 'waiting'
 RETURNING {hookcols}`),
 		hookByRun: q(`SELECT {hookcols} FROM {s}.hooks WHERE run_id = $1 ORDER BY created_at, token`),

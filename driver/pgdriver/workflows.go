@@ -557,7 +557,7 @@ func scanHook(row pgx.Row) (*hoppertype.HookRow, error) {
 		created time.Time
 		resumed pgtype.Timestamptz
 	)
-	if err := row.Scan(&h.Token, &h.RunID, &h.Name, &state, &created, &resumed, &h.Payload); err != nil {
+	if err := row.Scan(&h.Token, &h.RunID, &h.Name, &state, &created, &resumed, &h.Payload, &h.Request); err != nil {
 		return nil, err
 	}
 	h.State = hoppertype.HookState(state)
@@ -584,7 +584,7 @@ func (e *executor) HookInsert(ctx context.Context, h *hoppertype.HookRow) error 
 		return fmt.Errorf("pgdriver: %s: invalid state %q", op, h.State)
 	}
 	tag, err := e.q.Exec(ctx, e.d.q.hookInsert, h.Token, h.RunID, h.Name, string(state),
-		pgtype.Timestamptz{Time: h.CreatedAt, Valid: true}, ts(h.ResumedAt), h.Payload)
+		pgtype.Timestamptz{Time: h.CreatedAt, Valid: true}, ts(h.ResumedAt), h.Payload, h.Request)
 	if err != nil {
 		return e.d.fail(op, err)
 	}
@@ -615,7 +615,7 @@ func (e *executor) HookResume(ctx context.Context, p *driver.HookResumeParams) (
 	}
 	op := fmt.Sprintf("resume hook %q", p.Token)
 	for range 3 {
-		h, err := scanHook(e.q.QueryRow(ctx, e.d.q.hookResume, p.Token, p.Payload, ts(p.Now)))
+		h, err := scanHook(e.q.QueryRow(ctx, e.d.q.hookResume, p.Token, p.Payload, ts(p.Now), p.Request))
 		if err == nil {
 			return h, nil
 		}

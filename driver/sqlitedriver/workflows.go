@@ -47,10 +47,10 @@ const (
 	listEventsSQL        = `SELECT ` + eventCols + ` FROM run_events WHERE run_id = ? ORDER BY attempt, seq`
 	listEventsAttemptSQL = `SELECT ` + eventCols + ` FROM run_events WHERE run_id = ? AND attempt = ? ORDER BY seq`
 
-	hookCols      = `token, run_id, name, state, payload, created_at, resumed_at`
-	insertHookSQL = `INSERT INTO hooks (` + hookCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	hookCols      = `token, run_id, name, state, payload, created_at, resumed_at, request`
+	insertHookSQL = `INSERT INTO hooks (` + hookCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	getHookSQL    = `SELECT ` + hookCols + ` FROM hooks WHERE token = ?`
-	resumeHookSQL = `UPDATE hooks SET state = 'resumed', payload = ?2, resumed_at = ?3
+	resumeHookSQL = `UPDATE hooks SET state = 'resumed', payload = ?2, resumed_at = ?3, request = ?4
 	WHERE token = ?1 AND state = 'waiting' RETURNING ` + hookCols
 	listHooksSQL = `SELECT ` + hookCols + ` FROM hooks WHERE run_id = ? ORDER BY created_at, token`
 
@@ -396,7 +396,7 @@ func scanHook(rows *sql.Rows) (*hoppertype.HookRow, error) {
 		created int64
 		resumed sql.NullInt64
 	)
-	if err := rows.Scan(&h.Token, &h.RunID, &h.Name, &state, blob{&h.Payload}, &created, &resumed); err != nil {
+	if err := rows.Scan(&h.Token, &h.RunID, &h.Name, &state, blob{&h.Payload}, &created, &resumed, blob{&h.Request}); err != nil {
 		return nil, fmt.Errorf("scan hook: %w", err)
 	}
 	h.State = hoppertype.HookState(state)
@@ -427,7 +427,7 @@ func (r *runner) hookInsert(ctx context.Context, h *hoppertype.HookRow) error {
 		state = hoppertype.HookWaiting
 	}
 	_, err := r.exec(ctx, insertHookSQL, h.Token, h.RunID, h.Name, string(state), h.Payload,
-		h.CreatedAt.UnixMicro(), micros(trunc(h.ResumedAt)))
+		h.CreatedAt.UnixMicro(), micros(trunc(h.ResumedAt)), h.Request)
 	if isPrimaryKeyConflict(err) {
 		return fmt.Errorf("insert hook %q: %w", h.Token, hoppertype.ErrDuplicateID)
 	}
@@ -450,7 +450,7 @@ func (r *runner) hookGet(ctx context.Context, token string) (*hoppertype.HookRow
 // nothing, a read tells a missing hook from one already resumed.
 func (r *runner) hookResume(ctx context.Context, p *driver.HookResumeParams) (*hoppertype.HookRow, error) {
 	what := fmt.Sprintf("resume hook %q", p.Token)
-	h, err := r.hook(ctx, resumeHookSQL, p.Token, p.Payload, trunc(p.Now).UnixMicro())
+	h, err := r.hook(ctx, resumeHookSQL, p.Token, p.Payload, trunc(p.Now).UnixMicro(), p.Request)
 	if err == nil {
 		return h, nil
 	}
