@@ -431,7 +431,7 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused, create boo
 // Ping checks that the store answers: a round trip to the database server
 // or file, within ctx. It returns nil when the store answered.
 func (c *Client) Ping(ctx context.Context) error {
-	if p, ok := c.drv.(driver.Pinger); ok {
+	if p, ok := c.base.(driver.Pinger); ok {
 		return p.Ping(ctx)
 	}
 	// A read of a job that cannot exist goes to the store and back.

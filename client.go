@@ -200,8 +200,11 @@ type Config struct {
 // Client enqueues jobs, runs the jobs of its registered types once started,
 // and answers questions about jobs. It is safe for concurrent use.
 type Client struct {
-	cfg    Config
-	drv    driver.Driver
+	cfg Config
+	// base is the store; drv runs its operations (base's Executor, with
+	// the InCommit observers once there are any).
+	base   driver.Driver
+	drv    driver.Executor
 	clock  Clock
 	codec  Codec
 	log    *slog.Logger
@@ -281,7 +284,7 @@ func (c *Client) Close(ctx context.Context) error {
 	err := c.Stop(ctx)
 	c.waiters.close()
 	if c.ownsDriver {
-		if cerr := c.drv.Close(); err == nil {
+		if cerr := c.base.Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -357,7 +360,8 @@ func newClient(cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		cfg:       cfg,
-		drv:       cfg.Driver,
+		base:      cfg.Driver,
+		drv:       cfg.Driver.Executor(),
 		clock:     cfg.Clock,
 		codec:     cfg.Codec,
 		log:       cfg.Logger,
@@ -388,13 +392,9 @@ func newClient(cfg Config) (*Client, error) {
 // Driver returns the client's store.
 func (c *Client) Driver() driver.Driver { return c.baseDriver() }
 
-// baseDriver is the store without the InCommit observers' wrapper.
-func (c *Client) baseDriver() driver.Driver {
-	if d, ok := c.drv.(*observedDriver); ok {
-		return d.Driver
-	}
-	return c.drv
-}
+// baseDriver is the store (its operations through c.drv, which adds the
+// InCommit observers when there are any).
+func (c *Client) baseDriver() driver.Driver { return c.base }
 
 // WorkerID returns the name this client uses in leases.
 func (c *Client) WorkerID() string { return c.worker }

@@ -19,7 +19,8 @@ import (
 // record their outcomes with.
 func bulkFixture(t *testing.T, n int) (*Client, []*hoppertype.JobRow) {
 	t.Helper()
-	d := &groupUpdateCounter{Driver: memdriver.New()}
+	base := memdriver.New()
+	d := &groupUpdateCounter{Driver: base, baseExec: base.Executor()}
 	t.Cleanup(func() { _ = d.Close() })
 	c, err := newClient(Config{Driver: d})
 	require.NoError(t, err)
@@ -42,13 +43,17 @@ func bulkFixture(t *testing.T, n int) (*Client, []*hoppertype.JobRow) {
 
 // groupUpdateCounter counts the GroupUpdate calls made in its
 // transactions, to tell the bulk path (one per group) from the fallback.
+// Executor is the spy itself.
+func (d *groupUpdateCounter) Executor() driver.Executor { return d }
+
 type groupUpdateCounter struct {
 	*memdriver.Driver
+	baseExec
 	n int
 }
 
 func (d *groupUpdateCounter) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
-	return d.Driver.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	return d.baseExec.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		return fn(ctx, &countingTx{Executor: tx, n: &d.n})
 	})
 }
@@ -159,13 +164,17 @@ func TestBulkMembersSkipLostLeases(t *testing.T) {
 
 // appendCounter counts the history appends made in its transactions, to
 // tell the batched run path (one RunEventAppendMany) from the per-run one.
+// Executor is the spy itself.
+func (d *appendCounter) Executor() driver.Executor { return d }
+
 type appendCounter struct {
 	*memdriver.Driver
+	baseExec
 	one, many int
 }
 
 func (d *appendCounter) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
-	return d.Driver.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	return d.baseExec.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		return fn(ctx, &appendCountingTx{Executor: tx, d: d})
 	})
 }
@@ -189,7 +198,8 @@ func (t *appendCountingTx) RunEventAppendMany(ctx context.Context, p []*driver.R
 // recorded with one append and one finish; a run whose lease was lost
 // writes nothing, and the others are not held back by it.
 func TestFinishRunsTogether(t *testing.T) {
-	d := &appendCounter{Driver: memdriver.New()}
+	base := memdriver.New()
+	d := &appendCounter{Driver: base, baseExec: base.Executor()}
 	t.Cleanup(func() { _ = d.Close() })
 	c, err := newClient(Config{Driver: d})
 	require.NoError(t, err)
@@ -285,7 +295,7 @@ func TestWaitersKeepTheirSubscription(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, id := range []string{"w1", "w2", "w3"} {
-		_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{ID: id, GroupID: id, Type: "t", Queue: "q",
+		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{ID: id, GroupID: id, Type: "t", Queue: "q",
 			State: hoppertype.JobStateSucceeded, Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now}}})
 		require.NoError(t, err)
 		_, err = c.waitJob(ctx, id)
@@ -298,3 +308,7 @@ func TestWaitersKeepTheirSubscription(t *testing.T) {
 	require.Equal(t, 4, d.count(), "after close, a wait subscribes again")
 	c.waiters.close()
 }
+
+// baseExec is a driver's Executor embedded in a test's spy, which is its
+// own Executor and overrides the operations it watches.
+type baseExec = driver.Executor

@@ -142,7 +142,7 @@ func TestSQLiteCrashSafety(t *testing.T) {
 		var check string
 		require.NoError(t, d.DB().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&check))
 		require.Equal(t, "ok", check, "after kill %d", cycle)
-		rows, err := d.JobGetMany(ctx, ids)
+		rows, err := d.Executor().JobGetMany(ctx, ids)
 		require.NoError(t, err)
 		if len(rows) != len(ids) {
 			found := map[string]bool{}

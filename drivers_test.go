@@ -94,3 +94,16 @@ func forEachDriver(t *testing.T, test func(t *testing.T, newDriver func(*testing
 		})
 	}
 }
+
+// baseExec is a driver's Executor embedded in a test's spy: a spy embeds
+// the driver (for Name, Listen, Close) and its executor under this name,
+// overrides the operations it watches, and is its own Executor:
+//
+//	type spy struct {
+//		driver.Driver
+//		baseExec
+//	}
+//	func (s *spy) Executor() driver.Executor { return s }
+//
+// made with &spy{Driver: d, baseExec: d.Executor()}.
+type baseExec = driver.Executor

@@ -414,7 +414,7 @@ func testGateRecheckRepairs(t *testing.T, newDriver func(*testing.T) driver.Driv
 	_, err := c.EnqueueMany(ctx, gate)
 	require.NoError(t, err)
 	now := clk.Now()
-	_, err = d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{
+	_, err = d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{
 		ID: "done-elsewhere", Type: "gate-step", Queue: "elsewhere", State: hoppertype.JobStateSucceeded, GroupID: "done-elsewhere",
 		Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now, EndedAt: now,
 	}}})

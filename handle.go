@@ -376,7 +376,7 @@ func (h *waiterHub) startListening() {
 		topic string
 		kind  waitKind
 	}{{driver.TopicJobDone, waitJob}, {driver.TopicGroupDone, waitGroup}} {
-		sub, err := h.c.drv.Listen(ctx, w.topic)
+		sub, err := h.c.base.Listen(ctx, w.topic)
 		if err != nil {
 			// Polling still finds the outcome.
 			h.c.reportError(fmt.Errorf("listen %s: %w", w.topic, err), PhaseQueue)

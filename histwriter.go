@@ -35,7 +35,7 @@ const (
 
 // append stores p's events and returns its outcome. The write is not
 // abandoned when ctx ends (other runs' appends may share it).
-func (w *histWriter) append(ctx context.Context, drv driver.Driver, p *driver.RunEventAppendParams) error {
+func (w *histWriter) append(ctx context.Context, drv driver.Executor, p *driver.RunEventAppendParams) error {
 	r := &histReq{p: p, done: make(chan error, 1)}
 	w.mu.Lock()
 	w.queue = append(w.queue, r)
@@ -50,7 +50,7 @@ func (w *histWriter) append(ctx context.Context, drv driver.Driver, p *driver.Ru
 }
 
 // flush writes batches from the queue until it is empty.
-func (w *histWriter) flush(ctx context.Context, drv driver.Driver) {
+func (w *histWriter) flush(ctx context.Context, drv driver.Executor) {
 	for {
 		w.mu.Lock()
 		if len(w.queue) == 0 {
@@ -67,7 +67,7 @@ func (w *histWriter) flush(ctx context.Context, drv driver.Driver) {
 	}
 }
 
-func (w *histWriter) write(ctx context.Context, drv driver.Driver, batch []*histReq) {
+func (w *histWriter) write(ctx context.Context, drv driver.Executor, batch []*histReq) {
 	if len(batch) == 1 {
 		batch[0].done <- drv.RunEventAppend(ctx, batch[0].p)
 		return

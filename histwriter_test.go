@@ -18,7 +18,7 @@ import (
 // slowManyDriver records how the history writer calls the store, and can
 // fail RunEventAppendMany.
 type slowManyDriver struct {
-	driver.Driver
+	driver.Executor // nil: only the history writer's two calls are made
 	gate      chan struct{} // the first single append waits on it
 	singles   atomic.Int64
 	manys     atomic.Int64

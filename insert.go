@@ -453,7 +453,7 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 		}
 		ti, ok := c.baseDriver().(driver.TxInserter)
 		if !ok {
-			return nil, fmt.Errorf("%w: the %s driver has no transactional enqueue", driver.ErrNotImplemented, c.drv.Name())
+			return nil, fmt.Errorf("%w: the %s driver has no transactional enqueue", driver.ErrNotImplemented, c.base.Name())
 		}
 		res, err = ti.JobInsertManyTx(ctx, tx, params)
 	} else if !slices.ContainsFunc(rows, func(r *hoppertype.JobRow) bool { return r.Type == gateTypeName }) {

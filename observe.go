@@ -163,7 +163,7 @@ func (c *Client) observe(o *observer) error {
 	list := append(slices.Clone(c.inCommit()), o)
 	c.inCommitObs.Store(&list)
 	if _, wrapped := c.drv.(*observedDriver); !wrapped {
-		c.drv = &observedDriver{Driver: c.drv, c: c}
+		c.drv = &observedDriver{Executor: c.drv, c: c}
 	}
 	return nil
 }
@@ -175,13 +175,13 @@ func (c *Client) inCommit() []*observer {
 	return nil
 }
 
-// observedDriver runs InCommit observers at the end of every transaction
-// and of every nested scope made through it: a scope's own changes are
-// listed after its writes and shown to the observers in its transaction.
-// Transitions the engine makes in one driver call run in a transaction of
-// their own for the purpose.
+// observedDriver is the driver's Executor with the InCommit observers: it
+// runs them at the end of every transaction and of every nested scope made
+// through it, a scope's own changes listed after its writes and shown to
+// the observers in its transaction. Transitions the engine makes in one
+// driver call run in a transaction of their own for the purpose.
 type observedDriver struct {
-	driver.Driver
+	driver.Executor
 	c *Client
 }
 
@@ -197,7 +197,7 @@ type observedTx struct {
 }
 
 func (d *observedDriver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
-	return d.Driver.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	return d.Executor.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		mark, err := tx.ChangeMark(ctx)
 		if err != nil {
 			return err
@@ -270,7 +270,7 @@ func (d *observedDriver) JobPromote(ctx context.Context, p *driver.JobPromotePar
 
 func (d *observedDriver) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
 	if p.Message == "" {
-		return d.Driver.JobHeartbeat(ctx, p) // writes no change
+		return d.Executor.JobHeartbeat(ctx, p) // writes no change
 	}
 	return inTx(ctx, d, func(ctx context.Context, tx driver.Executor) ([]driver.JobHeartbeatResult, error) {
 		return tx.JobHeartbeat(ctx, p)
@@ -359,7 +359,7 @@ func (d *observedDriver) RunEventAppendMany(ctx context.Context, p []*driver.Run
 }
 
 // Unwrap returns the driver the observers wrap.
-func (d *observedDriver) Unwrap() driver.Driver { return d.Driver }
+func (d *observedDriver) Unwrap() driver.Executor { return d.Executor }
 
 // commitKey carries a Commit in an InCommit observer's context.
 type commitKey struct{}

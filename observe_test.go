@@ -114,7 +114,7 @@ func testInCommitObserver(t *testing.T, newDriver func(*testing.T) driver.Driver
 	require.ErrorIs(t, err, hopper.ErrVetoed)
 	_, err = c.Get(ctx, "forbidden-1")
 	require.ErrorIs(t, err, hopper.ErrNotFound, "the vetoed insert rolled back")
-	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: "forbidden-1", Limit: 10})
+	chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: "forbidden-1", Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, chs, "and its change with it")
 
@@ -351,7 +351,7 @@ func TestAfterCommitSurvivesKill(t *testing.T) {
 				require.NoError(t, err)
 				before[p] = true
 			}
-			crash, err := d.ChangeList(t.Context(), &driver.ChangeListParams{EntityID: "crash-me", Limit: 10})
+			crash, err := d.Executor().ChangeList(t.Context(), &driver.ChangeListParams{EntityID: "crash-me", Limit: 10})
 			require.NoError(t, err)
 			require.Len(t, crash, 3)
 			crashPos := crash[2].Position
@@ -423,7 +423,7 @@ func feedOf(t *testing.T, d driver.Driver, n int) []*hoppertype.Change {
 	var all []*hoppertype.Change
 	eventually(t, "the feed", func() bool {
 		var err error
-		all, err = d.ChangeList(t.Context(), &driver.ChangeListParams{Limit: 1000})
+		all, err = d.Executor().ChangeList(t.Context(), &driver.ChangeListParams{Limit: 1000})
 		require.NoError(t, err)
 		return len(all) >= n
 	})
@@ -563,7 +563,7 @@ func testInCommitVetoOfAFinish(t *testing.T, newDriver func(*testing.T) driver.D
 // that change.
 func waitRetryObserverPassed(t *testing.T, d driver.Driver, id string) *hoppertype.Change {
 	t.Helper()
-	chs, err := d.ChangeList(t.Context(), &driver.ChangeListParams{EntityID: id, Limit: 1000})
+	chs, err := d.Executor().ChangeList(t.Context(), &driver.ChangeListParams{EntityID: id, Limit: 1000})
 	require.NoError(t, err)
 	last := chs[len(chs)-1]
 	for i := len(chs) - 1; i >= 0 && chs[i].Kind == hopper.ChangeRun; i-- {
@@ -571,7 +571,7 @@ func waitRetryObserverPassed(t *testing.T, d driver.Driver, id string) *hopperty
 	}
 	require.Equal(t, "stuck", last.State)
 	eventually(t, "the retry observer passed "+id, func() bool {
-		cursors, err := d.CursorList(t.Context())
+		cursors, err := d.Executor().CursorList(t.Context())
 		require.NoError(t, err)
 		for _, cur := range cursors {
 			if cur.Name == hopper.RetryObserverName {
@@ -601,11 +601,11 @@ func testRetryObserverIgnoresStaleStuck(t *testing.T, newDriver func(*testing.T)
 	h, err := step.Enqueue(ctx, quiet, 0, nil)
 	require.NoError(t, err)
 	now := time.Now()
-	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "w"})
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	yes := true
-	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: h.ID(), LeaseToken: claimed[0].LeaseToken,
+	res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: h.ID(), LeaseToken: claimed[0].LeaseToken,
 		State: hopper.StateStuck, Attempt: 1, RunAt: claimed[0].RunAt,
 		Stuck: &hoppertype.StuckInfo{Cause: hopper.StuckEngineFailure, Retryable: &yes, ObservedAt: now}}}})
 	require.NoError(t, err)
@@ -615,12 +615,12 @@ func testRetryObserverIgnoresStaleStuck(t *testing.T, newDriver func(*testing.T)
 
 	// Now a client with the retry observer comes up and reads the feed.
 	newClient(t, hopper.Config{Driver: d})
-	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: h.ID(), Limit: 10})
+	chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: h.ID(), Limit: 10})
 	require.NoError(t, err)
 	last := chs[len(chs)-1]
 	require.Equal(t, "stuck>cancelled", last.Prev+">"+last.State)
 	eventually(t, "the retry observer passed the job's changes", func() bool {
-		cursors, err := d.CursorList(ctx)
+		cursors, err := d.Executor().CursorList(ctx)
 		require.NoError(t, err)
 		for _, cur := range cursors {
 			if cur.Name == hopper.RetryObserverName {
@@ -697,8 +697,12 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 }
 
 // leaseCounter counts the cursor leases a client asks for.
+// Executor is the spy itself.
+func (l *leaseCounter) Executor() driver.Executor { return l }
+
 type leaseCounter struct {
 	driver.Driver
+	baseExec
 	mu sync.Mutex
 	n  int
 }
@@ -707,7 +711,7 @@ func (l *leaseCounter) CursorLease(ctx context.Context, p *driver.CursorLeasePar
 	l.mu.Lock()
 	l.n++
 	l.mu.Unlock()
-	return l.Driver.CursorLease(ctx, p)
+	return l.baseExec.CursorLease(ctx, p)
 }
 
 // TestObserverNonHolderAsksOncePerPoll: while another process delivers an
@@ -726,12 +730,12 @@ func TestObserverNonHolderAsksOncePerPoll(t *testing.T) {
 	require.NoError(t, a.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
 	eventually(t, "a holds the cursor", func() bool {
-		cs, err := d.CursorList(ctx)
+		cs, err := d.Executor().CursorList(ctx)
 		require.NoError(t, err)
 		return len(cs) == 1 && cs[0].Owner == "a"
 	})
 
-	counter := &leaseCounter{Driver: d}
+	counter := &leaseCounter{Driver: d, baseExec: d.Executor()}
 	b, err := hopper.New(hopper.Config{Driver: counter, WorkerID: "b", RetryObserverCap: -1, PollInterval: time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, b.Register(step))

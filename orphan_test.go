@@ -39,13 +39,17 @@ func (o *orphans) list() []string {
 }
 
 // markSpy reports the awaited-group marks written through it.
+// Executor is the spy itself.
+func (m *markSpy) Executor() driver.Executor { return m }
+
 type markSpy struct {
 	driver.Driver
+	baseExec
 	marked chan string
 }
 
 func (m *markSpy) KeySetIfAbsent(ctx context.Context, p *driver.KeySetIfAbsentParams) (bool, error) {
-	ok, err := m.Driver.KeySetIfAbsent(ctx, p)
+	ok, err := m.baseExec.KeySetIfAbsent(ctx, p)
 	if err == nil && strings.HasPrefix(p.Key, "hopper.awaited:") {
 		select {
 		case m.marked <- p.Key:
@@ -59,7 +63,8 @@ func TestOrphanGroupHook(t *testing.T) { forEachDriver(t, testOrphanGroupHook) }
 
 func testOrphanGroupHook(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var seen orphans
-	d := &markSpy{Driver: newDriver(t), marked: make(chan string, 16)}
+	base := newDriver(t)
+	d := &markSpy{Driver: base, baseExec: base.Executor(), marked: make(chan string, 16)}
 	fan := fanoutType("orphan-fanout", summing, nil)
 	// Two clients, both with the hook: a group is reported once in all.
 	c1 := newClient(t, hopper.Config{Driver: d, OnOrphanGroup: seen.hook, MaxWorkers: 4})

@@ -29,7 +29,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func jobState(t *testing.T, d driver.Driver, id string) *hoppertype.JobRow {
 	t.Helper()
-	row, err := d.JobGet(context.Background(), id)
+	row, err := d.Executor().JobGet(context.Background(), id)
 	require.NoError(t, err)
 	return row
 }
@@ -54,7 +54,7 @@ func testDeadWorkerJobRunsAgain(t *testing.T, newDriver func(*testing.T) driver.
 
 	// The doomed worker: claims through the store, then vanishes.
 	now := clk.Now()
-	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 
@@ -216,7 +216,7 @@ func testLeaseLostCancelsHandler(t *testing.T, newDriver func(*testing.T) driver
 	id := <-started
 	row := jobState(t, c.Driver(), id)
 	// Someone else takes the job over (simulating a rescue + re-claim).
-	res, err := c.Driver().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+	res, err := c.Driver().Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 		ID: id, LeaseToken: row.LeaseToken, State: hopper.StateScheduled, RunAt: clk.Now().Add(time.Hour), Attempt: row.Attempt,
 	}}})
 	require.NoError(t, err)
@@ -260,7 +260,7 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 			eventually(t, "the doomed worker's claim", func() bool {
 				now := clk.Now()
 				var err error
-				claimed, err = d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
+				claimed, err = d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
 				require.NoError(t, err)
 				return len(claimed) == 1
 			})

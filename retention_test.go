@@ -18,19 +18,23 @@ import (
 // retentionSpy passes a client's calls to the store and reports what
 // maintenance did: when the client won the leadership, each retention
 // pass that completed (the time it ran at) and how often it deleted jobs.
+// Executor is the spy itself.
+func (s *retentionSpy) Executor() driver.Executor { return s }
+
 type retentionSpy struct {
 	driver.Driver
+	baseExec
 	led     chan struct{}
 	passes  chan time.Time
 	deletes atomic.Int64
 }
 
 func newRetentionSpy(d driver.Driver) *retentionSpy {
-	return &retentionSpy{Driver: d, led: make(chan struct{}, 1), passes: make(chan time.Time, 64)}
+	return &retentionSpy{Driver: d, baseExec: d.Executor(), led: make(chan struct{}, 1), passes: make(chan time.Time, 64)}
 }
 
 func (s *retentionSpy) LeaderAttempt(ctx context.Context, p *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
-	row, err := s.Driver.LeaderAttempt(ctx, p)
+	row, err := s.baseExec.LeaderAttempt(ctx, p)
 	if err == nil && row.Owner == p.Owner {
 		select {
 		case s.led <- struct{}{}:
@@ -42,12 +46,12 @@ func (s *retentionSpy) LeaderAttempt(ctx context.Context, p *driver.LeaderAttemp
 
 func (s *retentionSpy) JobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinishedParams) (int, error) {
 	s.deletes.Add(1)
-	return s.Driver.JobDeleteFinished(ctx, p)
+	return s.baseExec.JobDeleteFinished(ctx, p)
 }
 
 // KeyDeleteExpired is a retention pass's last step.
 func (s *retentionSpy) KeyDeleteExpired(ctx context.Context, p *driver.KeyDeleteExpiredParams) (int, error) {
-	n, err := s.Driver.KeyDeleteExpired(ctx, p)
+	n, err := s.baseExec.KeyDeleteExpired(ctx, p)
 	if err == nil {
 		select {
 		case s.passes <- p.Before:
@@ -121,7 +125,7 @@ func testRetention(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	page, err := a.List(ctx, &hopper.ListParams{GroupID: group.ID()})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 3, "the parent and its two children")
-	_, err = d.GroupGet(ctx, group.ID())
+	_, err = d.Executor().GroupGet(ctx, group.ID())
 	require.NoError(t, err, "the group has a row")
 
 	// pass moves the clock to t0+at and waits for a retention pass that
@@ -151,7 +155,7 @@ func testRetention(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	}
 	groupRow := func() bool {
 		t.Helper()
-		_, err := d.GroupGet(ctx, group.ID())
+		_, err := d.Executor().GroupGet(ctx, group.ID())
 		if errors.Is(err, hoppertype.ErrNotFound) {
 			return false
 		}

@@ -158,7 +158,7 @@ func (rt *runtime) abortStart() {
 
 // listen runs fn for every notification on topic until the runtime stops.
 func (rt *runtime) listen(topic string, fn func(payload string)) error {
-	sub, err := rt.c.drv.Listen(rt.ctx, topic)
+	sub, err := rt.c.base.Listen(rt.ctx, topic)
 	if err != nil {
 		return fmt.Errorf("hopper: listen %s: %w", topic, err)
 	}

@@ -528,7 +528,7 @@ func TestSchedulePauseResume(t *testing.T) {
 		recorded := func(m int) {
 			t.Helper()
 			eventually(t, "the occurrence of minute "+minute(m).Format(time.TimeOnly)+" recorded", func() bool {
-				rows, err := d.ScheduleList(ctx)
+				rows, err := d.Executor().ScheduleList(ctx)
 				require.NoError(t, err)
 				return len(rows) == 1 && !rows[0].NextAt.Before(minute(m+1))
 			})
@@ -666,13 +666,17 @@ func TestParseCron(t *testing.T) {
 
 // scheduleSpy passes a client's calls to the store and reports each
 // schedule registration the store answered.
+// Executor is the spy itself.
+func (s *scheduleSpy) Executor() driver.Executor { return s }
+
 type scheduleSpy struct {
 	driver.Driver
+	baseExec
 	registered chan string
 }
 
 func (s *scheduleSpy) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) (time.Time, error) {
-	seen, err := s.Driver.ScheduleUpsert(ctx, p)
+	seen, err := s.baseExec.ScheduleUpsert(ctx, p)
 	if err == nil {
 		s.registered <- p.Name
 	}
@@ -729,7 +733,7 @@ func testScheduleNeverFiresBeforeFirstSeen(t *testing.T, newDriver func(*testing
 		}
 	}
 
-	spy1 := &scheduleSpy{Driver: d, registered: make(chan string, 4)}
+	spy1 := &scheduleSpy{Driver: d, baseExec: d.Executor(), registered: make(chan string, 4)}
 	c1 := startedClient(t, spy1, clk)
 	schedule(c1, "minutely")
 	registered(spy1, "minutely")
@@ -743,7 +747,7 @@ func testScheduleNeverFiresBeforeFirstSeen(t *testing.T, newDriver func(*testing
 
 	// Down from 03:01 to 03:05:30: 03:05 is missed, within the window.
 	clk.AdvanceTo(three.Add(5*time.Minute + 30*time.Second))
-	spy2 := &scheduleSpy{Driver: d, registered: make(chan string, 4)}
+	spy2 := &scheduleSpy{Driver: d, baseExec: d.Executor(), registered: make(chan string, 4)}
 	c2 := startedClient(t, spy2, clk)
 	schedule(c2, "minutely")
 	registered(spy2, "minutely")

@@ -14,13 +14,17 @@ import (
 )
 
 // claimSpy counts the claims made through it that found nothing.
+// Executor is the spy itself.
+func (s *claimSpy) Executor() driver.Executor { return s }
+
 type claimSpy struct {
 	driver.Driver
+	baseExec
 	empty atomic.Int64
 }
 
 func (s *claimSpy) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	rows, err := s.Driver.JobClaim(ctx, p)
+	rows, err := s.baseExec.JobClaim(ctx, p)
 	if err == nil && len(rows) == 0 {
 		s.empty.Add(1)
 	}
@@ -35,7 +39,8 @@ func (s *claimSpy) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 func TestEnqueueWakesItsWorkersOnce(t *testing.T) { forEachDriver(t, testEnqueueWakesItsWorkersOnce) }
 
 func testEnqueueWakesItsWorkersOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
-	spy := &claimSpy{Driver: newDriver(t)}
+	base := newDriver(t)
+	spy := &claimSpy{Driver: base, baseExec: base.Executor()}
 	started := make(chan struct{}, 1)
 	job := hopper.Define("wake-once", func(context.Context, int) (hopper.None, error) {
 		started <- struct{}{}

@@ -134,14 +134,18 @@ var wfCrash5 = hopper.Workflow("crash-5", func(wf hopper.WorkflowContext, in int
 // itself, not inside a transaction, so they pass through here;
 // should that change, the child never reaches its kill point and says so.
 // With attempt set, only an event of that attempt of the run counts.
+// Executor is the spy itself.
+func (d *wfKillDriver) Executor() driver.Executor { return d }
+
 type wfKillDriver struct {
 	driver.Driver
+	baseExec
 	run, kind, name, label string
 	attempt                int
 }
 
 func (d *wfKillDriver) RunEventAppend(ctx context.Context, p *driver.RunEventAppendParams) error {
-	err := d.Driver.RunEventAppend(ctx, p)
+	err := d.baseExec.RunEventAppend(ctx, p)
 	if err == nil && p.RunID == d.run {
 		for _, ev := range p.Events {
 			if ev.Kind == d.kind && ev.Name == d.name && (d.attempt == 0 || ev.Attempt == d.attempt) {
@@ -198,7 +202,7 @@ func TestWorkflowCrashChild(t *testing.T) {
 		fail("open", err)
 	}
 	if pt.kind != "" {
-		d = &wfKillDriver{Driver: d, run: runID, kind: pt.kind, name: pt.name, label: pt.label}
+		d = &wfKillDriver{Driver: d, baseExec: d.Executor(), run: runID, kind: pt.kind, name: pt.name, label: pt.label}
 	}
 	wfCrashKillRun, wfCrashKillBefore, wfCrashKillIn = runID, pt.beforeStep, pt.inStep
 	c, err := hopper.New(wfCrashConfig(d, []string{queue}))
@@ -357,13 +361,13 @@ func testWorkflowCrash(t *testing.T, db, schema string, open func() driver.Drive
 
 // wfCrashAllHistory shows a run's history over all its attempts.
 func wfCrashAllHistory(ctx context.Context, d driver.Driver, id string) string {
-	job, err := d.JobGet(ctx, id)
+	job, err := d.Executor().JobGet(ctx, id)
 	if err != nil {
 		return err.Error()
 	}
 	var parts []string
 	for a := 1; a <= job.Attempt; a++ {
-		evs, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: id, Attempt: a})
+		evs, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: id, Attempt: a})
 		if err != nil {
 			return err.Error()
 		}

@@ -205,7 +205,7 @@ func loadRecordedRun[I, O any](t *testing.T, c *hopper.Client, clk *hoppertest.C
 	require.NoError(t, err)
 	d := c.Driver()
 	now := clk.Now()
-	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "recorder"})
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "recorder"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	job := claimed[0]
@@ -219,15 +219,15 @@ func loadRecordedRun[I, O any](t *testing.T, c *hopper.Client, clk *hoppertest.C
 			}
 			p.Events = append(p.Events, &hoppertype.RunEvent{RunID: job.ID, Attempt: h.Attempt, Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: data, At: ev.At})
 		}
-		require.NoError(t, d.RunEventAppend(ctx, p))
+		require.NoError(t, d.Executor().RunEventAppend(ctx, p))
 	}
 	errInfo := &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindHandler, Message: "carrier unavailable", Attempt: job.Attempt, At: now}
-	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+	res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 		ID: job.ID, LeaseToken: job.LeaseToken, State: hopper.StateRetrying, Attempt: job.Attempt, RunAt: now.Add(time.Hour), Error: errInfo,
 	}}})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
-	_, err = d.RunUpdate(ctx, &driver.RunUpdateParams{ID: job.ID, Status: hopper.RunPending, Now: now})
+	_, err = d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: job.ID, Status: hopper.RunPending, Now: now})
 	require.NoError(t, err)
 }
 
@@ -288,7 +288,7 @@ func testWorkflowRetryOfARecordedRun(t *testing.T, newDriver func(*testing.T) dr
 		require.Equal(t, []hopper.CompensationInfo{{Name: "refund", Attempt: 1, Executed: true}, {Name: "refund", Attempt: 2}}, info.Compensations)
 		// The undo is recorded in the first attempt's history, after its
 		// failure, so it never runs again.
-		first, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: "compat-o-7", Attempt: 1})
+		first, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: "compat-o-7", Attempt: 1})
 		require.NoError(t, err)
 		last := first[len(first)-1]
 		require.Equal(t, "compensation_executed", last.Kind)
@@ -596,7 +596,7 @@ func testWorkflowRetryHooksAndStreams(t *testing.T, newDriver func(*testing.T) d
 	require.Equal(t, "approved by grace", out)
 
 	for attempt, offset := range []int{0, 1} {
-		evs, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: h.ID(), Attempt: attempt + 1})
+		evs, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: h.ID(), Attempt: attempt + 1})
 		require.NoError(t, err)
 		i := slices.IndexFunc(evs, func(ev *hoppertype.RunEvent) bool { return ev.Kind == "stream_write" })
 		require.GreaterOrEqual(t, i, 0)

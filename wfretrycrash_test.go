@@ -134,7 +134,7 @@ func TestWorkflowSagaCrashChild(t *testing.T) {
 		fail("open", err)
 	}
 	if pt.kind != "" {
-		d = &wfKillDriver{Driver: d, run: runID, kind: pt.kind, name: pt.name, attempt: pt.attempt, label: pt.label}
+		d = &wfKillDriver{Driver: d, baseExec: d.Executor(), run: runID, kind: pt.kind, name: pt.name, attempt: pt.attempt, label: pt.label}
 	}
 	wfSagaKillRun, wfSagaKillEffect = runID, pt.effect
 	c, err := hopper.New(wfCrashConfig(d, []string{queue}))

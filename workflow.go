@@ -347,7 +347,7 @@ func (c *Client) startRunTx(ctx context.Context, tx any, t typeCore, in any, opt
 	}
 	ti, ok := c.baseDriver().(driver.TxInserter)
 	if !ok {
-		return "", false, fmt.Errorf("%w: the %s driver has no transactional start", driver.ErrNotImplemented, c.drv.Name())
+		return "", false, fmt.Errorf("%w: the %s driver has no transactional start", driver.ErrNotImplemented, c.base.Name())
 	}
 	wi, _, row, run, err := c.runRows(t, in, opts, "")
 	if err != nil {

@@ -97,7 +97,10 @@ const (
 
 // Driver is a store for hopper.
 type Driver interface {
-	Executor
+	// Executor returns the executor that runs the store's operations, each
+	// atomic on its own, or together in its InTx. It is the same value at
+	// every call.
+	Executor() Executor
 
 	// Name is a short name for logs and metrics: "memory", "sqlite", "postgres".
 	Name() string

@@ -181,7 +181,7 @@ func TestDashboardEscapesIDs(t *testing.T) {
 	t.Cleanup(func() { _ = d.Close() })
 	const evil = "../queues/default/pause?"
 	now := time.Now()
-	_, err := d.JobInsertMany(context.Background(), &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{
+	_, err := d.Executor().JobInsertMany(context.Background(), &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{
 		ID: evil, Type: "add", Queue: "default", Input: []byte(`{"a":1}`), State: hoppertype.JobStateScheduled,
 		RunAt: now.Add(time.Hour), QueuedAt: now, Retry: hoppertype.RetryPolicy{Attempts: 3}, GroupID: evil,
 	}}})
@@ -433,6 +433,7 @@ func TestSecurityHeaders(t *testing.T) {
 // text leaks what no caller should see, and its ping works).
 type faultyDriver struct {
 	driver.Driver
+	baseExec
 	down, broken, failGet atomic.Bool
 }
 
@@ -464,29 +465,36 @@ func (d *faultyDriver) JobGet(ctx context.Context, id string) (*hoppertype.JobRo
 	if d.failGet.Load() {
 		return nil, errLeaky
 	}
-	return d.Driver.JobGet(ctx, id)
+	return d.baseExec.JobGet(ctx, id)
 }
 
 func (d *faultyDriver) JobList(ctx context.Context, p *driver.JobListParams) ([]*hoppertype.JobRow, error) {
 	if err := d.fault(); err != nil {
 		return nil, err
 	}
-	return d.Driver.JobList(ctx, p)
+	return d.baseExec.JobList(ctx, p)
 }
 
 func (d *faultyDriver) StreamRead(ctx context.Context, p *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
 	if err := d.fault(); err != nil {
 		return nil, err
 	}
-	return d.Driver.StreamRead(ctx, p)
+	return d.baseExec.StreamRead(ctx, p)
 }
 
 func (d *faultyDriver) JobCountByState(ctx context.Context, p *driver.JobCountParams) ([]driver.JobCount, error) {
 	if err := d.fault(); err != nil {
 		return nil, err
 	}
-	return d.Driver.JobCountByState(ctx, p)
+	return d.baseExec.JobCountByState(ctx, p)
 }
+
+// baseExec is a driver's Executor embedded in a test's spy, which is its
+// own Executor and overrides the operations it watches.
+type baseExec = driver.Executor
+
+// Executor is the faulty driver itself.
+func (d *faultyDriver) Executor() driver.Executor { return d }
 
 // syncBuffer is a log destination safe for the server's goroutines.
 type syncBuffer struct {
@@ -509,7 +517,7 @@ func (s *syncBuffer) String() string {
 func newFaulty(t *testing.T) *faultyDriver {
 	d := memdriver.New()
 	t.Cleanup(func() { _ = d.Close() })
-	return &faultyDriver{Driver: d}
+	return &faultyDriver{Driver: d, baseExec: d.Executor()}
 }
 
 // TestEnqueueAnswersFromTheInsert: a stored job is a 201 with its id and

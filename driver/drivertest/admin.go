@@ -39,7 +39,7 @@ func testCancelWaiting(t *testing.T, f *fixture) {
 		hoppertype.JobStatePending, hoppertype.JobStateScheduled, hoppertype.JobStateRetrying, hoppertype.JobStateStuck,
 	} {
 		j := f.insertOne(t, inState(s), inQueue("q-"+string(s)), runAt(at(-time.Minute)))
-		got, err := f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: nanos(at(time.Minute)), Error: cancelErr(at(time.Minute))})
+		got, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: nanos(at(time.Minute)), Error: cancelErr(at(time.Minute))})
 		require.NoError(t, err, "cancel %s job", s)
 		want := j.Clone()
 		want.State = hoppertype.JobStateCancelled
@@ -48,7 +48,7 @@ func testCancelWaiting(t *testing.T, f *fixture) {
 		requireJob(t, want, got, "cancel %s job: result", s)
 		requireJob(t, want, f.get(t, j.ID), "cancel %s job: stored", s)
 		require.Empty(t, f.claim(t, j.Queue, at(time.Hour), 10), "a cancelled %s job is never claimed", s)
-		next, err := f.d.JobNextRunAt(f.ctx, j.Queue)
+		next, err := f.x.JobNextRunAt(f.ctx, j.Queue)
 		require.NoError(t, err)
 		require.True(t, next.IsZero(), "a cancelled %s job is not waiting", s)
 	}
@@ -56,7 +56,7 @@ func testCancelWaiting(t *testing.T, f *fixture) {
 
 func testCancelRunning(t *testing.T, f *fixture) {
 	j := f.claimOne(t)
-	got, err := f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Second), Error: cancelErr(at(time.Second))})
+	got, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Second), Error: cancelErr(at(time.Second))})
 	require.NoError(t, err)
 	want := j.Clone()
 	want.CancelRequested = true
@@ -65,7 +65,7 @@ func testCancelRunning(t *testing.T, f *fixture) {
 
 	// Cancelling again is harmless; the worker still holds its lease and
 	// finishes the job as it sees fit.
-	got, err = f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(2 * time.Second)})
+	got, err = f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(2 * time.Second)})
 	require.NoError(t, err)
 	requireJob(t, want, got)
 	done := f.finishOK(t, driver.JobFinishParams{
@@ -82,7 +82,7 @@ func testCancelTerminal(t *testing.T, f *fixture) {
 		j := f.insertOne(t, inState(s), endedAt(at(-time.Minute)), func(r *hoppertype.JobRow) {
 			r.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindHandler, Message: "earlier", At: at(-time.Minute)}
 		})
-		got, err := f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Minute), Error: cancelErr(at(time.Minute))})
+		got, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Minute), Error: cancelErr(at(time.Minute))})
 		require.ErrorIs(t, err, hoppertype.ErrStateConflict, "cancel %s job", s)
 		requireJob(t, j, got, "cancel %s job returns it as it is", s)
 		requireJob(t, j, f.get(t, j.ID), "cancel %s job leaves it as it is", s)
@@ -90,7 +90,7 @@ func testCancelTerminal(t *testing.T, f *fixture) {
 }
 
 func testCancelNotFound(t *testing.T, f *fixture) {
-	got, err := f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: f.id(), Now: base})
+	got, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: f.id(), Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, got)
 }
@@ -114,7 +114,7 @@ func (f *fixture) finished(t *testing.T, s hoppertype.JobState, mods ...func(*ho
 // retry calls JobRetry and returns its results by job id.
 func (f *fixture) retry(t *testing.T, p driver.JobRetryParams) map[string]driver.JobRetryResult {
 	t.Helper()
-	res, err := f.d.JobRetry(f.ctx, &p)
+	res, err := f.x.JobRetry(f.ctx, &p)
 	require.NoError(t, err)
 	out := make(map[string]driver.JobRetryResult, len(res))
 	for _, r := range res {
@@ -227,11 +227,11 @@ func testRetryUniqueHeld(t *testing.T, f *fixture) {
 		"a job whose key another live job holds is skipped")
 	requireJob(t, old, f.get(t, old.ID))
 
-	_, err := f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: live.ID, Now: base})
+	_, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: live.ID, Now: base})
 	require.NoError(t, err)
 	got := f.retry(t, driver.JobRetryParams{IDs: []string{old.ID}, States: dead, Now: at(time.Second)})
 	require.Equal(t, []string{old.ID}, keys(got))
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
 	require.NoError(t, err)
 	require.True(t, res[0].Existing, "the redriven job holds its key again")
 	require.Equal(t, old.ID, res[0].Job.ID)
@@ -259,7 +259,7 @@ func testRetryStuckOwnKey(t *testing.T, f *fixture) {
 	require.Equal(t, []string{j.ID}, keys(got), "a job holding its own key is not skipped")
 	require.Equal(t, hoppertype.JobStateStuck, got[j.ID].PrevState)
 	f.requireState(t, j.ID, hoppertype.JobStatePending)
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
 	require.NoError(t, err)
 	require.True(t, res[0].Existing)
 	require.Equal(t, j.ID, res[0].Job.ID)
@@ -276,7 +276,7 @@ func testDeleteFinished(t *testing.T, f *fixture) {
 
 	del := func(p driver.JobDeleteFinishedParams) int {
 		t.Helper()
-		n, err := f.d.JobDeleteFinished(f.ctx, &p)
+		n, err := f.x.JobDeleteFinished(f.ctx, &p)
 		require.NoError(t, err)
 		return n
 	}
@@ -307,7 +307,7 @@ func testDeleteFinished(t *testing.T, f *fixture) {
 func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 	group := func(id string, state hoppertype.GroupState) {
 		t.Helper()
-		require.NoError(t, f.d.GroupInsert(f.ctx, &hoppertype.GroupRow{ID: id, Open: 0, State: state, Value: []byte(`1`), ValueSet: true,
+		require.NoError(t, f.x.GroupInsert(f.ctx, &hoppertype.GroupRow{ID: id, Open: 0, State: state, Value: []byte(`1`), ValueSet: true,
 			CreatedAt: at(-5 * time.Hour), SettledAt: at(-4 * time.Hour)}))
 	}
 	old, recent := endedAt(at(-3*time.Hour)), endedAt(at(time.Minute))
@@ -335,10 +335,10 @@ func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 	other := "other-" + f.id()
 	group(other, hoppertype.GroupSettled)
 
-	n, err := f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: base, Limit: 100})
+	n, err := f.x.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: base, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, 6, n)
-	_, err = f.d.GroupGet(f.ctx, gone.ID)
+	_, err = f.x.GroupGet(f.ctx, gone.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "the settled group whose jobs are all gone")
 	f.groupGet(t, kept.ID)
 	f.groupGet(t, young.ID)
@@ -346,19 +346,19 @@ func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 	f.groupGet(t, other)
 
 	// Its last job gone, the kept group's row goes too; one pass at a time.
-	n, err = f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour), Limit: 100})
+	n, err = f.x.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour), Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	f.requireMissing(t, child.ID)
-	_, err = f.d.GroupGet(f.ctx, kept.ID)
+	_, err = f.x.GroupGet(f.ctx, kept.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
-	_, err = f.d.GroupGet(f.ctx, young.ID)
+	_, err = f.x.GroupGet(f.ctx, young.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "its root gone last, the group's row goes")
 
 	// In a transaction that rolls back, the group row comes back.
 	root := f.insertOne(t, succeeded, old)
 	group(root.ID, hoppertype.GroupSettled)
-	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		n, err := tx.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: base, Limit: 100})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)

@@ -15,7 +15,8 @@ import (
 // steps per run, one after the other as a run records them. The runs are
 // started and their jobs claimed before the timer starts. Each driver's
 // tests call it from a BenchmarkStepCheckpoint.
-func BenchStepCheckpoint(b *testing.B, d driver.Driver) {
+func BenchStepCheckpoint(b *testing.B, drv driver.Driver) {
+	d := drv.Executor()
 	ctx := b.Context()
 	const steps = 10
 	runs := b.N/steps + 1

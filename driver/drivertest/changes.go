@@ -35,7 +35,7 @@ func changeCases() []testCase {
 // entityChanges returns an entity's changes, which must be listed.
 func (f *fixture) entityChanges(t *testing.T, id string) []*hoppertype.Change {
 	t.Helper()
-	chs, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{EntityID: id, Limit: 100})
+	chs, err := f.x.ChangeList(f.ctx, &driver.ChangeListParams{EntityID: id, Limit: 100})
 	require.NoError(t, err)
 	return chs
 }
@@ -48,7 +48,7 @@ func (f *fixture) feed(t *testing.T, n int) []*hoppertype.Change {
 	t.Helper()
 	deadline := time.Now().Add(finalWait)
 	for {
-		chs, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{Limit: 1000})
+		chs, err := f.x.ChangeList(f.ctx, &driver.ChangeListParams{Limit: 1000})
 		require.NoError(t, err)
 		if len(chs) >= n || time.Now().After(deadline) {
 			return chs
@@ -161,9 +161,9 @@ func testChangesOfGatesAndRuns(t *testing.T, f *fixture) {
 
 func testChangesOnlyOnState(t *testing.T, f *fixture) {
 	j := f.claimOne(t)
-	_, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: j.ID, Token: j.LeaseToken}}, ExpiresAt: at(time.Hour)})
+	_, err := f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: j.ID, Token: j.LeaseToken}}, ExpiresAt: at(time.Hour)})
 	require.NoError(t, err)
-	_, err = f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Second)})
+	_, err = f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Second)})
 	require.NoError(t, err, "a running job gets a cancel request, not a new state")
 	require.Equal(t, []string{">pending", "pending>running"}, transitions(f.entityChanges(t, j.ID)))
 }
@@ -173,13 +173,13 @@ func testChangesOnlyOnState(t *testing.T, f *fixture) {
 func testChangesHeartbeatMessage(t *testing.T, f *fixture) {
 	j := f.claimOne(t)
 	lease := []driver.Lease{{ID: j.ID, Token: j.LeaseToken}}
-	res, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: lease, ExpiresAt: at(time.Hour), Message: "half way"})
+	res, err := f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: lease, ExpiresAt: at(time.Hour), Message: "half way"})
 	require.NoError(t, err)
 	require.True(t, res[0].Held)
-	_, err = f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: lease, ExpiresAt: at(time.Hour)})
+	_, err = f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: lease, ExpiresAt: at(time.Hour)})
 	require.NoError(t, err)
 	stale := []driver.Lease{{ID: j.ID, Token: j.LeaseToken + 1000}}
-	res, err = f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: stale, ExpiresAt: at(time.Hour), Message: "not mine"})
+	res, err = f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{Leases: stale, ExpiresAt: at(time.Hour), Message: "not mine"})
 	require.NoError(t, err)
 	require.False(t, res[0].Held)
 	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateSucceeded,
@@ -207,14 +207,14 @@ func testChangesHeartbeatMessage(t *testing.T, f *fixture) {
 func testChangesRollback(t *testing.T, f *fixture) {
 	kept, dropped, inner := f.job(), f.job(), f.job()
 	boom := errors.New("boom")
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{dropped}}); err != nil {
 			return err
 		}
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{kept}}); err != nil {
 			return err
 		}
@@ -238,7 +238,7 @@ func testChangesRollback(t *testing.T, f *fixture) {
 func testChangesOwn(t *testing.T, f *fixture) {
 	f.insertOne(t)
 	a, b := f.job(), f.job()
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		mark, err := tx.ChangeMark(ctx)
 		require.NoError(t, err)
 		own, err := tx.ChangeList(ctx, &driver.ChangeListParams{Own: true, After: hoppertype.ChangeCursor{Position: mark}, Limit: 10})
@@ -262,7 +262,7 @@ func testChangesOwn(t *testing.T, f *fixture) {
 		return nil
 	})
 	require.NoError(t, err)
-	own, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{Own: true, Limit: 10})
+	own, err := f.x.ChangeList(f.ctx, &driver.ChangeListParams{Own: true, Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, own, "outside a transaction nothing is one's own")
 }
@@ -276,7 +276,7 @@ func testChangesPaging(t *testing.T, f *fixture) {
 	var got []*hoppertype.Change
 	var cur hoppertype.ChangeCursor
 	for {
-		page, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{After: cur, Limit: 2})
+		page, err := f.x.ChangeList(f.ctx, &driver.ChangeListParams{After: cur, Limit: 2})
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(page), 2)
 		if len(page) == 0 {
@@ -289,14 +289,14 @@ func testChangesPaging(t *testing.T, f *fixture) {
 	for i := range all {
 		require.Equal(t, all[i].Position, got[i].Position)
 	}
-	_, err := f.d.ChangeList(f.ctx, &driver.ChangeListParams{})
+	_, err := f.x.ChangeList(f.ctx, &driver.ChangeListParams{})
 	require.Error(t, err, "a limit is required")
 }
 
 func testChangesDeleted(t *testing.T, f *fixture) {
 	gone := f.finished(t, hoppertype.JobStateSucceeded, endedAt(at(-time.Hour)))
 	kept := f.insertOne(t)
-	n, err := f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: base, Limit: 10})
+	n, err := f.x.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: base, Limit: 10})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Empty(t, f.entityChanges(t, gone.ID), "a job's changes go with it")
@@ -306,34 +306,34 @@ func testChangesDeleted(t *testing.T, f *fixture) {
 func testCursorLease(t *testing.T, f *fixture) {
 	name := "obs-" + f.id()
 	ttl := 10 * time.Second
-	c, err := f.d.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "a", Now: base, TTL: ttl})
+	c, err := f.x.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "a", Now: base, TTL: ttl})
 	require.NoError(t, err)
 	require.Equal(t, "a", c.Owner)
 	require.Equal(t, hoppertype.ChangeCursor{}, c.At, "a new cursor starts at the start of the feed")
 	requireTime(t, at(ttl), c.ExpiresAt)
 
-	c, err = f.d.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(time.Second), TTL: ttl})
+	c, err = f.x.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(time.Second), TTL: ttl})
 	require.NoError(t, err)
 	require.Equal(t, "a", c.Owner, "held by a until it expires")
-	err = f.d.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "b", At: hoppertype.ChangeCursor{Tx: 5, Position: 5}, Now: at(time.Second), TTL: ttl})
+	err = f.x.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "b", At: hoppertype.ChangeCursor{Tx: 5, Position: 5}, Now: at(time.Second), TTL: ttl})
 	require.ErrorIs(t, err, hoppertype.ErrLeaseLost)
 
-	require.NoError(t, f.d.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 7, Position: 9}, Now: at(2 * time.Second), TTL: ttl}))
-	require.NoError(t, f.d.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 7, Position: 3}, Now: at(3 * time.Second), TTL: ttl}))
-	list, err := f.d.CursorList(f.ctx)
+	require.NoError(t, f.x.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 7, Position: 9}, Now: at(2 * time.Second), TTL: ttl}))
+	require.NoError(t, f.x.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 7, Position: 3}, Now: at(3 * time.Second), TTL: ttl}))
+	list, err := f.x.CursorList(f.ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, hoppertype.ChangeCursor{Tx: 7, Position: 9}, list[0].At, "a cursor never moves back")
 	requireTime(t, at(13*time.Second), list[0].ExpiresAt, "advancing renews the lease")
 
 	// Expired: b takes it over where a left it; a has lost it.
-	c, err = f.d.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(13 * time.Second), TTL: ttl})
+	c, err = f.x.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(13 * time.Second), TTL: ttl})
 	require.NoError(t, err)
 	require.Equal(t, "b", c.Owner)
 	require.Equal(t, hoppertype.ChangeCursor{Tx: 7, Position: 9}, c.At)
-	err = f.d.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 8, Position: 10}, Now: at(14 * time.Second), TTL: ttl})
+	err = f.x.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 8, Position: 10}, Now: at(14 * time.Second), TTL: ttl})
 	require.ErrorIs(t, err, hoppertype.ErrLeaseLost)
-	c, err = f.d.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(15 * time.Second), TTL: ttl})
+	c, err = f.x.CursorLease(f.ctx, &driver.CursorLeaseParams{Name: name, Owner: "b", Now: at(15 * time.Second), TTL: ttl})
 	require.NoError(t, err)
 	require.Equal(t, "b", c.Owner, "the holder renews")
 	requireTime(t, at(25*time.Second), c.ExpiresAt)
@@ -355,7 +355,7 @@ func testChangesScan(t *testing.T, f *fixture) {
 		var got []*hoppertype.Change
 		p.Limit = 2
 		for range 20 {
-			res, err := f.d.ChangeScan(f.ctx, &p)
+			res, err := f.x.ChangeScan(f.ctx, &p)
 			require.NoError(t, err)
 			require.LessOrEqual(t, len(res.Changes), 2)
 			if res.Next == p.After {
@@ -387,7 +387,7 @@ func testChangesScan(t *testing.T, f *fixture) {
 	require.Len(t, gates, 1)
 	require.Equal(t, hoppertype.GateType, gates[0].Type)
 	require.Empty(t, scanAll(driver.ChangeScanParams{Types: []string{"no-such-type"}}))
-	_, err := f.d.ChangeScan(f.ctx, &driver.ChangeScanParams{})
+	_, err := f.x.ChangeScan(f.ctx, &driver.ChangeScanParams{})
 	require.Error(t, err, "a limit is required")
 }
 
@@ -402,7 +402,7 @@ func testChangesScanStuck(t *testing.T, f *fixture) {
 		var got []*hoppertype.Change
 		p.Limit = limit
 		for range 50 {
-			res, err := f.d.ChangeScan(f.ctx, &p)
+			res, err := f.x.ChangeScan(f.ctx, &p)
 			require.NoError(t, err)
 			require.LessOrEqual(t, len(res.Changes), limit)
 			if res.Next == p.After {
@@ -420,7 +420,7 @@ func testChangesScanStuck(t *testing.T, f *fixture) {
 		t.Fatal("the scan did not end")
 		return nil, hoppertype.ChangeCursor{}
 	}
-	start, err := f.d.ChangeTail(f.ctx)
+	start, err := f.x.ChangeTail(f.ctx)
 	require.NoError(t, err)
 	for range 4 {
 		f.insertOne(t, inQueue(q))
@@ -468,7 +468,7 @@ func testChangesScanStuck(t *testing.T, f *fixture) {
 }
 
 func testChangesTail(t *testing.T, f *fixture) {
-	tail, err := f.d.ChangeTail(f.ctx)
+	tail, err := f.x.ChangeTail(f.ctx)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.ChangeCursor{}, tail, "an empty feed")
 	f.insertOne(t)
@@ -476,14 +476,14 @@ func testChangesTail(t *testing.T, f *fixture) {
 	all := f.feed(t, 2)
 	require.Len(t, all, 2)
 	require.Eventually(t, func() bool {
-		tail, err = f.d.ChangeTail(f.ctx)
+		tail, err = f.x.ChangeTail(f.ctx)
 		require.NoError(t, err)
 		return tail == hoppertype.CursorOf(all[1])
 	}, finalWait, 5*time.Millisecond, "the last change")
 	later := f.insertOne(t)
 	var got []*hoppertype.Change
 	require.Eventually(t, func() bool {
-		got, err = f.d.ChangeList(f.ctx, &driver.ChangeListParams{After: tail, Limit: 10})
+		got, err = f.x.ChangeList(f.ctx, &driver.ChangeListParams{After: tail, Limit: 10})
 		require.NoError(t, err)
 		return len(got) == 1
 	}, finalWait, 5*time.Millisecond)

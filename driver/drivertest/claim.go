@@ -74,7 +74,7 @@ func testClaimFields(t *testing.T, f *fixture) {
 	})
 	f.insert(t, in)
 	now := nanos(at(time.Second))
-	got, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{
+	got, err := f.x.JobClaim(f.ctx, &driver.JobClaimParams{
 		Queue: "default", Limit: 1, Now: now, LeaseExpiresAt: nanos(at(31 * time.Second)), Worker: "worker-7",
 	})
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func testClaimNotBeforeRunAt(t *testing.T, f *fixture) {
 	requireTime(t, at(time.Minute), f.get(t, j.ID).StartedAt)
 	requireTime(t, at(time.Minute+30*time.Second), got[0].LeaseExpiresAt)
 	requireTime(t, at(time.Minute+30*time.Second), f.get(t, j.ID).LeaseExpiresAt)
-	expired, err := f.d.JobListExpiredLeases(f.ctx, &driver.JobListExpiredLeasesParams{Now: at(time.Minute + 20*time.Second), Limit: 10})
+	expired, err := f.x.JobListExpiredLeases(f.ctx, &driver.JobListExpiredLeasesParams{Now: at(time.Minute + 20*time.Second), Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, expired)
 	// A job due before Now keeps the lease it was given.
@@ -153,7 +153,7 @@ func testClaimTypes(t *testing.T, f *fixture) {
 	f.insert(t, append(append(append([]*hoppertype.JobRow{}, a...), b...), c...)...)
 	claim := func(types []string, limit int) []string {
 		t.Helper()
-		rows, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{
+		rows, err := f.x.JobClaim(f.ctx, &driver.JobClaimParams{
 			Queue: "default", Types: types, Limit: limit, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w",
 		})
 		require.NoError(t, err)
@@ -190,11 +190,11 @@ func testClaimPromotes(t *testing.T, f *fixture) {
 func testClaimPaused(t *testing.T, f *fixture) {
 	j := f.insertOne(t, inQueue("paused"))
 	other := f.insertOne(t, inQueue("running"))
-	require.NoError(t, f.d.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "paused", Paused: true, Now: base}))
+	require.NoError(t, f.x.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "paused", Paused: true, Now: base}))
 	require.Empty(t, f.claim(t, "paused", base, 10), "a paused queue yields no jobs")
 	f.requireState(t, j.ID, hoppertype.JobStatePending)
 	require.Equal(t, []string{other.ID}, ids(f.claim(t, "running", base, 10)), "other queues are not paused")
-	require.NoError(t, f.d.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "paused", Paused: false, Now: at(time.Second)}))
+	require.NoError(t, f.x.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "paused", Paused: false, Now: at(time.Second)}))
 	require.Equal(t, []string{j.ID}, ids(f.claim(t, "paused", at(time.Second), 10)), "a resumed queue yields its jobs")
 }
 
@@ -214,7 +214,7 @@ func testClaimConcurrent(t *testing.T, f *fixture) {
 		wg.Go(func() {
 			<-start
 			for {
-				got, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{
+				got, err := f.x.JobClaim(f.ctx, &driver.JobClaimParams{
 					Queue: "default", Limit: 7, Now: base, LeaseExpiresAt: at(time.Minute), Worker: fmt.Sprintf("w%d", w),
 				})
 				if err != nil {
@@ -260,7 +260,7 @@ func testPromote(t *testing.T, f *fixture) {
 	run := f.job(inQueue("q2"), inState(hoppertype.JobStateRunning), runAt(at(-time.Hour)))
 	dead := f.job(inQueue("q2"), inState(hoppertype.JobStateDead), runAt(at(-time.Hour)))
 	f.insert(t, s1, r2, fut, p3, run, dead)
-	n, err := f.d.JobPromote(f.ctx, &driver.JobPromoteParams{Now: base, Limit: 100})
+	n, err := f.x.JobPromote(f.ctx, &driver.JobPromoteParams{Now: base, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	f.requireState(t, s1.ID, hoppertype.JobStatePending)
@@ -269,7 +269,7 @@ func testPromote(t *testing.T, f *fixture) {
 	f.requireState(t, p3.ID, hoppertype.JobStatePending)
 	f.requireState(t, run.ID, hoppertype.JobStateRunning)
 	f.requireState(t, dead.ID, hoppertype.JobStateDead)
-	n, err = f.d.JobPromote(f.ctx, &driver.JobPromoteParams{Now: base, Limit: 100})
+	n, err = f.x.JobPromote(f.ctx, &driver.JobPromoteParams{Now: base, Limit: 100})
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Equal(t, []string{r2.ID}, ids(f.claim(t, "q2", base, 10)))
@@ -286,7 +286,7 @@ func testPromoteLimit(t *testing.T, f *fixture) {
 	f.insert(t, rows...)
 	countPending := func() int {
 		t.Helper()
-		res, err := f.d.JobCountByState(f.ctx, &driver.JobCountParams{})
+		res, err := f.x.JobCountByState(f.ctx, &driver.JobCountParams{})
 		require.NoError(t, err)
 		n := 0
 		for _, c := range res {
@@ -296,24 +296,24 @@ func testPromoteLimit(t *testing.T, f *fixture) {
 		}
 		return n
 	}
-	n, err := f.d.JobPromote(f.ctx, &driver.JobPromoteParams{Now: base, Limit: 3})
+	n, err := f.x.JobPromote(f.ctx, &driver.JobPromoteParams{Now: base, Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Equal(t, 3, countPending())
-	n, err = f.d.JobPromote(f.ctx, &driver.JobPromoteParams{Now: base, Limit: 3})
+	n, err = f.x.JobPromote(f.ctx, &driver.JobPromoteParams{Now: base, Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, 4, countPending())
 }
 
 func testNextRunAtNone(t *testing.T, f *fixture) {
-	next, err := f.d.JobNextRunAt(f.ctx, "default")
+	next, err := f.x.JobNextRunAt(f.ctx, "default")
 	require.NoError(t, err)
 	require.True(t, next.IsZero(), "no jobs: zero time, got %s", next)
 	f.insert(t, f.job(runAt(at(time.Hour))), f.job(inState(hoppertype.JobStateDead), runAt(at(time.Hour))),
 		f.job(inState(hoppertype.JobStateRunning), runAt(at(time.Hour))),
 		f.job(inQueue("other"), inState(hoppertype.JobStateScheduled), runAt(at(time.Hour))))
-	next, err = f.d.JobNextRunAt(f.ctx, "default")
+	next, err = f.x.JobNextRunAt(f.ctx, "default")
 	require.NoError(t, err)
 	require.True(t, next.IsZero(), "only pending, running and dead jobs: zero time, got %s", next)
 }
@@ -329,12 +329,12 @@ func testNextRunAtEarliest(t *testing.T, f *fixture) {
 	)
 	next := func() time.Time {
 		t.Helper()
-		ts, err := f.d.JobNextRunAt(f.ctx, "default")
+		ts, err := f.x.JobNextRunAt(f.ctx, "default")
 		require.NoError(t, err)
 		return ts
 	}
 	requireTime(t, at(time.Hour), next())
-	_, err := f.d.JobPromote(f.ctx, &driver.JobPromoteParams{Now: at(time.Hour), Limit: 100})
+	_, err := f.x.JobPromote(f.ctx, &driver.JobPromoteParams{Now: at(time.Hour), Limit: 100})
 	require.NoError(t, err)
 	requireTime(t, at(2*time.Hour), next())
 	// Due jobs count too: NextRunAt is not only about the future.
@@ -347,7 +347,7 @@ func testHeartbeat(t *testing.T, f *fixture) {
 	j2 := f.claimOne(t)
 	j3 := f.insertOne(t)
 	missing := f.id()
-	res, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
+	res, err := f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
 		Leases: []driver.Lease{
 			{ID: j1.ID, Token: j1.LeaseToken},
 			{ID: j2.ID, Token: j2.LeaseToken + 1000},
@@ -373,7 +373,7 @@ func testHeartbeat(t *testing.T, f *fixture) {
 func testHeartbeatAfterFinish(t *testing.T, f *fixture) {
 	j := f.claimOne(t)
 	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 1, EndedAt: at(time.Second)})
-	res, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
+	res, err := f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
 		Leases: []driver.Lease{{ID: j.ID, Token: j.LeaseToken}}, ExpiresAt: at(time.Minute),
 	})
 	require.NoError(t, err)
@@ -387,7 +387,7 @@ func testHeartbeatCancel(t *testing.T, f *fixture) {
 	j := f.claimOne(t)
 	beat := func() driver.JobHeartbeatResult {
 		t.Helper()
-		res, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
+		res, err := f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
 			Leases: []driver.Lease{{ID: j.ID, Token: j.LeaseToken}}, ExpiresAt: at(time.Minute),
 		})
 		require.NoError(t, err)
@@ -395,7 +395,7 @@ func testHeartbeatCancel(t *testing.T, f *fixture) {
 		return res[0]
 	}
 	require.Equal(t, driver.JobHeartbeatResult{ID: j.ID, Held: true, CancelRequested: false}, beat())
-	_, err := f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Second)})
+	_, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: j.ID, Now: at(time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, driver.JobHeartbeatResult{ID: j.ID, Held: true, CancelRequested: true}, beat())
 }
@@ -405,7 +405,7 @@ func testListExpiredLeases(t *testing.T, f *fixture) {
 		t.Helper()
 		q := "q-" + f.id()
 		f.insertOne(t, inQueue(q))
-		rows, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{
+		rows, err := f.x.JobClaim(f.ctx, &driver.JobClaimParams{
 			Queue: q, Limit: 1, Now: base, LeaseExpiresAt: at(d), Worker: "w",
 		})
 		require.NoError(t, err)
@@ -421,7 +421,7 @@ func testListExpiredLeases(t *testing.T, f *fixture) {
 
 	expired := func(now time.Time, limit int) []string {
 		t.Helper()
-		rows, err := f.d.JobListExpiredLeases(f.ctx, &driver.JobListExpiredLeasesParams{Now: now, Limit: limit})
+		rows, err := f.x.JobListExpiredLeases(f.ctx, &driver.JobListExpiredLeasesParams{Now: now, Limit: limit})
 		require.NoError(t, err)
 		for _, r := range rows {
 			require.Equal(t, hoppertype.JobStateRunning, r.State)
@@ -433,7 +433,7 @@ func testListExpiredLeases(t *testing.T, f *fixture) {
 	require.Equal(t, []string{b.ID}, expired(at(6*time.Second), 10))
 	require.Empty(t, expired(base, 10))
 
-	_, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
+	_, err := f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
 		Leases: []driver.Lease{{ID: a.ID, Token: a.LeaseToken}}, ExpiresAt: at(time.Hour),
 	})
 	require.NoError(t, err)

@@ -88,7 +88,7 @@ func testConcurrencyConcurrent(t *testing.T, f *fixture) {
 			defer wg.Done()
 			// Claimers' clocks disagree: admission must not trust start times.
 			now := at(time.Minute + time.Duration(w%4-2)*time.Second)
-			got, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{Queue: q, Limit: 1 + w%3, Now: now,
+			got, err := f.x.JobClaim(f.ctx, &driver.JobClaimParams{Queue: q, Limit: 1 + w%3, Now: now,
 				LeaseExpiresAt: at(time.Hour), Worker: "w"})
 			if err != nil {
 				t.Error(err)
@@ -103,7 +103,7 @@ func testConcurrencyConcurrent(t *testing.T, f *fixture) {
 	// Racing claimers may all give their jobs back (each counting the
 	// others' claims first); never may they admit too many.
 	require.LessOrEqual(t, claimed, limit, "claimers racing for one key never get more than its limit")
-	more, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{Queue: q, Limit: 10, Now: at(time.Minute),
+	more, err := f.x.JobClaim(f.ctx, &driver.JobClaimParams{Queue: q, Limit: 10, Now: at(time.Minute),
 		LeaseExpiresAt: at(time.Hour), Worker: "w"})
 	require.NoError(t, err)
 	claimed += len(more)

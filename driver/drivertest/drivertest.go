@@ -107,6 +107,7 @@ const finalWait = 30 * time.Second
 // fixture is the store under test plus helpers bound to it.
 type fixture struct {
 	d      driver.Driver
+	x      driver.Executor // d's executor
 	ctx    context.Context
 	prefix string
 	seq    atomic.Int64
@@ -118,6 +119,7 @@ func setup(t *testing.T, newDriver func(t *testing.T) driver.Driver) *fixture {
 	require.NotNil(t, d, "newDriver returned nil")
 	return &fixture{
 		d:      d,
+		x:      d.Executor(),
 		ctx:    t.Context(),
 		prefix: fmt.Sprintf("%08x", rand.Uint32()),
 	}
@@ -185,7 +187,7 @@ func endedAt(ts time.Time) func(*hoppertype.JobRow) {
 // returns the stored rows.
 func (f *fixture) insert(t *testing.T, rows ...*hoppertype.JobRow) []*hoppertype.JobRow {
 	t.Helper()
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: rows})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: rows})
 	require.NoError(t, err)
 	require.Len(t, res, len(rows))
 	out := make([]*hoppertype.JobRow, len(res))
@@ -207,7 +209,7 @@ func (f *fixture) insertOne(t *testing.T, mods ...func(*hoppertype.JobRow)) *hop
 // get returns a job that must exist.
 func (f *fixture) get(t *testing.T, id string) *hoppertype.JobRow {
 	t.Helper()
-	r, err := f.d.JobGet(f.ctx, id)
+	r, err := f.x.JobGet(f.ctx, id)
 	require.NoError(t, err, "get job %s", id)
 	require.NotNil(t, r)
 	return r
@@ -216,7 +218,7 @@ func (f *fixture) get(t *testing.T, id string) *hoppertype.JobRow {
 // requireMissing requires that a job does not exist.
 func (f *fixture) requireMissing(t *testing.T, id string) {
 	t.Helper()
-	r, err := f.d.JobGet(f.ctx, id)
+	r, err := f.x.JobGet(f.ctx, id)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "job %s should not exist", id)
 	require.Nil(t, r)
 }
@@ -232,7 +234,7 @@ func (f *fixture) requireState(t *testing.T, id string, s hoppertype.JobState) *
 // claim claims from queue at now with a 30s lease, for worker "worker-1".
 func (f *fixture) claim(t *testing.T, queue string, now time.Time, limit int) []*hoppertype.JobRow {
 	t.Helper()
-	rows, err := f.d.JobClaim(f.ctx, &driver.JobClaimParams{
+	rows, err := f.x.JobClaim(f.ctx, &driver.JobClaimParams{
 		Queue: queue, Limit: limit, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "worker-1",
 	})
 	require.NoError(t, err)
@@ -254,7 +256,7 @@ func (f *fixture) claimOne(t *testing.T, mods ...func(*hoppertype.JobRow)) *hopp
 // finish applies items and requires one result per item.
 func (f *fixture) finish(t *testing.T, items ...driver.JobFinishParams) []driver.JobFinishResult {
 	t.Helper()
-	res, err := f.d.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: items})
+	res, err := f.x.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: items})
 	require.NoError(t, err)
 	require.Len(t, res, len(items))
 	return res

@@ -38,7 +38,7 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 	c, cj := f.leasedRun(t)
 	d, dj := f.leasedRun(t)
 	f.appendEvents(t, c.ID, cj.LeaseToken, event(c.ID, 1, 1, "step"))
-	_, err := f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: d.ID, Status: hoppertype.RunWaiting, Now: base})
+	_, err := f.x.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: d.ID, Status: hoppertype.RunWaiting, Now: base})
 	require.NoError(t, err)
 	params := []*driver.RunEventAppendParams{
 		{RunID: a.ID, LeaseToken: aj.LeaseToken, Events: []*hoppertype.RunEvent{event(a.ID, 1, 1, "step"), event(a.ID, 1, 2, "step")}},
@@ -48,7 +48,7 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 		{RunID: d.ID, LeaseToken: dj.LeaseToken, Events: []*hoppertype.RunEvent{event(d.ID, 1, 1, "step")},
 			RunStatus: hoppertype.RunRunning, Now: at(time.Minute)},
 	}
-	errs, err := f.d.RunEventAppendMany(f.ctx, params)
+	errs, err := f.x.RunEventAppendMany(f.ctx, params)
 	require.NoError(t, err)
 	require.Len(t, errs, 4)
 	require.NoError(t, errs[0])
@@ -57,19 +57,19 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 	require.NoError(t, errs[3])
 	require.Equal(t, []string{"1.1", "1.2"}, seqs(f.events(t, a.ID, 0)))
 	require.Empty(t, f.events(t, b.ID, 0))
-	rb, err := f.d.RunGet(f.ctx, b.ID)
+	rb, err := f.x.RunGet(f.ctx, b.ID)
 	require.NoError(t, err)
 	require.NotEqual(t, hoppertype.RunCompleted, rb.Status, "a fenced-off append leaves the status")
 	require.Equal(t, []string{"1.1"}, seqs(f.events(t, c.ID, 0)))
 	require.Equal(t, []string{"1.1"}, seqs(f.events(t, d.ID, 0)))
-	rd, err := f.d.RunGet(f.ctx, d.ID)
+	rd, err := f.x.RunGet(f.ctx, d.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunRunning, rd.Status)
 
 	// Inside a transaction too, and undone with it.
 	e, ej := f.leasedRun(t)
 	boom := errors.New("boom")
-	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		errs, err := tx.RunEventAppendMany(ctx, []*driver.RunEventAppendParams{
 			{RunID: e.ID, LeaseToken: ej.LeaseToken, Events: []*hoppertype.RunEvent{event(e.ID, 1, 1, "step")}},
 			{RunID: a.ID, LeaseToken: aj.LeaseToken, Events: []*hoppertype.RunEvent{event(a.ID, 1, 1, "step")}},
@@ -85,7 +85,7 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 	// Committed with the transaction, outcomes apart, and the transaction
 	// goes on after the call.
 	g, gj := f.leasedRun(t)
-	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		errs, err := tx.RunEventAppendMany(ctx, []*driver.RunEventAppendParams{
 			{RunID: e.ID, LeaseToken: ej.LeaseToken, Events: []*hoppertype.RunEvent{event(e.ID, 1, 1, "step")},
 				RunStatus: hoppertype.RunCompleted, Now: at(time.Minute), EndedAt: at(time.Minute)},
@@ -100,7 +100,7 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"1.1"}, seqs(f.events(t, e.ID, 0)))
 	require.Empty(t, f.events(t, g.ID, 0))
-	re, err := f.d.RunGet(f.ctx, e.ID)
+	re, err := f.x.RunGet(f.ctx, e.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunCompleted, re.Status)
 	require.False(t, re.EndedAt.IsZero())
@@ -112,32 +112,32 @@ func testEventRunStatus(t *testing.T, f *fixture) {
 	r, j := f.leasedRun(t)
 	getStatus := func() hoppertype.RunStatus {
 		t.Helper()
-		row, err := f.d.RunGet(f.ctx, r.ID)
+		row, err := f.x.RunGet(f.ctx, r.ID)
 		require.NoError(t, err)
 		return row.Status
 	}
-	_, err := f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunWaiting, Now: base})
+	_, err := f.x.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunWaiting, Now: base})
 	require.NoError(t, err)
 	before := getStatus()
 	require.Equal(t, hoppertype.RunWaiting, before)
 
 	// Lost lease, duplicate key: neither events nor status.
-	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken + 1000,
+	err = f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken + 1000,
 		Events: []*hoppertype.RunEvent{event(r.ID, 1, 1, "step")}, RunStatus: hoppertype.RunRunning, Now: at(time.Second)})
 	require.ErrorIs(t, err, hoppertype.ErrLeaseLost)
 	require.Equal(t, before, getStatus(), "a fenced-off append leaves the status")
 
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 1, "step"))
 	require.Equal(t, before, getStatus(), "an append without RunStatus leaves the status")
-	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
+	err = f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
 		Events: []*hoppertype.RunEvent{event(r.ID, 1, 1, "step")}, RunStatus: hoppertype.RunRunning, Now: at(time.Second)})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 	require.Equal(t, before, getStatus(), "a duplicate append leaves the status")
 
-	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
+	err = f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
 		Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "step")}, RunStatus: hoppertype.RunRunning, Now: at(time.Minute)})
 	require.NoError(t, err)
-	row, err := f.d.RunGet(f.ctx, r.ID)
+	row, err := f.x.RunGet(f.ctx, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunRunning, row.Status)
 	require.True(t, row.UpdatedAt.Equal(at(time.Minute)), "UpdatedAt is Now: %v", row.UpdatedAt)
@@ -145,11 +145,11 @@ func testEventRunStatus(t *testing.T, f *fixture) {
 	require.Equal(t, []string{"1.1", "1.2"}, seqs(f.events(t, r.ID, 0)))
 
 	// The run's last record may end it.
-	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
+	err = f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
 		Events: []*hoppertype.RunEvent{event(r.ID, 1, 3, "workflow_completed")}, RunStatus: hoppertype.RunCompleted,
 		Now: at(2 * time.Minute), EndedAt: at(2 * time.Minute)})
 	require.NoError(t, err)
-	row, err = f.d.RunGet(f.ctx, r.ID)
+	row, err = f.x.RunGet(f.ctx, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunCompleted, row.Status)
 	require.True(t, row.EndedAt.Equal(at(2*time.Minute)), "EndedAt: %v", row.EndedAt)
@@ -172,13 +172,13 @@ func event(runID string, attempt, seq int, kind string) *hoppertype.RunEvent {
 // appendEvents appends events under the lease and requires it to apply.
 func (f *fixture) appendEvents(t *testing.T, runID string, token int64, evs ...*hoppertype.RunEvent) {
 	t.Helper()
-	require.NoError(t, f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: runID, LeaseToken: token, Events: evs}))
+	require.NoError(t, f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: runID, LeaseToken: token, Events: evs}))
 }
 
 // events lists a run's history (one attempt's when attempt > 0).
 func (f *fixture) events(t *testing.T, runID string, attempt int) []*hoppertype.RunEvent {
 	t.Helper()
-	evs, err := f.d.RunEventList(f.ctx, &driver.RunEventListParams{RunID: runID, Attempt: attempt})
+	evs, err := f.x.RunEventList(f.ctx, &driver.RunEventListParams{RunID: runID, Attempt: attempt})
 	require.NoError(t, err)
 	return evs
 }
@@ -274,7 +274,7 @@ func testEventRunsApart(t *testing.T, f *fixture) {
 // requireLost requires an append to fail with ErrLeaseLost.
 func (f *fixture) requireLost(t *testing.T, runID string, token int64, msg string) {
 	t.Helper()
-	err := f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{
+	err := f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{
 		RunID: runID, LeaseToken: token, Events: []*hoppertype.RunEvent{event(runID, 1, 1, "step"), event(runID, 1, 2, "step")},
 	})
 	require.ErrorIs(t, err, hoppertype.ErrLeaseLost, msg)
@@ -288,7 +288,7 @@ func testEventFence(t *testing.T, f *fixture) {
 
 	// A job that waits (never claimed, token 0) holds no lease.
 	pending := f.insertOne(t)
-	require.NoError(t, f.d.RunInsert(f.ctx, f.runRow(func(r *hoppertype.RunRow) { r.ID = pending.ID })))
+	require.NoError(t, f.x.RunInsert(f.ctx, f.runRow(func(r *hoppertype.RunRow) { r.ID = pending.ID })))
 	f.requireLost(t, pending.ID, pending.LeaseToken, "job not running")
 
 	// A finished job keeps its token but no longer holds the lease.
@@ -319,11 +319,11 @@ func testEventReclaim(t *testing.T, f *fixture) {
 		ID: j.ID, LeaseToken: j.LeaseToken, RequireLeaseExpiredBefore: at(time.Minute),
 		State: hoppertype.JobStateRetrying, Attempt: 1, RunAt: at(time.Minute),
 	})
-	err := f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "step")}})
+	err := f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "step")}})
 	require.ErrorIs(t, err, hoppertype.ErrLeaseLost, "rescued")
 	again := f.claim(t, j.Queue, at(time.Minute), 1)
 	require.Len(t, again, 1)
-	err = f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "step")}})
+	err = f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "step")}})
 	require.ErrorIs(t, err, hoppertype.ErrLeaseLost, "the old worker is fenced off after the re-claim")
 	f.appendEvents(t, r.ID, again[0].LeaseToken, event(r.ID, 2, 1, "step"))
 	require.Equal(t, []string{"1.1", "2.1"}, seqs(f.events(t, r.ID, 0)))
@@ -334,7 +334,7 @@ func testEventDuplicate(t *testing.T, f *fixture) {
 	ev := func(attempt, seq int, kind string) *hoppertype.RunEvent { return event(r.ID, attempt, seq, kind) }
 	f.appendEvents(t, r.ID, j.LeaseToken, ev(1, 1, "orig"), ev(1, 2, "orig"))
 	appendErr := func(evs ...*hoppertype.RunEvent) error {
-		return f.d.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken, Events: evs})
+		return f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken, Events: evs})
 	}
 	want := []*hoppertype.RunEvent{ev(1, 1, "orig"), ev(1, 2, "orig")}
 
@@ -354,9 +354,9 @@ func testEventDuplicate(t *testing.T, f *fixture) {
 func testEventDuplicateInTx(t *testing.T, f *fixture) {
 	r, j := f.leasedRun(t)
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 1, "orig"))
-	_, err := f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunWaiting, Now: base})
+	_, err := f.x.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: r.ID, Status: hoppertype.RunWaiting, Now: base})
 	require.NoError(t, err)
-	require.NoError(t, f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	require.NoError(t, f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		err := tx.RunEventAppend(ctx, &driver.RunEventAppendParams{
 			RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "new"), event(r.ID, 1, 1, "dup")},
 			RunStatus: hoppertype.RunRunning, Now: at(time.Second),
@@ -377,9 +377,9 @@ func testEventDuplicateInTx(t *testing.T, f *fixture) {
 func testEventClaimInTx(t *testing.T, f *fixture) {
 	q := "q-" + f.id()
 	j := f.insertOne(t, inQueue(q))
-	require.NoError(t, f.d.RunInsert(f.ctx, f.runRow(func(r *hoppertype.RunRow) { r.ID = j.ID })))
+	require.NoError(t, f.x.RunInsert(f.ctx, f.runRow(func(r *hoppertype.RunRow) { r.ID = j.ID })))
 	var token int64
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		rows, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: q, Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w"})
 		require.NoError(t, err)
 		require.Equal(t, []string{j.ID}, ids(rows))

@@ -97,7 +97,7 @@ func testFinishStuck(t *testing.T, f *fixture) {
 	again := f.claimOne(t)
 	f.finishOK(t, driver.JobFinishParams{ID: again.ID, LeaseToken: again.LeaseToken, State: hoppertype.JobStateStuck, Attempt: 1, RunAt: base, Stuck: stuck})
 	f.finish(t) // an empty batch is fine
-	res, err := f.d.JobRetry(f.ctx, &driver.JobRetryParams{IDs: []string{again.ID}, States: []hoppertype.JobState{hoppertype.JobStateStuck}, Now: base})
+	res, err := f.x.JobRetry(f.ctx, &driver.JobRetryParams{IDs: []string{again.ID}, States: []hoppertype.JobState{hoppertype.JobStateStuck}, Now: base})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	rows := f.claim(t, again.Queue, base, 1)
@@ -167,7 +167,7 @@ func testFinishRequireExpired(t *testing.T, f *fixture) {
 	require.Equal(t, hoppertype.ErrorKindLeaseLost, res.Job.Error.Kind)
 
 	renewed := f.claimOne(t)
-	hb, err := f.d.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
+	hb, err := f.x.JobHeartbeat(f.ctx, &driver.JobHeartbeatParams{
 		Leases: []driver.Lease{{ID: renewed.ID, Token: renewed.LeaseToken}}, ExpiresAt: at(2 * time.Minute),
 	})
 	require.NoError(t, err)
@@ -222,7 +222,7 @@ func testFinishRace(t *testing.T, f *fixture) {
 	for i, j := range claimed {
 		wg.Go(func() {
 			<-start
-			res, err := f.d.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+			res, err := f.x.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 				ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 1,
 				RunAt: base, Result: []byte(`"done"`), EndedAt: at(10 * time.Second),
 			}}})
@@ -234,7 +234,7 @@ func testFinishRace(t *testing.T, f *fixture) {
 		})
 		wg.Go(func() {
 			<-start
-			res, err := f.d.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+			res, err := f.x.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 				ID: j.ID, LeaseToken: j.LeaseToken, RequireLeaseExpiredBefore: at(time.Minute),
 				State: hoppertype.JobStateRetrying, Attempt: 1, RunAt: at(time.Minute),
 				Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindLeaseLost, Message: "rescued", Attempt: 1, At: at(time.Minute)},
@@ -275,7 +275,7 @@ func testFinishRace(t *testing.T, f *fixture) {
 func testFinishReleasesKey(t *testing.T, f *fixture) {
 	j := f.claimOne(t, uniqueBy("k"))
 	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateRetrying, Attempt: 1, RunAt: at(time.Minute)})
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
 	require.NoError(t, err)
 	require.True(t, res[0].Existing, "a retrying job still holds its key")
 	require.Equal(t, j.ID, res[0].Job.ID)
@@ -290,7 +290,7 @@ func testFinishReleasesKey(t *testing.T, f *fixture) {
 func testFinishSnooze(t *testing.T, f *fixture) {
 	j := f.claimOne(t)
 	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateScheduled, Attempt: 0, RunAt: at(time.Hour)})
-	next, err := f.d.JobNextRunAt(f.ctx, j.Queue)
+	next, err := f.x.JobNextRunAt(f.ctx, j.Queue)
 	require.NoError(t, err)
 	requireTime(t, at(time.Hour), next)
 	require.Empty(t, f.claim(t, j.Queue, at(30*time.Minute), 1))

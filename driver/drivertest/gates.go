@@ -45,7 +45,7 @@ func (f *fixture) gateJob(t *testing.T) *hoppertype.JobRow {
 
 func (f *fixture) gateInsert(t *testing.T, specs ...*driver.GateSpec) []*hoppertype.GateRow {
 	t.Helper()
-	rows, err := f.d.GateInsert(f.ctx, &driver.GateInsertParams{Gates: specs, Now: nanos(base)})
+	rows, err := f.x.GateInsert(f.ctx, &driver.GateInsertParams{Gates: specs, Now: nanos(base)})
 	require.NoError(t, err)
 	require.Len(t, rows, len(specs))
 	for i, r := range rows {
@@ -57,7 +57,7 @@ func (f *fixture) gateInsert(t *testing.T, specs ...*driver.GateSpec) []*hoppert
 
 func (f *fixture) gateGet(t *testing.T, id string) *hoppertype.GateRow {
 	t.Helper()
-	g, err := f.d.GateGet(f.ctx, id)
+	g, err := f.x.GateGet(f.ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, base, g.CreatedAt.UTC(), "created at, to the microsecond")
 	g.CreatedAt = g.CreatedAt.UTC()
@@ -101,7 +101,7 @@ func testGateInsertCounts(t *testing.T, f *fixture) {
 	})[0]
 	requireCounts(t, got, 5, 2, 1, "duplicates in On count once; missing and stuck jobs are not done")
 	require.Equal(t, hoppertype.GateCondition{Kind: hoppertype.GateAllDone}, got.Cond)
-	waits, err := f.d.GateWaitList(f.ctx, g.ID)
+	waits, err := f.x.GateWaitList(f.ctx, g.ID)
 	require.NoError(t, err)
 	want := map[string]hoppertype.JobState{ok.ID: hoppertype.JobStateSucceeded, dead.ID: hoppertype.JobStateDead, waiting.ID: "", stuck.ID: "", missing: ""}
 	gotWaits := map[string]hoppertype.JobState{}
@@ -160,20 +160,20 @@ func testGateInsertDuplicates(t *testing.T, f *fixture) {
 	g1, g2 := f.gateJob(t), f.gateJob(t)
 	queued := f.id()
 	f.gateInsert(t, &driver.GateSpec{ID: g1.ID, On: []string{f.id()}, Queues: []string{queued}})
-	_, err := f.d.GateInsert(f.ctx, &driver.GateInsertParams{Gates: []*driver.GateSpec{{ID: g1.ID}}, Now: base})
+	_, err := f.x.GateInsert(f.ctx, &driver.GateInsertParams{Gates: []*driver.GateSpec{{ID: g1.ID}}, Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID, "an existing gate id")
-	_, err = f.d.GateInsert(f.ctx, &driver.GateInsertParams{Gates: []*driver.GateSpec{{ID: g2.ID, Queues: []string{f.id(), queued}}}, Now: base})
+	_, err = f.x.GateInsert(f.ctx, &driver.GateInsertParams{Gates: []*driver.GateSpec{{ID: g2.ID, Queues: []string{f.id(), queued}}}, Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID, "a job another gate queues")
-	_, err = f.d.GateGet(f.ctx, g2.ID)
+	_, err = f.x.GateGet(f.ctx, g2.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a failed GateInsert stores nothing")
 	requireJob(t, g2, f.get(t, g2.ID))
 }
 
 func testGateNotFound(t *testing.T, f *fixture) {
-	g, err := f.d.GateGet(f.ctx, f.id())
+	g, err := f.x.GateGet(f.ctx, f.id())
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, g)
-	waits, err := f.d.GateWaitList(f.ctx, f.id())
+	waits, err := f.x.GateWaitList(f.ctx, f.id())
 	require.NoError(t, err)
 	require.Empty(t, waits)
 }
@@ -204,7 +204,7 @@ func testGateFinishMet(t *testing.T, f *fixture) {
 	want.State, want.RunAt = hoppertype.JobStatePending, at(3*time.Second)
 	requireJob(t, want, f.get(t, g.ID), "met: the gate's job is due at the transition's time")
 	requireNotified(t, sub, g.Queue)
-	waits, err := f.d.GateWaitList(f.ctx, g.ID)
+	waits, err := f.x.GateWaitList(f.ctx, g.ID)
 	require.NoError(t, err)
 	require.Len(t, waits, 2)
 	for _, w := range waits {
@@ -244,7 +244,7 @@ func testGateCancel(t *testing.T, f *fixture) {
 	a := f.ownQueueJob(t, inState(hoppertype.JobStateScheduled), runAt(at(time.Hour)))
 	g := f.gateJob(t)
 	f.gateInsert(t, &driver.GateSpec{ID: g.ID, Cond: hoppertype.GateCondition{Kind: hoppertype.GateAllDone}, On: []string{a.ID}})
-	_, err := f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: a.ID, Now: nanos(at(time.Minute)), Error: cancelErr(at(time.Minute))})
+	_, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: a.ID, Now: nanos(at(time.Minute)), Error: cancelErr(at(time.Minute))})
 	require.NoError(t, err)
 	requireCounts(t, f.gateGet(t, g.ID), 1, 1, 0)
 	got := f.get(t, g.ID)
@@ -266,7 +266,7 @@ func testGateRetry(t *testing.T, f *fixture) {
 
 	// Redriving the blocker makes the condition possible again: the gate
 	// waits again (woken, its stuck slot cleared).
-	_, err := f.d.JobRetry(f.ctx, &driver.JobRetryParams{IDs: []string{a.ID}, States: []hoppertype.JobState{hoppertype.JobStateDead}, Now: at(time.Minute)})
+	_, err := f.x.JobRetry(f.ctx, &driver.JobRetryParams{IDs: []string{a.ID}, States: []hoppertype.JobState{hoppertype.JobStateDead}, Now: at(time.Minute)})
 	require.NoError(t, err)
 	requireCounts(t, f.gateGet(t, g.ID), 1, 0, 0, "the redriven job is not done any more")
 	got := f.get(t, g.ID)
@@ -304,7 +304,7 @@ func testGateEdges(t *testing.T, f *fixture) {
 	g := f.gateJob(t)
 	missing, queued := f.id(), f.id()
 	f.gateInsert(t, &driver.GateSpec{ID: g.ID, On: []string{missing, a.ID}, Queues: []string{queued}})
-	edges, err := f.d.GateEdges(f.ctx, []string{g.ID, queued, a.ID, missing, f.id()})
+	edges, err := f.x.GateEdges(f.ctx, []string{g.ID, queued, a.ID, missing, f.id()})
 	require.NoError(t, err)
 	require.Len(t, edges, 2, "only ids with edges: %v", edges)
 	require.ElementsMatch(t, []string{a.ID, missing}, edges[g.ID], "a gate waits on its watched jobs")
@@ -317,24 +317,24 @@ func testGateDelete(t *testing.T, f *fixture) {
 	queued := f.id()
 	f.gateInsert(t, &driver.GateSpec{ID: g.ID, On: []string{a.ID}, Queues: []string{queued}, Cond: hoppertype.GateCondition{Kind: hoppertype.GateCount, Count: 2}})
 	f.finishAs(t, a, hoppertype.JobStateSucceeded, at(time.Second))
-	n, err := f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour)})
+	n, err := f.x.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour)})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	f.requireMissing(t, a.ID)
 	requireCounts(t, f.gateGet(t, g.ID), 1, 1, 1, "a deleted job's observed state is kept")
-	waits, err := f.d.GateWaitList(f.ctx, g.ID)
+	waits, err := f.x.GateWaitList(f.ctx, g.ID)
 	require.NoError(t, err)
 	require.Len(t, waits, 1)
 	require.Equal(t, hoppertype.JobStateSucceeded, waits[0].State)
 
 	// Deleting the gate's job deletes the gate.
-	_, err = f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: g.ID, Now: at(time.Minute)})
+	_, err = f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: g.ID, Now: at(time.Minute)})
 	require.NoError(t, err)
-	_, err = f.d.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour)})
+	_, err = f.x.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour)})
 	require.NoError(t, err)
-	_, err = f.d.GateGet(f.ctx, g.ID)
+	_, err = f.x.GateGet(f.ctx, g.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
-	edges, err := f.d.GateEdges(f.ctx, []string{g.ID, queued})
+	edges, err := f.x.GateEdges(f.ctx, []string{g.ID, queued})
 	require.NoError(t, err)
 	require.Empty(t, edges)
 	g2 := f.gateJob(t)
@@ -345,20 +345,20 @@ func testGateRollback(t *testing.T, f *fixture) {
 	a := f.ownQueueJob(t)
 	g := f.gateJob(t)
 	boom := errors.New("boom")
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		if _, err := tx.GateInsert(ctx, &driver.GateInsertParams{Gates: []*driver.GateSpec{{ID: g.ID, On: []string{a.ID}}}, Now: base}); err != nil {
 			return err
 		}
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	_, err = f.d.GateGet(f.ctx, g.ID)
+	_, err = f.x.GateGet(f.ctx, g.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 
 	f.gateInsert(t, &driver.GateSpec{ID: g.ID, On: []string{a.ID}})
 	rows := f.claim(t, a.Queue, at(time.Second), 1)
 	require.Len(t, rows, 1)
-	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: a.ID, LeaseToken: rows[0].LeaseToken,
 			State: hoppertype.JobStateSucceeded, Attempt: 1, RunAt: rows[0].RunAt, EndedAt: at(time.Second)}}})
 		require.NoError(t, err)
@@ -390,7 +390,7 @@ func testGateConcurrent(t *testing.T, f *fixture) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := f.d.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: r.ID, LeaseToken: r.LeaseToken,
+			res, err := f.x.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: r.ID, LeaseToken: r.LeaseToken,
 				State: hoppertype.JobStateSucceeded, Attempt: 1, RunAt: r.RunAt, EndedAt: at(2 * time.Second)}}})
 			if err == nil {
 				err = res[0].Err
@@ -416,14 +416,14 @@ func testGateObserve(t *testing.T, f *fixture) {
 	j := f.insertOne(t, func(r *hoppertype.JobRow) { r.ID = missing }, inQueue("q-"+f.id()),
 		inState(hoppertype.JobStateSucceeded), endedAt(at(time.Second)))
 	requireCounts(t, f.gateGet(t, g.ID), 1, 0, 0, "inserted terminal: not observed")
-	require.NoError(t, f.d.GateObserve(f.ctx, &driver.GateObserveParams{
+	require.NoError(t, f.x.GateObserve(f.ctx, &driver.GateObserveParams{
 		Jobs: []driver.GateObservation{{ID: j.ID, State: j.State}}, Now: at(time.Minute)}))
 	requireCounts(t, f.gateGet(t, g.ID), 1, 1, 1, "observed now")
 	got := f.get(t, g.ID)
 	require.Equal(t, hoppertype.JobStatePending, got.State, "and the gate woken")
 	requireTime(t, at(time.Minute), got.RunAt)
 	// Observing again changes nothing.
-	require.NoError(t, f.d.GateObserve(f.ctx, &driver.GateObserveParams{
+	require.NoError(t, f.x.GateObserve(f.ctx, &driver.GateObserveParams{
 		Jobs: []driver.GateObservation{{ID: j.ID, State: j.State}}, Now: at(time.Hour)}))
 	requireCounts(t, f.gateGet(t, g.ID), 1, 1, 1)
 }

@@ -33,20 +33,20 @@ func groupCases() []testCase {
 func (f *fixture) group(t *testing.T, open int) *hoppertype.GroupRow {
 	t.Helper()
 	g := &hoppertype.GroupRow{ID: "g-" + f.id(), Open: open, State: hoppertype.GroupOpen, CreatedAt: base}
-	require.NoError(t, f.d.GroupInsert(f.ctx, g))
+	require.NoError(t, f.x.GroupInsert(f.ctx, g))
 	return g
 }
 
 func (f *fixture) groupGet(t *testing.T, id string) *hoppertype.GroupRow {
 	t.Helper()
-	g, err := f.d.GroupGet(f.ctx, id)
+	g, err := f.x.GroupGet(f.ctx, id)
 	require.NoError(t, err)
 	return g
 }
 
 func (f *fixture) groupUpdate(t *testing.T, p driver.GroupUpdateParams) *driver.GroupUpdateResult {
 	t.Helper()
-	res, err := f.d.GroupUpdate(f.ctx, &p)
+	res, err := f.x.GroupUpdate(f.ctx, &p)
 	require.NoError(t, err)
 	require.NotNil(t, res)
 	require.NotNil(t, res.Group)
@@ -64,8 +64,8 @@ func testGroupRoundTrip(t *testing.T, f *fixture) {
 		ID: "g-" + f.id(), Open: 0, State: hoppertype.GroupSettled, Value: []byte(`"v"`), ValueSet: true, Final: true,
 		CreatedAt: base, SettledAt: nanos(at(time.Minute)),
 	}
-	require.NoError(t, f.d.GroupInsert(f.ctx, open))
-	require.NoError(t, f.d.GroupInsert(f.ctx, settled))
+	require.NoError(t, f.x.GroupInsert(f.ctx, open))
+	require.NoError(t, f.x.GroupInsert(f.ctx, settled))
 	wantOpen := *open
 	wantOpen.Value = []byte(`[1,2]`)
 	wantOpen.CreatedAt = at(time.Second)
@@ -82,16 +82,16 @@ func testGroupRoundTrip(t *testing.T, f *fixture) {
 
 func testGroupDuplicate(t *testing.T, f *fixture) {
 	g := f.group(t, 2)
-	err := f.d.GroupInsert(f.ctx, &hoppertype.GroupRow{ID: g.ID, Open: 9, State: hoppertype.GroupOpen, CreatedAt: at(time.Hour)})
+	err := f.x.GroupInsert(f.ctx, &hoppertype.GroupRow{ID: g.ID, Open: 9, State: hoppertype.GroupOpen, CreatedAt: at(time.Hour)})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 	requireGroup(t, g, f.groupGet(t, g.ID), "the existing group is unchanged")
 }
 
 func testGroupNotFound(t *testing.T, f *fixture) {
-	g, err := f.d.GroupGet(f.ctx, "g-"+f.id())
+	g, err := f.x.GroupGet(f.ctx, "g-"+f.id())
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, g)
-	res, err := f.d.GroupUpdate(f.ctx, &driver.GroupUpdateParams{ID: "g-" + f.id(), OpenDelta: -1, Now: base})
+	res, err := f.x.GroupUpdate(f.ctx, &driver.GroupUpdateParams{ID: "g-" + f.id(), OpenDelta: -1, Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, res)
 }
@@ -194,7 +194,7 @@ func testGroupFoldError(t *testing.T, f *fixture) {
 	f.groupUpdate(t, driver.GroupUpdateParams{ID: g.ID, Contribute: true, Value: []byte(`"kept"`), Now: base})
 	before := f.groupGet(t, g.ID)
 	errFold := errors.New("fold failed")
-	res, err := f.d.GroupUpdate(f.ctx, &driver.GroupUpdateParams{
+	res, err := f.x.GroupUpdate(f.ctx, &driver.GroupUpdateParams{
 		ID: g.ID, OpenDelta: -1, Contribute: true, Final: true, Now: at(time.Minute),
 		Fold: func([]byte, bool) ([]byte, error) { return []byte(`"new"`), errFold },
 	})
@@ -226,7 +226,7 @@ func testGroupConcurrentFold(t *testing.T, f *fixture) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = f.d.GroupUpdate(f.ctx, &driver.GroupUpdateParams{
+			results[i], errs[i] = f.x.GroupUpdate(f.ctx, &driver.GroupUpdateParams{
 				ID: g.ID, OpenDelta: -1, Contribute: true, Fold: add, Now: base,
 			})
 		})

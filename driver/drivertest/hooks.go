@@ -44,14 +44,14 @@ func (f *fixture) hookRow(runID string, mods ...func(*hoppertype.HookRow)) *hopp
 func (f *fixture) insertHook(t *testing.T, runID string, mods ...func(*hoppertype.HookRow)) *hoppertype.HookRow {
 	t.Helper()
 	h := f.hookRow(runID, mods...)
-	require.NoError(t, f.d.HookInsert(f.ctx, h))
+	require.NoError(t, f.x.HookInsert(f.ctx, h))
 	return h
 }
 
 // hookGet returns a hook that must exist.
 func (f *fixture) hookGet(t *testing.T, token string) *hoppertype.HookRow {
 	t.Helper()
-	h, err := f.d.HookGet(f.ctx, token)
+	h, err := f.x.HookGet(f.ctx, token)
 	require.NoError(t, err, "get hook %s", token)
 	require.NotNil(t, h)
 	return h
@@ -60,7 +60,7 @@ func (f *fixture) hookGet(t *testing.T, token string) *hoppertype.HookRow {
 // resumeHook resumes a hook, requires it to apply, and returns it.
 func (f *fixture) resumeHook(t *testing.T, token string, payload []byte, now time.Time) *hoppertype.HookRow {
 	t.Helper()
-	h, err := f.d.HookResume(f.ctx, &driver.HookResumeParams{Token: token, Payload: payload, Now: now})
+	h, err := f.x.HookResume(f.ctx, &driver.HookResumeParams{Token: token, Payload: payload, Now: now})
 	require.NoError(t, err)
 	require.NotNil(t, h)
 	requireHook(t, h, f.hookGet(t, token), "HookResume returns the stored hook")
@@ -70,7 +70,7 @@ func (f *fixture) resumeHook(t *testing.T, token string, payload []byte, now tim
 // hooksOf lists a run's hooks.
 func (f *fixture) hooksOf(t *testing.T, runID string) []*hoppertype.HookRow {
 	t.Helper()
-	hooks, err := f.d.HookListByRun(f.ctx, runID)
+	hooks, err := f.x.HookListByRun(f.ctx, runID)
 	require.NoError(t, err)
 	return hooks
 }
@@ -103,7 +103,7 @@ func testHookRoundTrip(t *testing.T, f *fixture) {
 		h.Name = "shipping-confirmed"
 		h.CreatedAt = nanos(at(time.Second))
 	})
-	require.NoError(t, f.d.HookInsert(f.ctx, in))
+	require.NoError(t, f.x.HookInsert(f.ctx, in))
 	want := *in
 	want.CreatedAt = at(time.Second)
 	got := f.hookGet(t, in.Token)
@@ -123,7 +123,7 @@ func testHookDuplicate(t *testing.T, f *fixture) {
 	r := f.insertRun(t)
 	h := f.insertHook(t, r.ID)
 	other := f.insertRun(t)
-	err := f.d.HookInsert(f.ctx, f.hookRow(other.ID, func(d *hoppertype.HookRow) {
+	err := f.x.HookInsert(f.ctx, f.hookRow(other.ID, func(d *hoppertype.HookRow) {
 		d.Token = h.Token
 		d.Name = "other"
 		d.CreatedAt = at(time.Hour)
@@ -134,10 +134,10 @@ func testHookDuplicate(t *testing.T, f *fixture) {
 }
 
 func testHookNotFound(t *testing.T, f *fixture) {
-	h, err := f.d.HookGet(f.ctx, "h-"+f.id())
+	h, err := f.x.HookGet(f.ctx, "h-"+f.id())
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, h)
-	h, err = f.d.HookResume(f.ctx, &driver.HookResumeParams{Token: "h-" + f.id(), Payload: []byte(`1`), Now: base})
+	h, err = f.x.HookResume(f.ctx, &driver.HookResumeParams{Token: "h-" + f.id(), Payload: []byte(`1`), Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, h)
 }
@@ -157,7 +157,7 @@ func testHookResume(t *testing.T, f *fixture) {
 	requireHook(t, &want, f.hookGet(t, h.Token), "the payload is copied in")
 	requireHook(t, other, f.hookGet(t, other.Token), "another hook of the run is untouched")
 
-	again, err := f.d.HookResume(f.ctx, &driver.HookResumeParams{Token: h.Token, Payload: []byte(`{"approved":false}`), Now: at(time.Hour)})
+	again, err := f.x.HookResume(f.ctx, &driver.HookResumeParams{Token: h.Token, Payload: []byte(`{"approved":false}`), Now: at(time.Hour)})
 	require.ErrorIs(t, err, hoppertype.ErrStateConflict)
 	requireHook(t, &want, again, "a second resume returns the hook unchanged")
 	requireHook(t, &want, f.hookGet(t, h.Token), "a second resume changes nothing")
@@ -165,12 +165,12 @@ func testHookResume(t *testing.T, f *fixture) {
 	// The request that resumed a hook through its webhook is kept beside
 	// the payload; a hook resumed without one has none.
 	req := []byte(`{"method":"POST","header":{"X-Signature":["abc"]}}`)
-	got, err = f.d.HookResume(f.ctx, &driver.HookResumeParams{Token: other.Token, Payload: []byte(`2`), Request: req, Now: at(time.Minute)})
+	got, err = f.x.HookResume(f.ctx, &driver.HookResumeParams{Token: other.Token, Payload: []byte(`2`), Request: req, Now: at(time.Minute)})
 	require.NoError(t, err)
 	require.JSONEq(t, string(req), string(got.Request))
 	require.JSONEq(t, string(req), string(f.hookGet(t, other.Token).Request))
 	require.Nil(t, f.hookGet(t, h.Token).Request)
-	listed, err := f.d.HookListByRun(f.ctx, r.ID)
+	listed, err := f.x.HookListByRun(f.ctx, r.ID)
 	require.NoError(t, err)
 	for _, l := range listed {
 		if l.Token == other.Token {
@@ -190,7 +190,7 @@ func testHookResumeRace(t *testing.T, f *fixture) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = f.d.HookResume(f.ctx, &driver.HookResumeParams{
+			results[i], errs[i] = f.x.HookResume(f.ctx, &driver.HookResumeParams{
 				Token: h.Token, Payload: fmt.Append(nil, i), Now: at(time.Duration(i+1) * time.Second),
 			})
 		})

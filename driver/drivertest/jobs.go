@@ -81,11 +81,11 @@ func testInsertRoundTrip(t *testing.T, f *fixture) {
 	stored := f.insert(t, in)
 	requireJob(t, want, stored[0], "insert result")
 	requireJob(t, want, f.get(t, in.ID), "JobGet")
-	many, err := f.d.JobGetMany(f.ctx, []string{in.ID})
+	many, err := f.x.JobGetMany(f.ctx, []string{in.ID})
 	require.NoError(t, err)
 	require.Len(t, many, 1)
 	requireJob(t, want, many[0], "JobGetMany")
-	list, err := f.d.JobList(f.ctx, &driver.JobListParams{IDs: []string{in.ID}, Limit: 10})
+	list, err := f.x.JobList(f.ctx, &driver.JobListParams{IDs: []string{in.ID}, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	requireJob(t, want, list[0], "JobList")
@@ -155,7 +155,7 @@ func testInsertNoAlias(t *testing.T, f *fixture) {
 func testUniqueExisting(t *testing.T, f *fixture) {
 	first := f.insertOne(t, uniqueBy("k"))
 	second := f.job(uniqueBy("k"), func(r *hoppertype.JobRow) { r.Input = []byte(`{"n":2}`) })
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{second}})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{second}})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	require.True(t, res[0].Existing)
@@ -168,7 +168,7 @@ func testUniqueByState(t *testing.T, f *fixture) {
 		key := "k-" + string(s)
 		holder := f.insertOne(t, uniqueBy(key), inState(s))
 		next := f.job(uniqueBy(key))
-		res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{next}})
+		res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{next}})
 		require.NoError(t, err)
 		require.Len(t, res, 1)
 		if s.Terminal() {
@@ -186,12 +186,12 @@ func testUniqueByState(t *testing.T, f *fixture) {
 
 func testUniqueReleasedByCancel(t *testing.T, f *fixture) {
 	first := f.insertOne(t, uniqueBy("k"))
-	_, err := f.d.JobCancel(f.ctx, &driver.JobCancelParams{ID: first.ID, Now: at(time.Second)})
+	_, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: first.ID, Now: at(time.Second)})
 	require.NoError(t, err)
 	second := f.insertOne(t, uniqueBy("k"))
 	f.requireState(t, second.ID, hoppertype.JobStatePending)
 	third := f.job(uniqueBy("k"))
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{third}})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{third}})
 	require.NoError(t, err)
 	require.True(t, res[0].Existing)
 	require.Equal(t, second.ID, res[0].Job.ID, "the new job holds the key now")
@@ -209,7 +209,7 @@ func testUniqueWithinCall(t *testing.T, f *fixture) {
 	a := f.job(uniqueBy("k"))
 	b := f.job(uniqueBy("k"))
 	c := f.job()
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a, b, c}})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a, b, c}})
 	require.NoError(t, err)
 	require.Len(t, res, 3)
 	require.False(t, res[0].Existing)
@@ -235,7 +235,7 @@ func testDuplicateID(t *testing.T, f *fixture) {
 	before := f.job()
 	dup := f.job(func(r *hoppertype.JobRow) { r.ID = orig.ID; r.Input = []byte(`{"n":99}`) })
 	after := f.job()
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{before, dup, after}})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{before, dup, after}})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 	require.Empty(t, res)
 	f.requireMissing(t, before.ID)
@@ -246,7 +246,7 @@ func testDuplicateID(t *testing.T, f *fixture) {
 func testDuplicateIDWithinCall(t *testing.T, f *fixture) {
 	a := f.job()
 	b := f.job(func(r *hoppertype.JobRow) { r.ID = a.ID })
-	_, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a, b}})
+	_, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a, b}})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 	f.requireMissing(t, a.ID)
 }
@@ -259,12 +259,12 @@ func testGetNotFound(t *testing.T, f *fixture) {
 func testGetMany(t *testing.T, f *fixture) {
 	a, b, c := f.job(), f.job(), f.job()
 	f.insert(t, a, b, c)
-	got, err := f.d.JobGetMany(f.ctx, []string{c.ID, f.id(), a.ID})
+	got, err := f.x.JobGetMany(f.ctx, []string{c.ID, f.id(), a.ID})
 	require.NoError(t, err)
 	require.Equal(t, []string{c.ID, a.ID}, ids(got))
 	requireJob(t, c, got[0])
 	requireJob(t, a, got[1])
-	got, err = f.d.JobGetMany(f.ctx, nil)
+	got, err = f.x.JobGetMany(f.ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
@@ -277,7 +277,7 @@ func testCountByState(t *testing.T, f *fixture) {
 	)
 	count := func(queue string) map[string]int {
 		t.Helper()
-		res, err := f.d.JobCountByState(f.ctx, &driver.JobCountParams{Queue: queue})
+		res, err := f.x.JobCountByState(f.ctx, &driver.JobCountParams{Queue: queue})
 		require.NoError(t, err)
 		m := make(map[string]int)
 		for _, c := range res {
@@ -307,7 +307,7 @@ func testDuplicateIDInTx(t *testing.T, f *fixture) {
 	orig := f.insertOne(t)
 	before := f.job()
 	dup := f.job(func(r *hoppertype.JobRow) { r.ID = orig.ID })
-	_ = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	_ = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{before, dup}})
 		require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 		return nil

@@ -23,7 +23,7 @@ func keyCases() []testCase {
 
 func (f *fixture) setKey(t *testing.T, p driver.KeySetIfAbsentParams) bool {
 	t.Helper()
-	ok, err := f.d.KeySetIfAbsent(f.ctx, &p)
+	ok, err := f.x.KeySetIfAbsent(f.ctx, &p)
 	require.NoError(t, err)
 	return ok
 }
@@ -66,7 +66,7 @@ func testKeyConcurrent(t *testing.T, f *fixture) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			won[i], errs[i] = f.d.KeySetIfAbsent(f.ctx, &driver.KeySetIfAbsentParams{Key: k, Now: base})
+			won[i], errs[i] = f.x.KeySetIfAbsent(f.ctx, &driver.KeySetIfAbsentParams{Key: k, Now: base})
 		})
 	}
 	close(start)
@@ -89,17 +89,17 @@ func testKeyDeleteExpired(t *testing.T, f *fixture) {
 	forever := p + "-forever"
 	require.True(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: forever, Now: base}))
 
-	n, err := f.d.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(time.Minute), Limit: 2})
+	n, err := f.x.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(time.Minute), Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "at most Limit")
-	n, err = f.d.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(time.Minute)})
+	n, err = f.x.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(time.Minute)})
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the third expired key; the live one and the one without expiry stay")
 	// A deleted key is free again; a kept one is still held.
 	require.True(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: p + "a", Now: base}))
 	require.False(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: p + "d", Now: at(time.Minute)}))
 	require.False(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: forever, Now: at(time.Hour)}))
-	n, err = f.d.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(24 * time.Hour)})
+	n, err = f.x.KeyDeleteExpired(f.ctx, &driver.KeyDeleteExpiredParams{Before: at(24 * time.Hour)})
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "only the key that expired in the meantime")
 }

@@ -29,7 +29,7 @@ const leaderTTL = 30 * time.Second
 
 func (f *fixture) attempt(t *testing.T, name, owner string, now time.Time) *driver.LeaderRow {
 	t.Helper()
-	row, err := f.d.LeaderAttempt(f.ctx, &driver.LeaderAttemptParams{Name: name, Owner: owner, Now: now, TTL: leaderTTL})
+	row, err := f.x.LeaderAttempt(f.ctx, &driver.LeaderAttemptParams{Name: name, Owner: owner, Now: now, TTL: leaderTTL})
 	require.NoError(t, err)
 	require.NotNil(t, row)
 	require.Equal(t, name, row.Name)
@@ -77,18 +77,18 @@ func testLeaderTakeover(t *testing.T, f *fixture) {
 func testLeaderResign(t *testing.T, f *fixture) {
 	name := "leader-" + f.id()
 	first := f.attempt(t, name, "a", base)
-	require.NoError(t, f.d.LeaderResign(f.ctx, &driver.LeaderResignParams{Name: name, Owner: "a"}))
+	require.NoError(t, f.x.LeaderResign(f.ctx, &driver.LeaderResignParams{Name: name, Owner: "a"}))
 	got := f.attempt(t, name, "b", at(time.Second))
 	require.Equal(t, "b", got.Owner, "a resigned leadership is free before its expiry")
 	require.Greater(t, got.Term, first.Term, "the term increases across a resignation")
 	requireTime(t, at(time.Second+leaderTTL), got.ExpiresAt)
-	require.NoError(t, f.d.LeaderResign(f.ctx, &driver.LeaderResignParams{Name: "never-held-" + f.id(), Owner: "a"}))
+	require.NoError(t, f.x.LeaderResign(f.ctx, &driver.LeaderResignParams{Name: "never-held-" + f.id(), Owner: "a"}))
 }
 
 func testLeaderResignOther(t *testing.T, f *fixture) {
 	name := "leader-" + f.id()
 	f.attempt(t, name, "a", base)
-	require.NoError(t, f.d.LeaderResign(f.ctx, &driver.LeaderResignParams{Name: name, Owner: "b"}))
+	require.NoError(t, f.x.LeaderResign(f.ctx, &driver.LeaderResignParams{Name: name, Owner: "b"}))
 	requireLeader(t, "a", 1, at(leaderTTL), f.attempt(t, name, "c", at(time.Second)))
 }
 
@@ -108,7 +108,7 @@ func testLeaderConcurrent(t *testing.T, f *fixture) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			rows[i], errs[i] = f.d.LeaderAttempt(f.ctx, &driver.LeaderAttemptParams{
+			rows[i], errs[i] = f.x.LeaderAttempt(f.ctx, &driver.LeaderAttemptParams{
 				Name: name, Owner: fmt.Sprintf("owner-%d", i), Now: base, TTL: leaderTTL,
 			})
 		})

@@ -63,7 +63,7 @@ func (f *fixture) listData(t *testing.T) []*hoppertype.JobRow {
 
 func (f *fixture) list(t *testing.T, p driver.JobListParams) []string {
 	t.Helper()
-	rows, err := f.d.JobList(f.ctx, &p)
+	rows, err := f.x.JobList(f.ctx, &p)
 	require.NoError(t, err)
 	return ids(rows)
 }

@@ -35,9 +35,9 @@ func testDeleteQueue(t *testing.T, f *fixture) {
 	other := f.insertOne(t, inQueue("other-"+f.id()))
 	run := f.runRow()
 	job := f.job(func(j *hoppertype.JobRow) { j.ID, j.GroupID, j.Queue, j.Type = run.ID, run.ID, queue, "workflow:wf" })
-	_, err := f.d.RunStart(f.ctx, &driver.RunStartParams{Run: run, Job: job})
+	_, err := f.x.RunStart(f.ctx, &driver.RunStartParams{Run: run, Job: job})
 	require.NoError(t, err)
-	_, err = f.d.StreamAppend(f.ctx, &driver.StreamAppendParams{RunID: run.ID, Chunks: [][]byte{[]byte(`1`)}, Now: base})
+	_, err = f.x.StreamAppend(f.ctx, &driver.StreamAppendParams{RunID: run.ID, Chunks: [][]byte{[]byte(`1`)}, Now: base})
 	require.NoError(t, err)
 
 	del := func(limit int) int {
@@ -53,9 +53,9 @@ func testDeleteQueue(t *testing.T, f *fixture) {
 		f.requireMissing(t, j.ID)
 	}
 	f.requireMissing(t, run.ID)
-	_, err = f.d.RunGet(f.ctx, run.ID)
+	_, err = f.x.RunGet(f.ctx, run.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "the run's row goes with its job")
-	chunks, err := f.d.StreamRead(f.ctx, &driver.StreamReadParams{RunID: run.ID, Limit: 10})
+	chunks, err := f.x.StreamRead(f.ctx, &driver.StreamReadParams{RunID: run.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, chunks, "and its stream")
 	f.requireState(t, running.ID, hoppertype.JobStateRunning)

@@ -20,22 +20,22 @@ func queueCases() []testCase {
 func testQueueList(t *testing.T, f *fixture) {
 	list := func() []*driver.QueueRow {
 		t.Helper()
-		rows, err := f.d.QueueList(f.ctx)
+		rows, err := f.x.QueueList(f.ctx)
 		require.NoError(t, err)
 		return rows
 	}
 	require.Empty(t, list(), "a fresh store has no queue states")
 
-	require.NoError(t, f.d.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "b", Paused: true, Now: nanos(base)}))
+	require.NoError(t, f.x.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "b", Paused: true, Now: nanos(base)}))
 	rows := list()
 	require.Len(t, rows, 1)
 	require.Equal(t, "b", rows[0].Name)
 	require.True(t, rows[0].Paused)
 	requireTime(t, base, rows[0].UpdatedAt)
 
-	require.NoError(t, f.d.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "a", Paused: false, Now: at(time.Second)}))
-	require.NoError(t, f.d.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "b", Paused: false, Now: at(time.Minute)}))
-	require.NoError(t, f.d.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "c", Paused: true, Now: at(time.Hour)}))
+	require.NoError(t, f.x.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "a", Paused: false, Now: at(time.Second)}))
+	require.NoError(t, f.x.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "b", Paused: false, Now: at(time.Minute)}))
+	require.NoError(t, f.x.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "c", Paused: true, Now: at(time.Hour)}))
 	rows = list()
 	require.Len(t, rows, 3)
 	want := []struct {

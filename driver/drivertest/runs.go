@@ -39,13 +39,13 @@ func runCases() []testCase {
 
 // testRunLoad: RunLoad returns what RunGet and RunEventList do.
 func testRunLoad(t *testing.T, f *fixture) {
-	_, _, err := f.d.RunLoad(f.ctx, "no-such-run")
+	_, _, err := f.x.RunLoad(f.ctx, "no-such-run")
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 
 	r, j := f.leasedRun(t)
-	run, events, err := f.d.RunLoad(f.ctx, r.ID)
+	run, events, err := f.x.RunLoad(f.ctx, r.ID)
 	require.NoError(t, err)
-	want, err := f.d.RunGet(f.ctx, r.ID)
+	want, err := f.x.RunGet(f.ctx, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, want.ID, run.ID)
 	require.Equal(t, want.Status, run.Status)
@@ -53,14 +53,14 @@ func testRunLoad(t *testing.T, f *fixture) {
 
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 1, "step"), event(r.ID, 1, 2, "sleep"))
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 2, 1, "step"))
-	run, events, err = f.d.RunLoad(f.ctx, r.ID)
+	run, events, err = f.x.RunLoad(f.ctx, r.ID)
 	require.NoError(t, err)
 	require.Equal(t, r.Workflow, run.Workflow)
 	require.True(t, run.CreatedAt.Equal(want.CreatedAt))
 	requireEvents(t, f.events(t, r.ID, 0), events)
 	require.Equal(t, []string{"1.1", "1.2", "2.1"}, seqs(events))
 
-	err = f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		run, events, err := tx.RunLoad(ctx, r.ID)
 		require.NoError(t, err)
 		require.Equal(t, r.ID, run.ID)
@@ -77,10 +77,10 @@ func testRunStart(t *testing.T, f *fixture) {
 	sub := f.listen(t, driver.TopicJobAvailable)
 	run := f.runRow(func(r *hoppertype.RunRow) { r.Status = hoppertype.RunPending })
 	job := f.job(func(j *hoppertype.JobRow) { j.ID, j.GroupID, j.Queue, j.Type = run.ID, run.ID, queue, "workflow:wf" })
-	existing, err := f.d.RunStart(f.ctx, &driver.RunStartParams{Run: run, Job: job})
+	existing, err := f.x.RunStart(f.ctx, &driver.RunStartParams{Run: run, Job: job})
 	require.NoError(t, err)
 	require.False(t, existing)
-	got, err := f.d.RunGet(f.ctx, run.ID)
+	got, err := f.x.RunGet(f.ctx, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunPending, got.Status)
 	requireJob(t, job, f.get(t, run.ID))
@@ -92,19 +92,19 @@ func testRunStart(t *testing.T, f *fixture) {
 	job2 := f.job(func(j *hoppertype.JobRow) {
 		j.ID, j.GroupID, j.Queue, j.Input = run.ID, run.ID, queue, []byte(`{"n":2}`)
 	})
-	existing, err = f.d.RunStart(f.ctx, &driver.RunStartParams{Run: again, Job: job2})
+	existing, err = f.x.RunStart(f.ctx, &driver.RunStartParams{Run: again, Job: job2})
 	require.NoError(t, err)
 	require.True(t, existing)
-	got, err = f.d.RunGet(f.ctx, run.ID)
+	got, err = f.x.RunGet(f.ctx, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, "wf", got.Workflow)
 	requireJob(t, job, f.get(t, run.ID))
 
 	// A job that does not carry the run's id is refused.
 	bad := f.runRow()
-	_, err = f.d.RunStart(f.ctx, &driver.RunStartParams{Run: bad, Job: f.job()})
+	_, err = f.x.RunStart(f.ctx, &driver.RunStartParams{Run: bad, Job: f.job()})
 	require.Error(t, err)
-	_, err = f.d.RunGet(f.ctx, bad.ID)
+	_, err = f.x.RunGet(f.ctx, bad.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 }
 
@@ -116,20 +116,20 @@ func testRunStartInTx(t *testing.T, f *fixture) {
 	run := f.runRow(func(r *hoppertype.RunRow) { r.Status = hoppertype.RunPending })
 	job := f.job(func(j *hoppertype.JobRow) { j.ID, j.GroupID, j.Queue = run.ID, run.ID, queue })
 	boom := errors.New("boom")
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		existing, err := tx.RunStart(ctx, &driver.RunStartParams{Run: run, Job: job})
 		require.NoError(t, err)
 		require.False(t, existing)
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	_, err = f.d.RunGet(f.ctx, run.ID)
+	_, err = f.x.RunGet(f.ctx, run.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
-	_, err = f.d.JobGet(f.ctx, run.ID)
+	_, err = f.x.JobGet(f.ctx, run.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 
 	// Committed, it is all there and announced.
-	require.NoError(t, f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	require.NoError(t, f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.RunStart(ctx, &driver.RunStartParams{Run: run, Job: job})
 		return err
 	}))
@@ -159,14 +159,14 @@ func (f *fixture) runRow(mods ...func(*hoppertype.RunRow)) *hoppertype.RunRow {
 func (f *fixture) insertRun(t *testing.T, mods ...func(*hoppertype.RunRow)) *hoppertype.RunRow {
 	t.Helper()
 	r := f.runRow(mods...)
-	require.NoError(t, f.d.RunInsert(f.ctx, r))
+	require.NoError(t, f.x.RunInsert(f.ctx, r))
 	return r
 }
 
 // runGet returns a run that must exist.
 func (f *fixture) runGet(t *testing.T, id string) *hoppertype.RunRow {
 	t.Helper()
-	r, err := f.d.RunGet(f.ctx, id)
+	r, err := f.x.RunGet(f.ctx, id)
 	require.NoError(t, err, "get run %s", id)
 	require.NotNil(t, r)
 	return r
@@ -175,7 +175,7 @@ func (f *fixture) runGet(t *testing.T, id string) *hoppertype.RunRow {
 // requireRunMissing requires that a run row does not exist.
 func (f *fixture) requireRunMissing(t *testing.T, id string) {
 	t.Helper()
-	r, err := f.d.RunGet(f.ctx, id)
+	r, err := f.x.RunGet(f.ctx, id)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "run %s should not exist", id)
 	require.Nil(t, r)
 }
@@ -187,7 +187,7 @@ func (f *fixture) leasedRun(t *testing.T) (*hoppertype.RunRow, *hoppertype.JobRo
 	t.Helper()
 	j := f.claimOne(t, ofType("workflow"))
 	r := f.runRow(func(r *hoppertype.RunRow) { r.ID = j.ID })
-	require.NoError(t, f.d.RunInsert(f.ctx, r))
+	require.NoError(t, f.x.RunInsert(f.ctx, r))
 	return r, j
 }
 
@@ -235,7 +235,7 @@ func testRunRoundTrip(t *testing.T, f *fixture) {
 		r.UpdatedAt = nanos(at(2 * time.Second))
 		r.EndedAt = nanos(at(3 * time.Second))
 	})
-	require.NoError(t, f.d.RunInsert(f.ctx, in))
+	require.NoError(t, f.x.RunInsert(f.ctx, in))
 	want := *in
 	want.Error = runErr("payment declined", at(3*time.Second))
 	want.CreatedAt = at(time.Second)
@@ -252,7 +252,7 @@ func testRunRoundTrip(t *testing.T, f *fixture) {
 
 func testRunEmptyFields(t *testing.T, f *fixture) {
 	in := f.runRow(func(r *hoppertype.RunRow) { r.CodeVersion = "" })
-	require.NoError(t, f.d.RunInsert(f.ctx, in))
+	require.NoError(t, f.x.RunInsert(f.ctx, in))
 	got := f.runGet(t, in.ID)
 	requireRun(t, in, got)
 	require.Nil(t, got.Error, "a nil Error stays nil")
@@ -262,7 +262,7 @@ func testRunEmptyFields(t *testing.T, f *fixture) {
 
 func testRunDuplicate(t *testing.T, f *fixture) {
 	r := f.insertRun(t)
-	err := f.d.RunInsert(f.ctx, f.runRow(func(d *hoppertype.RunRow) {
+	err := f.x.RunInsert(f.ctx, f.runRow(func(d *hoppertype.RunRow) {
 		d.ID = r.ID
 		d.Workflow = "other"
 		d.Status = hoppertype.RunCompleted
@@ -273,10 +273,10 @@ func testRunDuplicate(t *testing.T, f *fixture) {
 
 func testRunNotFound(t *testing.T, f *fixture) {
 	f.requireRunMissing(t, f.id())
-	got, err := f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: f.id(), Status: hoppertype.RunCompleted, Now: base})
+	got, err := f.x.RunUpdate(f.ctx, &driver.RunUpdateParams{ID: f.id(), Status: hoppertype.RunCompleted, Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, got)
-	got, err = f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{
+	got, err = f.x.RunUpdate(f.ctx, &driver.RunUpdateParams{
 		ID: f.id(), Status: hoppertype.RunCompleted, ExpectStatuses: []hoppertype.RunStatus{hoppertype.RunRunning}, Now: base,
 	})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a missing run is not found, not a state conflict")
@@ -322,14 +322,14 @@ func (f *fixture) runListData(t *testing.T) []*hoppertype.RunRow {
 	}
 	// Insert out of order so an implementation cannot lean on insertion order.
 	for _, i := range []int{2, 0, 5, 3, 1, 4} {
-		require.NoError(t, f.d.RunInsert(f.ctx, rows[i]))
+		require.NoError(t, f.x.RunInsert(f.ctx, rows[i]))
 	}
 	return rows
 }
 
 func (f *fixture) runList(t *testing.T, p driver.RunListParams) []*hoppertype.RunRow {
 	t.Helper()
-	rows, err := f.d.RunList(f.ctx, &p)
+	rows, err := f.x.RunList(f.ctx, &p)
 	require.NoError(t, err)
 	return rows
 }
@@ -428,7 +428,7 @@ func testRunListKeysetPaging(t *testing.T, f *fixture) {
 
 func (f *fixture) runUpdate(t *testing.T, p driver.RunUpdateParams) *hoppertype.RunRow {
 	t.Helper()
-	got, err := f.d.RunUpdate(f.ctx, &p)
+	got, err := f.x.RunUpdate(f.ctx, &p)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	requireRun(t, got, f.runGet(t, p.ID), "RunUpdate returns the stored run")
@@ -482,7 +482,7 @@ func testRunUpdate(t *testing.T, f *fixture) {
 
 func testRunUpdateExpect(t *testing.T, f *fixture) {
 	r := f.insertRun(t)
-	got, err := f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{
+	got, err := f.x.RunUpdate(f.ctx, &driver.RunUpdateParams{
 		ID: r.ID, Status: hoppertype.RunCompleted, Error: runErr("x", at(time.Second)), EndedAt: at(time.Second),
 		ExpectStatuses: []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunWaiting}, Now: at(time.Second),
 	})
@@ -497,7 +497,7 @@ func testRunUpdateExpect(t *testing.T, f *fixture) {
 	require.Equal(t, hoppertype.RunCompleted, got.Status, "any one of ExpectStatuses lets the update apply")
 	done := *got
 
-	got, err = f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{
+	got, err = f.x.RunUpdate(f.ctx, &driver.RunUpdateParams{
 		ID: r.ID, Status: hoppertype.RunCancelled, ExpectStatuses: []hoppertype.RunStatus{hoppertype.RunRunning}, Now: at(3 * time.Second),
 	})
 	require.ErrorIs(t, err, hoppertype.ErrStateConflict)
@@ -515,7 +515,7 @@ func testRunUpdateRace(t *testing.T, f *fixture) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = f.d.RunUpdate(f.ctx, &driver.RunUpdateParams{
+			results[i], errs[i] = f.x.RunUpdate(f.ctx, &driver.RunUpdateParams{
 				ID: r.ID, Status: hoppertype.RunFailed, Error: runErr(fmt.Sprint(i), at(time.Second)), EndedAt: at(time.Second),
 				ExpectStatuses: []hoppertype.RunStatus{hoppertype.RunRunning}, Now: at(time.Second),
 			})
@@ -564,7 +564,7 @@ func (f *fixture) requireWorkflowState(t *testing.T, id string, tokens []string,
 		require.Empty(t, evs, "history of run %s", id)
 		require.Empty(t, hooks, "hooks of run %s", id)
 		for _, tok := range tokens {
-			h, err := f.d.HookGet(f.ctx, tok)
+			h, err := f.x.HookGet(f.ctx, tok)
 			require.ErrorIs(t, err, hoppertype.ErrNotFound, "hook %s of run %s", tok, id)
 			require.Nil(t, h)
 		}
@@ -598,7 +598,7 @@ func testRunDeleteCascade(t *testing.T, f *fixture) {
 			States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: at(30 * time.Minute), Limit: 100,
 		})
 	}
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		n, err := del(ctx, tx)
 		require.NoError(t, err)
 		require.Equal(t, 2, n)
@@ -608,7 +608,7 @@ func testRunDeleteCascade(t *testing.T, f *fixture) {
 	f.get(t, old.ID)
 	f.requireWorkflowState(t, old.ID, oldHooks, true)
 
-	n, err := del(f.ctx, f.d)
+	n, err := del(f.ctx, f.x)
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the old run's job and the plain job")
 	f.requireMissing(t, old.ID)
@@ -630,7 +630,7 @@ func testRunRollback(t *testing.T, f *fixture) {
 	waiting := f.insertHook(t, r.ID)
 	fresh := f.runRow()
 	freshHook := f.hookRow(r.ID)
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		require.NoError(t, tx.RunInsert(ctx, fresh))
 		_, err := tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: updated.ID, Status: hoppertype.RunFailed, Error: runErr("x", base), EndedAt: base, Now: base})
 		require.NoError(t, err)
@@ -657,15 +657,15 @@ func testRunRollback(t *testing.T, f *fixture) {
 	f.requireRunMissing(t, fresh.ID)
 	requireRun(t, updated, f.runGet(t, updated.ID), "update rolled back")
 	require.Len(t, f.events(t, r.ID, 0), 1, "event append rolled back")
-	_, err = f.d.HookGet(f.ctx, freshHook.Token)
+	_, err = f.x.HookGet(f.ctx, freshHook.Token)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "hook insert rolled back")
 	requireHook(t, waiting, f.hookGet(t, waiting.Token), "hook resume rolled back")
 	require.Equal(t, []string{"a"}, chunkData(f.streamRead(t, r.ID, 0, 10)), "stream append rolled back")
 
 	// What was rolled back can be written again.
-	require.NoError(t, f.d.RunInsert(f.ctx, fresh))
+	require.NoError(t, f.x.RunInsert(f.ctx, fresh))
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 2, "step"))
-	require.NoError(t, f.d.HookInsert(f.ctx, freshHook))
+	require.NoError(t, f.x.HookInsert(f.ctx, freshHook))
 	f.resumeHook(t, waiting.Token, []byte(`2`), base)
 	require.Equal(t, []int64{1}, offsets(f.streamAppend(t, r.ID, base, "b")), "the rolled-back offset is used again")
 }
@@ -674,7 +674,7 @@ func testRunNestedRollback(t *testing.T, f *fixture) {
 	r, j := f.leasedRun(t)
 	outer, inner := f.runRow(), f.runRow()
 	errInner := errors.New("inner")
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		require.NoError(t, tx.RunInsert(ctx, outer))
 		_, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: r.ID, Chunks: [][]byte{[]byte("outer")}, Now: base})
 		require.NoError(t, err)

@@ -26,7 +26,7 @@ func scheduleCases() []testCase {
 
 func (f *fixture) schedules(t *testing.T) []*driver.ScheduleRow {
 	t.Helper()
-	rows, err := f.d.ScheduleList(f.ctx)
+	rows, err := f.x.ScheduleList(f.ctx)
 	require.NoError(t, err)
 	return rows
 }
@@ -34,7 +34,7 @@ func (f *fixture) schedules(t *testing.T) []*driver.ScheduleRow {
 // upsertSchedule stores a registration and returns the row's FirstSeenAt.
 func (f *fixture) upsertSchedule(t *testing.T, p driver.ScheduleUpsertParams) time.Time {
 	t.Helper()
-	seen, err := f.d.ScheduleUpsert(f.ctx, &p)
+	seen, err := f.x.ScheduleUpsert(f.ctx, &p)
 	require.NoError(t, err)
 	return seen
 }
@@ -42,7 +42,7 @@ func (f *fixture) upsertSchedule(t *testing.T, p driver.ScheduleUpsertParams) ti
 // record records the occurrence of the schedule name (spec "@every 1h").
 func (f *fixture) record(t *testing.T, name string, occurred, next, now time.Time) bool {
 	t.Helper()
-	paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@every 1h", At: occurred, NextAt: next, Now: now})
+	paused, err := f.x.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@every 1h", At: occurred, NextAt: next, Now: now})
 	require.NoError(t, err)
 	return paused
 }
@@ -102,7 +102,7 @@ func testScheduleRecord(t *testing.T, f *fixture) {
 
 func testSchedulePaused(t *testing.T, f *fixture) {
 	// Paused before any process registered it.
-	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: nanos(base)}))
+	require.NoError(t, f.x.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: nanos(base)}))
 	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "s", Spec: "@every 1h", NextAt: at(time.Hour), Now: at(time.Second)})
 	rows := f.schedules(t)
 	require.Len(t, rows, 1)
@@ -119,7 +119,7 @@ func testSchedulePaused(t *testing.T, f *fixture) {
 	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "s", Spec: "@every 1h", NextAt: at(time.Hour), Now: at(time.Hour + time.Second)})
 	requireTime(t, at(2*time.Hour), f.schedules(t)[0].NextAt)
 
-	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: false, Now: at(90 * time.Minute)}))
+	require.NoError(t, f.x.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: false, Now: at(90 * time.Minute)}))
 	require.False(t, f.record(t, "s", at(2*time.Hour), at(3*time.Hour), at(2*time.Hour)))
 	s = f.schedules(t)[0]
 	require.False(t, s.Paused)
@@ -129,13 +129,13 @@ func testSchedulePaused(t *testing.T, f *fixture) {
 }
 
 func testScheduleDelete(t *testing.T, f *fixture) {
-	gone, err := f.d.ScheduleDelete(f.ctx, "nope")
+	gone, err := f.x.ScheduleDelete(f.ctx, "nope")
 	require.NoError(t, err)
 	require.False(t, gone, "no such schedule")
 
 	f.record(t, "s", base, at(time.Hour), base)
 	f.record(t, "t", base, at(time.Hour), base)
-	gone, err = f.d.ScheduleDelete(f.ctx, "s")
+	gone, err = f.x.ScheduleDelete(f.ctx, "s")
 	require.NoError(t, err)
 	require.True(t, gone)
 	rows := f.schedules(t)
@@ -151,7 +151,7 @@ func testScheduleDelete(t *testing.T, f *fixture) {
 
 func testScheduleRollback(t *testing.T, f *fixture) {
 	f.record(t, "s", base, at(time.Hour), base)
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		paused, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: "s", At: at(time.Hour), NextAt: at(2 * time.Hour), Now: at(time.Hour)})
 		require.NoError(t, err)
 		require.False(t, paused)
@@ -183,7 +183,7 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 
 func testScheduleDefine(t *testing.T, f *fixture) {
 	def := driver.ScheduleDef{Spec: "0 3 * * *", Kind: "job", Target: "report", Input: []byte(`{"day":1}`), Location: "Europe/Paris", CatchUp: 5 * time.Minute, Version: 11, DefinedAt: base}
-	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(3 * time.Hour), Now: nanos(base)}))
+	require.NoError(t, f.x.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(3 * time.Hour), Now: nanos(base)}))
 	f.record(t, "code", base, at(time.Hour), base)
 	rows := f.schedules(t)
 	require.Len(t, rows, 2)
@@ -200,13 +200,13 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// schedule of that name in code.
 	for _, stored := range []bool{true, false} {
 		f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", Spec: "@yearly", NextAt: at(3 * time.Hour), Now: at(time.Second), Stored: stored, Version: 11})
-		paused, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "@yearly", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour), Stored: stored, Version: 11})
+		paused, err := f.x.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", Spec: "@yearly", At: at(3 * time.Hour), NextAt: at(27 * time.Hour), Now: at(3 * time.Hour), Stored: stored, Version: 11})
 		require.NoError(t, err)
 		require.False(t, paused)
 	}
 	// A late registration keeps the later next occurrence.
 	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(3 * time.Hour), Now: at(4 * time.Hour), Stored: true, Version: 11})
-	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "d", Paused: true, Now: at(4 * time.Hour)}))
+	require.NoError(t, f.x.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "d", Paused: true, Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Equal(t, def, *d.Def)
 	require.Equal(t, "0 3 * * *", d.Spec)
@@ -216,7 +216,7 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 
 	// Defining it again replaces the definition and keeps the rest.
 	def2 := driver.ScheduleDef{Spec: "@hourly", Kind: "run", Target: "nightly", Location: "UTC", CatchUp: -1, Version: 22, DefinedAt: at(4 * time.Hour)}
-	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def2, NextAt: at(5 * time.Hour), Now: at(4 * time.Hour)}))
+	require.NoError(t, f.x.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def2, NextAt: at(5 * time.Hour), Now: at(4 * time.Hour)}))
 	d = f.schedules(t)[1]
 	require.Empty(t, d.Def.Input, "no input")
 	d.Def.Input = nil
@@ -229,14 +229,14 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 
 	// A process still running the first definition neither fires it nor
 	// moves the schedule.
-	_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", At: at(27 * time.Hour), NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 11})
+	_, err := f.x.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "d", At: at(27 * time.Hour), NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 11})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a stale definition")
 	f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(51 * time.Hour), Now: at(27 * time.Hour), Stored: true, Version: 11})
 	d = f.schedules(t)[1]
 	require.Equal(t, int64(2), d.Occurrences)
 	requireTime(t, at(5*time.Hour), d.NextAt)
 
-	gone, err := f.d.ScheduleDelete(f.ctx, "d")
+	gone, err := f.x.ScheduleDelete(f.ctx, "d")
 	require.NoError(t, err)
 	require.True(t, gone)
 	require.Len(t, f.schedules(t), 1)
@@ -245,7 +245,7 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	// nor fires it; nor one of a code schedule's name.
 	for _, name := range []string{"d", "code"} {
 		f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: name, Spec: "@hourly", NextAt: at(6 * time.Hour), Now: at(5 * time.Hour), Stored: true, Version: 22})
-		_, err := f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@hourly", At: at(6 * time.Hour), NextAt: at(7 * time.Hour), Now: at(6 * time.Hour), Stored: true, Version: 22})
+		_, err := f.x.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: name, Spec: "@hourly", At: at(6 * time.Hour), NextAt: at(7 * time.Hour), Now: at(6 * time.Hour), Stored: true, Version: 22})
 		require.ErrorIs(t, err, hoppertype.ErrNotFound, "%s: no definition, no occurrence", name)
 	}
 	rows = f.schedules(t)
@@ -255,11 +255,11 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	requireTime(t, at(time.Hour), rows[0].NextAt)
 
 	// A code schedule's row is not taken over; a name only paused is.
-	err = f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "code", Def: def, Now: at(time.Hour)})
+	err = f.x.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "code", Def: def, Now: at(time.Hour)})
 	require.ErrorIs(t, err, hoppertype.ErrStateConflict)
 	require.Nil(t, f.schedules(t)[0].Def)
-	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "p", Paused: true, Now: base}))
-	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "p", Def: def, Now: at(time.Hour)}))
+	require.NoError(t, f.x.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "p", Paused: true, Now: base}))
+	require.NoError(t, f.x.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "p", Def: def, Now: at(time.Hour)}))
 	p := f.schedules(t)[1]
 	require.Equal(t, "p", p.Name)
 	require.True(t, p.Paused)
@@ -267,14 +267,14 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 
 	// Deleted and defined again: the first definition's process is told
 	// apart by the version.
-	_, err = f.d.ScheduleDelete(f.ctx, "p")
+	_, err = f.x.ScheduleDelete(f.ctx, "p")
 	require.NoError(t, err)
 	def3 := def
 	def3.Version = 33
-	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "p", Def: def3, Now: at(2 * time.Hour)}))
-	_, err = f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "p", At: at(3 * time.Hour), Now: at(3 * time.Hour), Stored: true, Version: 11})
+	require.NoError(t, f.x.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "p", Def: def3, Now: at(2 * time.Hour)}))
+	_, err = f.x.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "p", At: at(3 * time.Hour), Now: at(3 * time.Hour), Stored: true, Version: 11})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
-	_, err = f.d.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "p", At: at(3 * time.Hour), Now: at(3 * time.Hour), Stored: true, Version: 33})
+	_, err = f.x.ScheduleRecord(f.ctx, &driver.ScheduleRecordParams{Name: "p", At: at(3 * time.Hour), Now: at(3 * time.Hour), Stored: true, Version: 33})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), f.schedules(t)[1].Occurrences)
 }
@@ -294,27 +294,27 @@ func testScheduleFirstSeen(t *testing.T, f *fixture) {
 	requireTime(t, at(time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "a", Spec: "@hourly", NextAt: at(time.Hour), Now: at(2 * time.Minute)}),
 		"a later registration keeps the first")
 	f.record(t, "a", at(time.Hour), at(2*time.Hour), at(time.Hour))
-	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "a", Paused: true, Now: at(3 * time.Minute)}))
+	require.NoError(t, f.x.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "a", Paused: true, Now: at(3 * time.Minute)}))
 	requireTime(t, at(time.Minute), byName()["a"].FirstSeenAt)
 
 	f.record(t, "r", at(time.Hour), at(2*time.Hour), at(time.Hour+time.Second))
 	requireTime(t, at(time.Hour+time.Second), byName()["r"].FirstSeenAt, "a record creating the row")
 
-	require.NoError(t, f.d.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "p", Paused: true, Now: at(time.Minute)}))
+	require.NoError(t, f.x.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: "p", Paused: true, Now: at(time.Minute)}))
 	require.True(t, byName()["p"].FirstSeenAt.IsZero(), "a pause is not a registration")
 	requireTime(t, at(4*time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "p", Spec: "@hourly", NextAt: at(time.Hour), Now: at(4 * time.Minute)}))
 
 	def := driver.ScheduleDef{Spec: "@hourly", Kind: "job", Target: "t", Version: 5, DefinedAt: at(5 * time.Minute)}
-	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(time.Hour), Now: at(5 * time.Minute)}))
+	require.NoError(t, f.x.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(time.Hour), Now: at(5 * time.Minute)}))
 	requireTime(t, at(5*time.Minute), byName()["d"].FirstSeenAt)
 	def.Version, def.DefinedAt = 6, at(6*time.Minute)
-	require.NoError(t, f.d.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(time.Hour), Now: at(6 * time.Minute)}))
+	require.NoError(t, f.x.ScheduleDefine(f.ctx, &driver.ScheduleDefineParams{Name: "d", Def: def, NextAt: at(time.Hour), Now: at(6 * time.Minute)}))
 	requireTime(t, at(5*time.Minute), byName()["d"].FirstSeenAt, "a new definition keeps it")
 	require.True(t, f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(time.Hour), Now: at(7 * time.Minute), Stored: true, Version: 5}).IsZero(),
 		"an old definition's registration writes nothing")
 	requireTime(t, at(5*time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(time.Hour), Now: at(7 * time.Minute), Stored: true, Version: 6}))
 
-	gone, err := f.d.ScheduleDelete(f.ctx, "a")
+	gone, err := f.x.ScheduleDelete(f.ctx, "a")
 	require.NoError(t, err)
 	require.True(t, gone)
 	requireTime(t, at(8*time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "a", Spec: "@hourly", NextAt: at(time.Hour), Now: at(8 * time.Minute)}),

@@ -30,7 +30,7 @@ func (f *fixture) streamAppend(t *testing.T, runID string, now time.Time, data .
 	for i, d := range data {
 		chunks[i] = []byte(d)
 	}
-	got, err := f.d.StreamAppend(f.ctx, &driver.StreamAppendParams{RunID: runID, Chunks: chunks, Now: now})
+	got, err := f.x.StreamAppend(f.ctx, &driver.StreamAppendParams{RunID: runID, Chunks: chunks, Now: now})
 	require.NoError(t, err)
 	require.Len(t, got, len(data))
 	return got
@@ -39,7 +39,7 @@ func (f *fixture) streamAppend(t *testing.T, runID string, now time.Time, data .
 // streamRead reads a run's stream.
 func (f *fixture) streamRead(t *testing.T, runID string, from int64, limit int) []*hoppertype.StreamChunk {
 	t.Helper()
-	got, err := f.d.StreamRead(f.ctx, &driver.StreamReadParams{RunID: runID, From: from, Limit: limit})
+	got, err := f.x.StreamRead(f.ctx, &driver.StreamReadParams{RunID: runID, From: from, Limit: limit})
 	require.NoError(t, err)
 	return got
 }
@@ -93,7 +93,7 @@ func testStreamOffsets(t *testing.T, f *fixture) {
 	require.Equal(t, []int64{4, 5}, offsets(third), "offsets continue across calls")
 
 	// An empty append is harmless and takes no offset.
-	got, err := f.d.StreamAppend(f.ctx, &driver.StreamAppendParams{RunID: r.ID, Now: at(4 * time.Second)})
+	got, err := f.x.StreamAppend(f.ctx, &driver.StreamAppendParams{RunID: r.ID, Now: at(4 * time.Second)})
 	require.NoError(t, err)
 	require.Empty(t, got)
 
@@ -106,7 +106,7 @@ func testStreamOffsets(t *testing.T, f *fixture) {
 	first[1].Data[0] = 'Y'
 	require.Equal(t, "a", string(f.streamRead(t, r.ID, 0, 1)[0].Data), "chunks are copied out")
 	in := [][]byte{[]byte("g")}
-	_, err = f.d.StreamAppend(f.ctx, &driver.StreamAppendParams{RunID: r.ID, Chunks: in, Now: base})
+	_, err = f.x.StreamAppend(f.ctx, &driver.StreamAppendParams{RunID: r.ID, Chunks: in, Now: base})
 	require.NoError(t, err)
 	in[0][0] = 'Z'
 	require.Equal(t, []string{"g"}, chunkData(f.streamRead(t, r.ID, 6, 10)), "chunks are copied in")
@@ -169,7 +169,7 @@ func testStreamConcurrent(t *testing.T, f *fixture) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = f.d.StreamAppend(f.ctx, &driver.StreamAppendParams{
+			results[i], errs[i] = f.x.StreamAppend(f.ctx, &driver.StreamAppendParams{
 				RunID: r.ID, Chunks: [][]byte{fmt.Appendf(nil, "%d/0", i), fmt.Appendf(nil, "%d/1", i)}, Now: base,
 			})
 		})

@@ -37,7 +37,7 @@ var errBoom = errors.New("drivertest: boom")
 func testTxCommit(t *testing.T, f *fixture) {
 	j := f.job()
 	gid := "g-" + f.id()
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
 		require.NoError(t, err)
 		require.NoError(t, tx.GroupInsert(ctx, &hoppertype.GroupRow{ID: gid, Open: 1, State: hoppertype.GroupOpen, CreatedAt: base}))
@@ -53,7 +53,7 @@ func testTxCommit(t *testing.T, f *fixture) {
 	requireJob(t, j, f.get(t, j.ID))
 	require.Equal(t, 1, f.groupGet(t, gid).Open)
 	require.False(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: "k", Now: base}))
-	queues, err := f.d.QueueList(f.ctx)
+	queues, err := f.x.QueueList(f.ctx)
 	require.NoError(t, err)
 	require.Len(t, queues, 1)
 	require.True(t, queues[0].Paused)
@@ -62,7 +62,7 @@ func testTxCommit(t *testing.T, f *fixture) {
 
 func testTxReadOwnWrites(t *testing.T, f *fixture) {
 	j := f.job()
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
 		require.NoError(t, err)
 		got, err := tx.JobGet(ctx, j.ID)
@@ -89,12 +89,12 @@ func testTxRollback(t *testing.T, f *fixture) {
 	done := f.insertOne(t, inState(hoppertype.JobStateSucceeded), endedAt(at(-time.Hour)))
 	dead := f.finished(t, hoppertype.JobStateDead)
 	f.attempt(t, "leader", "a", base)
-	require.NoError(t, f.d.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "paused", Paused: true, Now: base}))
+	require.NoError(t, f.x.QueueSetPaused(f.ctx, &driver.QueueSetPausedParams{Name: "paused", Paused: true, Now: base}))
 
 	fresh := f.job()
 	keyed2 := f.job(uniqueBy("k"))
 	gid2 := "g-" + f.id()
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{fresh}})
 		require.NoError(t, err)
 		res, err := tx.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
@@ -139,10 +139,10 @@ func testTxRollback(t *testing.T, f *fixture) {
 	requireJob(t, running, f.get(t, running.ID), "finish rolled back")
 	requireJob(t, beating, f.get(t, beating.ID), "heartbeat rolled back")
 	requireGroup(t, group, f.groupGet(t, group.ID), "group update rolled back")
-	_, err = f.d.GroupGet(f.ctx, gid2)
+	_, err = f.x.GroupGet(f.ctx, gid2)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "group insert rolled back")
 	require.True(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: "key", Now: base}), "key rolled back")
-	queues, err := f.d.QueueList(f.ctx)
+	queues, err := f.x.QueueList(f.ctx)
 	require.NoError(t, err)
 	require.Len(t, queues, 1, "queue writes rolled back")
 	require.Equal(t, "paused", queues[0].Name)
@@ -151,7 +151,7 @@ func testTxRollback(t *testing.T, f *fixture) {
 	requireLeader(t, "c", 1, at(time.Second+leaderTTL), f.attempt(t, "leader2", "c", at(time.Second)), "attempt rolled back")
 	requireJob(t, keyed, f.get(t, keyed.ID), "cancel rolled back")
 	f.requireMissing(t, keyed2.ID)
-	res, err := f.d.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
+	res, err := f.x.JobInsertMany(f.ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job(uniqueBy("k"))}})
 	require.NoError(t, err)
 	require.True(t, res[0].Existing, "the unique key is held again by the job whose cancel rolled back")
 	require.Equal(t, keyed.ID, res[0].Job.ID)
@@ -169,7 +169,7 @@ func testTxRollbackClaim(t *testing.T, f *fixture) {
 	b := f.job(ofType("b"), withPriority(1))
 	c := f.job(ofType("a"), withPriority(0))
 	f.insert(t, a, b, c)
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		rows, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w"})
 		require.NoError(t, err)
 		require.Equal(t, []string{a.ID}, ids(rows))
@@ -189,7 +189,7 @@ func testTxNestedRollback(t *testing.T, f *fixture) {
 	group := f.group(t, 1)
 	a, b, c := f.job(), f.job(), f.job()
 	errInner := errors.New("inner")
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a}})
 		require.NoError(t, err)
 		err = tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
@@ -220,7 +220,7 @@ func testTxNestedRollback(t *testing.T, f *fixture) {
 
 func testTxNestedThenOuterRollback(t *testing.T, f *fixture) {
 	a, b := f.job(), f.job()
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a}})
 		require.NoError(t, err)
 		require.NoError(t, tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
@@ -236,7 +236,7 @@ func testTxNestedThenOuterRollback(t *testing.T, f *fixture) {
 
 func testTxNestedCommit(t *testing.T, f *fixture) {
 	a := f.job()
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		require.NoError(t, tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a}})
 			return err
@@ -307,8 +307,8 @@ func testNotify(t *testing.T, f *fixture) {
 	subA := f.listen(t, topicA)
 	subA2 := f.listen(t, topicA)
 	subB := f.listen(t, topicB)
-	require.NoError(t, f.d.Notify(f.ctx, topicB, "for b"))
-	require.NoError(t, f.d.Notify(f.ctx, topicA, "for a"))
+	require.NoError(t, f.x.Notify(f.ctx, topicB, "for b"))
+	require.NoError(t, f.x.Notify(f.ctx, topicA, "for a"))
 	require.Equal(t, "for a", recv(t, subA), "a subscriber gets its own topic only")
 	require.Equal(t, "for a", recv(t, subA2), "every subscriber of a topic gets it")
 	require.Equal(t, "for b", recv(t, subB))
@@ -317,7 +317,7 @@ func testNotify(t *testing.T, f *fixture) {
 func testNotifyAfterCommit(t *testing.T, f *fixture) {
 	topic := "t-" + f.id()
 	sub := f.listen(t, topic)
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		require.NoError(t, tx.Notify(ctx, topic, "committed"))
 		requireNothingYet(t, sub, "a notification inside a transaction waits for the commit")
 		return nil
@@ -329,19 +329,19 @@ func testNotifyAfterCommit(t *testing.T, f *fixture) {
 func testNotifyRollback(t *testing.T, f *fixture) {
 	topic := "t-" + f.id()
 	sub := f.listen(t, topic)
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		require.NoError(t, tx.Notify(ctx, topic, "rolled back"))
 		return errBoom
 	})
 	require.ErrorIs(t, err, errBoom)
-	require.NoError(t, f.d.Notify(f.ctx, topic, "after"))
+	require.NoError(t, f.x.Notify(f.ctx, topic, "after"))
 	require.Equal(t, "after", recv(t, sub), "a rolled-back notification is never delivered")
 }
 
 func testNotifyNestedRollback(t *testing.T, f *fixture) {
 	topic := "t-" + f.id()
 	sub := f.listen(t, topic)
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			require.NoError(t, tx.Notify(ctx, topic, "nested, rolled back"))
 			return errBoom
@@ -351,7 +351,7 @@ func testNotifyNestedRollback(t *testing.T, f *fixture) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, "outer", recv(t, sub))
-	require.NoError(t, f.d.Notify(f.ctx, topic, "end"))
+	require.NoError(t, f.x.Notify(f.ctx, topic, "end"))
 	require.Equal(t, "end", recv(t, sub), "a notification of a rolled-back scope is never delivered")
 }
 
@@ -372,7 +372,7 @@ func testSubscriptionClose(t *testing.T, f *fixture) {
 	sub.Close()
 	requireEnded(t, sub)
 	sub.Close() // closing twice is harmless
-	require.NoError(t, f.d.Notify(f.ctx, topic, "still here"))
+	require.NoError(t, f.x.Notify(f.ctx, topic, "still here"))
 	require.Equal(t, "still here", recv(t, other), "closing one subscription leaves the others")
 }
 
@@ -382,114 +382,114 @@ func testClose(t *testing.T, f *fixture) {
 	ctx := f.ctx
 	calls := map[string]func() error{
 		"InTx": func() error {
-			return f.d.InTx(ctx, func(context.Context, driver.Executor) error { return nil })
+			return f.x.InTx(ctx, func(context.Context, driver.Executor) error { return nil })
 		},
-		"Notify": func() error { return f.d.Notify(ctx, "t", "p") },
+		"Notify": func() error { return f.x.Notify(ctx, "t", "p") },
 		"Listen": func() error { _, err := f.d.Listen(ctx, "t"); return err },
 		"JobInsertMany": func() error {
-			_, err := f.d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job()}})
+			_, err := f.x.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job()}})
 			return err
 		},
-		"JobGet":     func() error { _, err := f.d.JobGet(ctx, j.ID); return err },
-		"JobGetMany": func() error { _, err := f.d.JobGetMany(ctx, []string{j.ID}); return err },
-		"JobList":    func() error { _, err := f.d.JobList(ctx, &driver.JobListParams{Limit: 10}); return err },
+		"JobGet":     func() error { _, err := f.x.JobGet(ctx, j.ID); return err },
+		"JobGetMany": func() error { _, err := f.x.JobGetMany(ctx, []string{j.ID}); return err },
+		"JobList":    func() error { _, err := f.x.JobList(ctx, &driver.JobListParams{Limit: 10}); return err },
 		"JobCountByState": func() error {
-			_, err := f.d.JobCountByState(ctx, &driver.JobCountParams{})
+			_, err := f.x.JobCountByState(ctx, &driver.JobCountParams{})
 			return err
 		},
 		"JobClaim": func() error {
-			_, err := f.d.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute)})
+			_, err := f.x.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute)})
 			return err
 		},
-		"JobPromote":   func() error { _, err := f.d.JobPromote(ctx, &driver.JobPromoteParams{Now: base, Limit: 1}); return err },
-		"JobNextRunAt": func() error { _, err := f.d.JobNextRunAt(ctx, "default"); return err },
+		"JobPromote":   func() error { _, err := f.x.JobPromote(ctx, &driver.JobPromoteParams{Now: base, Limit: 1}); return err },
+		"JobNextRunAt": func() error { _, err := f.x.JobNextRunAt(ctx, "default"); return err },
 		"JobHeartbeat": func() error {
-			_, err := f.d.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: j.ID, Token: 1}}, ExpiresAt: base})
+			_, err := f.x.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: j.ID, Token: 1}}, ExpiresAt: base})
 			return err
 		},
 		"JobFinishMany": func() error {
-			_, err := f.d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: j.ID, LeaseToken: 1, State: hoppertype.JobStateSucceeded}}})
+			_, err := f.x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: j.ID, LeaseToken: 1, State: hoppertype.JobStateSucceeded}}})
 			return err
 		},
 		"JobListExpiredLeases": func() error {
-			_, err := f.d.JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: base, Limit: 1})
+			_, err := f.x.JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: base, Limit: 1})
 			return err
 		},
-		"JobCancel": func() error { _, err := f.d.JobCancel(ctx, &driver.JobCancelParams{ID: j.ID, Now: base}); return err },
+		"JobCancel": func() error { _, err := f.x.JobCancel(ctx, &driver.JobCancelParams{ID: j.ID, Now: base}); return err },
 		"JobRetry": func() error {
-			_, err := f.d.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{j.ID}, States: hoppertype.AllJobStates, Now: base})
+			_, err := f.x.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{j.ID}, States: hoppertype.AllJobStates, Now: base})
 			return err
 		},
 		"JobDeleteFinished": func() error {
-			_, err := f.d.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: base, Limit: 1})
+			_, err := f.x.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: base, Limit: 1})
 			return err
 		},
-		"GroupInsert": func() error { return f.d.GroupInsert(ctx, &hoppertype.GroupRow{ID: "g", Open: 1, CreatedAt: base}) },
-		"GroupGet":    func() error { _, err := f.d.GroupGet(ctx, "g"); return err },
+		"GroupInsert": func() error { return f.x.GroupInsert(ctx, &hoppertype.GroupRow{ID: "g", Open: 1, CreatedAt: base}) },
+		"GroupGet":    func() error { _, err := f.x.GroupGet(ctx, "g"); return err },
 		"GroupUpdate": func() error {
-			_, err := f.d.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: "g", OpenDelta: -1, Now: base})
+			_, err := f.x.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: "g", OpenDelta: -1, Now: base})
 			return err
 		},
 		"KeySetIfAbsent": func() error {
-			_, err := f.d.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "k", Now: base})
+			_, err := f.x.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "k", Now: base})
 			return err
 		},
 		"LeaderAttempt": func() error {
-			_, err := f.d.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "l", Owner: "o", Now: base, TTL: time.Minute})
+			_, err := f.x.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "l", Owner: "o", Now: base, TTL: time.Minute})
 			return err
 		},
-		"LeaderResign": func() error { return f.d.LeaderResign(ctx, &driver.LeaderResignParams{Name: "l", Owner: "o"}) },
+		"LeaderResign": func() error { return f.x.LeaderResign(ctx, &driver.LeaderResignParams{Name: "l", Owner: "o"}) },
 		"QueueSetPaused": func() error {
-			return f.d.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true, Now: base})
+			return f.x.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true, Now: base})
 		},
-		"QueueList": func() error { _, err := f.d.QueueList(ctx); return err },
+		"QueueList": func() error { _, err := f.x.QueueList(ctx); return err },
 		"ScheduleUpsert": func() error {
-			_, err := f.d.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "s", Now: base})
+			_, err := f.x.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "s", Now: base})
 			return err
 		},
 		"ScheduleRecord": func() error {
-			_, err := f.d.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: "s", At: base, Now: base})
+			_, err := f.x.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: "s", At: base, Now: base})
 			return err
 		},
 		"ScheduleSetPaused": func() error {
-			return f.d.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: base})
+			return f.x.ScheduleSetPaused(ctx, &driver.ScheduleSetPausedParams{Name: "s", Paused: true, Now: base})
 		},
 		"ScheduleDefine": func() error {
-			return f.d.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "s", Def: driver.ScheduleDef{Kind: "job", Target: "t"}, Now: base})
+			return f.x.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "s", Def: driver.ScheduleDef{Kind: "job", Target: "t"}, Now: base})
 		},
-		"ScheduleList":   func() error { _, err := f.d.ScheduleList(ctx); return err },
-		"ScheduleDelete": func() error { _, err := f.d.ScheduleDelete(ctx, "s"); return err },
+		"ScheduleList":   func() error { _, err := f.x.ScheduleList(ctx); return err },
+		"ScheduleDelete": func() error { _, err := f.x.ScheduleDelete(ctx, "s"); return err },
 		"JobWake": func() error {
-			_, err := f.d.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: base})
+			_, err := f.x.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: base})
 			return err
 		},
-		"RunInsert": func() error { return f.d.RunInsert(ctx, f.runRow()) },
-		"RunGet":    func() error { _, err := f.d.RunGet(ctx, j.ID); return err },
-		"RunList":   func() error { _, err := f.d.RunList(ctx, &driver.RunListParams{Limit: 10}); return err },
+		"RunInsert": func() error { return f.x.RunInsert(ctx, f.runRow()) },
+		"RunGet":    func() error { _, err := f.x.RunGet(ctx, j.ID); return err },
+		"RunList":   func() error { _, err := f.x.RunList(ctx, &driver.RunListParams{Limit: 10}); return err },
 		"RunUpdate": func() error {
-			_, err := f.d.RunUpdate(ctx, &driver.RunUpdateParams{ID: j.ID, Status: hoppertype.RunCompleted, Now: base})
+			_, err := f.x.RunUpdate(ctx, &driver.RunUpdateParams{ID: j.ID, Status: hoppertype.RunCompleted, Now: base})
 			return err
 		},
 		"RunEventAppend": func() error {
-			return f.d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: j.ID, LeaseToken: 1, Events: []*hoppertype.RunEvent{event(j.ID, 1, 1, "step")}})
+			return f.x.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: j.ID, LeaseToken: 1, Events: []*hoppertype.RunEvent{event(j.ID, 1, 1, "step")}})
 		},
 		"RunEventList": func() error {
-			_, err := f.d.RunEventList(ctx, &driver.RunEventListParams{RunID: j.ID})
+			_, err := f.x.RunEventList(ctx, &driver.RunEventListParams{RunID: j.ID})
 			return err
 		},
-		"HookInsert": func() error { return f.d.HookInsert(ctx, f.hookRow(j.ID)) },
-		"HookGet":    func() error { _, err := f.d.HookGet(ctx, "h"); return err },
+		"HookInsert": func() error { return f.x.HookInsert(ctx, f.hookRow(j.ID)) },
+		"HookGet":    func() error { _, err := f.x.HookGet(ctx, "h"); return err },
 		"HookResume": func() error {
-			_, err := f.d.HookResume(ctx, &driver.HookResumeParams{Token: "h", Payload: []byte(`1`), Now: base})
+			_, err := f.x.HookResume(ctx, &driver.HookResumeParams{Token: "h", Payload: []byte(`1`), Now: base})
 			return err
 		},
-		"HookListByRun": func() error { _, err := f.d.HookListByRun(ctx, j.ID); return err },
+		"HookListByRun": func() error { _, err := f.x.HookListByRun(ctx, j.ID); return err },
 		"StreamAppend": func() error {
-			_, err := f.d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: j.ID, Chunks: [][]byte{[]byte("c")}, Now: base})
+			_, err := f.x.StreamAppend(ctx, &driver.StreamAppendParams{RunID: j.ID, Chunks: [][]byte{[]byte("c")}, Now: base})
 			return err
 		},
 		"StreamRead": func() error {
-			_, err := f.d.StreamRead(ctx, &driver.StreamReadParams{RunID: j.ID, Limit: 10})
+			_, err := f.x.StreamRead(ctx, &driver.StreamReadParams{RunID: j.ID, Limit: 10})
 			return err
 		},
 	}

@@ -22,7 +22,7 @@ func wakeCases() []testCase {
 
 func (f *fixture) wake(t *testing.T, now time.Time, ids ...string) []*hoppertype.JobRow {
 	t.Helper()
-	rows, err := f.d.JobWake(f.ctx, &driver.JobWakeParams{IDs: ids, Now: now})
+	rows, err := f.x.JobWake(f.ctx, &driver.JobWakeParams{IDs: ids, Now: now})
 	require.NoError(t, err)
 	return rows
 }
@@ -56,7 +56,7 @@ func testWakeWaiting(t *testing.T, f *fixture) {
 	}
 	requireJob(t, later, f.get(t, later.ID), "a job not named is not woken")
 
-	next, err := f.d.JobNextRunAt(f.ctx, q)
+	next, err := f.x.JobNextRunAt(f.ctx, q)
 	require.NoError(t, err)
 	requireTime(t, at(2*time.Hour), next, "woken jobs no longer wait")
 	claimed := f.claim(t, q, at(time.Second), 10)
@@ -89,7 +89,7 @@ func testWakeOthers(t *testing.T, f *fixture) {
 func testWakeRollback(t *testing.T, f *fixture) {
 	q := "q-" + f.id()
 	sched := f.insertOne(t, inQueue(q), inState(hoppertype.JobStateScheduled), runAt(at(time.Hour)))
-	err := f.d.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		rows, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{sched.ID}, Now: base})
 		require.NoError(t, err)
 		require.Equal(t, []string{sched.ID}, ids(rows))
@@ -100,7 +100,7 @@ func testWakeRollback(t *testing.T, f *fixture) {
 	})
 	require.ErrorIs(t, err, errBoom)
 	requireJob(t, sched, f.get(t, sched.ID), "the wake rolled back")
-	next, err := f.d.JobNextRunAt(f.ctx, q)
+	next, err := f.x.JobNextRunAt(f.ctx, q)
 	require.NoError(t, err)
 	requireTime(t, at(time.Hour), next, "the job waits again")
 	require.Empty(t, f.claim(t, q, base, 10), "the job is not due before its RunAt")

@@ -341,39 +341,39 @@ func (t *tx) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
 
 // ChangeList reads the change feed; see driver.Executor. Outside a
 // transaction, Own lists nothing.
-func (d *Driver) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([]*hoppertype.Change, error) {
+func (d *pool) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([]*hoppertype.Change, error) {
 	if params.Own {
 		return nil, ctx.Err()
 	}
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.Change, error) { return tx.ChangeList(ctx, params) })
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.Change, error) { return tx.ChangeList(ctx, params) })
 }
 
 // ChangeScan implements driver.Executor.
-func (d *Driver) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
-	return call(ctx, d, func(tx *tx) (*driver.ChangeScanResult, error) { return tx.ChangeScan(ctx, params) })
+func (d *pool) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*driver.ChangeScanResult, error) { return tx.ChangeScan(ctx, params) })
 }
 
 // ChangeTail implements driver.Executor.
-func (d *Driver) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
-	return call(ctx, d, func(tx *tx) (hoppertype.ChangeCursor, error) { return tx.ChangeTail(ctx) })
+func (d *pool) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	return call(ctx, d.Driver, func(tx *tx) (hoppertype.ChangeCursor, error) { return tx.ChangeTail(ctx) })
 }
 
 // ChangeMark implements driver.Executor.
-func (d *Driver) ChangeMark(ctx context.Context) (int64, error) {
-	return call(ctx, d, func(tx *tx) (int64, error) { return tx.ChangeMark(ctx) })
+func (d *pool) ChangeMark(ctx context.Context) (int64, error) {
+	return call(ctx, d.Driver, func(tx *tx) (int64, error) { return tx.ChangeMark(ctx) })
 }
 
 // CursorLease implements driver.Executor.
-func (d *Driver) CursorLease(ctx context.Context, params *driver.CursorLeaseParams) (*driver.CursorRow, error) {
-	return call(ctx, d, func(tx *tx) (*driver.CursorRow, error) { return tx.CursorLease(ctx, params) })
+func (d *pool) CursorLease(ctx context.Context, params *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*driver.CursorRow, error) { return tx.CursorLease(ctx, params) })
 }
 
 // CursorAdvance implements driver.Executor.
-func (d *Driver) CursorAdvance(ctx context.Context, params *driver.CursorAdvanceParams) error {
+func (d *pool) CursorAdvance(ctx context.Context, params *driver.CursorAdvanceParams) error {
 	return d.run(ctx, func(tx *tx) error { return tx.CursorAdvance(ctx, params) })
 }
 
 // CursorList implements driver.Executor.
-func (d *Driver) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*driver.CursorRow, error) { return tx.CursorList(ctx) })
+func (d *pool) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.CursorRow, error) { return tx.CursorList(ctx) })
 }

@@ -25,13 +25,25 @@ type Driver struct {
 	closed bool   // guarded by mu
 	st     *store // guarded by mu; nil after Close
 	broker *broker
+	pool   *pool // the Executor
 }
+
+// pool is the driver's Executor outside a transaction: each operation runs
+// as a one-operation transaction, so each is atomic.
+type pool struct{ *Driver }
+
+var _ driver.Executor = (*pool)(nil)
+
+// Executor returns the executor that runs the store's operations; see
+// driver.Executor for their contracts.
+func (d *Driver) Executor() driver.Executor { return d.pool }
 
 var _ driver.Driver = (*Driver)(nil)
 
 // New returns an empty in-memory store.
 func New(opts ...Option) *Driver {
 	d := &Driver{st: newStore(), broker: newBroker()}
+	d.pool = &pool{d}
 	for _, o := range opts {
 		o(d)
 	}
@@ -87,7 +99,7 @@ func (d *Driver) Listen(ctx context.Context, topic string) (driver.Subscription,
 // panics) every write made through tx is undone and notifications made
 // through tx are dropped; otherwise they are delivered after the lock is
 // released.
-func (d *Driver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+func (d *pool) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
 	return d.run(ctx, func(tx *tx) error { return fn(ctx, tx) })
 }
 
@@ -135,245 +147,245 @@ func call[T any](ctx context.Context, d *Driver, fn func(tx *tx) (T, error)) (T,
 }
 
 // Notify publishes payload on topic to the current subscribers.
-func (d *Driver) Notify(ctx context.Context, topic, payload string) error {
+func (d *pool) Notify(ctx context.Context, topic, payload string) error {
 	return d.run(ctx, func(tx *tx) error { return tx.Notify(ctx, topic, payload) })
 }
 
 // JobInsertMany inserts jobs atomically; see driver.Executor.
-func (d *Driver) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
-	return call(ctx, d, func(tx *tx) ([]driver.JobInsertResult, error) { return tx.JobInsertMany(ctx, params) })
+func (d *pool) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]driver.JobInsertResult, error) { return tx.JobInsertMany(ctx, params) })
 }
 
 // JobGet returns one job; see driver.Executor.
-func (d *Driver) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
-	return call(ctx, d, func(tx *tx) (*hoppertype.JobRow, error) { return tx.JobGet(ctx, id) })
+func (d *pool) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.JobRow, error) { return tx.JobGet(ctx, id) })
 }
 
 // JobGetMany returns the jobs that exist among ids; see driver.Executor.
-func (d *Driver) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobGetMany(ctx, ids) })
+func (d *pool) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobGetMany(ctx, ids) })
 }
 
 // JobList lists jobs; see driver.Executor.
-func (d *Driver) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobList(ctx, params) })
+func (d *pool) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobList(ctx, params) })
 }
 
 // JobCountByState counts jobs per queue and state; see driver.Executor.
-func (d *Driver) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
-	return call(ctx, d, func(tx *tx) ([]driver.JobCount, error) { return tx.JobCountByState(ctx, params) })
+func (d *pool) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]driver.JobCount, error) { return tx.JobCountByState(ctx, params) })
 }
 
 // JobClaim claims due jobs under a lease; see driver.Executor.
-func (d *Driver) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobClaim(ctx, params) })
+func (d *pool) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobClaim(ctx, params) })
 }
 
 // JobPromote makes due scheduled and retrying jobs pending; see driver.Executor.
-func (d *Driver) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
-	return call(ctx, d, func(tx *tx) (int, error) { return tx.JobPromote(ctx, params) })
+func (d *pool) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
+	return call(ctx, d.Driver, func(tx *tx) (int, error) { return tx.JobPromote(ctx, params) })
 }
 
 // JobNextRunAt returns the earliest RunAt of a queue's waiting jobs; see
 // driver.Executor.
-func (d *Driver) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
-	return call(ctx, d, func(tx *tx) (time.Time, error) { return tx.JobNextRunAt(ctx, queue) })
+func (d *pool) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+	return call(ctx, d.Driver, func(tx *tx) (time.Time, error) { return tx.JobNextRunAt(ctx, queue) })
 }
 
 // JobHeartbeat extends held leases; see driver.Executor.
-func (d *Driver) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
-	return call(ctx, d, func(tx *tx) ([]driver.JobHeartbeatResult, error) { return tx.JobHeartbeat(ctx, params) })
+func (d *pool) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]driver.JobHeartbeatResult, error) { return tx.JobHeartbeat(ctx, params) })
 }
 
 // JobFinishMany applies workers' transitions; see driver.Executor.
-func (d *Driver) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
-	return call(ctx, d, func(tx *tx) ([]driver.JobFinishResult, error) { return tx.JobFinishMany(ctx, params) })
+func (d *pool) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]driver.JobFinishResult, error) { return tx.JobFinishMany(ctx, params) })
 }
 
 // JobListExpiredLeases lists running jobs whose lease expired; see
 // driver.Executor.
-func (d *Driver) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobListExpiredLeases(ctx, params) })
+func (d *pool) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobListExpiredLeases(ctx, params) })
 }
 
 // JobCancel cancels a job; see driver.Executor.
-func (d *Driver) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
-	return call(ctx, d, func(tx *tx) (*hoppertype.JobRow, error) { return tx.JobCancel(ctx, params) })
+func (d *pool) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.JobRow, error) { return tx.JobCancel(ctx, params) })
 }
 
 // JobRetry moves jobs back to pending; see driver.Executor.
-func (d *Driver) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
-	return call(ctx, d, func(tx *tx) ([]driver.JobRetryResult, error) { return tx.JobRetry(ctx, params) })
+func (d *pool) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]driver.JobRetryResult, error) { return tx.JobRetry(ctx, params) })
 }
 
 // JobDeleteFinished deletes old terminal jobs; see driver.Executor.
-func (d *Driver) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
-	return call(ctx, d, func(tx *tx) (int, error) { return tx.JobDeleteFinished(ctx, params) })
+func (d *pool) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+	return call(ctx, d.Driver, func(tx *tx) (int, error) { return tx.JobDeleteFinished(ctx, params) })
 }
 
 // GroupInsert stores a new group; see driver.Executor.
-func (d *Driver) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+func (d *pool) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
 	return d.run(ctx, func(tx *tx) error { return tx.GroupInsert(ctx, row) })
 }
 
 // GroupGet returns a group; see driver.Executor.
-func (d *Driver) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
-	return call(ctx, d, func(tx *tx) (*hoppertype.GroupRow, error) { return tx.GroupGet(ctx, id) })
+func (d *pool) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.GroupRow, error) { return tx.GroupGet(ctx, id) })
 }
 
 // GroupUpdate changes a group atomically; see driver.Executor.
-func (d *Driver) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
-	return call(ctx, d, func(tx *tx) (*driver.GroupUpdateResult, error) { return tx.GroupUpdate(ctx, params) })
+func (d *pool) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*driver.GroupUpdateResult, error) { return tx.GroupUpdate(ctx, params) })
 }
 
 // KeySetIfAbsent stores a key unless it is held; see driver.Executor.
-func (d *Driver) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
-	return call(ctx, d, func(tx *tx) (bool, error) { return tx.KeySetIfAbsent(ctx, params) })
+func (d *pool) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+	return call(ctx, d.Driver, func(tx *tx) (bool, error) { return tx.KeySetIfAbsent(ctx, params) })
 }
 
 // LeaderAttempt takes or renews a leadership; see driver.Executor.
-func (d *Driver) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
-	return call(ctx, d, func(tx *tx) (*driver.LeaderRow, error) { return tx.LeaderAttempt(ctx, params) })
+func (d *pool) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*driver.LeaderRow, error) { return tx.LeaderAttempt(ctx, params) })
 }
 
 // LeaderResign gives up a leadership; see driver.Executor.
-func (d *Driver) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+func (d *pool) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
 	return d.run(ctx, func(tx *tx) error { return tx.LeaderResign(ctx, params) })
 }
 
 // QueueSetPaused stores whether a queue is paused; see driver.Executor.
-func (d *Driver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+func (d *pool) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
 	return d.run(ctx, func(tx *tx) error { return tx.QueueSetPaused(ctx, params) })
 }
 
 // QueueList returns the stored queue states; see driver.Executor.
-func (d *Driver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*driver.QueueRow, error) { return tx.QueueList(ctx) })
+func (d *pool) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.QueueRow, error) { return tx.QueueList(ctx) })
 }
 
 // JobWake makes waiting jobs due now; see driver.Executor.
-func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobWake(ctx, params) })
+func (d *pool) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobWake(ctx, params) })
 }
 
 // RunLoad returns a run and its history; see driver.Executor.
-func (d *Driver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+func (d *pool) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
 	return driver.RunLoadSeq(ctx, d, id)
 }
 
 // RunEventAppendMany makes several appends in one transaction; see
 // driver.Executor.
-func (d *Driver) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+func (d *pool) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
 	return driver.RunEventAppendManyTx(ctx, d, params)
 }
 
 // RunStart stores a run and its job at once; see driver.Executor.
-func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
+func (d *pool) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
 	return driver.RunStartTx(ctx, d, params)
 }
 
 // RunInsert stores a new run row; see driver.Executor.
-func (d *Driver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
+func (d *pool) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
 	return d.run(ctx, func(tx *tx) error { return tx.RunInsert(ctx, row) })
 }
 
 // RunGet returns a workflow run; see driver.Executor.
-func (d *Driver) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
-	return call(ctx, d, func(tx *tx) (*hoppertype.RunRow, error) { return tx.RunGet(ctx, id) })
+func (d *pool) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.RunRow, error) { return tx.RunGet(ctx, id) })
 }
 
 // RunList lists workflow runs; see driver.Executor.
-func (d *Driver) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.RunRow, error) { return tx.RunList(ctx, params) })
+func (d *pool) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.RunRow, error) { return tx.RunList(ctx, params) })
 }
 
 // RunUpdate sets a workflow run's status; see driver.Executor.
-func (d *Driver) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
-	return call(ctx, d, func(tx *tx) (*hoppertype.RunRow, error) { return tx.RunUpdate(ctx, params) })
+func (d *pool) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.RunRow, error) { return tx.RunUpdate(ctx, params) })
 }
 
 // RunEventAppend appends to a run's history under its lease; see
 // driver.Executor.
-func (d *Driver) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
+func (d *pool) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
 	return d.run(ctx, func(tx *tx) error { return tx.RunEventAppend(ctx, params) })
 }
 
 // RunEventList returns a run's history; see driver.Executor.
-func (d *Driver) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.RunEvent, error) { return tx.RunEventList(ctx, params) })
+func (d *pool) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.RunEvent, error) { return tx.RunEventList(ctx, params) })
 }
 
 // HookInsert stores a waiting hook; see driver.Executor.
-func (d *Driver) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
+func (d *pool) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
 	return d.run(ctx, func(tx *tx) error { return tx.HookInsert(ctx, row) })
 }
 
 // HookGet returns a hook; see driver.Executor.
-func (d *Driver) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
-	return call(ctx, d, func(tx *tx) (*hoppertype.HookRow, error) { return tx.HookGet(ctx, token) })
+func (d *pool) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.HookRow, error) { return tx.HookGet(ctx, token) })
 }
 
 // HookResume delivers a payload to a waiting hook; see driver.Executor.
-func (d *Driver) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
-	return call(ctx, d, func(tx *tx) (*hoppertype.HookRow, error) { return tx.HookResume(ctx, params) })
+func (d *pool) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.HookRow, error) { return tx.HookResume(ctx, params) })
 }
 
 // HookListByRun returns a run's hooks; see driver.Executor.
-func (d *Driver) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.HookRow, error) { return tx.HookListByRun(ctx, runID) })
+func (d *pool) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.HookRow, error) { return tx.HookListByRun(ctx, runID) })
 }
 
 // StreamAppend appends chunks to a run's stream; see driver.Executor.
-func (d *Driver) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.StreamChunk, error) { return tx.StreamAppend(ctx, params) })
+func (d *pool) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.StreamChunk, error) { return tx.StreamAppend(ctx, params) })
 }
 
 // StreamRead reads a run's stream; see driver.Executor.
-func (d *Driver) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.StreamChunk, error) { return tx.StreamRead(ctx, params) })
+func (d *pool) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.StreamChunk, error) { return tx.StreamRead(ctx, params) })
 }
 
 // GateInsert implements driver.Executor.
-func (d *Driver) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.GateRow, error) { return tx.GateInsert(ctx, params) })
+func (d *pool) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.GateRow, error) { return tx.GateInsert(ctx, params) })
 }
 
 // GateGet implements driver.Executor.
-func (d *Driver) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
-	return call(ctx, d, func(tx *tx) (*hoppertype.GateRow, error) { return tx.GateGet(ctx, id) })
+func (d *pool) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.GateRow, error) { return tx.GateGet(ctx, id) })
 }
 
 // GateWaitList implements driver.Executor.
-func (d *Driver) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
-	return call(ctx, d, func(tx *tx) ([]*hoppertype.GateWait, error) { return tx.GateWaitList(ctx, gateID) })
+func (d *pool) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.GateWait, error) { return tx.GateWaitList(ctx, gateID) })
 }
 
 // GateEdges implements driver.Executor.
-func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
-	return call(ctx, d, func(tx *tx) (map[string][]string, error) { return tx.GateEdges(ctx, ids) })
+func (d *pool) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
+	return call(ctx, d.Driver, func(tx *tx) (map[string][]string, error) { return tx.GateEdges(ctx, ids) })
 }
 
 // KeyDeleteExpired deletes expired keys; see driver.Executor.
-func (d *Driver) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
-	return call(ctx, d, func(tx *tx) (int, error) { return tx.KeyDeleteExpired(ctx, params) })
+func (d *pool) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+	return call(ctx, d.Driver, func(tx *tx) (int, error) { return tx.KeyDeleteExpired(ctx, params) })
 }
 
 // GateObserve implements driver.Executor.
-func (d *Driver) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+func (d *pool) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
 	return d.run(ctx, func(tx *tx) error { return tx.GateObserve(ctx, params) })
 }
 
 // WorkerUpsert implements driver.Executor.
-func (d *Driver) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+func (d *pool) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
 	return d.run(ctx, func(tx *tx) error { return tx.WorkerUpsert(ctx, row) })
 }
 
 // WorkerList implements driver.Executor.
-func (d *Driver) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*driver.WorkerRow, error) { return tx.WorkerList(ctx, seenAfter) })
+func (d *pool) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.WorkerRow, error) { return tx.WorkerList(ctx, seenAfter) })
 }
 
 // WorkerDelete implements driver.Executor.
-func (d *Driver) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
-	return call(ctx, d, func(tx *tx) (int, error) { return tx.WorkerDelete(ctx, params) })
+func (d *pool) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
+	return call(ctx, d.Driver, func(tx *tx) (int, error) { return tx.WorkerDelete(ctx, params) })
 }

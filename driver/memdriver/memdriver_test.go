@@ -43,7 +43,7 @@ func BenchmarkClaim(b *testing.B) {
 						Priority: i % 5, QueuedAt: base, RunAt: base.Add(time.Duration(i) * time.Microsecond),
 					}
 				}
-				if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows}); err != nil {
+				if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -51,13 +51,13 @@ func BenchmarkClaim(b *testing.B) {
 			insert(b.N, "bench")
 			b.ResetTimer()
 			for range b.N {
-				rows, err := d.JobClaim(ctx, &driver.JobClaimParams{
+				rows, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{
 					Queue: "q", Limit: 1, Now: base, LeaseExpiresAt: base.Add(time.Minute), Worker: "w",
 				})
 				if err != nil || len(rows) != 1 {
 					b.Fatal(err, len(rows))
 				}
-				if _, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+				if _, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 					ID: rows[0].ID, LeaseToken: rows[0].LeaseToken, State: hoppertype.JobStateSucceeded,
 					Attempt: rows[0].Attempt, RunAt: rows[0].RunAt, EndedAt: base,
 				}}}); err != nil {
@@ -94,7 +94,7 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 				Input: []byte(`{"to":"someone@example.com","n":42}`), QueuedAt: base, RunAt: base}
 		}
 		b.StartTimer()
-		if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows}); err != nil {
+		if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows}); err != nil {
 			b.Fatal(err)
 		}
 	}

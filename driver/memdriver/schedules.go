@@ -144,33 +144,33 @@ func (t *tx) ScheduleDelete(ctx context.Context, name string) (bool, error) {
 }
 
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
-	return call(ctx, d, func(tx *tx) (time.Time, error) { return tx.ScheduleUpsert(ctx, params) })
+func (d *pool) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
+	return call(ctx, d.Driver, func(tx *tx) (time.Time, error) { return tx.ScheduleUpsert(ctx, params) })
 }
 
 // ScheduleRecord records a fired occurrence; see driver.Executor.
-func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
-	return call(ctx, d, func(tx *tx) (bool, error) { return tx.ScheduleRecord(ctx, params) })
+func (d *pool) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+	return call(ctx, d.Driver, func(tx *tx) (bool, error) { return tx.ScheduleRecord(ctx, params) })
 }
 
 // ScheduleDefine stores a schedule defined in the store; see
 // driver.Executor.
-func (d *Driver) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+func (d *pool) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
 	return d.run(ctx, func(tx *tx) error { return tx.ScheduleDefine(ctx, params) })
 }
 
 // ScheduleSetPaused stores whether a schedule is paused; see
 // driver.Executor.
-func (d *Driver) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+func (d *pool) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
 	return d.run(ctx, func(tx *tx) error { return tx.ScheduleSetPaused(ctx, params) })
 }
 
 // ScheduleList returns the stored schedules; see driver.Executor.
-func (d *Driver) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
-	return call(ctx, d, func(tx *tx) ([]*driver.ScheduleRow, error) { return tx.ScheduleList(ctx) })
+func (d *pool) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.ScheduleRow, error) { return tx.ScheduleList(ctx) })
 }
 
 // ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (d *Driver) ScheduleDelete(ctx context.Context, name string) (bool, error) {
-	return call(ctx, d, func(tx *tx) (bool, error) { return tx.ScheduleDelete(ctx, name) })
+func (d *pool) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+	return call(ctx, d.Driver, func(tx *tx) (bool, error) { return tx.ScheduleDelete(ctx, name) })
 }

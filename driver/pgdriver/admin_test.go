@@ -24,8 +24,8 @@ func TestRetryClearsPastDeadline(t *testing.T) {
 	}
 	past.Deadline = testBase
 	future.Deadline = testBase.Add(time.Hour)
-	insert(t, d, past, future)
-	res, err := d.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{past.ID, future.ID}, States: []hoppertype.JobState{hoppertype.JobStateExpired}, Now: testBase})
+	insert(t, d.Executor(), past, future)
+	res, err := d.Executor().JobRetry(ctx, &driver.JobRetryParams{IDs: []string{past.ID, future.ID}, States: []hoppertype.JobState{hoppertype.JobStateExpired}, Now: testBase})
 	require.NoError(t, err)
 	require.Len(t, res, 2)
 	require.Equal(t, past.ID, res[0].Job.ID, "results follow the ids given")
@@ -49,15 +49,15 @@ func TestRetryPages(t *testing.T) {
 		jobs[i].State, jobs[i].EndedAt = hoppertype.JobStateDead, testBase
 	}
 	jobs[10].UniqueKey, jobs[n-10].UniqueKey = "shared", "shared" // on different pages
-	insert(t, d, jobs...)
+	insert(t, d.Executor(), jobs...)
 	dead := []hoppertype.JobState{hoppertype.JobStateDead}
-	res, err := d.JobRetry(ctx, &driver.JobRetryParams{All: true, States: dead, Limit: retryPage + 7, Now: testBase})
+	res, err := d.Executor().JobRetry(ctx, &driver.JobRetryParams{All: true, States: dead, Limit: retryPage + 7, Now: testBase})
 	require.NoError(t, err)
 	require.Len(t, res, retryPage+7)
-	res, err = d.JobRetry(ctx, &driver.JobRetryParams{All: true, States: dead, Now: testBase})
+	res, err = d.Executor().JobRetry(ctx, &driver.JobRetryParams{All: true, States: dead, Now: testBase})
 	require.NoError(t, err)
 	require.Len(t, res, n-(retryPage+7)-1, "every other dead job but the one whose key is taken")
-	got, err := d.JobGet(ctx, jobs[n-10].ID)
+	got, err := d.Executor().JobGet(ctx, jobs[n-10].ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStateDead, got.State)
 }
@@ -71,17 +71,17 @@ func TestLeaderReacquireAfterResign(t *testing.T) {
 	ctx := t.Context()
 	attempt := func(owner string, now time.Time) *driver.LeaderRow {
 		t.Helper()
-		row, err := d.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "l", Owner: owner, Now: now, TTL: time.Minute})
+		row, err := d.Executor().LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "l", Owner: owner, Now: now, TTL: time.Minute})
 		require.NoError(t, err)
 		return row
 	}
 	first := attempt("a", testBase)
 	require.Equal(t, int64(1), first.Term)
-	require.NoError(t, d.LeaderResign(ctx, &driver.LeaderResignParams{Name: "l", Owner: "a"}))
+	require.NoError(t, d.Executor().LeaderResign(ctx, &driver.LeaderResignParams{Name: "l", Owner: "a"}))
 	again := attempt("a", testBase.Add(time.Second))
 	require.Equal(t, "a", again.Owner)
 	require.Equal(t, int64(2), again.Term, "a new leadership, a new term")
 	require.Equal(t, int64(2), attempt("a", testBase.Add(2*time.Second)).Term, "a renewal keeps the term")
-	_, err := d.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "l", Now: testBase, TTL: time.Minute})
+	_, err := d.Executor().LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: "l", Now: testBase, TTL: time.Minute})
 	require.Error(t, err, "an empty owner is refused")
 }

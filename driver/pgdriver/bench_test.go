@@ -31,7 +31,7 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 		b.StopTimer()
 		jobs := benchJobs("bench", batch)
 		b.StartTimer()
-		if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
+		if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -53,7 +53,7 @@ func BenchmarkInsertBatch1000Unique(b *testing.B) {
 			j.UniqueKey = j.ID
 		}
 		b.StartTimer()
-		if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
+		if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ func BenchmarkClaimFinish100(b *testing.B) {
 	const batch = 100
 	q := fmt.Sprintf("bench-%d", b.N)
 	for n := b.N * batch; n > 0; n -= 5000 {
-		if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: benchJobs(q, min(n, 5000))}); err != nil {
+		if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: benchJobs(q, min(n, 5000))}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func BenchmarkClaimFinish100(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		now := time.Now()
-		rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: q, Limit: batch, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "bench"})
+		rows, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: q, Limit: batch, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "bench"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func BenchmarkClaimFinish100(b *testing.B) {
 			items = append(items, driver.JobFinishParams{ID: r.ID, LeaseToken: r.LeaseToken, State: hoppertype.JobStateSucceeded,
 				Attempt: r.Attempt, RunAt: r.RunAt, Result: []byte(`{"ok":true}`), EndedAt: now})
 		}
-		res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+		res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
 		if err != nil {
 			b.Fatal(err)
 		}

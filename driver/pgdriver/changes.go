@@ -249,36 +249,3 @@ func (e *executor) CursorList(ctx context.Context) ([]*driver.CursorRow, error) 
 	}
 	return out, nil
 }
-
-// ChangeList reads the change feed; see driver.Executor.
-func (d *Driver) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
-	return d.root.ChangeList(ctx, p)
-}
-
-// ChangeScan implements driver.Executor.
-func (d *Driver) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
-	return d.root.ChangeScan(ctx, p)
-}
-
-// ChangeTail implements driver.Executor.
-func (d *Driver) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
-	return d.root.ChangeTail(ctx)
-}
-
-// ChangeMark implements driver.Executor.
-func (d *Driver) ChangeMark(ctx context.Context) (int64, error) { return d.root.ChangeMark(ctx) }
-
-// CursorLease implements driver.Executor.
-func (d *Driver) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
-	return d.root.CursorLease(ctx, p)
-}
-
-// CursorAdvance implements driver.Executor.
-func (d *Driver) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
-	return d.root.CursorAdvance(ctx, p)
-}
-
-// CursorList implements driver.Executor.
-func (d *Driver) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
-	return d.root.CursorList(ctx)
-}

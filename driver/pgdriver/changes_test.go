@@ -25,7 +25,7 @@ func TestChangeFeedFinality(t *testing.T) {
 
 	wrote, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		done <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{slow}}); err != nil {
 				return err
 			}
@@ -35,17 +35,17 @@ func TestChangeFeedFinality(t *testing.T) {
 		})
 	}()
 	<-wrote
-	insert(t, d, fast)
+	insert(t, d.Executor(), fast)
 
 	list := func() []*hoppertype.Change {
-		chs, err := d.ChangeList(ctx, &driver.ChangeListParams{Limit: 10})
+		chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{Limit: 10})
 		require.NoError(t, err)
 		return chs
 	}
 	// Other tests share the cluster; give their transactions time to end.
 	time.Sleep(200 * time.Millisecond)
 	require.Empty(t, list(), "nothing is final while an older transaction runs")
-	own, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: fast.ID, Limit: 10})
+	own, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: fast.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, own, 1, "the committed change exists all the same")
 
@@ -68,11 +68,11 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 	ctx := t.Context()
 	j := newJob("q-order")
 	j.State, j.RunAt = hoppertype.JobStateScheduled, testBase.Add(time.Hour)
-	insert(t, d, j)
+	insert(t, d.Executor(), j)
 
 	began, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		done <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			// Take a transaction id first, with another job.
 			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q-other")}}); err != nil {
 				return err
@@ -85,12 +85,12 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 	}()
 	<-began
 	// Meanwhile: woken, claimed and snoozed by later transactions.
-	_, err := d.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: testBase})
+	_, err := d.Executor().JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: testBase})
 	require.NoError(t, err)
-	rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q-order", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	rows, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "q-order", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
-	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: j.ID, LeaseToken: rows[0].LeaseToken,
+	res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: j.ID, LeaseToken: rows[0].LeaseToken,
 		State: hoppertype.JobStateScheduled, Attempt: 0, RunAt: testBase.Add(time.Hour)}}})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
@@ -100,7 +100,7 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 	want := []string{">scheduled", "scheduled>pending", "pending>running", "running>scheduled", "scheduled>pending"}
 	var got []string
 	require.Eventually(t, func() bool {
-		chs, err := d.ChangeList(ctx, &driver.ChangeListParams{Limit: 100})
+		chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{Limit: 100})
 		require.NoError(t, err)
 		got = got[:0]
 		for _, ch := range chs {
@@ -111,10 +111,10 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 		return len(got) == len(want)
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, want, got, "the feed gives a job's changes in the order they were made")
-	row, err := d.JobGet(ctx, j.ID)
+	row, err := d.Executor().JobGet(ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, row.State)
-	chs, err := d.ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 100})
+	chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, chs, len(want))
 	require.Equal(t, "scheduled>pending", chs[len(chs)-1].Prev+">"+chs[len(chs)-1].State, "so does the entity listing")

@@ -27,7 +27,7 @@ func TestConcurrentClaimFinish(t *testing.T) {
 		rows[i] = newJob("busy")
 		rows[i].Priority = i % 5
 	}
-	insert(t, d, rows...)
+	insert(t, d.Executor(), rows...)
 
 	var wg sync.WaitGroup
 	claimed := make([][]*hoppertype.JobRow, claimers)
@@ -38,7 +38,7 @@ func TestConcurrentClaimFinish(t *testing.T) {
 			<-start
 			errs[w] = func() error {
 				for {
-					got, err := d.JobClaim(ctx, &driver.JobClaimParams{
+					got, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{
 						Queue: "busy", Limit: 25, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: fmt.Sprintf("w%d", w),
 					})
 					if err != nil || len(got) == 0 {
@@ -50,7 +50,7 @@ func TestConcurrentClaimFinish(t *testing.T) {
 						items[i] = driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateSucceeded,
 							Attempt: j.Attempt, RunAt: j.RunAt, EndedAt: testBase.Add(time.Second)}
 					}
-					res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+					res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
 					if err != nil {
 						return err
 					}
@@ -76,7 +76,7 @@ func TestConcurrentClaimFinish(t *testing.T) {
 		}
 	}
 	require.Len(t, owner, jobs, "every job claimed")
-	counts, err := d.JobCountByState(ctx, &driver.JobCountParams{Queue: "busy"})
+	counts, err := d.Executor().JobCountByState(ctx, &driver.JobCountParams{Queue: "busy"})
 	require.NoError(t, err)
 	require.Equal(t, []driver.JobCount{{Queue: "busy", State: hoppertype.JobStateSucceeded, Count: jobs}}, counts,
 		"none left running or pending")
@@ -99,8 +99,8 @@ func TestRoundTripBytes(t *testing.T) {
 			jobs[1].Input, jobs[1].Result = []byte{}, nil
 			jobs[2].Input, jobs[2].Result = []byte{0, 1, 2, 0xff}, []byte("r")
 		}
-		insert(t, d, jobs...)
-		got, err := d.JobGetMany(ctx, []string{jobs[0].ID, jobs[min(1, n-1)].ID, jobs[min(2, n-1)].ID})
+		insert(t, d.Executor(), jobs...)
+		got, err := d.Executor().JobGetMany(ctx, []string{jobs[0].ID, jobs[min(1, n-1)].ID, jobs[min(2, n-1)].ID})
 		require.NoError(t, err)
 		require.Nil(t, got[0].Input, "n=%d", n)
 		require.NotNil(t, got[0].Result, "n=%d: an empty result is not nil", n)
@@ -113,11 +113,11 @@ func TestRoundTripBytes(t *testing.T) {
 	}
 
 	j := newJob("bytes-finish")
-	insert(t, d, j)
-	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: j.Queue, Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	insert(t, d.Executor(), j)
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: j.Queue, Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
-	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+	res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 		ID: j.ID, LeaseToken: claimed[0].LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 1, Result: []byte{}, EndedAt: testBase,
 	}}})
 	require.NoError(t, err)
@@ -134,15 +134,15 @@ func TestDuplicateIDInCopyBatch(t *testing.T) {
 	d := newTestDriver(t, pool)
 	ctx := t.Context()
 	orig := newJob("copy")
-	insert(t, d, orig)
+	insert(t, d.Executor(), orig)
 	jobs := make([]*hoppertype.JobRow, copyMinRows+10)
 	for i := range jobs {
 		jobs[i] = newJob("copy")
 	}
 	jobs[100].ID = orig.ID
-	_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs})
+	_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
-	counts, err := d.JobCountByState(ctx, &driver.JobCountParams{Queue: "copy"})
+	counts, err := d.Executor().JobCountByState(ctx, &driver.JobCountParams{Queue: "copy"})
 	require.NoError(t, err)
 	require.Equal(t, []driver.JobCount{{Queue: "copy", State: hoppertype.JobStatePending, Count: 1}}, counts)
 }
@@ -155,9 +155,9 @@ func TestInTxAfterStatementError(t *testing.T) {
 	d := newTestDriver(t, pool)
 	ctx := t.Context()
 	orig := newJob("q")
-	insert(t, d, orig)
+	insert(t, d.Executor(), orig)
 	kept := newJob("q")
-	err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{ID: "bad", State: "nonsense"}}})
 			return err
@@ -167,7 +167,7 @@ func TestInTxAfterStatementError(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
-	_, err = d.JobGet(ctx, kept.ID)
+	_, err = d.Executor().JobGet(ctx, kept.ID)
 	require.NoError(t, err)
 }
 
@@ -178,12 +178,12 @@ func TestClaimCancelledContext(t *testing.T) {
 	pool := newPool(t, 2)
 	d := newTestDriver(t, pool)
 	j := newJob("q")
-	insert(t, d, j)
+	insert(t, d.Executor(), j)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	_, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.ErrorIs(t, err, context.Canceled)
-	got, err := d.JobGet(t.Context(), j.ID)
+	got, err := d.Executor().JobGet(t.Context(), j.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, got.State)
 }

@@ -62,7 +62,7 @@ func TestExplainUsesIndexes(t *testing.T) {
 			}
 			jobs[k] = j
 		}
-		insert(t, d, jobs...)
+		insert(t, d.Executor(), jobs...)
 	}
 	// Workflow rows: 50,000 runs (every fifth a child of one of 10
 	// parents) over 20 workflows and every status, each with four events
@@ -201,7 +201,7 @@ func TestExplainFinishFindsJobsByKey(t *testing.T) {
 		jobs[i] = newJob("q")
 		jobs[i].ID = fmt.Sprintf("bykey-%06d", i)
 	}
-	insert(t, d, jobs...)
+	insert(t, d.Executor(), jobs...)
 	s := d.q.schema
 	_, err := pool.Exec(ctx, `ANALYZE `+s+`.jobs`)
 	require.NoError(t, err)
@@ -366,7 +366,7 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 			jobs[i].State, jobs[i].RunAt = hoppertype.JobStateScheduled, testBase.Add(time.Duration(i)*time.Second)
 		}
 	}
-	insert(t, d, jobs...)
+	insert(t, d.Executor(), jobs...)
 	_, err := pool.Exec(ctx, `ANALYZE `+d.q.schema+`.jobs`)
 	require.NoError(t, err)
 
@@ -460,7 +460,7 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = newJob("plans")
 	}
-	insert(t, d, jobs...)
+	insert(t, d.Executor(), jobs...)
 
 	hot := map[string]string{d.q.promoteQueue: "promotion", d.q.finish: "finish", d.q.expiredLease: "expired leases"}
 	var claimed []*hoppertype.JobRow
@@ -468,7 +468,7 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 		sql, _ := d.q.claimStmt(false, limit)
 		hot[sql] = fmt.Sprintf("claim of %d", limit)
 		for range 3 {
-			rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "plans", Limit: limit, Now: testBase,
+			rows, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "plans", Limit: limit, Now: testBase,
 				LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 			require.NoError(t, err)
 			require.Len(t, rows, limit)
@@ -482,14 +482,14 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 				State: hoppertype.JobStateSucceeded, RunAt: j.RunAt, EndedAt: testBase}
 		}
 		claimed = claimed[3:]
-		res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+		res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
 		require.NoError(t, err)
 		for _, r := range res {
 			require.NoError(t, r.Err)
 		}
 	}
 	for range 6 {
-		_, err := d.JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: testBase, Limit: 10})
+		_, err := d.Executor().JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: testBase, Limit: 10})
 		require.NoError(t, err)
 	}
 
@@ -534,7 +534,7 @@ func TestExplainExpiredLeasesWalkTheIndex(t *testing.T) {
 		jobs[i] = newJob("q")
 		jobs[i].ID = fmt.Sprintf("lease-%06d", i)
 	}
-	insert(t, d, jobs...)
+	insert(t, d.Executor(), jobs...)
 	s := d.q.schema
 	for _, sql := range []string{
 		`UPDATE ` + s + `.jobs SET state = 'running', lease_token = 7, lease_expires_at = $1`,
@@ -560,7 +560,7 @@ func TestExplainExpiredLeasesWalkTheIndex(t *testing.T) {
 	}
 
 	// And the driver's listing finds the ten running jobs.
-	got, err := d.JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: now, Limit: 100})
+	got, err := d.Executor().JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: now, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, got, 10)
 }

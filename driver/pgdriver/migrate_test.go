@@ -46,13 +46,13 @@ func TestMigrateIdempotentReopen(t *testing.T) {
 	d := newTestDriver(t, pool)
 	ctx := t.Context()
 	j := newJob("q")
-	insert(t, d, j)
+	insert(t, d.Executor(), j)
 
 	again, err := New(pool, &Options{Schema: d.schema})
 	require.NoError(t, err, "reopening a migrated schema")
 	defer again.Close()
 	require.NoError(t, again.Migrate(ctx), "migrating again")
-	got, err := again.JobGet(ctx, j.ID)
+	got, err := again.Executor().JobGet(ctx, j.ID)
 	require.NoError(t, err, "data survives a reopen")
 	require.Equal(t, j.ID, got.ID)
 	var n int
@@ -123,7 +123,7 @@ func TestNoMigrate(t *testing.T) {
 	stored, _, err = d.SchemaVersion(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, SchemaVersion(), stored, "the version after migrating")
-	insert(t, d, newJob("q"))
+	insert(t, d.Executor(), newJob("q"))
 }
 
 // TestMustExist: with MustExist, a schema without hopper's tables is
@@ -170,12 +170,12 @@ func TestOpen(t *testing.T) {
 	dropSchemaLater(t, cleanup, schema)
 	d, err := Open(ctx, url, &Options{Schema: schema})
 	require.NoError(t, err)
-	insert(t, d, newJob("q"))
+	insert(t, d.Executor(), newJob("q"))
 	pool := d.Pool()
 	require.NoError(t, d.Close())
 	require.NoError(t, d.Close(), "closing twice is harmless")
 	require.Error(t, pool.Ping(ctx), "Close closes the pool Open made")
-	_, err = d.JobGet(ctx, "x")
+	_, err = d.Executor().JobGet(ctx, "x")
 	require.ErrorIs(t, err, driver.ErrClosed)
 	require.True(t, errors.Is(d.Migrate(ctx), driver.ErrClosed))
 
@@ -221,21 +221,21 @@ func TestMigrateFromVersion1(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+quoteIdent(schema)+`.hopper_migrations`).Scan(&n))
 	require.Equal(t, SchemaVersion(), n, "each version is recorded once")
-	got, err := d.JobGet(ctx, j.ID)
+	got, err := d.Executor().JobGet(ctx, j.ID)
 	require.NoError(t, err, "jobs survive the upgrade")
 	require.Equal(t, j.ID, got.ID)
 
-	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
-	require.NoError(t, d.RunInsert(ctx, &hoppertype.RunRow{ID: j.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}))
-	require.NoError(t, d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: j.ID, LeaseToken: claimed[0].LeaseToken,
+	require.NoError(t, d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: j.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}))
+	require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: j.ID, LeaseToken: claimed[0].LeaseToken,
 		Events: []*hoppertype.RunEvent{{Attempt: 1, Seq: 1, Kind: "start", At: testBase}}}))
-	require.NoError(t, d.HookInsert(ctx, &hoppertype.HookRow{Token: "t", RunID: j.ID, CreatedAt: testBase}))
-	chunks, err := d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: j.ID, Chunks: [][]byte{[]byte("x")}, Now: testBase})
+	require.NoError(t, d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: "t", RunID: j.ID, CreatedAt: testBase}))
+	chunks, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: j.ID, Chunks: [][]byte{[]byte("x")}, Now: testBase})
 	require.NoError(t, err)
 	require.Equal(t, int64(0), chunks[0].Offset)
-	runs2, err := d.RunList(ctx, &driver.RunListParams{Limit: 10})
+	runs2, err := d.Executor().RunList(ctx, &driver.RunListParams{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, runs2, 1)
 
@@ -337,7 +337,7 @@ func TestMigrateScheduleFirstSeen(t *testing.T) {
 	d, err := New(pool, &Options{Schema: schema})
 	require.NoError(t, err)
 	defer d.Close()
-	rows, err := d.ScheduleList(ctx)
+	rows, err := d.Executor().ScheduleList(ctx)
 	require.NoError(t, err)
 	got := map[string]time.Time{}
 	for _, r := range rows {

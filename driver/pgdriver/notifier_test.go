@@ -24,7 +24,7 @@ func TestNotifyAfterCommitFromManyTransactions(t *testing.T) {
 	defer sub.Close()
 
 	boom := errors.New("boom")
-	require.ErrorIs(t, d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	require.ErrorIs(t, d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		require.NoError(t, tx.Notify(ctx, "post", "rolled-back"))
 		return boom
 	}), boom)
@@ -33,7 +33,7 @@ func TestNotifyAfterCommitFromManyTransactions(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 				return tx.Notify(ctx, "post", fmt.Sprint(i))
 			})
 			if err != nil {
@@ -50,6 +50,6 @@ func TestNotifyAfterCommitFromManyTransactions(t *testing.T) {
 		require.NotEqual(t, "rolled-back", p, "a rolled-back transaction notifies no one")
 		got[p] = true
 	}
-	require.NoError(t, d.Notify(ctx, "post", "end"))
+	require.NoError(t, d.Executor().Notify(ctx, "post", "end"))
 	require.Equal(t, "end", recv(t, sub))
 }

@@ -136,6 +136,17 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, owned bool, opts *Option
 // Name returns "postgres".
 func (d *Driver) Name() string { return "postgres" }
 
+// Executor returns the executor that runs the driver's operations on the
+// pool, each atomic on its own; see driver.Executor for their contracts.
+// Its InTx runs a transaction at READ COMMITTED (a nested InTx is a
+// savepoint) and sends the notifications made through it, de-duplicated,
+// just before the commit; a statement that fails inside aborts the
+// transaction, as in PostgreSQL, so fn should return the error (or run the
+// statement in a nested InTx to recover). Its JobClaim, once sent, runs to
+// its end (for at most 10 s) even if ctx ends, so a claim never commits
+// without its caller receiving the jobs.
+func (d *Driver) Executor() driver.Executor { return d.root }
+
 // Schema returns the PostgreSQL schema the driver uses.
 func (d *Driver) Schema() string { return d.schema }
 

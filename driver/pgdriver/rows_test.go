@@ -30,12 +30,12 @@ func TestJobScannerReusedAcrossRows(t *testing.T) {
 		jobs = append(jobs, j)
 		ids = append(ids, j.ID)
 	}
-	insert(t, d, jobs...)
-	many, err := d.JobGetMany(ctx, ids)
+	insert(t, d.Executor(), jobs...)
+	many, err := d.Executor().JobGetMany(ctx, ids)
 	require.NoError(t, err)
 	require.Len(t, many, len(ids))
 	for i, got := range many {
-		one, err := d.JobGet(ctx, ids[i])
+		one, err := d.Executor().JobGet(ctx, ids[i])
 		require.NoError(t, err)
 		require.Equal(t, one, got, "job %d read in a batch as alone", i)
 		if i%2 == 0 {

@@ -128,35 +128,3 @@ func (e *executor) ScheduleDelete(ctx context.Context, name string) (bool, error
 	}
 	return tag.RowsAffected() > 0, nil
 }
-
-// ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
-	return d.root.ScheduleUpsert(ctx, params)
-}
-
-// ScheduleRecord records a fired occurrence; see driver.Executor.
-func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
-	return d.root.ScheduleRecord(ctx, params)
-}
-
-// ScheduleDefine stores a schedule defined in the store; see
-// driver.Executor.
-func (d *Driver) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
-	return d.root.ScheduleDefine(ctx, params)
-}
-
-// ScheduleSetPaused stores whether a schedule is paused; see
-// driver.Executor.
-func (d *Driver) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
-	return d.root.ScheduleSetPaused(ctx, params)
-}
-
-// ScheduleList returns the stored schedules by name; see driver.Executor.
-func (d *Driver) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
-	return d.root.ScheduleList(ctx)
-}
-
-// ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (d *Driver) ScheduleDelete(ctx context.Context, name string) (bool, error) {
-	return d.root.ScheduleDelete(ctx, name)
-}

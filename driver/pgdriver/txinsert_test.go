@@ -27,7 +27,7 @@ func TestInsertTxRollback(t *testing.T) {
 	require.Len(t, res, 1)
 	require.Equal(t, j.ID, res[0].Job.ID)
 	require.NoError(t, tx.Rollback(ctx))
-	_, err = d.JobGet(ctx, j.ID)
+	_, err = d.Executor().JobGet(ctx, j.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a rolled-back enqueue leaves no job")
 }
 
@@ -49,7 +49,7 @@ func TestInsertTxCommitNotifies(t *testing.T) {
 	require.NoError(t, err)
 
 	// Before the commit, neither the job nor the notification is visible.
-	_, err = d.JobGet(ctx, j.ID)
+	_, err = d.Executor().JobGet(ctx, j.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	select {
 	case p := <-sub.C():
@@ -58,7 +58,7 @@ func TestInsertTxCommitNotifies(t *testing.T) {
 	}
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, "tx-queue", recv(t, sub), "workers wake when the caller commits")
-	got, err := d.JobGet(ctx, j.ID)
+	got, err := d.Executor().JobGet(ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, got.State)
 }
@@ -70,7 +70,7 @@ func TestInsertTxUniqueAndDuplicate(t *testing.T) {
 	ctx := t.Context()
 	first := newJob("q")
 	first.UniqueKey = "k"
-	insert(t, d, first)
+	insert(t, d.Executor(), first)
 
 	second := newJob("q")
 	second.UniqueKey = "k"
@@ -126,12 +126,12 @@ func TestInsertSQLTx(t *testing.T) {
 	require.Len(t, res, 1)
 	require.False(t, res[0].Existing)
 	require.NoError(t, tx.Rollback())
-	_, err = d.JobGet(ctx, j.ID)
+	_, err = d.Executor().JobGet(ctx, j.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a rolled-back enqueue leaves no job")
 
 	first := newJob("sqltx-queue")
 	first.UniqueKey = "k"
-	insert(t, d, first)
+	insert(t, d.Executor(), first)
 	keyed := newJob("sqltx-queue")
 	keyed.UniqueKey = "k"
 	many := []*hoppertype.JobRow{j, keyed}
@@ -149,11 +149,11 @@ func TestInsertSQLTx(t *testing.T) {
 	require.Equal(t, first.ID, res[1].Job.ID)
 	require.NoError(t, tx.Commit())
 	require.Equal(t, "sqltx-queue", recv(t, sub), "workers wake when the caller commits")
-	got, err := d.JobGet(ctx, j.ID)
+	got, err := d.Executor().JobGet(ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, got.State)
 	for _, r := range res[2:] {
-		_, err := d.JobGet(ctx, r.Job.ID)
+		_, err := d.Executor().JobGet(ctx, r.Job.ID)
 		require.NoError(t, err)
 	}
 
@@ -195,21 +195,21 @@ func TestTwoSchemasAreIsolated(t *testing.T) {
 	defer subB.Close()
 
 	j := newJob("shared-name")
-	insert(t, a, j)
-	require.NoError(t, a.Notify(ctx, driver.TopicJobAvailable, "from-a"))
-	require.NoError(t, b.Notify(ctx, driver.TopicJobAvailable, "from-b"))
+	insert(t, a.Executor(), j)
+	require.NoError(t, a.Executor().Notify(ctx, driver.TopicJobAvailable, "from-a"))
+	require.NoError(t, b.Executor().Notify(ctx, driver.TopicJobAvailable, "from-b"))
 	require.Equal(t, "from-a", recv(t, subA))
 	require.Equal(t, "from-b", recv(t, subB), "b hears its own notification, not a's")
-	require.NoError(t, b.Notify(ctx, driver.TopicJobAvailable, "end"))
+	require.NoError(t, b.Executor().Notify(ctx, driver.TopicJobAvailable, "end"))
 	require.Equal(t, "end", recv(t, subB), "a's notification never reached b")
 
-	_, err = b.JobGet(ctx, j.ID)
+	_, err = b.Executor().JobGet(ctx, j.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "b does not see a's jobs")
-	rows, err := b.JobClaim(ctx, &driver.JobClaimParams{Queue: "shared-name", Limit: 10, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"})
+	rows, err := b.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "shared-name", Limit: 10, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"})
 	require.NoError(t, err)
 	require.Empty(t, rows)
-	insert(t, b, j) // the same id is free in b
-	rows, err = a.JobClaim(ctx, &driver.JobClaimParams{Queue: "shared-name", Limit: 10, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"})
+	insert(t, b.Executor(), j) // the same id is free in b
+	rows, err = a.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "shared-name", Limit: 10, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 }
@@ -222,18 +222,18 @@ func TestNotifyDeduplicatedInTx(t *testing.T) {
 	sub, err := d.Listen(ctx, "dedupe")
 	require.NoError(t, err)
 	defer sub.Close()
-	require.NoError(t, d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	require.NoError(t, d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		for range 5 {
 			require.NoError(t, tx.Notify(ctx, "dedupe", "q1"))
 		}
 		require.NoError(t, tx.Notify(ctx, "dedupe", "q2"))
 		return tx.Notify(ctx, "dedupe", "q1")
 	}))
-	require.NoError(t, d.Notify(ctx, "dedupe", "end"))
+	require.NoError(t, d.Executor().Notify(ctx, "dedupe", "end"))
 	require.Equal(t, []string{"q1", "q2", "end"}, []string{recv(t, sub), recv(t, sub), recv(t, sub)},
 		"one notification per distinct payload, in order, before later ones")
 
-	err = d.Notify(ctx, "dedupe", strings.Repeat("x", maxPayload))
+	err = d.Executor().Notify(ctx, "dedupe", strings.Repeat("x", maxPayload))
 	require.Error(t, err, "an oversized payload is refused")
 }
 
@@ -248,6 +248,6 @@ func TestLongTopicChannel(t *testing.T) {
 	sub, err := d.Listen(ctx, long)
 	require.NoError(t, err)
 	defer sub.Close()
-	require.NoError(t, d.Notify(ctx, long, "p"))
+	require.NoError(t, d.Executor().Notify(ctx, long, "p"))
 	require.Equal(t, "p", recv(t, sub))
 }

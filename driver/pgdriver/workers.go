@@ -64,18 +64,3 @@ func (e *executor) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParam
 	}
 	return int(tag.RowsAffected()), nil
 }
-
-// WorkerUpsert stores or refreshes a worker's row; see driver.Executor.
-func (d *Driver) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
-	return d.root.WorkerUpsert(ctx, row)
-}
-
-// WorkerList returns the workers seen lately; see driver.Executor.
-func (d *Driver) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
-	return d.root.WorkerList(ctx, seenAfter)
-}
-
-// WorkerDelete removes workers; see driver.Executor.
-func (d *Driver) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
-	return d.root.WorkerDelete(ctx, params)
-}

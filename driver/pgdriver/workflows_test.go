@@ -23,8 +23,8 @@ func claimRun(t *testing.T, d *Driver) *hoppertype.JobRow {
 	t.Helper()
 	j := newJob("")
 	j.Queue = "wf-" + j.ID
-	insert(t, d, j)
-	rows, err := d.JobClaim(t.Context(), &driver.JobClaimParams{Queue: j.Queue, Limit: 1, Now: testBase,
+	insert(t, d.Executor(), j)
+	rows, err := d.Executor().JobClaim(t.Context(), &driver.JobClaimParams{Queue: j.Queue, Limit: 1, Now: testBase,
 		LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
@@ -61,27 +61,27 @@ func TestRunEventLeaseFence(t *testing.T) {
 	ctx := t.Context()
 	run := claimRun(t, d)
 	appendEv := func(token int64, evs ...*hoppertype.RunEvent) error {
-		return d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run.ID, LeaseToken: token, Events: evs})
+		return d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run.ID, LeaseToken: token, Events: evs})
 	}
 	require.NoError(t, appendEv(run.LeaseToken, events(1, 1, 2)...))
 	require.ErrorIs(t, appendEv(run.LeaseToken+1, events(1, 3)...), hoppertype.ErrLeaseLost, "another token")
 	require.ErrorIs(t, appendEv(run.LeaseToken-1), hoppertype.ErrLeaseLost, "no events, still fenced")
 	require.NoError(t, appendEv(run.LeaseToken), "no events under the lease")
-	err := d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: "missing", LeaseToken: run.LeaseToken, Events: events(1, 1)})
+	err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: "missing", LeaseToken: run.LeaseToken, Events: events(1, 1)})
 	require.ErrorIs(t, err, hoppertype.ErrLeaseLost, "a missing job")
 
 	// Once the attempt is over the lease no longer holds, even for a
 	// duplicate key: the lease is checked first.
-	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+	res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 		ID: run.ID, LeaseToken: run.LeaseToken, State: hoppertype.JobStateScheduled, Attempt: run.Attempt, RunAt: testBase.Add(time.Hour),
 	}}})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	require.ErrorIs(t, appendEv(run.LeaseToken, events(1, 3)...), hoppertype.ErrLeaseLost)
 	require.ErrorIs(t, appendEv(run.LeaseToken, events(1, 1)...), hoppertype.ErrLeaseLost)
-	require.Equal(t, []string{"1.1", "1.2"}, seqsOf(t, d, run.ID))
+	require.Equal(t, []string{"1.1", "1.2"}, seqsOf(t, d.Executor(), run.ID))
 
-	evs, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: run.ID})
+	evs, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: run.ID})
 	require.NoError(t, err)
 	want := events(1, 1, 2)
 	for i := range want {
@@ -103,7 +103,7 @@ func TestRunEventLeaseFenceBlocksTransition(t *testing.T) {
 	release := make(chan struct{})
 	txDone := make(chan error, 1)
 	go func() {
-		txDone <- d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		txDone <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			err := tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run.ID, LeaseToken: run.LeaseToken, Events: events(1, 1)})
 			close(appended)
 			<-release
@@ -113,7 +113,7 @@ func TestRunEventLeaseFenceBlocksTransition(t *testing.T) {
 	<-appended
 	finished := make(chan driver.JobFinishResult, 1)
 	go func() {
-		res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+		res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 			ID: run.ID, LeaseToken: run.LeaseToken, State: hoppertype.JobStateRetrying, Attempt: run.Attempt, RunAt: testBase,
 		}}})
 		if err != nil {
@@ -130,7 +130,7 @@ func TestRunEventLeaseFenceBlocksTransition(t *testing.T) {
 	close(release)
 	require.NoError(t, <-txDone)
 	require.NoError(t, (<-finished).Err)
-	require.Equal(t, []string{"1.1"}, seqsOf(t, d, run.ID))
+	require.Equal(t, []string{"1.1"}, seqsOf(t, d.Executor(), run.ID))
 
 	// The appender's own transition, with another one queued behind its
 	// lock, goes through without a deadlock; the queued one then finds
@@ -139,7 +139,7 @@ func TestRunEventLeaseFenceBlocksTransition(t *testing.T) {
 	appended = make(chan struct{})
 	release = make(chan struct{})
 	go func() {
-		txDone <- d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		txDone <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			if err := tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run.ID, LeaseToken: run.LeaseToken, Events: events(1, 1)}); err != nil {
 				return err
 			}
@@ -157,7 +157,7 @@ func TestRunEventLeaseFenceBlocksTransition(t *testing.T) {
 	<-appended
 	beat := make(chan []driver.JobHeartbeatResult, 1)
 	go func() {
-		res, err := d.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: run.ID, Token: run.LeaseToken}},
+		res, err := d.Executor().JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: run.ID, Token: run.LeaseToken}},
 			ExpiresAt: testBase.Add(time.Hour)})
 		if err != nil {
 			res = nil
@@ -170,7 +170,7 @@ func TestRunEventLeaseFenceBlocksTransition(t *testing.T) {
 	res := <-beat
 	require.Len(t, res, 1)
 	require.False(t, res[0].Held, "the heartbeat ran after the finish")
-	got, err := d.JobGet(ctx, run.ID)
+	got, err := d.Executor().JobGet(ctx, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStateSucceeded, got.State)
 }
@@ -205,14 +205,14 @@ func TestRunEventDuplicate(t *testing.T) {
 	appendEv := func(x driver.Executor, evs ...*hoppertype.RunEvent) error {
 		return x.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run.ID, LeaseToken: run.LeaseToken, Events: evs})
 	}
-	require.NoError(t, appendEv(d, events(1, 1, 2)...))
-	require.ErrorIs(t, appendEv(d, events(1, 3, 2)...), hoppertype.ErrDuplicateID, "an existing key")
-	require.ErrorIs(t, appendEv(d, events(1, 3, 4, 3)...), hoppertype.ErrDuplicateID, "a key twice in the call")
-	require.NoError(t, appendEv(d, events(2, 1, 2)...), "another attempt has its own seqs")
-	require.Equal(t, []string{"1.1", "1.2", "2.1", "2.2"}, seqsOf(t, d, run.ID), "the failed calls wrote nothing")
+	require.NoError(t, appendEv(d.Executor(), events(1, 1, 2)...))
+	require.ErrorIs(t, appendEv(d.Executor(), events(1, 3, 2)...), hoppertype.ErrDuplicateID, "an existing key")
+	require.ErrorIs(t, appendEv(d.Executor(), events(1, 3, 4, 3)...), hoppertype.ErrDuplicateID, "a key twice in the call")
+	require.NoError(t, appendEv(d.Executor(), events(2, 1, 2)...), "another attempt has its own seqs")
+	require.Equal(t, []string{"1.1", "1.2", "2.1", "2.2"}, seqsOf(t, d.Executor(), run.ID), "the failed calls wrote nothing")
 
 	hook := &hoppertype.HookRow{Token: "tok-" + run.ID, RunID: run.ID, Name: "h", CreatedAt: testBase}
-	err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		require.NoError(t, appendEv(tx, events(1, 3)...))
 		require.ErrorIs(t, appendEv(tx, events(1, 4, 1)...), hoppertype.ErrDuplicateID)
 		require.ErrorIs(t, appendEv(tx, events(1, 5, 6, 5)...), hoppertype.ErrDuplicateID)
@@ -222,8 +222,8 @@ func TestRunEventDuplicate(t *testing.T) {
 		return tx.HookInsert(ctx, hook)
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"1.1", "1.2", "1.3", "1.4", "2.1", "2.2"}, seqsOf(t, d, run.ID))
-	_, err = d.HookGet(ctx, hook.Token)
+	require.Equal(t, []string{"1.1", "1.2", "1.3", "1.4", "2.1", "2.2"}, seqsOf(t, d.Executor(), run.ID))
+	_, err = d.Executor().HookGet(ctx, hook.Token)
 	require.NoError(t, err, "the transaction committed")
 }
 
@@ -247,7 +247,7 @@ func TestRunEventDuplicateRace(t *testing.T) {
 		release := make(chan struct{})
 		first := make(chan error, 1)
 		go func() {
-			first <- d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			first <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 				err := tx.RunEventAppend(ctx, params(events(a, 2)...))
 				close(written)
 				<-release
@@ -258,10 +258,10 @@ func TestRunEventDuplicateRace(t *testing.T) {
 		second := make(chan error, 1)
 		go func() {
 			if !inTx {
-				second <- d.RunEventAppend(ctx, params(events(a, 1, 2)...))
+				second <- d.Executor().RunEventAppend(ctx, params(events(a, 1, 2)...))
 				return
 			}
-			second <- d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			second <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 				err := tx.RunEventAppend(ctx, params(events(a, 1, 2)...))
 				if err == nil {
 					return fmt.Errorf("appended a duplicate")
@@ -286,7 +286,7 @@ func TestRunEventDuplicateRace(t *testing.T) {
 			require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 		}
 	}
-	require.Equal(t, []string{"10.2", "20.2", "20.3"}, seqsOf(t, d, run.ID))
+	require.Equal(t, []string{"10.2", "20.2", "20.3"}, seqsOf(t, d.Executor(), run.ID))
 }
 
 func TestStreamAppendConcurrent(t *testing.T) {
@@ -312,9 +312,9 @@ func TestStreamAppendConcurrent(t *testing.T) {
 				var out []*hoppertype.StreamChunk
 				var err error
 				if w%2 == 0 {
-					out, err = d.StreamAppend(ctx, p)
+					out, err = d.Executor().StreamAppend(ctx, p)
 				} else {
-					err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+					err = d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 						out, err = tx.StreamAppend(ctx, p)
 						return err
 					})
@@ -341,7 +341,7 @@ func TestStreamAppendConcurrent(t *testing.T) {
 			total++
 		}
 	}
-	stored, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: runID, Limit: total + 10})
+	stored, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: runID, Limit: total + 10})
 	require.NoError(t, err)
 	require.Len(t, stored, total)
 	for i, c := range stored {
@@ -349,21 +349,21 @@ func TestStreamAppendConcurrent(t *testing.T) {
 		require.Equal(t, byOffset[c.Offset], string(c.Data), "offset %d", c.Offset)
 		require.Equal(t, runID, c.RunID)
 	}
-	page, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: runID, From: 7, Limit: 3})
+	page, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: runID, From: 7, Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, stored[7:10], page)
 
 	// A rolled-back append leaves no gap.
-	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: runID, Chunks: [][]byte{[]byte("lost")}, Now: testBase})
 		require.NoError(t, err)
 		return errBoom
 	})
 	require.ErrorIs(t, err, errBoom)
-	out, err := d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: runID, Chunks: [][]byte{nil, {}}, Now: testBase})
+	out, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: runID, Chunks: [][]byte{nil, {}}, Now: testBase})
 	require.NoError(t, err)
 	require.Equal(t, int64(total), out[0].Offset)
-	tail, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: runID, From: int64(total), Limit: 5})
+	tail, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: runID, From: int64(total), Limit: 5})
 	require.NoError(t, err)
 	require.Len(t, tail, 2)
 	require.Nil(t, tail[0].Data, "a nil chunk stays nil")
@@ -388,9 +388,9 @@ func TestJobWake(t *testing.T) {
 	}
 	sched, retrying, pending, done := mk(hoppertype.JobStateScheduled), mk(hoppertype.JobStateRetrying),
 		mk(hoppertype.JobStatePending), mk(hoppertype.JobStateSucceeded)
-	insert(t, d, sched, retrying, pending, done)
+	insert(t, d.Executor(), sched, retrying, pending, done)
 	now := testBase.Add(time.Minute + 1500*time.Nanosecond)
-	woken, err := d.JobWake(ctx, &driver.JobWakeParams{
+	woken, err := d.Executor().JobWake(ctx, &driver.JobWakeParams{
 		IDs: []string{retrying.ID, "missing", pending.ID, sched.ID, done.ID, retrying.ID}, Now: now,
 	})
 	require.NoError(t, err)
@@ -401,15 +401,15 @@ func TestJobWake(t *testing.T) {
 		require.True(t, j.RunAt.Equal(now.Truncate(time.Microsecond)), "RunAt = Now")
 	}
 	for _, j := range []*hoppertype.JobRow{pending, done} {
-		got, err := d.JobGet(ctx, j.ID)
+		got, err := d.Executor().JobGet(ctx, j.ID)
 		require.NoError(t, err)
 		require.Equal(t, j.State, got.State, "left as it was")
 		require.True(t, got.RunAt.Equal(later))
 	}
-	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "wake", Limit: 10, Now: now, LeaseExpiresAt: later, Worker: "w"})
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "wake", Limit: 10, Now: now, LeaseExpiresAt: later, Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 3, "the woken jobs are due")
-	woken, err = d.JobWake(ctx, &driver.JobWakeParams{IDs: []string{sched.ID}, Now: now})
+	woken, err = d.Executor().JobWake(ctx, &driver.JobWakeParams{IDs: []string{sched.ID}, Now: now})
 	require.NoError(t, err)
 	require.NotNil(t, woken)
 	require.Empty(t, woken, "a running job is not woken")
@@ -424,47 +424,47 @@ func TestDeleteFinishedCascade(t *testing.T) {
 	ctx := t.Context()
 	gone, kept := claimRun(t, d), claimRun(t, d)
 	for _, run := range []*hoppertype.JobRow{gone, kept} {
-		require.NoError(t, d.RunInsert(ctx, &hoppertype.RunRow{ID: run.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}))
-		require.NoError(t, d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run.ID, LeaseToken: run.LeaseToken, Events: events(1, 1, 2, 3)}))
+		require.NoError(t, d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: run.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}))
+		require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run.ID, LeaseToken: run.LeaseToken, Events: events(1, 1, 2, 3)}))
 		for k := range 3 {
-			require.NoError(t, d.HookInsert(ctx, &hoppertype.HookRow{Token: fmt.Sprintf("%s-h%d", run.ID, k), RunID: run.ID, CreatedAt: testBase}))
+			require.NoError(t, d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: fmt.Sprintf("%s-h%d", run.ID, k), RunID: run.ID, CreatedAt: testBase}))
 		}
-		_, err := d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: run.ID, Chunks: [][]byte{[]byte("a"), []byte("b")}, Now: testBase})
+		_, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: run.ID, Chunks: [][]byte{[]byte("a"), []byte("b")}, Now: testBase})
 		require.NoError(t, err)
 	}
 	plain := newJob("plain")
 	plain.State, plain.EndedAt = hoppertype.JobStateDead, testBase
-	insert(t, d, plain)
-	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+	insert(t, d.Executor(), plain)
+	res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 		ID: gone.ID, LeaseToken: gone.LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: gone.Attempt, RunAt: testBase, EndedAt: testBase,
 	}}})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 
-	n, err := d.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(time.Second)})
+	n, err := d.Executor().JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the run's job and the plain job")
-	_, err = d.RunGet(ctx, gone.ID)
+	_, err = d.Executor().RunGet(ctx, gone.ID)
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
-	require.Empty(t, seqsOf(t, d, gone.ID))
-	hooks, err := d.HookListByRun(ctx, gone.ID)
+	require.Empty(t, seqsOf(t, d.Executor(), gone.ID))
+	hooks, err := d.Executor().HookListByRun(ctx, gone.ID)
 	require.NoError(t, err)
 	require.Empty(t, hooks)
-	chunks, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: gone.ID, Limit: 10})
+	chunks, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: gone.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, chunks)
 
-	_, err = d.RunGet(ctx, kept.ID)
+	_, err = d.Executor().RunGet(ctx, kept.ID)
 	require.NoError(t, err)
-	require.Len(t, seqsOf(t, d, kept.ID), 3)
-	hooks, err = d.HookListByRun(ctx, kept.ID)
+	require.Len(t, seqsOf(t, d.Executor(), kept.ID), 3)
+	hooks, err = d.Executor().HookListByRun(ctx, kept.ID)
 	require.NoError(t, err)
 	require.Len(t, hooks, 3)
-	chunks, err = d.StreamRead(ctx, &driver.StreamReadParams{RunID: kept.ID, Limit: 10})
+	chunks, err = d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: kept.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, chunks, 2)
 
-	n, err = d.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(time.Second)})
+	n, err = d.Executor().JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(time.Second)})
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing left to delete")
 }
@@ -479,14 +479,14 @@ func TestRunsHooksInTx(t *testing.T) {
 	ctx := t.Context()
 	run := &hoppertype.RunRow{ID: "run-1", Workflow: "wf", Status: hoppertype.RunPending, ParentID: "p", CodeVersion: "v1",
 		CreatedAt: testBase, UpdatedAt: testBase}
-	require.NoError(t, d.RunInsert(ctx, run))
+	require.NoError(t, d.Executor().RunInsert(ctx, run))
 	hook := &hoppertype.HookRow{Token: "tok-1", RunID: run.ID, Name: "approve", CreatedAt: testBase}
-	require.NoError(t, d.HookInsert(ctx, hook))
-	_, err := d.HookResume(ctx, &driver.HookResumeParams{Token: hook.Token, Payload: []byte(`{"ok":true}`), Now: testBase})
+	require.NoError(t, d.Executor().HookInsert(ctx, hook))
+	_, err := d.Executor().HookResume(ctx, &driver.HookResumeParams{Token: hook.Token, Payload: []byte(`{"ok":true}`), Now: testBase})
 	require.NoError(t, err)
 
 	end := testBase.Add(time.Minute)
-	err = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		require.ErrorIs(t, tx.RunInsert(ctx, run), hoppertype.ErrDuplicateID)
 		require.ErrorIs(t, tx.HookInsert(ctx, hook), hoppertype.ErrDuplicateID)
 		cur, err := tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: run.ID, Status: hoppertype.RunCompleted,
@@ -507,18 +507,18 @@ func TestRunsHooksInTx(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	got, err := d.RunGet(ctx, run.ID)
+	got, err := d.Executor().RunGet(ctx, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, &hoppertype.RunRow{ID: run.ID, Workflow: "wf", Status: hoppertype.RunFailed, ParentID: "p", CodeVersion: "v1",
 		Error: &hoppertype.ErrorInfo{Message: "bad", At: end}, CreatedAt: testBase, UpdatedAt: end, EndedAt: end}, got)
 
 	// An update without an error or end time keeps them.
-	got, err = d.RunUpdate(ctx, &driver.RunUpdateParams{ID: run.ID, Status: hoppertype.RunStuck, Now: end.Add(time.Second)})
+	got, err = d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: run.ID, Status: hoppertype.RunStuck, Now: end.Add(time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, "bad", got.Error.Message)
 	require.True(t, got.EndedAt.Equal(end))
 	require.True(t, got.UpdatedAt.Equal(end.Add(time.Second)))
-	require.Error(t, d.RunInsert(ctx, &hoppertype.RunRow{ID: "bad", Status: "nonsense"}), "an invalid status is refused")
+	require.Error(t, d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: "bad", Status: "nonsense"}), "an invalid status is refused")
 }
 
 // TestRunListNewestFirst checks RunList's order, filters and paging.
@@ -535,12 +535,12 @@ func TestRunListNewestFirst(t *testing.T) {
 		if i%4 == 0 {
 			r.ParentID = "parent"
 		}
-		require.NoError(t, d.RunInsert(ctx, r))
+		require.NoError(t, d.Executor().RunInsert(ctx, r))
 		all = append([]string{r.ID}, all...)
 	}
 	list := func(p driver.RunListParams) []string {
 		t.Helper()
-		rows, err := d.RunList(ctx, &p)
+		rows, err := d.Executor().RunList(ctx, &p)
 		require.NoError(t, err)
 		out := []string{}
 		for _, r := range rows {
@@ -557,6 +557,6 @@ func TestRunListNewestFirst(t *testing.T) {
 	require.Equal(t, []string{"r08", "r04", "r00"}, list(driver.RunListParams{ParentID: "parent", Limit: 100}))
 	require.Equal(t, []string{"r05", "r04", "r03", "r02"},
 		list(driver.RunListParams{CreatedAfter: testBase.Add(time.Second), CreatedBefore: testBase.Add(3 * time.Second), Limit: 100}))
-	_, err := d.RunList(ctx, &driver.RunListParams{})
+	_, err := d.Executor().RunList(ctx, &driver.RunListParams{})
 	require.Error(t, err, "a limit is required")
 }

@@ -34,7 +34,7 @@ func BenchmarkInsertOne(b *testing.B) {
 			d := openTemp(b, &Options{Synchronous: mode})
 			ctx := context.Background()
 			for b.Loop() {
-				if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{benchJob("bench")}}); err != nil {
+				if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{benchJob("bench")}}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -54,7 +54,7 @@ func BenchmarkInsertOneParallel(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{benchJob("bench")}}); err != nil {
+					if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{benchJob("bench")}}); err != nil {
 						b.Error(err)
 						return
 					}
@@ -76,7 +76,7 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 				for i := range jobs {
 					jobs[i] = benchJob("bench")
 				}
-				if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
+				if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -98,7 +98,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 					for i := range jobs {
 						jobs[i] = benchJob("bench")
 					}
-					if _, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
+					if _, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: jobs}); err != nil {
 						b.Fatal(err)
 					}
 					n -= len(jobs)
@@ -114,7 +114,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 					fill(10000)
 					b.StartTimer()
 				}
-				rows, err := d.JobClaim(ctx, &driver.JobClaimParams{
+				rows, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{
 					Queue: "bench", Limit: 100, Now: now, LeaseExpiresAt: now.Add(time.Minute), Worker: "bench",
 				})
 				if err != nil || len(rows) != 100 {
@@ -125,7 +125,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 					items = append(items, driver.JobFinishParams{ID: r.ID, LeaseToken: r.LeaseToken,
 						State: hoppertype.JobStateSucceeded, Attempt: r.Attempt, RunAt: r.RunAt, Result: []byte(`"ok"`), EndedAt: now})
 				}
-				res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+				res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -266,39 +266,39 @@ func (t *txExec) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
 
 // ChangeList reads the change feed; see driver.Executor. Outside a
 // transaction, Own lists nothing.
-func (d *Driver) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
+func (d *pool) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
 	if p.Own {
 		return nil, ctx.Err()
 	}
-	return read(ctx, d, func(r *runner) ([]*hoppertype.Change, error) { return r.changeList(ctx, p) })
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.Change, error) { return r.changeList(ctx, p) })
 }
 
 // ChangeScan implements driver.Executor.
-func (d *Driver) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
-	return read(ctx, d, func(r *runner) (*driver.ChangeScanResult, error) { return r.changeScan(ctx, p) })
+func (d *pool) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	return read(ctx, d.Driver, func(r *runner) (*driver.ChangeScanResult, error) { return r.changeScan(ctx, p) })
 }
 
 // ChangeTail implements driver.Executor.
-func (d *Driver) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
-	return read(ctx, d, func(r *runner) (hoppertype.ChangeCursor, error) { return r.changeTail(ctx) })
+func (d *pool) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+	return read(ctx, d.Driver, func(r *runner) (hoppertype.ChangeCursor, error) { return r.changeTail(ctx) })
 }
 
 // ChangeMark implements driver.Executor.
-func (d *Driver) ChangeMark(ctx context.Context) (int64, error) {
-	return read(ctx, d, func(r *runner) (int64, error) { return r.changeMark(ctx) })
+func (d *pool) ChangeMark(ctx context.Context) (int64, error) {
+	return read(ctx, d.Driver, func(r *runner) (int64, error) { return r.changeMark(ctx) })
 }
 
 // CursorLease implements driver.Executor.
-func (d *Driver) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (*driver.CursorRow, error) { return t.CursorLease(ctx, p) })
+func (d *pool) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*driver.CursorRow, error) { return t.CursorLease(ctx, p) })
 }
 
 // CursorAdvance implements driver.Executor.
-func (d *Driver) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
+func (d *pool) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.CursorAdvance(ctx, p) })
 }
 
 // CursorList implements driver.Executor.
-func (d *Driver) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
-	return read(ctx, d, func(r *runner) ([]*driver.CursorRow, error) { return r.cursorList(ctx) })
+func (d *pool) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*driver.CursorRow, error) { return r.cursorList(ctx) })
 }

@@ -53,7 +53,7 @@ func TestContention(t *testing.T) {
 		wg.Go(func() {
 			for range perEnqueue {
 				j := newJob("contention")
-				err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+				err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 					if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}}); err != nil {
 						return err
 					}
@@ -76,7 +76,7 @@ func TestContention(t *testing.T) {
 			defer sub.Close()
 			worker := fmt.Sprintf("w%d", c)
 			for finished.Load() < total {
-				rows, err := d.JobClaim(ctx, &driver.JobClaimParams{
+				rows, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{
 					Queue: "contention", Limit: 10, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: worker,
 				})
 				if err != nil {
@@ -97,7 +97,7 @@ func TestContention(t *testing.T) {
 					items[i] = driver.JobFinishParams{ID: r.ID, LeaseToken: r.LeaseToken, State: hoppertype.JobStateSucceeded,
 						Attempt: r.Attempt, RunAt: r.RunAt, EndedAt: testBase}
 				}
-				res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+				res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
 				if err != nil {
 					report("finish", err)
 					return
@@ -116,11 +116,11 @@ func TestContention(t *testing.T) {
 		d := ds[l%2]
 		wg.Go(func() {
 			for finished.Load() < total {
-				if _, err := d.JobList(ctx, &driver.JobListParams{Queues: []string{"contention"}, Limit: 50}); err != nil {
+				if _, err := d.Executor().JobList(ctx, &driver.JobListParams{Queues: []string{"contention"}, Limit: 50}); err != nil {
 					report("list", err)
 					return
 				}
-				if _, err := d.JobCountByState(ctx, &driver.JobCountParams{Queue: "contention"}); err != nil {
+				if _, err := d.Executor().JobCountByState(ctx, &driver.JobCountParams{Queue: "contention"}); err != nil {
 					report("count", err)
 					return
 				}
@@ -144,7 +144,7 @@ func TestContention(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	counts, err := ds[0].JobCountByState(context.Background(), &driver.JobCountParams{Queue: "contention"})
+	counts, err := ds[0].Executor().JobCountByState(context.Background(), &driver.JobCountParams{Queue: "contention"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 	t.Parallel()
 	d := openTemp(t, nil) // FULL
 	ctx := context.Background()
-	insert(t, d, newJob("lax"), newJob("lax"))
+	insert(t, d.Executor(), newJob("lax"), newJob("lax"))
 
 	// Claims alone, with a probe queued as a lax call of the same kind.
 	release := holdWriter(t, d)
@@ -35,7 +35,7 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 	var claimErr, probeErr error
 	var inLax int
 	wg.Go(func() {
-		claimed, claimErr = d.JobClaim(ctx, &driver.JobClaimParams{Queue: "lax", Limit: 1, Now: time.Now(),
+		claimed, claimErr = d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "lax", Limit: 1, Now: time.Now(),
 			LeaseExpiresAt: time.Now().Add(time.Minute), Worker: "w"})
 	})
 	wg.Go(func() {
@@ -63,11 +63,11 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 	release = holdWriter(t, d)
 	var inMixed int
 	wg.Go(func() {
-		claimed, claimErr = d.JobClaim(ctx, &driver.JobClaimParams{Queue: "lax", Limit: 1, Now: time.Now(),
+		claimed, claimErr = d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "lax", Limit: 1, Now: time.Now(),
 			LeaseExpiresAt: time.Now().Add(time.Minute), Worker: "w"})
 	})
 	wg.Go(func() {
-		probeErr = d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		probeErr = d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			var err error
 			inMixed, err = synchronousIn(ctx, tx.(*txExec))
 			return err
@@ -99,8 +99,8 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 func TestClaimBatchesUnderNormal(t *testing.T) {
 	t.Parallel()
 	d := openTemp(t, &Options{Synchronous: "NORMAL"})
-	insert(t, d, newJob("n"))
-	if _, err := d.JobClaim(context.Background(), &driver.JobClaimParams{Queue: "n", Limit: 1, Now: time.Now(),
+	insert(t, d.Executor(), newJob("n"))
+	if _, err := d.Executor().JobClaim(context.Background(), &driver.JobClaimParams{Queue: "n", Limit: 1, Now: time.Now(),
 		LeaseExpiresAt: time.Now().Add(time.Minute), Worker: "w"}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestCheckpointerCopiesTheLog(t *testing.T) {
 		for i := range jobs {
 			jobs[i] = newJob("ckpt")
 		}
-		insert(t, d, jobs...)
+		insert(t, d.Executor(), jobs...)
 	}
 	eventually(t, "the database file to take the inserted jobs", func() bool { return size() > before+100_000 })
 	if d.ckpt.runs.Load() == 0 {

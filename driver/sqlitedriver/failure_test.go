@@ -29,7 +29,7 @@ func TestSavepointRollbackIsNotATransactionRollback(t *testing.T) {
 	// A BEGIN that outlasts its slice is rolled back and retried: that is
 	// a real rollback, counted apart.
 	before, aborts := d.rollbacks.Load(), d.beginAborts.Load()
-	err := d.InTx(context.Background(), func(ctx context.Context, tx driver.Executor) error {
+	err := d.Executor().InTx(context.Background(), func(ctx context.Context, tx driver.Executor) error {
 		return tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return errors.New("undo") })
 	})
 	if err == nil {
@@ -47,29 +47,29 @@ func TestReadOnlyDatabase(t *testing.T) {
 	d := openTemp(t, &Options{Synchronous: "NORMAL"})
 	ctx := context.Background()
 	old := newJob("q")
-	insert(t, d, old)
+	insert(t, d.Executor(), old)
 
 	setWriterPragma(t, d, "query_only = 1")
 	j := newJob("q")
-	res, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
+	res, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
 	if err == nil || res != nil {
 		t.Fatalf("insert on a read-only database: %v, %v; want an error", res, err)
 	}
 	if !strings.Contains(err.Error(), "readonly") && !strings.Contains(err.Error(), "read-only") {
 		t.Logf("error: %v", err)
 	}
-	if _, err := d.JobGet(ctx, j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("refused job is readable: %v", err)
 	}
-	if _, err := d.JobGet(ctx, old.ID); err != nil {
+	if _, err := d.Executor().JobGet(ctx, old.ID); err != nil {
 		t.Fatalf("reads must keep working: %v", err)
 	}
-	if _, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"}); err == nil {
+	if _, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"}); err == nil {
 		t.Fatal("claim on a read-only database succeeded")
 	}
 
 	setWriterPragma(t, d, "query_only = 0")
-	insert(t, d, j)
+	insert(t, d.Executor(), j)
 }
 
 // TestDiskFull caps the database size (max_page_count) so a large insert
@@ -79,7 +79,7 @@ func TestDiskFull(t *testing.T) {
 	d := openTemp(t, &Options{Synchronous: "NORMAL"})
 	ctx := context.Background()
 	old := newJob("q")
-	insert(t, d, old)
+	insert(t, d.Executor(), old)
 	var pages int
 	if err := d.wdb.QueryRow("PRAGMA page_count").Scan(&pages); err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestDiskFull(t *testing.T) {
 
 	big := newJob("q")
 	big.Input = make([]byte, 1<<20)
-	res, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{big}})
+	res, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{big}})
 	if err == nil || res != nil {
 		t.Fatalf("insert into a full database: %v, %v; want an error", res, err)
 	}
@@ -105,12 +105,12 @@ func TestDiskFull(t *testing.T) {
 	// small runs first and succeeds; big then fails and SQLite rolls the
 	// whole transaction back, so small is run again in the next batch.
 	go func() {
-		_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{small}})
+		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{small}})
 		errs <- err
 	}()
 	eventually(t, "small queued", func() bool { return d.w.queued() == 1 })
 	go func() {
-		_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{big}})
+		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{big}})
 		errs <- err
 	}()
 	eventually(t, "big queued", func() bool { return d.w.queued() == 2 })
@@ -126,20 +126,20 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("%d calls of the batch failed, want only the big one", failed)
 	}
 	t.Logf("transaction rollbacks by SQLite: %d", d.rollbacks.Load()-rollbacks)
-	if _, err := d.JobGet(ctx, big.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, big.ID); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("the big job was stored: %v", err)
 	}
-	if _, err := d.JobGet(ctx, small.ID); err != nil {
+	if _, err := d.Executor().JobGet(ctx, small.ID); err != nil {
 		t.Fatalf("the small job's caller was told it succeeded, but: %v", err)
 	}
 
 	// Reads keep working, and writes resume once there is room.
-	if _, err := d.JobGet(ctx, old.ID); err != nil {
+	if _, err := d.Executor().JobGet(ctx, old.ID); err != nil {
 		t.Fatalf("read after disk full: %v", err)
 	}
-	if _, err := d.JobCountByState(ctx, &driver.JobCountParams{}); err != nil {
+	if _, err := d.Executor().JobCountByState(ctx, &driver.JobCountParams{}); err != nil {
 		t.Fatalf("count after disk full: %v", err)
 	}
 	setWriterPragma(t, d, "max_page_count = 1073741823")
-	insert(t, d, big)
+	insert(t, d.Executor(), big)
 }

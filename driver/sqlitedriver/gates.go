@@ -331,23 +331,23 @@ func (t *txExec) GateEdges(ctx context.Context, ids []string) (map[string][]stri
 }
 
 // GateInsert stores gates; see driver.Executor.
-func (d *Driver) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.GateRow, error) { return t.GateInsert(ctx, params) })
+func (d *pool) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]*hoppertype.GateRow, error) { return t.GateInsert(ctx, params) })
 }
 
 // GateGet returns a gate; see driver.Executor.
-func (d *Driver) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
-	return read(ctx, d, func(r *runner) (*hoppertype.GateRow, error) { return r.gateGet(ctx, id) })
+func (d *pool) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.GateRow, error) { return r.gateGet(ctx, id) })
 }
 
 // GateWaitList returns a gate's waits; see driver.Executor.
-func (d *Driver) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
-	return read(ctx, d, func(r *runner) ([]*hoppertype.GateWait, error) { return r.gateWaitList(ctx, gateID) })
+func (d *pool) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.GateWait, error) { return r.gateWaitList(ctx, gateID) })
 }
 
 // GateEdges returns gate graph edges; see driver.Executor.
-func (d *Driver) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
-	return read(ctx, d, func(r *runner) (map[string][]string, error) { return r.gateEdges(ctx, ids) })
+func (d *pool) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
+	return read(ctx, d.Driver, func(r *runner) (map[string][]string, error) { return r.gateEdges(ctx, ids) })
 }
 
 // GateObserve records the jobs' states in the gates watching them.
@@ -364,6 +364,6 @@ func (t *txExec) GateObserve(ctx context.Context, params *driver.GateObservePara
 
 // GateObserve records the jobs' states in the gates watching them; see
 // driver.Executor.
-func (d *Driver) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+func (d *pool) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.GateObserve(ctx, params) })
 }

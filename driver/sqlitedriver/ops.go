@@ -73,35 +73,35 @@ func read[T any](ctx context.Context, d *Driver, fn func(r *runner) (T, error)) 
 // it are run once more in the next batch, so fn should have no effects
 // outside tx. InTx returns only after the commit that includes fn's writes,
 // or with an error and none of them.
-func (d *Driver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+func (d *pool) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
 	return d.write(ctx, false, func(ctx context.Context, t *txExec) error { return fn(ctx, t) })
 }
 
 // JobInsertMany inserts jobs atomically; see driver.Executor.
-func (d *Driver) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) ([]driver.JobInsertResult, error) {
+func (d *pool) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]driver.JobInsertResult, error) {
 		return t.JobInsertMany(ctx, params)
 	})
 }
 
 // JobGet returns one job; see driver.Executor.
-func (d *Driver) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
-	return read(ctx, d, func(r *runner) (*hoppertype.JobRow, error) { return r.jobGet(ctx, id) })
+func (d *pool) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.JobRow, error) { return r.jobGet(ctx, id) })
 }
 
 // JobGetMany returns the jobs that exist among ids; see driver.Executor.
-func (d *Driver) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
-	return read(ctx, d, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobGetMany(ctx, ids) })
+func (d *pool) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobGetMany(ctx, ids) })
 }
 
 // JobList lists jobs; see driver.Executor.
-func (d *Driver) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
-	return read(ctx, d, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobList(ctx, params) })
+func (d *pool) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobList(ctx, params) })
 }
 
 // JobCountByState counts jobs per queue and state; see driver.Executor.
-func (d *Driver) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
-	return read(ctx, d, func(r *runner) ([]driver.JobCount, error) { return r.jobCountByState(ctx, params) })
+func (d *pool) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]driver.JobCount, error) { return r.jobCountByState(ctx, params) })
 }
 
 // JobClaim claims due jobs under a lease; see driver.Executor.
@@ -110,187 +110,187 @@ func (d *Driver) JobCountByState(ctx context.Context, params *driver.JobCountPar
 // the log: a claim lost to a power loss leaves its jobs pending to be
 // claimed again, and the log's next synced commit (any other write) makes
 // it durable with everything before it. See the package doc, Durability.
-func (d *Driver) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	return callAs(ctx, d, true, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobClaim(ctx, params) })
+func (d *pool) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	return callAs(ctx, d.Driver, true, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobClaim(ctx, params) })
 }
 
 // JobPromote makes due scheduled and retrying jobs pending; see
 // driver.Executor.
-func (d *Driver) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (int, error) { return t.JobPromote(ctx, params) })
+func (d *pool) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (int, error) { return t.JobPromote(ctx, params) })
 }
 
 // JobNextRunAt returns the earliest RunAt of a queue's waiting jobs; see
 // driver.Executor.
-func (d *Driver) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
-	return read(ctx, d, func(r *runner) (time.Time, error) { return r.jobNextRunAt(ctx, queue) })
+func (d *pool) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+	return read(ctx, d.Driver, func(r *runner) (time.Time, error) { return r.jobNextRunAt(ctx, queue) })
 }
 
 // JobHeartbeat extends held leases; see driver.Executor.
-func (d *Driver) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) ([]driver.JobHeartbeatResult, error) {
+func (d *pool) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]driver.JobHeartbeatResult, error) {
 		return t.JobHeartbeat(ctx, params)
 	})
 }
 
 // JobFinishMany applies workers' transitions; see driver.Executor.
-func (d *Driver) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) ([]driver.JobFinishResult, error) {
+func (d *pool) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]driver.JobFinishResult, error) {
 		return t.JobFinishMany(ctx, params)
 	})
 }
 
 // JobListExpiredLeases lists running jobs whose lease expired; see
 // driver.Executor.
-func (d *Driver) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
-	return read(ctx, d, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobListExpiredLeases(ctx, params) })
+func (d *pool) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobListExpiredLeases(ctx, params) })
 }
 
 // JobCancel cancels a job; see driver.Executor.
-func (d *Driver) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (*hoppertype.JobRow, error) { return t.JobCancel(ctx, params) })
+func (d *pool) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*hoppertype.JobRow, error) { return t.JobCancel(ctx, params) })
 }
 
 // JobRetry moves jobs back to pending; see driver.Executor.
-func (d *Driver) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) ([]driver.JobRetryResult, error) { return t.JobRetry(ctx, params) })
+func (d *pool) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]driver.JobRetryResult, error) { return t.JobRetry(ctx, params) })
 }
 
 // JobDeleteFinished deletes old terminal jobs; see driver.Executor.
-func (d *Driver) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (int, error) { return t.JobDeleteFinished(ctx, params) })
+func (d *pool) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (int, error) { return t.JobDeleteFinished(ctx, params) })
 }
 
 // GroupInsert stores a new group; see driver.Executor.
-func (d *Driver) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+func (d *pool) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.GroupInsert(ctx, row) })
 }
 
 // GroupGet returns a group; see driver.Executor.
-func (d *Driver) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
-	return read(ctx, d, func(r *runner) (*hoppertype.GroupRow, error) { return r.groupGet(ctx, id) })
+func (d *pool) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.GroupRow, error) { return r.groupGet(ctx, id) })
 }
 
 // GroupUpdate changes a group atomically; see driver.Executor. Fold runs on
 // the writer goroutine while the write lock is held.
-func (d *Driver) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (*driver.GroupUpdateResult, error) {
+func (d *pool) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*driver.GroupUpdateResult, error) {
 		return t.GroupUpdate(ctx, params)
 	})
 }
 
 // KeyDeleteExpired deletes expired keys; see driver.Executor.
-func (d *Driver) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (int, error) { return t.KeyDeleteExpired(ctx, params) })
+func (d *pool) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (int, error) { return t.KeyDeleteExpired(ctx, params) })
 }
 
 // KeySetIfAbsent stores a key unless it is held; see driver.Executor.
-func (d *Driver) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (bool, error) { return t.KeySetIfAbsent(ctx, params) })
+func (d *pool) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (bool, error) { return t.KeySetIfAbsent(ctx, params) })
 }
 
 // LeaderAttempt takes or renews a leadership; see driver.Executor.
-func (d *Driver) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (*driver.LeaderRow, error) { return t.LeaderAttempt(ctx, params) })
+func (d *pool) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*driver.LeaderRow, error) { return t.LeaderAttempt(ctx, params) })
 }
 
 // LeaderResign gives up a leadership; see driver.Executor.
-func (d *Driver) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+func (d *pool) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.LeaderResign(ctx, params) })
 }
 
 // QueueSetPaused stores whether a queue is paused; see driver.Executor.
-func (d *Driver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+func (d *pool) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.QueueSetPaused(ctx, params) })
 }
 
 // QueueList returns the stored queue states; see driver.Executor.
-func (d *Driver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
-	return read(ctx, d, func(r *runner) ([]*driver.QueueRow, error) { return r.queueList(ctx) })
+func (d *pool) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*driver.QueueRow, error) { return r.queueList(ctx) })
 }
 
 // JobWake makes waiting jobs due now; see driver.Executor.
-func (d *Driver) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobWake(ctx, params) })
+func (d *pool) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobWake(ctx, params) })
 }
 
 // RunLoad returns a run and its history; see driver.Executor.
-func (d *Driver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+func (d *pool) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
 	return driver.RunLoadSeq(ctx, d, id)
 }
 
 // RunEventAppendMany makes several appends in one transaction; see
 // driver.Executor.
-func (d *Driver) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+func (d *pool) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
 	return driver.RunEventAppendManyTx(ctx, d, params)
 }
 
 // RunStart stores a run and its job at once; see driver.Executor.
-func (d *Driver) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
+func (d *pool) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
 	return driver.RunStartTx(ctx, d, params)
 }
 
 // RunInsert stores a new run row; see driver.Executor.
-func (d *Driver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
+func (d *pool) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunInsert(ctx, row) })
 }
 
 // RunGet returns a workflow run; see driver.Executor.
-func (d *Driver) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
-	return read(ctx, d, func(r *runner) (*hoppertype.RunRow, error) { return r.runGet(ctx, id) })
+func (d *pool) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.RunRow, error) { return r.runGet(ctx, id) })
 }
 
 // RunList lists workflow runs, newest first; see driver.Executor.
-func (d *Driver) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
-	return read(ctx, d, func(r *runner) ([]*hoppertype.RunRow, error) { return r.runList(ctx, params) })
+func (d *pool) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.RunRow, error) { return r.runList(ctx, params) })
 }
 
 // RunUpdate sets a run's status; see driver.Executor.
-func (d *Driver) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (*hoppertype.RunRow, error) { return t.RunUpdate(ctx, params) })
+func (d *pool) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*hoppertype.RunRow, error) { return t.RunUpdate(ctx, params) })
 }
 
 // RunEventAppend appends to a run's history under its lease; see
 // driver.Executor.
-func (d *Driver) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
+func (d *pool) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunEventAppend(ctx, params) })
 }
 
 // RunEventList returns a run's history; see driver.Executor.
-func (d *Driver) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
-	return read(ctx, d, func(r *runner) ([]*hoppertype.RunEvent, error) { return r.runEventList(ctx, params) })
+func (d *pool) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.RunEvent, error) { return r.runEventList(ctx, params) })
 }
 
 // HookInsert stores a waiting hook; see driver.Executor.
-func (d *Driver) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
+func (d *pool) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.HookInsert(ctx, row) })
 }
 
 // HookGet returns a hook by token; see driver.Executor.
-func (d *Driver) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
-	return read(ctx, d, func(r *runner) (*hoppertype.HookRow, error) { return r.hookGet(ctx, token) })
+func (d *pool) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.HookRow, error) { return r.hookGet(ctx, token) })
 }
 
 // HookResume delivers a payload to a waiting hook; see driver.Executor.
-func (d *Driver) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (*hoppertype.HookRow, error) { return t.HookResume(ctx, params) })
+func (d *pool) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*hoppertype.HookRow, error) { return t.HookResume(ctx, params) })
 }
 
 // HookListByRun returns a run's hooks; see driver.Executor.
-func (d *Driver) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
-	return read(ctx, d, func(r *runner) ([]*hoppertype.HookRow, error) { return r.hookListByRun(ctx, runID) })
+func (d *pool) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.HookRow, error) { return r.hookListByRun(ctx, runID) })
 }
 
 // StreamAppend appends chunks to a run's stream; see driver.Executor.
-func (d *Driver) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) ([]*hoppertype.StreamChunk, error) {
+func (d *pool) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]*hoppertype.StreamChunk, error) {
 		return t.StreamAppend(ctx, params)
 	})
 }
 
 // StreamRead reads a run's stream; see driver.Executor.
-func (d *Driver) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
-	return read(ctx, d, func(r *runner) ([]*hoppertype.StreamChunk, error) { return r.streamRead(ctx, params) })
+func (d *pool) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.StreamChunk, error) { return r.streamRead(ctx, params) })
 }
 
 // The transaction's executor.

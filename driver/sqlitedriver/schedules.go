@@ -196,33 +196,33 @@ func (t *txExec) ScheduleDelete(ctx context.Context, name string) (bool, error) 
 }
 
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (d *Driver) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (time.Time, error) { return t.ScheduleUpsert(ctx, params) })
+func (d *pool) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (time.Time, error) { return t.ScheduleUpsert(ctx, params) })
 }
 
 // ScheduleRecord records a fired occurrence; see driver.Executor.
-func (d *Driver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleRecord(ctx, params) })
+func (d *pool) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleRecord(ctx, params) })
 }
 
 // ScheduleDefine stores a schedule defined in the store; see
 // driver.Executor.
-func (d *Driver) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+func (d *pool) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.ScheduleDefine(ctx, params) })
 }
 
 // ScheduleSetPaused stores whether a schedule is paused; see
 // driver.Executor.
-func (d *Driver) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+func (d *pool) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.ScheduleSetPaused(ctx, params) })
 }
 
 // ScheduleList returns the stored schedules; see driver.Executor.
-func (d *Driver) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
-	return read(ctx, d, func(r *runner) ([]*driver.ScheduleRow, error) { return r.scheduleList(ctx) })
+func (d *pool) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*driver.ScheduleRow, error) { return r.scheduleList(ctx) })
 }
 
 // ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (d *Driver) ScheduleDelete(ctx context.Context, name string) (bool, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleDelete(ctx, name) })
+func (d *pool) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleDelete(ctx, name) })
 }

@@ -35,7 +35,7 @@ func TestMigrateFreshAndReopen(t *testing.T) {
 			t.Errorf("table %s: count %d, %v", table, n, err)
 		}
 	}
-	insert(t, d, newJob("q"))
+	insert(t, d.Executor(), newJob("q"))
 	d.Close()
 
 	// Reopening is a no-op: same version, one row per migration, data kept.
@@ -85,17 +85,17 @@ func TestNoMigrateOnEmptyFile(t *testing.T) {
 	t.Parallel()
 	d := openTemp(t, &Options{NoMigrate: true})
 	ctx := context.Background()
-	_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: nil})
+	_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: nil})
 	if err == nil || !strings.Contains(err.Error(), "version 0") || !strings.Contains(err.Error(), "Migrate") {
 		t.Fatalf("insert on an unmigrated database: %v; want a clear schema error", err)
 	}
-	if _, err := d.JobGet(ctx, "x"); err == nil || !strings.Contains(err.Error(), "version 0") {
+	if _, err := d.Executor().JobGet(ctx, "x"); err == nil || !strings.Contains(err.Error(), "version 0") {
 		t.Fatalf("read on an unmigrated database: %v; want a clear schema error", err)
 	}
 	if err := d.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	insert(t, d, newJob("q"))
+	insert(t, d.Executor(), newJob("q"))
 	if n := countJobs(t, d); n != 1 {
 		t.Fatalf("%d jobs after migrate and insert, want 1", n)
 	}
@@ -110,7 +110,7 @@ func TestMigrateUpgradesInPlace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	insert(t, d, newJob("q"))
+	insert(t, d.Executor(), newJob("q"))
 	d.Close()
 
 	saved := migrations
@@ -211,10 +211,10 @@ func TestClosedDriver(t *testing.T) {
 	d := openTemp(t, nil)
 	d.Close()
 	ctx := context.Background()
-	if _, err := d.JobGet(ctx, "x"); !errors.Is(err, driver.ErrClosed) {
+	if _, err := d.Executor().JobGet(ctx, "x"); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("JobGet after Close: %v", err)
 	}
-	if err := d.InTx(ctx, func(context.Context, driver.Executor) error { return nil }); !errors.Is(err, driver.ErrClosed) {
+	if err := d.Executor().InTx(ctx, func(context.Context, driver.Executor) error { return nil }); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("InTx after Close: %v", err)
 	}
 	var tx *sql.Tx
@@ -309,7 +309,7 @@ func TestMigrateScheduleFirstSeen(t *testing.T) {
 	migrations = saved
 
 	d = openAt(t, path, nil)
-	rows, err := d.ScheduleList(context.Background())
+	rows, err := d.Executor().ScheduleList(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,20 @@ type Driver struct {
 	schemaOK atomic.Bool
 	closed   atomic.Bool
 	closeMu  sync.Mutex
+
+	pool *pool // the Executor
 }
+
+// pool is the driver's Executor outside a transaction: each operation is
+// atomic on its own, writes go through the one writer (one-operation
+// calls share its transactions with others), reads through the read pool.
+type pool struct{ *Driver }
+
+var _ driver.Executor = (*pool)(nil)
+
+// Executor returns the executor that runs the driver's operations; see
+// driver.Executor for their contracts.
+func (d *Driver) Executor() driver.Executor { return d.pool }
 
 var (
 	_ driver.Driver     = (*Driver)(nil)
@@ -198,6 +211,7 @@ func Open(path string, opts *Options) (*Driver, error) {
 	}
 
 	d := &Driver{path: abs, opts: o}
+	d.pool = &pool{d}
 	base, err := sqlite.NewConnector(d.dsn(connWrite))
 	if err != nil {
 		return nil, fmt.Errorf("sqlitedriver: open %s: %w", abs, err)
@@ -542,7 +556,7 @@ func (d *Driver) Listen(ctx context.Context, topic string) (driver.Subscription,
 
 // Notify publishes payload on topic at once to the subscribers of every
 // Driver open on this file in this process.
-func (d *Driver) Notify(ctx context.Context, topic, payload string) error {
+func (d *pool) Notify(ctx context.Context, topic, payload string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

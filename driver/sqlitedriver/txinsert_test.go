@@ -42,16 +42,16 @@ func TestTransactionalEnqueueWithDriverDB(t *testing.T) {
 		return j
 	}
 	rolledBack := enqueue(false)
-	if _, err := d.JobGet(ctx, rolledBack.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, rolledBack.ID); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("job of a rolled-back transaction: %v", err)
 	}
 	committed := enqueue(true)
-	got, err := d.JobGet(ctx, committed.ID)
+	got, err := d.Executor().JobGet(ctx, committed.ID)
 	if err != nil || got.State != hoppertype.JobStatePending {
 		t.Fatalf("job of a committed transaction: %v, %v", got, err)
 	}
 	// The driver's own writes go on after the caller's transaction.
-	rows, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 10, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"})
+	rows, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 10, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"})
 	if err != nil || len(rows) != 1 || rows[0].ID != committed.ID {
 		t.Fatalf("claim after transactional enqueue: %v, %v", rows, err)
 	}
@@ -93,7 +93,7 @@ func TestTransactionalEnqueueWithOwnDB(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.JobGet(ctx, a.ID); err != nil {
+	if _, err := d.Executor().JobGet(ctx, a.ID); err != nil {
 		t.Fatalf("committed job: %v", err)
 	}
 	if n := countJobs(t, d); n != 1 {
@@ -111,7 +111,7 @@ func TestTransactionalEnqueueWithOwnDB(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.JobGet(ctx, c.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, c.ID); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("job of a rolled-back transaction: %v", err)
 	}
 }

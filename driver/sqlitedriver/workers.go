@@ -67,16 +67,16 @@ func (t *txExec) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParams)
 }
 
 // WorkerUpsert stores or refreshes a worker's row; see driver.Executor.
-func (d *Driver) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+func (d *pool) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
 	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.WorkerUpsert(ctx, row) })
 }
 
 // WorkerList returns the workers seen lately; see driver.Executor.
-func (d *Driver) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
-	return read(ctx, d, func(r *runner) ([]*driver.WorkerRow, error) { return r.workerList(ctx, seenAfter) })
+func (d *pool) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*driver.WorkerRow, error) { return r.workerList(ctx, seenAfter) })
 }
 
 // WorkerDelete removes workers; see driver.Executor.
-func (d *Driver) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (int, error) { return t.WorkerDelete(ctx, params) })
+func (d *pool) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (int, error) { return t.WorkerDelete(ctx, params) })
 }

@@ -22,7 +22,7 @@ func claimRun(t *testing.T, d *Driver, queue string) (string, int64) {
 	t.Helper()
 	ctx := context.Background()
 	j := newJob(queue)
-	err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}}); err != nil {
 			return err
 		}
@@ -31,7 +31,7 @@ func claimRun(t *testing.T, d *Driver, queue string) (string, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: queue, Limit: 1, Now: testBase,
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: queue, Limit: 1, Now: testBase,
 		LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != j.ID {
 		t.Fatalf("claim: %v, %v", claimed, err)
@@ -80,28 +80,28 @@ func TestRunEventAppendLeaseFence(t *testing.T) {
 		{"wrong token, no events", run, token + 1, nil},
 		{"missing job", "no-such-run", token, events("no-such-run", 1, 1, 1)},
 	} {
-		err := d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: tc.run, LeaseToken: tc.token, Events: tc.evs})
+		err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: tc.run, LeaseToken: tc.token, Events: tc.evs})
 		if !errors.Is(err, hoppertype.ErrLeaseLost) {
 			t.Errorf("%s: %v, want ErrLeaseLost", tc.name, err)
 		}
 	}
-	if got := seqs(t, d, run); len(got) != 0 {
+	if got := seqs(t, d.Executor(), run); len(got) != 0 {
 		t.Fatalf("a fenced-off append wrote %v", got)
 	}
 
-	if err := d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token}); err != nil {
+	if err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token}); err != nil {
 		t.Fatalf("no events under the lease: %v", err)
 	}
 	// Events may leave RunID empty: they belong to the call's run.
 	evs := events("", 1, 1, 2)
-	if err := d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: evs}); err != nil {
+	if err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: evs}); err != nil {
 		t.Fatalf("append under the lease: %v", err)
 	}
-	if err := d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token,
+	if err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token,
 		Events: events("other-run", 1, 3, 3)}); err == nil {
 		t.Fatal("an event of another run was accepted")
 	}
-	got, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: run})
+	got, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: run})
 	if err != nil || len(got) != 2 {
 		t.Fatalf("history: %v, %v", got, err)
 	}
@@ -115,16 +115,16 @@ func TestRunEventAppendLeaseFence(t *testing.T) {
 	}
 
 	// Once the attempt ends, the lease is gone.
-	res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
+	res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 		ID: run, LeaseToken: token, State: hoppertype.JobStateScheduled, Attempt: 1, RunAt: testBase.Add(time.Hour)}}})
 	if err != nil || res[0].Err != nil {
 		t.Fatalf("finish: %v, %v", res, err)
 	}
-	err = d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: events(run, 1, 3, 3)})
+	err = d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: events(run, 1, 3, 3)})
 	if !errors.Is(err, hoppertype.ErrLeaseLost) {
 		t.Fatalf("append after the attempt ended: %v, want ErrLeaseLost", err)
 	}
-	if got := seqs(t, d, run); !slices.Equal(got, []string{"1.1", "1.2"}) {
+	if got := seqs(t, d.Executor(), run); !slices.Equal(got, []string{"1.1", "1.2"}) {
 		t.Fatalf("history %v", got)
 	}
 }
@@ -137,7 +137,7 @@ func TestRunEventAppendDuplicateWritesNothing(t *testing.T) {
 	appendEvs := func(ex driver.Executor, evs []*hoppertype.RunEvent) error {
 		return ex.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: evs})
 	}
-	if err := appendEvs(d, events(run, 1, 1, 3)); err != nil {
+	if err := appendEvs(d.Executor(), events(run, 1, 1, 3)); err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string][]*hoppertype.RunEvent{
@@ -148,13 +148,13 @@ func TestRunEventAppendDuplicateWritesNothing(t *testing.T) {
 		"the same seq twice, across chunk": append(events(run, 1, 4, 36), events(run, 1, 4, 4)...),
 	}
 	for name, evs := range cases {
-		if err := appendEvs(d, evs); !errors.Is(err, hoppertype.ErrDuplicateID) {
+		if err := appendEvs(d.Executor(), evs); !errors.Is(err, hoppertype.ErrDuplicateID) {
 			t.Errorf("%s: %v, want ErrDuplicateID", name, err)
 		}
 		// Inside a transaction that goes on after the error, the failed
 		// call alone is undone.
 		j := newJob("dup-other")
-		err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}}); err != nil {
 				return err
 			}
@@ -169,27 +169,27 @@ func TestRunEventAppendDuplicateWritesNothing(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if _, err := d.JobGet(ctx, j.ID); err != nil {
+		if _, err := d.Executor().JobGet(ctx, j.ID); err != nil {
 			t.Errorf("%s: the transaction's other write was lost: %v", name, err)
 		}
 	}
-	if got := seqs(t, d, run); !slices.Equal(got, []string{"1.1", "1.2", "1.3"}) {
+	if got := seqs(t, d.Executor(), run); !slices.Equal(got, []string{"1.1", "1.2", "1.3"}) {
 		t.Fatalf("history after failed appends: %v", got)
 	}
 
 	// A second attempt starts its own sequence; listing orders by
 	// (attempt, seq) and filters by attempt.
-	if err := appendEvs(d, append(events(run, 2, 1, 2), events(run, 1, 4, 4)...)); err != nil {
+	if err := appendEvs(d.Executor(), append(events(run, 2, 1, 2), events(run, 1, 4, 4)...)); err != nil {
 		t.Fatal(err)
 	}
-	if got := seqs(t, d, run); !slices.Equal(got, []string{"1.1", "1.2", "1.3", "1.4", "2.1", "2.2"}) {
+	if got := seqs(t, d.Executor(), run); !slices.Equal(got, []string{"1.1", "1.2", "1.3", "1.4", "2.1", "2.2"}) {
 		t.Fatalf("history %v", got)
 	}
-	evs, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: run, Attempt: 2})
+	evs, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: run, Attempt: 2})
 	if err != nil || len(evs) != 2 || evs[0].Seq != 1 || evs[1].Seq != 2 || evs[0].Attempt != 2 {
 		t.Fatalf("attempt 2: %v, %v", evs, err)
 	}
-	if evs, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: "none"}); err != nil || evs == nil || len(evs) != 0 {
+	if evs, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: "none"}); err != nil || evs == nil || len(evs) != 0 {
 		t.Fatalf("history of an unknown run: %#v, %v", evs, err)
 	}
 }
@@ -203,17 +203,17 @@ func TestEventAndChunkBytesRoundTrip(t *testing.T) {
 		{RunID: run, Attempt: 1, Seq: 1, Kind: "k", At: testBase},
 		{RunID: run, Attempt: 1, Seq: 2, Kind: "k", Data: []byte{}, At: testBase},
 	}
-	if err := d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: evs}); err != nil {
+	if err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: evs}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: run})
+	got, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: run})
 	if err != nil || len(got) != 2 || got[0].Data != nil || got[1].Data == nil || len(got[1].Data) != 0 {
 		t.Fatalf("nil and empty data: %#v, %v", got, err)
 	}
-	if _, err := d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: run, Chunks: [][]byte{nil, {}, {0, 1, 0xff}}, Now: testBase}); err != nil {
+	if _, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: run, Chunks: [][]byte{nil, {}, {0, 1, 0xff}}, Now: testBase}); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: run, Limit: 10})
+	cs, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: run, Limit: 10})
 	if err != nil || len(cs) != 3 || cs[0].Data != nil || cs[1].Data == nil || len(cs[1].Data) != 0 || string(cs[2].Data) != "\x00\x01\xff" {
 		t.Fatalf("chunks: %#v, %v", cs, err)
 	}
@@ -242,21 +242,21 @@ func TestStreamOffsets(t *testing.T) {
 		}
 		return out
 	}
-	if got := offsets(appendN(d, "a", 3)); !slices.Equal(got, []int64{0, 1, 2}) {
+	if got := offsets(appendN(d.Executor(), "a", 3)); !slices.Equal(got, []int64{0, 1, 2}) {
 		t.Fatalf("first append: %v", got)
 	}
-	if got := appendN(d, "a", 0); got == nil || len(got) != 0 {
+	if got := appendN(d.Executor(), "a", 0); got == nil || len(got) != 0 {
 		t.Fatalf("empty append: %#v", got)
 	}
-	got := appendN(d, "a", 40)
+	got := appendN(d.Executor(), "a", 40)
 	if got[0].Offset != 3 || got[39].Offset != 42 || got[0].RunID != "a" || !got[0].At.Equal(testBase) {
 		t.Fatalf("second append: %v ... %v", got[0], got[39])
 	}
-	if got := offsets(appendN(d, "b", 2)); !slices.Equal(got, []int64{0, 1}) {
+	if got := offsets(appendN(d.Executor(), "b", 2)); !slices.Equal(got, []int64{0, 1}) {
 		t.Fatalf("another run: %v", got)
 	}
 	// Two appends in one transaction see each other.
-	err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		if got := offsets(appendN(tx, "b", 1)); !slices.Equal(got, []int64{2}) {
 			return fmt.Errorf("in tx: %v", got)
 		}
@@ -274,14 +274,14 @@ func TestStreamOffsets(t *testing.T) {
 	for range 16 {
 		wg.Go(func() {
 			for range 5 {
-				if _, err := d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: "c", Chunks: [][]byte{{1}, {2}, {3}}, Now: testBase}); err != nil {
+				if _, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: "c", Chunks: [][]byte{{1}, {2}, {3}}, Now: testBase}); err != nil {
 					t.Error(err)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	all, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: "c", Limit: 1000})
+	all, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: "c", Limit: 1000})
 	if err != nil || len(all) != 16*5*3 {
 		t.Fatalf("concurrent appends: %d chunks, %v", len(all), err)
 	}
@@ -291,14 +291,14 @@ func TestStreamOffsets(t *testing.T) {
 		}
 	}
 
-	page, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: "a", From: 10, Limit: 5})
+	page, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: "a", From: 10, Limit: 5})
 	if err != nil || !slices.Equal(offsets(page), []int64{10, 11, 12, 13, 14}) || string(page[0].Data) != "7" {
 		t.Fatalf("read from 10: %v, %v", offsets(page), err)
 	}
-	if page, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: "a", From: 43, Limit: 5}); err != nil || page == nil || len(page) != 0 {
+	if page, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: "a", From: 43, Limit: 5}); err != nil || page == nil || len(page) != 0 {
 		t.Fatalf("read past the end: %#v, %v", page, err)
 	}
-	if _, err := d.StreamRead(ctx, &driver.StreamReadParams{RunID: "a"}); err == nil {
+	if _, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: "a"}); err == nil {
 		t.Fatal("read with no limit accepted")
 	}
 }
@@ -320,16 +320,16 @@ func TestJobWake(t *testing.T) {
 		mk(hoppertype.JobStatePending), mk(hoppertype.JobStateSucceeded), mk(hoppertype.JobStateStuck)
 	running := mk(hoppertype.JobStatePending)
 	running.RunAt = testBase
-	insert(t, d, running)
-	if _, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "wake", Limit: 1, Now: testBase, LeaseExpiresAt: later, Worker: "w"}); err != nil {
+	insert(t, d.Executor(), running)
+	if _, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "wake", Limit: 1, Now: testBase, LeaseExpiresAt: later, Worker: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	insert(t, d, sched, retrying, pending, succeeded, stuck)
-	before, _ := d.JobGetMany(ctx, []string{running.ID, pending.ID, succeeded.ID, stuck.ID})
+	insert(t, d.Executor(), sched, retrying, pending, succeeded, stuck)
+	before, _ := d.Executor().JobGetMany(ctx, []string{running.ID, pending.ID, succeeded.ID, stuck.ID})
 
 	now := testBase.Add(time.Minute + 1500*time.Nanosecond)
 	ids := []string{retrying.ID, "missing", running.ID, pending.ID, sched.ID, succeeded.ID, stuck.ID, retrying.ID}
-	woke, err := d.JobWake(ctx, &driver.JobWakeParams{IDs: ids, Now: now})
+	woke, err := d.Executor().JobWake(ctx, &driver.JobWakeParams{IDs: ids, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,25 +340,25 @@ func TestJobWake(t *testing.T) {
 		if j.State != hoppertype.JobStatePending || !j.RunAt.Equal(now.Truncate(time.Microsecond)) {
 			t.Errorf("woken job %s: state %s run at %v", j.ID, j.State, j.RunAt)
 		}
-		stored, err := d.JobGet(ctx, j.ID)
+		stored, err := d.Executor().JobGet(ctx, j.ID)
 		if err != nil || stored.State != hoppertype.JobStatePending || !stored.RunAt.Equal(j.RunAt) {
 			t.Errorf("stored woken job %s: %+v, %v", j.ID, stored, err)
 		}
 	}
-	after, _ := d.JobGetMany(ctx, []string{running.ID, pending.ID, succeeded.ID, stuck.ID})
+	after, _ := d.Executor().JobGetMany(ctx, []string{running.ID, pending.ID, succeeded.ID, stuck.ID})
 	for i := range before {
 		if before[i].State != after[i].State || !before[i].RunAt.Equal(after[i].RunAt) {
 			t.Errorf("job %s in state %s changed: %+v", before[i].ID, before[i].State, after[i])
 		}
 	}
-	if woke, err := d.JobWake(ctx, &driver.JobWakeParams{IDs: ids, Now: now}); err != nil || woke == nil || len(woke) != 0 {
+	if woke, err := d.Executor().JobWake(ctx, &driver.JobWakeParams{IDs: ids, Now: now}); err != nil || woke == nil || len(woke) != 0 {
 		t.Fatalf("second wake: %#v, %v", woke, err)
 	}
-	if woke, err := d.JobWake(ctx, &driver.JobWakeParams{Now: now}); err != nil || woke == nil || len(woke) != 0 {
+	if woke, err := d.Executor().JobWake(ctx, &driver.JobWakeParams{Now: now}); err != nil || woke == nil || len(woke) != 0 {
 		t.Fatalf("wake of nothing: %#v, %v", woke, err)
 	}
 	// The woken jobs are claimable now, beside the one that was pending.
-	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "wake", Limit: 10, Now: now, LeaseExpiresAt: later, Worker: "w"})
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "wake", Limit: 10, Now: now, LeaseExpiresAt: later, Worker: "w"})
 	if err != nil || len(claimed) != 3 {
 		t.Fatalf("claim after wake: %v, %v", claimed, err)
 	}
@@ -370,54 +370,54 @@ func TestRunInsertGetUpdate(t *testing.T) {
 	ctx := context.Background()
 	row := &hoppertype.RunRow{ID: "r1", Workflow: "wf", Status: hoppertype.RunPending, ParentID: "p",
 		CodeVersion: "v3", CreatedAt: testBase.Add(1500 * time.Nanosecond)}
-	if err := d.RunInsert(ctx, row); err != nil {
+	if err := d.Executor().RunInsert(ctx, row); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.RunInsert(ctx, row); !errors.Is(err, hoppertype.ErrDuplicateID) {
+	if err := d.Executor().RunInsert(ctx, row); !errors.Is(err, hoppertype.ErrDuplicateID) {
 		t.Fatalf("second insert: %v", err)
 	}
-	got, err := d.RunGet(ctx, "r1")
+	got, err := d.Executor().RunGet(ctx, "r1")
 	if err != nil || got.Workflow != "wf" || got.Status != hoppertype.RunPending || got.ParentID != "p" || got.CodeVersion != "v3" ||
 		!got.CreatedAt.Equal(testBase.Add(time.Microsecond)) || !got.UpdatedAt.IsZero() || !got.EndedAt.IsZero() || got.Error != nil {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
-	if _, err := d.RunGet(ctx, "nope"); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().RunGet(ctx, "nope"); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
-	if _, err := d.RunUpdate(ctx, &driver.RunUpdateParams{ID: "nope", Status: hoppertype.RunRunning, Now: testBase}); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: "nope", Status: hoppertype.RunRunning, Now: testBase}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("update missing: %v", err)
 	}
-	if _, err := d.RunUpdate(ctx, &driver.RunUpdateParams{ID: "nope", Status: hoppertype.RunRunning, Now: testBase,
+	if _, err := d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: "nope", Status: hoppertype.RunRunning, Now: testBase,
 		ExpectStatuses: []hoppertype.RunStatus{hoppertype.RunPending}}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("update missing with expectation: %v", err)
 	}
 	t1 := testBase.Add(time.Second)
-	got, err = d.RunUpdate(ctx, &driver.RunUpdateParams{ID: "r1", Status: hoppertype.RunRunning, Now: t1,
+	got, err = d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: "r1", Status: hoppertype.RunRunning, Now: t1,
 		ExpectStatuses: []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunWaiting}})
 	if err != nil || got.Status != hoppertype.RunRunning || !got.UpdatedAt.Equal(t1) || got.Workflow != "wf" {
 		t.Fatalf("update: %+v, %v", got, err)
 	}
-	cur, err := d.RunUpdate(ctx, &driver.RunUpdateParams{ID: "r1", Status: hoppertype.RunCompleted, Now: t1.Add(time.Second),
+	cur, err := d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: "r1", Status: hoppertype.RunCompleted, Now: t1.Add(time.Second),
 		ExpectStatuses: []hoppertype.RunStatus{hoppertype.RunPending}})
 	if !errors.Is(err, hoppertype.ErrStateConflict) || cur == nil || cur.Status != hoppertype.RunRunning || !cur.UpdatedAt.Equal(t1) {
 		t.Fatalf("update with a failed expectation: %+v, %v", cur, err)
 	}
 	t2 := t1.Add(2 * time.Second)
 	e := &hoppertype.ErrorInfo{Message: "boom", At: t2}
-	got, err = d.RunUpdate(ctx, &driver.RunUpdateParams{ID: "r1", Status: hoppertype.RunFailed, Error: e, EndedAt: t2, Now: t2})
+	got, err = d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: "r1", Status: hoppertype.RunFailed, Error: e, EndedAt: t2, Now: t2})
 	if err != nil || got.Status != hoppertype.RunFailed || got.Error == nil || got.Error.Message != "boom" || !got.EndedAt.Equal(t2) {
 		t.Fatalf("fail: %+v, %v", got, err)
 	}
 	// Without Error and EndedAt they are kept.
-	got, err = d.RunUpdate(ctx, &driver.RunUpdateParams{ID: "r1", Status: hoppertype.RunCompensating, Now: t2.Add(time.Second)})
+	got, err = d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: "r1", Status: hoppertype.RunCompensating, Now: t2.Add(time.Second)})
 	if err != nil || got.Error == nil || got.Error.Message != "boom" || !got.EndedAt.Equal(t2) || got.Status != hoppertype.RunCompensating {
 		t.Fatalf("update keeping error and end: %+v, %v", got, err)
 	}
-	if stored, err := d.RunGet(ctx, "r1"); err != nil || stored.Status != hoppertype.RunCompensating || stored.Error.Message != "boom" {
+	if stored, err := d.Executor().RunGet(ctx, "r1"); err != nil || stored.Status != hoppertype.RunCompensating || stored.Error.Message != "boom" {
 		t.Fatalf("stored: %+v, %v", stored, err)
 	}
 	// A run without a parent stores none.
-	if err := d.RunInsert(ctx, &hoppertype.RunRow{ID: "r2", Workflow: "wf", Status: hoppertype.RunPending, CreatedAt: testBase}); err != nil {
+	if err := d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: "r2", Workflow: "wf", Status: hoppertype.RunPending, CreatedAt: testBase}); err != nil {
 		t.Fatal(err)
 	}
 	var parent sql.NullString
@@ -437,13 +437,13 @@ func TestRunList(t *testing.T) {
 		if i%4 == 0 {
 			row.ParentID = "parent"
 		}
-		if err := d.RunInsert(ctx, row); err != nil {
+		if err := d.Executor().RunInsert(ctx, row); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ids := func(p driver.RunListParams) []string {
 		t.Helper()
-		rows, err := d.RunList(ctx, &p)
+		rows, err := d.Executor().RunList(ctx, &p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -473,7 +473,7 @@ func TestRunList(t *testing.T) {
 		"r07", "r06", "r05", "r04")
 	check("combined", ids(driver.RunListParams{Limit: 100, Workflow: "wf0", Statuses: []hoppertype.RunStatus{hoppertype.RunPending}}), "r06", "r00")
 	check("past the end", ids(driver.RunListParams{Limit: 10, Offset: 12}))
-	if _, err := d.RunList(ctx, &driver.RunListParams{}); err == nil {
+	if _, err := d.Executor().RunList(ctx, &driver.RunListParams{}); err == nil {
 		t.Error("list with no limit accepted")
 	}
 }
@@ -488,43 +488,43 @@ func TestHooks(t *testing.T) {
 			created = testBase.Add(-time.Second)
 		}
 		h := &hoppertype.HookRow{Token: tok, RunID: "run", Name: "approve", State: hoppertype.HookWaiting, CreatedAt: created}
-		if err := d.HookInsert(ctx, h); err != nil {
+		if err := d.Executor().HookInsert(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := d.HookInsert(ctx, &hoppertype.HookRow{Token: "t-a", RunID: "other", CreatedAt: testBase}); !errors.Is(err, hoppertype.ErrDuplicateID) {
+	if err := d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: "t-a", RunID: "other", CreatedAt: testBase}); !errors.Is(err, hoppertype.ErrDuplicateID) {
 		t.Fatalf("duplicate token: %v", err)
 	}
-	if err := d.HookInsert(ctx, &hoppertype.HookRow{Token: "t-other", RunID: "other", CreatedAt: testBase}); err != nil {
+	if err := d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: "t-other", RunID: "other", CreatedAt: testBase}); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := d.HookGet(ctx, "t-other"); err != nil || h.State != hoppertype.HookWaiting || h.Payload != nil || !h.ResumedAt.IsZero() {
+	if h, err := d.Executor().HookGet(ctx, "t-other"); err != nil || h.State != hoppertype.HookWaiting || h.Payload != nil || !h.ResumedAt.IsZero() {
 		t.Fatalf("hook inserted without a state: %+v, %v", h, err)
 	}
-	list, err := d.HookListByRun(ctx, "run")
+	list, err := d.Executor().HookListByRun(ctx, "run")
 	if err != nil || len(list) != 3 || list[0].Token != "t-c" || list[1].Token != "t-a" || list[2].Token != "t-b" {
 		t.Fatalf("list: %v, %v", list, err)
 	}
-	if _, err := d.HookGet(ctx, "nope"); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().HookGet(ctx, "nope"); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
-	if _, err := d.HookResume(ctx, &driver.HookResumeParams{Token: "nope", Now: testBase}); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().HookResume(ctx, &driver.HookResumeParams{Token: "nope", Now: testBase}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("resume missing: %v", err)
 	}
 	now := testBase.Add(time.Minute)
-	h, err := d.HookResume(ctx, &driver.HookResumeParams{Token: "t-a", Payload: []byte(`{"ok":true}`), Now: now})
+	h, err := d.Executor().HookResume(ctx, &driver.HookResumeParams{Token: "t-a", Payload: []byte(`{"ok":true}`), Now: now})
 	if err != nil || h.State != hoppertype.HookResumed || string(h.Payload) != `{"ok":true}` || !h.ResumedAt.Equal(now) ||
 		h.RunID != "run" || h.Name != "approve" || !h.CreatedAt.Equal(testBase) {
 		t.Fatalf("resume: %+v, %v", h, err)
 	}
-	again, err := d.HookResume(ctx, &driver.HookResumeParams{Token: "t-a", Payload: []byte(`{"ok":false}`), Now: now.Add(time.Second)})
+	again, err := d.Executor().HookResume(ctx, &driver.HookResumeParams{Token: "t-a", Payload: []byte(`{"ok":false}`), Now: now.Add(time.Second)})
 	if !errors.Is(err, hoppertype.ErrStateConflict) || again == nil || string(again.Payload) != `{"ok":true}` || !again.ResumedAt.Equal(now) {
 		t.Fatalf("second resume: %+v, %v", again, err)
 	}
-	if got, err := d.HookGet(ctx, "t-a"); err != nil || string(got.Payload) != `{"ok":true}` || got.State != hoppertype.HookResumed {
+	if got, err := d.Executor().HookGet(ctx, "t-a"); err != nil || string(got.Payload) != `{"ok":true}` || got.State != hoppertype.HookResumed {
 		t.Fatalf("stored: %+v, %v", got, err)
 	}
-	if list, err := d.HookListByRun(ctx, "none"); err != nil || list == nil || len(list) != 0 {
+	if list, err := d.Executor().HookListByRun(ctx, "none"); err != nil || list == nil || len(list) != 0 {
 		t.Fatalf("hooks of an unknown run: %#v, %v", list, err)
 	}
 }
@@ -558,19 +558,19 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 	for i := range 3 {
 		run, token := claimRun(t, d, fmt.Sprint("del", i))
 		runs = append(runs, run)
-		if err := d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: events(run, 1, 1, 3)}); err != nil {
+		if err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run, LeaseToken: token, Events: events(run, 1, 1, 3)}); err != nil {
 			t.Fatal(err)
 		}
 		for k := range 2 {
-			if err := d.HookInsert(ctx, &hoppertype.HookRow{Token: fmt.Sprint(run, "-", k), RunID: run, CreatedAt: testBase}); err != nil {
+			if err := d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: fmt.Sprint(run, "-", k), RunID: run, CreatedAt: testBase}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: run, Chunks: [][]byte{{1}, {2}, {3}, {4}}, Now: testBase}); err != nil {
+		if _, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: run, Chunks: [][]byte{{1}, {2}, {3}, {4}}, Now: testBase}); err != nil {
 			t.Fatal(err)
 		}
 		if i < 2 {
-			res, err := d.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: run, LeaseToken: token,
+			res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: run, LeaseToken: token,
 				State: hoppertype.JobStateSucceeded, Attempt: 1, RunAt: testBase, EndedAt: testBase.Add(time.Duration(i) * time.Second)}}})
 			if err != nil || res[0].Err != nil {
 				t.Fatalf("finish: %v, %v", res, err)
@@ -579,7 +579,7 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 	}
 	plain := newJob("plain")
 	plain.State, plain.EndedAt = hoppertype.JobStateSucceeded, testBase
-	insert(t, d, plain)
+	insert(t, d.Executor(), plain)
 	for _, run := range runs {
 		if got := workflowRows(t, d, run); got != "1 1 3 2 4" {
 			t.Fatalf("run %s before: %s", run, got)
@@ -588,7 +588,7 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 
 	// A transaction that fails after the delete keeps everything.
 	boom := errors.New("boom")
-	err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		n, err := tx.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(time.Hour)})
 		if err != nil || n != 3 {
 			return fmt.Errorf("delete in tx: %d, %v", n, err)
@@ -606,7 +606,7 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 	}
 
 	// Only the oldest finished job, a run, goes first (Limit 1).
-	n, err := d.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(500 * time.Millisecond), Limit: 1})
+	n, err := d.Executor().JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(500 * time.Millisecond), Limit: 1})
 	if err != nil || n != 1 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
@@ -616,7 +616,7 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 	if got := workflowRows(t, d, runs[1]); got != "1 1 3 2 4" {
 		t.Fatalf("a run that was not due lost rows: %s", got)
 	}
-	n, err = d.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(time.Hour)})
+	n, err = d.Executor().JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(time.Hour)})
 	if err != nil || n != 2 {
 		t.Fatalf("delete the rest: %d, %v", n, err)
 	}
@@ -626,7 +626,7 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 	if got := workflowRows(t, d, runs[2]); got != "1 1 3 2 4" {
 		t.Fatalf("a running run lost rows: %s", got)
 	}
-	if _, err := d.JobGet(ctx, plain.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, plain.ID); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("plain job: %v", err)
 	}
 }
@@ -686,25 +686,25 @@ func TestMigrateFromVersion1(t *testing.T) {
 		if len(applied) != latestVersion() || applied[0] != 1 || applied[1] != 2 {
 			t.Fatalf("applied migrations %v", applied)
 		}
-		if j, err := d.JobGet(ctx, oldJob); err != nil || j.Queue != "v1" {
+		if j, err := d.Executor().JobGet(ctx, oldJob); err != nil || j.Queue != "v1" {
 			t.Fatalf("the version-1 job: %+v, %v", j, err)
 		}
 		// The upgraded database works for workflows, prepared statements
 		// or not.
-		claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "v1", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+		claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "v1", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: %v, %v", claimed, err)
 		}
-		if err := d.RunInsert(ctx, &hoppertype.RunRow{ID: oldJob, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}); err != nil {
+		if err := d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: oldJob, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: oldJob, LeaseToken: claimed[0].LeaseToken, Events: events(oldJob, 1, 1, 3)}); err != nil {
+		if err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: oldJob, LeaseToken: claimed[0].LeaseToken, Events: events(oldJob, 1, 1, 3)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.HookInsert(ctx, &hoppertype.HookRow{Token: "tok", RunID: oldJob, CreatedAt: testBase}); err != nil {
+		if err := d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: "tok", RunID: oldJob, CreatedAt: testBase}); err != nil {
 			t.Fatal(err)
 		}
-		if cs, err := d.StreamAppend(ctx, &driver.StreamAppendParams{RunID: oldJob, Chunks: [][]byte{{1}}, Now: testBase}); err != nil || cs[0].Offset != 0 {
+		if cs, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: oldJob, Chunks: [][]byte{{1}}, Now: testBase}); err != nil || cs[0].Offset != 0 {
 			t.Fatalf("stream: %v, %v", cs, err)
 		}
 		if got := workflowRows(t, d, oldJob); got != "1 1 3 1 1" {
@@ -727,11 +727,11 @@ func TestMigrateFromVersion1(t *testing.T) {
 		if stored, _, err := d.SchemaVersion(ctx); err != nil || stored != 1 {
 			t.Fatalf("version before migrating: %d, %v", stored, err)
 		}
-		err := d.RunInsert(ctx, &hoppertype.RunRow{ID: "x", Workflow: "wf", CreatedAt: testBase})
+		err := d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: "x", Workflow: "wf", CreatedAt: testBase})
 		if err == nil || !strings.Contains(err.Error(), "version 1") {
 			t.Fatalf("workflow write on a version-1 database: %v", err)
 		}
-		if _, err := d.RunGet(ctx, "x"); err == nil || !strings.Contains(err.Error(), "version 1") {
+		if _, err := d.Executor().RunGet(ctx, "x"); err == nil || !strings.Contains(err.Error(), "version 1") {
 			t.Fatalf("workflow read on a version-1 database: %v", err)
 		}
 		if err := d.Migrate(ctx); err != nil {

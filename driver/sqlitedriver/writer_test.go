@@ -17,7 +17,7 @@ func holdWriter(t *testing.T, d *Driver) (release func()) {
 	t.Helper()
 	started, gate, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- d.InTx(context.Background(), func(context.Context, driver.Executor) error {
+		done <- d.Executor().InTx(context.Background(), func(context.Context, driver.Executor) error {
 			close(started)
 			<-gate
 			return nil
@@ -42,7 +42,7 @@ func TestGroupCommitManyInserts(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = d.JobInsertMany(context.Background(), &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("gc")}})
+			_, errs[i] = d.Executor().JobInsertMany(context.Background(), &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("gc")}})
 		})
 	}
 	eventually(t, "200 queued calls", func() bool { return d.w.queued() == n })
@@ -63,7 +63,7 @@ func TestGroupCommitManyInserts(t *testing.T) {
 	// Without holding the writer, concurrent callers still share commits.
 	before = d.w.batches.Load()
 	for range n {
-		wg.Go(func() { insert(t, d, newJob("gc")) })
+		wg.Go(func() { insert(t, d.Executor(), newJob("gc")) })
 	}
 	wg.Wait()
 	t.Logf("%d concurrent inserts took %d transactions", n, d.w.batches.Load()-before)
@@ -91,7 +91,7 @@ func TestGroupCommitFailedCallRollsBackAlone(t *testing.T) {
 		err  error
 	}, 3)
 	run := func(name string, j *hoppertype.JobRow, fail bool) {
-		err := d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}}); err != nil {
 				return err
 			}
@@ -128,11 +128,11 @@ func TestGroupCommitFailedCallRollsBackAlone(t *testing.T) {
 		t.Fatalf("three calls took %d transactions, want 1", got)
 	}
 	for _, j := range []*hoppertype.JobRow{a, c} {
-		if _, err := d.JobGet(ctx, j.ID); err != nil {
+		if _, err := d.Executor().JobGet(ctx, j.ID); err != nil {
 			t.Errorf("job of a committed call: %v", err)
 		}
 	}
-	if _, err := d.JobGet(ctx, b.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, b.ID); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Errorf("job of the failed call: %v, want ErrNotFound", err)
 	}
 	var got []string
@@ -159,17 +159,17 @@ func TestWriterPanicIsReraisedInCaller(t *testing.T) {
 				t.Errorf("recovered %v, want kaboom", p)
 			}
 		}()
-		d.InTx(context.Background(), func(ctx context.Context, tx driver.Executor) error {
+		d.Executor().InTx(context.Background(), func(ctx context.Context, tx driver.Executor) error {
 			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}}); err != nil {
 				return err
 			}
 			panic("kaboom")
 		})
 	}()
-	if _, err := d.JobGet(context.Background(), j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(context.Background(), j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("write of a panicking call survived: %v", err)
 	}
-	insert(t, d, newJob("q")) // the writer still works
+	insert(t, d.Executor(), newJob("q")) // the writer still works
 }
 
 func TestCancelledCallerWhileQueued(t *testing.T) {
@@ -180,7 +180,7 @@ func TestCancelledCallerWhileQueued(t *testing.T) {
 	j := newJob("q")
 	done := make(chan error, 1)
 	go func() {
-		_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
+		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
 		done <- err
 	}()
 	eventually(t, "call queued", func() bool { return d.w.queued() == 1 })
@@ -189,8 +189,8 @@ func TestCancelledCallerWhileQueued(t *testing.T) {
 		t.Fatalf("cancelled call returned %v", err)
 	}
 	release()
-	insert(t, d, newJob("q")) // flushes the writer past the abandoned call
-	if _, err := d.JobGet(context.Background(), j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	insert(t, d.Executor(), newJob("q")) // flushes the writer past the abandoned call
+	if _, err := d.Executor().JobGet(context.Background(), j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("an abandoned call was applied: %v", err)
 	}
 }
@@ -198,8 +198,8 @@ func TestCancelledCallerWhileQueued(t *testing.T) {
 func TestWriteOnDriverInsideInTxFails(t *testing.T) {
 	t.Parallel()
 	d := openTemp(t, &Options{Synchronous: "NORMAL"})
-	err := d.InTx(context.Background(), func(ctx context.Context, tx driver.Executor) error {
-		_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q")}})
+	err := d.Executor().InTx(context.Background(), func(ctx context.Context, tx driver.Executor) error {
+		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q")}})
 		return err
 	})
 	if !errors.Is(err, errReentrant) {
@@ -211,7 +211,7 @@ func TestTxExecutorUnusableAfterInTx(t *testing.T) {
 	t.Parallel()
 	d := openTemp(t, &Options{Synchronous: "NORMAL"})
 	var kept driver.Executor
-	if err := d.InTx(context.Background(), func(ctx context.Context, tx driver.Executor) error {
+	if err := d.Executor().InTx(context.Background(), func(ctx context.Context, tx driver.Executor) error {
 		kept = tx
 		return nil
 	}); err != nil {

@@ -267,7 +267,7 @@ func cleanUp(ctx context.Context, drv driver.Driver, o *benchOpts, lasting, crea
 	if !lasting {
 		return left, drv.Close()
 	}
-	counts, err := drv.JobCountByState(ctx, &driver.JobCountParams{Queue: o.queue})
+	counts, err := drv.Executor().JobCountByState(ctx, &driver.JobCountParams{Queue: o.queue})
 	if err != nil {
 		drv.Close()
 		return left, err
