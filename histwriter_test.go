@@ -18,13 +18,13 @@ import (
 // slowManyDriver records how the history writer calls the store, and can
 // fail RunEventAppendMany.
 type slowManyDriver struct {
-	driver.Executor // nil: only the history writer's two calls are made
-	gate      chan struct{} // the first single append waits on it
-	singles   atomic.Int64
-	manys     atomic.Int64
-	manyItems atomic.Int64
-	failMany  bool
-	once      sync.Once
+	driver.Executor               // nil: only the history writer's two calls are made
+	gate            chan struct{} // the first single append waits on it
+	singles         atomic.Int64
+	manys           atomic.Int64
+	manyItems       atomic.Int64
+	failMany        bool
+	once            sync.Once
 }
 
 func (d *slowManyDriver) RunEventAppend(ctx context.Context, p *driver.RunEventAppendParams) error {
