@@ -6,7 +6,7 @@
 //
 // Transactions (InTx) hold the driver's mutex for the whole function and
 // record an undo log; a returned error undoes every write in reverse order.
-// Operations called on the Driver itself run as one-operation transactions,
+// Operations of its Executor outside InTx run as one-operation transactions,
 // so each of them is atomic.
 package memdriver
 
