@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
@@ -32,27 +33,27 @@ type Clock = hclock.Clock
 type Timer = hclock.Timer
 
 // ErrorPhase says where a non-critical engine error happened.
-type ErrorPhase string
+type ErrorPhase = hoppertype.ErrorPhase
 
 // Error phases reported to Config.OnError.
 const (
 	// PhaseCommit: recording a result the handler already produced failed.
 	// The attempt is not retried by the engine (that could duplicate the
 	// work); its lease lapses and the rescuer takes it from there.
-	PhaseCommit ErrorPhase = "commit"
+	PhaseCommit = hoppertype.PhaseCommit
 	// PhaseQueue: claiming, polling or routing jobs failed; the loop backs
 	// off and continues.
-	PhaseQueue ErrorPhase = "queue"
+	PhaseQueue = hoppertype.PhaseQueue
 	// PhaseHook: an event hook, a classifier, Config.Backpressure or
 	// Config.Accept panicked.
-	PhaseHook ErrorPhase = "hook"
+	PhaseHook = hoppertype.PhaseHook
 	// PhaseMaintenance: a maintenance service (rescuer, retention, leader
 	// election, redrive) failed; it retries on its next round.
-	PhaseMaintenance ErrorPhase = "maintenance"
+	PhaseMaintenance = hoppertype.PhaseMaintenance
 	// PhaseSchedule: a schedule's occurrence could not be enqueued (its
 	// Job failed, or the store did after retries within the catch-up
 	// window); the schedule goes on with the next occurrence.
-	PhaseSchedule ErrorPhase = "schedule"
+	PhaseSchedule = hoppertype.PhaseSchedule
 )
 
 // Retention says how long terminal jobs are kept before deletion. Zero
@@ -316,7 +317,7 @@ func newClient(cfg Config) (*Client, error) {
 	if err := cfg.Retry.Validate(); err != nil {
 		return nil, fmt.Errorf("hopper: Config.Retry: %w", err)
 	}
-	if err := cfg.Limit.validate(); err != nil {
+	if err := validateLimit(cfg.Limit); err != nil {
 		return nil, fmt.Errorf("hopper: Config.Limit: %w", err)
 	}
 	setDur := func(d *time.Duration, def time.Duration) {
@@ -424,7 +425,7 @@ func (c *Client) Register(types ...AnyType) error {
 			c.typesMu.Unlock()
 			return fmt.Errorf("%w: %q", ErrDuplicateType, t.Name())
 		}
-		if err := t.core().limit().validate(); err != nil {
+		if err := validateLimit(t.core().limit()); err != nil {
 			c.typesMu.Unlock()
 			return fmt.Errorf("hopper: type %q: %w", t.Name(), err)
 		}

@@ -14,17 +14,17 @@ var (
 	// ErrNotFound is returned for a job, group or type that does not exist.
 	ErrNotFound = hoppertype.ErrNotFound
 	// ErrAborted matches a job dead-lettered by Abort or by a classifier.
-	ErrAborted = errors.New("hopper: aborted")
+	ErrAborted = hoppertype.ErrAborted
 	// ErrExpired matches a job that did not start and finish by its deadline.
-	ErrExpired = errors.New("hopper: deadline exceeded")
+	ErrExpired = hoppertype.ErrExpired
 	// ErrCancelled matches a cancelled job.
-	ErrCancelled = errors.New("hopper: cancelled")
+	ErrCancelled = hoppertype.ErrCancelled
 	// ErrAttemptTimeout matches an attempt that ran past its attempt timeout.
-	ErrAttemptTimeout = errors.New("hopper: attempt timed out")
+	ErrAttemptTimeout = hoppertype.ErrAttemptTimeout
 	// ErrHeartbeatTimeout matches an attempt that went past its type's
 	// HeartbeatTimeout without a heartbeat. It also matches
 	// ErrAttemptTimeout, which is what a waiter in another process sees.
-	ErrHeartbeatTimeout = fmt.Errorf("%w: no heartbeat within the type's HeartbeatTimeout", ErrAttemptTimeout)
+	ErrHeartbeatTimeout = hoppertype.ErrHeartbeatTimeout
 	// ErrLeaseLost matches an attempt whose lease was lost (its worker died or
 	// stalled past the visibility timeout) and which was rescued.
 	ErrLeaseLost = hoppertype.ErrLeaseLost
@@ -35,7 +35,7 @@ var (
 	ErrDuplicateID = hoppertype.ErrDuplicateID
 	// ErrUnknownType is returned when enqueueing by name a type the client
 	// does not know.
-	ErrUnknownType = errors.New("hopper: unknown job type")
+	ErrUnknownType = hoppertype.ErrUnknownType
 	// ErrInvalidInput is returned for input that does not decode into the
 	// type's input, options that make no sense (a negative delay, a retry
 	// policy with fewer than one attempt, an oversized payload, a priority
@@ -43,20 +43,20 @@ var (
 	// ValidateID's rule, and any string bound for the store (an id, a name,
 	// a key, a label, metadata, a filter) that holds a NUL byte or is not
 	// valid UTF-8. Nothing is stored then.
-	ErrInvalidInput = errors.New("hopper: invalid input")
+	ErrInvalidInput = hoppertype.ErrInvalidInput
 	// ErrEncode matches a handler result that could not be encoded.
-	ErrEncode = errors.New("hopper: result does not encode")
+	ErrEncode = hoppertype.ErrEncode
 	// ErrPanic matches a handler that panicked.
-	ErrPanic = errors.New("hopper: handler panicked")
+	ErrPanic = hoppertype.ErrPanic
 	// ErrStuck matches a job that is stuck and needs help (Handle.Result keeps
 	// waiting on a stuck job; this is for List and events).
-	ErrStuck = errors.New("hopper: stuck")
+	ErrStuck = hoppertype.ErrStuck
 	// ErrClientStopped is returned by operations that need a running client.
 	ErrClientStopped = errors.New("hopper: client not started")
 	// ErrDuplicateType is returned when registering two types of one name.
 	ErrDuplicateType = errors.New("hopper: duplicate type name")
 	// ErrNonDeterminism matches a workflow whose replay diverged from its history.
-	ErrNonDeterminism = errors.New("hopper: non-determinism")
+	ErrNonDeterminism = hoppertype.ErrNonDeterminism
 	// ErrStateConflict is returned when an operation does not apply to the
 	// job's current state (cancelling a finished job, say).
 	ErrStateConflict = hoppertype.ErrStateConflict
@@ -79,165 +79,54 @@ func (c *Client) tooLarge(what string, n int) error {
 // JobError is the error a waiter receives for a job that ended without
 // success. Kind says why; errors.Is(err, ErrAborted), ErrExpired,
 // ErrCancelled, … match it by kind, in any process.
-type JobError struct {
-	JobID   string
-	Type    string
-	Kind    hoppertype.ErrorKind
-	Message string
-	Attempt int
-	State   hoppertype.JobState
-}
-
-// Error implements error.
-func (e *JobError) Error() string {
-	return fmt.Sprintf("hopper: job %s (%s) %s after attempt %d: %s", e.JobID, e.Type, e.State, e.Attempt, e.Message)
-}
-
-// Unwrap maps the kind back to hopper's sentinel errors.
-func (e *JobError) Unwrap() error {
-	switch e.Kind {
-	case hoppertype.ErrorKindAborted:
-		return ErrAborted
-	case hoppertype.ErrorKindExpired:
-		return ErrExpired
-	case hoppertype.ErrorKindCancelled:
-		return ErrCancelled
-	case hoppertype.ErrorKindTimeout:
-		return ErrAttemptTimeout
-	case hoppertype.ErrorKindLeaseLost:
-		return ErrLeaseLost
-	case hoppertype.ErrorKindEncode:
-		return ErrEncode
-	case hoppertype.ErrorKindDecode:
-		return ErrInvalidInput
-	case hoppertype.ErrorKindPanic:
-		return ErrPanic
-	case hoppertype.ErrorKindUnknownType:
-		return ErrUnknownType
-	case hoppertype.ErrorKindNonDeterminism:
-		return ErrNonDeterminism
-	}
-	return nil
-}
+type JobError = hoppertype.JobError
 
 // jobErrorFromRow builds the waiter's error for a job in a terminal state
 // other than succeeded.
-func jobErrorFromRow(row *hoppertype.JobRow) error {
-	e := &JobError{JobID: row.ID, Type: row.Type, Attempt: row.Attempt, State: row.State}
-	if row.Error != nil {
-		e.Kind, e.Message = row.Error.Kind, row.Error.Message
-	}
-	switch row.State {
-	case hoppertype.JobStateExpired:
-		e.Kind = hoppertype.ErrorKindExpired
-		if e.Message == "" {
-			e.Message = "deadline exceeded"
-		}
-	case hoppertype.JobStateCancelled:
-		e.Kind = hoppertype.ErrorKindCancelled
-		if e.Message == "" {
-			e.Message = "cancelled"
-		}
-	}
-	return e
-}
-
-// abortError is returned by Abort.
-type abortError struct{ err error }
-
-func (e *abortError) Error() string {
-	if e.err == nil {
-		return "aborted"
-	}
-	return e.err.Error()
-}
-func (e *abortError) Unwrap() []error { return []error{ErrAborted, e.err} }
+func jobErrorFromRow(row *hoppertype.JobRow) error { return hoppertype.NewJobError(row) }
 
 // Abort wraps err so the job is dead-lettered now, with no further attempts.
 // It beats any classifier.
-func Abort(err error) error { return &abortError{err: err} }
+func Abort(err error) error { return hoppertype.Abort(err) }
 
 // SnoozeError is returned by Snooze and SnoozeUntil: the job is deferred to
 // RunAt (or by Delay) without using an attempt.
-type SnoozeError struct {
-	Delay time.Duration
-	RunAt time.Time
-}
-
-// Error implements error.
-func (e *SnoozeError) Error() string {
-	if !e.RunAt.IsZero() {
-		return "snoozed until " + e.RunAt.Format(time.RFC3339Nano)
-	}
-	return "snoozed for " + e.Delay.String()
-}
+type SnoozeError = hoppertype.SnoozeError
 
 // Snooze defers the job by d without using an attempt. A handler may snooze
 // indefinitely (poll-style "not ready yet").
-func Snooze(d time.Duration) error { return &SnoozeError{Delay: d} }
+func Snooze(d time.Duration) error { return hoppertype.Snooze(d) }
 
 // SnoozeUntil defers the job to t without using an attempt.
-func SnoozeUntil(t time.Time) error { return &SnoozeError{RunAt: t} }
-
-// retryAfterError is returned by RetryAfter.
-type retryAfterError struct {
-	err   error
-	delay time.Duration
-}
-
-func (e *retryAfterError) Error() string { return e.err.Error() }
-func (e *retryAfterError) Unwrap() error { return e.err }
+func SnoozeUntil(t time.Time) error { return hoppertype.SnoozeUntil(t) }
 
 // RetryAfter wraps err so the retry that follows uses an attempt and waits at
 // least d (a floor under the policy's backoff). Within Retry it works the
 // same way.
-func RetryAfter(err error, d time.Duration) error {
-	if err == nil {
-		err = errors.New("retry requested")
-	}
-	return &retryAfterError{err: err, delay: d}
-}
+func RetryAfter(err error, d time.Duration) error { return hoppertype.RetryAfter(err, d) }
 
 // Decision is what a Classifier chooses for a failed attempt. The zero
 // Decision is "retry under the policy".
-type Decision struct {
-	kind  decisionKind
-	delay time.Duration
-	runAt time.Time
-}
-
-type decisionKind int
-
-const (
-	decideRetry decisionKind = iota
-	decideAbort
-	decideDelay
-	decideRunAt
-)
+type Decision = hoppertype.Decision
 
 // DecideRetry retries under the job's retry policy (the default).
-func DecideRetry() Decision { return Decision{} }
+func DecideRetry() Decision { return hoppertype.DecideRetry() }
 
 // DecideAbort dead-letters the job now.
-func DecideAbort() Decision { return Decision{kind: decideAbort} }
+func DecideAbort() Decision { return hoppertype.DecideAbort() }
 
 // DecideDelay defers the job by d without using an attempt (a rate limit, an
 // upstream not ready).
-func DecideDelay(d time.Duration) Decision { return Decision{kind: decideDelay, delay: d} }
+func DecideDelay(d time.Duration) Decision { return hoppertype.DecideDelay(d) }
 
 // DecideRunAt defers the job to t without using an attempt.
-func DecideRunAt(t time.Time) Decision { return Decision{kind: decideRunAt, runAt: t} }
+func DecideRunAt(t time.Time) Decision { return hoppertype.DecideRunAt(t) }
 
 // FailureInfo describes a failed attempt to a Classifier.
-type FailureInfo struct {
-	ID       string
-	Type     string
-	Attempt  int
-	Attempts int
-}
+type FailureInfo = hoppertype.FailureInfo
 
 // Classifier chooses, centrally, what a failed attempt leads to. A per-type
 // classifier overrides the client's. An explicit Abort, Snooze or RetryAfter
 // from the handler beats the classifier; a panicking classifier is reported
 // through Config.OnError and the attempt is retried.
-type Classifier func(err error, info FailureInfo) Decision
+type Classifier = hoppertype.Classifier

@@ -14,18 +14,18 @@ import (
 )
 
 // LimitOrder says which waiting job a capped Limit starts next.
-type LimitOrder string
+type LimitOrder = hoppertype.LimitOrder
 
 // Limit orders.
 const (
 	// OrderPriority starts the highest priority first, then the oldest.
-	OrderPriority LimitOrder = "priority"
+	OrderPriority = hoppertype.OrderPriority
 	// OrderFair shares the cap across fairness groups (InsertOpts.Group)
 	// round-robin, then by priority, then by age, so one tenant's flood
 	// cannot take every slot.
-	OrderFair LimitOrder = "fair"
+	OrderFair = hoppertype.OrderFair
 	// OrderAge starts the oldest (first enqueued) first.
-	OrderAge LimitOrder = "age"
+	OrderAge = hoppertype.OrderAge
 )
 
 // Limit bounds how many attempts of the jobs it governs run at once in a
@@ -39,19 +39,7 @@ const (
 // and a process stops claiming a limit's jobs while Max of them wait (for
 // OrderFair, 4×Max and at least 16, the window fairness chooses from).
 // Stopping the client hands waiting jobs back, their attempts unused.
-type Limit struct {
-	// Max caps the attempts running at once; 0 means no cap.
-	Max int
-	// Order picks the next job to start when Max is reached. Defaults to
-	// OrderPriority.
-	Order LimitOrder
-	// Rate caps how many attempts start per second (a token bucket, on the
-	// client's clock); 0 means no rate limit.
-	Rate float64
-	// Burst is how many attempts may start at once under Rate. Defaults
-	// to 1.
-	Burst int
-}
+type Limit = hoppertype.Limit
 
 // FairLimit caps attempts at max, shared round-robin across fairness
 // groups, then by priority, then by age.
@@ -70,23 +58,11 @@ func RateLimit(perSecond float64, burst int) *Limit {
 }
 
 // validate reports a limit that makes no sense.
-func (l *Limit) validate() error {
-	if l == nil {
-		return nil
+func validateLimit(l *Limit) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidInput, err)
 	}
-	switch {
-	case l.Max < 0:
-		return fmt.Errorf("%w: limit Max %d", ErrInvalidInput, l.Max)
-	case l.Rate < 0:
-		return fmt.Errorf("%w: limit Rate %v", ErrInvalidInput, l.Rate)
-	case l.Burst < 0:
-		return fmt.Errorf("%w: limit Burst %d", ErrInvalidInput, l.Burst)
-	}
-	switch l.Order {
-	case "", OrderPriority, OrderFair, OrderAge:
-		return nil
-	}
-	return fmt.Errorf("%w: limit order %q", ErrInvalidInput, l.Order)
+	return nil
 }
 
 // fairWindow is the least number of claimed jobs a fair limiter keeps

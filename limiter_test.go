@@ -103,8 +103,8 @@ func TestLimiterRate(t *testing.T) {
 
 func TestLimitValidate(t *testing.T) {
 	for _, l := range []*Limit{{Max: -1}, {Rate: -1}, {Burst: -2}, {Order: "random"}} {
-		require.ErrorIs(t, l.validate(), ErrInvalidInput, "%+v", l)
+		require.ErrorIs(t, validateLimit(l), ErrInvalidInput, "%+v", l)
 	}
-	require.NoError(t, (*Limit)(nil).validate())
-	require.NoError(t, FairLimit(3).validate())
+	require.NoError(t, validateLimit(nil))
+	require.NoError(t, validateLimit(FairLimit(3)))
 }

@@ -160,13 +160,13 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	if classify != nil {
 		d, ok := runClassifier(classify, err, FailureInfo{ID: row.ID, Type: row.Type, Attempt: row.Attempt, Attempts: row.Retry.Attempts}, onPanic)
 		if ok {
-			switch d.kind {
-			case decideAbort:
+			switch d.Kind() {
+			case hoppertype.DecisionAbort:
 				return terminal(hoppertype.JobStateDead, errInfo(hoppertype.ErrorKindAborted, err, stack), EventFailed)
-			case decideDelay:
-				return deferTo(now.Add(max(d.delay, 0)).Truncate(time.Microsecond))
-			case decideRunAt:
-				return deferTo(d.runAt.Truncate(time.Microsecond))
+			case hoppertype.DecisionDelay:
+				return deferTo(now.Add(max(d.Delay(), 0)).Truncate(time.Microsecond))
+			case hoppertype.DecisionRunAt:
+				return deferTo(d.RunAt().Truncate(time.Microsecond))
 			}
 		}
 	}
@@ -176,9 +176,9 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		return terminal(hoppertype.JobStateDead, ei, EventFailed)
 	}
 	delay := policyFromStored(row.Retry).Delay(row.Attempt, rnd)
-	var ra *retryAfterError
-	if errors.As(err, &ra) && ra.delay > delay {
-		delay = ra.delay
+	var ra *hoppertype.RetryAfterError
+	if errors.As(err, &ra) && ra.Delay > delay {
+		delay = ra.Delay
 	}
 	next := now.Add(delay).Truncate(time.Microsecond)
 	if deadlinePassed(next) {

@@ -191,9 +191,9 @@ func RetryValue[T any](ctx context.Context, fn func(ctx context.Context) (T, err
 			return v, err
 		}
 		d := p.Delay(attempt, nil)
-		var ra *retryAfterError
-		if errors.As(err, &ra) && ra.delay > d {
-			d = ra.delay
+		var ra *hoppertype.RetryAfterError
+		if errors.As(err, &ra) && ra.Delay > d {
+			d = ra.Delay
 		}
 		t := clockOf(ctx).NewTimer(d)
 		select {

@@ -806,21 +806,4 @@ func (st *wfState) suspend(at time.Time, recheck func(ctx context.Context) bool)
 // workflow code changed, or does not run the same way twice. The run goes
 // stuck (engine failure, not retryable) until the code is fixed and it is
 // retried.
-type NonDeterminismError struct {
-	RunID        string
-	Workflow     string
-	Attempt      int
-	Position     int
-	RecordedKind string
-	RecordedName string
-	Attempted    string
-}
-
-// Error implements error.
-func (e *NonDeterminismError) Error() string {
-	return fmt.Sprintf("hopper: non-determinism in workflow %q run %s (attempt %d): history event %d is %s %q, but the code now reaches %s; the workflow code changed or is not deterministic",
-		e.Workflow, e.RunID, e.Attempt, e.Position, e.RecordedKind, e.RecordedName, e.Attempted)
-}
-
-// Unwrap matches ErrNonDeterminism.
-func (e *NonDeterminismError) Unwrap() error { return ErrNonDeterminism }
+type NonDeterminismError = hoppertype.NonDeterminismError

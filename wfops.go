@@ -278,9 +278,9 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 			break
 		}
 		d := p.Delay(attempt, nil)
-		var ra *retryAfterError
-		if errors.As(err, &ra) && ra.delay > d {
-			d = ra.delay
+		var ra *hoppertype.RetryAfterError
+		if errors.As(err, &ra) && ra.Delay > d {
+			d = ra.Delay
 		}
 		if hclock.Sleep(st.ctx, st.c.clock, d) != nil {
 			break
