@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
-	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
+	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
