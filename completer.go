@@ -11,6 +11,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // maxCompleteBatch caps how many finished attempts one transaction records.
@@ -94,7 +95,8 @@ func (cp *completer) run() {
 var errItemLost = errors.New("lease lost")
 
 // recordFinished writes a batch of transitions in one transaction, retrying
-// the transaction a few times on error, then runs the after-commit work.
+// the transaction a few times on error (waiting on the client's clock),
+// then runs the after-commit work.
 func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
 	var out []finished
 	var err error
@@ -103,7 +105,9 @@ func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
 		if err == nil || try >= 4 {
 			break
 		}
-		time.Sleep(time.Duration(10<<try) * time.Millisecond)
+		if hclock.Sleep(ctx, c.clock, time.Duration(10<<try)*time.Millisecond) != nil {
+			break
+		}
 	}
 	if err != nil {
 		for _, it := range items {
