@@ -3,9 +3,15 @@ package hopper_test
 import (
 	"context"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log/slog"
+	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -15,6 +21,129 @@ import (
 	"github.com/hopper-go/hopper/driver/memdriver"
 	"github.com/hopper-go/hopper/hoppertest"
 )
+
+// TestStopWithHangingStore: with a job in flight, the store stops
+// answering (every call blocks until its context ends). Stop still returns
+// by its ctx's deadline plus the grace, having tried — and cut — the calls
+// that finish what was begun, and reports what it could not record. Once
+// the store answers again, the job whose lease lapsed is rescued and runs
+// again: nothing is lost. It runs in a synctest bubble on the memory
+// store: no real time passes, and a goroutine left blocked (a call without
+// a deadline) fails the test as a deadlock.
+func TestStopWithHangingStore(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		d := &hangingDriver{Driver: memdriver.New()}
+		defer d.Driver.Close()
+		started := make(chan struct{}, 1)
+		var runs atomic.Int32
+		job := hopper.Define("in-flight", func(ctx context.Context, _ hopper.None) (int, error) {
+			if runs.Add(1) == 1 {
+				started <- struct{}{}
+				<-ctx.Done() // in flight until Stop cancels it
+				return 0, context.Cause(ctx)
+			}
+			return 7, nil
+		}, nil)
+		var mu sync.Mutex
+		reported := map[hopper.ErrorPhase]int{}
+		c, err := hopper.New(hopper.Config{
+			Driver:            d,
+			HeartbeatInterval: 100 * time.Millisecond,
+			Logger:            slog.New(slog.DiscardHandler),
+			OnError: func(_ error, phase hopper.ErrorPhase) {
+				mu.Lock()
+				reported[phase]++
+				mu.Unlock()
+			},
+		})
+		require.NoError(t, err)
+		require.NoError(t, c.Register(job))
+		ctx := context.Background()
+		require.NoError(t, c.Start(ctx))
+		h, err := job.Enqueue(ctx, c, hopper.None{}, nil)
+		require.NoError(t, err)
+		<-started
+		synctest.Wait() // the client is idle but for the job: it leads, its worker row is stored
+		require.True(t, c.IsLeader())
+
+		d.hang()
+		<-d.hungOn("JobHeartbeat") // a heartbeat is stuck in the store
+
+		const timeout = time.Second
+		stopCtx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		begin := time.Now()
+		err = c.Stop(stopCtx)
+		took := time.Since(begin)
+		t.Logf("Stop took %v", took)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the attempt was cancelled")
+		require.LessOrEqual(t, took, timeout+hopper.StopGrace, "Stop returns by its deadline plus the grace")
+		for _, m := range []string{"InTx", "LeaderResign", "WorkerDelete"} {
+			select {
+			case <-d.hungOn(m):
+			default:
+				t.Errorf("Stop did not try %s (the completer's last flush, the resignation, the worker row)", m)
+			}
+		}
+		mu.Lock()
+		require.Positive(t, reported[hopper.PhaseQueue], "the heartbeat that timed out is reported")
+		require.Positive(t, reported[hopper.PhaseCommit], "the outcome that could not be recorded is reported")
+		mu.Unlock()
+
+		// The store answers again: the lease left behind expires, the
+		// rescuer retries the job, and it completes.
+		d.answer()
+		require.NoError(t, c.Start(ctx))
+		got, err := h.Result(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 7, got)
+		require.Equal(t, int32(2), runs.Load())
+		require.NoError(t, c.Close(ctx))
+	})
+}
+
+// TestHangingDriverHangsEveryCall: the hanging store overrides every call
+// of the driver's interface, so no call escapes it in
+// TestStopWithHangingStore (a method added to the interface must be added
+// there too).
+func TestHangingDriverHangsEveryCall(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "hangdriver_test.go", nil, 0)
+	require.NoError(t, err)
+	have := map[string]bool{}
+	for _, decl := range f.Decls {
+		if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv != nil && recvName(fn) == "hangingDriver" {
+			have[fn.Name.Name] = true
+		}
+	}
+	ex := reflect.TypeFor[driver.Executor]()
+	for i := range ex.NumMethod() {
+		if m := ex.Method(i).Name; !have[m] {
+			t.Errorf("hangingDriver does not override %s", m)
+		}
+	}
+}
+
+// recvName is the name of a method's receiver type, without pointer or
+// type parameters.
+func recvName(fn *ast.FuncDecl) string {
+	x := fn.Recv.List[0].Type
+	for {
+		switch t := x.(type) {
+		case *ast.StarExpr:
+			x = t.X
+		case *ast.IndexExpr:
+			x = t.X
+		case *ast.IndexListExpr:
+			x = t.X
+		case *ast.Ident:
+			return t.Name
+		default:
+			return ""
+		}
+	}
+}
 
 // failingTx fails the transactions it is told to fail, and counts them.
 type failingTx struct {
