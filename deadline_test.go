@@ -7,7 +7,11 @@ import (
 	"go/parser"
 	"go/token"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,6 +127,99 @@ func TestHangingDriverHangsEveryCall(t *testing.T) {
 			t.Errorf("hangingDriver does not override %s", m)
 		}
 	}
+}
+
+// unboundedAllowed are the engine's contexts that have no end of their own
+// outside deadline.go, by file and function, each with why: lifetimes, not
+// calls to the store.
+var unboundedAllowed = map[string]string{
+	"handle.go:waiterHub.startListening": "the waiters' subscriptions to done notifications: they end when the last waiter leaves or the client closes",
+	"batch.go:batcher.run":               "a batch function's context when no runtime runs (none does): user code's, no store call",
+}
+
+// TestNoUnboundedContext: the engine makes no context without an end
+// (context.Background, context.TODO, context.WithoutCancel) outside
+// deadline.go, whose helpers give each store call its lifetime and budget,
+// and the allowlist above. Calls a user makes keep the user's context.
+func TestNoUnboundedContext(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	used := map[string]bool{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || name == "deadline.go" {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		require.NoError(t, err)
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, name, src, 0)
+		require.NoError(t, err)
+		pkg := contextName(f)
+		if pkg == "" {
+			continue
+		}
+		for _, decl := range f.Decls {
+			where := name + ":" + declName(decl)
+			ast.Inspect(decl, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); !ok || x.Name != pkg {
+					return true
+				}
+				switch sel.Sel.Name {
+				case "Background", "TODO", "WithoutCancel":
+				default:
+					return true
+				}
+				if _, ok := unboundedAllowed[where]; ok {
+					used[where] = true
+					return true
+				}
+				t.Errorf("%s: context.%s in %s: derive the context from a lifetime with a budget (deadline.go), or keep the caller's",
+					fset.Position(call.Pos()), sel.Sel.Name, where)
+				return true
+			})
+		}
+	}
+	for where := range unboundedAllowed {
+		if !used[where] {
+			t.Errorf("allowlist entry %s matches nothing: remove it", where)
+		}
+	}
+}
+
+// contextName is the name file f imports package context under ("" if
+// it does not).
+func contextName(f *ast.File) string {
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == "context" {
+			if imp.Name != nil {
+				return imp.Name.Name
+			}
+			return "context"
+		}
+	}
+	return ""
+}
+
+// declName names a declaration: Func, Type.Method, or "package" for the
+// package-level ones.
+func declName(decl ast.Decl) string {
+	fn, ok := decl.(*ast.FuncDecl)
+	if !ok {
+		return "package"
+	}
+	if fn.Recv == nil {
+		return fn.Name.Name
+	}
+	return recvName(fn) + "." + fn.Name.Name
 }
 
 // recvName is the name of a method's receiver type, without pointer or
