@@ -210,7 +210,7 @@ func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
 		c.emit(Event{Kind: EventCancelled, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
 			ParentID: row.ParentID, Attempt: row.Attempt, Error: "cancelled", At: now})
 		for _, g := range settled {
-			c.groupSettled(g, now)
+			c.groupSettled(ctx, g, now)
 		}
 	case hoppertype.JobStateRunning:
 		if rt := c.runtime(); rt != nil {

@@ -531,6 +531,13 @@ func (c *Client) Start(ctx context.Context) error {
 // without using an attempt), records every outcome and stops the maintenance
 // services. It returns ctx's error if it had to cancel attempts. Stop on a
 // stopped client does nothing; the client may be started again.
+//
+// Stop returns by ctx's deadline plus a grace of 2 s even when the store
+// stops answering, provided the handlers return once their context is
+// cancelled: what it could not write then is reported to Config.OnError
+// and left to the rescuer (an outcome not recorded, say, leaves its job's
+// lease to expire, and the job runs again). See "Stopping" in
+// docs/operations.md.
 func (c *Client) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	rt := c.rt

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // maxCompleteBatch caps how many finished attempts one transaction records.
@@ -47,14 +48,17 @@ type finished struct {
 // idle system adds no latency and a busy one writes many attempts per
 // transaction, each still all-or-nothing.
 type completer struct {
-	c    *Client
+	c *Client
+	// life bounds its calls: the runtime's hard lifetime, so the last
+	// flush is seen through until Stop's ctx is done plus stopGrace.
+	life context.Context
 	in   chan finishItem
 	done chan struct{}
 	once sync.Once
 }
 
-func newCompleter(c *Client) *completer {
-	return &completer{c: c, in: make(chan finishItem, 4*maxCompleteBatch), done: make(chan struct{})}
+func newCompleter(c *Client, life context.Context) *completer {
+	return &completer{c: c, life: life, in: make(chan finishItem, 4*maxCompleteBatch), done: make(chan struct{})}
 }
 
 func (cp *completer) start() { go cp.run() }
@@ -86,7 +90,7 @@ func (cp *completer) run() {
 				break drain
 			}
 		}
-		cp.c.recordFinished(context.Background(), batch)
+		cp.c.recordFinished(cp.life, batch)
 	}
 }
 
@@ -94,8 +98,13 @@ func (cp *completer) run() {
 var errItemLost = errors.New("lease lost")
 
 // recordFinished writes a batch of transitions in one transaction, retrying
-// the transaction a few times on error, then runs the after-commit work.
-func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
+// the transaction a few times on error (waiting on the client's clock),
+// then runs the after-commit work, all until life ends. The writes have
+// the lease's length (Visibility) in all: the attempts' leases are not
+// renewed any more, so past it the rescuer owns their jobs.
+func (c *Client) recordFinished(life context.Context, items []finishItem) {
+	ctx, cancel := call(life, c.cfg.Visibility)
+	defer cancel()
 	var out []finished
 	var err error
 	for try := 0; ; try++ {
@@ -103,7 +112,9 @@ func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
 		if err == nil || try >= 4 {
 			break
 		}
-		time.Sleep(time.Duration(10<<try) * time.Millisecond)
+		if hclock.Sleep(ctx, c.clock, time.Duration(10<<try)*time.Millisecond) != nil {
+			break
+		}
 	}
 	if err != nil {
 		for _, it := range items {
@@ -115,7 +126,7 @@ func (c *Client) recordFinished(ctx context.Context, items []finishItem) {
 		return
 	}
 	for _, f := range out {
-		c.afterFinish(f)
+		c.afterFinish(life, f)
 	}
 }
 
@@ -448,8 +459,9 @@ func notifyIDs(ctx context.Context, tx driver.Executor, topic string, ids []stri
 	return flush()
 }
 
-// afterFinish runs once a transition committed: waiters, events, wake-ups.
-func (c *Client) afterFinish(f finished) {
+// afterFinish runs once a transition committed: waiters, events, wake-ups
+// (its calls end with life).
+func (c *Client) afterFinish(life context.Context, f finished) {
 	it := f.item
 	if it.done != nil {
 		it.done <- f.err
@@ -469,12 +481,13 @@ func (c *Client) afterFinish(f finished) {
 		c.afterInsert(f.spawned, nil)
 	}
 	for _, g := range f.settled {
-		c.groupSettled(g, g.SettledAt)
+		c.groupSettled(life, g, g.SettledAt)
 	}
 	if it.run != nil && it.run.recheck != nil && (job.State == hoppertype.JobStateScheduled || job.State == hoppertype.JobStatePending) {
 		// The run waits for something that may have happened before its
 		// wait was committed: look again now that it is, and wake it if so.
-		ctx := context.Background()
+		ctx, cancel := call(life, shortBudget)
+		defer cancel()
 		if it.run.recheck(ctx) {
 			if err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return c.wake(ctx, tx, job.ID, c.now()) }); err != nil {
 				c.reportError(fmt.Errorf("wake run %s: %w", job.ID, err), PhaseCommit)

@@ -40,6 +40,9 @@ type deliverer struct {
 	o     *observer
 	nudge chan struct{}
 	ttl   time.Duration
+	// hard is the runtime's hard lifetime: saving and releasing the
+	// cursor outlive delivery (its context) until it ends.
+	hard context.Context
 	// held is set while this process holds the cursor; cur is where
 	// delivery stands, saved where the store has it, renewed when the
 	// lease was last renewed (used by the delivery goroutine only).
@@ -61,10 +64,11 @@ func (rt *runtime) startObservers() {
 	}
 	var ds []*deliverer
 	for _, o := range c.afterCommit {
-		ds = append(ds, &deliverer{c: c, o: o, nudge: make(chan struct{}, 1), ttl: c.cfg.Visibility})
+		ds = append(ds, &deliverer{c: c, o: o, nudge: make(chan struct{}, 1), ttl: c.cfg.Visibility, hard: rt.life.hard})
 	}
-	// The client's nudges, fanned out to each observer.
-	rt.feedCtx, rt.feedCancel = context.WithCancel(context.WithoutCancel(rt.ctx))
+	// The client's nudges, fanned out to each observer. Delivery goes on
+	// while Stop records the last outcomes, until stopObservers.
+	rt.feedCtx, rt.feedCancel = context.WithCancel(rt.life.hard)
 	rt.feedLoops.Add(1)
 	go func() {
 		defer rt.feedLoops.Done()
@@ -93,9 +97,9 @@ func (rt *runtime) startObservers() {
 
 // stopObservers ends delivery and gives up the cursors this process held,
 // so another process takes them over at once. It waits for observers still
-// running until ctx is done (an observer that ignores its context is left
-// to finish on its own).
-func (rt *runtime) stopObservers(ctx context.Context) {
+// running until the hard lifetime ends, stopGrace after Stop's ctx is done
+// (an observer that ignores its context is left to finish on its own).
+func (rt *runtime) stopObservers() {
 	if rt.feedCancel == nil {
 		return
 	}
@@ -107,17 +111,8 @@ func (rt *runtime) stopObservers(ctx context.Context) {
 	}()
 	select {
 	case <-done:
-		return
-	case <-ctx.Done():
-	}
-	// Delivery loops end at once; an observer's function gets a moment to
-	// see its context cancelled.
-	grace := time.NewTimer(2 * time.Second)
-	defer grace.Stop()
-	select {
-	case <-done:
-	case <-grace.C:
-		rt.c.reportError(fmt.Errorf("stop: an observer did not return in time: %w", ctx.Err()), PhaseObserver)
+	case <-rt.life.hard.Done():
+		rt.c.reportError(fmt.Errorf("stop: an observer did not return in time: %w", context.Cause(rt.life.hard)), PhaseObserver)
 	}
 }
 
@@ -208,7 +203,7 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 			return true, nil
 		}
 		// Renew by recording how far delivery got.
-		if err := d.save(ctx, d.cur); err != nil {
+		if err := d.save(d.cur); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -219,6 +214,8 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	d.tried = now
+	ctx, cancel := call(ctx, d.ttl/3)
+	defer cancel()
 	row, err := c.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.name, Owner: c.worker, Now: now, TTL: d.ttl})
 	if err != nil {
 		d.held.Store(false)
@@ -235,11 +232,15 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// save records that delivery got to cur and renews the lease.
-func (d *deliverer) save(ctx context.Context, cur ChangeCursor) error {
+// save records that delivery got to cur and renews the lease. Delivery
+// ending does not cut it: what was delivered is recorded, within a third
+// of the lease and the hard lifetime.
+func (d *deliverer) save(cur ChangeCursor) error {
 	c := d.c
 	now := c.now()
-	err := c.drv.CursorAdvance(context.WithoutCancel(ctx), &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: cur, Now: now, TTL: d.ttl})
+	ctx, cancel := call(d.hard, d.ttl/3)
+	defer cancel()
+	err := c.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: cur, Now: now, TTL: d.ttl})
 	if err != nil {
 		d.held.Store(false)
 		return err
@@ -264,19 +265,21 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 	// handing them over.
 	scan := d.o.filter.scan()
 	scan.After, scan.Limit = d.cur, feedPage
-	res, err := c.drv.ChangeScan(ctx, scan)
+	sctx, cancel := call(ctx, d.ttl/3)
+	res, err := c.drv.ChangeScan(sctx, scan)
+	cancel()
 	if err != nil {
 		return false, err
 	}
 	if res.Next == d.cur {
 		if d.cur != d.saved && c.now().Sub(d.renewed) >= saveEvery {
-			return false, d.save(ctx, d.cur)
+			return false, d.save(d.cur)
 		}
 		return false, nil
 	}
 	chs := res.Changes
 	cur := d.cur
-	advance := func() error { return d.save(ctx, cur) }
+	advance := func() error { return d.save(cur) }
 	matched := false
 	for _, ch := range chs {
 		if d.o.filter.Match(ch) {
@@ -342,7 +345,7 @@ func (d *deliverer) release() {
 	}
 	c := d.c
 	// Record how far delivery got; a zero TTL ends the lease.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := call(d.hard, min(d.ttl/3, shortBudget))
 	defer cancel()
 	err := c.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: d.cur, Now: c.now(), TTL: 0})
 	if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) {

@@ -104,8 +104,8 @@ func (j *JobContext) groupEffect() *groupEffect {
 }
 
 // groupSettled runs once a group's settle committed: waiters, the
-// group-done event and the orphan check.
-func (c *Client) groupSettled(g *hoppertype.GroupRow, at time.Time) {
+// group-done event and the orphan check (whose call ends with ctx).
+func (c *Client) groupSettled(ctx context.Context, g *hoppertype.GroupRow, at time.Time) {
 	c.waiters.groupDone(g.ID)
 	c.emit(Event{Kind: EventGroupDone, GroupID: g.ID, Result: rawJSON(g.Value), At: at})
 	if c.cfg.OnOrphanGroup == nil {
@@ -113,7 +113,9 @@ func (c *Client) groupSettled(g *hoppertype.GroupRow, at time.Time) {
 	}
 	// Waiters mark the groups they await with this key; taking it here
 	// means nobody did, and makes this the one process that reports it.
-	orphan, err := c.markAwaited(context.Background(), g.ID)
+	ctx, cancel := call(ctx, shortBudget)
+	defer cancel()
+	orphan, err := c.markAwaited(ctx, g.ID)
 	if err != nil {
 		c.reportError(fmt.Errorf("orphan check of group %s: %w", g.ID, err), PhaseHook)
 		return

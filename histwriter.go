@@ -3,6 +3,7 @@ package hopper
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 )
@@ -34,8 +35,9 @@ const (
 )
 
 // append stores p's events and returns its outcome. The write is not
-// abandoned when ctx ends (other runs' appends may share it).
-func (w *histWriter) append(ctx context.Context, drv driver.Executor, p *driver.RunEventAppendParams) error {
+// abandoned when ctx ends (other runs' appends may share it): each
+// statement ends with life or after budget (ctx gives its values).
+func (w *histWriter) append(ctx, life context.Context, budget time.Duration, drv driver.Executor, p *driver.RunEventAppendParams) error {
 	r := &histReq{p: p, done: make(chan error, 1)}
 	w.mu.Lock()
 	w.queue = append(w.queue, r)
@@ -45,12 +47,12 @@ func (w *histWriter) append(ctx context.Context, drv driver.Executor, p *driver.
 	}
 	w.flushing++
 	w.mu.Unlock()
-	w.flush(context.WithoutCancel(ctx), drv)
+	w.flush(ctx, life, budget, drv)
 	return <-r.done
 }
 
 // flush writes batches from the queue until it is empty.
-func (w *histWriter) flush(ctx context.Context, drv driver.Executor) {
+func (w *histWriter) flush(ctx, life context.Context, budget time.Duration, drv driver.Executor) {
 	for {
 		w.mu.Lock()
 		if len(w.queue) == 0 {
@@ -63,7 +65,9 @@ func (w *histWriter) flush(ctx context.Context, drv driver.Executor) {
 		copy(batch, w.queue)
 		w.queue = append(w.queue[:0], w.queue[n:]...)
 		w.mu.Unlock()
-		w.write(ctx, drv, batch)
+		wctx, cancel := within(ctx, life, budget)
+		w.write(wctx, drv, batch)
+		cancel()
 	}
 }
 

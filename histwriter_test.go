@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -65,7 +66,9 @@ func TestHistWriterGroupsAndKeepsOutcomes(t *testing.T) {
 			var wg sync.WaitGroup
 			// The first append holds a flush open until all the others
 			// have queued behind it.
-			wg.Go(func() { errs[0] = w.append(ctx, d, &driver.RunEventAppendParams{RunID: "r0", LeaseToken: 1}) })
+			wg.Go(func() {
+				errs[0] = w.append(ctx, ctx, time.Minute, d, &driver.RunEventAppendParams{RunID: "r0", LeaseToken: 1})
+			})
 			for d.singles.Load() == 0 { // the first flush is in the store
 				goruntime.Gosched()
 			}
@@ -75,7 +78,7 @@ func TestHistWriterGroupsAndKeepsOutcomes(t *testing.T) {
 					token = -1 // this run's lease is lost
 				}
 				wg.Go(func() {
-					errs[i] = w.append(ctx, d, &driver.RunEventAppendParams{RunID: fmt.Sprint("r", i), LeaseToken: token})
+					errs[i] = w.append(ctx, ctx, time.Minute, d, &driver.RunEventAppendParams{RunID: fmt.Sprint("r", i), LeaseToken: token})
 				})
 			}
 			for {

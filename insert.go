@@ -534,10 +534,17 @@ func (c *Client) insertIn(ctx context.Context, tx driver.Executor, p *driver.Job
 // signed with the client's sender id (queue,sender): its own runtime skips
 // the echo, which would only make it claim again and find nothing. A
 // notification is a hint (listeners also poll), so a failure to send one
-// does not fail the enqueue; it is reported.
+// does not fail the enqueue; it is reported. The caller's ctx ending does
+// not cut it (the jobs are stored already); a poll interval does.
 func (c *Client) notifyAfterInsert(ctx context.Context, res []driver.JobInsertResult) {
-	for _, q := range pendingQueues(res) {
-		if err := c.drv.Notify(context.WithoutCancel(ctx), driver.TopicJobAvailable, q+","+c.sender); err != nil {
+	queues := pendingQueues(res)
+	if len(queues) == 0 {
+		return
+	}
+	ctx, cancel := afterCommit(ctx, c.cfg.PollInterval)
+	defer cancel()
+	for _, q := range queues {
+		if err := c.drv.Notify(ctx, driver.TopicJobAvailable, q+","+c.sender); err != nil {
 			c.reportError(fmt.Errorf("announce queue %q: %w", q, err), PhaseQueue)
 			return
 		}

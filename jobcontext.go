@@ -24,6 +24,8 @@ type JobContext struct {
 	// (hbEvery), nil otherwise; each heartbeat moves it on.
 	hb      Timer
 	hbEvery time.Duration
+	// life holds the lifetimes of the runtime running the attempt.
+	life *lifetimes
 }
 
 type jobCtxKey struct{}

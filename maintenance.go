@@ -18,8 +18,11 @@ const leaderName = "hopper-maintenance"
 // under a leadership taken in the store with a TTL and a term (fencing
 // token). A deposed leader stops them at once.
 type maintenance struct {
-	c   *Client
-	ctx context.Context
+	c *Client
+	// ctx ends when Stop begins (the stopping lifetime), hard stopGrace
+	// after Stop's ctx is done (resign).
+	ctx  context.Context
+	hard context.Context
 
 	mu       sync.Mutex
 	leading  bool
@@ -27,8 +30,8 @@ type maintenance struct {
 	lastAuto time.Time
 }
 
-func newMaintenance(c *Client, ctx context.Context) *maintenance {
-	return &maintenance{c: c, ctx: ctx}
+func newMaintenance(c *Client, life *lifetimes) *maintenance {
+	return &maintenance{c: c, ctx: life.stopping, hard: life.hard}
 }
 
 // IsLeader reports whether this client currently runs maintenance.
@@ -72,7 +75,7 @@ func (m *maintenance) run() {
 		case <-t.C():
 		}
 		t.Reset(c.cfg.LeaderTTL / 3)
-		row, err := c.drv.LeaderAttempt(m.ctx, &driver.LeaderAttemptParams{Name: leaderName, Owner: c.worker, Now: c.now(), TTL: c.cfg.LeaderTTL})
+		row, err := m.attempt()
 		switch {
 		case err != nil:
 			if m.ctx.Err() != nil {
@@ -105,10 +108,23 @@ func (m *maintenance) run() {
 	}
 }
 
+// attempt takes or renews the leadership, within a third of its TTL (the
+// next attempt's due then).
+func (m *maintenance) attempt() (*driver.LeaderRow, error) {
+	c := m.c
+	ctx, cancel := call(m.ctx, c.cfg.LeaderTTL/3)
+	defer cancel()
+	return c.drv.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: leaderName, Owner: c.worker, Now: c.now(), TTL: c.cfg.LeaderTTL})
+}
+
 // resign gives the leadership up so another process takes it at once.
+// Giving up is a courtesy: a resignation the store does not take in time
+// is skipped, and the leadership lapses with its TTL.
 func (m *maintenance) resign() {
 	c := m.c
-	_ = c.drv.LeaderResign(context.Background(), &driver.LeaderResignParams{Name: leaderName, Owner: c.worker})
+	ctx, cancel := call(m.hard, min(c.cfg.LeaderTTL/3, shortBudget))
+	defer cancel()
+	_ = c.drv.LeaderResign(ctx, &driver.LeaderResignParams{Name: leaderName, Owner: c.worker})
 }
 
 type leadTimers struct{ rescue, promote, retention Timer }
@@ -145,7 +161,7 @@ func (m *maintenance) lead(ctx context.Context, t leadTimers) {
 			}
 		case <-promote.C():
 			promote.Reset(c.cfg.PollInterval)
-			if _, err := c.drv.JobPromote(ctx, &driver.JobPromoteParams{Now: c.now(), Limit: 1000}); err != nil && ctx.Err() == nil {
+			if err := c.promote(ctx); err != nil && ctx.Err() == nil {
 				c.reportError(fmt.Errorf("promote due jobs: %w", err), PhaseMaintenance)
 			}
 		case <-retention.C():
@@ -157,6 +173,15 @@ func (m *maintenance) lead(ctx context.Context, t leadTimers) {
 	}
 }
 
+// promote makes due jobs pending in queues nobody works, within a poll
+// interval.
+func (c *Client) promote(ctx context.Context) error {
+	ctx, cancel := call(ctx, c.cfg.PollInterval)
+	defer cancel()
+	_, err := c.drv.JobPromote(ctx, &driver.JobPromoteParams{Now: c.now(), Limit: 1000})
+	return err
+}
+
 // rescue finds running jobs whose lease expired (their worker died,
 // stalled or lost the store) and moves them on: retry with backoff while
 // attempts remain, stuck (engine failure, retryable) when they are used up,
@@ -165,7 +190,9 @@ func (m *maintenance) lead(ctx context.Context, t leadTimers) {
 func (c *Client) rescue(ctx context.Context) error {
 	for {
 		now := c.now()
-		rows, err := c.drv.JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: now, Limit: maxCompleteBatch})
+		lctx, cancel := call(ctx, c.cfg.RescueInterval)
+		rows, err := c.drv.JobListExpiredLeases(lctx, &driver.JobListExpiredLeasesParams{Now: now, Limit: maxCompleteBatch})
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -231,7 +258,9 @@ func (c *Client) retain(ctx context.Context) error {
 			continue
 		}
 		for {
-			n, err := c.drv.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{r.state}, Before: now.Add(-r.keep), Limit: 1000})
+			dctx, cancel := call(ctx, retentionBudget)
+			n, err := c.drv.JobDeleteFinished(dctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{r.state}, Before: now.Add(-r.keep), Limit: 1000})
+			cancel()
 			if err != nil {
 				return err
 			}
@@ -241,12 +270,17 @@ func (c *Client) retain(ctx context.Context) error {
 		}
 	}
 	// Workers that stopped without saying so (killed) go after a while.
-	if _, err := c.drv.WorkerDelete(ctx, &driver.WorkerDeleteParams{Before: now.Add(-workerRetained)}); err != nil {
+	wctx, cancel := call(ctx, retentionBudget)
+	_, err := c.drv.WorkerDelete(wctx, &driver.WorkerDeleteParams{Before: now.Add(-workerRetained)})
+	cancel()
+	if err != nil {
 		return err
 	}
 	// Expiring keys (awaited-group marks) go once they expired.
 	for {
-		n, err := c.drv.KeyDeleteExpired(ctx, &driver.KeyDeleteExpiredParams{Before: now, Limit: 1000})
+		kctx, cancel := call(ctx, retentionBudget)
+		n, err := c.drv.KeyDeleteExpired(kctx, &driver.KeyDeleteExpiredParams{Before: now, Limit: 1000})
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -268,7 +302,9 @@ func (m *maintenance) autoRedrive() {
 	}
 	m.lastAuto = now
 	m.mu.Unlock()
-	if _, err := c.redrive(m.ctx, &driver.JobRetryParams{All: true, States: []hoppertype.JobState{hoppertype.JobStateDead}, Limit: c.cfg.AutoRedrive}); err != nil && m.ctx.Err() == nil {
+	ctx, cancel := call(m.ctx, shortBudget)
+	defer cancel()
+	if _, err := c.redrive(ctx, &driver.JobRetryParams{All: true, States: []hoppertype.JobState{hoppertype.JobStateDead}, Limit: c.cfg.AutoRedrive}); err != nil && m.ctx.Err() == nil {
 		c.reportError(fmt.Errorf("auto redrive: %w", err), PhaseMaintenance)
 	}
 }

@@ -250,15 +250,9 @@ func (d *observedDriver) JobInsertMany(ctx context.Context, p *driver.JobInsertM
 	})
 }
 
+// JobClaim runs the claim in a transaction, for the observers. Its caller
+// (the producer) sees a claim through once begun, within its deadline.
 func (d *observedDriver) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	// Once begun, a claim is seen through: one that committed while its
-	// caller stopped listening would hold its jobs until their leases
-	// expire.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	return inTx(ctx, d, func(ctx context.Context, tx driver.Executor) ([]*hoppertype.JobRow, error) {
 		return tx.JobClaim(ctx, p)
 	})

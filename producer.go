@@ -90,11 +90,23 @@ func (p *producer) run() {
 			p.rt.maint.autoRedrive()
 		}
 		next := c.now().Add(c.cfg.PollInterval)
-		if at, err := c.drv.JobNextRunAt(p.rt.ctx, p.queue); err == nil && !at.IsZero() && at.Before(next) {
+		if at := p.nextRunAt(); !at.IsZero() && at.Before(next) {
 			next = at
 		}
 		p.sleep(next)
 	}
+}
+
+// nextRunAt is when the queue's next job is due (zero if unknown), asked
+// within a poll interval: not knowing, the producer polls then.
+func (p *producer) nextRunAt() time.Time {
+	ctx, cancel := call(p.rt.ctx, p.rt.c.cfg.PollInterval)
+	defer cancel()
+	at, err := p.rt.c.drv.JobNextRunAt(ctx, p.queue)
+	if err != nil {
+		return time.Time{}
+	}
+	return at
 }
 
 // sleep waits until next, a wake-up or the end of the runtime.
@@ -163,7 +175,7 @@ func (p *producer) round() (roundResult, error) {
 	var rows []*hoppertype.JobRow
 	asked := 0
 	for _, cl := range rt.claimsFor(types, want) {
-		got, err := c.drv.JobClaim(rt.ctx, &driver.JobClaimParams{
+		got, err := rt.claim(&driver.JobClaimParams{
 			Queue:          p.queue,
 			Types:          cl.types,
 			Limit:          cl.limit,
@@ -188,6 +200,19 @@ func (p *producer) round() (roundResult, error) {
 		rt.start(row)
 	}
 	return roundResult{started: len(rows), full: asked > 0 && claimed == asked, declinedAll: claimed > 0 && len(rows) == 0}, nil
+}
+
+// claim claims jobs unless Stop has begun. Once begun, a claim is seen
+// through (within claimBudget and the hard lifetime): one that committed
+// while its caller stopped listening would hold its jobs until their
+// leases expire.
+func (rt *runtime) claim(p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if err := rt.ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := call(rt.life.hard, claimBudget)
+	defer cancel()
+	return rt.c.drv.JobClaim(ctx, p)
 }
 
 // sleepForSlot waits until a slot is granted (or another wake-up comes) or

@@ -26,7 +26,10 @@ type runtime struct {
 	feedCancel context.CancelFunc
 	feedLoops  sync.WaitGroup
 
-	// ctx ends when Stop begins: producers and maintenance stop on it.
+	// life holds the runtime's lifetimes (deadline.go).
+	life *lifetimes
+	// ctx ends when Stop begins (life.stopping): producers and maintenance
+	// stop on it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// schedulesOff is set when Stop has ended the schedules; guarded by
@@ -93,9 +96,10 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		// now: what it reports (the schedules run here) changed.
 		workerDirty: make(chan struct{}, 1),
 	}
-	rt.ctx, rt.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	rt.workCtx, rt.workCancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	rt.completer = newCompleter(c)
+	rt.life = newLifetimes(ctx)
+	rt.ctx, rt.cancel = rt.life.stopping, rt.life.endStopping
+	rt.workCtx, rt.workCancel = context.WithCancelCause(rt.life.hard)
+	rt.completer = newCompleter(c, rt.life.hard)
 	rt.completer.start()
 
 	if err := rt.listen(driver.TopicJobAvailable, func(q string) {
@@ -109,15 +113,15 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		}
 		rt.wake(q, time.Time{})
 	}); err != nil {
-		rt.abortStart()
+		rt.abortStart(ctx)
 		return nil, err
 	}
 	if err := rt.listen(driver.TopicJobCancel, rt.cancelLocal); err != nil {
-		rt.abortStart()
+		rt.abortStart(ctx)
 		return nil, err
 	}
 	rt.startObservers()
-	rt.maint = newMaintenance(c, rt.ctx) // before the producers, which use it
+	rt.maint = newMaintenance(c, rt.life) // before the producers, which use it
 	rt.startedAt = c.now()
 	// Start holds the client's lock: a report waits for a goroutine, since
 	// its handler may call the client.
@@ -148,12 +152,16 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 	return rt, nil
 }
 
-func (rt *runtime) abortStart() {
-	rt.stopObservers(context.Background())
+// abortStart undoes a Start that failed; its work that finishes what was
+// begun has until ctx is done plus stopGrace.
+func (rt *runtime) abortStart(ctx context.Context) {
+	rt.life.endHardAfter(ctx)
+	rt.stopObservers()
 	rt.cancel()
 	rt.workCancel(errStopping)
 	rt.loops.Wait()
 	rt.completer.stop()
+	rt.life.end()
 }
 
 // listen runs fn for every notification on topic until the runtime stops.
@@ -266,6 +274,14 @@ func (rt *runtime) removeActive(row *hoppertype.JobRow) {
 // stop implements Client.Stop.
 func (rt *runtime) stop(ctx context.Context) error {
 	rt.stopOnce.Do(func() {
+		// What finishes what was begun has until ctx is done plus
+		// stopGrace, whatever the store does (deadline.go).
+		rt.life.endHardAfter(ctx)
+		defer rt.life.end()
+		// Handlers are cancelled once ctx is done, whatever Stop waits
+		// for then (a claim seen through, say).
+		unwatch := context.AfterFunc(ctx, func() { rt.workCancel(errStopping) })
+		defer unwatch()
 		// 1. No new claims, no more occurrences.
 		rt.cancel()
 		rt.stopSchedules()
@@ -290,6 +306,9 @@ func (rt *runtime) stop(ctx context.Context) error {
 		}()
 		select {
 		case <-finished:
+			if !unwatch() {
+				rt.stopErr = ctx.Err() // ctx's end cancelled them
+			}
 		case <-ctx.Done():
 			rt.stopErr = ctx.Err()
 			rt.workCancel(errStopping)
@@ -297,11 +316,12 @@ func (rt *runtime) stop(ctx context.Context) error {
 		}
 		rt.workCancel(errStopping)
 		close(rt.execsDone)
+		rt.life.endDrained() // no lease left to heartbeat
 		close(rt.poolDone)
 		rt.poolWG.Wait()
 		// 3. Record every outcome, then stop the rest.
 		rt.completer.stop()
-		rt.stopObservers(ctx)
+		rt.stopObservers()
 		rt.loops.Wait()
 		rt.maint.resign()
 		rt.forgetWorker()
@@ -329,7 +349,7 @@ func (rt *runtime) heartbeatLoop(t Timer) {
 		// Re-arm before the work, so beats keep a fixed rate and the next
 		// one is armed as soon as this one is visible.
 		t.Reset(c.cfg.HeartbeatInterval)
-		rt.heartbeatOnce(context.Background())
+		rt.heartbeatOnce()
 		rt.reportWorker(rt.ctx)
 	}
 }
@@ -347,12 +367,16 @@ func (rt *runtime) drainHeartbeats() {
 			return
 		case <-t.C():
 			t.Reset(rt.c.cfg.HeartbeatInterval)
-			rt.heartbeatOnce(context.Background())
+			rt.heartbeatOnce()
 		}
 	}
 }
 
-func (rt *runtime) heartbeatOnce(ctx context.Context) {
+// heartbeatOnce renews the leases of the running attempts, within a
+// heartbeat interval and until they have drained. A renewal the store does
+// not answer in time is reported and tried again at the next beat; a lease
+// never renewed expires and the rescuer retries its job.
+func (rt *runtime) heartbeatOnce() {
 	rt.mu.Lock()
 	if len(rt.active) == 0 {
 		rt.mu.Unlock()
@@ -364,8 +388,13 @@ func (rt *runtime) heartbeatOnce(ctx context.Context) {
 	}
 	rt.mu.Unlock()
 	c := rt.c
+	ctx, cancel := call(rt.life.drained, c.cfg.HeartbeatInterval)
+	defer cancel()
 	res, err := c.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: leases, ExpiresAt: c.now().Add(c.cfg.Visibility)})
 	if err != nil {
+		if rt.life.drained.Err() != nil {
+			return // the attempts have drained: no lease to keep
+		}
 		c.reportError(fmt.Errorf("heartbeat: %w", err), PhaseQueue)
 		return
 	}

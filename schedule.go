@@ -417,7 +417,9 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 			if stop != nil {
 				stop()
 			}
-			c.syncSchedulesNow(context.Background()) // a stored schedule of its name may run here now
+			if rt := c.runtime(); rt != nil {
+				rt.syncStored() // a stored schedule of its name may run here now
+			}
 		})
 	}, nil
 }
@@ -512,7 +514,7 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 		// first sighting. The registration is dated when the schedule
 		// started here, whenever it reaches the store.
 		reg.Now = now
-		seen, err := c.drv.ScheduleUpsert(ctx, reg)
+		seen, err := c.registerSchedule(ctx, reg)
 		if err != nil && ctx.Err() == nil {
 			c.reportError(fmt.Errorf("schedule %s: store its registration: %w", e.name, err), PhaseSchedule)
 		}
@@ -558,6 +560,14 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 			rt.fireOccurrence(ctx, e, fire, at)
 		}
 	}()
+}
+
+// registerSchedule stores a schedule's registration, within shortBudget
+// (a start without an answer counts as the first sighting).
+func (c *Client) registerSchedule(ctx context.Context, reg *driver.ScheduleUpsertParams) (time.Time, error) {
+	ctx, cancel := call(ctx, shortBudget)
+	defer cancel()
+	return c.drv.ScheduleUpsert(ctx, reg)
 }
 
 // window is how late e's occurrence may still fire: its CatchUp, and never
@@ -667,8 +677,11 @@ func scheduleKey(name string, at time.Time) string {
 // its run) in one transaction; when the key is held already it stores
 // nothing, and when the schedule is paused only the key and the record.
 // A stored schedule's definition gone since this process read it stores
-// nothing and is errDefinitionGone.
+// nothing and is errDefinitionGone. One try has the occurrence's catch-up
+// window, up to occurrenceBudget.
 func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time, spec *JobSpec, run *RunSpec) error {
+	ctx, cancel := call(ctx, min(e.window(), occurrenceBudget))
+	defer cancel()
 	now := c.now()
 	key := &driver.KeySetIfAbsentParams{Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep)}
 	// claim takes the occurrence for this process: false when another

@@ -257,7 +257,9 @@ func (rt *runtime) syncStoredOnce(ctx context.Context) []error {
 	rt.syncMu.Lock()
 	defer rt.syncMu.Unlock()
 	c := rt.c
-	rows, err := c.drv.ScheduleList(ctx)
+	lctx, cancel := call(ctx, shortBudget) // the next read comes soon enough
+	rows, err := c.drv.ScheduleList(lctx)
+	cancel()
 	if err != nil {
 		if ctx.Err() != nil || rt.ctx.Err() != nil {
 			return nil

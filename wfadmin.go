@@ -582,7 +582,7 @@ func (c *Client) CancelRun(ctx context.Context, id string) error {
 		c.emit(Event{Kind: EventCancelled, JobID: id, Type: job.Type, Queue: job.Queue, GroupID: job.GroupID,
 			ParentID: job.ParentID, Attempt: job.Attempt, Error: "cancelled", At: now})
 		for _, g := range settled {
-			c.groupSettled(g, now)
+			c.groupSettled(ctx, g, now)
 		}
 	}
 	if job != nil {

@@ -227,7 +227,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 			return nil, st.fatalErr()
 		}
 		if !st.recorded(evWorkflowCancelled) {
-			_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowCancelled, "", evData{})
+			st.recordEnd(evWorkflowCancelled, evData{})
 		}
 		return nil, &kindError{kind: hoppertype.ErrorKindCancelled, err: fmt.Errorf("%w: workflow run %s", ErrCancelled, runID), abort: true}
 	}
@@ -267,7 +267,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	}
 	jc.run.final = status
 	if !st.recorded(evWorkflowFailed) {
-		_ = st.record(context.WithoutCancel(ctx), nil, evWorkflowFailed, "", evData{Error: errorInfo(err, st.attempt, c.now()), Status: status})
+		st.recordEnd(evWorkflowFailed, evData{Error: errorInfo(err, st.attempt, c.now()), Status: status})
 	}
 	// The run's job ends now, its error keeping the cause's kind: a waiter
 	// (a parent among them, in any process) matches what failed the run
@@ -279,6 +279,15 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 		stack = ke.stack
 	}
 	return nil, &kindError{kind: errorKind(err), err: err, stack: stack, final: true}
+}
+
+// recordEnd records how the run ended, though its attempt was cancelled:
+// within the lease's length and the runtime's hard lifetime. Unrecorded,
+// the run's job records the end all the same.
+func (st *wfState) recordEnd(kind string, data evData) {
+	ctx, cancel := within(st.ctx, st.jc.hardLife(), st.c.cfg.Visibility)
+	defer cancel()
+	_ = st.record(ctx, nil, kind, "", data)
 }
 
 // aborts says whether err ends a run at once, whatever its strategy: an
@@ -397,10 +406,13 @@ func retriedFailure(ev *hoppertype.RunEvent) bool {
 // reverse order, each once: one whose execution an earlier, interrupted
 // execution recorded is skipped. A failing compensation is recorded and
 // the rest still run. They run on a context detached from the run's
-// cancellation. An execution that cannot record (its lease lost) stops
-// there, so the one that takes the run over runs each of the others once.
+// cancellation, which ends when the client's Stop gives up (the hard
+// lifetime); each record has the lease's length (see appendEvent). An
+// execution that cannot record (its lease lost) stops there, so the one
+// that takes the run over runs each of the others once.
 func (c *Client) compensate(st *wfState) error {
-	ctx := context.WithoutCancel(st.ctx)
+	ctx, cancel := within(st.ctx, st.jc.hardLife(), 0)
+	defer cancel()
 	done := map[string]bool{}
 	for _, ev := range st.events {
 		if ev.Kind == evCompensationDone || ev.Kind == evCompensationFail {
@@ -481,8 +493,10 @@ func registeredCompensations(gens []generation) bool {
 // replaying the earlier attempt's history, offline: none of its operations
 // runs again. A replay that diverges from that history makes the run go
 // stuck, undoing nothing, as a divergence of the current attempt does.
+// They run as compensate runs them.
 func (c *Client) undoEarlier(st *wfState, gens []generation, body func(WorkflowContext) ([]byte, error)) error {
-	ctx := context.WithoutCancel(st.ctx)
+	ctx, cancel := within(st.ctx, st.jc.hardLife(), 0)
+	defer cancel()
 	for gi := len(gens) - 1; gi >= 0; gi-- {
 		g := gens[gi]
 		if !g.retried || g.attempt == st.attempt {
@@ -555,9 +569,11 @@ func (c *Client) replayCompensations(ctx context.Context, st *wfState, g generat
 	return rs.comps, nil
 }
 
-// cascade cancels a failed run's parent and children.
+// cascade cancels a failed run's parent and children, though its attempt
+// was cancelled: within cascadeBudget and the runtime's hard lifetime.
 func (c *Client) cascade(ctx context.Context, run *hoppertype.RunRow) {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := within(ctx, JobFromContext(ctx).hardLife(), cascadeBudget)
+	defer cancel()
 	if run.ParentID != "" {
 		_ = c.CancelRun(ctx, run.ParentID)
 	}
@@ -741,7 +757,10 @@ func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hopp
 	}
 	var err error
 	if ex == nil {
-		err = st.c.hist.append(ctx, st.c.drv, p) // shares a statement with other runs'
+		// Shares a statement with other runs': seen through whatever
+		// happens to ctx, for as long as the lease and the runtime's hard
+		// lifetime.
+		err = st.c.hist.append(ctx, st.jc.hardLife(), st.c.cfg.Visibility, st.c.drv, p)
 	} else {
 		err = ex.RunEventAppend(ctx, p)
 	}

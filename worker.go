@@ -38,7 +38,7 @@ func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) 
 	}
 
 	ctx, cancel := context.WithCancelCause(rt.workCtx)
-	jc := &JobContext{c: c, row: row}
+	jc := &JobContext{c: c, row: row, life: rt.life}
 	ctx = withJobContext(ctx, jc)
 	var (
 		deadline time.Time

@@ -65,7 +65,8 @@ func (rt *runtime) reportWorker(ctx context.Context) {
 	}
 }
 
-// upsertWorker refreshes this client's worker row.
+// upsertWorker refreshes this client's worker row, within ctx and a
+// heartbeat interval (the next report's due then).
 func (rt *runtime) upsertWorker(ctx context.Context) error {
 	c := rt.c
 	host, _ := os.Hostname()
@@ -75,6 +76,8 @@ func (rt *runtime) upsertWorker(ctx context.Context) error {
 	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
 		Schedules: c.runningSchedules(), MaxWorkers: c.cfg.MaxWorkers, Active: active, Leader: rt.maint != nil && rt.maint.isLeading()}
 	b, _ := json.Marshal(info)
+	ctx, cancel := call(ctx, c.cfg.HeartbeatInterval)
+	defer cancel()
 	if err := c.drv.WorkerUpsert(ctx, &driver.WorkerRow{ID: c.worker, StartedAt: rt.startedAt, SeenAt: c.now(), Info: b}); err != nil {
 		return fmt.Errorf("report worker: %w", err)
 	}
@@ -90,10 +93,12 @@ func (rt *runtime) workerChanged() {
 	}
 }
 
-// forgetWorker removes this client's worker row: it stopped.
+// forgetWorker removes this client's worker row: it stopped. A deletion
+// the store does not take in time is skipped: the row ages out of the
+// listing, and retention deletes it.
 func (rt *runtime) forgetWorker() {
 	c := rt.c
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := call(rt.life.hard, shortBudget)
 	defer cancel()
 	if _, err := c.drv.WorkerDelete(ctx, &driver.WorkerDeleteParams{ID: c.worker}); err != nil {
 		c.reportError(fmt.Errorf("remove worker: %w", err), PhaseMaintenance)
