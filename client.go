@@ -17,6 +17,8 @@ import (
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/hclock"
+
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // DefaultQueue is the queue jobs go to when nothing names another.
@@ -24,6 +26,13 @@ const DefaultQueue = "default"
 
 // Unlimited, as Config.MaxWorkers, removes the cap on concurrent jobs.
 const Unlimited = -1
+
+// The engine's slots take MaxWorkers as is: the two constants must agree
+// (a negative uint constant does not compile).
+const (
+	_ = uint(Unlimited - engine.Unlimited)
+	_ = uint(engine.Unlimited - Unlimited)
+)
 
 // Clock is the source of time for everything hopper times: backoff, delays,
 // deadlines, leases, polling. Tests replace it (see package hoppertest).

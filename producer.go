@@ -8,6 +8,8 @@ import (
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/hclock"
+
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // producer claims the due jobs of one queue, in batches sized by the free
@@ -24,7 +26,7 @@ type producer struct {
 	done  chan struct{}
 
 	// slot is the producer's place in the line for worker slots.
-	slot slotWaiter
+	slot engine.SlotWaiter
 
 	mu sync.Mutex
 	// nextAt is the earliest due time hinted since the last round.
@@ -33,7 +35,7 @@ type producer struct {
 
 func newProducer(rt *runtime, queue string) *producer {
 	p := &producer{rt: rt, queue: queue, wakeC: make(chan struct{}, 1), done: make(chan struct{})}
-	p.slot.wake = p.signal
+	p.slot.Wake = p.signal
 	return p
 }
 
@@ -47,7 +49,7 @@ func (p *producer) wake(at time.Time) {
 		}
 		p.mu.Unlock()
 	} else {
-		p.rt.slots.enlist(&p.slot)
+		p.rt.slots.Enlist(&p.slot)
 	}
 	p.signal()
 }
@@ -159,10 +161,10 @@ func (p *producer) round() (roundResult, error) {
 	rt, c := p.rt, p.rt.c
 	types := rt.claimable(c.claimTypes())
 	if len(types) == 0 {
-		rt.slots.withdraw(&p.slot) // pass on a slot granted to a wake-up
+		rt.slots.Withdraw(&p.slot) // pass on a slot granted to a wake-up
 		return roundResult{}, nil
 	}
-	want := rt.slots.tryAcquire(&p.slot, c.cfg.FetchBatch)
+	want := rt.slots.TryAcquire(&p.slot, c.cfg.FetchBatch)
 	if want == 0 {
 		// In line: a freed slot is granted in turn and wakes us.
 		p.sleepForSlot()
@@ -184,7 +186,7 @@ func (p *producer) round() (roundResult, error) {
 			Worker:         c.worker,
 		})
 		if err != nil {
-			rt.slots.release(want - len(rows))
+			rt.slots.Release(want - len(rows))
 			for _, row := range rows {
 				rt.start(row) // claimed already: run them
 			}
@@ -195,7 +197,7 @@ func (p *producer) round() (roundResult, error) {
 	}
 	claimed := len(rows)
 	rows = p.accepted(rows, now)
-	rt.slots.release(want - len(rows))
+	rt.slots.Release(want - len(rows))
 	for _, row := range rows {
 		rt.start(row)
 	}
@@ -227,7 +229,7 @@ func (p *producer) sleepForSlot() {
 // hold waits d on the client's clock, deaf to wake-ups, or until the
 // runtime stops. The producer leaves the line for slots meanwhile.
 func (p *producer) hold(d time.Duration) {
-	p.rt.slots.withdraw(&p.slot)
+	p.rt.slots.Withdraw(&p.slot)
 	t := p.rt.c.clock.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net"
 	"strings"
 	"syscall"
@@ -135,29 +134,7 @@ func policyFromStored(s hoppertype.RetryPolicy) RetryPolicy {
 // Delay returns the backoff before retry n (1 = the first retry), with
 // jitter drawn from rnd in [0,1) (nil draws from math/rand).
 func (p RetryPolicy) Delay(n int, rnd func() float64) time.Duration {
-	r := p.resolved()
-	if n < 1 {
-		n = 1
-	}
-	var d float64
-	switch r.Backoff {
-	case BackoffLinear:
-		d = float64(r.Base) * float64(n)
-	case BackoffConstant:
-		d = float64(r.Base)
-	default:
-		d = float64(r.Base) * math.Pow(r.Factor, float64(n-1))
-	}
-	if r.Backoff != BackoffConstant && (d > float64(r.Max) || math.IsInf(d, 0) || math.IsNaN(d)) {
-		d = float64(r.Max)
-	}
-	if r.Jitter != NoJitter && r.Jitter > 0 {
-		if rnd == nil {
-			rnd = rand.Float64
-		}
-		d *= 1 - r.Jitter*rnd()
-	}
-	return time.Duration(d)
+	return p.stored().Delay(n, rnd)
 }
 
 // Retry calls fn until it succeeds, its error is an Abort, ctx is done, or

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // errStopping is the cause given to handlers cancelled by Stop.
@@ -48,7 +50,7 @@ type runtime struct {
 	workCtx    context.Context
 	workCancel context.CancelCauseFunc
 
-	slots *slots
+	slots *engine.Slots
 	// startedAt is when the client started (its worker row says so).
 	startedAt time.Time
 	// limits holds the limiters: "" for Config.Limit, else per type name.
@@ -86,7 +88,7 @@ type activeJob struct {
 func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 	rt := &runtime{
 		c:         c,
-		slots:     newSlots(c.cfg.MaxWorkers),
+		slots:     engine.NewSlots(c.cfg.MaxWorkers),
 		producers: map[string]*producer{},
 		active:    map[driver.Lease]*activeJob{},
 		pool:      make(chan dispatchItem),
@@ -492,7 +494,7 @@ func (rt *runtime) start(row *hoppertype.JobRow) {
 // gave it to another worker).
 func (rt *runtime) endWaiting(row *hoppertype.JobRow, cause error) {
 	rt.removeActive(row)
-	defer rt.slots.release(1)
+	defer rt.slots.Release(1)
 	if errors.Is(cause, ErrLeaseLost) {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 func (rt *runtime) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) {
 	defer rt.execs.Done()
 	if holdsSlot {
-		defer rt.slots.release(1)
+		defer rt.slots.Release(1)
 	}
 	if done != nil {
 		// Before execs.Done: a limiter's next job may be handed back to

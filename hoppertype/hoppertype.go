@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -156,6 +158,38 @@ type RetryPolicy struct {
 	Factor  float64       `json:"factor"`
 	Max     time.Duration `json:"max"`
 	Jitter  float64       `json:"jitter"`
+}
+
+// Delay returns the backoff before retry n (1 = the first retry) of a
+// stored policy (every field set; a Jitter of 0 is none), with jitter
+// drawn from rnd in [0,1) (nil draws from math/rand):
+//
+//	min(Base·Factor^(n−1), Max) · (1 − Jitter·rand)   (exponential)
+//	min(Base·n, Max) · (1 − Jitter·rand)              (linear)
+//	Base · (1 − Jitter·rand)                           (constant)
+func (p RetryPolicy) Delay(n int, rnd func() float64) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	var d float64
+	switch p.Backoff {
+	case "linear":
+		d = float64(p.Base) * float64(n)
+	case "constant":
+		d = float64(p.Base)
+	default:
+		d = float64(p.Base) * math.Pow(p.Factor, float64(n-1))
+	}
+	if p.Backoff != "constant" && (d > float64(p.Max) || math.IsInf(d, 0) || math.IsNaN(d)) {
+		d = float64(p.Max)
+	}
+	if p.Jitter > 0 {
+		if rnd == nil {
+			rnd = rand.Float64
+		}
+		d *= 1 - p.Jitter*rnd()
+	}
+	return time.Duration(d)
 }
 
 // JobRow is a job as the store holds it.

@@ -1,31 +1,31 @@
-package hopper
+package engine
 
 import (
 	"slices"
 	"sync"
 )
 
-// slots bounds how many attempts run at once and shares them among the
+// Slots bounds how many attempts run at once and shares them among the
 // queues' producers in turn. A producer that finds no slot free stands in
 // line, and every slot freed goes to the producer at the head of the line,
 // so a queue with a long backlog cannot take each freed slot while another
 // queue's job waits: with k queues in line, a queue waits at most k freed
 // slots. A producer woken for new work stands in line at once, before its
 // goroutine even runs, so its turn does not depend on the scheduler.
-type slots struct {
+type Slots struct {
 	mu   sync.Mutex
-	max  int // Unlimited for no cap
+	max  int // Unlimited (-1) for no cap
 	used int // running, reserved and granted slots
 	// line holds the producers waiting for a slot, first come first
 	// served. It is empty whenever a slot is free.
-	line []*slotWaiter
+	line []*SlotWaiter
 }
 
-// slotWaiter is one producer's place in the line for slots. Its fields
+// SlotWaiter is one producer's place in the line for slots. Its fields
 // other than wake are guarded by slots.mu.
-type slotWaiter struct {
-	// wake tells the producer a slot was granted to it; it must not block.
-	wake func()
+type SlotWaiter struct {
+	// Wake tells the producer a slot was granted to it; it must not block.
+	Wake func()
 	// granted counts the slots handed to this producer in its turn, not
 	// yet taken by tryAcquire; they count as used.
 	granted int
@@ -35,12 +35,16 @@ type slotWaiter struct {
 	away bool
 }
 
-func newSlots(max int) *slots { return &slots{max: max} }
+// Unlimited, as the cap of NewSlots, removes the cap on concurrent attempts.
+const Unlimited = -1
 
-// tryAcquire reserves up to n slots for w: the slots granted to it, then
+// NewSlots returns slots capped at max concurrent attempts (or Unlimited).
+func NewSlots(max int) *Slots { return &Slots{max: max} }
+
+// TryAcquire reserves up to n slots for w: the slots granted to it, then
 // free ones. When it gets none, w stands in line (if it does not already)
 // and its wake is called when a slot is granted.
-func (s *slots) tryAcquire(w *slotWaiter, n int) int {
+func (s *Slots) TryAcquire(w *SlotWaiter, n int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w.away = false
@@ -61,13 +65,13 @@ func (s *slots) tryAcquire(w *slotWaiter, n int) int {
 	return got
 }
 
-// release frees n slots (of finished attempts, or reserved and unused):
+// Release frees n slots (of finished attempts, or reserved and unused):
 // each goes to the next producer in line, the rest become free.
-func (s *slots) release(n int) {
+func (s *Slots) Release(n int) {
 	if n <= 0 {
 		return
 	}
-	var woken []*slotWaiter
+	var woken []*SlotWaiter
 	s.mu.Lock()
 	for ; n > 0 && len(s.line) > 0; n-- {
 		w := s.line[0]
@@ -80,13 +84,13 @@ func (s *slots) release(n int) {
 	s.used -= n
 	s.mu.Unlock()
 	for _, w := range woken {
-		w.wake()
+		w.Wake()
 	}
 }
 
-// enlist puts w in line when no slot is free: its producer was woken for
+// Enlist puts w in line when no slot is free: its producer was woken for
 // new work. It does nothing while w is away, in line or holds a grant.
-func (s *slots) enlist(w *slotWaiter) {
+func (s *Slots) Enlist(w *SlotWaiter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w.away || w.inLine || w.granted > 0 || s.max == Unlimited || s.used < s.max {
@@ -96,10 +100,10 @@ func (s *slots) enlist(w *slotWaiter) {
 	w.inLine = true
 }
 
-// withdraw takes w out of line and passes the slots granted to it on: its
+// Withdraw takes w out of line and passes the slots granted to it on: its
 // producer will not claim for a while. w stays away until its next
 // tryAcquire.
-func (s *slots) withdraw(w *slotWaiter) {
+func (s *Slots) Withdraw(w *SlotWaiter) {
 	s.mu.Lock()
 	w.away = true
 	if w.inLine {
@@ -111,5 +115,5 @@ func (s *slots) withdraw(w *slotWaiter) {
 	n := w.granted
 	w.granted = 0
 	s.mu.Unlock()
-	s.release(n)
+	s.Release(n)
 }
