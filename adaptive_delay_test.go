@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 const ms = time.Millisecond
@@ -83,13 +85,13 @@ func TestAdaptiveDelayNext(t *testing.T) {
 // client and without sleeping.
 func TestAdaptiveDelayBackpressure(t *testing.T) {
 	t.Parallel()
-	counts := &outcomeCounts{}
+	counts := &engine.OutcomeCounts{}
 	record := func(typ string, ok, failed int) {
 		for range ok {
-			counts.observe(Event{Kind: EventSucceeded, Type: typ})
+			counts.Observe(Event{Kind: EventSucceeded, Type: typ})
 		}
 		for range failed {
-			counts.observe(Event{Kind: EventFailed, Type: typ})
+			counts.Observe(Event{Kind: EventFailed, Type: typ})
 		}
 	}
 	ask := func(a *AdaptiveDelay, queue string) time.Duration {
@@ -135,13 +137,13 @@ func TestAdaptiveDelayBackpressure(t *testing.T) {
 
 func TestOutcomeCounts(t *testing.T) {
 	t.Parallel()
-	var o outcomeCounts
+	var o engine.OutcomeCounts
 	for _, e := range []Event{
 		{Kind: EventSucceeded, Type: "a"}, {Kind: EventFailed, Type: "a", WillRetry: true}, {Kind: EventFailed, Type: "b"},
 		{Kind: EventQueued, Type: "a"}, {Kind: EventStarted, Type: "a"}, {Kind: EventDeferred, Type: "a"},
 		{Kind: EventExpired, Type: "b"}, {Kind: EventCancelled, Type: "b"},
 	} {
-		o.observe(e)
+		o.Observe(e)
 	}
 	b := BackpressureInfo{outcomes: &o}
 	for _, tt := range []struct {

@@ -49,7 +49,7 @@ func (c *Client) Get(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
-	row, err := c.drv.JobGet(ctx, id)
+	row, err := c.store().JobGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: get job %s: %w", id, err)
 	}
@@ -122,7 +122,7 @@ func (c *Client) List(ctx context.Context, p *ListParams) (*JobPage, error) {
 	case limit > MaxListLimit:
 		limit = MaxListLimit
 	}
-	rows, err := c.drv.JobList(ctx, &driver.JobListParams{
+	rows, err := c.store().JobList(ctx, &driver.JobListParams{
 		States: p.States, Types: p.Types, Queues: p.Queues, GroupID: p.GroupID, ParentID: p.ParentID,
 		QueuedAfter: p.QueuedAfter, QueuedBefore: p.QueuedBefore, Cursor: p.Cursor, Ascending: p.Ascending,
 		Limit: limit + 1,
@@ -140,16 +140,7 @@ func (c *Client) List(ctx context.Context, p *ListParams) (*JobPage, error) {
 
 // Active returns the jobs this client has claimed and is running.
 func (c *Client) Active() []*JobRow {
-	rt := c.runtime()
-	if rt == nil {
-		return nil
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	out := make([]*JobRow, 0, len(rt.active))
-	for _, a := range rt.active {
-		out = append(out, a.row.Clone())
-	}
+	out := c.eng.Active()
 	slices.SortFunc(out, func(a, b *JobRow) int {
 		if a.ID < b.ID {
 			return -1
@@ -169,53 +160,12 @@ func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
-	now := c.now()
-	var (
-		row     *JobRow
-		settled []*hoppertype.GroupRow
-	)
-	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		var err error
-		settled = nil
-		row, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now,
-			Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancelled", At: now}})
-		if err != nil {
-			return err
-		}
-		switch row.State {
-		case hoppertype.JobStateCancelled:
-			if _, settled, err = c.applyGroup(ctx, tx, row, nil); err != nil {
-				return err
-			}
-			if isRunJob(row) {
-				if err := c.applyRunEffects(ctx, tx, row, nil); err != nil {
-					return err
-				}
-			}
-			return tx.Notify(ctx, driver.TopicJobDone, row.ID)
-		case hoppertype.JobStateRunning:
-			return tx.Notify(ctx, driver.TopicJobCancel, row.ID)
-		}
-		return nil
-	})
+	row, err := c.eng.CancelJob(ctx, id)
 	if err != nil {
-		if errors.Is(err, hoppertype.ErrStateConflict) {
+		if errors.Is(err, hoppertype.ErrStateConflict) && row != nil {
 			return row, fmt.Errorf("hopper: cancel job %s: it is %s: %w", id, row.State, err)
 		}
 		return nil, fmt.Errorf("hopper: cancel job %s: %w", id, err)
-	}
-	switch row.State {
-	case hoppertype.JobStateCancelled:
-		c.waiters.jobDone(row.ID)
-		c.emit(Event{Kind: EventCancelled, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
-			ParentID: row.ParentID, Attempt: row.Attempt, Error: "cancelled", At: now})
-		for _, g := range settled {
-			c.groupSettled(ctx, g, now)
-		}
-	case hoppertype.JobStateRunning:
-		if rt := c.runtime(); rt != nil {
-			rt.cancelLocal(row.ID)
-		}
 	}
 	return row, nil
 }
@@ -227,7 +177,7 @@ func (c *Client) Retry(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
-	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: []string{id}, States: []hoppertype.JobState{
+	res, err := c.eng.Redrive(ctx, &driver.JobRetryParams{IDs: []string{id}, States: []hoppertype.JobState{
 		hoppertype.JobStateDead, hoppertype.JobStateExpired, hoppertype.JobStateCancelled, hoppertype.JobStateStuck}})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: retry job %s: %w", id, err)
@@ -235,7 +185,7 @@ func (c *Client) Retry(ctx context.Context, id string) (*JobRow, error) {
 	if len(res) == 1 {
 		return res[0].Job, nil
 	}
-	row, err := c.drv.JobGet(ctx, id)
+	row, err := c.store().JobGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: retry job %s: %w", id, err)
 	}
@@ -251,14 +201,14 @@ func (c *Client) Reopen(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
-	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: []string{id}, States: []hoppertype.JobState{hoppertype.JobStateStuck}})
+	res, err := c.eng.Redrive(ctx, &driver.JobRetryParams{IDs: []string{id}, States: []hoppertype.JobState{hoppertype.JobStateStuck}})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: reopen job %s: %w", id, err)
 	}
 	if len(res) == 1 {
 		return res[0].Job, nil
 	}
-	row, err := c.drv.JobGet(ctx, id)
+	row, err := c.store().JobGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: reopen job %s: %w", id, err)
 	}
@@ -291,46 +241,12 @@ func (c *Client) Redrive(ctx context.Context, p *RedriveParams) (int, error) {
 	if err := checkText("type name", p.Type); err != nil {
 		return 0, err
 	}
-	res, err := c.redrive(ctx, &driver.JobRetryParams{IDs: p.IDs, Type: p.Type, All: p.All && len(p.IDs) == 0 && p.Type == "",
+	res, err := c.eng.Redrive(ctx, &driver.JobRetryParams{IDs: p.IDs, Type: p.Type, All: p.All && len(p.IDs) == 0 && p.Type == "",
 		States: []hoppertype.JobState{hoppertype.JobStateDead}, Limit: p.Limit})
 	if err != nil {
 		return 0, fmt.Errorf("hopper: redrive: %w", err)
 	}
 	return len(res), nil
-}
-
-// redrive moves jobs back to pending in one transaction with their group
-// bookkeeping, then announces them.
-func (c *Client) redrive(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
-	p.Now = c.now()
-	var res []driver.JobRetryResult
-	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		var err error
-		res, err = tx.JobRetry(ctx, p)
-		if err != nil {
-			return err
-		}
-		queues := make([]string, 0, len(res))
-		for _, r := range res {
-			j := r.Job
-			if r.PrevState.Terminal() && j.GroupID != j.ID {
-				if _, err := tx.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: j.GroupID, OpenDelta: 1, Now: p.Now}); err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
-					return err
-				}
-			}
-			queues = append(queues, j.Queue)
-		}
-		return notifyQueueNames(ctx, tx, queues)
-	})
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range res {
-		j := r.Job
-		c.emit(Event{Kind: EventRedriven, JobID: j.ID, Type: j.Type, Queue: j.Queue, GroupID: j.GroupID, ParentID: j.ParentID, At: p.Now})
-		c.wakeQueue(j.Queue, time.Time{})
-	}
-	return res, nil
 }
 
 // QueueInfo describes a queue: whether it is paused and how many jobs it
@@ -343,11 +259,11 @@ type QueueInfo struct {
 
 // Queues returns every queue that holds jobs or a stored state, by name.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
-	counts, err := c.drv.JobCountByState(ctx, &driver.JobCountParams{})
+	counts, err := c.store().JobCountByState(ctx, &driver.JobCountParams{})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: count jobs: %w", err)
 	}
-	stored, err := c.drv.QueueList(ctx)
+	stored, err := c.store().QueueList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list queues: %w", err)
 	}
@@ -401,7 +317,7 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused, create boo
 	if err := checkText("queue name", queue); err != nil {
 		return err
 	}
-	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		if !create {
 			if err := c.checkQueueKnown(ctx, tx, queue); err != nil {
 				return err
@@ -431,11 +347,11 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused, create boo
 // Ping checks that the store answers: a round trip to the database server
 // or file, within ctx. It returns nil when the store answered.
 func (c *Client) Ping(ctx context.Context) error {
-	if p, ok := c.base.(driver.Pinger); ok {
+	if p, ok := c.eng.Driver().(driver.Pinger); ok {
 		return p.Ping(ctx)
 	}
 	// A read of a job that cannot exist goes to the store and back.
-	if _, err := c.drv.JobGet(ctx, "hopper.ping"); err != nil && !errors.Is(err, ErrNotFound) {
+	if _, err := c.store().JobGet(ctx, "hopper.ping"); err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	return nil

@@ -55,7 +55,7 @@ func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 		return nil, fmt.Errorf("hopper: attempts of %s: %w", id, err)
 	}
 	if len(chs) == 0 {
-		if _, err := c.drv.JobGet(ctx, id); err != nil {
+		if _, err := c.store().JobGet(ctx, id); err != nil {
 			return nil, fmt.Errorf("hopper: attempts of %s: %w", id, err)
 		}
 	}
@@ -92,7 +92,7 @@ func (c *Client) changesOf(ctx context.Context, id string) ([]*Change, error) {
 	var out []*Change
 	var after int64
 	for {
-		page, err := c.drv.ChangeList(ctx, &driver.ChangeListParams{EntityID: id, After: ChangeCursor{Position: after}, Limit: 1000})
+		page, err := c.store().ChangeList(ctx, &driver.ChangeListParams{EntityID: id, After: ChangeCursor{Position: after}, Limit: 1000})
 		if err != nil {
 			return nil, err
 		}

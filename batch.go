@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
@@ -149,8 +150,8 @@ func (b *batcher[I, O]) close(r *batchRun[I, O]) {
 func (b *batcher[I, O]) run(r *batchRun[I, O]) {
 	defer close(r.done)
 	ctx := context.Background()
-	if rt := b.c.runtime(); rt != nil {
-		ctx = rt.workCtx
+	if s := b.c.eng.Session(); s != nil {
+		ctx = s.WorkContext()
 	}
 	if ctx.Err() != nil {
 		r.err = context.Cause(ctx) // stopping: every job goes back
@@ -186,7 +187,7 @@ func (b *batcher[I, O]) run(r *batchRun[I, O]) {
 func (b *batcher[I, O]) call(ctx context.Context, ins []I) (outs []O, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &kindError{kind: hoppertype.ErrorKindPanic, err: fmt.Errorf("%w: %v", ErrPanic, p), stack: string(debug.Stack())}
+			err = &engine.KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %v", ErrPanic, p), Stack: string(debug.Stack())}
 		}
 	}()
 	return b.def.run(ctx, ins)

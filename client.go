@@ -2,15 +2,16 @@ package hopper
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -63,6 +64,9 @@ const (
 	// Job failed, or the store did after retries within the catch-up
 	// window); the schedule goes on with the next occurrence.
 	PhaseSchedule = hoppertype.PhaseSchedule
+	// PhaseObserver: an AfterCommit observer failed on a change (it is
+	// retried), or its delivery loop could not read the feed.
+	PhaseObserver = hoppertype.PhaseObserver
 )
 
 // Retention says how long terminal jobs are kept before deletion. Zero
@@ -211,55 +215,34 @@ type Config struct {
 // and answers questions about jobs. It is safe for concurrent use.
 type Client struct {
 	cfg Config
-	// base is the store; drv runs its operations (base's Executor, with
-	// the InCommit observers once there are any).
-	base   driver.Driver
-	drv    driver.Executor
-	clock  Clock
-	codec  Codec
-	log    *slog.Logger
-	worker string
-	// sender signs the queue notifications of this client's enqueues, so
-	// its own runtime, which the enqueue woke already, ignores their echo.
-	sender string
+	// eng runs the jobs: the engine behind this API.
+	eng   *engine.Engine
+	clock Clock
+	codec Codec
+	log   *slog.Logger
 
 	typesMu sync.RWMutex
 	// batchers holds the open batches of each batch type (DefineBatch).
 	batchers sync.Map
-	types    map[string]typeCore
-
-	waiters *waiterHub
-
-	subsMu sync.Mutex
-	subs   atomic.Pointer[[]*subscriber]
+	// types are the registered types with their codecs (the engine has
+	// them too, bound to this client).
+	types map[string]typeCore
 
 	fetchOnce sync.Once
 	fetchHTTP *http.Client
 
-	hist histWriter
-
-	// outcomes counts finished attempts for Config.Backpressure (nil
-	// without it).
-	outcomes *outcomeCounts
-
-	// inCommitObs are the InCommit observers (read on every transaction
-	// once there are any); afterCommit the AfterCommit ones (fixed at
-	// Start). feedNudge wakes the AfterCommit deliverers after a commit.
-	inCommitObs atomic.Pointer[[]*observer]
-	afterCommit []*observer
-	feedNudge   chan struct{}
-	retryObs    *RetryObserver
+	retryObs *RetryObserver
 
 	// schedules are the registered schedules (Client.Schedule), by name.
 	schedMu   sync.Mutex
 	schedules map[string]*scheduleEntry
 	// stored are the stored schedules (DefineSchedule) this client runs
-	// in its runtime, by name; guarded by schedMu.
+	// in its session, by name; guarded by schedMu.
 	stored map[string]*storedEntry
+	// sched is the schedules' part of the running session (nil unless
+	// started); guarded by schedMu.
+	sched *schedRun
 
-	mu         sync.Mutex
-	rt         *runtime // nil unless started
-	stopped    chan struct{}
 	ownsDriver bool
 }
 
@@ -292,9 +275,9 @@ const DefaultDatabase = "hopper.db"
 // over a driver you passed in leaves that driver open.
 func (c *Client) Close(ctx context.Context) error {
 	err := c.Stop(ctx)
-	c.waiters.close()
+	c.eng.Close()
 	if c.ownsDriver {
-		if cerr := c.base.Close(); err == nil {
+		if cerr := c.eng.Driver().Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -369,19 +352,16 @@ func newClient(cfg Config) (*Client, error) {
 		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewID()[24:])
 	}
 	c := &Client{
-		cfg:       cfg,
-		base:      cfg.Driver,
-		drv:       cfg.Driver.Executor(),
-		clock:     cfg.Clock,
-		codec:     cfg.Codec,
-		log:       cfg.Logger,
-		worker:    cfg.WorkerID,
-		sender:    NewID(),
-		types:     map[string]typeCore{gateTypeName: gateType.core()},
-		stopped:   make(chan struct{}),
-		feedNudge: make(chan struct{}, 1),
+		cfg:   cfg,
+		clock: cfg.Clock,
+		codec: cfg.Codec,
+		log:   cfg.Logger,
+		types: map[string]typeCore{gateTypeName: gateType.core()},
 	}
-	c.waiters = newWaiterHub(c)
+	c.eng = engine.New(c.engineConfig())
+	if err := c.eng.Register(c.bind(gateType.core())); err != nil {
+		return nil, err
+	}
 	if cfg.RetryObserverCap >= 0 {
 		max := cfg.RetryObserverCap
 		if max == 0 {
@@ -393,21 +373,22 @@ func newClient(cfg Config) (*Client, error) {
 		}
 		c.retryObs = r
 	}
-	if cfg.Backpressure != nil {
-		c.outcomes = &outcomeCounts{}
-	}
 	return c, nil
 }
 
 // Driver returns the client's store.
-func (c *Client) Driver() driver.Driver { return c.baseDriver() }
+func (c *Client) Driver() driver.Driver { return c.eng.Driver() }
 
-// baseDriver is the store (its operations through c.drv, which adds the
-// InCommit observers when there are any).
-func (c *Client) baseDriver() driver.Driver { return c.base }
+// baseDriver is the store (its operations through c.store(), which adds
+// the InCommit observers when there are any).
+func (c *Client) baseDriver() driver.Driver { return c.eng.Driver() }
+
+// store returns the store's operations as the engine makes them: with the
+// InCommit observers once there are any.
+func (c *Client) store() driver.Executor { return c.eng.Exec() }
 
 // WorkerID returns the name this client uses in leases.
-func (c *Client) WorkerID() string { return c.worker }
+func (c *Client) WorkerID() string { return c.eng.WorkerID() }
 
 // Register adds job types and workflows this client runs. They may be
 // registered before or after Start; a name may be registered once (else
@@ -439,17 +420,19 @@ func (c *Client) Register(types ...AnyType) error {
 			return fmt.Errorf("hopper: type %q: %w", t.Name(), err)
 		}
 	}
+	bound := make([]engine.JobType, len(types))
+	for i, t := range types {
+		bound[i] = c.bind(t.core())
+	}
+	if err := c.eng.Register(bound...); err != nil {
+		c.typesMu.Unlock()
+		return err
+	}
 	for _, t := range types {
 		c.types[t.core().name()] = t.core()
 	}
 	c.typesMu.Unlock()
-	c.mu.Lock()
-	rt := c.rt
-	c.mu.Unlock()
-	if rt != nil {
-		rt.ensureProducers()
-		rt.syncStored() // stored schedules of the new types
-	}
+	c.syncStored() // stored schedules of the new types
 	return nil
 }
 
@@ -479,18 +462,6 @@ func (c *Client) registered(workflows bool) []string {
 	return names
 }
 
-// claimTypes returns every registered type name as stored on jobs
-// (workflows carry their prefix): what this client's producers claim.
-func (c *Client) claimTypes() []string {
-	c.typesMu.RLock()
-	defer c.typesMu.RUnlock()
-	names := make([]string, 0, len(c.types))
-	for n := range c.types {
-		names = append(names, n)
-	}
-	return names
-}
-
 func (c *Client) lookupType(name string) typeCore {
 	c.typesMu.RLock()
 	defer c.typesMu.RUnlock()
@@ -498,42 +469,12 @@ func (c *Client) lookupType(name string) typeCore {
 }
 
 // queues returns the queues this client works.
-func (c *Client) queues() []string {
-	qs := []string{c.cfg.DefaultQueue}
-	for _, q := range c.cfg.Queues {
-		if !slices.Contains(qs, q) {
-			qs = append(qs, q)
-		}
-	}
-	c.typesMu.RLock()
-	for _, t := range c.types {
-		if q := t.queue(); q != "" && !slices.Contains(qs, q) {
-			qs = append(qs, q)
-		}
-	}
-	c.typesMu.RUnlock()
-	return qs
-}
+func (c *Client) queues() []string { return c.eng.Queues() }
 
 // Start starts the client's workers and, if this client wins the leadership,
 // the maintenance services. It returns once they run; ctx only bounds
 // starting. Start on a started client does nothing.
-func (c *Client) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.rt != nil {
-		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	rt, err := startRuntime(ctx, c)
-	if err != nil {
-		return err
-	}
-	c.rt = rt
-	return nil
-}
+func (c *Client) Start(ctx context.Context) error { return c.eng.Start(ctx) }
 
 // Stop stops taking new jobs, waits for running attempts to finish until ctx
 // is done, then cancels the ones still running (they go back to pending
@@ -547,129 +488,93 @@ func (c *Client) Start(ctx context.Context) error {
 // and left to the rescuer (an outcome not recorded, say, leaves its job's
 // lease to expire, and the job runs again). See "Stopping" in
 // docs/operations.md.
-func (c *Client) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	rt := c.rt
-	c.mu.Unlock()
-	if rt == nil {
-		return nil
-	}
-	err := rt.stop(ctx)
-	c.mu.Lock()
-	if c.rt == rt {
-		c.rt = nil
-	}
-	c.mu.Unlock()
-	c.waiters.close()
-	return err
-}
+func (c *Client) Stop(ctx context.Context) error { return c.eng.Stop(ctx) }
 
 // Started reports whether the client's workers run.
-func (c *Client) Started() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rt != nil
-}
+func (c *Client) Started() bool { return c.eng.Started() }
 
-func (c *Client) runtime() *runtime {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rt
-}
-
-func (c *Client) now() time.Time { return hclock.Truncate(c.clock.Now()) }
+func (c *Client) now() time.Time { return c.eng.Now() }
 
 func (c *Client) newID() string { return c.cfg.IDGenerator() }
 
 // wakeQueue tells the local producer of queue (if any) that a job is due at
 // t (zero: now).
-func (c *Client) wakeQueue(queue string, at time.Time) {
-	if rt := c.runtime(); rt != nil {
-		rt.wake(queue, at)
-	}
-}
+func (c *Client) wakeQueue(queue string, at time.Time) { c.eng.WakeQueue(queue, at) }
 
 // reportError hands a non-critical error to Config.OnError and the log.
-func (c *Client) reportError(err error, phase ErrorPhase) {
-	if err == nil {
-		return
-	}
-	c.log.Warn("hopper: engine error", "phase", string(phase), "err", err)
-	if c.cfg.OnError == nil {
-		return
-	}
-	defer func() { _ = recover() }()
-	c.cfg.OnError(err, phase)
-}
-
-type subscriber struct{ fn func(Event) }
+func (c *Client) reportError(err error, phase ErrorPhase) { c.eng.ReportError(err, phase) }
 
 // Subscribe registers fn to receive every event this client emits, as
 // Config.OnEvent does; the returned function removes it. The same rules
 // apply: fn runs on the engine's goroutines and must be quick.
-func (c *Client) Subscribe(fn func(Event)) (unsubscribe func()) {
-	s := &subscriber{fn: fn}
-	c.subsMu.Lock()
-	var cur []*subscriber
-	if p := c.subs.Load(); p != nil {
-		cur = *p
+func (c *Client) Subscribe(fn func(Event)) (unsubscribe func()) { return c.eng.Subscribe(fn) }
+
+// emit delivers an event as the engine's own are.
+func (c *Client) emit(e Event) { c.eng.Emit(e) }
+
+// IsLeader reports whether this client currently runs maintenance.
+func (c *Client) IsLeader() bool { return c.eng.IsLeader() }
+
+// engineConfig is the engine's configuration: cfg's values (defaults
+// applied) and the hooks that carry the public API's types.
+func (c *Client) engineConfig() engine.Config {
+	cfg := c.cfg
+	h := engine.Hooks{
+		OnEvent:  cfg.OnEvent,
+		OnError:  cfg.OnError,
+		Classify: cfg.Classify,
+		CommitContext: func(ctx context.Context, tx driver.Executor) context.Context {
+			return context.WithValue(ctx, commitKey{}, &Commit{c: c, tx: tx})
+		},
+		WorkerInfo: c.workerInfo,
+		Services:   []engine.Service{(*scheduler)(c)},
 	}
-	next := append(slices.Clip(cur), s)
-	c.subs.Store(&next)
-	c.subsMu.Unlock()
-	return func() {
-		c.subsMu.Lock()
-		defer c.subsMu.Unlock()
-		p := c.subs.Load()
-		if p == nil {
-			return
+	if bp := cfg.Backpressure; bp != nil {
+		h.Backpressure = func(ctx context.Context, queue string, active int) time.Duration {
+			info := BackpressureInfo{Queue: queue, Active: active, outcomes: c.eng.Outcomes()}
+			return bp(context.WithValue(ctx, backpressureKey{}, info))
 		}
-		next := slices.DeleteFunc(slices.Clone(*p), func(x *subscriber) bool { return x == s })
-		c.subs.Store(&next)
+	}
+	if accept := cfg.Accept; accept != nil {
+		h.Accept = func(row *hoppertype.JobRow) bool {
+			return accept(AcceptInfo{ID: row.ID, Type: row.Type, Queue: row.Queue, Attempt: row.Attempt,
+				Priority: row.Priority, Metadata: maps.Clone(row.Metadata)})
+		}
+	}
+	if orphan := cfg.OnOrphanGroup; orphan != nil {
+		h.OnOrphanGroup = func(g *hoppertype.GroupRow) {
+			orphan(&GroupValue{ID: g.ID, Value: g.Value, Set: g.ValueSet, Settled: true, codec: c.codec})
+		}
+	}
+	return engine.Config{
+		Driver:            cfg.Driver,
+		Clock:             cfg.Clock,
+		Logger:            cfg.Logger,
+		WorkerID:          cfg.WorkerID,
+		IDGenerator:       cfg.IDGenerator,
+		MaxWorkers:        cfg.MaxWorkers,
+		FetchBatch:        cfg.FetchBatch,
+		AutoRedrive:       cfg.AutoRedrive,
+		Visibility:        cfg.Visibility,
+		HeartbeatInterval: cfg.HeartbeatInterval,
+		PollInterval:      cfg.PollInterval,
+		RescueInterval:    cfg.RescueInterval,
+		WaitPollInterval:  cfg.WaitPollInterval,
+		LeaderTTL:         cfg.LeaderTTL,
+		GateRecheck:       cfg.GateRecheck,
+		Retention:         engine.Retention(cfg.Retention),
+		DefaultQueue:      cfg.DefaultQueue,
+		Queues:            cfg.Queues,
+		Limit:             cfg.Limit,
+		Hooks:             h,
 	}
 }
 
-// emit delivers an event to the client's hook, the subscribers and the
-// type's hook.
-func (c *Client) emit(e Event) {
-	c.nudgeFeed()
-	if c.outcomes != nil {
-		c.outcomes.observe(e)
-	}
-	if c.cfg.OnEvent != nil {
-		c.callHook(c.cfg.OnEvent, e)
-	}
-	if p := c.subs.Load(); p != nil {
-		for _, s := range *p {
-			c.callHook(s.fn, e)
-		}
-	}
-	if e.Type != "" {
-		if t := c.lookupType(e.Type); t != nil {
-			if h := t.onEvent(); h != nil {
-				c.callHook(h, e)
-			}
-		}
-	}
-}
-
-func (c *Client) callHook(h func(Event), e Event) {
-	defer func() {
-		if r := recover(); r != nil {
-			c.reportError(fmt.Errorf("event hook panicked on %s: %v", e.Kind, r), PhaseHook)
-		}
-	}()
-	h(e)
-}
-
-// anyTypeLimit reports whether a registered type has a Limit of its own.
-func (c *Client) anyTypeLimit() bool {
-	c.typesMu.RLock()
-	defer c.typesMu.RUnlock()
-	for _, t := range c.types {
-		if t.limit() != nil {
-			return true
-		}
-	}
-	return false
+// workerInfo is this client's worker row, as the engine reports it.
+func (c *Client) workerInfo(active int, leader bool) []byte {
+	host, _ := os.Hostname()
+	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
+		Schedules: c.runningSchedules(), MaxWorkers: c.cfg.MaxWorkers, Active: active, Leader: leader}
+	b, _ := json.Marshal(info)
+	return b
 }

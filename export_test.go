@@ -1,4 +1,6 @@
 package hopper
 
+import "github.com/hopper-go/hopper/internal/engine"
+
 // StopGrace is how long past its ctx's end Client.Stop may take.
-const StopGrace = stopGrace
+const StopGrace = engine.StopGrace

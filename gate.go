@@ -3,14 +3,13 @@ package hopper
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // Condition says when a gate fires. Done means any terminal state
@@ -52,7 +51,7 @@ func ConditionMet(cond Condition, states []JobState) bool {
 
 // gateTypeName is the built-in job type that fires gates. Every client
 // registers it, so whichever worker claims a gate can fire it.
-const gateTypeName = "hopper.gate"
+const gateTypeName = engine.GateTypeName
 
 // DefaultGateRecheck is how often a waiting gate looks at its jobs again on
 // its own (Config.GateRecheck): a safety net, since the transitions of the
@@ -63,19 +62,22 @@ const DefaultGateRecheck = time.Minute
 // errors.
 const gateAttempts = 25
 
-// gateType fires gates: see runGate.
-var gateType = Define(gateTypeName, runGate, &TypeOpts[gateInput]{
+// gateType fires gates (engine.RunGate).
+var gateType = Define(gateTypeName, runGate, &TypeOpts[engine.GateInput]{
 	Codec: JSONCodec{},
 	Retry: RetryPolicy{Attempts: gateAttempts, Base: time.Second, Max: time.Minute},
 })
 
-// gateInput is what a gate's job stores: the jobs it watches, its
-// condition, and the jobs it queues when it fires (built and validated when
-// the gate was enqueued).
-type gateInput struct {
-	On   []string             `json:"on"`
-	Cond Condition            `json:"cond"`
-	Next []*hoppertype.JobRow `json:"next"`
+// runGate is the gate type's handler: the engine's.
+func runGate(ctx context.Context, in engine.GateInput) (None, error) {
+	return None{}, engine.RunGate(ctx, JobFromContext(ctx).a, in)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // gateSpec is the gate part of a JobSpec made by Gate.
@@ -130,7 +132,7 @@ func (c *Client) buildGateRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, er
 	if err := checkTexts("gate: id to wait on", g.on); err != nil {
 		return nil, err
 	}
-	in := gateInput{On: slices.Compact(slices.Sorted(slices.Values(g.on))), Cond: g.cond.Normalize()}
+	in := engine.GateInput{On: slices.Compact(slices.Sorted(slices.Values(g.on))), Cond: g.cond.Normalize()}
 	seen := map[string]bool{}
 	for _, n := range g.next {
 		if n == s {
@@ -178,242 +180,6 @@ func (c *Client) buildGateRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, er
 	return row, nil
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// insertGates stores the gates among freshly inserted jobs, beside them in
-// tx, and wakes any that close a cycle so they report it.
-func (c *Client) insertGates(ctx context.Context, tx driver.Executor, res []driver.JobInsertResult) error {
-	var specs []*driver.GateSpec
-	for _, r := range res {
-		if r.Existing || r.Job.Type != gateTypeName {
-			continue
-		}
-		var in gateInput
-		if err := json.Unmarshal(r.Job.Input, &in); err != nil {
-			return fmt.Errorf("gate %s: %w", r.Job.ID, err)
-		}
-		spec := &driver.GateSpec{ID: r.Job.ID, Cond: in.Cond, On: in.On}
-		for _, n := range in.Next {
-			spec.Queues = append(spec.Queues, n.ID)
-		}
-		specs = append(specs, spec)
-	}
-	if len(specs) == 0 {
-		return nil
-	}
-	if _, err := tx.GateInsert(ctx, &driver.GateInsertParams{Gates: specs, Now: c.now()}); err != nil {
-		return fmt.Errorf("store gates: %w", err)
-	}
-	for _, s := range specs {
-		cycle, err := gateCycle(ctx, tx, s.ID)
-		if err != nil {
-			return err
-		}
-		if len(cycle) > 0 {
-			if _, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: cycle, Now: c.now()}); err != nil {
-				return err
-			}
-			if err := tx.Notify(ctx, driver.TopicJobAvailable, ""); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// maxCycleWalk bounds how many ids cycle detection visits.
-const maxCycleWalk = 10000
-
-// gateCycle returns the ids on a cycle of waits through gate id (id first),
-// or nil: the gate waits, through other gates and the jobs they queue, on
-// itself, so it can never fire.
-func gateCycle(ctx context.Context, ex driver.Executor, id string) ([]string, error) {
-	from := map[string]string{id: ""}
-	frontier := []string{id}
-	for len(frontier) > 0 && len(from) < maxCycleWalk {
-		edges, err := ex.GateEdges(ctx, frontier)
-		if err != nil {
-			return nil, fmt.Errorf("gate %s: cycle check: %w", id, err)
-		}
-		var next []string
-		for _, n := range frontier {
-			for _, to := range edges[n] {
-				if to == id {
-					path := []string{id}
-					for p := n; p != id; p = from[p] {
-						path = append(path, p)
-					}
-					return path, nil
-				}
-				if _, seen := from[to]; !seen {
-					from[to] = n
-					next = append(next, to)
-				}
-			}
-		}
-		slices.Sort(next)
-		frontier = next
-	}
-	return nil, nil
-}
-
-// repairGate reads the states of the jobs a gate has not seen done and
-// records those that are (a job committed and finished while the gate's
-// insert was in flight is counted by no transition). It returns the gate
-// as it is then.
-func (c *Client) repairGate(ctx context.Context, id string, g *hoppertype.GateRow) (*hoppertype.GateRow, error) {
-	waits, err := c.drv.GateWaitList(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	var open []string
-	for _, w := range waits {
-		if w.State == "" {
-			open = append(open, w.JobID)
-		}
-	}
-	if len(open) == 0 {
-		return g, nil
-	}
-	jobs, err := c.drv.JobGetMany(ctx, open)
-	if err != nil {
-		return nil, err
-	}
-	var seen []driver.GateObservation
-	for _, job := range jobs {
-		if job.State.Terminal() {
-			seen = append(seen, driver.GateObservation{ID: job.ID, State: job.State})
-		}
-	}
-	if len(seen) == 0 {
-		return g, nil
-	}
-	if err := c.drv.GateObserve(ctx, &driver.GateObserveParams{Jobs: seen, Now: c.now()}); err != nil {
-		return nil, err
-	}
-	return c.drv.GateGet(ctx, id)
-}
-
-// stuckError is what a handler returns to leave its job stuck.
-type stuckError struct {
-	info *hoppertype.StuckInfo
-}
-
-func (e *stuckError) Error() string {
-	return fmt.Sprintf("stuck (%s): %s", e.info.Cause, e.info.Detail)
-}
-
-// runGate is the gate type's handler: it fires the gate when its condition
-// holds, reports it stuck when it cannot, and otherwise waits again until
-// the next recheck (a transition of a watched job wakes it earlier).
-func runGate(ctx context.Context, in gateInput) (None, error) {
-	j := JobFromContext(ctx)
-	c := j.c
-	now := c.now()
-	g, err := c.drv.GateGet(ctx, j.ID())
-	if errors.Is(err, hoppertype.ErrNotFound) {
-		return None{}, Abort(fmt.Errorf("gate %s: no gate is stored for this job", j.ID()))
-	} else if err != nil {
-		return None{}, err
-	}
-	if !g.Cond.Met(g.Total, g.Done, g.Succeeded) && !g.Cond.Impossible(g.Total, g.Done, g.Succeeded) {
-		// Not decided (a recheck): repair what no transition could count.
-		if g, err = c.repairGate(ctx, j.ID(), g); err != nil {
-			return None{}, err
-		}
-	}
-	cycle, err := gateCycle(ctx, c.drv, j.ID())
-	if err != nil {
-		return None{}, err
-	}
-	if len(cycle) > 0 {
-		return None{}, &stuckError{info: &hoppertype.StuckInfo{Cause: hoppertype.StuckCycle, BlockerIDs: cycle[1:], ObservedAt: now,
-			Detail: "the gate waits on itself: " + strings.Join(append(cycle, cycle[0]), " → ")}}
-	}
-	switch {
-	case g.Cond.Met(g.Total, g.Done, g.Succeeded):
-		for _, n := range in.Next {
-			row := n.Clone()
-			delay := row.RunAt.Sub(row.QueuedAt)
-			row.QueuedAt, row.RunAt = now, now.Add(delay)
-			row.State = hoppertype.JobStatePending
-			if delay > 0 {
-				row.State = hoppertype.JobStateScheduled
-			}
-			row.GroupID, row.ParentID, row.Dependents = j.row.GroupID, j.row.ID, slices.Clone(in.On)
-			j.group.mu.Lock()
-			j.group.eff.children = append(j.group.eff.children, row)
-			j.group.mu.Unlock()
-		}
-		return None{}, nil
-	case g.Cond.Impossible(g.Total, g.Done, g.Succeeded):
-		waits, err := c.drv.GateWaitList(ctx, j.ID())
-		if err != nil {
-			return None{}, err
-		}
-		var failed []string
-		for _, w := range waits {
-			if w.State.Terminal() && w.State != hoppertype.JobStateSucceeded {
-				failed = append(failed, w.JobID)
-			}
-		}
-		detail := fmt.Sprintf("condition %s cannot hold: %d of %d jobs done, %d succeeded", g.Cond, g.Done, g.Total, g.Succeeded)
-		// A blocker redriven while this ran finds the gate running: look
-		// again in the transaction that records it stuck.
-		j.effects = c.recheckGate
-		return None{}, &stuckError{info: &hoppertype.StuckInfo{Cause: hoppertype.StuckFailedBlocker, BlockerIDs: failed, Detail: detail, ObservedAt: now}}
-	}
-	// Not decided: wait again. A transition that decides the gate while it
-	// runs finds it running and cannot wake it, so the wait is recorded with
-	// a look at the counts in the same transaction (recheckGate).
-	j.effects = c.recheckGate
-	at := now.Add(c.cfg.GateRecheck)
-	if !j.row.Deadline.IsZero() {
-		at = minTime(at, j.row.Deadline)
-	}
-	return None{}, SnoozeUntil(at)
-}
-
-// recheckGate runs in the transaction that records a gate's wait or its
-// stuck state: a transition of a watched job that committed while the
-// gate ran found it running and could not wake it, so the counts are read
-// again here and the gate woken if they now decide it (or, stuck on a
-// failed blocker, if the blocker was redriven).
-func (c *Client) recheckGate(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow) error {
-	g, err := tx.GateGet(ctx, job.ID)
-	if err != nil {
-		return err
-	}
-	if !driver.GateWakes(g, job) {
-		return nil
-	}
-	var queues []string
-	switch job.State {
-	case hoppertype.JobStateScheduled:
-		woken, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{job.ID}, Now: c.now()})
-		if err != nil {
-			return err
-		}
-		for _, w := range woken {
-			queues = append(queues, w.Queue)
-		}
-	case hoppertype.JobStateStuck:
-		res, err := tx.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{job.ID}, States: []hoppertype.JobState{hoppertype.JobStateStuck}, Now: c.now()})
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			queues = append(queues, r.Job.Queue)
-		}
-	}
-	return notifyQueueNames(ctx, tx, queues)
-}
-
 // Chain is a sequence of gates built from a handler with JobContext.Then:
 // each link queues its jobs once the previous link's jobs meet its
 // condition. The seeds call it ".next".
@@ -428,15 +194,7 @@ type Chain struct {
 // success, like spawned jobs. A Then whose jobs cannot be built fails the
 // attempt (with ErrInvalidInput) when the handler returns.
 func (j *JobContext) Then(cond Condition, next ...*JobSpec) *Chain {
-	j.group.mu.Lock()
-	var cohort []string
-	for _, ch := range j.group.eff.children {
-		if ch.Type != gateTypeName {
-			cohort = append(cohort, ch.ID)
-		}
-	}
-	j.group.mu.Unlock()
-	return (&Chain{j: j, cohort: cohort}).Then(cond, next...)
+	return (&Chain{j: j, cohort: j.a.Spawned()}).Then(cond, next...)
 }
 
 // Then queues next once the previous link's jobs meet cond.
@@ -456,10 +214,4 @@ func (ch *Chain) Then(cond Condition, next ...*JobSpec) *Chain {
 }
 
 // fail records an error that fails the attempt when its handler returns.
-func (j *JobContext) fail(err error) {
-	j.group.mu.Lock()
-	if j.group.err == nil {
-		j.group.err = err
-	}
-	j.group.mu.Unlock()
-}
+func (j *JobContext) fail(err error) { j.a.Fail(err) }

@@ -1,18 +1,16 @@
 package hopper
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
@@ -294,7 +292,7 @@ func enqueueableName(name string) error {
 	case strings.HasPrefix(name, workflowTypePrefix):
 		wf := strings.TrimPrefix(name, workflowTypePrefix)
 		return fmt.Errorf("%w: %q is the job type that runs workflow %q: start a run of it instead (Client.StartName, POST /v1/runs, hopper runs start)", ErrInvalidInput, name, wf)
-	case strings.HasPrefix(name, builtinTypePrefix):
+	case strings.HasPrefix(name, engine.BuiltinTypePrefix):
 		return fmt.Errorf("%w: %q is one of hopper's own job types and cannot be enqueued by name", ErrInvalidInput, name)
 	}
 	return nil
@@ -419,8 +417,8 @@ func (c *Client) buildRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, error)
 	return row, nil
 }
 
-// insert builds rows for specs and stores them in one transaction (the
-// caller's tx when given), then wakes workers and emits queued events.
+// insert builds rows for specs and has the engine store them in one
+// transaction (the caller's tx when given).
 func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver.JobInsertResult, error) {
 	if len(specs) == 0 {
 		return nil, nil
@@ -439,164 +437,25 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 		seen[row.ID] = struct{}{}
 		rows[i] = row
 	}
-	skip := c.skipQueueRows(specs, rows, now)
-
-	var res []driver.JobInsertResult
-	params := &driver.JobInsertManyParams{Jobs: rows}
-	var err error
-	notify := false // the queue notifications are still to send
-	if tx != nil {
-		for _, r := range rows {
-			if r.Type == gateTypeName {
-				return nil, fmt.Errorf("%w: a gate cannot be enqueued through a caller's transaction (enqueue it with EnqueueMany)", ErrInvalidInput)
-			}
-		}
-		ti, ok := c.baseDriver().(driver.TxInserter)
-		if !ok {
-			return nil, fmt.Errorf("%w: the %s driver has no transactional enqueue", driver.ErrNotImplemented, c.base.Name())
-		}
-		res, err = ti.JobInsertManyTx(ctx, tx, params)
-	} else if !slices.ContainsFunc(rows, func(r *hoppertype.JobRow) bool { return r.Type == gateTypeName }) {
-		// One atomic call: no transaction to open and commit around it.
-		// The notifications follow the commit and this client's own
-		// wake-ups (below).
-		res, err = c.drv.JobInsertMany(ctx, params)
-		notify = true
-	} else {
-		err = c.drv.InTx(ctx, func(ctx context.Context, dtx driver.Executor) error {
-			var err error
-			res, err = c.insertIn(ctx, dtx, params)
-			return err
-		})
-	}
-	if errors.Is(err, ErrDuplicateID) {
-		res, err = c.duplicateInsert(ctx, tx, specs, rows)
-		notify = false
-	}
-	if err != nil {
-		return nil, fmt.Errorf("hopper: enqueue: %w", err)
-	}
-	c.afterInsert(res, skip)
-	if notify {
-		c.notifyAfterInsert(ctx, res)
-	}
-	return res, nil
+	return c.eng.Insert(ctx, &engine.InsertParams{
+		Rows:       rows,
+		Tx:         tx,
+		Skip:       c.skipQueueRows(specs, rows, now),
+		ExplicitID: len(specs) == 1 && specs[0].opts.ID != "",
+	})
 }
 
-// duplicateInsert answers an insert that the store refused because an id
-// was taken (through tx, the caller's transaction, when given). One job
-// with an explicit id whose stored job has the same type and input is an
-// idempotent repeat: its result is the stored job, marked Existing (a
-// client retrying an enqueue whose reply it lost gets the same job). Any
-// other case is an error matching ErrDuplicateID, in hopper's words (the
-// store's are left out). When the stored job cannot be read through tx (a
-// PostgreSQL transaction that a concurrent insert of the id aborted), the
-// error is ErrDuplicateID too.
-func (c *Client) duplicateInsert(ctx context.Context, tx any, specs []*JobSpec, rows []*hoppertype.JobRow) ([]driver.JobInsertResult, error) {
-	if len(specs) != 1 || specs[0].opts.ID == "" {
-		return nil, fmt.Errorf("%w: a job id given is taken", ErrDuplicateID)
+// skipQueueRows marks the SkipQueue jobs among rows that this client can
+// run now as inserted already claimed, and returns their ids.
+func (c *Client) skipQueueRows(specs []*JobSpec, rows []*hoppertype.JobRow, now time.Time) map[string]bool {
+	want := make([]bool, len(specs))
+	any := false
+	for i, s := range specs {
+		want[i] = s.t.skipQueue() || s.opts.SkipQueue
+		any = any || want[i]
 	}
-	row := rows[0]
-	var have *hoppertype.JobRow
-	var err error
-	if tx != nil {
-		have, err = c.baseDriver().(driver.TxInserter).JobGetTx(ctx, tx, row.ID)
-	} else {
-		have, err = c.drv.JobGet(ctx, row.ID)
+	if !any {
+		return nil
 	}
-	switch {
-	case err != nil:
-		// Deleted since, or unreadable through an aborted transaction.
-		return nil, fmt.Errorf("%w: job %q exists", ErrDuplicateID, row.ID)
-	case have.Type != row.Type:
-		return nil, fmt.Errorf("%w: job %q exists with type %q, not %q", ErrDuplicateID, row.ID, have.Type, row.Type)
-	case !bytes.Equal(have.Input, row.Input):
-		return nil, fmt.Errorf("%w: job %q exists with another input", ErrDuplicateID, row.ID)
-	}
-	return []driver.JobInsertResult{{Job: have, Existing: true}}, nil
-}
-
-// insertIn stores the jobs of p in tx with their gates, and the wake-ups of
-// the queues that received due jobs.
-func (c *Client) insertIn(ctx context.Context, tx driver.Executor, p *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
-	res, err := tx.JobInsertMany(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.insertGates(ctx, tx, res); err != nil {
-		return nil, err
-	}
-	return res, notifyQueues(ctx, tx, res)
-}
-
-// notifyAfterInsert announces the queues that received due jobs, after the
-// insert committed and this client woke its own workers. Each payload is
-// signed with the client's sender id (queue,sender): its own runtime skips
-// the echo, which would only make it claim again and find nothing. A
-// notification is a hint (listeners also poll), so a failure to send one
-// does not fail the enqueue; it is reported. The caller's ctx ending does
-// not cut it (the jobs are stored already); a poll interval does.
-func (c *Client) notifyAfterInsert(ctx context.Context, res []driver.JobInsertResult) {
-	queues := pendingQueues(res)
-	if len(queues) == 0 {
-		return
-	}
-	ctx, cancel := afterCommit(ctx, c.cfg.PollInterval)
-	defer cancel()
-	for _, q := range queues {
-		if err := c.drv.Notify(ctx, driver.TopicJobAvailable, q+","+c.sender); err != nil {
-			c.reportError(fmt.Errorf("announce queue %q: %w", q, err), PhaseQueue)
-			return
-		}
-	}
-}
-
-// notifyQueues announces the queues that received due jobs.
-func notifyQueues(ctx context.Context, tx driver.Executor, res []driver.JobInsertResult) error {
-	return notifyQueueNames(ctx, tx, pendingQueues(res))
-}
-
-// pendingQueues returns, sorted and once each, the queues of the jobs an
-// insert stored as pending.
-func pendingQueues(res []driver.JobInsertResult) []string {
-	var queues []string
-	for _, r := range res {
-		if !r.Existing && r.Job.State == hoppertype.JobStatePending {
-			queues = append(queues, r.Job.Queue)
-		}
-	}
-	slices.Sort(queues)
-	return slices.Compact(queues)
-}
-
-// notifyQueueNames announces, once each, that the queues have due jobs.
-func notifyQueueNames(ctx context.Context, tx driver.Executor, queues []string) error {
-	slices.Sort(queues)
-	for _, q := range slices.Compact(queues) {
-		if err := tx.Notify(ctx, driver.TopicJobAvailable, q); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// afterInsert runs after the insert committed: local wake-ups, events, and
-// the in-process first attempt of SkipQueue jobs.
-func (c *Client) afterInsert(res []driver.JobInsertResult, skip map[string]bool) {
-	for _, r := range res {
-		if r.Existing {
-			continue
-		}
-		j := r.Job
-		c.emit(Event{Kind: EventQueued, JobID: j.ID, Type: j.Type, Queue: j.Queue, GroupID: j.GroupID,
-			ParentID: j.ParentID, Dependents: j.Dependents, RunAt: j.RunAt, At: j.QueuedAt})
-		switch {
-		case skip[j.ID] && j.State == hoppertype.JobStateRunning:
-			c.runSkipQueue(j)
-		case j.State == hoppertype.JobStatePending:
-			c.wakeQueue(j.Queue, time.Time{})
-		case j.State == hoppertype.JobStateScheduled:
-			c.wakeQueue(j.Queue, j.RunAt)
-		}
-	}
+	return c.eng.SkipQueueRows(rows, want, now)
 }

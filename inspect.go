@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // GateInfo is what a gate waits for, what it has seen and what it queues
@@ -81,7 +82,7 @@ func ParseGate(row *JobRow) (info *GateInfo, ok bool) {
 	if !IsGate(row) {
 		return nil, false
 	}
-	var in gateInput
+	var in engine.GateInput
 	if err := json.Unmarshal(row.Input, &in); err != nil {
 		return &GateInfo{ID: row.ID}, true
 	}
@@ -100,7 +101,7 @@ func ParseGate(row *JobRow) (info *GateInfo, ok bool) {
 // queues. ErrNotFound for an unknown id; ErrInvalidInput for a job that is
 // not a gate.
 func (c *Client) GateInfo(ctx context.Context, id string) (*GateInfo, error) {
-	row, err := c.drv.JobGet(ctx, id)
+	row, err := c.store().JobGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: gate %s: %w", id, err)
 	}
@@ -108,7 +109,7 @@ func (c *Client) GateInfo(ctx context.Context, id string) (*GateInfo, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: job %s is a %q job, not a gate", ErrInvalidInput, id, row.Type)
 	}
-	g, err := c.drv.GateGet(ctx, id)
+	g, err := c.store().GateGet(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return info, nil // not stored yet, or deleted by retention
@@ -116,7 +117,7 @@ func (c *Client) GateInfo(ctx context.Context, id string) (*GateInfo, error) {
 		return nil, fmt.Errorf("hopper: gate %s: %w", id, err)
 	}
 	info.Condition, info.Total, info.Done, info.Succeeded = g.Cond.Normalize(), g.Total, g.Done, g.Succeeded
-	waits, err := c.drv.GateWaitList(ctx, id)
+	waits, err := c.store().GateWaitList(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: gate %s: %w", id, err)
 	}

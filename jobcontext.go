@@ -3,29 +3,21 @@ package hopper
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // JobContext is what a running handler knows about its job. Get it with
 // JobFromContext.
 type JobContext struct {
-	c     *Client
-	row   *hoppertype.JobRow
-	group jobGroup
+	c *Client
+	// a is the attempt the engine runs; row is its claimed row.
+	a   *engine.Attempt
+	row *hoppertype.JobRow
 	// run is set when the job is a workflow run's execution.
-	run *runEffect
-	// effects, when set, run in the transaction that records the attempt.
-	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
-	// hb is the heartbeat watchdog of a type with a HeartbeatTimeout
-	// (hbEvery), nil otherwise; each heartbeat moves it on.
-	hb      Timer
-	hbEvery time.Duration
-	// life holds the lifetimes of the runtime running the attempt.
-	life *lifetimes
+	run *engine.RunEffect
 }
 
 type jobCtxKey struct{}
@@ -100,28 +92,7 @@ func (j *JobContext) heartbeat(ctx context.Context, message string) error {
 	if err := checkText("heartbeat message", message); err != nil {
 		return err
 	}
-	if j.hb != nil {
-		j.hb.Reset(j.hbEvery) // the handler is alive: the watchdog starts over
-	}
-	c := j.c
-	res, err := c.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{
-		Leases:    []driver.Lease{{ID: j.row.ID, Token: j.row.LeaseToken}},
-		ExpiresAt: c.now().Add(c.cfg.Visibility),
-		Message:   message,
-	})
-	if err != nil {
-		return fmt.Errorf("hopper: heartbeat: %w", err)
-	}
-	if len(res) != 1 || !res[0].Held {
-		return ErrLeaseLost
-	}
-	if res[0].CancelRequested {
-		if rt := c.runtime(); rt != nil {
-			rt.cancelLocal(j.row.ID)
-		}
-		return ErrCancelled
-	}
-	return nil
+	return j.a.Heartbeat(ctx, message)
 }
 
 // Claim wins a one-time, fleet-wide claim on key: it returns true exactly
@@ -135,10 +106,15 @@ func (j *JobContext) Claim(ctx context.Context, key string) (bool, error) {
 	if err := checkText("claim key", key); err != nil {
 		return false, err
 	}
-	c := j.c
-	ok, err := c.drv.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "claim:" + key, Now: c.now()})
-	if err != nil {
-		return false, fmt.Errorf("hopper: claim %q: %w", key, err)
+	return j.a.Claim(ctx, key)
+}
+
+// hardLife is the lifetime of the work that finishes what the attempt
+// began: its session's hard lifetime.
+func (j *JobContext) hardLife() context.Context {
+	var a *engine.Attempt // outside an attempt: only the calls' budgets bound the work
+	if j != nil {
+		a = j.a
 	}
-	return ok, nil
+	return a.HardLife()
 }

@@ -83,7 +83,7 @@ func listOrNone(names []string) string {
 // process by up to an hour, unless the process stopped cleanly), sorted.
 func (c *Client) Registered(ctx context.Context) (types, workflows []string, err error) {
 	types, workflows = c.Types(), c.Workflows()
-	infos, err := c.workerInfos(ctx, c.drv)
+	infos, err := c.workerInfos(ctx, c.store())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,13 +147,13 @@ func (c *Client) runningSchedules() []WorkerSchedule {
 // seen within three heartbeat intervals), so that every client lists the
 // same, whether or not it runs a schedule itself.
 func (c *Client) markRunElsewhere(ctx context.Context, byName map[string]*ScheduleInfo) error {
-	rows, err := c.drv.WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
+	rows, err := c.store().WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
 	if err != nil {
 		return fmt.Errorf("hopper: list workers: %w", err)
 	}
 	for _, r := range rows {
 		var w WorkerInfo
-		if r.ID == c.worker || len(r.Info) == 0 || json.Unmarshal(r.Info, &w) != nil {
+		if r.ID == c.eng.WorkerID() || len(r.Info) == 0 || json.Unmarshal(r.Info, &w) != nil {
 			continue // this client knows its own; a row it cannot read tells nothing
 		}
 		for _, s := range w.Schedules {

@@ -65,8 +65,7 @@ func newRetryObserver(c *Client, max int) (*RetryObserver, error) {
 	// A stuck job waits for the rescuer's lease expiry and backoff anyway:
 	// reading the feed at most ten times a second under load is soon
 	// enough, and takes a twentieth of the reads.
-	o := &observer{name: RetryObserverName, phase: AfterCommit, filter: filter, fn: r.observe, gap: retryObserverGap}
-	if err := c.observe(o); err != nil {
+	if err := c.observe(RetryObserverName, AfterCommit, filter, r.observe, retryObserverGap); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // Schedule is a recurring enqueue: at each occurrence of Cron (or of Next)
@@ -178,7 +179,7 @@ type ScheduleInfo struct {
 // Schedules lists the schedules this client registered and the ones the
 // store keeps (registered by any process, or paused by name), by name.
 func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
-	stored, err := c.drv.ScheduleList(ctx)
+	stored, err := c.store().ScheduleList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list schedules: %w", err)
 	}
@@ -250,7 +251,7 @@ func (c *Client) setSchedulePaused(ctx context.Context, name string, paused, cre
 	if err := checkText("schedule name", name); err != nil {
 		return err
 	}
-	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		if !create {
 			// A name nobody knows is a typo, not a new row.
 			if err := c.checkScheduleKnown(ctx, tx, name); err != nil {
@@ -284,7 +285,7 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	if err := checkText("schedule name", name); err != nil {
 		return err
 	}
-	gone, err := c.drv.ScheduleDelete(ctx, name)
+	gone, err := c.store().ScheduleDelete(ctx, name)
 	if err != nil {
 		return fmt.Errorf("hopper: delete schedule %s: %w", name, err)
 	}
@@ -384,27 +385,24 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 		}
 	}
 	e.catchUp = catchUpWindow(e.catchUp)
-	c.mu.Lock() // before schedMu: Start holds it while it starts the schedules
 	c.schedMu.Lock()
 	if c.schedules == nil {
 		c.schedules = map[string]*scheduleEntry{}
 	}
 	if _, dup := c.schedules[s.Name]; dup {
 		c.schedMu.Unlock()
-		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: schedule %q is registered already", ErrInvalidInput, s.Name)
 	}
 	c.schedules[s.Name] = e
-	if c.rt != nil {
+	if rt := c.sched; rt != nil {
 		// The code's schedule replaces a stored one of its name here.
 		if se := c.stored[s.Name]; se != nil {
-			c.rt.retire(se.e)
+			rt.retire(se.e)
 			delete(c.stored, s.Name)
 		}
-		c.rt.startSchedule(e)
+		rt.startSchedule(e)
 	}
 	c.schedMu.Unlock()
-	c.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -417,17 +415,59 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 			if stop != nil {
 				stop()
 			}
-			if rt := c.runtime(); rt != nil {
-				rt.syncStored() // a stored schedule of its name may run here now
-			}
+			c.syncStored() // a stored schedule of its name may run here now
 		})
 	}, nil
 }
 
-// startSchedules starts the client's schedules in rt.
-func (rt *runtime) startSchedules() {
+// schedRun is the schedules' part of a running engine session.
+type schedRun struct {
+	c *Client
+	s *engine.Session
+	// ctx ends when Stop begins.
+	ctx context.Context
+	// schedulesOff is set when Stop has ended the schedules; guarded by
+	// Client.schedMu.
+	schedulesOff bool
+	// schedReported holds the stored schedules reported as not runnable
+	// here, with the definition reported; guarded by syncMu.
+	schedReported map[string]driver.ScheduleDef
+	// syncMu serialises the reads of the stored schedules.
+	syncMu sync.Mutex
+	// schedWG counts the schedule goroutines the session started, for
+	// stop to wait for (retired and removed ones too).
+	schedWG sync.WaitGroup
+}
+
+// scheduler runs a client's schedules beside each engine session.
+type scheduler Client
+
+// Start starts the schedules in s, and the stored ones before it returns
+// (their reports wait for the sync goroutine: Start holds the engine's
+// lock).
+func (sc *scheduler) Start(ctx context.Context, s *engine.Session) {
+	rt := &schedRun{c: (*Client)(sc), s: s, ctx: s.Context()}
+	rt.startSchedules()
+	reports := rt.syncStoredOnce(ctx)
+	s.Go(func() { rt.syncStoredSchedules(reports) })
+}
+
+// Stop ends the schedules of s and waits for their goroutines.
+func (sc *scheduler) Stop(s *engine.Session) {
+	c := (*Client)(sc)
+	c.schedMu.Lock()
+	rt := c.sched
+	c.schedMu.Unlock()
+	if rt != nil && rt.s == s {
+		rt.stopSchedules()
+	}
+}
+
+// startSchedules makes rt the client's running schedules and starts them.
+func (rt *schedRun) startSchedules() {
 	rt.c.schedMu.Lock()
 	defer rt.c.schedMu.Unlock()
+	rt.c.sched = rt
 	for _, e := range rt.c.schedules {
 		rt.startSchedule(e)
 	}
@@ -436,7 +476,7 @@ func (rt *runtime) startSchedules() {
 // stopSchedules ends the schedules' goroutines of rt and waits for every
 // one it started (removed and retired ones too); no schedule starts in rt
 // afterwards. The runtime's context is cancelled already.
-func (rt *runtime) stopSchedules() {
+func (rt *schedRun) stopSchedules() {
 	rt.c.schedMu.Lock()
 	rt.schedulesOff = true
 	for _, e := range rt.c.schedules {
@@ -447,7 +487,8 @@ func (rt *runtime) stopSchedules() {
 	for _, se := range rt.c.stored {
 		se.e.cancel()
 	}
-	rt.c.stored = nil // the next runtime reads the stored schedules again
+	rt.c.stored = nil // the next session reads the stored schedules again
+	rt.c.sched = nil
 	rt.c.schedMu.Unlock()
 	rt.schedWG.Wait()
 }
@@ -455,7 +496,7 @@ func (rt *runtime) stopSchedules() {
 // retire ends e's goroutine without waiting for it (Client.schedMu held):
 // the runtime's stop waits for it. The caller may be that goroutine (a
 // report's handler that defines or deletes a schedule).
-func (rt *runtime) retire(e *scheduleEntry) {
+func (rt *schedRun) retire(e *scheduleEntry) {
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -465,7 +506,7 @@ func (rt *runtime) retire(e *scheduleEntry) {
 // (Client.schedMu held). Its first timer is armed before it returns, and
 // each next one before an occurrence fires, so a virtual clock moved at any
 // point finds it.
-func (rt *runtime) startSchedule(e *scheduleEntry) {
+func (rt *schedRun) startSchedule(e *scheduleEntry) {
 	if rt.schedulesOff {
 		return
 	}
@@ -494,11 +535,11 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 	at := firstDue(e, now, notBefore)
 	timer := arm(at)
 	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored, Version: e.version}
-	rt.workerChanged() // the row reports the schedules run here
+	rt.s.WorkerChanged() // the row reports the schedules run here
 	go func() {
 		defer rt.schedWG.Done()
 		defer close(done)
-		defer rt.workerChanged()
+		defer rt.s.WorkerChanged()
 		defer cancel()
 		defer func() {
 			if err := e.stuck.Load(); err != nil && ctx.Err() == nil {
@@ -562,12 +603,12 @@ func (rt *runtime) startSchedule(e *scheduleEntry) {
 	}()
 }
 
-// registerSchedule stores a schedule's registration, within shortBudget
+// registerSchedule stores a schedule's registration, within engine.ShortBudget
 // (a start without an answer counts as the first sighting).
 func (c *Client) registerSchedule(ctx context.Context, reg *driver.ScheduleUpsertParams) (time.Time, error) {
-	ctx, cancel := call(ctx, shortBudget)
+	ctx, cancel := engine.Call(ctx, engine.ShortBudget)
 	defer cancel()
-	return c.drv.ScheduleUpsert(ctx, reg)
+	return c.store().ScheduleUpsert(ctx, reg)
 }
 
 // window is how late e's occurrence may still fire: its CatchUp, and never
@@ -605,7 +646,7 @@ func firstDue(e *scheduleEntry, now, notBefore time.Time) time.Time {
 // key, its record and the job are stored in one transaction. A failed
 // attempt is retried while the occurrence is within the catch-up window
 // (and at least once).
-func (rt *runtime) fireOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time) {
+func (rt *schedRun) fireOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time) {
 	c := rt.c
 	var (
 		spec *JobSpec
@@ -678,9 +719,9 @@ func scheduleKey(name string, at time.Time) string {
 // nothing, and when the schedule is paused only the key and the record.
 // A stored schedule's definition gone since this process read it stores
 // nothing and is errDefinitionGone. One try has the occurrence's catch-up
-// window, up to occurrenceBudget.
+// window, up to engine.OccurrenceBudget.
 func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time, spec *JobSpec, run *RunSpec) error {
-	ctx, cancel := call(ctx, min(e.window(), occurrenceBudget))
+	ctx, cancel := engine.Call(ctx, min(e.window(), engine.OccurrenceBudget))
 	defer cancel()
 	now := c.now()
 	key := &driver.KeySetIfAbsentParams{Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep)}
@@ -706,7 +747,7 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 		}
 		// The run's start notifies its queue itself, after the commit.
 		var row *hoppertype.JobRow
-		err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		err := c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			row = nil
 			mine, err := claim(ctx, tx)
 			if err != nil || !mine {
@@ -725,7 +766,7 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 			return fmt.Errorf("hopper: start run: %w", err)
 		}
 		if row != nil {
-			c.afterInsert([]driver.JobInsertResult{{Job: row}}, nil)
+			c.eng.AfterInsert([]driver.JobInsertResult{{Job: row}}, nil)
 		}
 		return nil
 	}
@@ -741,13 +782,13 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 	}
 	skip := c.skipQueueRows([]*JobSpec{spec}, []*hoppertype.JobRow{row}, now)
 	var res []driver.JobInsertResult
-	err = c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		res = nil
 		mine, err := claim(ctx, tx)
 		if err != nil || !mine {
 			return err
 		}
-		res, err = c.insertIn(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
+		res, err = c.eng.InsertIn(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
 		return err
 	})
 	if errors.Is(err, errDefinitionGone) {
@@ -757,7 +798,7 @@ func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, ne
 		return fmt.Errorf("hopper: enqueue: %w", err)
 	}
 	if len(res) > 0 {
-		c.afterInsert(res, skip)
+		c.eng.AfterInsert(res, skip)
 	}
 	return nil
 }

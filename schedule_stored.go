@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // StoredSchedule is a schedule defined in the store rather than in a
@@ -80,7 +81,7 @@ func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
 	def.DefinedAt = now
 	// The store refuses the row of a schedule in code (one a process
 	// registered or fired); a name only paused may be defined.
-	err = c.drv.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: s.Name, Def: def, NextAt: next(now), Now: now})
+	err = c.store().ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: s.Name, Def: def, NextAt: next(now), Now: now})
 	if errors.Is(err, ErrStateConflict) {
 		return fmt.Errorf("%w: schedule %q is registered in a program's code", ErrInvalidInput, s.Name)
 	}
@@ -198,8 +199,23 @@ func sameDef(a, b *driver.ScheduleDef) bool {
 // starts); a failed read is reported to Config.OnError on the caller's
 // goroutine.
 func (c *Client) syncSchedulesNow(ctx context.Context) {
-	if rt := c.runtime(); rt != nil {
+	c.schedMu.Lock()
+	rt := c.sched
+	c.schedMu.Unlock()
+	if rt != nil {
 		rt.syncStoredCtx(ctx)
+	}
+}
+
+// syncStored makes a started client run the stored schedules as they are
+// now, within its session's life, before it returns; a failed read is
+// reported to Config.OnError on the caller's goroutine.
+func (c *Client) syncStored() {
+	c.schedMu.Lock()
+	rt := c.sched
+	c.schedMu.Unlock()
+	if rt != nil {
+		rt.syncStored()
 	}
 }
 
@@ -213,8 +229,7 @@ const (
 // syncStoredSchedules reports what the runtime's first read of the stored
 // schedules could not run, then rereads them every few poll intervals (on
 // the wall clock: a definition comes from outside) until the runtime stops.
-func (rt *runtime) syncStoredSchedules(reports []error) {
-	defer rt.loops.Done()
+func (rt *schedRun) syncStoredSchedules(reports []error) {
 	for _, err := range reports {
 		rt.c.reportError(err, PhaseSchedule)
 	}
@@ -233,10 +248,10 @@ func (rt *runtime) syncStoredSchedules(reports []error) {
 // syncStored reads the stored schedules and reports what it could not run,
 // once per definition, after letting go of every lock (a report's handler
 // may define or delete one).
-func (rt *runtime) syncStored() { rt.syncStoredCtx(rt.ctx) }
+func (rt *schedRun) syncStored() { rt.syncStoredCtx(rt.ctx) }
 
 // syncStoredCtx is syncStored reading the store within ctx too.
-func (rt *runtime) syncStoredCtx(ctx context.Context) {
+func (rt *schedRun) syncStoredCtx(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(rt.ctx, cancel)
@@ -253,12 +268,12 @@ func (rt *runtime) syncStoredCtx(ctx context.Context) {
 // or deleted schedule's is only cancelled (its records would be refused:
 // they name the definition's version), since the caller may be that
 // goroutine.
-func (rt *runtime) syncStoredOnce(ctx context.Context) []error {
+func (rt *schedRun) syncStoredOnce(ctx context.Context) []error {
 	rt.syncMu.Lock()
 	defer rt.syncMu.Unlock()
 	c := rt.c
-	lctx, cancel := call(ctx, shortBudget) // the next read comes soon enough
-	rows, err := c.drv.ScheduleList(lctx)
+	lctx, cancel := engine.Call(ctx, engine.ShortBudget) // the next read comes soon enough
+	rows, err := c.store().ScheduleList(lctx)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil || rt.ctx.Err() != nil {
@@ -276,7 +291,7 @@ func (rt *runtime) syncStoredOnce(ctx context.Context) []error {
 	c.schedMu.Lock()
 	defer c.schedMu.Unlock()
 	if rt.schedulesOff {
-		return nil // a stopped runtime's read: the next runtime's are its own
+		return nil // a stopped session's read: the next session's are its own
 	}
 	for name, se := range c.stored {
 		if r := want[name]; r == nil || !sameDef(&se.def, r.Def) {

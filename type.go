@@ -2,13 +2,13 @@ package hopper
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"runtime/debug"
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // Handler runs one attempt of a job: it receives the decoded input and
@@ -204,14 +204,14 @@ func (t *typeImpl[I, O]) run(ctx context.Context, c *Client, input []byte) (out 
 	codec := t.codec(c)
 	var in I
 	if err := codec.Unmarshal(input, &in); err != nil {
-		return nil, &kindError{kind: hoppertype.ErrorKindDecode, err: fmt.Errorf("decode input for %q: %w", t.typeName, err), abort: true}
+		return nil, &engine.KindError{Kind: hoppertype.ErrorKindDecode, Err: fmt.Errorf("decode input for %q: %w", t.typeName, err), Abort: true}
 	}
 	var res O
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
 				stack := debug.Stack()
-				err = &kindError{kind: hoppertype.ErrorKindPanic, err: fmt.Errorf("%w: %v", ErrPanic, r), stack: string(stack)}
+				err = &engine.KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %v", ErrPanic, r), Stack: string(stack)}
 			}
 		}()
 		res, err = t.handler(ctx, in)
@@ -224,7 +224,7 @@ func (t *typeImpl[I, O]) run(ctx context.Context, c *Client, input []byte) (out 
 	}
 	b, err := codec.Marshal(res)
 	if err != nil {
-		return nil, &kindError{kind: hoppertype.ErrorKindEncode, err: fmt.Errorf("%w: %v", ErrEncode, err), abort: true}
+		return nil, &engine.KindError{Kind: hoppertype.ErrorKindEncode, Err: fmt.Errorf("%w: %v", ErrEncode, err), Abort: true}
 	}
 	return b, nil
 }
@@ -237,25 +237,23 @@ func isNoValue[O any]() bool {
 	return reflect.TypeFor[O]() == reflect.TypeFor[struct{}]()
 }
 
-// kindError carries a hopper error kind (and, for panics, a stack) from the
-// handler wrapper to the outcome decision.
-type kindError struct {
-	kind  hoppertype.ErrorKind
-	err   error
-	stack string
-	abort bool
-	// final ends the job dead now, keeping kind as it is (a workflow run's
-	// final failure: its waiters match the cause, not ErrAborted).
-	final bool
+// boundType is a registered type as the engine runs it: the type with the
+// client whose codec and context its handler gets.
+type boundType struct {
+	t typeCore
+	c *Client
 }
 
-func (e *kindError) Error() string { return e.err.Error() }
-func (e *kindError) Unwrap() error { return e.err }
+func (c *Client) bind(t typeCore) engine.JobType { return &boundType{t: t, c: c} }
 
-// rawJSON is a helper for events: a result as raw JSON when it is JSON.
-func rawJSON(b []byte) json.RawMessage {
-	if len(b) == 0 || !json.Valid(b) {
-		return nil
-	}
-	return json.RawMessage(b)
+func (b *boundType) Name() string                      { return b.t.name() }
+func (b *boundType) Queue() string                     { return b.t.queue() }
+func (b *boundType) SkipQueue() bool                   { return b.t.skipQueue() }
+func (b *boundType) Limit() *hoppertype.Limit          { return b.t.limit() }
+func (b *boundType) Classifier() hoppertype.Classifier { return b.t.classify() }
+func (b *boundType) OnEvent() func(hoppertype.Event)   { return b.t.onEvent() }
+func (b *boundType) HeartbeatTimeout() time.Duration   { return b.t.heartbeatTimeout() }
+func (b *boundType) Run(ctx context.Context, a *engine.Attempt) ([]byte, error) {
+	ctx = withJobContext(ctx, &JobContext{c: b.c, a: a, row: a.Row()})
+	return b.t.run(ctx, b.c, a.Row().Input)
 }

@@ -93,18 +93,6 @@ func checkTime(field string, t time.Time) error {
 	return fmt.Errorf("%w: %s %s is outside years 1 to 9999", ErrInvalidInput, field, t.UTC().Format(time.RFC3339))
 }
 
-// clampTime brings t within the storable years: a wait past year 9999 is
-// as good as forever.
-func clampTime(t time.Time) time.Time {
-	switch {
-	case t.After(storableMax):
-		return storableMax
-	case t.Before(storableMin):
-		return storableMin
-	}
-	return t
-}
-
 // checkPriority refuses a priority the stores cannot keep (a 32-bit
 // integer).
 func checkPriority(p int) error {

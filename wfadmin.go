@@ -134,7 +134,7 @@ func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
 	if err := checkText("run id", id); err != nil {
 		return nil, err
 	}
-	run, err := c.drv.RunGet(ctx, id)
+	run, err := c.store().RunGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
@@ -147,7 +147,7 @@ func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, []*hopp
 	if err := checkText("run id", id); err != nil {
 		return nil, 0, nil, err
 	}
-	run, all, err := c.drv.RunLoad(ctx, id)
+	run, all, err := c.store().RunLoad(ctx, id)
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
@@ -162,7 +162,7 @@ func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, []*hopp
 
 // withJob completes a run's view with its job (gone after retention).
 func (c *Client) withJob(ctx context.Context, run *hoppertype.RunRow) (*RunInfo, error) {
-	job, err := c.drv.JobGet(ctx, run.ID)
+	job, err := c.store().JobGet(ctx, run.ID)
 	if err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
 	if info.Activities, err = c.activities(ctx, info.History); err != nil {
 		return nil, err
 	}
-	if info.Hooks, err = c.drv.HookListByRun(ctx, id); err != nil {
+	if info.Hooks, err = c.store().HookListByRun(ctx, id); err != nil {
 		return nil, err
 	}
 	info.Timeline = timeline(info.History, info.Activities)
@@ -285,7 +285,7 @@ func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	jobs, err := c.drv.JobGetMany(ctx, ids)
+	jobs, err := c.store().JobGetMany(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +317,7 @@ func (c *Client) WaitRun(ctx context.Context, id string) (*RunInfo, error) {
 	}
 	// The run's row is written in its job's transitions: read after the
 	// job ended, it holds the run's end.
-	run, err := c.drv.RunGet(ctx, id)
+	run, err := c.store().RunGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
@@ -389,7 +389,7 @@ func (c *Client) ListRuns(ctx context.Context, q *RunQuery) (*RunPage, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := c.drv.RunList(ctx, &driver.RunListParams{Statuses: q.Statuses, Workflow: q.Workflow, ParentID: q.ParentID,
+	rows, err := c.store().RunList(ctx, &driver.RunListParams{Statuses: q.Statuses, Workflow: q.Workflow, ParentID: q.ParentID,
 		CreatedAfter: q.StartedAfter, CreatedBefore: q.StartedBefore, After: after, Offset: q.Offset, Limit: limit + 1})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list runs: %w", err)
@@ -407,7 +407,7 @@ func (c *Client) ListRuns(ctx context.Context, q *RunQuery) (*RunPage, error) {
 		for i, r := range rows {
 			ids[i] = r.ID
 		}
-		js, err := c.drv.JobList(ctx, &driver.JobListParams{IDs: ids, Limit: len(ids)})
+		js, err := c.store().JobList(ctx, &driver.JobListParams{IDs: ids, Limit: len(ids)})
 		if err != nil {
 			return nil, fmt.Errorf("hopper: list runs: %w", err)
 		}
@@ -481,38 +481,11 @@ func (c *Client) RetryRun(ctx context.Context, id string) error {
 	if err := checkText("run id", id); err != nil {
 		return err
 	}
-	now := c.now()
-	var job *hoppertype.JobRow
-	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		if _, err := tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: hoppertype.RunPending, Reset: true,
-			ExpectStatuses: runRetryable, Now: now}); err != nil {
-			return err
-		}
-		res, err := tx.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{id}, Now: now, States: []hoppertype.JobState{
-			hoppertype.JobStateDead, hoppertype.JobStateExpired, hoppertype.JobStateCancelled, hoppertype.JobStateStuck}})
-		if err != nil {
-			return err
-		}
-		if len(res) != 1 {
-			return fmt.Errorf("its job is not one that ended (or retention deleted it): %w", ErrStateConflict)
-		}
-		job = res[0].Job
-		if res[0].PrevState.Terminal() && job.GroupID != job.ID {
-			if _, err := tx.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: job.GroupID, OpenDelta: 1, Now: now}); err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
-				return err
-			}
-		}
-		return notifyQueueNames(ctx, tx, []string{job.Queue})
-	})
-	if err != nil {
+	if err := c.eng.RetryRun(ctx, id, runRetryable); err != nil {
 		return fmt.Errorf("hopper: retry run %s: %w", id, err)
 	}
-	c.emit(Event{Kind: EventRedriven, JobID: job.ID, Type: job.Type, Queue: job.Queue, GroupID: job.GroupID, ParentID: job.ParentID, At: now})
-	c.wakeQueue(job.Queue, time.Time{})
 	return nil
 }
-
-var runLive = []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunRunning, hoppertype.RunWaiting, hoppertype.RunCompensating, hoppertype.RunStuck}
 
 // CancelRun asks a run to stop: its context is cancelled and its
 // operations return ErrCancelled; the compensations registered so far run;
@@ -523,84 +496,7 @@ func (c *Client) CancelRun(ctx context.Context, id string) error {
 	if err := checkText("run id", id); err != nil {
 		return err
 	}
-	now := c.now()
-	var job *hoppertype.JobRow
-	var (
-		settled    []*hoppertype.GroupRow
-		endedStuck bool
-	)
-	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		settled, endedStuck = nil, false
-		run, err := tx.RunGet(ctx, id)
-		if err != nil {
-			return err
-		}
-		if run.Status.Terminal() {
-			return fmt.Errorf("run is %s: %w", run.Status, hoppertype.ErrStateConflict)
-		}
-		if _, err := tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: run.Status, ExpectStatuses: runLive, Now: now,
-			Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancel requested", At: now}}); err != nil {
-			return err
-		}
-		if job, err = tx.JobGet(ctx, id); err != nil {
-			return err
-		}
-		switch job.State {
-		case hoppertype.JobStateRunning:
-			_, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now})
-			if err == nil {
-				err = tx.Notify(ctx, driver.TopicJobCancel, id)
-			}
-		case hoppertype.JobStateStuck:
-			// Nothing can run it: it ends cancelled now, with what a
-			// cancelled job's end brings (its group, its waiters).
-			var row *hoppertype.JobRow
-			row, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now,
-				Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancelled", At: now}})
-			if err == nil {
-				_, err = tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: hoppertype.RunCancelled, EndedAt: now, Now: now})
-			}
-			if err == nil {
-				_, settled, err = c.applyGroup(ctx, tx, row, nil)
-			}
-			if err == nil {
-				err = tx.Notify(ctx, driver.TopicJobDone, id)
-			}
-			if err == nil {
-				job, endedStuck = row, true
-			}
-		default:
-			_, err = tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{id}, Now: now})
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("hopper: cancel run %s: %w", id, err)
-	}
-	if endedStuck {
-		c.waiters.jobDone(id)
-		c.emit(Event{Kind: EventCancelled, JobID: id, Type: job.Type, Queue: job.Queue, GroupID: job.GroupID,
-			ParentID: job.ParentID, Attempt: job.Attempt, Error: "cancelled", At: now})
-		for _, g := range settled {
-			c.groupSettled(ctx, g, now)
-		}
-	}
-	if job != nil {
-		c.wakeQueue(job.Queue, time.Time{})
-		if rt := c.runtime(); rt != nil && job.State == hoppertype.JobStateRunning {
-			rt.cancelLocal(id)
-		}
-	}
-	children, err := c.drv.RunList(ctx, &driver.RunListParams{ParentID: id, Statuses: runLive, Limit: 10_000})
-	if err != nil {
-		return fmt.Errorf("hopper: cancel run %s: children: %w", id, err)
-	}
-	for _, ch := range children {
-		if err := c.CancelRun(ctx, ch.ID); err != nil && !errors.Is(err, ErrStateConflict) {
-			return err
-		}
-	}
-	return nil
+	return c.eng.CancelRun(ctx, id)
 }
 
 // ResumeHook delivers payload (JSON) to the hook with this token and wakes
@@ -642,7 +538,7 @@ func (c *Client) ResumeHookRequest(ctx context.Context, token string, payload js
 	}
 	now := c.now()
 	var queue string
-	err = c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err = c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		h, err := tx.HookGet(ctx, token)
 		if err != nil {
 			return err
@@ -785,74 +681,8 @@ func (c *Client) ReadStream(ctx context.Context, runID string, from int64, limit
 	if err := checkText("run id", runID); err != nil {
 		return nil, err
 	}
-	return c.drv.StreamRead(ctx, &driver.StreamReadParams{RunID: runID, From: from, Limit: limit})
+	return c.store().StreamRead(ctx, &driver.StreamReadParams{RunID: runID, From: from, Limit: limit})
 }
-
-// applyRunEffects records, in the transaction of a run's job transition,
-// what the transition means for the run: its status, and waking its parent
-// when it ends.
-func (c *Client) applyRunEffects(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow, eff *runEffect) error {
-	now := c.now()
-	if eff != nil && eff.ended && job.State == hoppertype.JobStateSucceeded {
-		// The run's end was stored with its last record.
-		if job.ParentID != "" {
-			return c.wake(ctx, tx, job.ParentID, now)
-		}
-		return nil
-	}
-	p := &driver.RunUpdateParams{ID: job.ID, Now: now}
-	switch job.State {
-	case hoppertype.JobStateSucceeded:
-		p.Status = hoppertype.RunCompleted
-	case hoppertype.JobStatePending, hoppertype.JobStateScheduled:
-		p.Status = hoppertype.RunWaiting
-	case hoppertype.JobStateRetrying:
-		p.Status = hoppertype.RunPending
-	case hoppertype.JobStateDead, hoppertype.JobStateExpired:
-		p.Status = hoppertype.RunFailed
-		if eff != nil && eff.final != "" {
-			p.Status = eff.final
-		}
-		p.Error = job.Error
-	case hoppertype.JobStateCancelled:
-		p.Status = hoppertype.RunCancelled
-	case hoppertype.JobStateStuck:
-		p.Status = hoppertype.RunStuck
-		p.Error = job.Error
-	default:
-		return nil
-	}
-	if job.State.Terminal() {
-		p.EndedAt = now
-	}
-	run, err := tx.RunUpdate(ctx, p)
-	if err != nil {
-		if errors.Is(err, hoppertype.ErrNotFound) {
-			return nil
-		}
-		return err
-	}
-	if job.State.Terminal() && run.ParentID != "" {
-		return c.wake(ctx, tx, run.ParentID, now)
-	}
-	return nil
-}
-
-// wake makes a waiting run (or any waiting job) due now.
-func (c *Client) wake(ctx context.Context, tx driver.Executor, id string, now time.Time) error {
-	woken, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{id}, Now: now})
-	if err != nil {
-		return err
-	}
-	for _, j := range woken {
-		if err := tx.Notify(ctx, driver.TopicJobAvailable, j.Queue); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func isRunJob(job *hoppertype.JobRow) bool { return strings.HasPrefix(job.Type, workflowTypePrefix) }
 
 // timeline returns history with each activity's executions after its
 // activity_scheduled event (see RunInfo.Timeline).

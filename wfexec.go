@@ -12,6 +12,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // History event kinds. A run's history holds what its own execution did, in
@@ -79,31 +80,6 @@ type evData struct {
 // operation runs, so code that swallows the error does no harm.
 var errSuspended = errors.New("hopper: workflow suspended (return this error)")
 
-// runEffect is what a run's execution asks of the transaction that records
-// its job's outcome.
-type runEffect struct {
-	// final is the run status a final failure ends in (compensated,
-	// quarantined …); empty means the default for the job's state.
-	final hoppertype.RunStatus
-	// recheck, for a suspended run, reports after the suspension committed
-	// whether what it waits for already happened (closing the lost-wake
-	// race); the run is then woken at once.
-	recheck func(ctx context.Context) bool
-	// events are appended to the run's history in the transaction that
-	// records the job's outcome, under the same lease (the run's end).
-	events []*hoppertype.RunEvent
-	// ended says the append of events also stored the run's end (status
-	// completed), so the outcome's run update is not needed.
-	ended bool
-}
-
-// suspendError carries a suspension from the executor to the outcome.
-type suspendError struct{ until time.Time }
-
-func (e *suspendError) Error() string {
-	return "workflow waiting until " + e.until.Format(time.RFC3339)
-}
-
 // compensation is a registered undo action.
 type compensation struct {
 	name string
@@ -147,13 +123,14 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	}
 	runID := jc.ID()
 	// One read: the run and its whole history.
-	run, all, err := c.drv.RunLoad(ctx, runID)
+	run, all, err := c.store().RunLoad(ctx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
 	}
 	st := &wfState{c: c, ctx: ctx, jc: jc, run: run, opts: opts, attempt: jc.Attempt()}
 	st.cancelled = run.Error != nil && run.Error.Kind == hoppertype.ErrorKindCancelled
-	jc.run = &runEffect{}
+	jc.run = &engine.RunEffect{}
+	jc.a.SetRun(jc.run)
 	// The run is marked running by its first record (see appendEvent); an
 	// execution that records nothing (a wake-up with nothing new to do)
 	// leaves the run as it was.
@@ -184,7 +161,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				out, err = nil, &kindError{kind: hoppertype.ErrorKindPanic, err: fmt.Errorf("%w: %v", ErrPanic, r), stack: string(debug.Stack())}
+				out, err = nil, &engine.KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %v", ErrPanic, r), Stack: string(debug.Stack())}
 			}
 		}()
 		out, err = body(st)
@@ -194,8 +171,8 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	case st.fatal != nil:
 		return nil, st.fatalErr()
 	case st.suspended:
-		jc.run.recheck = st.recheck
-		return nil, &suspendError{until: st.until}
+		jc.run.Recheck = st.recheck
+		return nil, &engine.SuspendError{Until: st.until}
 	case err == nil && !st.cancelled:
 		if st.pos < len(st.events) {
 			ev := st.events[st.pos]
@@ -214,9 +191,9 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 			return nil, eerr
 		}
 		if st.pending != nil {
-			jc.run.events = append(jc.run.events, st.pending)
+			jc.run.Events = append(jc.run.Events, st.pending)
 		}
-		jc.run.events = append(jc.run.events, ev)
+		jc.run.Events = append(jc.run.Events, ev)
 		return out, nil
 	}
 	if err == nil {
@@ -229,7 +206,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 		if !st.recorded(evWorkflowCancelled) {
 			st.recordEnd(evWorkflowCancelled, evData{})
 		}
-		return nil, &kindError{kind: hoppertype.ErrorKindCancelled, err: fmt.Errorf("%w: workflow run %s", ErrCancelled, runID), abort: true}
+		return nil, &engine.KindError{Kind: hoppertype.ErrorKindCancelled, Err: fmt.Errorf("%w: workflow run %s", ErrCancelled, runID), Abort: true}
 	}
 	final := aborts(err) || opts.Strategy != StrategyRetry || retries >= opts.MaxRetries || jc.Attempt() >= jc.MaxAttempts()
 	if !final {
@@ -247,7 +224,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	switch opts.Strategy {
 	case StrategyRetry, StrategyCompensate:
 		if len(st.comps) > 0 {
-			if _, uerr := c.drv.RunUpdate(ctx, &driver.RunUpdateParams{ID: runID, Status: hoppertype.RunCompensating, Now: c.now()}); uerr != nil {
+			if _, uerr := c.store().RunUpdate(ctx, &driver.RunUpdateParams{ID: runID, Status: hoppertype.RunCompensating, Now: c.now()}); uerr != nil {
 				return nil, uerr
 			}
 			if err := c.compensate(st); err != nil {
@@ -265,7 +242,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 		c.cascade(ctx, run)
 		status = hoppertype.RunCancelled
 	}
-	jc.run.final = status
+	jc.run.Final = status
 	if !st.recorded(evWorkflowFailed) {
 		st.recordEnd(evWorkflowFailed, evData{Error: errorInfo(err, st.attempt, c.now()), Status: status})
 	}
@@ -274,18 +251,18 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	// (ErrAborted only for an abort), and a parent that returns it retries
 	// it unless it is an abort.
 	var stack string
-	var ke *kindError
+	var ke *engine.KindError
 	if errors.As(err, &ke) {
-		stack = ke.stack
+		stack = ke.Stack
 	}
-	return nil, &kindError{kind: errorKind(err), err: err, stack: stack, final: true}
+	return nil, &engine.KindError{Kind: errorKind(err), Err: err, Stack: stack, Final: true}
 }
 
 // recordEnd records how the run ended, though its attempt was cancelled:
 // within the lease's length and the runtime's hard lifetime. Unrecorded,
 // the run's job records the end all the same.
 func (st *wfState) recordEnd(kind string, data evData) {
-	ctx, cancel := within(st.ctx, st.jc.hardLife(), st.c.cfg.Visibility)
+	ctx, cancel := engine.Within(st.ctx, st.jc.hardLife(), st.c.cfg.Visibility)
 	defer cancel()
 	_ = st.record(ctx, nil, kind, "", data)
 }
@@ -294,8 +271,8 @@ func (st *wfState) recordEnd(kind string, data evData) {
 // Abort (a Fatal step's error, an aborted activity's or child's) or one of
 // hopper's own permanent failures (an output that does not encode).
 func aborts(err error) bool {
-	var ke *kindError
-	return errors.Is(err, ErrAborted) || errors.As(err, &ke) && ke.abort
+	var ke *engine.KindError
+	return errors.Is(err, ErrAborted) || errors.As(err, &ke) && ke.Abort
 }
 
 // generation is one attempt of a run in its history: the events recorded
@@ -411,7 +388,7 @@ func retriedFailure(ev *hoppertype.RunEvent) bool {
 // execution that cannot record (its lease lost) stops there, so the one
 // that takes the run over runs each of the others once.
 func (c *Client) compensate(st *wfState) error {
-	ctx, cancel := within(st.ctx, st.jc.hardLife(), 0)
+	ctx, cancel := engine.Within(st.ctx, st.jc.hardLife(), 0)
 	defer cancel()
 	done := map[string]bool{}
 	for _, ev := range st.events {
@@ -495,7 +472,7 @@ func registeredCompensations(gens []generation) bool {
 // stuck, undoing nothing, as a divergence of the current attempt does.
 // They run as compensate runs them.
 func (c *Client) undoEarlier(st *wfState, gens []generation, body func(WorkflowContext) ([]byte, error)) error {
-	ctx, cancel := within(st.ctx, st.jc.hardLife(), 0)
+	ctx, cancel := engine.Within(st.ctx, st.jc.hardLife(), 0)
 	defer cancel()
 	for gi := len(gens) - 1; gi >= 0; gi-- {
 		g := gens[gi]
@@ -572,12 +549,12 @@ func (c *Client) replayCompensations(ctx context.Context, st *wfState, g generat
 // cascade cancels a failed run's parent and children, though its attempt
 // was cancelled: within cascadeBudget and the runtime's hard lifetime.
 func (c *Client) cascade(ctx context.Context, run *hoppertype.RunRow) {
-	ctx, cancel := within(ctx, JobFromContext(ctx).hardLife(), cascadeBudget)
+	ctx, cancel := engine.Within(ctx, JobFromContext(ctx).hardLife(), engine.CascadeBudget)
 	defer cancel()
 	if run.ParentID != "" {
 		_ = c.CancelRun(ctx, run.ParentID)
 	}
-	children, err := c.drv.RunList(ctx, &driver.RunListParams{ParentID: run.ID, Limit: 10_000})
+	children, err := c.store().RunList(ctx, &driver.RunListParams{ParentID: run.ID, Limit: 10_000})
 	if err != nil {
 		c.reportError(fmt.Errorf("cascade from run %s: %w", run.ID, err), PhaseHook)
 		return
@@ -606,9 +583,9 @@ var kindsBySentinel = []hoppertype.ErrorKind{
 // *JobError matches its kind's, so a child's or an activity's error passed
 // on keeps its kind), else handler. An abort wins.
 func errorKind(err error) hoppertype.ErrorKind {
-	var ke *kindError
+	var ke *engine.KindError
 	if errors.As(err, &ke) {
-		return ke.kind
+		return ke.Kind
 	}
 	for _, k := range kindsBySentinel {
 		if errors.Is(err, (&JobError{Kind: k}).Unwrap()) {
@@ -636,7 +613,7 @@ func (st *wfState) fatalErr() error {
 	if errors.Is(st.fatal, hoppertype.ErrLeaseLost) {
 		return st.fatal
 	}
-	return &kindError{kind: hoppertype.ErrorKindNonDeterminism, err: st.fatal, abort: true}
+	return &engine.KindError{Kind: hoppertype.ErrorKindNonDeterminism, Err: st.fatal, Abort: true}
 }
 
 // check says whether an operation may go on: not after a suspension or a
@@ -760,7 +737,7 @@ func (st *wfState) appendEvent(ctx context.Context, ex driver.Executor, ev *hopp
 		// Shares a statement with other runs': seen through whatever
 		// happens to ctx, for as long as the lease and the runtime's hard
 		// lifetime.
-		err = st.c.hist.append(ctx, st.jc.hardLife(), st.c.cfg.Visibility, st.c.drv, p)
+		err = st.c.eng.AppendHistory(ctx, st.jc.hardLife(), p)
 	} else {
 		err = ex.RunEventAppend(ctx, p)
 	}
@@ -797,7 +774,7 @@ func (st *wfState) inTx(kind, name string, data evData, fn func(ctx context.Cont
 // inTxData is inTx with the event's data made by fn, in the transaction.
 func (st *wfState) inTxData(kind, name string, fn func(ctx context.Context, tx driver.Executor) (evData, error)) error {
 	var ev *hoppertype.RunEvent
-	err := st.c.drv.InTx(st.ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := st.c.store().InTx(st.ctx, func(ctx context.Context, tx driver.Executor) error {
 		data, err := fn(ctx, tx)
 		if err != nil {
 			return err

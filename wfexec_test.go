@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 func TestCurrentHistory(t *testing.T) {
@@ -84,7 +85,7 @@ func TestErrorKind(t *testing.T) {
 	}{
 		{"a plain error", boom, hoppertype.ErrorKindHandler},
 		{"an abort", Abort(boom), hoppertype.ErrorKindAborted},
-		{"hopper's own", &kindError{kind: hoppertype.ErrorKindEncode, err: boom}, hoppertype.ErrorKindEncode},
+		{"hopper's own", &engine.KindError{Kind: hoppertype.ErrorKindEncode, Err: boom}, hoppertype.ErrorKindEncode},
 		{"a step's failure", &StepError{Kind: hoppertype.ErrorKindHandler}, hoppertype.ErrorKindHandler},
 		{"a fatal step", &StepError{Kind: hoppertype.ErrorKindAborted}, hoppertype.ErrorKindAborted},
 		{"an activity that timed out", &StepError{Kind: hoppertype.ErrorKindTimeout}, hoppertype.ErrorKindTimeout},

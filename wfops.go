@@ -15,6 +15,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
@@ -403,12 +404,12 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 			if res, err = tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}}); err != nil {
 				return err
 			}
-			return notifyQueues(ctx, tx, res)
+			return engine.NotifyQueues(ctx, tx, res)
 		})
 		if err != nil {
 			return zero, err
 		}
-		st.c.afterInsert(res, nil)
+		st.c.eng.AfterInsert(res, nil)
 	}
 	if ev, err := st.next(name, evActivityCompleted); err != nil {
 		return zero, err
@@ -418,13 +419,13 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 	if err := st.live(); err != nil {
 		return zero, err
 	}
-	job, err := st.c.drv.JobGet(st.ctx, jobID)
+	job, err := st.c.store().JobGet(st.ctx, jobID)
 	if err != nil {
 		return zero, st.fail(err)
 	}
 	if !job.State.Terminal() {
 		return zero, st.suspend(farFuture, func(ctx context.Context) bool {
-			j, err := st.c.drv.JobGet(ctx, jobID)
+			j, err := st.c.store().JobGet(ctx, jobID)
 			return err == nil && j.State.Terminal()
 		})
 	}
@@ -709,7 +710,7 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	if err := st.live(); err != nil {
 		return zero, err
 	}
-	row, err := st.c.drv.HookGet(st.ctx, h.token)
+	row, err := st.c.store().HookGet(st.ctx, h.token)
 	if err != nil {
 		return zero, st.fail(err)
 	}
@@ -725,7 +726,7 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	default:
 		token := h.token
 		return zero, st.suspend(until, func(ctx context.Context) bool {
-			r, err := st.c.drv.HookGet(ctx, token)
+			r, err := st.c.store().HookGet(ctx, token)
 			return err == nil && r.State == hoppertype.HookResumed
 		})
 	}

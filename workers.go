@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // WorkerInfo is a client that runs jobs, as it last reported itself: every
@@ -34,13 +33,13 @@ type WorkerInfo struct {
 // listed, in heartbeat intervals, and after which retention deletes it.
 const (
 	workerListed   = 3
-	workerRetained = time.Hour
+	workerRetained = engine.WorkerRetained
 )
 
 // Workers returns the clients running jobs on this store (started, and
 // seen within three of this client's heartbeat intervals), by id.
 func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
-	rows, err := c.drv.WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
+	rows, err := c.store().WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list workers: %w", err)
 	}
@@ -56,51 +55,4 @@ func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
 		out = append(out, w)
 	}
 	return out, nil
-}
-
-// reportWorker refreshes this client's worker row.
-func (rt *runtime) reportWorker(ctx context.Context) {
-	if err := rt.upsertWorker(ctx); err != nil && ctx.Err() == nil {
-		rt.c.reportError(err, PhaseMaintenance)
-	}
-}
-
-// upsertWorker refreshes this client's worker row, within ctx and a
-// heartbeat interval (the next report's due then).
-func (rt *runtime) upsertWorker(ctx context.Context) error {
-	c := rt.c
-	host, _ := os.Hostname()
-	rt.mu.Lock()
-	active := len(rt.active)
-	rt.mu.Unlock()
-	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
-		Schedules: c.runningSchedules(), MaxWorkers: c.cfg.MaxWorkers, Active: active, Leader: rt.maint != nil && rt.maint.isLeading()}
-	b, _ := json.Marshal(info)
-	ctx, cancel := call(ctx, c.cfg.HeartbeatInterval)
-	defer cancel()
-	if err := c.drv.WorkerUpsert(ctx, &driver.WorkerRow{ID: c.worker, StartedAt: rt.startedAt, SeenAt: c.now(), Info: b}); err != nil {
-		return fmt.Errorf("report worker: %w", err)
-	}
-	return nil
-}
-
-// workerChanged has the heartbeat loop refresh this client's worker row
-// soon: what it reports changed. It never blocks.
-func (rt *runtime) workerChanged() {
-	select {
-	case rt.workerDirty <- struct{}{}:
-	default:
-	}
-}
-
-// forgetWorker removes this client's worker row: it stopped. A deletion
-// the store does not take in time is skipped: the row ages out of the
-// listing, and retention deletes it.
-func (rt *runtime) forgetWorker() {
-	c := rt.c
-	ctx, cancel := call(rt.life.hard, shortBudget)
-	defer cancel()
-	if _, err := c.drv.WorkerDelete(ctx, &driver.WorkerDeleteParams{ID: c.worker}); err != nil {
-		c.reportError(fmt.Errorf("remove worker: %w", err), PhaseMaintenance)
-	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // RunStatus is a workflow run's status.
@@ -272,7 +273,7 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 		skip = c.skipQueueRows([]*JobSpec{spec}, []*hoppertype.JobRow{row}, now)
 	}
 	// One atomic store operation: the run, its job, the queue's wake-up.
-	var ex driver.Executor = c.drv
+	var ex driver.Executor = c.store()
 	if tx != nil {
 		ex = tx
 	}
@@ -292,7 +293,7 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 		}
 	}
 	if !existing && tx == nil {
-		c.afterInsert([]driver.JobInsertResult{{Job: row}}, skip)
+		c.eng.AfterInsert([]driver.JobInsertResult{{Job: row}}, skip)
 	}
 	return row, existing, nil
 }
@@ -347,7 +348,7 @@ func (c *Client) startRunTx(ctx context.Context, tx any, t typeCore, in any, opt
 	}
 	ti, ok := c.baseDriver().(driver.TxInserter)
 	if !ok {
-		return "", false, fmt.Errorf("%w: the %s driver has no transactional start", driver.ErrNotImplemented, c.base.Name())
+		return "", false, fmt.Errorf("%w: the %s driver has no transactional start", driver.ErrNotImplemented, c.eng.Driver().Name())
 	}
 	wi, _, row, run, err := c.runRows(t, in, opts, "")
 	if err != nil {
@@ -452,7 +453,7 @@ func (w *workflowImpl[I, O]) encodeInput(c *Client, in any) ([]byte, error) {
 func (w *workflowImpl[I, O]) run(ctx context.Context, c *Client, input []byte) ([]byte, error) {
 	var in I
 	if err := c.codec.Unmarshal(input, &in); err != nil {
-		return nil, &kindError{kind: hoppertype.ErrorKindDecode, err: fmt.Errorf("decode input for workflow %q: %w", w.wfName, err), abort: true}
+		return nil, &engine.KindError{Kind: hoppertype.ErrorKindDecode, Err: fmt.Errorf("decode input for workflow %q: %w", w.wfName, err), Abort: true}
 	}
 	return c.executeRun(ctx, w.optsFor(c), func(wf WorkflowContext) ([]byte, error) {
 		out, err := w.fn(wf, in)
@@ -464,7 +465,7 @@ func (w *workflowImpl[I, O]) run(ctx context.Context, c *Client, input []byte) (
 		}
 		b, err := c.codec.Marshal(out)
 		if err != nil {
-			return nil, &kindError{kind: hoppertype.ErrorKindEncode, err: fmt.Errorf("%w: %v", ErrEncode, err), abort: true}
+			return nil, &engine.KindError{Kind: hoppertype.ErrorKindEncode, Err: fmt.Errorf("%w: %v", ErrEncode, err), Abort: true}
 		}
 		return b, nil
 	})

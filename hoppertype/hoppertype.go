@@ -321,6 +321,9 @@ var (
 	// ErrStateConflict is returned when a transition's expected state does not
 	// hold (for example cancelling a job that already finished).
 	ErrStateConflict = errors.New("hopper: state conflict")
+	// ErrVetoed matches the error of a transition that an InCommit
+	// observer refused.
+	ErrVetoed = errors.New("hopper: vetoed by an observer")
 	// ErrDuplicateID is returned when an inserted id already exists.
 	ErrDuplicateID = errors.New("hopper: duplicate id")
 )

@@ -321,6 +321,9 @@ const (
 	// Job failed, or the store did after retries within the catch-up
 	// window); the schedule goes on with the next occurrence.
 	PhaseSchedule ErrorPhase = "schedule"
+	// PhaseObserver: an AfterCommit observer failed on a change (it is
+	// retried), or its delivery loop could not read the feed.
+	PhaseObserver ErrorPhase = "observer"
 )
 
 // LimitOrder says which waiting job a capped Limit starts next.

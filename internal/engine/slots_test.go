@@ -2,11 +2,7 @@ package engine
 
 import (
 	"testing"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // A freed slot goes to the producer at the head of the line, not to
 // whichever producer asks next.

@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"fmt"
@@ -8,8 +8,6 @@ import (
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/hclock"
-
-	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // producer claims the due jobs of one queue, in batches sized by the free
@@ -20,21 +18,21 @@ import (
 // asks Config.Backpressure, and it passes each claimed job through
 // Config.Accept (backpressure.go).
 type producer struct {
-	rt    *runtime
+	s     *session
 	queue string
 	wakeC chan struct{}
 	done  chan struct{}
 
 	// slot is the producer's place in the line for worker slots.
-	slot engine.SlotWaiter
+	slot SlotWaiter
 
 	mu sync.Mutex
 	// nextAt is the earliest due time hinted since the last round.
 	nextAt time.Time
 }
 
-func newProducer(rt *runtime, queue string) *producer {
-	p := &producer{rt: rt, queue: queue, wakeC: make(chan struct{}, 1), done: make(chan struct{})}
+func newProducer(s *session, queue string) *producer {
+	p := &producer{s: s, queue: queue, wakeC: make(chan struct{}, 1), done: make(chan struct{})}
 	p.slot.Wake = p.signal
 	return p
 }
@@ -42,14 +40,14 @@ func newProducer(rt *runtime, queue string) *producer {
 // wake asks for a round now (at zero) or at the given due time. A round
 // asked for now takes its turn for a worker slot at once.
 func (p *producer) wake(at time.Time) {
-	if !at.IsZero() && at.After(p.rt.c.now()) {
+	if !at.IsZero() && at.After(p.s.e.now()) {
 		p.mu.Lock()
 		if p.nextAt.IsZero() || at.Before(p.nextAt) {
 			p.nextAt = at
 		}
 		p.mu.Unlock()
 	} else {
-		p.rt.slots.Enlist(&p.slot)
+		p.s.slots.Enlist(&p.slot)
 	}
 	p.signal()
 }
@@ -64,34 +62,34 @@ func (p *producer) signal() {
 
 func (p *producer) run() {
 	defer close(p.done)
-	c := p.rt.c
+	e := p.s.e
 	errBackoff := time.Duration(0)
-	for p.rt.ctx.Err() == nil {
+	for p.s.ctx.Err() == nil {
 		if d := p.backpressure(); d > 0 {
 			p.hold(d)
 			continue
 		}
 		r, err := p.round()
 		if err != nil {
-			c.reportError(fmt.Errorf("claim from queue %q: %w", p.queue, err), PhaseQueue)
-			errBackoff = min(max(2*errBackoff, 10*time.Millisecond), c.cfg.PollInterval)
-			p.sleep(c.now().Add(errBackoff))
+			e.reportError(fmt.Errorf("claim from queue %q: %w", p.queue, err), hoppertype.PhaseQueue)
+			errBackoff = min(max(2*errBackoff, 10*time.Millisecond), e.cfg.PollInterval)
+			p.sleep(e.now().Add(errBackoff))
 			continue
 		}
 		errBackoff = 0
 		if r.declinedAll {
 			// Every job claimed went back (Config.Accept): claiming again
 			// at once would take the same jobs back.
-			p.hold(c.cfg.PollInterval)
+			p.hold(e.cfg.PollInterval)
 			continue
 		}
 		if r.full {
 			continue
 		}
-		if r.started == 0 && c.cfg.AutoRedrive > 0 {
-			p.rt.maint.autoRedrive()
+		if r.started == 0 && e.cfg.AutoRedrive > 0 {
+			p.s.maint.autoRedrive()
 		}
-		next := c.now().Add(c.cfg.PollInterval)
+		next := e.now().Add(e.cfg.PollInterval)
 		if at := p.nextRunAt(); !at.IsZero() && at.Before(next) {
 			next = at
 		}
@@ -102,9 +100,9 @@ func (p *producer) run() {
 // nextRunAt is when the queue's next job is due (zero if unknown), asked
 // within a poll interval: not knowing, the producer polls then.
 func (p *producer) nextRunAt() time.Time {
-	ctx, cancel := call(p.rt.ctx, p.rt.c.cfg.PollInterval)
+	ctx, cancel := call(p.s.ctx, p.s.e.cfg.PollInterval)
 	defer cancel()
-	at, err := p.rt.c.drv.JobNextRunAt(ctx, p.queue)
+	at, err := p.s.e.drv.JobNextRunAt(ctx, p.queue)
 	if err != nil {
 		return time.Time{}
 	}
@@ -113,7 +111,7 @@ func (p *producer) nextRunAt() time.Time {
 
 // sleep waits until next, a wake-up or the end of the runtime.
 func (p *producer) sleep(next time.Time) {
-	c := p.rt.c
+	e := p.s.e
 	p.mu.Lock()
 	if !p.nextAt.IsZero() {
 		if p.nextAt.Before(next) {
@@ -122,22 +120,22 @@ func (p *producer) sleep(next time.Time) {
 		p.nextAt = time.Time{}
 	}
 	p.mu.Unlock()
-	d := next.Sub(c.now())
+	d := next.Sub(e.now())
 	if d <= 0 {
 		return
 	}
-	t := c.clock.NewTimer(d)
+	t := e.clock.NewTimer(d)
 	defer t.Stop()
 	// Under a virtual clock the poll that makes up for a missed
 	// notification still runs on the wall clock.
 	var fallback <-chan time.Time
-	if _, real := c.clock.(hclock.Real); !real {
-		ft := time.NewTimer(c.cfg.PollInterval)
+	if _, real := e.clock.(hclock.Real); !real {
+		ft := time.NewTimer(e.cfg.PollInterval)
 		defer ft.Stop()
 		fallback = ft.C
 	}
 	select {
-	case <-p.rt.ctx.Done():
+	case <-p.s.ctx.Done():
 	case <-p.wakeC:
 	case <-t.C():
 	case <-fallback:
@@ -158,37 +156,37 @@ type roundResult struct {
 
 // round claims and dispatches one batch.
 func (p *producer) round() (roundResult, error) {
-	rt, c := p.rt, p.rt.c
-	types := rt.claimable(c.claimTypes())
+	s, e := p.s, p.s.e
+	types := s.claimable(e.claimTypes())
 	if len(types) == 0 {
-		rt.slots.Withdraw(&p.slot) // pass on a slot granted to a wake-up
+		s.slots.Withdraw(&p.slot) // pass on a slot granted to a wake-up
 		return roundResult{}, nil
 	}
-	want := rt.slots.TryAcquire(&p.slot, c.cfg.FetchBatch)
+	want := s.slots.TryAcquire(&p.slot, e.cfg.FetchBatch)
 	if want == 0 {
 		// In line: a freed slot is granted in turn and wakes us.
 		p.sleepForSlot()
 		return roundResult{full: true}, nil
 	}
-	now := c.now()
+	now := e.now()
 	// The jobs of a limit are claimed apart, no more than it has room for,
 	// so a capped type does not take every slot (and its jobs stay free
 	// for other processes).
 	var rows []*hoppertype.JobRow
 	asked := 0
-	for _, cl := range rt.claimsFor(types, want) {
-		got, err := rt.claim(&driver.JobClaimParams{
+	for _, cl := range s.claimsFor(types, want) {
+		got, err := s.claim(&driver.JobClaimParams{
 			Queue:          p.queue,
 			Types:          cl.types,
 			Limit:          cl.limit,
 			Now:            now,
-			LeaseExpiresAt: now.Add(c.cfg.Visibility),
-			Worker:         c.worker,
+			LeaseExpiresAt: now.Add(e.cfg.Visibility),
+			Worker:         e.worker,
 		})
 		if err != nil {
-			rt.slots.Release(want - len(rows))
+			s.slots.Release(want - len(rows))
 			for _, row := range rows {
-				rt.start(row) // claimed already: run them
+				s.start(row) // claimed already: run them
 			}
 			return roundResult{}, err
 		}
@@ -197,9 +195,9 @@ func (p *producer) round() (roundResult, error) {
 	}
 	claimed := len(rows)
 	rows = p.accepted(rows, now)
-	rt.slots.Release(want - len(rows))
+	s.slots.Release(want - len(rows))
 	for _, row := range rows {
-		rt.start(row)
+		s.start(row)
 	}
 	return roundResult{started: len(rows), full: asked > 0 && claimed == asked, declinedAll: claimed > 0 && len(rows) == 0}, nil
 }
@@ -208,20 +206,20 @@ func (p *producer) round() (roundResult, error) {
 // through (within claimBudget and the hard lifetime): one that committed
 // while its caller stopped listening would hold its jobs until their
 // leases expire.
-func (rt *runtime) claim(p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	if err := rt.ctx.Err(); err != nil {
+func (s *session) claim(p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if err := s.ctx.Err(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := call(rt.life.hard, claimBudget)
+	ctx, cancel := call(s.life.hard, claimBudget)
 	defer cancel()
-	return rt.c.drv.JobClaim(ctx, p)
+	return s.e.drv.JobClaim(ctx, p)
 }
 
 // sleepForSlot waits until a slot is granted (or another wake-up comes) or
 // the runtime stops.
 func (p *producer) sleepForSlot() {
 	select {
-	case <-p.rt.ctx.Done():
+	case <-p.s.ctx.Done():
 	case <-p.wakeC:
 	}
 }
@@ -229,11 +227,11 @@ func (p *producer) sleepForSlot() {
 // hold waits d on the client's clock, deaf to wake-ups, or until the
 // runtime stops. The producer leaves the line for slots meanwhile.
 func (p *producer) hold(d time.Duration) {
-	p.rt.slots.Withdraw(&p.slot)
-	t := p.rt.c.clock.NewTimer(d)
+	p.s.slots.Withdraw(&p.slot)
+	t := p.s.e.clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-p.rt.ctx.Done():
+	case <-p.s.ctx.Done():
 	case <-t.C():
 	}
 }
@@ -241,20 +239,20 @@ func (p *producer) hold(d time.Duration) {
 // dispatch runs a claimed job on a pooled worker goroutine: an idle worker
 // takes it, or a new one starts. Workers are kept between jobs (their stacks
 // stay grown) and exit after a while idle or when the runtime stops.
-func (rt *runtime) dispatch(row *hoppertype.JobRow, holdsSlot bool, done func()) bool {
-	rt.mu.Lock()
-	if rt.draining {
-		rt.mu.Unlock()
+func (s *session) dispatch(row *hoppertype.JobRow, holdsSlot bool, done func()) bool {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
 		return false
 	}
-	rt.execs.Add(1)
-	rt.mu.Unlock()
+	s.execs.Add(1)
+	s.mu.Unlock()
 	it := dispatchItem{row: row, holdsSlot: holdsSlot, done: done}
 	select {
-	case rt.pool <- it:
+	case s.pool <- it:
 	default:
-		rt.poolWG.Add(1)
-		go rt.worker(it)
+		s.poolWG.Add(1)
+		go s.worker(it)
 	}
 	return true
 }
@@ -269,18 +267,18 @@ type dispatchItem struct {
 // workerIdle is how long a pooled worker waits for another job.
 const workerIdle = 10 * time.Second
 
-func (rt *runtime) worker(it dispatchItem) {
-	defer rt.poolWG.Done()
+func (s *session) worker(it dispatchItem) {
+	defer s.poolWG.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		rt.execute(it.row, it.holdsSlot, it.done)
+		s.execute(it.row, it.holdsSlot, it.done)
 		idle.Reset(workerIdle)
 		select {
-		case it = <-rt.pool:
+		case it = <-s.pool:
 		case <-idle.C:
 			return
-		case <-rt.poolDone:
+		case <-s.poolDone:
 			return
 		}
 	}

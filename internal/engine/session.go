@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"context"
@@ -10,17 +10,15 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
-
-	"github.com/hopper-go/hopper/internal/engine"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
-// errStopping is the cause given to handlers cancelled by Stop.
-var errStopping = errors.New("hopper: client stopping")
-
-// runtime is everything a started client runs. A client makes a new one on
+// session is everything a started engine runs. An engine makes a new one on
 // each Start.
-type runtime struct {
-	c *Client
+type session struct {
+	e *Engine
+	// pub is the session as services see it.
+	pub *Session
 
 	// feedCtx ends, after the last outcome is recorded, the AfterCommit
 	// observers' delivery loops (feedLoops).
@@ -34,23 +32,12 @@ type runtime struct {
 	// stop on it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// schedulesOff is set when Stop has ended the schedules; guarded by
-	// Client.schedMu.
-	schedulesOff bool
-	// schedReported holds the stored schedules reported as not runnable
-	// here, with the definition reported; guarded by syncMu.
-	schedReported map[string]driver.ScheduleDef
-	// syncMu serialises the reads of the stored schedules.
-	syncMu sync.Mutex
-	// schedWG counts the schedule goroutines the runtime started, for stop
-	// to wait for (retired and removed ones too).
-	schedWG sync.WaitGroup
 	// workCtx is the parent of handler contexts; Stop cancels it only once
 	// its own ctx is done.
 	workCtx    context.Context
 	workCancel context.CancelCauseFunc
 
-	slots *engine.Slots
+	slots *Slots
 	// startedAt is when the client started (its worker row says so).
 	startedAt time.Time
 	// limits holds the limiters: "" for Config.Limit, else per type name.
@@ -85,10 +72,10 @@ type activeJob struct {
 	cancelRequested bool
 }
 
-func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
-	rt := &runtime{
-		c:         c,
-		slots:     engine.NewSlots(c.cfg.MaxWorkers),
+func startSession(ctx context.Context, e *Engine) (*session, error) {
+	s := &session{
+		e:         e,
+		slots:     NewSlots(e.cfg.MaxWorkers),
 		producers: map[string]*producer{},
 		active:    map[driver.Lease]*activeJob{},
 		pool:      make(chan dispatchItem),
@@ -98,87 +85,85 @@ func startRuntime(ctx context.Context, c *Client) (*runtime, error) {
 		// now: what it reports (the schedules run here) changed.
 		workerDirty: make(chan struct{}, 1),
 	}
-	rt.life = newLifetimes(ctx)
-	rt.ctx, rt.cancel = rt.life.stopping, rt.life.endStopping
-	rt.workCtx, rt.workCancel = context.WithCancelCause(rt.life.hard)
-	rt.completer = newCompleter(c, rt.life.hard)
-	rt.completer.start()
+	s.pub = &Session{s: s}
+	s.life = newLifetimes(ctx)
+	s.ctx, s.cancel = s.life.stopping, s.life.endStopping
+	s.workCtx, s.workCancel = context.WithCancelCause(s.life.hard)
+	s.completer = newCompleter(e, s.life.hard)
+	s.completer.start()
 
-	if err := rt.listen(driver.TopicJobAvailable, func(q string) {
+	if err := s.listen(driver.TopicJobAvailable, func(q string) {
 		q, sender, signed := strings.Cut(q, ",")
-		if signed && sender == rt.c.sender {
+		if signed && sender == s.e.sender {
 			return // this client's own enqueue, which woke the queue already
 		}
 		if q == "" {
-			rt.wakeAll()
+			s.wakeAll()
 			return
 		}
-		rt.wake(q, time.Time{})
+		s.wake(q, time.Time{})
 	}); err != nil {
-		rt.abortStart(ctx)
+		s.abortStart(ctx)
 		return nil, err
 	}
-	if err := rt.listen(driver.TopicJobCancel, rt.cancelLocal); err != nil {
-		rt.abortStart(ctx)
+	if err := s.listen(driver.TopicJobCancel, s.cancelLocal); err != nil {
+		s.abortStart(ctx)
 		return nil, err
 	}
-	rt.startObservers()
-	rt.maint = newMaintenance(c, rt.life) // before the producers, which use it
-	rt.startedAt = c.now()
+	s.startObservers()
+	s.maint = newMaintenance(e, s.life) // before the producers, which use it
+	s.startedAt = e.now()
 	// Start holds the client's lock: a report waits for a goroutine, since
 	// its handler may call the client.
-	if err := rt.upsertWorker(ctx); err != nil && ctx.Err() == nil {
-		rt.loops.Add(1)
+	if err := s.upsertWorker(ctx); err != nil && ctx.Err() == nil {
+		s.loops.Add(1)
 		go func() {
-			defer rt.loops.Done()
-			c.reportError(err, PhaseMaintenance)
+			defer s.loops.Done()
+			e.reportError(err, hoppertype.PhaseMaintenance)
 		}()
 	}
-	rt.ensureProducers()
-	rt.startSchedules()
+	s.ensureProducers()
+	for _, svc := range e.cfg.Hooks.Services {
+		svc.Start(ctx, s.pub)
+	}
 	// Timers are armed before Start returns, so a virtual clock moved right
 	// after Start finds them.
-	hb := c.clock.NewTimer(c.cfg.HeartbeatInterval)
-	rt.loops.Add(1)
-	go rt.heartbeatLoop(hb)
-	// The stored schedules start before Start returns too (their reports
-	// wait for the sync goroutine: the client's lock is held here).
-	reports := rt.syncStoredOnce(ctx)
-	rt.loops.Add(1)
-	go rt.syncStoredSchedules(reports)
-	rt.loops.Add(1)
+	hb := e.clock.NewTimer(e.cfg.HeartbeatInterval)
+	s.loops.Add(1)
+	go s.heartbeatLoop(hb)
+	s.loops.Add(1)
 	go func() {
-		defer rt.loops.Done()
-		rt.maint.run()
+		defer s.loops.Done()
+		s.maint.run()
 	}()
-	return rt, nil
+	return s, nil
 }
 
 // abortStart undoes a Start that failed; its work that finishes what was
 // begun has until ctx is done plus stopGrace.
-func (rt *runtime) abortStart(ctx context.Context) {
-	rt.life.endHardAfter(ctx)
-	rt.stopObservers()
-	rt.cancel()
-	rt.workCancel(errStopping)
-	rt.loops.Wait()
-	rt.completer.stop()
-	rt.life.end()
+func (s *session) abortStart(ctx context.Context) {
+	s.life.endHardAfter(ctx)
+	s.stopObservers()
+	s.cancel()
+	s.workCancel(ErrStopping)
+	s.loops.Wait()
+	s.completer.stop()
+	s.life.end()
 }
 
 // listen runs fn for every notification on topic until the runtime stops.
-func (rt *runtime) listen(topic string, fn func(payload string)) error {
-	sub, err := rt.c.base.Listen(rt.ctx, topic)
+func (s *session) listen(topic string, fn func(payload string)) error {
+	sub, err := s.e.base.Listen(s.ctx, topic)
 	if err != nil {
 		return fmt.Errorf("hopper: listen %s: %w", topic, err)
 	}
-	rt.loops.Add(1)
+	s.loops.Add(1)
 	go func() {
-		defer rt.loops.Done()
+		defer s.loops.Done()
 		defer sub.Close()
 		for {
 			select {
-			case <-rt.ctx.Done():
+			case <-s.ctx.Done():
 				return
 			case p, ok := <-sub.C():
 				if !ok {
@@ -192,63 +177,63 @@ func (rt *runtime) listen(topic string, fn func(payload string)) error {
 }
 
 // ensureProducers starts a producer for every queue the client works.
-func (rt *runtime) ensureProducers() {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.ctx.Err() != nil {
+func (s *session) ensureProducers() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
 		return
 	}
-	for _, q := range rt.c.queues() {
-		if _, ok := rt.producers[q]; ok {
+	for _, q := range s.e.queues() {
+		if _, ok := s.producers[q]; ok {
 			continue
 		}
-		p := newProducer(rt, q)
-		rt.producers[q] = p
-		rt.loops.Add(1)
+		p := newProducer(s, q)
+		s.producers[q] = p
+		s.loops.Add(1)
 		go func() {
-			defer rt.loops.Done()
+			defer s.loops.Done()
 			p.run()
 		}()
 	}
 }
 
-func (rt *runtime) wake(queue string, at time.Time) {
-	rt.mu.Lock()
-	p := rt.producers[queue]
-	rt.mu.Unlock()
+func (s *session) wake(queue string, at time.Time) {
+	s.mu.Lock()
+	p := s.producers[queue]
+	s.mu.Unlock()
 	if p != nil {
 		p.wake(at)
 	}
 }
 
 // wakeAll asks every producer for a round.
-func (rt *runtime) wakeAll() {
-	rt.mu.Lock()
-	ps := make([]*producer, 0, len(rt.producers))
-	for _, p := range rt.producers {
+func (s *session) wakeAll() {
+	s.mu.Lock()
+	ps := make([]*producer, 0, len(s.producers))
+	for _, p := range s.producers {
 		ps = append(ps, p)
 	}
-	rt.mu.Unlock()
+	s.mu.Unlock()
 	for _, p := range ps {
 		p.wake(time.Time{})
 	}
 }
 
 // cancelLocal cancels a job's attempts running in this process, if any.
-func (rt *runtime) cancelLocal(id string) {
-	rt.mu.Lock()
+func (s *session) cancelLocal(id string) {
+	s.mu.Lock()
 	var as []*activeJob
-	for l, a := range rt.active {
+	for l, a := range s.active {
 		if l.ID == id {
 			as = append(as, a)
 		}
 	}
-	rt.mu.Unlock()
+	s.mu.Unlock()
 	for _, a := range as {
 		a.mu.Lock()
 		a.cancelRequested = true
 		a.mu.Unlock()
-		a.cancel(ErrCancelled)
+		a.cancel(hoppertype.ErrCancelled)
 	}
 }
 
@@ -259,117 +244,119 @@ func leaseOf(row *hoppertype.JobRow) driver.Lease {
 // addActive tracks a running attempt. Attempts are keyed by lease, not job
 // id: a job rescued and claimed again by this same process may briefly run
 // twice here, and each attempt must keep its own lease.
-func (rt *runtime) addActive(row *hoppertype.JobRow, cancel context.CancelCauseFunc) *activeJob {
+func (s *session) addActive(row *hoppertype.JobRow, cancel context.CancelCauseFunc) *activeJob {
 	a := &activeJob{row: row, cancel: cancel}
-	rt.mu.Lock()
-	rt.active[leaseOf(row)] = a
-	rt.mu.Unlock()
+	s.mu.Lock()
+	s.active[leaseOf(row)] = a
+	s.mu.Unlock()
 	return a
 }
 
-func (rt *runtime) removeActive(row *hoppertype.JobRow) {
-	rt.mu.Lock()
-	delete(rt.active, leaseOf(row))
-	rt.mu.Unlock()
+func (s *session) removeActive(row *hoppertype.JobRow) {
+	s.mu.Lock()
+	delete(s.active, leaseOf(row))
+	s.mu.Unlock()
 }
 
 // stop implements Client.Stop.
-func (rt *runtime) stop(ctx context.Context) error {
-	rt.stopOnce.Do(func() {
+func (s *session) stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
 		// What finishes what was begun has until ctx is done plus
 		// stopGrace, whatever the store does (deadline.go).
-		rt.life.endHardAfter(ctx)
-		defer rt.life.end()
+		s.life.endHardAfter(ctx)
+		defer s.life.end()
 		// Handlers are cancelled once ctx is done, whatever Stop waits
 		// for then (a claim seen through, say).
-		unwatch := context.AfterFunc(ctx, func() { rt.workCancel(errStopping) })
+		unwatch := context.AfterFunc(ctx, func() { s.workCancel(ErrStopping) })
 		defer unwatch()
 		// 1. No new claims, no more occurrences.
-		rt.cancel()
-		rt.stopSchedules()
-		rt.mu.Lock()
-		ps := make([]*producer, 0, len(rt.producers))
-		for _, p := range rt.producers {
+		s.cancel()
+		for _, svc := range s.e.cfg.Hooks.Services {
+			svc.Stop(s.pub)
+		}
+		s.mu.Lock()
+		ps := make([]*producer, 0, len(s.producers))
+		for _, p := range s.producers {
 			ps = append(ps, p)
 		}
-		rt.mu.Unlock()
+		s.mu.Unlock()
 		for _, p := range ps {
 			<-p.done
 		}
 		// 2. Let running attempts finish until ctx is done, then cancel them.
-		rt.mu.Lock()
-		rt.draining = true
-		rt.mu.Unlock()
-		rt.putBackWaiting()
+		s.mu.Lock()
+		s.draining = true
+		s.mu.Unlock()
+		s.putBackWaiting()
 		finished := make(chan struct{})
 		go func() {
-			rt.execs.Wait()
+			s.execs.Wait()
 			close(finished)
 		}()
 		select {
 		case <-finished:
 			if !unwatch() {
-				rt.stopErr = ctx.Err() // ctx's end cancelled them
+				s.stopErr = ctx.Err() // ctx's end cancelled them
 			}
 		case <-ctx.Done():
-			rt.stopErr = ctx.Err()
-			rt.workCancel(errStopping)
+			s.stopErr = ctx.Err()
+			s.workCancel(ErrStopping)
 			<-finished
 		}
-		rt.workCancel(errStopping)
-		close(rt.execsDone)
-		rt.life.endDrained() // no lease left to heartbeat
-		close(rt.poolDone)
-		rt.poolWG.Wait()
+		s.workCancel(ErrStopping)
+		close(s.execsDone)
+		s.life.endDrained() // no lease left to heartbeat
+		close(s.poolDone)
+		s.poolWG.Wait()
 		// 3. Record every outcome, then stop the rest.
-		rt.completer.stop()
-		rt.stopObservers()
-		rt.loops.Wait()
-		rt.maint.resign()
-		rt.forgetWorker()
+		s.completer.stop()
+		s.stopObservers()
+		s.loops.Wait()
+		s.maint.resign()
+		s.forgetWorker()
 	})
-	return rt.stopErr
+	return s.stopErr
 }
 
 // heartbeatLoop renews the leases of running jobs and cancels jobs whose
 // lease was lost or whose cancel was requested from another process.
-func (rt *runtime) heartbeatLoop(t Timer) {
-	defer rt.loops.Done()
-	c := rt.c
+func (s *session) heartbeatLoop(t hclock.Timer) {
+	defer s.loops.Done()
+	e := s.e
 	defer t.Stop()
 	for {
 		select {
-		case <-rt.ctx.Done():
+		case <-s.ctx.Done():
 			// Keep heartbeating while attempts drain: Stop waits for them.
-			rt.drainHeartbeats()
+			s.drainHeartbeats()
 			return
-		case <-rt.workerDirty:
-			rt.reportWorker(rt.ctx)
+		case <-s.workerDirty:
+			s.reportWorker(s.ctx)
 			continue
 		case <-t.C():
 		}
 		// Re-arm before the work, so beats keep a fixed rate and the next
 		// one is armed as soon as this one is visible.
-		t.Reset(c.cfg.HeartbeatInterval)
-		rt.heartbeatOnce()
-		rt.reportWorker(rt.ctx)
+		t.Reset(e.cfg.HeartbeatInterval)
+		s.heartbeatOnce()
+		s.reportWorker(s.ctx)
 	}
 }
 
 // drainHeartbeats keeps leases alive while Stop waits for running attempts
 // (until Stop closes execsDone: waiting on the WaitGroup here would race
 // with the producers' last dispatches).
-func (rt *runtime) drainHeartbeats() {
-	done := rt.execsDone
-	t := rt.c.clock.NewTimer(rt.c.cfg.HeartbeatInterval)
+func (s *session) drainHeartbeats() {
+	done := s.execsDone
+	t := s.e.clock.NewTimer(s.e.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C():
-			t.Reset(rt.c.cfg.HeartbeatInterval)
-			rt.heartbeatOnce()
+			t.Reset(s.e.cfg.HeartbeatInterval)
+			s.heartbeatOnce()
 		}
 	}
 }
@@ -378,43 +365,43 @@ func (rt *runtime) drainHeartbeats() {
 // heartbeat interval and until they have drained. A renewal the store does
 // not answer in time is reported and tried again at the next beat; a lease
 // never renewed expires and the rescuer retries its job.
-func (rt *runtime) heartbeatOnce() {
-	rt.mu.Lock()
-	if len(rt.active) == 0 {
-		rt.mu.Unlock()
+func (s *session) heartbeatOnce() {
+	s.mu.Lock()
+	if len(s.active) == 0 {
+		s.mu.Unlock()
 		return
 	}
-	leases := make([]driver.Lease, 0, len(rt.active))
-	for l := range rt.active {
+	leases := make([]driver.Lease, 0, len(s.active))
+	for l := range s.active {
 		leases = append(leases, l)
 	}
-	rt.mu.Unlock()
-	c := rt.c
-	ctx, cancel := call(rt.life.drained, c.cfg.HeartbeatInterval)
+	s.mu.Unlock()
+	e := s.e
+	ctx, cancel := call(s.life.drained, e.cfg.HeartbeatInterval)
 	defer cancel()
-	res, err := c.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: leases, ExpiresAt: c.now().Add(c.cfg.Visibility)})
+	res, err := e.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: leases, ExpiresAt: e.now().Add(e.cfg.Visibility)})
 	if err != nil {
-		if rt.life.drained.Err() != nil {
+		if s.life.drained.Err() != nil {
 			return // the attempts have drained: no lease to keep
 		}
-		c.reportError(fmt.Errorf("heartbeat: %w", err), PhaseQueue)
+		e.reportError(fmt.Errorf("heartbeat: %w", err), hoppertype.PhaseQueue)
 		return
 	}
 	if len(res) != len(leases) {
-		c.reportError(fmt.Errorf("heartbeat: %d results for %d leases", len(res), len(leases)), PhaseQueue)
+		e.reportError(fmt.Errorf("heartbeat: %d results for %d leases", len(res), len(leases)), hoppertype.PhaseQueue)
 		return
 	}
 	for i, r := range res {
 		switch {
 		case !r.Held:
-			rt.mu.Lock()
-			a := rt.active[leases[i]]
-			rt.mu.Unlock()
+			s.mu.Lock()
+			a := s.active[leases[i]]
+			s.mu.Unlock()
 			if a != nil {
-				a.cancel(ErrLeaseLost)
+				a.cancel(hoppertype.ErrLeaseLost)
 			}
 		case r.CancelRequested:
-			rt.cancelLocal(r.ID)
+			s.cancelLocal(r.ID)
 		}
 	}
 }
@@ -427,40 +414,40 @@ type limiters struct {
 
 // limiterOf returns the limiter governing jobs of type typ: the type's own,
 // else the client's, else nil.
-func (rt *runtime) limiterOf(typ string) *limiter {
-	c := rt.c
+func (s *session) limiterOf(typ string) *limiter {
+	e := s.e
 	if strings.HasPrefix(typ, "hopper.") {
 		return nil // hopper's own jobs (gates) are never held back
 	}
-	key, lim := "", c.cfg.Limit
-	if t := c.lookupType(typ); t != nil && t.limit() != nil {
-		key, lim = typ, t.limit()
+	key, lim := "", e.cfg.Limit
+	if t := e.lookupType(typ); t != nil && t.Limit() != nil {
+		key, lim = typ, t.Limit()
 	}
 	if lim == nil || (lim.Max == 0 && lim.Rate == 0) {
 		return nil
 	}
-	rt.limits.mu.Lock()
-	defer rt.limits.mu.Unlock()
-	if rt.limits.m == nil {
-		rt.limits.m = map[string]*limiter{}
+	s.limits.mu.Lock()
+	defer s.limits.mu.Unlock()
+	if s.limits.m == nil {
+		s.limits.m = map[string]*limiter{}
 	}
-	l := rt.limits.m[key]
+	l := s.limits.m[key]
 	if l == nil {
-		l = newLimiter(*lim, c.clock, rt.wakeAll)
-		rt.limits.m[key] = l
+		l = newLimiter(*lim, e.clock, s.wakeAll)
+		s.limits.m[key] = l
 	}
 	return l
 }
 
 // claimable drops from types those whose limiter has a full backlog: the
 // jobs claimed already wait for their turn.
-func (rt *runtime) claimable(types []string) []string {
-	if rt.c.cfg.Limit == nil && !rt.c.anyTypeLimit() {
+func (s *session) claimable(types []string) []string {
+	if s.e.cfg.Limit == nil && !s.e.anyTypeLimit() {
 		return types
 	}
 	out := types[:0:0]
 	for _, t := range types {
-		if l := rt.limiterOf(t); l == nil || !l.full() {
+		if l := s.limiterOf(t); l == nil || !l.full() {
 			out = append(out, t)
 		}
 	}
@@ -469,22 +456,22 @@ func (rt *runtime) claimable(types []string) []string {
 
 // start runs a claimed job: now, or once its limiter gives it a turn.
 // While it waits it is heartbeated (its lease held) and holds its slot.
-func (rt *runtime) start(row *hoppertype.JobRow) {
-	l := rt.limiterOf(row.Type)
+func (s *session) start(row *hoppertype.JobRow) {
+	l := s.limiterOf(row.Type)
 	if l == nil {
-		rt.dispatch(row, true, nil)
+		s.dispatch(row, true, nil)
 		return
 	}
 	// While it waits, a cancel or a lost lease takes it out of line.
-	rt.addActive(row, func(cause error) {
+	s.addActive(row, func(cause error) {
 		if l.remove(row) {
-			rt.endWaiting(row, cause)
+			s.endWaiting(row, cause)
 		}
 	})
 	l.admit(row, func() {
-		if !rt.dispatch(row, true, l.done) {
+		if !s.dispatch(row, true, l.done) {
 			l.done()
-			rt.endWaiting(row, errStopping) // the client is stopping
+			s.endWaiting(row, ErrStopping) // the client is stopping
 		}
 	})
 }
@@ -492,30 +479,30 @@ func (rt *runtime) start(row *hoppertype.JobRow) {
 // endWaiting ends a job that waited in a limiter without running: handed
 // back (stopping), cancelled, or dropped (its lease was lost: the store
 // gave it to another worker).
-func (rt *runtime) endWaiting(row *hoppertype.JobRow, cause error) {
-	rt.removeActive(row)
-	defer rt.slots.Release(1)
-	if errors.Is(cause, ErrLeaseLost) {
+func (s *session) endWaiting(row *hoppertype.JobRow, cause error) {
+	s.removeActive(row)
+	defer s.slots.Release(1)
+	if errors.Is(cause, hoppertype.ErrLeaseLost) {
 		return
 	}
-	c := rt.c
-	res := attemptResult{err: cause, cause: cause, cancelRequested: errors.Is(cause, ErrCancelled)}
-	o := decide(row, res, nil, c.now(), nil, nil)
-	rt.completer.submit(finishItem{row: row, outcome: o})
+	e := s.e
+	res := attemptResult{err: cause, cause: cause, cancelRequested: errors.Is(cause, hoppertype.ErrCancelled)}
+	o := decide(row, res, nil, e.now(), nil, nil)
+	s.completer.submit(finishItem{row: row, outcome: o})
 }
 
 // putBackWaiting hands the jobs still waiting in limiters back to the
 // store, their attempts unused: the client is stopping.
-func (rt *runtime) putBackWaiting() {
-	rt.limits.mu.Lock()
-	ls := make([]*limiter, 0, len(rt.limits.m))
-	for _, l := range rt.limits.m {
+func (s *session) putBackWaiting() {
+	s.limits.mu.Lock()
+	ls := make([]*limiter, 0, len(s.limits.m))
+	for _, l := range s.limits.m {
 		ls = append(ls, l)
 	}
-	rt.limits.mu.Unlock()
+	s.limits.mu.Unlock()
 	for _, l := range ls {
 		for _, row := range l.drain() {
-			rt.endWaiting(row, errStopping)
+			s.endWaiting(row, ErrStopping)
 		}
 	}
 }
@@ -529,15 +516,15 @@ type claim struct {
 // claimsFor splits a round's claim of want jobs of types: the types with
 // no limiter together, and the types of each limiter together, capped at
 // its room. Without limits it is one claim of every type.
-func (rt *runtime) claimsFor(types []string, want int) []claim {
-	if rt.c.cfg.Limit == nil && !rt.c.anyTypeLimit() {
+func (s *session) claimsFor(types []string, want int) []claim {
+	if s.e.cfg.Limit == nil && !s.e.anyTypeLimit() {
 		return []claim{{types: types, limit: want}}
 	}
 	var free []string
 	byLimiter := map[*limiter][]string{}
 	var order []*limiter
 	for _, t := range types {
-		l := rt.limiterOf(t)
+		l := s.limiterOf(t)
 		if l == nil {
 			free = append(free, t)
 			continue
@@ -571,3 +558,38 @@ func (rt *runtime) claimsFor(types []string, want int) []claim {
 	}
 	return out
 }
+
+// Session is a started engine's run, one Start to its Stop, as the
+// services beside it see it.
+type Session struct{ s *session }
+
+// Context ends when Stop begins: loops that look for work stop on it.
+func (p *Session) Context() context.Context { return p.s.ctx }
+
+// HardContext ends stopGrace after Stop's ctx is done: work that finishes
+// what was begun runs until then.
+func (p *Session) HardContext() context.Context { return p.s.life.hard }
+
+// WorkContext is the parent of handler contexts.
+func (p *Session) WorkContext() context.Context { return p.s.workCtx }
+
+// Go runs fn on a goroutine that Stop waits for (after the services'
+// Stop).
+func (p *Session) Go(fn func()) {
+	p.s.loops.Add(1)
+	go func() {
+		defer p.s.loops.Done()
+		fn()
+	}()
+}
+
+// WorkerChanged has the worker row refreshed soon: what it reports
+// changed. It never blocks.
+func (p *Session) WorkerChanged() { p.s.workerChanged() }
+
+// Producers starts the producers of queues new since Start.
+func (p *Session) Producers() { p.s.ensureProducers() }
+
+// Dispatch runs an attempt claimed already (a SkipQueue job inserted
+// claimed) at once in this process; false when the session is stopping.
+func (p *Session) Dispatch(row *hoppertype.JobRow) bool { return p.s.dispatch(row, false, nil) }

@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type finishItem struct {
 	group *groupEffect
 	// run is a workflow run's effect (its final status, a recheck after it
 	// suspends).
-	run *runEffect
+	run *RunEffect
 	// effects, if set, run in the same transaction as the transition, after
 	// its compare-and-set succeeded (gates, history …).
 	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
@@ -48,7 +48,7 @@ type finished struct {
 // idle system adds no latency and a busy one writes many attempts per
 // transaction, each still all-or-nothing.
 type completer struct {
-	c *Client
+	e *Engine
 	// life bounds its calls: the runtime's hard lifetime, so the last
 	// flush is seen through until Stop's ctx is done plus stopGrace.
 	life context.Context
@@ -57,8 +57,8 @@ type completer struct {
 	once sync.Once
 }
 
-func newCompleter(c *Client, life context.Context) *completer {
-	return &completer{c: c, life: life, in: make(chan finishItem, 4*maxCompleteBatch), done: make(chan struct{})}
+func newCompleter(e *Engine, life context.Context) *completer {
+	return &completer{e: e, life: life, in: make(chan finishItem, 4*maxCompleteBatch), done: make(chan struct{})}
 }
 
 func (cp *completer) start() { go cp.run() }
@@ -90,7 +90,7 @@ func (cp *completer) run() {
 				break drain
 			}
 		}
-		cp.c.recordFinished(cp.life, batch)
+		cp.e.recordFinished(cp.life, batch)
 	}
 }
 
@@ -102,23 +102,23 @@ var errItemLost = errors.New("lease lost")
 // then runs the after-commit work, all until life ends. The writes have
 // the lease's length (Visibility) in all: the attempts' leases are not
 // renewed any more, so past it the rescuer owns their jobs.
-func (c *Client) recordFinished(life context.Context, items []finishItem) {
-	ctx, cancel := call(life, c.cfg.Visibility)
+func (e *Engine) recordFinished(life context.Context, items []finishItem) {
+	ctx, cancel := call(life, e.cfg.Visibility)
 	defer cancel()
 	var out []finished
 	var err error
 	for try := 0; ; try++ {
-		out, err = c.finishTx(ctx, items)
+		out, err = e.finishTx(ctx, items)
 		if err == nil || try >= 4 {
 			break
 		}
-		if hclock.Sleep(ctx, c.clock, time.Duration(10<<try)*time.Millisecond) != nil {
+		if hclock.Sleep(ctx, e.clock, time.Duration(10<<try)*time.Millisecond) != nil {
 			break
 		}
 	}
 	if err != nil {
 		for _, it := range items {
-			c.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), PhaseCommit)
+			e.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), hoppertype.PhaseCommit)
 			if it.done != nil {
 				it.done <- err
 			}
@@ -126,7 +126,7 @@ func (c *Client) recordFinished(life context.Context, items []finishItem) {
 		return
 	}
 	for _, f := range out {
-		c.afterFinish(life, f)
+		e.afterFinish(life, f)
 	}
 }
 
@@ -156,34 +156,34 @@ const (
 	scopeOwn
 )
 
-func (c *Client) scopeOf(it finishItem) itemScope {
+func (e *Engine) scopeOf(it finishItem) itemScope {
 	switch {
 	case bulkMember(it):
 		return scopeMember
-	case len(c.inCommit()) > 0:
+	case len(e.inCommit()) > 0:
 		return scopeOwn
-	case isRunJob(it.row) && it.effects == nil && it.group == nil && it.row.GroupID == it.row.ID && it.row.Metadata[wakeKey] == "":
+	case isRunJob(it.row) && it.effects == nil && it.group == nil && it.row.GroupID == it.row.ID && it.row.Metadata[WakeKey] == "":
 		return scopeRun
-	case it.effects != nil || it.group != nil || isRunJob(it.row) || it.row.Metadata[wakeKey] != "" ||
+	case it.effects != nil || it.group != nil || isRunJob(it.row) || it.row.Metadata[WakeKey] != "" ||
 		(it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID):
 		return scopeOwn
 	}
 	return scopeBatch
 }
 
-func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
+func (e *Engine) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
 	out := make([]finished, len(items))
 	for i := range items {
 		out[i] = finished{item: items[i]}
 	}
-	err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+	err := e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		for i := range out {
 			out[i].job, out[i].err, out[i].spawned, out[i].settled = nil, nil, nil, nil
 		}
 		var batch, runs, scoped []int
 		members := map[string][]int{}
 		for i, it := range items {
-			switch c.scopeOf(it) {
+			switch e.scopeOf(it) {
 			case scopeBatch:
 				batch = append(batch, i)
 			case scopeRun:
@@ -209,7 +209,7 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 			}
 		}
 		if len(runs) > 0 {
-			if err := c.finishRuns(ctx, tx, items, out, runs); err != nil {
+			if err := e.finishRuns(ctx, tx, items, out, runs); err != nil {
 				return err
 			}
 		}
@@ -227,13 +227,13 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 				return
 			}
 			err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-				return c.finishMembers(ctx, tx, gid, items, out, idx)
+				return e.finishMembers(ctx, tx, gid, items, out, idx)
 			})
 			if err != nil {
 				for _, i := range idx {
 					out[i].job, out[i].err, out[i].settled = nil, nil, nil
 				}
-				c.reportError(fmt.Errorf("record outcomes of group %s together (retried one by one): %w", gid, err), PhaseCommit)
+				e.reportError(fmt.Errorf("record outcomes of group %s together (retried one by one): %w", gid, err), hoppertype.PhaseCommit)
 				return
 			}
 			for _, i := range idx {
@@ -247,9 +247,9 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 			if done[i] {
 				continue
 			}
-			if err := c.finishOwn(ctx, tx, items[i], &out[i]); err != nil {
+			if err := e.finishOwn(ctx, tx, items[i], &out[i]); err != nil {
 				out[i].job, out[i].err, out[i].spawned, out[i].settled = nil, err, nil, nil
-				c.reportError(fmt.Errorf("record outcome of job %s: %w", items[i].row.ID, err), PhaseCommit)
+				e.reportError(fmt.Errorf("record outcome of job %s: %w", items[i].row.ID, err), hoppertype.PhaseCommit)
 			}
 		}
 		if err := notifyKeyFreed(ctx, tx, out); err != nil {
@@ -263,9 +263,9 @@ func (c *Client) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 // finishOwn records one item in a savepoint of its own, with its effects.
 // A lost lease sets f.err and writes nothing; any other failure undoes the
 // item and is returned.
-func (c *Client) finishOwn(ctx context.Context, tx driver.Executor, it finishItem, f *finished) error {
+func (e *Engine) finishOwn(ctx context.Context, tx driver.Executor, it finishItem, f *finished) error {
 	err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		if p := lastRecord(it, c.now()); p != nil {
+		if p := lastRecord(it, e.now()); p != nil {
 			it.run.ended = p.RunStatus != ""
 			err := tx.RunEventAppend(ctx, p)
 			if errors.Is(err, hoppertype.ErrLeaseLost) {
@@ -290,19 +290,19 @@ func (c *Client) finishOwn(ctx context.Context, tx driver.Executor, it finishIte
 			}
 		}
 		if job.State.Terminal() {
-			spawned, settled, err := c.applyGroup(ctx, tx, job, it.group)
+			spawned, settled, err := e.applyGroup(ctx, tx, job, it.group)
 			if err != nil {
 				return err
 			}
 			f.spawned, f.settled = spawned, settled
-			if runID := job.Metadata[wakeKey]; runID != "" {
-				if err := c.wake(ctx, tx, runID, c.now()); err != nil {
+			if runID := job.Metadata[WakeKey]; runID != "" {
+				if err := e.wake(ctx, tx, runID, e.now()); err != nil {
 					return err
 				}
 			}
 		}
 		if isRunJob(job) {
-			if err := c.applyRunEffects(ctx, tx, job, it.run); err != nil {
+			if err := e.applyRunEffects(ctx, tx, job, it.run); err != nil {
 				return err
 			}
 		}
@@ -318,10 +318,10 @@ func (c *Client) finishOwn(ctx context.Context, tx driver.Executor, it finishIte
 // lastRecord is the append of a run's last history events (nil when it has
 // none), fenced by its lease; a run that succeeded stores its end with them.
 func lastRecord(it finishItem, now time.Time) *driver.RunEventAppendParams {
-	if it.run == nil || len(it.run.events) == 0 {
+	if it.run == nil || len(it.run.Events) == 0 {
 		return nil
 	}
-	p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.events}
+	p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.Events}
 	if it.outcome.params.State == hoppertype.JobStateSucceeded {
 		p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
 	}
@@ -333,8 +333,8 @@ func lastRecord(it finishItem, now time.Time) *driver.RunEventAppendParams {
 // by its run's lease, then their finishes in one statement, then each run's
 // status. A run whose lease was lost writes nothing; any other failure
 // fails the batch, which is retried whole.
-func (c *Client) finishRuns(ctx context.Context, tx driver.Executor, items []finishItem, out []finished, idx []int) error {
-	now := c.now()
+func (e *Engine) finishRuns(ctx context.Context, tx driver.Executor, items []finishItem, out []finished, idx []int) error {
+	now := e.now()
 	var appends []*driver.RunEventAppendParams
 	var appended []int
 	for _, i := range idx {
@@ -401,7 +401,7 @@ func (c *Client) finishRuns(ctx context.Context, tx driver.Executor, items []fin
 			out[i].err = res[k].Err
 			continue
 		}
-		if err := c.applyRunEffects(ctx, tx, res[k].Job, items[i].run); err != nil {
+		if err := e.applyRunEffects(ctx, tx, res[k].Job, items[i].run); err != nil {
 			return err
 		}
 		out[i].job = res[k].Job
@@ -461,48 +461,48 @@ func notifyIDs(ctx context.Context, tx driver.Executor, topic string, ids []stri
 
 // afterFinish runs once a transition committed: waiters, events, wake-ups
 // (its calls end with life).
-func (c *Client) afterFinish(life context.Context, f finished) {
+func (e *Engine) afterFinish(life context.Context, f finished) {
 	it := f.item
 	if it.done != nil {
 		it.done <- f.err
 	}
 	if f.job == nil {
 		if f.err != nil && !errors.Is(f.err, hoppertype.ErrLeaseLost) {
-			c.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, f.err), PhaseCommit)
+			e.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, f.err), hoppertype.PhaseCommit)
 		}
 		return
 	}
 	job := f.job
 	if job.State.Terminal() {
-		c.waiters.jobDone(job.ID)
+		e.waiters.jobDone(job.ID)
 	}
-	c.emit(it.outcome.event)
+	e.emit(it.outcome.event)
 	if len(f.spawned) > 0 {
-		c.afterInsert(f.spawned, nil)
+		e.afterInsert(f.spawned, nil)
 	}
 	for _, g := range f.settled {
-		c.groupSettled(life, g, g.SettledAt)
+		e.groupSettled(life, g, g.SettledAt)
 	}
-	if it.run != nil && it.run.recheck != nil && (job.State == hoppertype.JobStateScheduled || job.State == hoppertype.JobStatePending) {
+	if it.run != nil && it.run.Recheck != nil && (job.State == hoppertype.JobStateScheduled || job.State == hoppertype.JobStatePending) {
 		// The run waits for something that may have happened before its
 		// wait was committed: look again now that it is, and wake it if so.
 		ctx, cancel := call(life, shortBudget)
 		defer cancel()
-		if it.run.recheck(ctx) {
-			if err := c.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return c.wake(ctx, tx, job.ID, c.now()) }); err != nil {
-				c.reportError(fmt.Errorf("wake run %s: %w", job.ID, err), PhaseCommit)
+		if it.run.Recheck(ctx) {
+			if err := e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return e.wake(ctx, tx, job.ID, e.now()) }); err != nil {
+				e.reportError(fmt.Errorf("wake run %s: %w", job.ID, err), hoppertype.PhaseCommit)
 			}
 			job.State = hoppertype.JobStatePending
 		}
 	}
 	if job.ConcurrencyKey != "" {
-		c.wakeQueue(job.Queue, time.Time{}) // its key has room again
+		e.wakeQueue(job.Queue, time.Time{}) // its key has room again
 	}
 	switch job.State {
 	case hoppertype.JobStatePending:
-		c.wakeQueue(job.Queue, time.Time{})
+		e.wakeQueue(job.Queue, time.Time{})
 	case hoppertype.JobStateScheduled, hoppertype.JobStateRetrying:
-		c.wakeQueue(job.Queue, job.RunAt)
+		e.wakeQueue(job.Queue, job.RunAt)
 	}
 }
 
@@ -512,7 +512,7 @@ func (c *Client) afterFinish(life context.Context, f finished) {
 // the other members of its group.
 func bulkMember(it finishItem) bool {
 	return it.outcome.params.State.Terminal() && it.row.GroupID != it.row.ID && it.effects == nil &&
-		it.run == nil && !isRunJob(it.row) && it.row.Metadata[wakeKey] == "" &&
+		it.run == nil && !isRunJob(it.row) && it.row.Metadata[WakeKey] == "" &&
 		(it.group == nil || len(it.group.children) == 0)
 }
 
@@ -521,7 +521,7 @@ func bulkMember(it finishItem) bool {
 // by the members that applied, and their contributions are applied in
 // order, as each would have been on its own (a final one ends the run of
 // contributions).
-func (c *Client) finishMembers(ctx context.Context, tx driver.Executor, gid string, items []finishItem, out []finished, idx []int) error {
+func (e *Engine) finishMembers(ctx context.Context, tx driver.Executor, gid string, items []finishItem, out []finished, idx []int) error {
 	params := make([]driver.JobFinishParams, len(idx))
 	for k, i := range idx {
 		params[k] = items[i].outcome.params
@@ -556,7 +556,7 @@ func (c *Client) finishMembers(ctx context.Context, tx driver.Executor, gid stri
 	if applied == 0 {
 		return nil
 	}
-	p := &driver.GroupUpdateParams{ID: gid, OpenDelta: -applied, Now: c.now()}
+	p := &driver.GroupUpdateParams{ID: gid, OpenDelta: -applied, Now: e.now()}
 	if len(contribs) > 0 {
 		p.Contribute = true
 		for _, ct := range contribs {

@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"context"
@@ -92,4 +92,11 @@ func (w *histWriter) write(ctx context.Context, drv driver.Executor, batch []*hi
 	for i, r := range batch {
 		r.done <- errs[i]
 	}
+}
+
+// AppendHistory stores a run's history events, group-committed with other
+// runs' (see histWriter.append): each statement ends with life or after
+// the lease's length.
+func (e *Engine) AppendHistory(ctx, life context.Context, p *driver.RunEventAppendParams) error {
+	return e.hist.append(ctx, life, e.cfg.Visibility, e.drv, p)
 }

@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"context"
@@ -156,13 +156,28 @@ func afterCommit(ctx context.Context, budget time.Duration) (context.Context, co
 	return call(context.WithoutCancel(ctx), budget)
 }
 
-// hardLife is the lifetime of the work that finishes what the attempt
-// began: its runtime's hard lifetime.
-func (j *JobContext) hardLife() context.Context {
-	if j == nil || j.life == nil {
-		// An attempt outside a runtime (none is run so): only its
-		// calls' budgets bound it.
-		return context.Background()
-	}
-	return j.life.hard
+// Call returns the context of one store call: it ends with parent or after
+// budget (at least a second), whichever comes first.
+func Call(parent context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	return call(parent, budget)
 }
+
+// Within returns a context with ctx's values that ends when life ends or
+// after budget (none when 0), but not when ctx does (see within).
+func Within(ctx, life context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	return within(ctx, life, budget)
+}
+
+// StopGrace is how long after Stop's ctx is done the work that finishes
+// what was begun may still take.
+const StopGrace = stopGrace
+
+// Budgets of the calls the public package makes on the engine's behalf.
+const (
+	// ShortBudget bounds a call of a row or two that follows other work.
+	ShortBudget = shortBudget
+	// OccurrenceBudget bounds a schedule occurrence's enqueue.
+	OccurrenceBudget = occurrenceBudget
+	// CascadeBudget bounds the cancellations a failed run cascades to.
+	CascadeBudget = cascadeBudget
+)

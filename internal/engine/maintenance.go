@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // leaderName is the leadership the maintenance services run under.
@@ -18,7 +19,7 @@ const leaderName = "hopper-maintenance"
 // under a leadership taken in the store with a TTL and a term (fencing
 // token). A deposed leader stops them at once.
 type maintenance struct {
-	c *Client
+	e *Engine
 	// ctx ends when Stop begins (the stopping lifetime), hard stopGrace
 	// after Stop's ctx is done (resign).
 	ctx  context.Context
@@ -30,17 +31,8 @@ type maintenance struct {
 	lastAuto time.Time
 }
 
-func newMaintenance(c *Client, life *lifetimes) *maintenance {
-	return &maintenance{c: c, ctx: life.stopping, hard: life.hard}
-}
-
-// IsLeader reports whether this client currently runs maintenance.
-func (c *Client) IsLeader() bool {
-	rt := c.runtime()
-	if rt == nil || rt.maint == nil {
-		return false
-	}
-	return rt.maint.isLeading()
+func newMaintenance(e *Engine, life *lifetimes) *maintenance {
+	return &maintenance{e: e, ctx: life.stopping, hard: life.hard}
 }
 
 func (m *maintenance) isLeading() bool {
@@ -50,7 +42,7 @@ func (m *maintenance) isLeading() bool {
 }
 
 func (m *maintenance) run() {
-	c := m.c
+	e := m.e
 	var lead struct {
 		cancel context.CancelFunc
 		done   chan struct{}
@@ -66,7 +58,7 @@ func (m *maintenance) run() {
 		m.mu.Unlock()
 	}
 	defer stopLeading()
-	t := c.clock.NewTimer(0)
+	t := e.clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -74,17 +66,17 @@ func (m *maintenance) run() {
 			return
 		case <-t.C():
 		}
-		t.Reset(c.cfg.LeaderTTL / 3)
+		t.Reset(e.cfg.LeaderTTL / 3)
 		row, err := m.attempt()
 		switch {
 		case err != nil:
 			if m.ctx.Err() != nil {
 				return
 			}
-			c.reportError(fmt.Errorf("leader election: %w", err), PhaseMaintenance)
+			e.reportError(fmt.Errorf("leader election: %w", err), hoppertype.PhaseMaintenance)
 			// Without a confirmed renewal we cannot know we still lead.
 			stopLeading()
-		case row.Owner == c.worker:
+		case row.Owner == e.worker:
 			m.mu.Lock()
 			same := m.leading && m.term == row.Term
 			m.mu.Unlock()
@@ -111,63 +103,63 @@ func (m *maintenance) run() {
 // attempt takes or renews the leadership, within a third of its TTL (the
 // next attempt's due then).
 func (m *maintenance) attempt() (*driver.LeaderRow, error) {
-	c := m.c
-	ctx, cancel := call(m.ctx, c.cfg.LeaderTTL/3)
+	e := m.e
+	ctx, cancel := call(m.ctx, e.cfg.LeaderTTL/3)
 	defer cancel()
-	return c.drv.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: leaderName, Owner: c.worker, Now: c.now(), TTL: c.cfg.LeaderTTL})
+	return e.drv.LeaderAttempt(ctx, &driver.LeaderAttemptParams{Name: leaderName, Owner: e.worker, Now: e.now(), TTL: e.cfg.LeaderTTL})
 }
 
 // resign gives the leadership up so another process takes it at once.
 // Giving up is a courtesy: a resignation the store does not take in time
 // is skipped, and the leadership lapses with its TTL.
 func (m *maintenance) resign() {
-	c := m.c
-	ctx, cancel := call(m.hard, min(c.cfg.LeaderTTL/3, shortBudget))
+	e := m.e
+	ctx, cancel := call(m.hard, min(e.cfg.LeaderTTL/3, shortBudget))
 	defer cancel()
-	_ = c.drv.LeaderResign(ctx, &driver.LeaderResignParams{Name: leaderName, Owner: c.worker})
+	_ = e.drv.LeaderResign(ctx, &driver.LeaderResignParams{Name: leaderName, Owner: e.worker})
 }
 
-type leadTimers struct{ rescue, promote, retention Timer }
+type leadTimers struct{ rescue, promote, retention hclock.Timer }
 
 // leadTimers arms the leader's timers before it is known to lead, so a
 // virtual clock moved right after finds them.
 func (m *maintenance) leadTimers() leadTimers {
-	c := m.c
+	e := m.e
 	return leadTimers{
-		rescue:    c.clock.NewTimer(c.cfg.RescueInterval),
-		promote:   c.clock.NewTimer(c.cfg.PollInterval),
-		retention: c.clock.NewTimer(time.Minute),
+		rescue:    e.clock.NewTimer(e.cfg.RescueInterval),
+		promote:   e.clock.NewTimer(e.cfg.PollInterval),
+		retention: e.clock.NewTimer(time.Minute),
 	}
 }
 
 // lead runs the leader's services until ctx ends.
 func (m *maintenance) lead(ctx context.Context, t leadTimers) {
-	c := m.c
+	e := m.e
 	rescue, promote, retention := t.rescue, t.promote, t.retention
 	defer rescue.Stop()
 	defer promote.Stop()
 	defer retention.Stop()
-	if err := c.rescue(ctx); err != nil && ctx.Err() == nil {
-		c.reportError(fmt.Errorf("rescue: %w", err), PhaseMaintenance)
+	if err := e.rescue(ctx); err != nil && ctx.Err() == nil {
+		e.reportError(fmt.Errorf("rescue: %w", err), hoppertype.PhaseMaintenance)
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-rescue.C():
-			rescue.Reset(c.cfg.RescueInterval)
-			if err := c.rescue(ctx); err != nil && ctx.Err() == nil {
-				c.reportError(fmt.Errorf("rescue: %w", err), PhaseMaintenance)
+			rescue.Reset(e.cfg.RescueInterval)
+			if err := e.rescue(ctx); err != nil && ctx.Err() == nil {
+				e.reportError(fmt.Errorf("rescue: %w", err), hoppertype.PhaseMaintenance)
 			}
 		case <-promote.C():
-			promote.Reset(c.cfg.PollInterval)
-			if err := c.promote(ctx); err != nil && ctx.Err() == nil {
-				c.reportError(fmt.Errorf("promote due jobs: %w", err), PhaseMaintenance)
+			promote.Reset(e.cfg.PollInterval)
+			if err := e.promote(ctx); err != nil && ctx.Err() == nil {
+				e.reportError(fmt.Errorf("promote due jobs: %w", err), hoppertype.PhaseMaintenance)
 			}
 		case <-retention.C():
 			retention.Reset(time.Minute)
-			if err := c.retain(ctx); err != nil && ctx.Err() == nil {
-				c.reportError(fmt.Errorf("retention: %w", err), PhaseMaintenance)
+			if err := e.retain(ctx); err != nil && ctx.Err() == nil {
+				e.reportError(fmt.Errorf("retention: %w", err), hoppertype.PhaseMaintenance)
 			}
 		}
 	}
@@ -175,10 +167,10 @@ func (m *maintenance) lead(ctx context.Context, t leadTimers) {
 
 // promote makes due jobs pending in queues nobody works, within a poll
 // interval.
-func (c *Client) promote(ctx context.Context) error {
-	ctx, cancel := call(ctx, c.cfg.PollInterval)
+func (e *Engine) promote(ctx context.Context) error {
+	ctx, cancel := call(ctx, e.cfg.PollInterval)
 	defer cancel()
-	_, err := c.drv.JobPromote(ctx, &driver.JobPromoteParams{Now: c.now(), Limit: 1000})
+	_, err := e.drv.JobPromote(ctx, &driver.JobPromoteParams{Now: e.now(), Limit: 1000})
 	return err
 }
 
@@ -187,11 +179,11 @@ func (c *Client) promote(ctx context.Context) error {
 // attempts remain, stuck (engine failure, retryable) when they are used up,
 // expired past the deadline. Each write is a compare-and-set on the lease
 // token and expiry, so a worker that finished or heartbeat in between wins.
-func (c *Client) rescue(ctx context.Context) error {
+func (e *Engine) rescue(ctx context.Context) error {
 	for {
-		now := c.now()
-		lctx, cancel := call(ctx, c.cfg.RescueInterval)
-		rows, err := c.drv.JobListExpiredLeases(lctx, &driver.JobListExpiredLeasesParams{Now: now, Limit: maxCompleteBatch})
+		now := e.now()
+		lctx, cancel := call(ctx, e.cfg.RescueInterval)
+		rows, err := e.drv.JobListExpiredLeases(lctx, &driver.JobListExpiredLeasesParams{Now: now, Limit: maxCompleteBatch})
 		cancel()
 		if err != nil {
 			return err
@@ -203,7 +195,7 @@ func (c *Client) rescue(ctx context.Context) error {
 		for i, row := range rows {
 			items[i] = finishItem{row: row, outcome: decideRescue(row, now, defaultRand)}
 		}
-		c.recordFinished(ctx, items)
+		e.recordFinished(ctx, items)
 		if len(rows) < maxCompleteBatch {
 			return nil
 		}
@@ -212,54 +204,54 @@ func (c *Client) rescue(ctx context.Context) error {
 
 // decideRescue is the outcome of an attempt whose lease expired.
 func decideRescue(row *hoppertype.JobRow, now time.Time, rnd func() float64) outcome {
-	msg := fmt.Errorf("%w: worker %s stopped heartbeating during attempt %d", ErrLeaseLost, row.Worker, row.Attempt)
+	msg := fmt.Errorf("%w: worker %s stopped heartbeating during attempt %d", hoppertype.ErrLeaseLost, row.Worker, row.Attempt)
 	ei := &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindLeaseLost, Message: msg.Error(), Attempt: row.Attempt, At: now}
 	p := driver.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken, RequireLeaseExpiredBefore: now, Attempt: row.Attempt, RunAt: row.RunAt, Error: ei}
-	ev := Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
+	ev := hoppertype.Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
 		Dependents: row.Dependents, Attempt: row.Attempt, Error: ei.Message, At: now}
 	switch {
 	case !row.Deadline.IsZero() && !now.Before(row.Deadline):
 		p.State, p.EndedAt = hoppertype.JobStateExpired, now
-		p.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindExpired, Message: ErrExpired.Error(), Attempt: row.Attempt, At: now}
-		ev.Kind, ev.Deadline, ev.Error = EventExpired, row.Deadline, p.Error.Message
+		p.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindExpired, Message: hoppertype.ErrExpired.Error(), Attempt: row.Attempt, At: now}
+		ev.Kind, ev.Deadline, ev.Error = hoppertype.EventExpired, row.Deadline, p.Error.Message
 	case row.Attempt >= row.Retry.Attempts:
 		retryable := true
 		p.State = hoppertype.JobStateStuck
 		p.Stuck = &hoppertype.StuckInfo{Cause: hoppertype.StuckEngineFailure, Retryable: &retryable,
 			Detail: fmt.Sprintf("lease lost on attempt %d of %d", row.Attempt, row.Retry.Attempts), ObservedAt: now}
-		ev.Kind = EventStuck
+		ev.Kind = hoppertype.EventStuck
 	default:
-		next := now.Add(policyFromStored(row.Retry).Delay(row.Attempt, rnd)).Truncate(time.Microsecond)
+		next := now.Add(row.Retry.Delay(row.Attempt, rnd)).Truncate(time.Microsecond)
 		p.State, p.RunAt = hoppertype.JobStateRetrying, next
 		if !row.Deadline.IsZero() && !next.Before(row.Deadline) {
 			p.State, p.EndedAt = hoppertype.JobStateExpired, now
-			p.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindExpired, Message: ErrExpired.Error(), Attempt: row.Attempt, At: now}
-			ev.Kind, ev.Deadline, ev.Error = EventExpired, row.Deadline, p.Error.Message
+			p.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindExpired, Message: hoppertype.ErrExpired.Error(), Attempt: row.Attempt, At: now}
+			ev.Kind, ev.Deadline, ev.Error = hoppertype.EventExpired, row.Deadline, p.Error.Message
 			break
 		}
-		ev.Kind, ev.WillRetry, ev.RunAt = EventFailed, true, next
+		ev.Kind, ev.WillRetry, ev.RunAt = hoppertype.EventFailed, true, next
 	}
 	return outcome{params: p, event: ev}
 }
 
 // retain deletes terminal jobs older than their state's retention.
-func (c *Client) retain(ctx context.Context) error {
-	now := c.now()
+func (e *Engine) retain(ctx context.Context) error {
+	now := e.now()
 	for _, r := range []struct {
 		state hoppertype.JobState
 		keep  time.Duration
 	}{
-		{hoppertype.JobStateSucceeded, c.cfg.Retention.Succeeded},
-		{hoppertype.JobStateDead, c.cfg.Retention.Dead},
-		{hoppertype.JobStateExpired, c.cfg.Retention.Expired},
-		{hoppertype.JobStateCancelled, c.cfg.Retention.Cancelled},
+		{hoppertype.JobStateSucceeded, e.cfg.Retention.Succeeded},
+		{hoppertype.JobStateDead, e.cfg.Retention.Dead},
+		{hoppertype.JobStateExpired, e.cfg.Retention.Expired},
+		{hoppertype.JobStateCancelled, e.cfg.Retention.Cancelled},
 	} {
 		if r.keep < 0 {
 			continue
 		}
 		for {
 			dctx, cancel := call(ctx, retentionBudget)
-			n, err := c.drv.JobDeleteFinished(dctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{r.state}, Before: now.Add(-r.keep), Limit: 1000})
+			n, err := e.drv.JobDeleteFinished(dctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{r.state}, Before: now.Add(-r.keep), Limit: 1000})
 			cancel()
 			if err != nil {
 				return err
@@ -271,7 +263,7 @@ func (c *Client) retain(ctx context.Context) error {
 	}
 	// Workers that stopped without saying so (killed) go after a while.
 	wctx, cancel := call(ctx, retentionBudget)
-	_, err := c.drv.WorkerDelete(wctx, &driver.WorkerDeleteParams{Before: now.Add(-workerRetained)})
+	_, err := e.drv.WorkerDelete(wctx, &driver.WorkerDeleteParams{Before: now.Add(-WorkerRetained)})
 	cancel()
 	if err != nil {
 		return err
@@ -279,7 +271,7 @@ func (c *Client) retain(ctx context.Context) error {
 	// Expiring keys (awaited-group marks) go once they expired.
 	for {
 		kctx, cancel := call(ctx, retentionBudget)
-		n, err := c.drv.KeyDeleteExpired(kctx, &driver.KeyDeleteExpiredParams{Before: now, Limit: 1000})
+		n, err := e.drv.KeyDeleteExpired(kctx, &driver.KeyDeleteExpiredParams{Before: now, Limit: 1000})
 		cancel()
 		if err != nil {
 			return err
@@ -293,10 +285,10 @@ func (c *Client) retain(ctx context.Context) error {
 // autoRedrive moves dead jobs back when a queue is idle, at most once per
 // poll interval per client.
 func (m *maintenance) autoRedrive() {
-	c := m.c
-	now := c.now()
+	e := m.e
+	now := e.now()
 	m.mu.Lock()
-	if !m.lastAuto.IsZero() && now.Sub(m.lastAuto) < c.cfg.PollInterval {
+	if !m.lastAuto.IsZero() && now.Sub(m.lastAuto) < e.cfg.PollInterval {
 		m.mu.Unlock()
 		return
 	}
@@ -304,7 +296,7 @@ func (m *maintenance) autoRedrive() {
 	m.mu.Unlock()
 	ctx, cancel := call(m.ctx, shortBudget)
 	defer cancel()
-	if _, err := c.redrive(ctx, &driver.JobRetryParams{All: true, States: []hoppertype.JobState{hoppertype.JobStateDead}, Limit: c.cfg.AutoRedrive}); err != nil && m.ctx.Err() == nil {
-		c.reportError(fmt.Errorf("auto redrive: %w", err), PhaseMaintenance)
+	if _, err := e.Redrive(ctx, &driver.JobRetryParams{All: true, States: []hoppertype.JobState{hoppertype.JobStateDead}, Limit: e.cfg.AutoRedrive}); err != nil && m.ctx.Err() == nil {
+		e.reportError(fmt.Errorf("auto redrive: %w", err), hoppertype.PhaseMaintenance)
 	}
 }

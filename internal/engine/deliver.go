@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"context"
@@ -16,18 +16,14 @@ import (
 // process, holding the observer name's cursor under a lease while it
 // delivers the feed's changes after it.
 
-// PhaseObserver: an AfterCommit observer failed on a change (it is
-// retried), or its delivery loop could not read the feed.
-const PhaseObserver ErrorPhase = "observer"
-
 // feedPage is how many changes of the feed one delivery round reads.
 const feedPage = 2000
 
 // nudgeFeed tells this client's AfterCommit observers that it committed
 // something: they look at the feed now rather than at their next poll.
-func (c *Client) nudgeFeed() {
+func (e *Engine) nudgeFeed() {
 	select {
-	case c.feedNudge <- struct{}{}:
+	case e.feedNudge <- struct{}{}:
 	default:
 	}
 }
@@ -36,8 +32,8 @@ func (c *Client) nudgeFeed() {
 // observer's cursor (a lease renewed as delivery goes) and delivers the
 // feed's changes after it.
 type deliverer struct {
-	c     *Client
-	o     *observer
+	e     *Engine
+	o     *Observer
 	nudge chan struct{}
 	ttl   time.Duration
 	// hard is the runtime's hard lifetime: saving and releasing the
@@ -47,36 +43,36 @@ type deliverer struct {
 	// delivery stands, saved where the store has it, renewed when the
 	// lease was last renewed (used by the delivery goroutine only).
 	held    atomic.Bool
-	cur     ChangeCursor
-	saved   ChangeCursor
+	cur     hoppertype.ChangeCursor
+	saved   hoppertype.ChangeCursor
 	renewed time.Time
 	// failAt is the change that failed last, fails how often in a row;
 	// tried is when this process last asked for the cursor held elsewhere.
-	failAt ChangeCursor
+	failAt hoppertype.ChangeCursor
 	fails  int
 	tried  time.Time
 }
 
-func (rt *runtime) startObservers() {
-	c := rt.c
-	if len(c.afterCommit) == 0 {
+func (s *session) startObservers() {
+	e := s.e
+	if len(e.afterCommit) == 0 {
 		return
 	}
 	var ds []*deliverer
-	for _, o := range c.afterCommit {
-		ds = append(ds, &deliverer{c: c, o: o, nudge: make(chan struct{}, 1), ttl: c.cfg.Visibility, hard: rt.life.hard})
+	for _, o := range e.afterCommit {
+		ds = append(ds, &deliverer{e: e, o: o, nudge: make(chan struct{}, 1), ttl: e.cfg.Visibility, hard: s.life.hard})
 	}
 	// The client's nudges, fanned out to each observer. Delivery goes on
 	// while Stop records the last outcomes, until stopObservers.
-	rt.feedCtx, rt.feedCancel = context.WithCancel(rt.life.hard)
-	rt.feedLoops.Add(1)
+	s.feedCtx, s.feedCancel = context.WithCancel(s.life.hard)
+	s.feedLoops.Add(1)
 	go func() {
-		defer rt.feedLoops.Done()
+		defer s.feedLoops.Done()
 		for {
 			select {
-			case <-rt.feedCtx.Done():
+			case <-s.feedCtx.Done():
 				return
-			case <-c.feedNudge:
+			case <-e.feedNudge:
 				for _, d := range ds {
 					select {
 					case d.nudge <- struct{}{}:
@@ -87,10 +83,10 @@ func (rt *runtime) startObservers() {
 		}
 	}()
 	for _, d := range ds {
-		rt.feedLoops.Add(1)
+		s.feedLoops.Add(1)
 		go func() {
-			defer rt.feedLoops.Done()
-			d.run(rt.feedCtx)
+			defer s.feedLoops.Done()
+			d.run(s.feedCtx)
 		}()
 	}
 }
@@ -99,26 +95,26 @@ func (rt *runtime) startObservers() {
 // so another process takes them over at once. It waits for observers still
 // running until the hard lifetime ends, stopGrace after Stop's ctx is done
 // (an observer that ignores its context is left to finish on its own).
-func (rt *runtime) stopObservers() {
-	if rt.feedCancel == nil {
+func (s *session) stopObservers() {
+	if s.feedCancel == nil {
 		return
 	}
-	rt.feedCancel()
+	s.feedCancel()
 	done := make(chan struct{})
 	go func() {
-		rt.feedLoops.Wait()
+		s.feedLoops.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
-	case <-rt.life.hard.Done():
-		rt.c.reportError(fmt.Errorf("stop: an observer did not return in time: %w", context.Cause(rt.life.hard)), PhaseObserver)
+	case <-s.life.hard.Done():
+		s.e.reportError(fmt.Errorf("stop: an observer did not return in time: %w", context.Cause(s.life.hard)), hoppertype.PhaseObserver)
 	}
 }
 
 // run delivers until ctx ends.
 func (d *deliverer) run(ctx context.Context) {
-	c := d.c
+	e := d.e
 	defer d.release()
 	quick := 0 // re-reads left after a nudge found nothing final yet
 	for {
@@ -127,7 +123,7 @@ func (d *deliverer) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			c.reportError(fmt.Errorf("observer %q: %w", d.o.name, err), PhaseObserver)
+			e.reportError(fmt.Errorf("observer %q: %w", d.o.Name, err), hoppertype.PhaseObserver)
 		}
 		if got {
 			continue
@@ -149,26 +145,26 @@ func (d *deliverer) run(ctx context.Context) {
 // wait waits for a nudge, the poll interval, or (soon) a short re-read
 // delay; it reports whether a nudge came and whether ctx ended.
 func (d *deliverer) wait(ctx context.Context, soon bool) (nudged, done bool) {
-	c := d.c
+	e := d.e
 	var tick, fallback <-chan time.Time
 	if soon {
 		// A change committed here may not be final yet (an older
 		// transaction still runs): look again soon. (A poll on real time,
 		// as the fallback below: waiting for finality is not a delay of
 		// the engine's.)
-		rt := time.NewTimer(20 * time.Millisecond)
-		defer rt.Stop()
-		fallback = rt.C
+		s := time.NewTimer(20 * time.Millisecond)
+		defer s.Stop()
+		fallback = s.C
 	} else {
-		t := c.clock.NewTimer(c.cfg.PollInterval)
+		t := e.clock.NewTimer(e.cfg.PollInterval)
 		defer t.Stop()
 		tick = t.C()
-		if _, real := c.clock.(hclock.Real); !real {
+		if _, real := e.clock.(hclock.Real); !real {
 			// Under a virtual clock, the poll that makes up for a missed
 			// nudge still runs on the wall clock.
-			rt := time.NewTimer(c.cfg.PollInterval)
-			defer rt.Stop()
-			fallback = rt.C
+			s := time.NewTimer(e.cfg.PollInterval)
+			defer s.Stop()
+			fallback = s.C
 		}
 	}
 	select {
@@ -183,7 +179,7 @@ func (d *deliverer) wait(ctx context.Context, soon bool) (nudged, done bool) {
 	// Nudges come with every commit: read at most once per the
 	// observer's gap however many arrive. (A throttle on real time, not a
 	// delay of the engine's: a virtual clock does not hold it.)
-	pause := time.NewTimer(d.o.gap)
+	pause := time.NewTimer(d.o.Gap)
 	defer pause.Stop()
 	select {
 	case <-ctx.Done():
@@ -196,8 +192,8 @@ func (d *deliverer) wait(ctx context.Context, soon bool) (nudged, done bool) {
 // lease takes or renews the cursor when this process does not hold it or
 // its lease is a third through; it reports whether this process holds it.
 func (d *deliverer) lease(ctx context.Context) (bool, error) {
-	c := d.c
-	now := c.now()
+	e := d.e
+	now := e.now()
 	if d.held.Load() {
 		if now.Sub(d.renewed) < d.ttl/3 {
 			return true, nil
@@ -210,18 +206,18 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 	}
 	// Another process delivers: ask again once a poll interval, not on
 	// every commit that nudges this one.
-	if !d.tried.IsZero() && now.Sub(d.tried) < c.cfg.PollInterval {
+	if !d.tried.IsZero() && now.Sub(d.tried) < e.cfg.PollInterval {
 		return false, nil
 	}
 	d.tried = now
 	ctx, cancel := call(ctx, d.ttl/3)
 	defer cancel()
-	row, err := c.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.name, Owner: c.worker, Now: now, TTL: d.ttl})
+	row, err := e.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.Name, Owner: e.worker, Now: now, TTL: d.ttl})
 	if err != nil {
 		d.held.Store(false)
 		return false, err
 	}
-	if row.Owner != c.worker {
+	if row.Owner != e.worker {
 		d.held.Store(false)
 		return false, nil
 	}
@@ -235,12 +231,12 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 // save records that delivery got to cur and renews the lease. Delivery
 // ending does not cut it: what was delivered is recorded, within a third
 // of the lease and the hard lifetime.
-func (d *deliverer) save(cur ChangeCursor) error {
-	c := d.c
-	now := c.now()
+func (d *deliverer) save(cur hoppertype.ChangeCursor) error {
+	e := d.e
+	now := e.now()
 	ctx, cancel := call(d.hard, d.ttl/3)
 	defer cancel()
-	err := c.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: cur, Now: now, TTL: d.ttl})
+	err := e.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.Name, Owner: e.worker, At: cur, Now: now, TTL: d.ttl})
 	if err != nil {
 		d.held.Store(false)
 		return err
@@ -257,22 +253,23 @@ const saveEvery = time.Second
 // round delivers one page of changes if this process holds the cursor; it
 // reports whether it delivered any (there may be more).
 func (d *deliverer) round(ctx context.Context) (bool, error) {
-	c := d.c
+	e := d.e
 	if held, err := d.lease(ctx); !held || err != nil {
 		return false, err
 	}
 	// The store reads the changes this observer does not want without
 	// handing them over.
-	scan := d.o.filter.scan()
+	f := *d.o.Filter
+	scan := &f
 	scan.After, scan.Limit = d.cur, feedPage
 	sctx, cancel := call(ctx, d.ttl/3)
-	res, err := c.drv.ChangeScan(sctx, scan)
+	res, err := e.drv.ChangeScan(sctx, scan)
 	cancel()
 	if err != nil {
 		return false, err
 	}
 	if res.Next == d.cur {
-		if d.cur != d.saved && c.now().Sub(d.renewed) >= saveEvery {
+		if d.cur != d.saved && e.now().Sub(d.renewed) >= saveEvery {
 			return false, d.save(d.cur)
 		}
 		return false, nil
@@ -282,7 +279,7 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 	advance := func() error { return d.save(cur) }
 	matched := false
 	for _, ch := range chs {
-		if d.o.filter.Match(ch) {
+		if d.o.Filter.MatchChange(ch) {
 			matched = true
 			for {
 				err := callObserver(ctx, d.o, ch)
@@ -297,13 +294,13 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 					d.failAt, d.fails = hoppertype.CursorOf(ch), 0
 				}
 				d.fails++
-				c.reportError(fmt.Errorf("observer %q on change %d (%s %s to %s), try %d: %w", d.o.name, ch.Position, ch.Kind, ch.EntityID, ch.State, d.fails, err), PhaseObserver)
+				e.reportError(fmt.Errorf("observer %q on change %d (%s %s to %s), try %d: %w", d.o.Name, ch.Position, ch.Kind, ch.EntityID, ch.State, d.fails, err), hoppertype.PhaseObserver)
 				// Keep what was delivered and the lease, then wait (never
 				// so long that the lease lapses meanwhile).
 				if err := advance(); err != nil {
 					return false, err
 				}
-				t := c.clock.NewTimer(min(observerBackoff(d.fails-1), d.ttl/3))
+				t := e.clock.NewTimer(min(observerBackoff(d.fails-1), d.ttl/3))
 				select {
 				case <-ctx.Done():
 					t.Stop()
@@ -316,14 +313,14 @@ func (d *deliverer) round(ctx context.Context) (bool, error) {
 			}
 		}
 		cur = hoppertype.CursorOf(ch)
-		if c.now().Sub(d.renewed) > d.ttl/3 {
+		if e.now().Sub(d.renewed) > d.ttl/3 {
 			if err := advance(); err != nil {
 				return false, err
 			}
 		}
 	}
 	cur = res.Next
-	if matched || c.now().Sub(d.renewed) >= saveEvery {
+	if matched || e.now().Sub(d.renewed) >= saveEvery {
 		return true, advance()
 	}
 	d.cur = cur
@@ -343,13 +340,13 @@ func (d *deliverer) release() {
 	if !d.held.Load() {
 		return
 	}
-	c := d.c
+	e := d.e
 	// Record how far delivery got; a zero TTL ends the lease.
 	ctx, cancel := call(d.hard, min(d.ttl/3, shortBudget))
 	defer cancel()
-	err := c.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.name, Owner: c.worker, At: d.cur, Now: c.now(), TTL: 0})
+	err := e.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.Name, Owner: e.worker, At: d.cur, Now: e.now(), TTL: 0})
 	if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) {
-		c.reportError(fmt.Errorf("observer %q: release cursor: %w", d.o.name, err), PhaseObserver)
+		e.reportError(fmt.Errorf("observer %q: release cursor: %w", d.o.Name, err), hoppertype.PhaseObserver)
 	}
 	d.held.Store(false)
 }

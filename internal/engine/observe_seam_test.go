@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"go/ast"

@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 // the event to emit once it committed.
 type outcome struct {
 	params driver.JobFinishParams
-	event  Event
+	event  hoppertype.Event
 }
 
 // attemptResult is what the executor observed of one attempt.
@@ -29,7 +29,7 @@ type attemptResult struct {
 
 // decide turns an attempt into its outcome. It is a pure function of the
 // claimed row, the attempt, the classifiers and now (plus rnd for jitter).
-func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now time.Time, rnd func() float64, onPanic func(error)) outcome {
+func decide(row *hoppertype.JobRow, res attemptResult, classify hoppertype.Classifier, now time.Time, rnd func() float64, onPanic func(error)) outcome {
 	base := driver.JobFinishParams{
 		ID:         row.ID,
 		LeaseToken: row.LeaseToken,
@@ -38,7 +38,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		Error:      row.Error,
 		Result:     nil,
 	}
-	ev := Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
+	ev := hoppertype.Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
 		Dependents: row.Dependents, Attempt: row.Attempt, At: now}
 	errInfo := func(kind hoppertype.ErrorKind, err error, stack string) *hoppertype.ErrorInfo {
 		if len(stack) > hoppertype.MaxStackBytes {
@@ -46,7 +46,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		}
 		return &hoppertype.ErrorInfo{Kind: kind, Message: err.Error(), Stack: stack, Attempt: row.Attempt, At: now}
 	}
-	terminal := func(state hoppertype.JobState, ei *hoppertype.ErrorInfo, kind EventKind) outcome {
+	terminal := func(state hoppertype.JobState, ei *hoppertype.ErrorInfo, kind hoppertype.EventKind) outcome {
 		p := base
 		p.State, p.EndedAt, p.Error = state, now, ei
 		ev.Kind = kind
@@ -60,7 +60,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	}
 	deadlinePassed := func(t time.Time) bool { return !row.Deadline.IsZero() && !t.Before(row.Deadline) }
 	expire := func() outcome {
-		return terminal(hoppertype.JobStateExpired, errInfo(hoppertype.ErrorKindExpired, ErrExpired, ""), EventExpired)
+		return terminal(hoppertype.JobStateExpired, errInfo(hoppertype.ErrorKindExpired, hoppertype.ErrExpired, ""), hoppertype.EventExpired)
 	}
 	deferTo := func(at time.Time) outcome {
 		at = clampTime(at) // a wait past year 9999 is as good as forever
@@ -74,29 +74,29 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		if !at.After(now) {
 			p.State = hoppertype.JobStatePending
 		}
-		ev.Kind, ev.RunAt, ev.Attempt = EventDeferred, at, row.Attempt-1
+		ev.Kind, ev.RunAt, ev.Attempt = hoppertype.EventDeferred, at, row.Attempt-1
 		return outcome{params: p, event: ev}
 	}
 
 	if res.err == nil {
 		p := base
 		p.State, p.EndedAt, p.Result = hoppertype.JobStateSucceeded, now, res.out
-		ev.Kind, ev.Result = EventSucceeded, rawJSON(res.out)
+		ev.Kind, ev.Result = hoppertype.EventSucceeded, rawJSON(res.out)
 		return outcome{params: p, event: ev}
 	}
 	err := res.err
 
 	// Stopping the client: back to pending, the attempt not used.
-	if errors.Is(res.cause, errStopping) {
+	if errors.Is(res.cause, ErrStopping) {
 		p := base
 		p.State, p.RunAt, p.Attempt = hoppertype.JobStatePending, now, row.Attempt-1
-		ev.Kind, ev.RunAt, ev.Attempt = EventDeferred, now, row.Attempt-1
+		ev.Kind, ev.RunAt, ev.Attempt = hoppertype.EventDeferred, now, row.Attempt-1
 		return outcome{params: p, event: ev}
 	}
-	if res.cancelRequested || errors.Is(res.cause, ErrCancelled) {
-		return terminal(hoppertype.JobStateCancelled, errInfo(hoppertype.ErrorKindCancelled, fmt.Errorf("%w: %v", ErrCancelled, err), ""), EventCancelled)
+	if res.cancelRequested || errors.Is(res.cause, hoppertype.ErrCancelled) {
+		return terminal(hoppertype.JobStateCancelled, errInfo(hoppertype.ErrorKindCancelled, fmt.Errorf("%w: %v", hoppertype.ErrCancelled, err), ""), hoppertype.EventCancelled)
 	}
-	if errors.Is(res.cause, ErrExpired) || deadlinePassed(now) {
+	if errors.Is(res.cause, hoppertype.ErrExpired) || deadlinePassed(now) {
 		return expire()
 	}
 
@@ -104,15 +104,15 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	if errors.As(err, &stuck) {
 		p := base
 		p.State, p.Stuck = hoppertype.JobStateStuck, stuck.info
-		ev.Kind, ev.Error, ev.Stuck = EventStuck, err.Error(), stuck.info
+		ev.Kind, ev.Error, ev.Stuck = hoppertype.EventStuck, err.Error(), stuck.info
 		return outcome{params: p, event: ev}
 	}
-	var suspend *suspendError
+	var suspend *SuspendError
 	if errors.As(err, &suspend) {
 		// A workflow run waits: deferred without using an attempt.
-		return deferTo(suspend.until)
+		return deferTo(suspend.Until)
 	}
-	var snooze *SnoozeError
+	var snooze *hoppertype.SnoozeError
 	if errors.As(err, &snooze) {
 		at := snooze.RunAt
 		if at.IsZero() {
@@ -122,47 +122,47 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	}
 
 	kind, stack, abort, final := hoppertype.ErrorKindHandler, "", false, false
-	var ke *kindError
+	var ke *KindError
 	if errors.As(err, &ke) {
-		kind, stack, abort, final = ke.kind, ke.stack, ke.abort, ke.final
+		kind, stack, abort, final = ke.Kind, ke.Stack, ke.Abort, ke.Final
 	}
-	if errors.Is(res.cause, ErrAttemptTimeout) { // a heartbeat timeout too
+	if errors.Is(res.cause, hoppertype.ErrAttemptTimeout) { // a heartbeat timeout too
 		kind = hoppertype.ErrorKindTimeout
 		err = fmt.Errorf("%w: %v", res.cause, err)
 	}
-	if errors.Is(err, ErrAborted) {
+	if errors.Is(err, hoppertype.ErrAborted) {
 		abort = true
 	}
 	if final {
-		return terminal(hoppertype.JobStateDead, errInfo(kind, err, stack), EventFailed)
+		return terminal(hoppertype.JobStateDead, errInfo(kind, err, stack), hoppertype.EventFailed)
 	}
 	switch kind {
 	case hoppertype.ErrorKindCancelled:
-		return terminal(hoppertype.JobStateCancelled, errInfo(kind, err, ""), EventCancelled)
+		return terminal(hoppertype.JobStateCancelled, errInfo(kind, err, ""), hoppertype.EventCancelled)
 	case hoppertype.ErrorKindNonDeterminism:
 		// Replay diverged from history: retrying the same code cannot help.
 		p := base
 		notRetryable := false
 		p.State, p.Error = hoppertype.JobStateStuck, errInfo(kind, err, "")
 		p.Stuck = &hoppertype.StuckInfo{Cause: hoppertype.StuckEngineFailure, Retryable: &notRetryable, Detail: err.Error(), ObservedAt: now}
-		ev.Kind, ev.Error, ev.Stuck = EventStuck, err.Error(), p.Stuck
+		ev.Kind, ev.Error, ev.Stuck = hoppertype.EventStuck, err.Error(), p.Stuck
 		return outcome{params: p, event: ev}
 	}
 	if abort {
 		if kind == hoppertype.ErrorKindHandler {
 			kind = hoppertype.ErrorKindAborted
 		}
-		o := terminal(hoppertype.JobStateDead, errInfo(kind, err, stack), EventFailed)
+		o := terminal(hoppertype.JobStateDead, errInfo(kind, err, stack), hoppertype.EventFailed)
 		return o
 	}
 
 	// The classifier (type's, else client's) decides next.
 	if classify != nil {
-		d, ok := runClassifier(classify, err, FailureInfo{ID: row.ID, Type: row.Type, Attempt: row.Attempt, Attempts: row.Retry.Attempts}, onPanic)
+		d, ok := runClassifier(classify, err, hoppertype.FailureInfo{ID: row.ID, Type: row.Type, Attempt: row.Attempt, Attempts: row.Retry.Attempts}, onPanic)
 		if ok {
 			switch d.Kind() {
 			case hoppertype.DecisionAbort:
-				return terminal(hoppertype.JobStateDead, errInfo(hoppertype.ErrorKindAborted, err, stack), EventFailed)
+				return terminal(hoppertype.JobStateDead, errInfo(hoppertype.ErrorKindAborted, err, stack), hoppertype.EventFailed)
 			case hoppertype.DecisionDelay:
 				return deferTo(now.Add(max(d.Delay(), 0)).Truncate(time.Microsecond))
 			case hoppertype.DecisionRunAt:
@@ -173,9 +173,9 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 
 	ei := errInfo(kind, err, stack)
 	if row.Attempt >= row.Retry.Attempts {
-		return terminal(hoppertype.JobStateDead, ei, EventFailed)
+		return terminal(hoppertype.JobStateDead, ei, hoppertype.EventFailed)
 	}
-	delay := policyFromStored(row.Retry).Delay(row.Attempt, rnd)
+	delay := row.Retry.Delay(row.Attempt, rnd)
 	var ra *hoppertype.RetryAfterError
 	if errors.As(err, &ra) && ra.Delay > delay {
 		delay = ra.Delay
@@ -186,12 +186,12 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	}
 	p := base
 	p.State, p.RunAt, p.Error = hoppertype.JobStateRetrying, next, ei
-	ev.Kind, ev.Error, ev.WillRetry, ev.RunAt = EventFailed, ei.Message, true, next
+	ev.Kind, ev.Error, ev.WillRetry, ev.RunAt = hoppertype.EventFailed, ei.Message, true, next
 	return outcome{params: p, event: ev}
 }
 
 // runClassifier calls a classifier, turning a panic into "not decided".
-func runClassifier(f Classifier, err error, info FailureInfo, onPanic func(error)) (d Decision, ok bool) {
+func runClassifier(f hoppertype.Classifier, err error, info hoppertype.FailureInfo, onPanic func(error)) (d hoppertype.Decision, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			ok = false
@@ -205,3 +205,21 @@ func runClassifier(f Classifier, err error, info FailureInfo, onPanic func(error
 
 // defaultRand draws jitter.
 func defaultRand() float64 { return rand.Float64() }
+
+// The storable years: a time outside them is clamped (clampTime).
+var (
+	storableMin = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	storableMax = time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// clampTime brings t within the storable years: a wait past year 9999 is
+// as good as forever.
+func clampTime(t time.Time) time.Time {
+	switch {
+	case t.After(storableMax):
+		return storableMax
+	case t.Before(storableMin):
+		return storableMin
+	}
+	return t
+}

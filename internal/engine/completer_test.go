@@ -1,4 +1,4 @@
-package hopper
+package engine
 
 import (
 	"context"
@@ -17,13 +17,12 @@ import (
 
 // bulkFixture is a group of n running members, claimed, and a client to
 // record their outcomes with.
-func bulkFixture(t *testing.T, n int) (*Client, []*hoppertype.JobRow) {
+func bulkFixture(t *testing.T, n int) (*Engine, []*hoppertype.JobRow) {
 	t.Helper()
 	base := memdriver.New()
 	d := &groupUpdateCounter{Driver: base, baseExec: base.Executor()}
 	t.Cleanup(func() { _ = d.Close() })
-	c, err := newClient(Config{Driver: d})
-	require.NoError(t, err)
+	e := newTestEngine(t, d)
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	require.NoError(t, d.GroupInsert(ctx, &hoppertype.GroupRow{ID: "g", Open: n, State: hoppertype.GroupOpen, CreatedAt: now}))
@@ -33,12 +32,12 @@ func bulkFixture(t *testing.T, n int) (*Client, []*hoppertype.JobRow) {
 		rows = append(rows, &hoppertype.JobRow{ID: id, Type: "t", Queue: "q", State: hoppertype.JobStatePending, GroupID: "g",
 			ParentID: "p", Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now})
 	}
-	_, err = d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows})
+	_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows})
 	require.NoError(t, err)
 	claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: n, Now: now, LeaseExpiresAt: now.Add(time.Hour), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, n)
-	return c, claimed
+	return e, claimed
 }
 
 // groupUpdateCounter counts the GroupUpdate calls made in its
@@ -74,7 +73,7 @@ func (t *countingTx) GroupUpdate(ctx context.Context, p *driver.GroupUpdateParam
 	return t.Executor.GroupUpdate(ctx, p)
 }
 
-func updates(c *Client) int { return c.drv.(*groupUpdateCounter).n }
+func updates(e *Engine) int { return e.drv.(*groupUpdateCounter).n }
 
 func succeed(row *hoppertype.JobRow, result string, eff *groupEffect) finishItem {
 	var out []byte
@@ -99,7 +98,7 @@ func addFold(n int) *groupEffect {
 // together: the folds apply in order, a last-writer value replaces the
 // folded one, a final contribution locks the value, and the group settles.
 func TestBulkMembersContributeInOrder(t *testing.T) {
-	c, rows := bulkFixture(t, 5)
+	e, rows := bulkFixture(t, 5)
 	items := []finishItem{
 		succeed(rows[0], "", addFold(1)),
 		succeed(rows[1], "", addFold(2)),
@@ -107,13 +106,13 @@ func TestBulkMembersContributeInOrder(t *testing.T) {
 		succeed(rows[3], `20`, &groupEffect{final: true}), // locks
 		succeed(rows[4], "", addFold(100)),                // ignored: final
 	}
-	out, err := c.finishTx(context.Background(), items)
+	out, err := e.finishTx(context.Background(), items)
 	require.NoError(t, err)
 	for _, f := range out {
 		require.NoError(t, f.err)
 		require.NotNil(t, f.job)
 	}
-	g, err := c.drv.GroupGet(context.Background(), "g")
+	g, err := e.drv.GroupGet(context.Background(), "g")
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.GroupSettled, g.State)
 	require.Equal(t, 0, g.Open)
@@ -124,39 +123,39 @@ func TestBulkMembersContributeInOrder(t *testing.T) {
 		settled += len(f.settled)
 	}
 	require.Equal(t, 1, settled, "the settle is reported once")
-	require.Equal(t, 1, updates(c), "the five members in one group update")
+	require.Equal(t, 1, updates(e), "the five members in one group update")
 }
 
 // TestBulkMembersFallBackOnError: a fold that fails makes the batch go
 // member by member, so only the failing member's contribution is lost.
 func TestBulkMembersFallBackOnError(t *testing.T) {
-	c, rows := bulkFixture(t, 3)
+	e, rows := bulkFixture(t, 3)
 	bad := &groupEffect{fold: func([]byte, bool) ([]byte, error) { return nil, errors.New("fold broke") }}
 	items := []finishItem{succeed(rows[0], "", addFold(1)), succeed(rows[1], "", bad), succeed(rows[2], "", addFold(2))}
-	out, err := c.finishTx(context.Background(), items)
+	out, err := e.finishTx(context.Background(), items)
 	require.NoError(t, err)
 	require.NotNil(t, out[0].job)
 	require.Nil(t, out[1].job, "the member whose fold failed is not recorded")
 	require.Error(t, out[1].err)
 	require.NotNil(t, out[2].job)
-	g, err := c.drv.GroupGet(context.Background(), "g")
+	g, err := e.drv.GroupGet(context.Background(), "g")
 	require.NoError(t, err)
 	require.Equal(t, 1, g.Open, "one member still open")
 	require.JSONEq(t, `3`, string(g.Value))
-	require.Equal(t, 1+3, updates(c), "the failed bulk update, then one per member")
+	require.Equal(t, 1+3, updates(e), "the failed bulk update, then one per member")
 }
 
 // TestBulkMembersSkipLostLeases: a member whose lease is lost neither
 // closes nor contributes.
 func TestBulkMembersSkipLostLeases(t *testing.T) {
-	c, rows := bulkFixture(t, 3)
+	e, rows := bulkFixture(t, 3)
 	lost := rows[1].Clone()
 	lost.LeaseToken++ // not the lease the store holds
 	items := []finishItem{succeed(rows[0], "", addFold(1)), succeed(lost, "", addFold(50)), succeed(rows[2], "", addFold(2))}
-	out, err := c.finishTx(context.Background(), items)
+	out, err := e.finishTx(context.Background(), items)
 	require.NoError(t, err)
 	require.ErrorIs(t, out[1].err, hoppertype.ErrLeaseLost)
-	g, err := c.drv.GroupGet(context.Background(), "g")
+	g, err := e.drv.GroupGet(context.Background(), "g")
 	require.NoError(t, err)
 	require.Equal(t, 1, g.Open)
 	require.JSONEq(t, `3`, string(g.Value))
@@ -201,14 +200,13 @@ func TestFinishRunsTogether(t *testing.T) {
 	base := memdriver.New()
 	d := &appendCounter{Driver: base, baseExec: base.Executor()}
 	t.Cleanup(func() { _ = d.Close() })
-	c, err := newClient(Config{Driver: d})
-	require.NoError(t, err)
+	e := newTestEngine(t, d)
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, id := range []string{"ra", "rb", "rc"} {
 		_, err := d.RunStart(ctx, &driver.RunStartParams{
 			Run: &hoppertype.RunRow{ID: id, Workflow: "w", Status: hoppertype.RunPending, CreatedAt: now, UpdatedAt: now},
-			Job: &hoppertype.JobRow{ID: id, GroupID: id, Type: workflowTypePrefix + "w", Queue: "q", State: hoppertype.JobStatePending,
+			Job: &hoppertype.JobRow{ID: id, GroupID: id, Type: WorkflowTypePrefix + "w", Queue: "q", State: hoppertype.JobStatePending,
 				Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now},
 		})
 		require.NoError(t, err)
@@ -222,17 +220,17 @@ func TestFinishRunsTogether(t *testing.T) {
 	}
 	done := func(row *hoppertype.JobRow) finishItem {
 		it := succeed(row, `"ok"`, nil)
-		it.run = &runEffect{events: []*hoppertype.RunEvent{{RunID: row.ID, Attempt: 1, Seq: 1, Kind: evWorkflowCompleted, At: now}}}
+		it.run = &RunEffect{Events: []*hoppertype.RunEvent{{RunID: row.ID, Attempt: 1, Seq: 1, Kind: "workflow_completed", At: now}}}
 		return it
 	}
 	lost := byID["rb"].Clone()
 	lost.LeaseToken++ // not the lease the store holds
 	waiting := byID["rc"]
-	o := decide(waiting, attemptResult{err: &suspendError{until: now.Add(time.Hour)}}, nil, now, nil, nil)
-	items := []finishItem{done(byID["ra"]), done(lost), {row: waiting, outcome: o, run: &runEffect{}}}
-	require.Equal(t, scopeRun, c.scopeOf(items[0]), "plain runs need no savepoint")
+	o := decide(waiting, attemptResult{err: &SuspendError{Until: now.Add(time.Hour)}}, nil, now, nil, nil)
+	items := []finishItem{done(byID["ra"]), done(lost), {row: waiting, outcome: o, run: &RunEffect{}}}
+	require.Equal(t, scopeRun, e.scopeOf(items[0]), "plain runs need no savepoint")
 
-	out, err := c.finishTx(ctx, items)
+	out, err := e.finishTx(ctx, items)
 	require.NoError(t, err)
 	require.Equal(t, 1, d.many, "one append for the batch")
 	require.Zero(t, d.one, "no append per run")
@@ -290,23 +288,22 @@ func (d *listenCounter) count() int {
 func TestWaitersKeepTheirSubscription(t *testing.T) {
 	d := &listenCounter{Driver: memdriver.New()}
 	t.Cleanup(func() { _ = d.Close() })
-	c, err := newClient(Config{Driver: d})
-	require.NoError(t, err)
+	e := newTestEngine(t, d)
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, id := range []string{"w1", "w2", "w3"} {
 		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{{ID: id, GroupID: id, Type: "t", Queue: "q",
 			State: hoppertype.JobStateSucceeded, Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now}}})
 		require.NoError(t, err)
-		_, err = c.waitJob(ctx, id)
+		_, err = e.WaitJob(ctx, id)
 		require.NoError(t, err)
 	}
 	require.Equal(t, 2, d.count(), "one subscription per done topic for the three waits")
-	c.waiters.close()
-	_, err = c.waitJob(ctx, "w1")
+	e.waiters.close()
+	_, err := e.WaitJob(ctx, "w1")
 	require.NoError(t, err)
 	require.Equal(t, 4, d.count(), "after close, a wait subscribes again")
-	c.waiters.close()
+	e.waiters.close()
 }
 
 // baseExec is a driver's Executor embedded in a test's spy, which is its
