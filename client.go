@@ -233,16 +233,6 @@ type Client struct {
 
 	retryObs *RetryObserver
 
-	// schedules are the registered schedules (Client.Schedule), by name.
-	schedMu   sync.Mutex
-	schedules map[string]*scheduleEntry
-	// stored are the stored schedules (DefineSchedule) this client runs
-	// in its session, by name; guarded by schedMu.
-	stored map[string]*storedEntry
-	// sched is the schedules' part of the running session (nil unless
-	// started); guarded by schedMu.
-	sched *schedRun
-
 	ownsDriver bool
 }
 
@@ -423,16 +413,19 @@ func (c *Client) Register(types ...AnyType) error {
 	bound := make([]engine.JobType, len(types))
 	for i, t := range types {
 		bound[i] = c.bind(t.core())
-	}
-	if err := c.eng.Register(bound...); err != nil {
-		c.typesMu.Unlock()
-		return err
-	}
-	for _, t := range types {
 		c.types[t.core().name()] = t.core()
 	}
 	c.typesMu.Unlock()
-	c.syncStored() // stored schedules of the new types
+	// Not under typesMu: a started engine reads the stored schedules of
+	// the new types, which looks them up here.
+	if err := c.eng.Register(bound...); err != nil {
+		c.typesMu.Lock()
+		for _, t := range types {
+			delete(c.types, t.core().name())
+		}
+		c.typesMu.Unlock()
+		return err
+	}
 	return nil
 }
 
@@ -526,8 +519,8 @@ func (c *Client) engineConfig() engine.Config {
 		CommitContext: func(ctx context.Context, tx driver.Executor) context.Context {
 			return context.WithValue(ctx, commitKey{}, &Commit{c: c, tx: tx})
 		},
-		WorkerInfo: c.workerInfo,
-		Services:   []engine.Service{(*scheduler)(c)},
+		WorkerInfo:     c.workerInfo,
+		StoredSchedule: c.storedScheduleEntry,
 	}
 	if bp := cfg.Backpressure; bp != nil {
 		h.Backpressure = func(ctx context.Context, queue string, active int) time.Duration {

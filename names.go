@@ -129,15 +129,11 @@ type WorkerSchedule struct {
 
 // runningSchedules returns the schedules this client runs, by name.
 func (c *Client) runningSchedules() []WorkerSchedule {
-	c.schedMu.Lock()
-	out := make([]WorkerSchedule, 0, len(c.schedules)+len(c.stored))
-	for _, e := range c.schedules {
-		out = append(out, WorkerSchedule{Name: e.name, CatchUp: Duration(e.catchUp)})
+	entries := c.eng.Schedules()
+	out := make([]WorkerSchedule, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, WorkerSchedule{Name: e.Name, CatchUp: Duration(e.CatchUp)})
 	}
-	for _, se := range c.stored {
-		out = append(out, WorkerSchedule{Name: se.e.name, CatchUp: Duration(se.e.catchUp)})
-	}
-	c.schedMu.Unlock()
 	slices.SortFunc(out, func(a, b WorkerSchedule) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
@@ -233,14 +229,8 @@ func (c *Client) checkQueueKnown(ctx context.Context, ex driver.Executor, queue 
 // checkScheduleKnown returns an *UnknownNameError unless this client
 // registered the schedule name or the store keeps it.
 func (c *Client) checkScheduleKnown(ctx context.Context, ex driver.Executor, name string) error {
-	c.schedMu.Lock()
-	_, known := c.schedules[name]
-	names := make([]string, 0, len(c.schedules))
-	for n := range c.schedules {
-		names = append(names, n)
-	}
-	c.schedMu.Unlock()
-	if known {
+	names := c.eng.CodeSchedules()
+	if slices.Contains(names, name) {
 		return nil
 	}
 	stored, err := ex.ScheduleList(ctx)

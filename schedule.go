@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -83,24 +81,6 @@ func catchUpWindow(catchUp time.Duration) time.Duration {
 	}
 	return max(catchUp, 0)
 }
-
-// scheduleSlack is how late an occurrence still fires on time, whatever
-// the schedule's CatchUp: a timer, a busy process or a store slow to answer
-// can delay it that much.
-const scheduleSlack = 10 * time.Second
-
-// scheduleKeyPrefix starts the key that records an occurrence.
-const scheduleKeyPrefix = "hopper.schedule:"
-
-// scheduleKeyKeep is how long an occurrence's key outlives the latest time
-// a process could still fire that occurrence; a day, so processes that
-// give one schedule different CatchUp windows still share its keys.
-const scheduleKeyKeep = 24 * time.Hour
-
-// scheduleRetry bounds the wait between tries of an occurrence whose
-// enqueue failed (the store was unreachable); it is retried while it is
-// within the schedule's catch-up window.
-const scheduleRetry = 5 * time.Second
 
 // ParseCron reads a cron expression as Schedule.Cron does, in loc (nil is
 // time.Local), and returns the function that gives the occurrence after a
@@ -184,18 +164,10 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 		return nil, fmt.Errorf("hopper: list schedules: %w", err)
 	}
 	now := c.now()
-	c.schedMu.Lock()
-	entries := make([]*scheduleEntry, 0, len(c.schedules)+len(c.stored))
-	for _, e := range c.schedules {
-		entries = append(entries, e)
-	}
-	for _, se := range c.stored {
-		entries = append(entries, se.e)
-	}
-	c.schedMu.Unlock()
+	entries := c.eng.Schedules()
 	byName := make(map[string]*ScheduleInfo, len(entries)+len(stored))
 	for _, e := range entries {
-		byName[e.name] = &ScheduleInfo{Name: e.name, Cron: e.cron, Next: e.next(now), CatchUp: e.catchUp, Registered: true}
+		byName[e.Name] = &ScheduleInfo{Name: e.Name, Cron: e.Cron, Next: e.Next(now), CatchUp: e.CatchUp, Registered: true}
 	}
 	for _, r := range stored {
 		in := byName[r.Name]
@@ -296,37 +268,6 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	return nil
 }
 
-// scheduleEntry is a registered schedule.
-type scheduleEntry struct {
-	name string
-	cron string
-	// stored is set for a schedule defined in the store, with the version
-	// of its definition: its records leave a deleted or redefined one
-	// alone.
-	stored  bool
-	version int64
-	// notBefore is when a stored schedule was defined: an occurrence
-	// before it does not fire (caught up). Nor does one before the store
-	// first saw the schedule (its row's FirstSeenAt), for any schedule.
-	notBefore time.Time
-	next      func(after time.Time) time.Time
-	catchUp   time.Duration
-	job       func(at time.Time) (*JobSpec, error)
-	run       func(at time.Time) (*RunSpec, error)
-	// stuck holds why a Next that did not move forward ended the
-	// schedule, for its goroutine to report.
-	stuck atomic.Pointer[error]
-	// lastJob is the spec Job returned for the previous occurrence (read
-	// and written by the schedule's goroutine only).
-	lastJob *JobSpec
-
-	// stop ends the goroutine that runs the schedule in the latest
-	// runtime and waits for it (nil before one ran; calling it again
-	// returns at once); cancel only ends it. Guarded by Client.schedMu.
-	stop   func()
-	cancel func()
-}
-
 // Schedule registers s; the client runs it while started (it may be
 // registered before or after Start). The returned function removes it,
 // waiting for an occurrence being enqueued (so it must not be called from
@@ -356,7 +297,7 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 	if (s.Job == nil) == (s.Run == nil) {
 		return nil, fmt.Errorf("%w: schedule %q needs one of Job and Run", ErrInvalidInput, s.Name)
 	}
-	e := &scheduleEntry{name: s.Name, cron: s.Cron, next: s.Next, catchUp: s.CatchUp, job: s.Job, run: s.Run}
+	sc := &engine.Schedule{Name: s.Name, Cron: s.Cron, Next: s.Next, CatchUp: catchUpWindow(s.CatchUp)}
 	switch {
 	case s.Cron != "" && s.Next != nil:
 		return nil, fmt.Errorf("%w: schedule %q has both Cron and Next", ErrInvalidInput, s.Name)
@@ -365,7 +306,7 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 		if err != nil {
 			return nil, fmt.Errorf("schedule %q: %w", s.Name, err)
 		}
-		e.next = next
+		sc.Next = next
 	case s.Next == nil:
 		return nil, fmt.Errorf("%w: schedule %q needs Cron or Next", ErrInvalidInput, s.Name)
 	default:
@@ -373,432 +314,68 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 		// it ends the schedule instead; the schedule's goroutine reports
 		// it (not here: this may run under the client's locks).
 		next := s.Next
-		e.next = func(after time.Time) time.Time {
+		sc.Next = func(after time.Time) time.Time {
 			at := next(after)
 			if !at.IsZero() && !at.After(after) {
-				err := fmt.Errorf("schedule %s: Next(%s) returned %s, not a later time: the schedule ends",
-					s.Name, after.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
-				e.stuck.CompareAndSwap(nil, &err)
+				sc.End(fmt.Errorf("schedule %s: Next(%s) returned %s, not a later time: the schedule ends",
+					s.Name, after.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano)))
 				return time.Time{}
 			}
 			return at
 		}
 	}
-	e.catchUp = catchUpWindow(e.catchUp)
-	c.schedMu.Lock()
-	if c.schedules == nil {
-		c.schedules = map[string]*scheduleEntry{}
-	}
-	if _, dup := c.schedules[s.Name]; dup {
-		c.schedMu.Unlock()
-		return nil, fmt.Errorf("%w: schedule %q is registered already", ErrInvalidInput, s.Name)
-	}
-	c.schedules[s.Name] = e
-	if rt := c.sched; rt != nil {
-		// The code's schedule replaces a stored one of its name here.
-		if se := c.stored[s.Name]; se != nil {
-			rt.retire(se.e)
-			delete(c.stored, s.Name)
-		}
-		rt.startSchedule(e)
-	}
-	c.schedMu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			c.schedMu.Lock()
-			if c.schedules[e.name] == e {
-				delete(c.schedules, e.name)
+	sc.Occurrence = c.occurrences(s.Name, s.Job, s.Run)
+	return c.eng.AddSchedule(sc)
+}
+
+// occurrences returns what a schedule's occurrence at stores: the job
+// that job makes (or the run that run makes) for it, checked and built.
+// It runs on the schedule's goroutine.
+func (c *Client) occurrences(name string, job func(time.Time) (*JobSpec, error), run func(time.Time) (*RunSpec, error)) func(at time.Time) (*engine.Occurrence, error) {
+	// lastJob is the spec Job returned for the previous occurrence.
+	var lastJob *JobSpec
+	return func(at time.Time) (*engine.Occurrence, error) {
+		if run != nil {
+			rs, err := run(at)
+			if err != nil || rs == nil {
+				return nil, err
 			}
-			stop := e.stop // Stop may have called it too: it waits all the same
-			c.schedMu.Unlock()
-			if stop != nil {
-				stop()
-			}
-			c.syncStored() // a stored schedule of its name may run here now
-		})
-	}, nil
-}
-
-// schedRun is the schedules' part of a running engine session.
-type schedRun struct {
-	c *Client
-	s *engine.Session
-	// ctx ends when Stop begins.
-	ctx context.Context
-	// schedulesOff is set when Stop has ended the schedules; guarded by
-	// Client.schedMu.
-	schedulesOff bool
-	// schedReported holds the stored schedules reported as not runnable
-	// here, with the definition reported; guarded by syncMu.
-	schedReported map[string]driver.ScheduleDef
-	// syncMu serialises the reads of the stored schedules.
-	syncMu sync.Mutex
-	// schedWG counts the schedule goroutines the session started, for
-	// stop to wait for (retired and removed ones too).
-	schedWG sync.WaitGroup
-}
-
-// scheduler runs a client's schedules beside each engine session.
-type scheduler Client
-
-// Start starts the schedules in s, and the stored ones before it returns
-// (their reports wait for the sync goroutine: Start holds the engine's
-// lock).
-func (sc *scheduler) Start(ctx context.Context, s *engine.Session) {
-	rt := &schedRun{c: (*Client)(sc), s: s, ctx: s.Context()}
-	rt.startSchedules()
-	reports := rt.syncStoredOnce(ctx)
-	s.Go(func() { rt.syncStoredSchedules(reports) })
-}
-
-// Stop ends the schedules of s and waits for their goroutines.
-func (sc *scheduler) Stop(s *engine.Session) {
-	c := (*Client)(sc)
-	c.schedMu.Lock()
-	rt := c.sched
-	c.schedMu.Unlock()
-	if rt != nil && rt.s == s {
-		rt.stopSchedules()
-	}
-}
-
-// startSchedules makes rt the client's running schedules and starts them.
-func (rt *schedRun) startSchedules() {
-	rt.c.schedMu.Lock()
-	defer rt.c.schedMu.Unlock()
-	rt.c.sched = rt
-	for _, e := range rt.c.schedules {
-		rt.startSchedule(e)
-	}
-}
-
-// stopSchedules ends the schedules' goroutines of rt and waits for every
-// one it started (removed and retired ones too); no schedule starts in rt
-// afterwards. The runtime's context is cancelled already.
-func (rt *schedRun) stopSchedules() {
-	rt.c.schedMu.Lock()
-	rt.schedulesOff = true
-	for _, e := range rt.c.schedules {
-		if e.cancel != nil {
-			e.cancel()
+			return &engine.Occurrence{Start: func(ctx context.Context, tx driver.Executor) (*hoppertype.JobRow, error) {
+				if rs.t == nil {
+					return nil, fmt.Errorf("%w: schedule %s: an empty RunSpec (make it with WorkflowType.RunSpec)", ErrInvalidInput, name)
+				}
+				row, existing, err := c.startRunRow(ctx, tx, rs.t, rs.in, &rs.opts, "")
+				if err != nil || existing {
+					return nil, err
+				}
+				return row, nil
+			}}, nil
 		}
-	}
-	for _, se := range rt.c.stored {
-		se.e.cancel()
-	}
-	rt.c.stored = nil // the next session reads the stored schedules again
-	rt.c.sched = nil
-	rt.c.schedMu.Unlock()
-	rt.schedWG.Wait()
-}
-
-// retire ends e's goroutine without waiting for it (Client.schedMu held):
-// the runtime's stop waits for it. The caller may be that goroutine (a
-// report's handler that defines or deletes a schedule).
-func (rt *schedRun) retire(e *scheduleEntry) {
-	if e.cancel != nil {
-		e.cancel()
-	}
-}
-
-// startSchedule runs e until the runtime stops or the schedule is removed
-// (Client.schedMu held). Its first timer is armed before it returns, and
-// each next one before an occurrence fires, so a virtual clock moved at any
-// point finds it.
-func (rt *schedRun) startSchedule(e *scheduleEntry) {
-	if rt.schedulesOff {
-		return
-	}
-	ctx, cancel := context.WithCancel(rt.ctx)
-	done := make(chan struct{})
-	e.stop = func() {
-		cancel()
-		<-done
-	}
-	e.cancel = cancel
-	rt.schedWG.Add(1)
-	c := rt.c
-	// Timers are armed against the clock's time when they are made, so a
-	// clock that moved meanwhile fires them at once.
-	arm := func(at time.Time) Timer {
-		if at.IsZero() {
-			return nil
+		spec, err := job(at)
+		if err != nil || spec == nil {
+			return nil, err
 		}
-		return c.clock.NewTimer(max(0, at.Sub(c.clock.Now())))
-	}
-	// The first occurrence due: the latest one missed within the window,
-	// else the next one. Occurrences from before the store first saw the
-	// schedule are left out once the registration says when that was.
-	now := c.now()
-	notBefore := e.notBefore
-	at := firstDue(e, now, notBefore)
-	timer := arm(at)
-	reg := &driver.ScheduleUpsertParams{Name: e.name, Spec: e.cron, NextAt: at, Stored: e.stored, Version: e.version}
-	rt.s.WorkerChanged() // the row reports the schedules run here
-	go func() {
-		defer rt.schedWG.Done()
-		defer close(done)
-		defer rt.s.WorkerChanged()
-		defer cancel()
-		defer func() {
-			if err := e.stuck.Load(); err != nil && ctx.Err() == nil {
-				c.reportError(*err, PhaseSchedule)
-			}
-		}()
-		// The store learns of the schedule (its listing, its next
-		// occurrence) now, and says when it first saw it: no occurrence
-		// from before fires, so a schedule new to the store does not
-		// catch up one from before its registration, while one
-		// registered earlier (a restart after an outage) catches up what
-		// it missed since. Without an answer, this start counts as the
-		// first sighting. The registration is dated when the schedule
-		// started here, whenever it reaches the store.
-		reg.Now = now
-		seen, err := c.registerSchedule(ctx, reg)
-		if err != nil && ctx.Err() == nil {
-			c.reportError(fmt.Errorf("schedule %s: store its registration: %w", e.name, err), PhaseSchedule)
-		}
-		if seen.IsZero() {
-			seen = now
-		}
-		if seen.After(notBefore) {
-			notBefore = seen
-		}
-		if !at.IsZero() && at.Before(notBefore) {
-			if timer != nil {
-				timer.Stop()
-			}
-			at = firstDue(e, now, notBefore)
-			timer = arm(at)
-		}
-		for timer != nil {
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case <-timer.C():
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			now := c.now()
-			if l := latestWithin(e, now, notBefore); l.After(at) {
-				// Behind (the process was suspended, the clock jumped):
-				// only the latest occurrence due fires.
-				at = l
-			} else if now.Sub(at) > e.window() {
-				// Too late for this one, and none later is due yet.
-				at = e.next(now)
-				timer = arm(at)
-				continue
-			}
-			fire := at
-			// The next one is after now: any between would have been the
-			// latest due.
-			at = e.next(fire)
-			timer = arm(at)
-			rt.fireOccurrence(ctx, e, fire, at)
-		}
-	}()
-}
-
-// registerSchedule stores a schedule's registration, within engine.ShortBudget
-// (a start without an answer counts as the first sighting).
-func (c *Client) registerSchedule(ctx context.Context, reg *driver.ScheduleUpsertParams) (time.Time, error) {
-	ctx, cancel := engine.Call(ctx, engine.ShortBudget)
-	defer cancel()
-	return c.store().ScheduleUpsert(ctx, reg)
-}
-
-// window is how late e's occurrence may still fire: its CatchUp, and never
-// less than scheduleSlack.
-func (e *scheduleEntry) window() time.Duration { return max(e.catchUp, scheduleSlack) }
-
-// latestWithin returns the latest occurrence of e at or before now, within
-// e's window and not before notBefore, or zero.
-func latestWithin(e *scheduleEntry, now, notBefore time.Time) time.Time {
-	var last time.Time
-	for t := e.next(now.Add(-e.window() - time.Nanosecond)); !t.IsZero() && !t.After(now); t = e.next(t) {
-		if !t.Before(notBefore) {
-			last = t
-		}
-	}
-	return last
-}
-
-// firstDue is the occurrence e fires first when it starts at now: the
-// latest one missed within its window (not before notBefore), else the
-// next one (zero when there is none).
-func firstDue(e *scheduleEntry, now, notBefore time.Time) time.Time {
-	if at := latestWithin(e, now, notBefore); !at.IsZero() {
-		return at
-	}
-	at := e.next(now)
-	for !at.IsZero() && at.Before(notBefore) {
-		at = e.next(at)
-	}
-	return at
-}
-
-// fireOccurrence enqueues e's job for the occurrence at (next follows it),
-// unless another process did or the schedule is paused: the occurrence's
-// key, its record and the job are stored in one transaction. A failed
-// attempt is retried while the occurrence is within the catch-up window
-// (and at least once).
-func (rt *schedRun) fireOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time) {
-	c := rt.c
-	var (
-		spec *JobSpec
-		run  *RunSpec
-		err  error
-	)
-	if e.job != nil {
-		spec, err = e.job(at)
-	} else {
-		run, err = e.run(at)
-	}
-	if err != nil {
-		c.reportError(fmt.Errorf("schedule %s: occurrence %s: %w", e.name, at.Format(time.RFC3339), err), PhaseSchedule)
-		return
-	}
-	if spec == nil && run == nil {
-		return
-	}
-	if spec != nil {
 		// A spec returned again keeps the id its first enqueue minted:
-		// each occurrence gets a copy with a fresh one (unless InsertOpts.ID
-		// names it).
+		// each occurrence gets a copy with a fresh one (unless
+		// InsertOpts.ID names it).
 		cp := *spec
-		if spec == e.lastJob {
+		if spec == lastJob {
 			cp.id = cp.opts.ID
 		}
-		e.lastJob = spec
+		lastJob = spec
 		spec = &cp
-	}
-	wait := 100 * time.Millisecond
-	for try := 0; ; try++ {
-		err := c.enqueueOccurrence(ctx, e, at, next, spec, run)
-		if errors.Is(err, errDefinitionGone) {
-			// This process runs a stored definition deleted or replaced
-			// since it read it: read them again now, so the new one (if
-			// any) takes the occurrence while it is still due.
-			rt.syncStored()
-			return
-		}
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, ErrInvalidInput) || (try > 0 && c.now().Sub(at) > e.window()) {
-			c.reportError(fmt.Errorf("schedule %s: occurrence %s skipped: %w", e.name, at.Format(time.RFC3339), err), PhaseSchedule)
-			return
-		}
-		c.reportError(fmt.Errorf("schedule %s: occurrence %s (retrying): %w", e.name, at.Format(time.RFC3339), err), PhaseSchedule)
-		t := c.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		}
-		wait = min(2*wait, scheduleRetry)
-	}
-}
-
-// errDefinitionGone rolls back an occurrence of a stored schedule deleted
-// or defined again since this process read it.
-var errDefinitionGone = errors.New("hopper: the stored schedule's definition is gone")
-
-// scheduleKey is the key that records e's occurrence at.
-func scheduleKey(name string, at time.Time) string {
-	return scheduleKeyPrefix + name + ":" + at.UTC().Format(time.RFC3339Nano)
-}
-
-// enqueueOccurrence stores the occurrence's key, its record and its job (or
-// its run) in one transaction; when the key is held already it stores
-// nothing, and when the schedule is paused only the key and the record.
-// A stored schedule's definition gone since this process read it stores
-// nothing and is errDefinitionGone. One try has the occurrence's catch-up
-// window, up to engine.OccurrenceBudget.
-func (c *Client) enqueueOccurrence(ctx context.Context, e *scheduleEntry, at, next time.Time, spec *JobSpec, run *RunSpec) error {
-	ctx, cancel := engine.Call(ctx, min(e.window(), engine.OccurrenceBudget))
-	defer cancel()
-	now := c.now()
-	key := &driver.KeySetIfAbsentParams{Key: scheduleKey(e.name, at), Now: now, ExpiresAt: at.Add(e.window() + scheduleKeyKeep)}
-	// claim takes the occurrence for this process: false when another
-	// process took it or the schedule is paused.
-	claim := func(ctx context.Context, tx driver.Executor) (bool, error) {
-		fresh, err := tx.KeySetIfAbsent(ctx, key)
-		if err != nil || !fresh {
-			return false, err
-		}
-		paused, err := tx.ScheduleRecord(ctx, &driver.ScheduleRecordParams{Name: e.name, Spec: e.cron, At: at, NextAt: next, Now: now,
-			Stored: e.stored, Version: e.version})
-		if e.stored && errors.Is(err, ErrNotFound) {
-			// Deleted or defined again since this process read it: the
-			// occurrence is not this definition's (its key goes back too).
-			return false, errDefinitionGone
-		}
-		return err == nil && !paused, err
-	}
-	if run != nil {
-		if run.t == nil {
-			return fmt.Errorf("%w: schedule %s: an empty RunSpec (make it with WorkflowType.RunSpec)", ErrInvalidInput, e.name)
-		}
-		// The run's start notifies its queue itself, after the commit.
-		var row *hoppertype.JobRow
-		err := c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-			row = nil
-			mine, err := claim(ctx, tx)
-			if err != nil || !mine {
-				return err
+		return &engine.Occurrence{Job: func(now time.Time) (*hoppertype.JobRow, bool, error) {
+			if spec.t == nil {
+				return nil, false, fmt.Errorf("%w: schedule %s: an empty JobSpec (make it with Type.Job)", ErrInvalidInput, name)
 			}
-			r, existing, err := c.startRunRow(ctx, tx, run.t, run.in, &run.opts, "")
-			if err == nil && !existing {
-				row = r
+			if _, ok := spec.t.(workflowCore); ok {
+				return nil, false, fmt.Errorf("%w: schedule %s: %q is a workflow: start it with Schedule.Run", ErrInvalidInput, name, spec.t.name())
 			}
-			return err
-		})
-		if errors.Is(err, errDefinitionGone) {
-			return err
-		}
-		if err != nil {
-			return fmt.Errorf("hopper: start run: %w", err)
-		}
-		if row != nil {
-			c.eng.AfterInsert([]driver.JobInsertResult{{Job: row}}, nil)
-		}
-		return nil
+			row, err := c.buildRow(spec, now)
+			if err != nil {
+				return nil, false, err
+			}
+			return row, spec.t.skipQueue() || spec.opts.SkipQueue, nil
+		}}, nil
 	}
-	if spec.t == nil {
-		return fmt.Errorf("%w: schedule %s: an empty JobSpec (make it with Type.Job)", ErrInvalidInput, e.name)
-	}
-	if _, ok := spec.t.(workflowCore); ok {
-		return fmt.Errorf("%w: schedule %s: %q is a workflow: start it with Schedule.Run", ErrInvalidInput, e.name, spec.t.name())
-	}
-	row, err := c.buildRow(spec, now)
-	if err != nil {
-		return err
-	}
-	skip := c.skipQueueRows([]*JobSpec{spec}, []*hoppertype.JobRow{row}, now)
-	var res []driver.JobInsertResult
-	err = c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		res = nil
-		mine, err := claim(ctx, tx)
-		if err != nil || !mine {
-			return err
-		}
-		res, err = c.eng.InsertIn(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
-		return err
-	})
-	if errors.Is(err, errDefinitionGone) {
-		return err
-	}
-	if err != nil {
-		return fmt.Errorf("hopper: enqueue: %w", err)
-	}
-	if len(res) > 0 {
-		c.eng.AfterInsert(res, skip)
-	}
-	return nil
 }

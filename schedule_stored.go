@@ -71,10 +71,7 @@ func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
 	if err != nil {
 		return err
 	}
-	c.schedMu.Lock()
-	_, inCode := c.schedules[s.Name]
-	c.schedMu.Unlock()
-	if inCode {
+	if slices.Contains(c.eng.CodeSchedules(), s.Name) {
 		return fmt.Errorf("%w: schedule %q is registered in this program's code", ErrInvalidInput, s.Name)
 	}
 	now := c.now()
@@ -123,8 +120,8 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	if cron := strings.TrimSpace(s.Cron); strings.HasPrefix(cron, "CRON_TZ=") || strings.HasPrefix(cron, "TZ=") {
 		return def, nil, fmt.Errorf("%w: schedule %q: give the zone as Location, not in the expression", ErrInvalidInput, s.Name)
 	}
-	if s.CatchUp > scheduleKeyKeep {
-		return def, nil, fmt.Errorf("%w: schedule %q: a catch-up of %s is over the %s a stored schedule may have", ErrInvalidInput, s.Name, s.CatchUp, scheduleKeyKeep)
+	if s.CatchUp > engine.ScheduleKeyKeep {
+		return def, nil, fmt.Errorf("%w: schedule %q: a catch-up of %s is over the %s a stored schedule may have", ErrInvalidInput, s.Name, s.CatchUp, engine.ScheduleKeyKeep)
 	}
 	next, err := ParseCron(s.Cron, loc)
 	if err != nil {
@@ -154,7 +151,7 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	}
 	// A target registered here checks the input now rather than at each
 	// occurrence.
-	if _, err := c.storedScheduleEntry(s.Name, &def); err != nil && !errors.Is(err, errNotHere) {
+	if _, err := c.storedScheduleEntry(s.Name, &def); err != nil && !errors.Is(err, engine.ErrScheduleNotHere) {
 		return def, nil, fmt.Errorf("schedule %q: %w", s.Name, err)
 	}
 	return def, next, nil
@@ -181,169 +178,24 @@ func (c *Client) NameRun(name string, input json.RawMessage, opts *StartOpts) (*
 	return s, nil
 }
 
-// storedEntry is a stored schedule this client runs: its definition as
-// last read, and the entry that runs it.
-type storedEntry struct {
-	def driver.ScheduleDef
-	e   *scheduleEntry
-}
-
-// sameDef reports whether a and b define the same schedule.
-func sameDef(a, b *driver.ScheduleDef) bool {
-	return a.Version == b.Version && a.Spec == b.Spec && a.Kind == b.Kind && a.Target == b.Target && bytes.Equal(a.Input, b.Input) &&
-		a.Location == b.Location && a.CatchUp == b.CatchUp
-}
-
 // syncSchedulesNow makes a started client run the stored schedules as
 // they are now, before it returns (a stopped one reads them when it
 // starts); a failed read is reported to Config.OnError on the caller's
 // goroutine.
-func (c *Client) syncSchedulesNow(ctx context.Context) {
-	c.schedMu.Lock()
-	rt := c.sched
-	c.schedMu.Unlock()
-	if rt != nil {
-		rt.syncStoredCtx(ctx)
-	}
-}
-
-// syncStored makes a started client run the stored schedules as they are
-// now, within its session's life, before it returns; a failed read is
-// reported to Config.OnError on the caller's goroutine.
-func (c *Client) syncStored() {
-	c.schedMu.Lock()
-	rt := c.sched
-	c.schedMu.Unlock()
-	if rt != nil {
-		rt.syncStored()
-	}
-}
-
-// scheduleSyncEvery is how many poll intervals pass between two reads of
-// the stored schedules, and scheduleSyncMax the longest wait between two.
-const (
-	scheduleSyncEvery = 5
-	scheduleSyncMax   = 30 * time.Second
-)
-
-// syncStoredSchedules reports what the runtime's first read of the stored
-// schedules could not run, then rereads them every few poll intervals (on
-// the wall clock: a definition comes from outside) until the runtime stops.
-func (rt *schedRun) syncStoredSchedules(reports []error) {
-	for _, err := range reports {
-		rt.c.reportError(err, PhaseSchedule)
-	}
-	tick := time.NewTicker(min(scheduleSyncEvery*rt.c.cfg.PollInterval, scheduleSyncMax))
-	defer tick.Stop()
-	for {
-		select {
-		case <-rt.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		rt.syncStored()
-	}
-}
-
-// syncStored reads the stored schedules and reports what it could not run,
-// once per definition, after letting go of every lock (a report's handler
-// may define or delete one).
-func (rt *schedRun) syncStored() { rt.syncStoredCtx(rt.ctx) }
-
-// syncStoredCtx is syncStored reading the store within ctx too.
-func (rt *schedRun) syncStoredCtx(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(rt.ctx, cancel)
-	defer stop()
-	for _, err := range rt.syncStoredOnce(ctx) {
-		rt.c.reportError(err, PhaseSchedule)
-	}
-}
-
-// syncStoredOnce reads the stored schedules once (within ctx) and starts,
-// restarts or stops this client's runs of them, returning the errors to
-// report. Calls are serialised, so a later read is never undone by an
-// earlier one. Nothing here waits for a schedule's goroutine: a replaced
-// or deleted schedule's is only cancelled (its records would be refused:
-// they name the definition's version), since the caller may be that
-// goroutine.
-func (rt *schedRun) syncStoredOnce(ctx context.Context) []error {
-	rt.syncMu.Lock()
-	defer rt.syncMu.Unlock()
-	c := rt.c
-	lctx, cancel := engine.Call(ctx, engine.ShortBudget) // the next read comes soon enough
-	rows, err := c.store().ScheduleList(lctx)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil || rt.ctx.Err() != nil {
-			return nil
-		}
-		return []error{fmt.Errorf("read stored schedules: %w", err)}
-	}
-	want := map[string]*driver.ScheduleRow{}
-	for _, r := range rows {
-		if r.Def != nil {
-			want[r.Name] = r
-		}
-	}
-	var reports []error
-	c.schedMu.Lock()
-	defer c.schedMu.Unlock()
-	if rt.schedulesOff {
-		return nil // a stopped session's read: the next session's are its own
-	}
-	for name, se := range c.stored {
-		if r := want[name]; r == nil || !sameDef(&se.def, r.Def) {
-			rt.retire(se.e)
-			delete(c.stored, name)
-		}
-	}
-	for name, r := range want {
-		if _, running := c.stored[name]; running {
-			continue
-		}
-		var why error
-		if _, inCode := c.schedules[name]; inCode {
-			why = fmt.Errorf("schedule %s is registered in code and defined in the store: the code's runs here; delete the stored one", name)
-		} else if e, err := c.storedScheduleEntry(name, r.Def); errors.Is(err, errNotHere) {
-			continue // another process's to run
-		} else if err != nil {
-			why = fmt.Errorf("stored schedule %s: this process cannot run it: %w", name, err)
-		} else {
-			if c.stored == nil {
-				c.stored = map[string]*storedEntry{}
-			}
-			c.stored[name] = &storedEntry{def: *r.Def, e: e}
-			rt.startSchedule(e)
-			continue
-		}
-		if prev, ok := rt.schedReported[name]; !ok || !sameDef(&prev, r.Def) {
-			if rt.schedReported == nil {
-				rt.schedReported = map[string]driver.ScheduleDef{}
-			}
-			rt.schedReported[name] = *r.Def
-			reports = append(reports, why)
-		}
-	}
-	return reports
-}
-
-// errNotHere says a stored schedule's target is not registered here.
-var errNotHere = errors.New("hopper: the stored schedule's target is not registered here")
+func (c *Client) syncSchedulesNow(ctx context.Context) { c.eng.SyncSchedules(ctx) }
 
 // storedScheduleEntry is the entry that runs the stored schedule name
 // defined by def, or an error when this client cannot run it (an error
 // errNotHere when it does not register the target).
-func (c *Client) storedScheduleEntry(name string, def *driver.ScheduleDef) (*scheduleEntry, error) {
+func (c *Client) storedScheduleEntry(name string, def *driver.ScheduleDef) (*engine.Schedule, error) {
 	switch def.Kind {
 	case scheduleDefJob:
 		if c.lookupType(def.Target) == nil {
-			return nil, errNotHere
+			return nil, engine.ErrScheduleNotHere
 		}
 	case scheduleDefRun:
 		if c.lookupType(workflowTypePrefix+def.Target) == nil {
-			return nil, errNotHere
+			return nil, engine.ErrScheduleNotHere
 		}
 	}
 	loc, err := time.LoadLocation(def.Location)
@@ -354,20 +206,20 @@ func (c *Client) storedScheduleEntry(name string, def *driver.ScheduleDef) (*sch
 	if err != nil {
 		return nil, err
 	}
-	e := &scheduleEntry{name: name, cron: def.Spec, stored: true, version: def.Version, next: next,
-		catchUp: catchUpWindow(def.CatchUp), notBefore: def.DefinedAt}
+	e := &engine.Schedule{Name: name, Cron: def.Spec, Stored: true, Version: def.Version, Next: next,
+		CatchUp: catchUpWindow(def.CatchUp), NotBefore: def.DefinedAt}
 	target, input := def.Target, slices.Clone(def.Input)
 	switch def.Kind {
 	case scheduleDefJob:
 		if _, err := c.NameJob(target, input, nil); err != nil {
 			return nil, err
 		}
-		e.job = func(time.Time) (*JobSpec, error) { return c.NameJob(target, input, nil) }
+		e.Occurrence = c.occurrences(name, func(time.Time) (*JobSpec, error) { return c.NameJob(target, input, nil) }, nil)
 	case scheduleDefRun:
 		if _, err := c.NameRun(target, input, nil); err != nil {
 			return nil, err
 		}
-		e.run = func(time.Time) (*RunSpec, error) { return c.NameRun(target, input, nil) }
+		e.Occurrence = c.occurrences(name, nil, func(time.Time) (*RunSpec, error) { return c.NameRun(target, input, nil) })
 	default:
 		return nil, fmt.Errorf("%w: schedule definition of kind %q", ErrInvalidInput, def.Kind)
 	}

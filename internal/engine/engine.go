@@ -125,15 +125,10 @@ type Hooks struct {
 	// WorkerInfo returns the worker row's description of this process;
 	// active and leader are the engine's part of it.
 	WorkerInfo func(active int, leader bool) []byte
-	// Services run beside each session (the public package's schedules).
-	Services []Service
-}
-
-// Service runs beside a session: Start when the session starts (after its
-// producers, before Start returns), Stop first thing when it stops.
-type Service interface {
-	Start(ctx context.Context, s *Session)
-	Stop(s *Session)
+	// StoredSchedule returns the schedule that runs the stored schedule
+	// name as def defines it, or an error: ErrScheduleNotHere when this
+	// process does not register its target.
+	StoredSchedule func(name string, def *driver.ScheduleDef) (*Schedule, error)
 }
 
 // Engine runs jobs over a store. Make one with New.
@@ -170,6 +165,13 @@ type Engine struct {
 	inCommitObs atomic.Pointer[[]*Observer]
 	afterCommit []*Observer
 	feedNudge   chan struct{}
+
+	// schedMu guards the schedules: registered in code (by name), the
+	// stored ones run here (by name), the running session's part.
+	schedMu   sync.Mutex
+	schedules map[string]*Schedule
+	stored    map[string]*storedEntry
+	sched     *schedRun
 
 	mu sync.Mutex
 	s  *session // nil unless started
@@ -240,6 +242,7 @@ func (e *Engine) Register(types ...JobType) error {
 	e.typesMu.Unlock()
 	if s := e.session(); s != nil {
 		s.ensureProducers()
+		e.syncStored() // stored schedules of the new types
 	}
 	return nil
 }
@@ -354,18 +357,6 @@ func (e *Engine) Started() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.s != nil
-}
-
-// Locked runs fn holding the lock Start and Stop take, with the session
-// if started (nil otherwise).
-func (e *Engine) Locked(fn func(s *Session)) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.s == nil {
-		fn(nil)
-		return
-	}
-	fn(e.s.pub)
 }
 
 func (e *Engine) session() *session {

@@ -123,9 +123,7 @@ func startSession(ctx context.Context, e *Engine) (*session, error) {
 		}()
 	}
 	s.ensureProducers()
-	for _, svc := range e.cfg.Hooks.Services {
-		svc.Start(ctx, s.pub)
-	}
+	s.startScheduler(ctx)
 	// Timers are armed before Start returns, so a virtual clock moved right
 	// after Start finds them.
 	hb := e.clock.NewTimer(e.cfg.HeartbeatInterval)
@@ -271,9 +269,7 @@ func (s *session) stop(ctx context.Context) error {
 		defer unwatch()
 		// 1. No new claims, no more occurrences.
 		s.cancel()
-		for _, svc := range s.e.cfg.Hooks.Services {
-			svc.Stop(s.pub)
-		}
+		s.stopScheduler()
 		s.mu.Lock()
 		ps := make([]*producer, 0, len(s.producers))
 		for _, p := range s.producers {
@@ -559,37 +555,10 @@ func (s *session) claimsFor(types []string, want int) []claim {
 	return out
 }
 
-// Session is a started engine's run, one Start to its Stop, as the
-// services beside it see it.
+// Session is a started engine's run, one Start to its Stop, as the code
+// around the engine sees it.
 type Session struct{ s *session }
 
-// Context ends when Stop begins: loops that look for work stop on it.
-func (p *Session) Context() context.Context { return p.s.ctx }
-
-// HardContext ends stopGrace after Stop's ctx is done: work that finishes
-// what was begun runs until then.
-func (p *Session) HardContext() context.Context { return p.s.life.hard }
-
-// WorkContext is the parent of handler contexts.
+// WorkContext is the parent of handler contexts: Stop cancels it once its
+// own ctx is done.
 func (p *Session) WorkContext() context.Context { return p.s.workCtx }
-
-// Go runs fn on a goroutine that Stop waits for (after the services'
-// Stop).
-func (p *Session) Go(fn func()) {
-	p.s.loops.Add(1)
-	go func() {
-		defer p.s.loops.Done()
-		fn()
-	}()
-}
-
-// WorkerChanged has the worker row refreshed soon: what it reports
-// changed. It never blocks.
-func (p *Session) WorkerChanged() { p.s.workerChanged() }
-
-// Producers starts the producers of queues new since Start.
-func (p *Session) Producers() { p.s.ensureProducers() }
-
-// Dispatch runs an attempt claimed already (a SkipQueue job inserted
-// claimed) at once in this process; false when the session is stopping.
-func (p *Session) Dispatch(row *hoppertype.JobRow) bool { return p.s.dispatch(row, false, nil) }
