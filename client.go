@@ -253,7 +253,7 @@ type Client struct {
 	// schedules are the registered schedules (Client.Schedule), by name.
 	schedMu   sync.Mutex
 	schedules map[string]*scheduleEntry
-	// stored are the stored schedules (DefineSchedule) this client runs
+	// stored are the stored schedules (ScheduleDefine) this client runs
 	// in its runtime, by name; guarded by schedMu.
 	stored map[string]*storedEntry
 

@@ -266,7 +266,7 @@ func Example_queues() {
 	_, _ = h.Result(ctx)
 	waiting := 0
 	for _, f := range flood {
-		if row, err := c.Get(ctx, f.ID()); err == nil && !row.State.Terminal() {
+		if row, err := c.JobGet(ctx, f.ID()); err == nil && !row.State.Terminal() {
 			waiting++
 		}
 	}

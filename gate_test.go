@@ -106,18 +106,18 @@ func testGateStandalone(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	require.NoError(t, g.Decode(&v))
 	require.Equal(t, "final!", v)
 
-	row, err := c.Get(ctx, final.ID())
+	row, err := c.JobGet(ctx, final.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, row.State)
 	require.ElementsMatch(t, []string{a.ID(), b.ID()}, row.Dependents, "a job queued by a gate sees the ids it waited on")
 	require.Equal(t, gate.ID(), row.ParentID)
 	require.Equal(t, gate.ID(), row.GroupID)
-	gateRow, err := c.Get(ctx, gate.ID())
+	gateRow, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, gateRow.State)
 	require.Equal(t, 1, f.count("final"), "the gate fired once")
 	for _, n := range []string{"a", "b"} {
-		j, err := c.Get(ctx, map[string]string{"a": a.ID(), "b": b.ID()}[n])
+		j, err := c.JobGet(ctx, map[string]string{"a": a.ID(), "b": b.ID()}[n])
 		require.NoError(t, err)
 		require.True(t, j.EndedAt.Before(row.StartedAt) || j.EndedAt.Equal(row.StartedAt), "%s ended before final started", n)
 	}
@@ -160,7 +160,7 @@ func testGateThenChain(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.Equal(t, []string{"child", "child", "child", "child", "second", "third", "third"}, order,
 		"each link runs after the previous link's jobs")
 
-	page, err := c.List(ctx, &hopper.ListParams{Types: []string{"then-record"}})
+	page, err := c.JobList(ctx, &hopper.ListParams{Types: []string{"then-record"}})
 	require.NoError(t, err)
 	for _, j := range page.Jobs {
 		require.Equal(t, h.GroupID(), j.GroupID, "every link joins the root's group")
@@ -195,7 +195,7 @@ func testGateFailedBlocker(t *testing.T, newDriver func(*testing.T) driver.Drive
 	require.NotNil(t, ev.Stuck)
 	require.Equal(t, hopper.StuckFailedBlocker, ev.Stuck.Cause)
 	require.Equal(t, []string{a.ID()}, ev.Stuck.BlockerIDs)
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateStuck, row.State)
 	require.NotNil(t, row.Stuck)
@@ -205,11 +205,11 @@ func testGateFailedBlocker(t *testing.T, newDriver func(*testing.T) driver.Drive
 
 	// Redriving the failed blocker lets the gate wait again; it fires once
 	// the blocker succeeds.
-	_, err = c.Retry(ctx, a.ID())
+	_, err = c.JobRetry(ctx, a.ID())
 	require.NoError(t, err)
 	waitJobState(t, c, final.ID(), hopper.StateSucceeded)
 	require.Equal(t, 1, f.count("final"))
-	row, err = c.Get(ctx, gate.ID())
+	row, err = c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, row.State)
 	require.Nil(t, row.Stuck)
@@ -250,7 +250,7 @@ func waitJobState(t *testing.T, c *hopper.Client, id string, s hopper.JobState) 
 	t.Helper()
 	ctx := testCtx(t)
 	for {
-		row, err := c.Get(ctx, id)
+		row, err := c.JobGet(ctx, id)
 		if err == nil && row.State == s {
 			return row
 		}
@@ -275,7 +275,7 @@ func testGateTimeout(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	gate := hopper.Gate([]string{"never-enqueued"}, []*hopper.JobSpec{after}, hopper.AllSuccess, 30*time.Second)
 	hs, err := c.EnqueueMany(ctx, gate)
 	require.NoError(t, err)
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, clk.Now().Add(30*time.Second), row.Deadline)
 	require.Equal(t, row.Deadline, row.RunAt, "a gate with a timeout shorter than the recheck waits for its deadline")
@@ -286,7 +286,7 @@ func testGateTimeout(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	_, err = hs[0].Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrExpired)
 	require.Equal(t, 0, f.count("after"))
-	_, err = c.Get(ctx, after.ID())
+	_, err = c.JobGet(ctx, after.ID())
 	require.ErrorIs(t, err, hopper.ErrNotFound, "the gate's jobs never exist")
 }
 
@@ -308,11 +308,11 @@ func testGateRecheckIsASafetyNet(t *testing.T, newDriver func(*testing.T) driver
 	for range 3 {
 		clk.Advance(time.Minute)
 		waitFor(t, func() bool {
-			row, err := c.Get(ctx, gate.ID())
+			row, err := c.JobGet(ctx, gate.ID())
 			return err == nil && row.State == hopper.StateScheduled && row.RunAt.After(clk.Now())
 		})
 	}
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, 0, row.Attempt, "waiting uses no attempts")
 	// The blocker arrives later and succeeds: the gate fires without a clock move.
@@ -350,7 +350,7 @@ func TestGateBadInput(t *testing.T) {
 	} {
 		_, err := c.EnqueueMany(ctx, a, g)
 		require.ErrorIs(t, err, hopper.ErrInvalidInput, name)
-		_, err = c.Get(ctx, a.ID())
+		_, err = c.JobGet(ctx, a.ID())
 		require.ErrorIs(t, err, hopper.ErrNotFound, "%s: nothing is written", name)
 	}
 	_, err := c.EnqueueMany(ctx, hopper.Gate([]string{"x"}, []*hopper.JobSpec{a}, hopper.AllDone, 0), hopper.Gate([]string{"y"}, []*hopper.JobSpec{a}, hopper.AllDone, 0))
@@ -419,12 +419,12 @@ func testGateRecheckRepairs(t *testing.T, newDriver func(*testing.T) driver.Driv
 		Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now, EndedAt: now,
 	}}})
 	require.NoError(t, err)
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateScheduled, row.State, "no transition told the gate")
 	eventually(t, "the recheck fires the gate", func() bool {
 		clk.Advance(time.Minute)
-		row, err := c.Get(ctx, gate.ID())
+		row, err := c.JobGet(ctx, gate.ID())
 		return err == nil && row.State == hopper.StateSucceeded
 	})
 	waitJobState(t, c, final.ID(), hopper.StateSucceeded)

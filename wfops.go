@@ -576,7 +576,7 @@ func decodeChild[O any](st *wfState, childID string, ev *hoppertype.RunEvent) (O
 }
 
 // Hook is a durable wait for an external payload of type T, found by its
-// token (at least 128 random bits): resumed from Go (Client.ResumeHook),
+// token (at least 128 random bits): resumed from Go (Client.HookResume),
 // the HTTP API or a webhook URL.
 type Hook[T any] struct {
 	st    *wfState
@@ -598,7 +598,7 @@ type HookRequest struct {
 
 // Request returns the request that resumed the hook through its webhook,
 // once Wait has returned its payload; nil when it was resumed otherwise
-// (ResumeHook, POST /v1/hooks/{token}) or has not been.
+// (HookResume, POST /v1/hooks/{token}) or has not been.
 func (h *Hook[T]) Request() *HookRequest { return h.req }
 
 // Token returns the hook's token.
@@ -654,7 +654,7 @@ func NewHook[T any](wf WorkflowContext, name string) (*Hook[T], error) {
 	data := evData{Token: token}
 	if _, ok := st.c.codec.(JSONCodec); ok {
 		// Recorded so that any process refuses a payload that would not
-		// decode into a T before it uses the hook (Client.ResumeHook).
+		// decode into a T before it uses the hook (Client.HookResume).
 		data.Schema = hookSchema[T]()
 	}
 	err = st.inTx(evHookCreated, name, data, func(ctx context.Context, tx driver.Executor) error {

@@ -169,7 +169,7 @@ func (h *RunHandle[O]) Existing() bool { return h.existing }
 // errors.Is.
 func (h *RunHandle[O]) Result(ctx context.Context) (O, error) {
 	var zero O
-	info, err := h.c.WaitRun(ctx, h.id)
+	info, err := h.c.RunWait(ctx, h.id)
 	if err != nil {
 		return zero, err
 	}
