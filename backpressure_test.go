@@ -335,7 +335,7 @@ func TestAcceptSkipsBuiltinTypes(t *testing.T) {
 	require.NoError(t, c.Register(add))
 	ctx := testCtx(t)
 	first, next := add.Job(addIn{A: 1, B: 1}, nil), add.Job(addIn{A: 2, B: 2}, nil)
-	hs, err := c.EnqueueMany(ctx, first, hopper.Gate([]string{first.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess, time.Hour))
+	hs, err := c.EnqueueMany(ctx, first, hopper.Gate([]string{first.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess(), time.Hour))
 	require.NoError(t, err)
 	_, err = hs[1].Result(ctx) // the gate fired
 	require.NoError(t, err)

@@ -74,14 +74,14 @@
 //
 // A handler fans out with JobContext.Spawn: the children join its group and
 // are stored with its success; Handle.Group waits for the group to settle.
-// A gate queues jobs once others meet a condition (AllSuccess, AllDone,
+// A gate queues jobs once others meet a condition (AllSuccess(), AllDone(),
 // CountDone, CountSuccess): JobContext.Then from a handler, or Gate beside
 // the jobs it waits on. The transitions of the watched jobs count toward
 // the gate in their own transactions, so a gate fires exactly once and
 // never polls; one that can no longer fire goes stuck with its cause.
 //
 //	a, b := fetch.Job(urlA, nil), fetch.Job(urlB, nil)
-//	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job(day, nil)}, hopper.AllSuccess, time.Hour)
+//	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job(day, nil)}, hopper.AllSuccess(), time.Hour)
 //	_, err := c.EnqueueMany(ctx, a, b, gate)
 //
 // # Schedules

@@ -16,16 +16,14 @@ import (
 // Condition says when a gate fires. Done means any terminal state
 // (succeeded, dead, expired, cancelled); success means succeeded; a job
 // that is missing or not terminal — stuck included — is not done. The zero
-// Condition is AllSuccess.
+// Condition is AllSuccess().
 type Condition = hoppertype.GateCondition
 
-// Gate conditions.
-var (
-	// AllSuccess fires when every watched job succeeded (the default).
-	AllSuccess = Condition{Kind: hoppertype.GateAllSuccess}
-	// AllDone fires when every watched job is terminal, however it ended.
-	AllDone = Condition{Kind: hoppertype.GateAllDone}
-)
+// AllSuccess fires when every watched job succeeded (the default).
+func AllSuccess() Condition { return Condition{Kind: hoppertype.GateAllSuccess} }
+
+// AllDone fires when every watched job is terminal, however it ended.
+func AllDone() Condition { return Condition{Kind: hoppertype.GateAllDone} }
 
 // CountDone fires when at least n watched jobs are terminal.
 func CountDone(n int) Condition {

@@ -488,7 +488,7 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 	c := newClient(t, hopper.Config{Driver: d})
 	require.NoError(t, c.Register(step))
 	a, next := step.Job("a", nil), step.Job("next", nil)
-	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess, 0)
+	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, a, gate)
 	require.NoError(t, err)
 	waitJobState(t, c, gate.ID(), hopper.StateStuck)
