@@ -107,7 +107,7 @@ func Gate(on []string, next []*JobSpec, cond Condition, timeout time.Duration) *
 	s := &JobSpec{t: gateType.core(), gate: &gateSpec{on: slices.Clone(on), next: slices.Clone(next), cond: cond, timeout: timeout}}
 	switch {
 	case cond.Validate() != nil:
-		s.err = fmt.Errorf("%w: gate: %v", ErrInvalidInput, cond.Validate())
+		s.err = fmt.Errorf("%w: gate: %w", ErrInvalidInput, cond.Validate())
 	case timeout < 0:
 		s.err = fmt.Errorf("%w: gate: negative timeout %v", ErrInvalidInput, timeout)
 	case len(next) == 0:
@@ -146,7 +146,7 @@ func (c *Client) buildGateRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, er
 	}
 	input, err := json.Marshal(in)
 	if err != nil {
-		return nil, fmt.Errorf("%w: gate: %v", ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: gate: %w", ErrInvalidInput, err)
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
 		return nil, c.tooLarge("gate", len(input))

@@ -94,7 +94,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 		return outcome{params: p, event: ev}
 	}
 	if res.cancelRequested || errors.Is(res.cause, ErrCancelled) {
-		return terminal(hoppertype.JobStateCancelled, errInfo(hoppertype.ErrorKindCancelled, fmt.Errorf("%w: %v", ErrCancelled, err), ""), EventCancelled)
+		return terminal(hoppertype.JobStateCancelled, errInfo(hoppertype.ErrorKindCancelled, fmt.Errorf("%w: %w", ErrCancelled, err), ""), EventCancelled)
 	}
 	if errors.Is(res.cause, ErrExpired) || deadlinePassed(now) {
 		return expire()
@@ -128,7 +128,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify Classifier, now 
 	}
 	if errors.Is(res.cause, ErrAttemptTimeout) { // a heartbeat timeout too
 		kind = hoppertype.ErrorKindTimeout
-		err = fmt.Errorf("%w: %v", res.cause, err)
+		err = fmt.Errorf("%w: %w", res.cause, err)
 	}
 	if errors.Is(err, ErrAborted) {
 		abort = true

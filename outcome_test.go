@@ -157,6 +157,7 @@ func TestDecide(t *testing.T) {
 		{name: "deadline cause expires", row: decideRow(1), res: attemptResult{err: boom, cause: ErrExpired}, state: hoppertype.JobStateExpired, attempt: 1, kind: hoppertype.ErrorKindExpired, event: EventExpired},
 		{name: "success after deadline still succeeds", row: withDeadline(decideRow(1), now.Add(-time.Second)), res: attemptResult{out: []byte("1")}, state: hoppertype.JobStateSucceeded, attempt: 1, event: EventSucceeded},
 		{name: "attempt timeout is a failure", row: decideRow(1), res: attemptResult{err: fmt.Errorf("ctx: %w", ErrAttemptTimeout), cause: ErrAttemptTimeout}, state: hoppertype.JobStateRetrying, attempt: 1, runAt: now.Add(time.Second), kind: hoppertype.ErrorKindTimeout, event: EventFailed, willRetry: true},
+		{name: "abort beats an attempt timeout", row: decideRow(1), res: attemptResult{err: Abort(boom), cause: ErrAttemptTimeout}, state: hoppertype.JobStateDead, attempt: 1, kind: hoppertype.ErrorKindTimeout, event: EventFailed},
 		{name: "cancel requested", row: decideRow(1), res: attemptResult{err: boom, cancelRequested: true}, state: hoppertype.JobStateCancelled, attempt: 1, kind: hoppertype.ErrorKindCancelled, event: EventCancelled},
 		{name: "stopping puts it back unused", row: decideRow(2), res: attemptResult{err: boom, cause: errStopping}, state: hoppertype.JobStatePending, attempt: 1, runAt: now, event: EventDeferred},
 		{name: "decode error aborts", row: decideRow(1), res: attemptResult{err: &kindError{kind: hoppertype.ErrorKindDecode, err: boom, abort: true}}, state: hoppertype.JobStateDead, attempt: 1, kind: hoppertype.ErrorKindDecode, event: EventFailed},
@@ -201,6 +202,28 @@ func TestDecide(t *testing.T) {
 				t.Errorf("classifier panic reported = %v, want %v", panicked, tt.panicked)
 			}
 		})
+	}
+}
+
+// TestDecideTimeoutKeepsHandlerError: the error of an attempt that ran
+// past its timeout wraps both the timeout and the handler's own error, so
+// a classifier can tell them apart with errors.Is.
+func TestDecideTimeoutKeepsHandlerError(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	upstream := errors.New("upstream down")
+	var seen error
+	classify := func(err error, _ FailureInfo) Decision { seen = err; return DecideRetry() }
+	res := attemptResult{err: fmt.Errorf("call: %w", upstream), cause: ErrAttemptTimeout}
+	o := decide(decideRow(1), res, classify, now, nil, func(error) {})
+	if o.params.State != hoppertype.JobStateRetrying || o.params.Error == nil || o.params.Error.Kind != hoppertype.ErrorKindTimeout {
+		t.Fatalf("outcome = %s %+v, want a retried timeout", o.params.State, o.params.Error)
+	}
+	if !errors.Is(seen, ErrAttemptTimeout) {
+		t.Errorf("the classifier's error %v does not match ErrAttemptTimeout", seen)
+	}
+	if !errors.Is(seen, upstream) {
+		t.Errorf("the classifier's error %v does not match the handler's error", seen)
 	}
 }
 

@@ -108,7 +108,7 @@ const scheduleRetry = 5 * time.Second
 func ParseCron(expr string, loc *time.Location) (func(after time.Time) time.Time, error) {
 	spec, err := cron.ParseStandard(expr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cron %q: %v", ErrInvalidInput, expr, err)
+		return nil, fmt.Errorf("%w: cron %q: %w", ErrInvalidInput, expr, err)
 	}
 	switch s := spec.(type) {
 	case *cron.SpecSchedule:

@@ -112,7 +112,7 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 			err = errors.New("name an IANA zone (every machine reads it alike)")
 		}
 		if err != nil {
-			return def, nil, fmt.Errorf("%w: schedule %q: location %q: %v", ErrInvalidInput, s.Name, s.Location, err)
+			return def, nil, fmt.Errorf("%w: schedule %q: location %q: %w", ErrInvalidInput, s.Name, s.Location, err)
 		}
 		loc = l
 	}

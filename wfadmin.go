@@ -700,7 +700,7 @@ func hookRequestJSON(req *HookRequest) ([]byte, error) {
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: hook request: %v", ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: hook request: %w", ErrInvalidInput, err)
 	}
 	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 		return nil, fmt.Errorf("%w: hook request holds invalid text", ErrInvalidInput)

@@ -759,7 +759,7 @@ func decodeHook[T any](st *wfState, name string, ev *hoppertype.RunEvent) (T, er
 	}
 	var v T
 	if err := json.Unmarshal(data.Output, &v); err != nil {
-		return zero, fmt.Errorf("%w: hook %q payload does not decode into %T: %v", ErrInvalidInput, name, v, err)
+		return zero, fmt.Errorf("%w: hook %q payload does not decode into %T: %w", ErrInvalidInput, name, v, err)
 	}
 	return v, nil
 }

@@ -431,7 +431,7 @@ func (w *workflowImpl[I, O]) decodeJSON(raw []byte) (any, error) {
 		raw = []byte("null")
 	}
 	if err := decodeStrictJSON(raw, &in); err != nil {
-		return nil, fmt.Errorf("%w: input for workflow %q: %v", ErrInvalidInput, w.wfName, err)
+		return nil, fmt.Errorf("%w: input for workflow %q: %w", ErrInvalidInput, w.wfName, err)
 	}
 	return in, nil
 }
@@ -443,7 +443,7 @@ func (w *workflowImpl[I, O]) encodeInput(c *Client, in any) ([]byte, error) {
 	}
 	b, err := c.codec.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encode input for workflow %q: %v", ErrInvalidInput, w.wfName, err)
+		return nil, fmt.Errorf("%w: encode input for workflow %q: %w", ErrInvalidInput, w.wfName, err)
 	}
 	return b, nil
 }
@@ -464,7 +464,7 @@ func (w *workflowImpl[I, O]) run(ctx context.Context, c *Client, input []byte) (
 		}
 		b, err := c.codec.Marshal(out)
 		if err != nil {
-			return nil, &kindError{kind: hoppertype.ErrorKindEncode, err: fmt.Errorf("%w: %v", ErrEncode, err), abort: true}
+			return nil, &kindError{kind: hoppertype.ErrorKindEncode, err: fmt.Errorf("%w: %w", ErrEncode, err), abort: true}
 		}
 		return b, nil
 	})

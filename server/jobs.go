@@ -395,7 +395,7 @@ func (d *DefineScheduleJSON) StoredSchedule() (hopper.StoredSchedule, error) {
 	if d.CatchUp != "" {
 		v, err := time.ParseDuration(d.CatchUp)
 		if err != nil {
-			return s, fmt.Errorf("%w: catch_up %q: %v", hopper.ErrInvalidInput, d.CatchUp, err)
+			return s, fmt.Errorf("%w: catch_up %q: %w", hopper.ErrInvalidInput, d.CatchUp, err)
 		}
 		if v == 0 {
 			v = -1 // on time only, as "0s" lists
