@@ -44,8 +44,8 @@ const (
 	StateStuck     = hoppertype.JobStateStuck
 )
 
-// Get returns a job by id, or an error matching ErrNotFound.
-func (c *Client) Get(ctx context.Context, id string) (*JobRow, error) {
+// JobGet returns a job by id, or an error matching ErrNotFound.
+func (c *Client) JobGet(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
@@ -56,7 +56,7 @@ func (c *Client) Get(ctx context.Context, id string) (*JobRow, error) {
 	return row, nil
 }
 
-// ListParams filter List. Empty fields do not filter.
+// ListParams filter JobList. Empty fields do not filter.
 type ListParams struct {
 	States   []JobState
 	Types    []string
@@ -96,12 +96,12 @@ type JobPage struct {
 	NextCursor string
 }
 
-// MaxListLimit is the largest page List returns.
+// MaxListLimit is the largest page JobList returns.
 const MaxListLimit = 1000
 
-// List returns jobs matching p (nil lists the newest), newest first, a page
+// JobList returns jobs matching p (nil lists the newest), newest first, a page
 // at a time. Bad filters (an unknown state, a negative limit) are refused.
-func (c *Client) List(ctx context.Context, p *ListParams) (*JobPage, error) {
+func (c *Client) JobList(ctx context.Context, p *ListParams) (*JobPage, error) {
 	if p == nil {
 		p = &ListParams{}
 	}
@@ -150,13 +150,13 @@ func (c *Client) Active() []*JobRow {
 	return out
 }
 
-// Cancel cancels a job. A job that waits (pending, scheduled, retrying) or
+// JobCancel cancels a job. A job that waits (pending, scheduled, retrying) or
 // is stuck becomes cancelled at once; a running job's context is cancelled
 // (in whichever process runs it) and the job ends cancelled when its handler
 // returns an error (a handler that finishes successfully anyway is recorded
 // as succeeded). Cancelling a finished job returns it with an error matching
 // ErrStateConflict.
-func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
+func (c *Client) JobCancel(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
@@ -170,10 +170,10 @@ func (c *Client) Cancel(ctx context.Context, id string) (*JobRow, error) {
 	return row, nil
 }
 
-// Retry moves one dead, expired, cancelled or stuck job back to pending as
+// JobRetry moves one dead, expired, cancelled or stuck job back to pending as
 // a fresh job (attempt 1 next, a passed deadline cleared) — a redrive of one
 // job. A job in any other state yields an error matching ErrStateConflict.
-func (c *Client) Retry(ctx context.Context, id string) (*JobRow, error) {
+func (c *Client) JobRetry(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
@@ -192,12 +192,12 @@ func (c *Client) Retry(ctx context.Context, id string) (*JobRow, error) {
 	return row, fmt.Errorf("hopper: retry job %s: it is %s (or its unique key is taken): %w", id, row.State, ErrStateConflict)
 }
 
-// Reopen moves a stuck job back to pending as a fresh job: a new
+// JobReopen moves a stuck job back to pending as a fresh job: a new
 // generation of attempts, its stuck slot cleared. A job in any other state
 // yields an error matching ErrStateConflict. It is what a policy for stuck
-// jobs calls (see RetryObserver): unlike Retry, it never brings back a job
+// jobs calls (see RetryObserver): unlike JobRetry, it never brings back a job
 // that someone cancelled or that died meanwhile.
-func (c *Client) Reopen(ctx context.Context, id string) (*JobRow, error) {
+func (c *Client) JobReopen(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
@@ -225,10 +225,10 @@ type RedriveParams struct {
 	Limit int
 }
 
-// Redrive moves dead jobs back to pending as fresh jobs (attempt 1 next) and
+// JobRedrive moves dead jobs back to pending as fresh jobs (attempt 1 next) and
 // returns how many it moved. Jobs whose unique key another live job holds
 // stay dead.
-func (c *Client) Redrive(ctx context.Context, p *RedriveParams) (int, error) {
+func (c *Client) JobRedrive(ctx context.Context, p *RedriveParams) (int, error) {
 	if p == nil || (len(p.IDs) == 0 && p.Type == "" && !p.All) {
 		return 0, fmt.Errorf("%w: redrive needs IDs, a Type or All", ErrInvalidInput)
 	}
@@ -257,8 +257,8 @@ type QueueInfo struct {
 	Counts map[JobState]int
 }
 
-// Queues returns every queue that holds jobs or a stored state, by name.
-func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
+// QueueList returns every queue that holds jobs or a stored state, by name.
+func (c *Client) QueueList(ctx context.Context) ([]QueueInfo, error) {
 	counts, err := c.store().JobCountByState(ctx, &driver.JobCountParams{})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: count jobs: %w", err)
@@ -295,18 +295,18 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	return out, nil
 }
 
-// PauseQueue stops every process from starting jobs of queue until
-// ResumeQueue. Running jobs finish. A queue that no job, worker (this
+// QueuePause stops every process from starting jobs of queue until
+// QueueResume. Running jobs finish. A queue that no job, worker (this
 // client, or a process whose worker row the store keeps) or earlier pause
 // has named is refused with an *UnknownNameError (wrapping ErrNotFound),
 // unless opts.Create pauses it ahead of its first job.
-func (c *Client) PauseQueue(ctx context.Context, queue string, opts *PauseOpts) error {
+func (c *Client) QueuePause(ctx context.Context, queue string, opts *PauseOpts) error {
 	return c.setPaused(ctx, queue, true, opts != nil && opts.Create)
 }
 
-// ResumeQueue lets a paused queue's jobs start again. A queue nothing has
-// named is refused as PauseQueue refuses it.
-func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+// QueueResume lets a paused queue's jobs start again. A queue nothing has
+// named is refused as QueuePause refuses it.
+func (c *Client) QueueResume(ctx context.Context, queue string) error {
 	return c.setPaused(ctx, queue, false, false)
 }
 

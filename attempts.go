@@ -47,9 +47,9 @@ type Heartbeat struct {
 	Message string
 }
 
-// Attempts returns a job's attempts in order, or an error matching
+// JobAttempts returns a job's attempts in order, or an error matching
 // ErrNotFound when the store holds neither the job nor any change of it.
-func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
+func (c *Client) JobAttempts(ctx context.Context, id string) ([]Attempt, error) {
 	chs, err := c.changesOf(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: attempts of %s: %w", id, err)
@@ -63,9 +63,9 @@ func (c *Client) Attempts(ctx context.Context, id string) ([]Attempt, error) {
 	return attempts, nil
 }
 
-// Generations returns how many lives a job has had: 1, plus one for each
+// JobGenerations returns how many lives a job has had: 1, plus one for each
 // time it was moved back from a stop (see Attempt.Generation).
-func (c *Client) Generations(ctx context.Context, id string) (int, error) {
+func (c *Client) JobGenerations(ctx context.Context, id string) (int, error) {
 	chs, err := c.changesOf(ctx, id)
 	if err != nil {
 		return 0, fmt.Errorf("hopper: generations of %s: %w", id, err)

@@ -81,7 +81,7 @@ func TestBackpressure(t *testing.T) {
 		clk.Advance(time.Minute)
 		return askedFor(hopper.DefaultQueue) >= base+3 && askedFor("other") > 0
 	})
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StatePending, row.State, "nothing is claimed under backpressure")
 	require.Zero(t, row.Attempt)
@@ -89,7 +89,7 @@ func TestBackpressure(t *testing.T) {
 	pause.Store(0)
 	eventually(t, "the job to run", func() bool {
 		clk.Advance(time.Minute) // ends the wait in progress
-		row, err := c.Get(ctx, h.ID())
+		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
 		return row.State == hopper.StateSucceeded
 	})
@@ -181,7 +181,7 @@ func TestAdaptiveDelayBacksOff(t *testing.T) {
 	require.NoError(t, err)
 	eventually(t, "the next job to run", func() bool {
 		clk.Advance(10 * time.Millisecond)
-		row, err := c.Get(ctx, h.ID())
+		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
 		return row.State == hopper.StateSucceeded
 	})
@@ -221,7 +221,7 @@ func testAcceptShardsTypes(t *testing.T, newDriver func(*testing.T) driver.Drive
 	for _, h := range hs {
 		_, err := h.Result(ctx)
 		require.NoError(t, err)
-		row, err := c.Get(ctx, h.ID())
+		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
 		require.Equal(t, 1, row.Attempt, "declines do not use attempts")
 	}
@@ -293,11 +293,11 @@ func TestAcceptDeclineAll(t *testing.T) {
 		prev = cl
 	}
 	eventually(t, "the last decline to be recorded", func() bool {
-		row, err := c.Get(ctx, h.ID())
+		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
 		return row.State == hopper.StatePending
 	})
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Zero(t, row.Attempt, "declines do not use attempts")
 }
@@ -335,11 +335,11 @@ func TestAcceptSkipsBuiltinTypes(t *testing.T) {
 	require.NoError(t, c.Register(add))
 	ctx := testCtx(t)
 	first, next := add.Job(addIn{A: 1, B: 1}, nil), add.Job(addIn{A: 2, B: 2}, nil)
-	hs, err := c.EnqueueMany(ctx, first, hopper.Gate([]string{first.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess, time.Hour))
+	hs, err := c.EnqueueMany(ctx, first, hopper.Gate([]string{first.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess(), time.Hour))
 	require.NoError(t, err)
 	_, err = hs[1].Result(ctx) // the gate fired
 	require.NoError(t, err)
-	row, err := c.Wait(ctx, next.ID())
+	row, err := c.JobWait(ctx, next.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, row.State)
 	mu.Lock()

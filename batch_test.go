@@ -145,7 +145,7 @@ func testBatchFailureRetriesEachItemUnderItsOwnPolicy(t *testing.T, newDriver fu
 	v, err := twice.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, v, "a job with attempts left is retried and succeeds")
-	row, err := c.Get(ctx, twice.ID())
+	row, err := c.JobGet(ctx, twice.ID())
 	require.NoError(t, err)
 	require.Equal(t, 2, row.Attempt)
 }
@@ -169,7 +169,7 @@ func testBatchSnoozeDefersEveryItem(t *testing.T, newDriver func(*testing.T) dri
 	for _, h := range hs {
 		_, err := h.Result(ctx)
 		require.NoError(t, err)
-		row, err := c.Get(ctx, h.ID())
+		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
 		require.Equal(t, 1, row.Attempt, "a snooze uses no attempt")
 	}

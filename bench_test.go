@@ -217,7 +217,7 @@ func BenchmarkFanOutFanIn(b *testing.B) {
 				return hopper.None{}, err
 			}
 		}
-		job.Then(hopper.AllSuccess, final.Job(0, nil))
+		job.Then(hopper.AllSuccess(), final.Job(0, nil))
 		return hopper.None{}, nil
 	}, nil)
 	for _, dc := range testDrivers() {

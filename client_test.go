@@ -136,7 +136,7 @@ func testEnqueueAndResult(t *testing.T, newDriver func(*testing.T) driver.Driver
 	require.NoError(t, err)
 	require.Equal(t, 3, sum)
 
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, row.State)
 	require.Equal(t, 1, row.Attempt)
@@ -241,13 +241,13 @@ func testBadInputIsRefused(t *testing.T, newDriver func(*testing.T) driver.Drive
 		err := tc.do()
 		require.ErrorIs(t, err, tc.is, tc.name)
 	}
-	page, err := c.List(ctx, nil)
+	page, err := c.JobList(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs, "nothing may be stored for bad input")
 
-	_, err = c.List(ctx, &hopper.ListParams{States: []hopper.JobState{"bogus"}})
+	_, err = c.JobList(ctx, &hopper.ListParams{States: []hopper.JobState{"bogus"}})
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
-	_, err = c.List(ctx, &hopper.ListParams{Limit: -1})
+	_, err = c.JobList(ctx, &hopper.ListParams{Limit: -1})
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
 	require.ErrorIs(t, c.Register(hopper.Define("add", addHandler, nil)), hopper.ErrDuplicateType)
 }
@@ -265,7 +265,7 @@ func testResultThatDoesNotEncodeDeadLetters(t *testing.T, newDriver func(*testin
 	require.NoError(t, err)
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrEncode)
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateDead, row.State)
 	require.Equal(t, 1, row.Attempt, "an encoding failure is not retried")
@@ -347,7 +347,7 @@ func testAbortSnoozeAndClassifier(t *testing.T, newDriver func(*testing.T) drive
 	require.NoError(t, err)
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrAborted)
-	row, _ := c.Get(ctx, h.ID())
+	row, _ := c.JobGet(ctx, h.ID())
 	require.Equal(t, 1, row.Attempt, "an abort uses no more attempts")
 
 	h, err = job.Enqueue(ctx, c, "snooze", nil)
@@ -387,7 +387,7 @@ func testPanickingHandlerIsAFailure(t *testing.T, newDriver func(*testing.T) dri
 	v, err := h.Result(ctx)
 	require.NoError(t, err, "the panic is retried like any failure")
 	require.Equal(t, 7, v)
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.NotNil(t, row.Error)
 	require.Equal(t, hoppertype.ErrorKindPanic, row.Error.Kind)
@@ -451,7 +451,7 @@ func testOptionPrecedence(t *testing.T, newDriver func(*testing.T) driver.Driver
 
 	h, err := job.Enqueue(ctx, c, in{Tenant: "acme"}, &hopper.InsertOpts{Priority: 3, Metadata: map[string]string{"from": "call"}})
 	require.NoError(t, err)
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, "type-queue", row.Queue, "type constant over client default")
 	require.Equal(t, 3, row.Priority, "call over computed over constant")
@@ -466,7 +466,7 @@ func testOptionPrecedence(t *testing.T, newDriver func(*testing.T) driver.Driver
 	at := row.QueuedAt.Add(48 * time.Hour)
 	h, err = job.Enqueue(ctx, c, in{}, &hopper.InsertOpts{Delay: time.Minute, RunAt: at, Deadline: at.Add(time.Hour)})
 	require.NoError(t, err)
-	row, err = c.Get(ctx, h.ID())
+	row, err = c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateScheduled, row.State)
 	require.True(t, row.RunAt.Equal(at.Truncate(time.Microsecond)), "run-at wins over delay")
@@ -549,29 +549,29 @@ func testCancel(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	// A scheduled job is cancelled at once.
 	h, err := block.Enqueue(ctx, c, 0, &hopper.InsertOpts{Delay: time.Hour})
 	require.NoError(t, err)
-	row, err := c.Cancel(ctx, h.ID())
+	row, err := c.JobCancel(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateCancelled, row.State)
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
 
 	// A finished job cannot be cancelled.
-	_, err = c.Cancel(ctx, h.ID())
+	_, err = c.JobCancel(ctx, h.ID())
 	require.ErrorIs(t, err, hopper.ErrStateConflict)
-	_, err = c.Cancel(ctx, "missing")
+	_, err = c.JobCancel(ctx, "missing")
 	require.ErrorIs(t, err, hopper.ErrNotFound)
 
 	// A running job's context is cancelled; it ends cancelled, not retried.
 	h, err = block.Enqueue(ctx, c, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, h.ID(), <-started)
-	row, err = c.Cancel(ctx, h.ID())
+	row, err = c.JobCancel(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateRunning, row.State)
 	require.True(t, row.CancelRequested)
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
-	row, err = c.Get(ctx, h.ID())
+	row, err = c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateCancelled, row.State)
 	require.Equal(t, 1, row.Attempt)
@@ -595,7 +595,7 @@ func testCancelRunningInOtherProcess(t *testing.T, newDriver func(*testing.T) dr
 	h, err := block.Enqueue(ctx, admin, 0, nil)
 	require.NoError(t, err)
 	<-started
-	_, err = admin.Cancel(ctx, h.ID())
+	_, err = admin.JobCancel(ctx, h.ID())
 	require.NoError(t, err)
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
@@ -633,7 +633,7 @@ func testDeadlines(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrExpired)
 	require.EqualValues(t, 1, runs.Load())
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateExpired, row.State)
 }
@@ -682,12 +682,12 @@ func testRedriveAndRetry(t *testing.T, newDriver func(*testing.T) driver.Driver)
 		require.ErrorIs(t, err, hopper.ErrAborted)
 		hs = append(hs, h)
 	}
-	page, err := c.List(ctx, &hopper.ListParams{States: []hopper.JobState{hopper.StateDead}})
+	page, err := c.JobList(ctx, &hopper.ListParams{States: []hopper.JobState{hopper.StateDead}})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 3, "dead letters stay queryable")
 
 	fail.Store(false)
-	n, err := c.Redrive(ctx, &hopper.RedriveParams{IDs: []string{hs[0].ID()}})
+	n, err := c.JobRedrive(ctx, &hopper.RedriveParams{IDs: []string{hs[0].ID()}})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	v, err := hs[0].Result(ctx)
@@ -695,21 +695,21 @@ func testRedriveAndRetry(t *testing.T, newDriver func(*testing.T) driver.Driver)
 	require.Equal(t, 1, v, "a redriven job starts again at attempt 1")
 	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == hs[0].ID() && e.Kind == hopper.EventRedriven })
 
-	row, err := c.Retry(ctx, hs[1].ID())
+	row, err := c.JobRetry(ctx, hs[1].ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StatePending, row.State)
 	_, err = hs[1].Result(ctx)
 	require.NoError(t, err)
-	_, err = c.Retry(ctx, hs[1].ID())
+	_, err = c.JobRetry(ctx, hs[1].ID())
 	require.ErrorIs(t, err, hopper.ErrStateConflict, "a succeeded job cannot be retried")
 
-	n, err = c.Redrive(ctx, &hopper.RedriveParams{Type: "r"})
+	n, err = c.JobRedrive(ctx, &hopper.RedriveParams{Type: "r"})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	_, err = hs[2].Result(ctx)
 	require.NoError(t, err)
 
-	_, err = c.Redrive(ctx, &hopper.RedriveParams{})
+	_, err = c.JobRedrive(ctx, &hopper.RedriveParams{})
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
 }
 
@@ -734,7 +734,7 @@ func testAutoRedrive(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	fail.Store(false)
 	// The idle queue redrives the dead job and it now succeeds.
 	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventSucceeded })
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, row.State)
 }
@@ -746,20 +746,20 @@ func testPausedQueue(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	add := hopper.Define("add", addHandler, nil)
 	require.NoError(t, c.Register(add))
 	ctx := testCtx(t)
-	require.NoError(t, c.PauseQueue(ctx, hopper.DefaultQueue, nil))
+	require.NoError(t, c.QueuePause(ctx, hopper.DefaultQueue, nil))
 	h, err := add.Enqueue(ctx, c, addIn{A: 1}, nil)
 	require.NoError(t, err)
 	clk.Advance(5 * time.Second) // several poll rounds
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StatePending, row.State, "a paused queue starts nothing")
-	qs, err := c.Queues(ctx)
+	qs, err := c.QueueList(ctx)
 	require.NoError(t, err)
 	require.Len(t, qs, 1)
 	require.True(t, qs[0].Paused)
 	require.Equal(t, 1, qs[0].Counts[hopper.StatePending])
 
-	require.NoError(t, c.ResumeQueue(ctx, hopper.DefaultQueue))
+	require.NoError(t, c.QueueResume(ctx, hopper.DefaultQueue))
 	v, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
@@ -782,7 +782,7 @@ func testListPaging(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var got []string
 	p := &hopper.ListParams{Limit: 10}
 	for {
-		page, err := c.List(ctx, p)
+		page, err := c.JobList(ctx, p)
 		require.NoError(t, err)
 		for _, j := range page.Jobs {
 			got = append(got, j.ID)
@@ -808,7 +808,7 @@ func testSkipQueue(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	}, &hopper.TypeOpts[int]{SkipQueue: true})
 	c := newClient(t, hopper.Config{Driver: newDriver(t), PollInterval: time.Hour})
 	require.NoError(t, c.Register(job))
-	require.NoError(t, c.PauseQueue(testCtx(t), hopper.DefaultQueue, nil))
+	require.NoError(t, c.QueuePause(testCtx(t), hopper.DefaultQueue, nil))
 	ctx := testCtx(t)
 	h, err := job.Enqueue(ctx, c, 21, nil)
 	require.NoError(t, err)
@@ -870,11 +870,11 @@ func testStopWhileEnqueueing(t *testing.T, newDriver func(*testing.T) driver.Dri
 
 	total := 0
 	for _, st := range hoppertype.AllJobStates {
-		page, err := c.List(ctx, &hopper.ListParams{States: []hopper.JobState{st}, Limit: hopper.MaxListLimit})
+		page, err := c.JobList(ctx, &hopper.ListParams{States: []hopper.JobState{st}, Limit: hopper.MaxListLimit})
 		require.NoError(t, err)
 		n := len(page.Jobs)
 		for page.NextCursor != "" {
-			page, err = c.List(ctx, &hopper.ListParams{States: []hopper.JobState{st}, Limit: hopper.MaxListLimit, Cursor: page.NextCursor})
+			page, err = c.JobList(ctx, &hopper.ListParams{States: []hopper.JobState{st}, Limit: hopper.MaxListLimit, Cursor: page.NextCursor})
 			require.NoError(t, err)
 			n += len(page.Jobs)
 		}

@@ -168,7 +168,7 @@ func TestSQLiteCrashSafety(t *testing.T) {
 	require.NoError(t, c.Start(ctx))
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		qs, err := c.Queues(ctx)
+		qs, err := c.QueueList(ctx)
 		require.NoError(t, err)
 		open := 0
 		total := 0

@@ -49,8 +49,8 @@
 //
 // Waiters receive a *JobError; errors.Is matches ErrAborted, ErrExpired,
 // ErrCancelled, ErrAttemptTimeout, … whichever process finished the job.
-// Dead letters stay queryable (Client.List) until Client.Redrive or
-// Client.Retry moves them back as fresh jobs.
+// Dead letters stay queryable (Client.JobList) until Client.JobRedrive or
+// Client.JobRetry moves them back as fresh jobs.
 //
 // # Flow control
 //
@@ -74,14 +74,14 @@
 //
 // A handler fans out with JobContext.Spawn: the children join its group and
 // are stored with its success; Handle.Group waits for the group to settle.
-// A gate queues jobs once others meet a condition (AllSuccess, AllDone,
+// A gate queues jobs once others meet a condition (AllSuccess(), AllDone(),
 // CountDone, CountSuccess): JobContext.Then from a handler, or Gate beside
 // the jobs it waits on. The transitions of the watched jobs count toward
 // the gate in their own transactions, so a gate fires exactly once and
 // never polls; one that can no longer fire goes stuck with its cause.
 //
 //	a, b := fetch.Job(urlA, nil), fetch.Job(urlB, nil)
-//	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job(day, nil)}, hopper.AllSuccess, time.Hour)
+//	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job(day, nil)}, hopper.AllSuccess(), time.Hour)
 //	_, err := c.EnqueueMany(ctx, a, b, gate)
 //
 // # Schedules
@@ -93,9 +93,9 @@
 // one transaction. An occurrence missed while no process ran fires when one
 // catches up within Schedule.CatchUp; none from before the store first saw
 // the schedule fires. The store keeps each schedule's state
-// for the fleet (Client.Schedules): Client.PauseSchedule stops its
-// occurrences on every process until Client.ResumeSchedule.
-// Client.DefineSchedule stores a schedule instead of registering it in code
+// for the fleet (Client.ScheduleList): Client.SchedulePause stops its
+// occurrences on every process until Client.ScheduleResume.
+// Client.ScheduleDefine stores a schedule instead of registering it in code
 // (a StoredSchedule: a job type or workflow and its JSON input), run by
 // every process that registers its target.
 //
@@ -109,7 +109,7 @@
 // inside the transition's transaction and may veto it (ErrVetoed) or add
 // writes (CommitFromContext); AfterCommit observers receive every change,
 // in order, at least once, from whichever process holds the observer
-// name's cursor. Client.Attempts reads a job's attempts from its changes.
+// name's cursor. Client.JobAttempts reads a job's attempts from its changes.
 // The RetryObserver, registered in every client, reopens jobs stuck by a
 // retryable engine failure up to MaxRetryAttempts lives: the example of a
 // policy written on this API.
@@ -161,24 +161,24 @@
 // interrupted by a crash does, so step effects should be idempotent.
 //
 // An activity is a job of its own type; its handler may report progress
-// with JobContext.HeartbeatMessage. GetRun's RunInfo.Timeline tells each
+// with JobContext.HeartbeatMessage. RunGet's RunInfo.Timeline tells each
 // activity's executions (started, heartbeat, failed, retry) in place in
 // the history, read from the activity job's changes.
 //
 // Hooks wait for a payload from outside, delivered once by token:
-// Client.ResumeHook, or over HTTP (package server) POST /v1/hooks/{token}
+// Client.HookResume, or over HTTP (package server) POST /v1/hooks/{token}
 // or a webhook URL. When the function fails, WorkflowOpts.Strategy
 // decides: retry from the beginning (the default: up to 3 retries, each
 // failed attempt's compensations run before the next attempt, whose
 // activities, children and step ids are its own), run the registered
 // compensations at once in reverse order, fail, quarantine, or cancel the
 // parent and children. Starting with a
-// StartOpts.ID is idempotent; Client.GetRun, QueryRuns, WaitRun and
-// CancelRun inspect and stop runs.
+// StartOpts.ID is idempotent; Client.RunGet, RunList, RunWait and
+// RunCancel inspect and stop runs.
 //
 // Fetch makes an HTTP request as a recorded step (refusing the internal
 // network unless Config.FetchAllowPrivate). A crash resumes a run from its
-// history without using one of its retries. Client.History exports a
+// history without using one of its retries. Client.RunHistory exports a
 // run's history and ReplayHistory checks changed workflow code against
 // such histories offline, in tests, before the change ships.
 //

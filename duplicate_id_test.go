@@ -65,10 +65,10 @@ func testDuplicateJobID(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	// Among several jobs enqueued together, a taken id fails them all.
 	_, err = c.EnqueueMany(ctx, add.Job(addIn{}, &hopper.InsertOpts{ID: "fresh"}), add.Job(addIn{A: 1, B: 2}, opts))
 	requireDuplicate(t, err, "a batch")
-	_, err = c.Get(ctx, "fresh")
+	_, err = c.JobGet(ctx, "fresh")
 	require.ErrorIs(t, err, hopper.ErrNotFound, "nothing of the batch is stored")
 
-	page, err := c.List(ctx, nil)
+	page, err := c.JobList(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 1, "one job stored in all")
 }
@@ -119,7 +119,7 @@ func testDuplicateJobIDInTx(t *testing.T, newDriver func(*testing.T) driver.Driv
 	require.NoError(t, err)
 	require.True(t, h.Deduplicated(), "the job this transaction stored")
 	require.NoError(t, commit(), "the transaction is still usable")
-	got, err := c.Get(ctx, "in-tx")
+	got, err := c.JobGet(ctx, "in-tx")
 	require.NoError(t, err)
 	require.Equal(t, "add", got.Type)
 }
@@ -157,6 +157,6 @@ func testDuplicateRunID(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	requireDuplicate(t, err, "a job's id")
 	_, err = add.Enqueue(ctx, c, addIn{}, &hopper.InsertOpts{ID: "run-1"})
 	requireDuplicate(t, err, "a run's id")
-	_, err = c.GetRun(ctx, "job-1")
+	_, err = c.RunGet(ctx, "job-1")
 	require.ErrorIs(t, err, hopper.ErrNotFound, "no run stored under the job's id")
 }

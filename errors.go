@@ -49,7 +49,7 @@ var (
 	// ErrPanic matches a handler that panicked.
 	ErrPanic = hoppertype.ErrPanic
 	// ErrStuck matches a job that is stuck and needs help (Handle.Result keeps
-	// waiting on a stuck job; this is for List and events).
+	// waiting on a stuck job; this is for JobList and events).
 	ErrStuck = hoppertype.ErrStuck
 	// ErrClientStopped is returned by operations that need a running client.
 	ErrClientStopped = errors.New("hopper: client not started")

@@ -31,7 +31,7 @@ func Example_backpressure() {
 	defer c.Stop(ctx)
 
 	h, _ := report.Enqueue(ctx, c, hopper.None{}, nil)
-	row, _ := c.Get(ctx, h.ID())
+	row, _ := c.JobGet(ctx, h.ID())
 	fmt.Println(row.State)
 
 	saturated.Store(false)
@@ -86,7 +86,7 @@ func Example_accept() {
 	for _, job := range []struct{ typ, in string }{{"thumbnail", `"cat"`}, {"email", `"ada@example.com"`}} {
 		h, _ := web.EnqueueName(ctx, job.typ, json.RawMessage(job.in), nil)
 		out, _ := h.Result(ctx)
-		row, _ := web.Get(ctx, h.ID())
+		row, _ := web.JobGet(ctx, h.ID())
 		fmt.Printf("%s, attempt %d\n", out, row.Attempt)
 	}
 	// Output:

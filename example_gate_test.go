@@ -26,7 +26,7 @@ func ExampleGate() {
 	defer c.Stop(ctx)
 
 	a, b := fetch.Job("https://example.com/a", nil), fetch.Job("https://example.com/b", nil)
-	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job("daily", nil)}, hopper.AllSuccess, 0)
+	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{report.Job("daily", nil)}, hopper.AllSuccess(), 0)
 	hs, err := c.EnqueueMany(ctx, a, b, gate)
 	if err != nil {
 		panic(err)
@@ -57,8 +57,8 @@ func ExampleJobContext_Then() {
 				return hopper.None{}, err
 			}
 		}
-		job.Then(hopper.AllDone, step.Job("merge", nil)).
-			Then(hopper.AllSuccess, step.Job("publish", nil))
+		job.Then(hopper.AllDone(), step.Job("merge", nil)).
+			Then(hopper.AllSuccess(), step.Job("publish", nil))
 		return hopper.None{}, nil
 	}, nil)
 
@@ -266,7 +266,7 @@ func Example_queues() {
 	_, _ = h.Result(ctx)
 	waiting := 0
 	for _, f := range flood {
-		if row, err := c.Get(ctx, f.ID()); err == nil && !row.State.Terminal() {
+		if row, err := c.JobGet(ctx, f.ID()); err == nil && !row.State.Terminal() {
 			waiting++
 		}
 	}

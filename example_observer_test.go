@@ -122,7 +122,7 @@ func ExampleRetryObserver() {
 			if _, lives := hopper.AttemptsOf(chs); lives >= 2 {
 				return nil
 			}
-			_, err = c.Retry(ctx, ch.EntityID)
+			_, err = c.JobRetry(ctx, ch.EntityID)
 			if errors.Is(err, hopper.ErrStateConflict) {
 				return nil // someone moved it on already
 			}
@@ -137,14 +137,14 @@ func ExampleRetryObserver() {
 
 	h, _ := fragile.Enqueue(ctx, c, 0, &hopper.InsertOpts{ID: "fragile-1"})
 	for { // the first life ends dead; wait for the second
-		row, _ := c.Get(ctx, h.ID())
+		row, _ := c.JobGet(ctx, h.ID())
 		if row.State == hopper.StateSucceeded {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
 	fmt.Println(h.Result(ctx))
-	attempts, _ := c.Attempts(ctx, h.ID())
+	attempts, _ := c.JobAttempts(ctx, h.ID())
 	for _, a := range attempts {
 		fmt.Printf("life %d attempt %d: %s\n", a.Generation, a.Number, a.Outcome)
 	}

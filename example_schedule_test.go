@@ -48,9 +48,9 @@ func ExampleClient_Schedule() {
 }
 
 // A schedule defined in the store, as the HTTP API and the CLI define them:
-// every process that registers its type runs it, and DefineSchedule
+// every process that registers its type runs it, and ScheduleDefine
 // returns once this client does. (A virtual clock stands in for the hours.)
-func ExampleClient_DefineSchedule() {
+func ExampleClient_ScheduleDefine() {
 	pings := make(chan string, 4)
 	ping := hopper.Define("ping", func(ctx context.Context, host string) (hopper.None, error) {
 		pings <- host
@@ -62,7 +62,7 @@ func ExampleClient_DefineSchedule() {
 	c := exampleClient(hopper.Config{Clock: clk}, ping)
 	defer c.Stop(ctx)
 
-	err := c.DefineSchedule(ctx, hopper.StoredSchedule{
+	err := c.ScheduleDefine(ctx, hopper.StoredSchedule{
 		Name:  "hourly-ping",
 		Cron:  "@hourly",
 		Type:  "ping",
@@ -73,7 +73,7 @@ func ExampleClient_DefineSchedule() {
 	}
 	clk.AdvanceTo(time.Date(2030, 1, 1, 11, 0, 0, 0, time.UTC))
 	fmt.Println("pinged", <-pings)
-	infos, err := c.Schedules(ctx)
+	infos, err := c.ScheduleList(ctx)
 	if err != nil {
 		panic(err)
 	}

@@ -121,7 +121,7 @@ func Example_abort() {
 	h, _ := charge.Enqueue(ctx, c, 5000, nil)
 	_, err := h.Result(ctx)
 	fmt.Println(errors.Is(err, hopper.ErrAborted))
-	row, _ := c.Get(ctx, h.ID())
+	row, _ := c.JobGet(ctx, h.ID())
 	fmt.Println(row.State, row.Attempt)
 	// Output:
 	// true
@@ -148,7 +148,7 @@ func Example_deadline() {
 	// Output: true
 }
 
-// Dead letters stay queryable; Redrive moves them back as fresh jobs once
+// Dead letters stay queryable; JobRedrive moves them back as fresh jobs once
 // the cause is fixed.
 func Example_redrive() {
 	downstreamUp := false
@@ -167,11 +167,11 @@ func Example_redrive() {
 	_, err := h.Result(ctx)
 	fmt.Println("first run:", err != nil)
 
-	dead, _ := c.List(ctx, &hopper.ListParams{States: []hopper.JobState{hopper.StateDead}})
+	dead, _ := c.JobList(ctx, &hopper.ListParams{States: []hopper.JobState{hopper.StateDead}})
 	fmt.Println("dead letters:", len(dead.Jobs))
 
 	downstreamUp = true
-	n, _ := c.Redrive(ctx, &hopper.RedriveParams{Type: "sync"})
+	n, _ := c.JobRedrive(ctx, &hopper.RedriveParams{Type: "sync"})
 	fmt.Println("redriven:", n)
 	attempt, err := h.Result(ctx)
 	fmt.Println("after redrive: attempt", attempt, err)
@@ -270,7 +270,7 @@ func ExampleJobContext_HeartbeatMessage() {
 
 	h, _ := importer.Enqueue(ctx, c, files, nil)
 	n, _ := h.Result(ctx)
-	attempts, _ := c.Attempts(ctx, h.ID())
+	attempts, _ := c.JobAttempts(ctx, h.ID())
 	fmt.Println("imported", n)
 	for _, hb := range attempts[0].Heartbeats {
 		fmt.Println(hb.Message)

@@ -25,7 +25,7 @@ func waitUntil(cond func() bool) {
 
 // runStatus returns a run's status, or "" when it cannot be read.
 func runStatus(c *hopper.Client, id string) hopper.RunStatus {
-	info, err := c.GetRun(context.Background(), id)
+	info, err := c.RunGet(context.Background(), id)
 	if err != nil {
 		return ""
 	}
@@ -129,9 +129,9 @@ func ExampleWorkflowContext_Sleep() {
 }
 
 // A hook waits durably for a payload from outside: a person, another
-// system, a webhook. Client.ResumeHook (or POST /v1/hooks/{token}) delivers
+// system, a webhook. Client.HookResume (or POST /v1/hooks/{token}) delivers
 // it, once.
-func ExampleClient_ResumeHook() {
+func ExampleClient_HookResume() {
 	type Approval struct {
 		Approved bool   `json:"approved"`
 		By       string `json:"by"`
@@ -164,7 +164,7 @@ func ExampleClient_ResumeHook() {
 	// The token, as the run published it on its stream.
 	var token string
 	waitUntil(func() bool {
-		chunks, err := c.ReadStream(ctx, run.ID(), 0, 1)
+		chunks, err := c.StreamRead(ctx, run.ID(), 0, 1)
 		if err != nil || len(chunks) == 0 {
 			return false
 		}
@@ -174,12 +174,12 @@ func ExampleClient_ResumeHook() {
 		return true
 	})
 
-	err := c.ResumeHook(ctx, token, json.RawMessage(`{"approved":true,"by":"grace"}`))
+	err := c.HookResume(ctx, token, json.RawMessage(`{"approved":true,"by":"grace"}`))
 	fmt.Println(err)
 	fmt.Println(run.Result(ctx))
 
 	// A hook is resumed once.
-	err = c.ResumeHook(ctx, token, json.RawMessage(`{"approved":false}`))
+	err = c.HookResume(ctx, token, json.RawMessage(`{"approved":false}`))
 	fmt.Println(errors.Is(err, hopper.ErrStateConflict))
 	// Output:
 	// <nil>
@@ -264,7 +264,7 @@ func ExampleWorkflowContext_Compensate() {
 	if errors.As(err, &re) {
 		fmt.Println("status:", re.Status)
 	}
-	info, _ := c.GetRun(ctx, run.ID())
+	info, _ := c.RunGet(ctx, run.ID())
 	for _, comp := range info.Compensations {
 		fmt.Println("compensation", comp.Name, "executed:", comp.Executed)
 	}
@@ -309,7 +309,7 @@ func ExampleFailureStrategy() {
 
 	run, _ := order.Start(ctx, c, "o-1", &hopper.StartOpts{ID: "order-o-1"})
 	fmt.Println(run.Result(ctx))
-	info, _ := c.GetRun(ctx, run.ID())
+	info, _ := c.RunGet(ctx, run.ID())
 	for _, comp := range info.Compensations {
 		fmt.Println("attempt", comp.Attempt, comp.Name, "executed:", comp.Executed)
 	}
@@ -357,8 +357,8 @@ func ExampleChild() {
 
 	run, _ := sumOfSquares.Start(ctx, c, []int{1, 2, 3}, nil)
 	fmt.Println(run.Result(ctx))
-	children, _ := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: run.ID()})
-	fmt.Println(len(children), "children")
+	children, _ := c.RunList(ctx, &hopper.RunQuery{ParentID: run.ID()})
+	fmt.Println(len(children.Runs), "children")
 
 	run, _ = sumOfSquares.Start(ctx, c, []int{4, -1}, nil)
 	fmt.Println(run.Result(ctx))
@@ -385,15 +385,15 @@ func ExampleActivity() {
 
 	run, _ := publish.Start(ctx, c, 640, nil)
 	fmt.Println(run.Result(ctx))
-	info, _ := c.GetRun(ctx, run.ID())
+	info, _ := c.RunGet(ctx, run.ID())
 	fmt.Println(info.Steps[0].Kind, info.Steps[0].Name, string(info.Steps[0].Output))
 	// Output:
 	// image-640px.png <nil>
 	// activity resize "image-640px.png"
 }
 
-// GetRun shows a run with its status, output, steps and history.
-func ExampleClient_GetRun() {
+// RunGet shows a run with its status, output, steps and history.
+func ExampleClient_RunGet() {
 	wf := hopper.Workflow("report", func(wf hopper.WorkflowContext, _ hopper.None) (int, error) {
 		rows, err := hopper.Step(wf, "query", func(ctx context.Context) (int, error) { return 1200, nil }, nil)
 		if err != nil {
@@ -407,10 +407,10 @@ func ExampleClient_GetRun() {
 	defer c.Stop(ctx)
 
 	run, _ := wf.Start(ctx, c, hopper.None{}, nil)
-	if _, err := c.WaitRun(ctx, run.ID()); err != nil {
+	if _, err := c.RunWait(ctx, run.ID()); err != nil {
 		panic(err)
 	}
-	info, _ := c.GetRun(ctx, run.ID())
+	info, _ := c.RunGet(ctx, run.ID())
 	fmt.Println(info.Workflow, info.Status, string(info.Output), info.CodeVersion)
 	for _, s := range info.Steps {
 		fmt.Println("step", s.Name, string(s.Output))
@@ -448,9 +448,9 @@ func ExampleWorkflowType_Start() {
 	// invoice for 2030-01 <nil>
 }
 
-// CancelRun stops a run: the compensations it registered run, its children
+// RunCancel stops a run: the compensations it registered run, its children
 // are cancelled and its waiters get an error matching ErrCancelled.
-func ExampleClient_CancelRun() {
+func ExampleClient_RunCancel() {
 	trial := hopper.Workflow("trial", func(wf hopper.WorkflowContext, user string) (string, error) {
 		if _, err := hopper.Step(wf, "grant", func(ctx context.Context) (bool, error) { return true, nil }, nil); err != nil {
 			return "", err
@@ -471,7 +471,7 @@ func ExampleClient_CancelRun() {
 
 	run, _ := trial.Start(ctx, c, "ada", nil)
 	waitUntil(func() bool { return runStatus(c, run.ID()) == hopper.RunWaiting })
-	if err := c.CancelRun(ctx, run.ID()); err != nil {
+	if err := c.RunCancel(ctx, run.ID()); err != nil {
 		panic(err)
 	}
 	_, err := run.Result(ctx)
@@ -523,7 +523,7 @@ func ExampleWorkflowContext_Patch() {
 	// charged, receipt sent: true <nil>
 }
 
-// A run's stream carries progress to readers (ReadStream, or
+// A run's stream carries progress to readers (StreamRead, or
 // GET /v1/runs/{id}/stream as Server-Sent Events); each chunk is written
 // once, however often the run replays.
 func ExampleStream_Write() {
@@ -545,7 +545,7 @@ func ExampleStream_Write() {
 
 	run, _ := wf.Start(ctx, c, []string{"a.csv", "b.csv"}, nil)
 	_, _ = run.Result(ctx)
-	chunks, _ := c.ReadStream(ctx, run.ID(), 0, 100)
+	chunks, _ := c.StreamRead(ctx, run.ID(), 0, 100)
 	for _, ch := range chunks {
 		fmt.Println(ch.Offset, string(ch.Data))
 	}

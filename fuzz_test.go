@@ -88,7 +88,7 @@ func FuzzEnqueueName(f *testing.F) {
 			}
 			return
 		}
-		row, err := c.Get(ctx, h.ID())
+		row, err := c.JobGet(ctx, h.ID())
 		if err != nil {
 			t.Fatal(err)
 		}

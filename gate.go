@@ -15,16 +15,14 @@ import (
 // Condition says when a gate fires. Done means any terminal state
 // (succeeded, dead, expired, cancelled); success means succeeded; a job
 // that is missing or not terminal — stuck included — is not done. The zero
-// Condition is AllSuccess.
+// Condition is AllSuccess().
 type Condition = hoppertype.GateCondition
 
-// Gate conditions.
-var (
-	// AllSuccess fires when every watched job succeeded (the default).
-	AllSuccess = Condition{Kind: hoppertype.GateAllSuccess}
-	// AllDone fires when every watched job is terminal, however it ended.
-	AllDone = Condition{Kind: hoppertype.GateAllDone}
-)
+// AllSuccess fires when every watched job succeeded (the default).
+func AllSuccess() Condition { return Condition{Kind: hoppertype.GateAllSuccess} }
+
+// AllDone fires when every watched job is terminal, however it ended.
+func AllDone() Condition { return Condition{Kind: hoppertype.GateAllDone} }
 
 // CountDone fires when at least n watched jobs are terminal.
 func CountDone(n int) Condition {
@@ -111,7 +109,7 @@ func Gate(on []string, next []*JobSpec, cond Condition, timeout time.Duration) *
 	s := &JobSpec{t: gateType.core(), gate: &gateSpec{on: slices.Clone(on), next: slices.Clone(next), cond: cond, timeout: timeout}}
 	switch {
 	case cond.Validate() != nil:
-		s.err = fmt.Errorf("%w: gate: %v", ErrInvalidInput, cond.Validate())
+		s.err = fmt.Errorf("%w: gate: %w", ErrInvalidInput, cond.Validate())
 	case timeout < 0:
 		s.err = fmt.Errorf("%w: gate: negative timeout %v", ErrInvalidInput, timeout)
 	case len(next) == 0:
@@ -150,7 +148,7 @@ func (c *Client) buildGateRow(s *JobSpec, now time.Time) (*hoppertype.JobRow, er
 	}
 	input, err := json.Marshal(in)
 	if err != nil {
-		return nil, fmt.Errorf("%w: gate: %v", ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: gate: %w", ErrInvalidInput, err)
 	}
 	if len(input) > c.cfg.MaxPayloadBytes {
 		return nil, c.tooLarge("gate", len(input))

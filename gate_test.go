@@ -32,16 +32,16 @@ func TestConditionMet(t *testing.T) {
 		states []hopper.JobState
 		want   bool
 	}{
-		{"all-done: every terminal state is done", hopper.AllDone, []hopper.JobState{ok, dead, exp, canc}, true},
-		{"all-success: a dead job fails it", hopper.AllSuccess, []hopper.JobState{ok, dead}, false},
-		{"all-success: all succeeded", hopper.AllSuccess, []hopper.JobState{ok, ok}, true},
+		{"all-done: every terminal state is done", hopper.AllDone(), []hopper.JobState{ok, dead, exp, canc}, true},
+		{"all-success: a dead job fails it", hopper.AllSuccess(), []hopper.JobState{ok, dead}, false},
+		{"all-success: all succeeded", hopper.AllSuccess(), []hopper.JobState{ok, ok}, true},
 		{"zero condition is all-success", hopper.Condition{}, []hopper.JobState{ok, dead}, false},
 		{"count 2 of done counts failures", hopper.CountDone(2), []hopper.JobState{ok, dead, none}, true},
 		{"count 2 of success", hopper.CountSuccess(2), []hopper.JobState{ok, dead}, false},
-		{"a missing job is not done", hopper.AllDone, []hopper.JobState{ok, none}, false},
-		{"a stuck job is not done", hopper.AllDone, []hopper.JobState{ok, stk}, false},
+		{"a missing job is not done", hopper.AllDone(), []hopper.JobState{ok, none}, false},
+		{"a stuck job is not done", hopper.AllDone(), []hopper.JobState{ok, stk}, false},
 		{"a running job is not done", hopper.CountDone(1), []hopper.JobState{run}, false},
-		{"all-success of nothing holds", hopper.AllSuccess, nil, true},
+		{"all-success of nothing holds", hopper.AllSuccess(), nil, true},
 		{"count 0 holds at once", hopper.CountDone(0), []hopper.JobState{run}, true},
 	}
 	for _, c := range cases {
@@ -96,7 +96,7 @@ func testGateStandalone(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 
 	a, b := f.step.Job("a", nil), f.step.Job("b", nil)
 	final := f.step.Job("final", nil)
-	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{final}, hopper.AllSuccess, 0)
+	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{final}, hopper.AllSuccess(), 0)
 	hs, err := c.EnqueueMany(ctx, gate, a, b)
 	require.NoError(t, err)
 	g, err := hs[0].Group(ctx)
@@ -106,18 +106,18 @@ func testGateStandalone(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	require.NoError(t, g.Decode(&v))
 	require.Equal(t, "final!", v)
 
-	row, err := c.Get(ctx, final.ID())
+	row, err := c.JobGet(ctx, final.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, row.State)
 	require.ElementsMatch(t, []string{a.ID(), b.ID()}, row.Dependents, "a job queued by a gate sees the ids it waited on")
 	require.Equal(t, gate.ID(), row.ParentID)
 	require.Equal(t, gate.ID(), row.GroupID)
-	gateRow, err := c.Get(ctx, gate.ID())
+	gateRow, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, gateRow.State)
 	require.Equal(t, 1, f.count("final"), "the gate fired once")
 	for _, n := range []string{"a", "b"} {
-		j, err := c.Get(ctx, map[string]string{"a": a.ID(), "b": b.ID()}[n])
+		j, err := c.JobGet(ctx, map[string]string{"a": a.ID(), "b": b.ID()}[n])
 		require.NoError(t, err)
 		require.True(t, j.EndedAt.Before(row.StartedAt) || j.EndedAt.Equal(row.StartedAt), "%s ended before final started", n)
 	}
@@ -142,8 +142,8 @@ func testGateThenChain(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 				return hopper.None{}, err
 			}
 		}
-		jc.Then(hopper.AllSuccess, record.Job("second", nil)).
-			Then(hopper.AllDone, record.Job("third", nil), record.Job("third", nil))
+		jc.Then(hopper.AllSuccess(), record.Job("second", nil)).
+			Then(hopper.AllDone(), record.Job("third", nil), record.Job("third", nil))
 		return hopper.None{}, nil
 	}, nil)
 	c := newClient(t, hopper.Config{Driver: newDriver(t)})
@@ -160,7 +160,7 @@ func testGateThenChain(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.Equal(t, []string{"child", "child", "child", "child", "second", "third", "third"}, order,
 		"each link runs after the previous link's jobs")
 
-	page, err := c.List(ctx, &hopper.ListParams{Types: []string{"then-record"}})
+	page, err := c.JobList(ctx, &hopper.ListParams{Types: []string{"then-record"}})
 	require.NoError(t, err)
 	for _, j := range page.Jobs {
 		require.Equal(t, h.GroupID(), j.GroupID, "every link joins the root's group")
@@ -186,7 +186,7 @@ func testGateFailedBlocker(t *testing.T, newDriver func(*testing.T) driver.Drive
 	ctx := testCtx(t)
 
 	a, b, final := f.step.Job("a", nil), f.step.Job("b", nil), f.step.Job("final", nil)
-	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{final}, hopper.AllSuccess, 0)
+	gate := hopper.Gate([]string{a.ID(), b.ID()}, []*hopper.JobSpec{final}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, a, b, gate)
 	require.NoError(t, err)
 
@@ -195,7 +195,7 @@ func testGateFailedBlocker(t *testing.T, newDriver func(*testing.T) driver.Drive
 	require.NotNil(t, ev.Stuck)
 	require.Equal(t, hopper.StuckFailedBlocker, ev.Stuck.Cause)
 	require.Equal(t, []string{a.ID()}, ev.Stuck.BlockerIDs)
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateStuck, row.State)
 	require.NotNil(t, row.Stuck)
@@ -205,11 +205,11 @@ func testGateFailedBlocker(t *testing.T, newDriver func(*testing.T) driver.Drive
 
 	// Redriving the failed blocker lets the gate wait again; it fires once
 	// the blocker succeeds.
-	_, err = c.Retry(ctx, a.ID())
+	_, err = c.JobRetry(ctx, a.ID())
 	require.NoError(t, err)
 	waitJobState(t, c, final.ID(), hopper.StateSucceeded)
 	require.Equal(t, 1, f.count("final"))
-	row, err = c.Get(ctx, gate.ID())
+	row, err = c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, row.State)
 	require.Nil(t, row.Stuck)
@@ -225,8 +225,8 @@ func testGateCycle(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 
 	// x waits on y's job, which waits on x's job: neither can fire.
 	xJob, yJob := f.step.Job("x", nil), f.step.Job("y", nil)
-	x := hopper.Gate([]string{yJob.ID()}, []*hopper.JobSpec{xJob}, hopper.AllSuccess, 0)
-	y := hopper.Gate([]string{xJob.ID()}, []*hopper.JobSpec{yJob}, hopper.AllSuccess, 0)
+	x := hopper.Gate([]string{yJob.ID()}, []*hopper.JobSpec{xJob}, hopper.AllSuccess(), 0)
+	y := hopper.Gate([]string{xJob.ID()}, []*hopper.JobSpec{yJob}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, x)
 	require.NoError(t, err)
 	_, err = c.EnqueueMany(ctx, y)
@@ -238,7 +238,7 @@ func testGateCycle(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	}
 	// A gate on itself, directly.
 	self := f.step.Job("self", nil)
-	z := hopper.Gate([]string{self.ID()}, []*hopper.JobSpec{self}, hopper.AllDone, 0)
+	z := hopper.Gate([]string{self.ID()}, []*hopper.JobSpec{self}, hopper.AllDone(), 0)
 	_, err = c.EnqueueMany(ctx, z)
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.StuckCycle, waitJobState(t, c, z.ID(), hopper.StateStuck).Stuck.Cause)
@@ -250,7 +250,7 @@ func waitJobState(t *testing.T, c *hopper.Client, id string, s hopper.JobState) 
 	t.Helper()
 	ctx := testCtx(t)
 	for {
-		row, err := c.Get(ctx, id)
+		row, err := c.JobGet(ctx, id)
 		if err == nil && row.State == s {
 			return row
 		}
@@ -272,10 +272,10 @@ func testGateTimeout(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	ctx := testCtx(t)
 
 	after := f.step.Job("after", nil)
-	gate := hopper.Gate([]string{"never-enqueued"}, []*hopper.JobSpec{after}, hopper.AllSuccess, 30*time.Second)
+	gate := hopper.Gate([]string{"never-enqueued"}, []*hopper.JobSpec{after}, hopper.AllSuccess(), 30*time.Second)
 	hs, err := c.EnqueueMany(ctx, gate)
 	require.NoError(t, err)
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, clk.Now().Add(30*time.Second), row.Deadline)
 	require.Equal(t, row.Deadline, row.RunAt, "a gate with a timeout shorter than the recheck waits for its deadline")
@@ -286,7 +286,7 @@ func testGateTimeout(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	_, err = hs[0].Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrExpired)
 	require.Equal(t, 0, f.count("after"))
-	_, err = c.Get(ctx, after.ID())
+	_, err = c.JobGet(ctx, after.ID())
 	require.ErrorIs(t, err, hopper.ErrNotFound, "the gate's jobs never exist")
 }
 
@@ -301,18 +301,18 @@ func testGateRecheckIsASafetyNet(t *testing.T, newDriver func(*testing.T) driver
 	require.NoError(t, c.Register(f.step))
 	ctx := testCtx(t)
 	a := f.step.Job("a", nil)
-	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{f.step.Job("final", nil)}, hopper.AllSuccess, 0)
+	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{f.step.Job("final", nil)}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, gate)
 	require.NoError(t, err)
 	// The gate rechecks on its own each minute, and waits again.
 	for range 3 {
 		clk.Advance(time.Minute)
 		waitFor(t, func() bool {
-			row, err := c.Get(ctx, gate.ID())
+			row, err := c.JobGet(ctx, gate.ID())
 			return err == nil && row.State == hopper.StateScheduled && row.RunAt.After(clk.Now())
 		})
 	}
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, 0, row.Attempt, "waiting uses no attempts")
 	// The blocker arrives later and succeeds: the gate fires without a clock move.
@@ -343,17 +343,17 @@ func TestGateBadInput(t *testing.T) {
 	for name, g := range map[string]*hopper.JobSpec{
 		"unknown condition": hopper.Gate([]string{"x"}, []*hopper.JobSpec{a}, hopper.Condition{Kind: "most"}, 0),
 		"negative count":    hopper.Gate([]string{"x"}, []*hopper.JobSpec{a}, hopper.CountDone(-1), 0),
-		"negative timeout":  hopper.Gate([]string{"x"}, []*hopper.JobSpec{a}, hopper.AllDone, -time.Second),
-		"nothing to queue":  hopper.Gate([]string{"x"}, nil, hopper.AllDone, 0),
-		"empty id":          hopper.Gate([]string{""}, []*hopper.JobSpec{a}, hopper.AllDone, 0),
-		"bad queued job":    hopper.Gate([]string{"x"}, []*hopper.JobSpec{f.step.Job("b", &hopper.InsertOpts{Delay: -1})}, hopper.AllDone, 0),
+		"negative timeout":  hopper.Gate([]string{"x"}, []*hopper.JobSpec{a}, hopper.AllDone(), -time.Second),
+		"nothing to queue":  hopper.Gate([]string{"x"}, nil, hopper.AllDone(), 0),
+		"empty id":          hopper.Gate([]string{""}, []*hopper.JobSpec{a}, hopper.AllDone(), 0),
+		"bad queued job":    hopper.Gate([]string{"x"}, []*hopper.JobSpec{f.step.Job("b", &hopper.InsertOpts{Delay: -1})}, hopper.AllDone(), 0),
 	} {
 		_, err := c.EnqueueMany(ctx, a, g)
 		require.ErrorIs(t, err, hopper.ErrInvalidInput, name)
-		_, err = c.Get(ctx, a.ID())
+		_, err = c.JobGet(ctx, a.ID())
 		require.ErrorIs(t, err, hopper.ErrNotFound, "%s: nothing is written", name)
 	}
-	_, err := c.EnqueueMany(ctx, hopper.Gate([]string{"x"}, []*hopper.JobSpec{a}, hopper.AllDone, 0), hopper.Gate([]string{"y"}, []*hopper.JobSpec{a}, hopper.AllDone, 0))
+	_, err := c.EnqueueMany(ctx, hopper.Gate([]string{"x"}, []*hopper.JobSpec{a}, hopper.AllDone(), 0), hopper.Gate([]string{"y"}, []*hopper.JobSpec{a}, hopper.AllDone(), 0))
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID, "two gates cannot queue one job")
 }
 
@@ -379,7 +379,7 @@ func testGateFiresOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 		on = append(on, s.ID())
 	}
 	final := f.step.Job("final", nil)
-	gate := hopper.Gate(on, []*hopper.JobSpec{final}, hopper.AllDone, 0)
+	gate := hopper.Gate(on, []*hopper.JobSpec{final}, hopper.AllDone(), 0)
 	hs, err := c1.EnqueueMany(ctx, append([]*hopper.JobSpec{gate}, specs...)...)
 	require.NoError(t, err)
 	_, err = hopper.HandleFor(c2, f.step, hs[0].ID()).Group(ctx)
@@ -410,7 +410,7 @@ func testGateRecheckRepairs(t *testing.T, newDriver func(*testing.T) driver.Driv
 	require.NoError(t, c.Register(f.step))
 	ctx := testCtx(t)
 	final := f.step.Job("final", nil)
-	gate := hopper.Gate([]string{"done-elsewhere"}, []*hopper.JobSpec{final}, hopper.AllSuccess, 0)
+	gate := hopper.Gate([]string{"done-elsewhere"}, []*hopper.JobSpec{final}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, gate)
 	require.NoError(t, err)
 	now := clk.Now()
@@ -419,12 +419,12 @@ func testGateRecheckRepairs(t *testing.T, newDriver func(*testing.T) driver.Driv
 		Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now, EndedAt: now,
 	}}})
 	require.NoError(t, err)
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateScheduled, row.State, "no transition told the gate")
 	eventually(t, "the recheck fires the gate", func() bool {
 		clk.Advance(time.Minute)
-		row, err := c.Get(ctx, gate.ID())
+		row, err := c.JobGet(ctx, gate.ID())
 		return err == nil && row.State == hopper.StateSucceeded
 	})
 	waitJobState(t, c, final.ID(), hopper.StateSucceeded)

@@ -36,7 +36,7 @@ func (h *Handle[O]) ID() string { return h.id }
 
 // State returns the job's state as the insert left it: pending or
 // scheduled, or for a deduplicated insert the existing job's state then.
-// It is empty for a handle made by HandleFor. Get reads the state now.
+// It is empty for a handle made by HandleFor. Client.JobGet reads the state now.
 func (h *Handle[O]) State() JobState { return h.state }
 
 // GroupID returns the id of the job's fan-out group.
@@ -98,20 +98,20 @@ func (g *GroupValue) Decode(v any) error {
 	return g.codec.Unmarshal(g.Value, v)
 }
 
-// Wait blocks until the job with this id is terminal (or ctx is done) and
+// JobWait blocks until the job with this id is terminal (or ctx is done) and
 // returns it; it works for jobs of any type and any process.
-func (c *Client) Wait(ctx context.Context, id string) (*JobRow, error) {
+func (c *Client) JobWait(ctx context.Context, id string) (*JobRow, error) {
 	return c.waitJob(ctx, id)
 }
 
-// WaitGroup blocks until the fan-out group settles and returns its value.
-func (c *Client) WaitGroup(ctx context.Context, groupID string) (*GroupValue, error) {
+// GroupWait blocks until the fan-out group settles and returns its value.
+func (c *Client) GroupWait(ctx context.Context, groupID string) (*GroupValue, error) {
 	return c.waitGroup(ctx, groupID)
 }
 
-// GroupStatus returns a group's state and value now, without waiting:
+// GroupGet returns a group's state and value now, without waiting:
 // Settled says whether every job in it is terminal.
-func (c *Client) GroupStatus(ctx context.Context, groupID string) (*GroupValue, error) {
+func (c *Client) GroupGet(ctx context.Context, groupID string) (*GroupValue, error) {
 	if err := checkText("group id", groupID); err != nil {
 		return nil, err
 	}

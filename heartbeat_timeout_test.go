@@ -60,7 +60,7 @@ func TestHeartbeatTimeout(t *testing.T) {
 	require.NoError(t, err, "12 s past its start, but never 10 s without a heartbeat")
 	require.Equal(t, 7, v)
 
-	atts, err := c.Attempts(ctx, h.ID())
+	atts, err := c.JobAttempts(ctx, h.ID())
 	require.NoError(t, err)
 	require.Len(t, atts, 2)
 	require.NotNil(t, atts[0].Error)

@@ -11,7 +11,7 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
-// TestHookRefusesUndecodablePayload: ResumeHook refuses, naming where, a
+// TestHookRefusesUndecodablePayload: HookResume refuses, naming where, a
 // payload that would not decode into the hook's type, in any process (a
 // client that does not run the workflow included), and the hook stays
 // unused; a payload that fits resumes it.
@@ -36,24 +36,24 @@ func testHookRefusesUndecodablePayload(t *testing.T, newDriver func(*testing.T) 
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
 	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Len(t, info.Hooks, 1)
 	token := info.Hooks[0].Token
 
 	for _, cl := range []*hopper.Client{c, outside} {
-		err = cl.ResumeHook(ctx, token, []byte(`{"approved":"yes","by":"ada"}`))
+		err = cl.HookResume(ctx, token, []byte(`{"approved":"yes","by":"ada"}`))
 		require.ErrorIs(t, err, hopper.ErrInvalidInput)
 		var pe *hopper.HookPayloadError
 		require.True(t, errors.As(err, &pe), "%v", err)
 		require.Equal(t, "decision", pe.Hook)
 		require.Contains(t, pe.Reason, ".approved: want true or false")
 	}
-	info, err = c.GetRun(ctx, h.ID())
+	info, err = c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.HookWaiting, info.Hooks[0].State, "the hook is still unused")
 
-	require.NoError(t, outside.ResumeHook(ctx, token, []byte(`{"approved":true,"by":"ada"}`)))
+	require.NoError(t, outside.HookResume(ctx, token, []byte(`{"approved":true,"by":"ada"}`)))
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, approvalPayload{Approved: true, By: "ada"}, out)
@@ -94,7 +94,7 @@ func testHookRequest(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	ctx := testCtx(t)
 	token := func(id string) string {
 		waitRunStatus(t, c, id, hopper.RunWaiting)
-		info, err := c.GetRun(ctx, id)
+		info, err := c.RunGet(ctx, id)
 		require.NoError(t, err)
 		return info.Hooks[0].Token
 	}
@@ -104,14 +104,14 @@ func testHookRequest(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	req := &hopper.HookRequest{Method: "POST",
 		Header: map[string][]string{"X-Signature": {"sha256=abc"}, "Authorization": {"Bearer secret"}, "Cookie": {"s=1"}},
 		Query:  map[string][]string{"order": {"o-7"}}}
-	require.NoError(t, c.ResumeHookRequest(ctx, token(h.ID()), []byte(`{"approved":true}`), req))
+	require.NoError(t, c.HookResumeRequest(ctx, token(h.ID()), []byte(`{"approved":true}`), req))
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, seen{Method: "POST", Signature: "sha256=abc", Query: "o-7"}, out, "no credentials kept")
 
 	h, err = wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	require.NoError(t, c.ResumeHook(ctx, token(h.ID()), []byte(`{"approved":true}`)))
+	require.NoError(t, c.HookResume(ctx, token(h.ID()), []byte(`{"approved":true}`)))
 	out, err = h.Result(ctx)
 	require.NoError(t, err)
 	require.True(t, out.None, "resumed from Go: no request")

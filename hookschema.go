@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// HookPayloadError is ResumeHook's refusal of a payload that would not
+// HookPayloadError is HookResume's refusal of a payload that would not
 // decode into the hook's type; the hook stays unused. It matches
 // ErrInvalidInput.
 type HookPayloadError struct {

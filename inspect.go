@@ -25,7 +25,7 @@ type GateInfo struct {
 	Next []GateNext
 	// Seen is, for each watched job, the terminal state the gate observed
 	// ("" while the job is not terminal or missing), in the order of On.
-	// Only Client.GateInfo fills it, with Total, Done and Succeeded.
+	// Only Client.GateGet fills it, with Total, Done and Succeeded.
 	Seen []JobState
 	// Total is how many distinct jobs it watches; Done how many it saw
 	// terminal; Succeeded how many it saw succeed.
@@ -96,11 +96,11 @@ func ParseGate(row *JobRow) (info *GateInfo, ok bool) {
 	return info, true
 }
 
-// GateInfo returns the gate whose job is id: what it watches, the state it
+// GateGet returns the gate whose job is id: what it watches, the state it
 // observed for each watched job (which outlives the job), and what it
 // queues. ErrNotFound for an unknown id; ErrInvalidInput for a job that is
 // not a gate.
-func (c *Client) GateInfo(ctx context.Context, id string) (*GateInfo, error) {
+func (c *Client) GateGet(ctx context.Context, id string) (*GateInfo, error) {
 	row, err := c.store().JobGet(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: gate %s: %w", id, err)

@@ -158,7 +158,7 @@ func testLimitStopHandsWaitingJobsBack(t *testing.T, newDriver func(*testing.T) 
 	// Stop hands the waiting job back before it waits for the running one.
 	waitFor(t, func() bool {
 		for _, h := range hs {
-			if row, err := c.Get(ctx, h.ID()); err == nil && row.State == hopper.StatePending {
+			if row, err := c.JobGet(ctx, h.ID()); err == nil && row.State == hopper.StatePending {
 				return true
 			}
 		}
@@ -169,7 +169,7 @@ func testLimitStopHandsWaitingJobsBack(t *testing.T, newDriver func(*testing.T) 
 	require.Equal(t, int32(1), ran.Load(), "the waiting job never ran")
 	var waiting *hopper.JobRow
 	for _, h := range hs {
-		row, err := c.Get(ctx, h.ID())
+		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
 		if row.State != hopper.StateSucceeded {
 			waiting = row
@@ -233,7 +233,7 @@ func testConcurrencyKey(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	defer mu.Unlock()
 	require.LessOrEqual(t, peak["a"], 2, "customer a: at most 2 at once across both clients")
 	require.Equal(t, 1, peak["b"], "customer b: one at a time")
-	row, err := c1.Get(ctx, hs[0].ID())
+	row, err := c1.JobGet(ctx, hs[0].ID())
 	require.NoError(t, err)
 	require.Equal(t, "customer:a", row.ConcurrencyKey)
 	require.Equal(t, 1, row.Attempt, "a job held back by its key used no attempt")
@@ -312,7 +312,7 @@ func testLimitCancelWaitingJob(t *testing.T, newDriver func(*testing.T) driver.D
 	if first.Load() == 2 {
 		waiting = hs[0]
 	}
-	_, err = c.Cancel(ctx, waiting.ID())
+	_, err = c.JobCancel(ctx, waiting.ID())
 	require.NoError(t, err)
 	_, err = waiting.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)

@@ -53,7 +53,7 @@ func RateLimit(perSecond float64, burst int) *Limit {
 // validate reports a limit that makes no sense.
 func validateLimit(l *Limit) error {
 	if err := l.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidInput, err)
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/hopper-go/hopper/driver"
 )
 
-// PauseOpts are the options of PauseQueue and PauseSchedule. A nil
+// PauseOpts are the options of QueuePause and SchedulePause. A nil
 // *PauseOpts is the default.
 type PauseOpts struct {
 	// Create pauses a name nothing has used yet, ahead of its first job or
@@ -20,8 +20,8 @@ type PauseOpts struct {
 	Create bool
 }
 
-// UnknownNameError is returned by PauseQueue, ResumeQueue, PauseSchedule
-// and ResumeSchedule for a name nothing has used yet: a queue no job,
+// UnknownNameError is returned by QueuePause, QueueResume, SchedulePause
+// and ScheduleResume for a name nothing has used yet: a queue no job,
 // worker or earlier pause has named, a schedule neither the store nor the
 // client knows. It wraps ErrNotFound.
 type UnknownNameError struct {
@@ -44,7 +44,7 @@ func (e *UnknownNameError) Error() string {
 // Unwrap returns ErrNotFound.
 func (e *UnknownNameError) Unwrap() error { return ErrNotFound }
 
-// UnknownTargetError is returned by CheckScheduleTarget for a job type or
+// UnknownTargetError is returned by ScheduleCheckTarget for a job type or
 // workflow that no worker registers. It wraps ErrUnknownType.
 type UnknownTargetError struct {
 	// Name is the job type, or the workflow when Workflow is set.
@@ -96,14 +96,14 @@ func (c *Client) Registered(ctx context.Context) (types, workflows []string, err
 	return slices.Compact(types), slices.Compact(workflows), nil
 }
 
-// CheckScheduleTarget returns an *UnknownTargetError when no worker
-// (Registered) registers the job type or workflow s runs. DefineSchedule
+// ScheduleCheckTarget returns an *UnknownTargetError when no worker
+// (Registered) registers the job type or workflow s runs. ScheduleDefine
 // does not check, so that a schedule can be defined ahead of the deploy
 // that runs it; the HTTP API and the command line check first unless told
 // to force it, so that a typo does not define a schedule nothing runs.
-func (c *Client) CheckScheduleTarget(ctx context.Context, s StoredSchedule) error {
+func (c *Client) ScheduleCheckTarget(ctx context.Context, s StoredSchedule) error {
 	if s.Type == "" && s.Workflow == "" {
-		return nil // DefineSchedule says what is missing
+		return nil // ScheduleDefine says what is missing
 	}
 	types, workflows, err := c.Registered(ctx)
 	if err != nil {

@@ -31,42 +31,42 @@ func testPauseRefusesUnknownNames(t *testing.T, newDriver func(*testing.T) drive
 	admin, err := hopper.New(hopper.Config{Driver: d})
 	require.NoError(t, err)
 
-	err = admin.PauseQueue(ctx, "nosuch", nil)
+	err = admin.QueuePause(ctx, "nosuch", nil)
 	require.ErrorIs(t, err, hopper.ErrNotFound)
 	var unknown *hopper.UnknownNameError
 	require.ErrorAs(t, err, &unknown)
 	require.Equal(t, "queue", unknown.Kind)
 	require.Contains(t, unknown.Known, "reports", "the error lists the queues in use")
 	require.Contains(t, err.Error(), `"nosuch"`)
-	require.ErrorIs(t, admin.ResumeQueue(ctx, "nosuch"), hopper.ErrNotFound)
-	qs, err := admin.Queues(ctx)
+	require.ErrorIs(t, admin.QueueResume(ctx, "nosuch"), hopper.ErrNotFound)
+	qs, err := admin.QueueList(ctx)
 	require.NoError(t, err)
 	for _, q := range qs {
 		require.NotEqual(t, "nosuch", q.Name, "a refused pause stores nothing")
 	}
 
-	require.NoError(t, admin.PauseQueue(ctx, "reports", nil), "a worker serves it")
-	require.NoError(t, admin.ResumeQueue(ctx, "reports"))
-	require.NoError(t, admin.PauseQueue(ctx, hopper.DefaultQueue, nil), "the default queue")
-	require.NoError(t, admin.ResumeQueue(ctx, hopper.DefaultQueue))
+	require.NoError(t, admin.QueuePause(ctx, "reports", nil), "a worker serves it")
+	require.NoError(t, admin.QueueResume(ctx, "reports"))
+	require.NoError(t, admin.QueuePause(ctx, hopper.DefaultQueue, nil), "the default queue")
+	require.NoError(t, admin.QueueResume(ctx, hopper.DefaultQueue))
 	_, err = add.Enqueue(ctx, admin, addIn{A: 1}, &hopper.InsertOpts{Queue: "emails", Delay: 1 << 40})
 	require.NoError(t, err)
-	require.NoError(t, admin.PauseQueue(ctx, "emails", nil), "a job names it")
-	require.NoError(t, admin.PauseQueue(ctx, "later", &hopper.PauseOpts{Create: true}), "created ahead of its first job")
-	require.NoError(t, admin.ResumeQueue(ctx, "later"), "its stored state names it now")
+	require.NoError(t, admin.QueuePause(ctx, "emails", nil), "a job names it")
+	require.NoError(t, admin.QueuePause(ctx, "later", &hopper.PauseOpts{Create: true}), "created ahead of its first job")
+	require.NoError(t, admin.QueueResume(ctx, "later"), "its stored state names it now")
 
-	err = admin.PauseSchedule(ctx, "typo", nil)
+	err = admin.SchedulePause(ctx, "typo", nil)
 	require.ErrorIs(t, err, hopper.ErrNotFound)
 	require.ErrorAs(t, err, &unknown)
 	require.Equal(t, "schedule", unknown.Kind)
-	require.ErrorIs(t, admin.ResumeSchedule(ctx, "typo"), hopper.ErrNotFound)
-	infos, err := admin.Schedules(ctx)
+	require.ErrorIs(t, admin.ScheduleResume(ctx, "typo"), hopper.ErrNotFound)
+	infos, err := admin.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Empty(t, infos, "a refused pause stores nothing")
-	require.NoError(t, admin.PauseSchedule(ctx, "nightly", &hopper.PauseOpts{Create: true}))
-	require.NoError(t, admin.ResumeSchedule(ctx, "nightly"))
-	require.NoError(t, admin.PauseSchedule(ctx, "nightly", nil), "the store keeps it now")
-	err = admin.PauseSchedule(ctx, "nightlt", nil)
+	require.NoError(t, admin.SchedulePause(ctx, "nightly", &hopper.PauseOpts{Create: true}))
+	require.NoError(t, admin.ScheduleResume(ctx, "nightly"))
+	require.NoError(t, admin.SchedulePause(ctx, "nightly", nil), "the store keeps it now")
+	err = admin.SchedulePause(ctx, "nightlt", nil)
 	require.ErrorAs(t, err, &unknown)
 	require.Equal(t, []string{"nightly"}, unknown.Known, "the error lists the schedules known")
 }
@@ -92,20 +92,20 @@ func TestCheckScheduleTarget(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"add"}, types)
 	require.Empty(t, workflows)
-	require.NoError(t, admin.CheckScheduleTarget(ctx, hopper.StoredSchedule{Name: "s", Cron: "@daily", Type: "add"}))
-	err = admin.CheckScheduleTarget(ctx, hopper.StoredSchedule{Name: "s", Cron: "@daily", Type: "ad"})
+	require.NoError(t, admin.ScheduleCheckTarget(ctx, hopper.StoredSchedule{Name: "s", Cron: "@daily", Type: "add"}))
+	err = admin.ScheduleCheckTarget(ctx, hopper.StoredSchedule{Name: "s", Cron: "@daily", Type: "ad"})
 	require.ErrorIs(t, err, hopper.ErrUnknownType)
 	var unknown *hopper.UnknownTargetError
 	require.ErrorAs(t, err, &unknown)
 	require.Equal(t, []string{"add"}, unknown.Registered)
 	require.Contains(t, err.Error(), `"ad"`)
 	require.Contains(t, err.Error(), "add", "the message lists the registered types")
-	err = admin.CheckScheduleTarget(ctx, hopper.StoredSchedule{Name: "s", Cron: "@daily", Workflow: "add"})
+	err = admin.ScheduleCheckTarget(ctx, hopper.StoredSchedule{Name: "s", Cron: "@daily", Workflow: "add"})
 	require.ErrorAs(t, err, &unknown)
 	require.True(t, unknown.Workflow, "a job type is not a workflow")
-	require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "@daily", Type: "ad", Input: json.RawMessage(`1`)}),
-		"DefineSchedule itself does not check: a schedule may come before its deploy")
-	require.False(t, errors.Is(admin.CheckScheduleTarget(ctx, hopper.StoredSchedule{}), hopper.ErrUnknownType))
+	require.NoError(t, admin.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "s", Cron: "@daily", Type: "ad", Input: json.RawMessage(`1`)}),
+		"ScheduleDefine itself does not check: a schedule may come before its deploy")
+	require.False(t, errors.Is(admin.ScheduleCheckTarget(ctx, hopper.StoredSchedule{}), hopper.ErrUnknownType))
 }
 
 // TestSchedulesRegisteredElsewhere: a client that does not run a schedule
@@ -130,11 +130,11 @@ func TestSchedulesRegisteredElsewhere(t *testing.T) {
 
 	var seen []hopper.ScheduleInfo
 	eventually(t, "the store keeps the schedule", func() bool {
-		seen, err = admin.Schedules(ctx)
+		seen, err = admin.ScheduleList(ctx)
 		require.NoError(t, err)
 		return len(seen) == 1
 	})
-	own, err := runner.Schedules(ctx)
+	own, err := runner.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.True(t, seen[0].Registered, "a started client runs it")
 	require.Equal(t, 5*time.Minute, seen[0].CatchUp)
@@ -148,13 +148,13 @@ func TestSchedulesRegisteredElsewhere(t *testing.T) {
 	require.NoError(t, err)
 	defer stopLater()
 	eventually(t, "the runner's row reports the new schedule", func() bool {
-		seen, err := admin.Schedules(ctx)
+		seen, err := admin.ScheduleList(ctx)
 		require.NoError(t, err)
 		return len(seen) == 2 && seen[0].Name == "hourly" && seen[0].Registered
 	})
 
 	require.NoError(t, runner.Stop(ctx))
-	seen, err = admin.Schedules(ctx)
+	seen, err = admin.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.False(t, seen[1].Registered, "no started client runs it")
 	require.Zero(t, seen[1].CatchUp)

@@ -176,12 +176,12 @@ func (m *Commit) Enqueue(ctx context.Context, specs ...*JobSpec) error {
 	return nil
 }
 
-// Changes returns up to limit (1 to 1000) changes of the feed after the
+// ChangeList returns up to limit (1 to 1000) changes of the feed after the
 // cursor, in delivery order: changes no transaction can precede any more
 // (see "Change feed" in package driver). Pass the last one's cursor
 // (hoppertype.CursorOf) to read on. It is the feed as a poll; observers
 // are the feed as a push.
-func (c *Client) Changes(ctx context.Context, after ChangeCursor, limit int) ([]*Change, error) {
+func (c *Client) ChangeList(ctx context.Context, after ChangeCursor, limit int) ([]*Change, error) {
 	if limit < 1 || limit > 1000 {
 		return nil, fmt.Errorf("%w: limit %d (use 1 to 1000)", ErrInvalidInput, limit)
 	}
@@ -205,9 +205,9 @@ func (c *Client) ChangeTail(ctx context.Context) (ChangeCursor, error) {
 	return cur, nil
 }
 
-// Observers returns the feed cursors of the AfterCommit observers known to
+// ObserverList returns the feed cursors of the AfterCommit observers known to
 // the store (in any process): name, position, and who delivers them.
-func (c *Client) Observers(ctx context.Context) ([]*driver.CursorRow, error) {
+func (c *Client) ObserverList(ctx context.Context) ([]*driver.CursorRow, error) {
 	rows, err := c.store().CursorList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list observers: %w", err)

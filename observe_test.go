@@ -112,7 +112,7 @@ func testInCommitObserver(t *testing.T, newDriver func(*testing.T) driver.Driver
 	// A vetoed insert stores nothing.
 	_, err = step.Enqueue(ctx, c, "x", &hopper.InsertOpts{ID: "forbidden-1"})
 	require.ErrorIs(t, err, hopper.ErrVetoed)
-	_, err = c.Get(ctx, "forbidden-1")
+	_, err = c.JobGet(ctx, "forbidden-1")
 	require.ErrorIs(t, err, hopper.ErrNotFound, "the vetoed insert rolled back")
 	chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: "forbidden-1", Limit: 10})
 	require.NoError(t, err)
@@ -120,12 +120,12 @@ func testInCommitObserver(t *testing.T, newDriver func(*testing.T) driver.Driver
 
 	// A vetoed cancel leaves the job as it was.
 	paused := "paused-" + t.Name()
-	require.NoError(t, c.PauseQueue(ctx, paused, &hopper.PauseOpts{Create: true}))
+	require.NoError(t, c.QueuePause(ctx, paused, &hopper.PauseOpts{Create: true}))
 	h, err := step.Enqueue(ctx, c, "y", &hopper.InsertOpts{Queue: paused})
 	require.NoError(t, err)
-	_, err = c.Cancel(ctx, h.ID())
+	_, err = c.JobCancel(ctx, h.ID())
 	require.ErrorIs(t, err, hopper.ErrVetoed)
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StatePending, row.State)
 
@@ -182,7 +182,7 @@ func testAfterCommitObserverRetries(t *testing.T, newDriver func(*testing.T) dri
 	require.NoError(t, err)
 	eventually(t, "every change delivered", func() bool { return len(log.of(h.ID())) == 3 })
 	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, log.of(h.ID()), "in order, the failed one again")
-	row, err := c.Get(ctx, h.ID())
+	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, row.State, "a failing observer never rolls a change back")
 	mu.Lock()
@@ -368,7 +368,7 @@ func TestAfterCommitSurvivesKill(t *testing.T) {
 			require.NoError(t, c.Start(t.Context()))
 			defer func() { require.NoError(t, c.Stop(context.Background())) }()
 			eventually(t, "every job done", func() bool {
-				rows, err := c.List(t.Context(), &hopper.ListParams{States: []hopper.JobState{hopper.StateSucceeded}, Limit: 100})
+				rows, err := c.JobList(t.Context(), &hopper.ListParams{States: []hopper.JobState{hopper.StateSucceeded}, Limit: 100})
 				require.NoError(t, err)
 				return len(rows.Jobs) == 20
 			})
@@ -488,7 +488,7 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 	c := newClient(t, hopper.Config{Driver: d})
 	require.NoError(t, c.Register(step))
 	a, next := step.Job("a", nil), step.Job("next", nil)
-	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess, 0)
+	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, a, gate)
 	require.NoError(t, err)
 	waitJobState(t, c, gate.ID(), hopper.StateStuck)
@@ -496,12 +496,12 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 	require.Equal(t, hopper.ChangeGate, stuck.Kind)
 	require.Equal(t, hopper.StuckFailedBlocker, stuck.Stuck.Cause)
 	require.Nil(t, stuck.Stuck.Retryable, "dependency stucks never say retryable")
-	row, err := c.Get(ctx, gate.ID())
+	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateStuck, row.State, "not reopened by the retry observer")
 
 	// Auto-unstick: the blocker, redriven, succeeds; the gate proceeds.
-	_, err = c.Retry(ctx, a.ID())
+	_, err = c.JobRetry(ctx, a.ID())
 	require.NoError(t, err)
 	waitJobState(t, c, next.ID(), hopper.StateSucceeded)
 	waitJobState(t, c, gate.ID(), hopper.StateSucceeded)
@@ -547,7 +547,7 @@ func testInCommitVetoOfAFinish(t *testing.T, newDriver func(*testing.T) driver.D
 	}
 	row := waitJobState(t, c, "veto-me", hopper.StateSucceeded)
 	require.Equal(t, 2, row.Attempt, "the vetoed success never happened: the job ran again")
-	attempts, err := c.Attempts(ctx, "veto-me")
+	attempts, err := c.JobAttempts(ctx, "veto-me")
 	require.NoError(t, err)
 	require.Len(t, attempts, 2)
 	require.Equal(t, hopper.StateRetrying, attempts[0].Outcome, "the first attempt's lease lapsed")
@@ -610,7 +610,7 @@ func testRetryObserverIgnoresStaleStuck(t *testing.T, newDriver func(*testing.T)
 		Stuck: &hoppertype.StuckInfo{Cause: hopper.StuckEngineFailure, Retryable: &yes, ObservedAt: now}}}})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
-	_, err = quiet.Cancel(ctx, h.ID())
+	_, err = quiet.JobCancel(ctx, h.ID())
 	require.NoError(t, err)
 
 	// Now a client with the retry observer comes up and reads the feed.
@@ -629,7 +629,7 @@ func testRetryObserverIgnoresStaleStuck(t *testing.T, newDriver func(*testing.T)
 		}
 		return false
 	})
-	row, err := quiet.Get(ctx, h.ID())
+	row, err := quiet.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateCancelled, row.State, "a late stuck change does not bring a cancelled job back")
 }

@@ -75,7 +75,7 @@ func testOrphanGroupHook(t *testing.T, newDriver func(*testing.T) driver.Driver)
 
 	// The awaited group must not settle before its waiter marks it (it
 	// would be an orphan then): its queue stays paused until the mark.
-	require.NoError(t, c1.PauseQueue(ctx, hopper.DefaultQueue, nil))
+	require.NoError(t, c1.QueuePause(ctx, hopper.DefaultQueue, nil))
 	awaited, err := fan.Enqueue(ctx, c1, fanIn{N: 5}, nil)
 	require.NoError(t, err)
 	waited := make(chan error, 1)
@@ -89,14 +89,14 @@ func testOrphanGroupHook(t *testing.T, newDriver func(*testing.T) driver.Driver)
 	case <-ctx.Done():
 		t.Fatal("the waiter never marked its group")
 	}
-	require.NoError(t, c1.ResumeQueue(ctx, hopper.DefaultQueue))
+	require.NoError(t, c1.QueueResume(ctx, hopper.DefaultQueue))
 	require.NoError(t, <-waited)
 
 	orphan, err := fan.Enqueue(ctx, c1, fanIn{N: 4}, nil)
 	require.NoError(t, err)
 	waitFor(t, func() bool { return len(seen.list()) > 0 })
 	// Give a second report, which must not come, a chance to show up.
-	_, err = c2.WaitGroup(ctx, orphan.GroupID())
+	_, err = c2.GroupWait(ctx, orphan.GroupID())
 	require.NoError(t, err)
 	time.Sleep(50 * time.Millisecond)
 	require.Equal(t, []string{orphan.GroupID()}, seen.list(), "only the group nobody awaited, once")

@@ -54,7 +54,7 @@ func TestRetryPolicyValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) = %v, want ErrInvalidInput", p, err)
 		}
 	}
-	for _, p := range []RetryPolicy{{}, RetryAPI, RetryDatabase, RetryNetwork, {Jitter: NoJitter}, {Attempts: 1}} {
+	for _, p := range []RetryPolicy{{}, RetryAPI(), RetryDatabase(), RetryNetwork(), {Jitter: NoJitter}, {Attempts: 1}} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", p, err)
 		}
@@ -73,6 +73,31 @@ func TestRetryPolicyMergeAndStore(t *testing.T) {
 	}
 	if back := policyFromStored(got); back.Jitter != NoJitter || back.Attempts != 2 {
 		t.Fatalf("policyFromStored = %+v", back)
+	}
+}
+
+// TestRetryDefaultsAreFresh: DefaultRetryPolicy and the presets hand out
+// copies, so a caller that changes one changes neither what the next call
+// returns nor the default the engine fills policies from.
+func TestRetryDefaultsAreFresh(t *testing.T) {
+	t.Parallel()
+	p := DefaultRetryPolicy()
+	p.Attempts, p.Base = 99, time.Hour
+	if got := DefaultRetryPolicy(); got.Attempts != 3 || got.Base != time.Second {
+		t.Fatalf("DefaultRetryPolicy() after a caller changed a copy = %+v", got)
+	}
+	if got := (RetryPolicy{}).resolved(); got != DefaultRetryPolicy() {
+		t.Fatalf("resolved() = %+v, want the default %+v", got, DefaultRetryPolicy())
+	}
+	api := RetryAPI()
+	api.Attempts = 1
+	if RetryAPI().Attempts != 5 {
+		t.Fatal("RetryAPI() returned a changed preset")
+	}
+	c := AllDone()
+	c.Kind = hoppertype.GateAllSuccess
+	if AllDone().Kind != hoppertype.GateAllDone {
+		t.Fatal("AllDone() returned a changed condition")
 	}
 }
 

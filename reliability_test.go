@@ -307,7 +307,7 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 	require.Equal(t, hoppertype.StuckEngineFailure, row.Stuck.Cause)
 	require.True(t, *row.Stuck.Retryable)
 
-	attempts, err := c.Attempts(ctx, h.ID())
+	attempts, err := c.JobAttempts(ctx, h.ID())
 	require.NoError(t, err)
 	require.Len(t, attempts, 4)
 	for i, a := range attempts {
@@ -320,12 +320,12 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 	}
 	require.Equal(t, []hopper.JobState{hopper.StateRetrying, hopper.StateStuck, hopper.StateRetrying, hopper.StateStuck},
 		[]hopper.JobState{attempts[0].Outcome, attempts[1].Outcome, attempts[2].Outcome, attempts[3].Outcome})
-	gens, err := c.Generations(ctx, h.ID())
+	gens, err := c.JobGenerations(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, 2, gens)
 
-	// Help arrives: Retry reopens it as a fresh job.
-	row, err = c.Retry(ctx, h.ID())
+	// Help arrives: JobRetry reopens it as a fresh job.
+	row, err = c.JobRetry(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StatePending, row.State)
 	require.Nil(t, row.Stuck)

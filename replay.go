@@ -13,7 +13,7 @@ import (
 )
 
 // History is one attempt of a workflow run's recorded history in a portable
-// form: Client.History exports it, ReplayHistory checks workflow code
+// form: Client.RunHistory exports it, ReplayHistory checks workflow code
 // against it. Saved as JSON (testdata/histories/*.json is the convention),
 // histories of real runs make replay tests that catch a code change that
 // would break the runs in flight.
@@ -36,9 +36,9 @@ type HistoryEvent struct {
 	At   time.Time       `json:"at"`
 }
 
-// History exports a run's current history: its latest generation (a
+// RunHistory exports a run's current history: its latest generation (a
 // workflow retry starts a new one; a crash does not).
-func (c *Client) History(ctx context.Context, runID string) (*History, error) {
+func (c *Client) RunHistory(ctx context.Context, runID string) (*History, error) {
 	info, attempt, _, err := c.loadRun(ctx, runID)
 	if err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ var ErrHistoryMismatch = errors.New("hopper: history does not belong to this wor
 // ErrNonDeterminism) naming the first event the code diverges from; or
 // another error for a history that cannot be read.
 //
-// Run it in tests over histories exported from real runs (Client.History)
+// Run it in tests over histories exported from real runs (Client.RunHistory)
 // before deploying a change to a workflow with runs in flight.
 func ReplayHistory[I, O any](ctx context.Context, w *WorkflowType[I, O], h *History) error {
 	if h == nil {

@@ -197,14 +197,14 @@ func recordHistories(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
 	}
 	export := func(id, file string) *hopper.History {
-		h, err := c.History(ctx, id)
+		h, err := c.RunHistory(ctx, id)
 		require.NoError(t, err)
 		write(filepath.Join(historiesDir, file), h)
 		return h
 	}
 	resume := func(id string) {
 		token := waitHookToken(t, c, id)
-		require.NoError(t, c.ResumeHook(ctx, token, json.RawMessage(`{"by":"ana"}`)))
+		require.NoError(t, c.HookResume(ctx, token, json.RawMessage(`{"by":"ana"}`)))
 	}
 
 	h, err := replayOrderV1.Start(ctx, c, replayOrder{ID: "o-1"}, &hopper.StartOpts{ID: "order-completed"})
@@ -213,7 +213,7 @@ func recordHistories(t *testing.T) {
 	_, err = h.Result(ctx)
 	require.NoError(t, err)
 	completed := export(h.ID(), "replay-order-completed.json")
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	for _, ev := range info.History {
 		if ev.Kind == "child_started" {
@@ -250,7 +250,7 @@ func waitHookToken(t *testing.T, c *hopper.Client, id string) string {
 	t.Helper()
 	ctx := testCtx(t)
 	for {
-		info, err := c.GetRun(ctx, id)
+		info, err := c.RunGet(ctx, id)
 		require.NoError(t, err)
 		if len(info.Hooks) > 0 && info.Hooks[0].State == hoppertype.HookWaiting && info.Status == hopper.RunWaiting {
 			return info.Hooks[0].Token

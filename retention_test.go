@@ -110,7 +110,7 @@ func testRetention(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.ErrorIs(t, err, hopper.ErrAborted)
 	canc, err := add.Enqueue(ctx, a, addIn{}, &hopper.InsertOpts{Delay: time.Hour})
 	require.NoError(t, err)
-	_, err = a.Cancel(ctx, canc.ID())
+	_, err = a.JobCancel(ctx, canc.ID())
 	require.NoError(t, err)
 	group, err := parent.Enqueue(ctx, a, hopper.None{}, nil)
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func testRetention(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	clk.Advance(3 * time.Minute)
 	_, err = exp.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrExpired)
-	page, err := a.List(ctx, &hopper.ListParams{GroupID: group.ID()})
+	page, err := a.JobList(ctx, &hopper.ListParams{GroupID: group.ID()})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 3, "the parent and its two children")
 	_, err = d.Executor().GroupGet(ctx, group.ID())
@@ -146,7 +146,7 @@ func testRetention(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	}
 	stored := func(id string) bool {
 		t.Helper()
-		_, err := a.Get(ctx, id)
+		_, err := a.JobGet(ctx, id)
 		if errors.Is(err, hopper.ErrNotFound) {
 			return false
 		}
@@ -178,7 +178,7 @@ func testRetention(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	pass(24*time.Hour + 5*time.Minute)
 	require.False(t, stored(succ.ID()), "succeeded: gone after 24 h")
 	require.False(t, stored(group.ID()))
-	page, err = a.List(ctx, &hopper.ListParams{GroupID: group.ID()})
+	page, err = a.JobList(ctx, &hopper.ListParams{GroupID: group.ID()})
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs, "the group's children went with it")
 	require.False(t, groupRow(), "the group's row went with its last jobs")

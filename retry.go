@@ -50,21 +50,34 @@ type RetryPolicy struct {
 	Jitter float64
 }
 
-// DefaultRetryPolicy is the policy every layer starts from: 3 attempts,
-// exponential from 1s by 2 up to 30s, jitter 0.5.
-var DefaultRetryPolicy = RetryPolicy{
+// defaultRetryPolicy is the policy every layer starts from. The engine
+// reads it; users get copies from DefaultRetryPolicy.
+var defaultRetryPolicy = RetryPolicy{
 	Attempts: 3, Backoff: BackoffExponential, Base: time.Second, Factor: 2, Max: 30 * time.Second, Jitter: 0.5,
 }
 
-// Named retry presets for common callers.
-var (
-	// RetryAPI suits calls to HTTP APIs: 5 attempts, 1s doubling to 30s.
-	RetryAPI = RetryPolicy{Attempts: 5, Backoff: BackoffExponential, Base: time.Second, Factor: 2, Max: 30 * time.Second}
-	// RetryDatabase suits database calls: 3 attempts, 500ms doubling to 10s.
-	RetryDatabase = RetryPolicy{Attempts: 3, Backoff: BackoffExponential, Base: 500 * time.Millisecond, Factor: 2, Max: 10 * time.Second}
-	// RetryNetwork suits flaky networks: 5 attempts, 2s tripling to 60s.
-	RetryNetwork = RetryPolicy{Attempts: 5, Backoff: BackoffExponential, Base: 2 * time.Second, Factor: 3, Max: time.Minute}
-)
+// DefaultRetryPolicy returns the policy every layer starts from: 3
+// attempts, exponential from 1s by 2 up to 30s, jitter 0.5. Each call
+// returns a fresh copy; changing it changes nothing else.
+func DefaultRetryPolicy() RetryPolicy { return defaultRetryPolicy }
+
+// RetryAPI returns a retry preset that suits calls to HTTP APIs: 5
+// attempts, 1s doubling to 30s.
+func RetryAPI() RetryPolicy {
+	return RetryPolicy{Attempts: 5, Backoff: BackoffExponential, Base: time.Second, Factor: 2, Max: 30 * time.Second}
+}
+
+// RetryDatabase returns a retry preset that suits database calls: 3
+// attempts, 500ms doubling to 10s.
+func RetryDatabase() RetryPolicy {
+	return RetryPolicy{Attempts: 3, Backoff: BackoffExponential, Base: 500 * time.Millisecond, Factor: 2, Max: 10 * time.Second}
+}
+
+// RetryNetwork returns a retry preset that suits flaky networks: 5
+// attempts, 2s tripling to 60s.
+func RetryNetwork() RetryPolicy {
+	return RetryPolicy{Attempts: 5, Backoff: BackoffExponential, Base: 2 * time.Second, Factor: 3, Max: time.Minute}
+}
 
 // Validate reports a policy that makes no sense.
 func (p RetryPolicy) Validate() error {
@@ -109,9 +122,9 @@ func (p RetryPolicy) merge(o RetryPolicy) RetryPolicy {
 	return p
 }
 
-// resolved fills unset fields from DefaultRetryPolicy.
+// resolved fills unset fields from the default policy.
 func (p RetryPolicy) resolved() RetryPolicy {
-	return DefaultRetryPolicy.merge(p)
+	return defaultRetryPolicy.merge(p)
 }
 
 func (p RetryPolicy) stored() hoppertype.RetryPolicy {

@@ -26,7 +26,7 @@ const retryObserverGap = 100 * time.Millisecond
 // policy of one's own. On a change into stuck whose stuck slot says
 // retryable: true (an engine failure the engine believes another try may
 // get past, such as leases lost on every attempt), it reopens the job
-// (Client.Reopen: pending, a new generation of attempts) while the job has
+// (Client.JobReopen: pending, a new generation of attempts) while the job has
 // had fewer than MaxAttempts generations, and only while that change is
 // still the job's latest (a stuck job cancelled or redriven meanwhile is
 // not reopened). It leaves alone stucks that are
@@ -94,7 +94,7 @@ func (r *RetryObserver) observe(ctx context.Context, ch Change) error {
 	if !ShouldReopen(ch, gens, r.max) {
 		return nil
 	}
-	if _, err := r.c.Reopen(ctx, ch.EntityID); err != nil && !errors.Is(err, ErrStateConflict) && !errors.Is(err, ErrNotFound) {
+	if _, err := r.c.JobReopen(ctx, ch.EntityID); err != nil && !errors.Is(err, ErrStateConflict) && !errors.Is(err, ErrNotFound) {
 		// A conflict means the job left stuck since the check: nothing to do.
 		return err
 	}

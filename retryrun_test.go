@@ -51,17 +51,17 @@ func testRetryRun(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	_, err = h.Result(ctx)
 	require.Error(t, err)
 	healthy.Store(true)
-	require.NoError(t, c.RetryRun(ctx, h.ID()))
+	require.NoError(t, c.RunRetry(ctx, h.ID()))
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "shipped", out)
 	require.Equal(t, int32(2), charges.Load(), "a fresh attempt charges again")
 	require.Equal(t, int32(1), refunds.Load(), "the first attempt's charge stays refunded, once")
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)
 	require.Nil(t, info.Error, "the earlier failure is cleared")
-	require.ErrorIs(t, c.RetryRun(ctx, h.ID()), hopper.ErrStateConflict, "a completed run")
+	require.ErrorIs(t, c.RunRetry(ctx, h.ID()), hopper.ErrStateConflict, "a completed run")
 
 	// A run that used its retries has them all again.
 	healthy.Store(false)
@@ -71,7 +71,7 @@ func testRetryRun(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	_, err = h.Result(ctx)
 	require.Error(t, err)
 	require.Equal(t, int32(2), tries.Load())
-	require.NoError(t, c.RetryRun(ctx, h.ID()))
+	require.NoError(t, c.RunRetry(ctx, h.ID()))
 	_, err = h.Result(ctx)
 	require.Error(t, err)
 	require.Equal(t, int32(4), tries.Load(), "two more tries: the budget counts anew")
@@ -80,13 +80,13 @@ func testRetryRun(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	w, err := waits.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
 	waitRunStatus(t, c, w.ID(), hopper.RunWaiting)
-	require.ErrorIs(t, c.RetryRun(ctx, w.ID()), hopper.ErrStateConflict, "a run still going")
-	require.NoError(t, c.CancelRun(ctx, w.ID()))
+	require.ErrorIs(t, c.RunRetry(ctx, w.ID()), hopper.ErrStateConflict, "a run still going")
+	require.NoError(t, c.RunCancel(ctx, w.ID()))
 	_, err = w.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
-	require.NoError(t, c.RetryRun(ctx, w.ID()))
+	require.NoError(t, c.RunRetry(ctx, w.ID()))
 	waitRunStatus(t, c, w.ID(), hopper.RunWaiting)
-	info, err = c.GetRun(ctx, w.ID())
+	info, err = c.RunGet(ctx, w.ID())
 	require.NoError(t, err)
 	var token string
 	for _, hk := range info.Hooks {
@@ -95,10 +95,10 @@ func testRetryRun(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 		}
 	}
 	require.NotEmpty(t, token, "the new attempt waits on a hook of its own: %+v", info.Hooks)
-	require.NoError(t, c.ResumeHook(ctx, token, []byte(`"go"`)))
+	require.NoError(t, c.HookResume(ctx, token, []byte(`"go"`)))
 	out, err = w.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "go", out)
 
-	require.ErrorIs(t, c.RetryRun(ctx, "no-such-run"), hopper.ErrNotFound)
+	require.ErrorIs(t, c.RunRetry(ctx, "no-such-run"), hopper.ErrNotFound)
 }

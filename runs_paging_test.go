@@ -13,7 +13,7 @@ import (
 	"github.com/hopper-go/hopper/hoppertest"
 )
 
-// TestListRunsByCursor pages through runs with ListRuns' cursor: every run
+// TestListRunsByCursor pages through runs with RunList's cursor: every run
 // once, newest first, whatever is started between two pages; a bad cursor,
 // or a cursor with an offset, is refused.
 func TestListRunsByCursor(t *testing.T) { forEachDriver(t, testListRunsByCursor) }
@@ -36,7 +36,7 @@ func testListRunsByCursor(t *testing.T, newDriver func(*testing.T) driver.Driver
 	q := &hopper.RunQuery{Workflow: "paged", Limit: 3}
 	for pages := 0; ; pages++ {
 		require.Less(t, pages, 10, "paging did not end")
-		page, err := c.ListRuns(ctx, q)
+		page, err := c.RunList(ctx, q)
 		require.NoError(t, err)
 		for _, r := range page.Runs {
 			got = append(got, r.ID)
@@ -61,7 +61,15 @@ func testListRunsByCursor(t *testing.T, newDriver func(*testing.T) driver.Driver
 		{Cursor: "cjF8MTIzfA"}, // "r1|123|": no id
 		{Cursor: q.Cursor, Offset: 1},
 	} {
-		_, err := c.ListRuns(ctx, bad)
+		_, err := c.RunList(ctx, bad)
 		require.True(t, errors.Is(err, hopper.ErrInvalidInput), "%+v: %v", bad, err)
 	}
+}
+
+// runsOf is the runs of a RunList page, for the tests that read one page.
+func runsOf(page *hopper.RunPage, err error) ([]*hopper.RunInfo, error) {
+	if err != nil {
+		return nil, err
+	}
+	return page.Runs, nil
 }

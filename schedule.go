@@ -89,7 +89,7 @@ func catchUpWindow(catchUp time.Duration) time.Duration {
 func ParseCron(expr string, loc *time.Location) (func(after time.Time) time.Time, error) {
 	spec, err := cron.ParseStandard(expr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cron %q: %v", ErrInvalidInput, expr, err)
+		return nil, fmt.Errorf("%w: cron %q: %w", ErrInvalidInput, expr, err)
 	}
 	switch s := spec.(type) {
 	case *cron.SpecSchedule:
@@ -131,13 +131,13 @@ type ScheduleInfo struct {
 	// registered in code that only the store knows was run by a process
 	// that stopped (or stopped registering it).
 	Registered bool
-	// Stored is set for a schedule defined in the store (DefineSchedule);
+	// Stored is set for a schedule defined in the store (ScheduleDefine);
 	// Type or Workflow is what it enqueues or starts, with Input.
 	Stored   bool
 	Type     string
 	Workflow string
 	Input    json.RawMessage
-	// Paused is set while the schedule is paused (PauseSchedule): its
+	// Paused is set while the schedule is paused (SchedulePause): its
 	// occurrences enqueue nothing, on every process.
 	Paused bool
 	// Occurrences counts the occurrences that fired while not paused (one
@@ -156,9 +156,9 @@ type ScheduleInfo struct {
 	FirstSeen time.Time
 }
 
-// Schedules lists the schedules this client registered and the ones the
+// ScheduleList lists the schedules this client registered and the ones the
 // store keeps (registered by any process, or paused by name), by name.
-func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
+func (c *Client) ScheduleList(ctx context.Context) ([]ScheduleInfo, error) {
 	stored, err := c.store().ScheduleList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list schedules: %w", err)
@@ -199,20 +199,20 @@ func (c *Client) Schedules(ctx context.Context) ([]ScheduleInfo, error) {
 	return out, nil
 }
 
-// PauseSchedule stops the named schedule's occurrences from enqueueing
-// anything, on every process that runs it, until ResumeSchedule. An
+// SchedulePause stops the named schedule's occurrences from enqueueing
+// anything, on every process that runs it, until ScheduleResume. An
 // occurrence while paused is skipped, not kept for later. A name that
 // neither the store nor this client knows is refused with an
 // *UnknownNameError (wrapping ErrNotFound), unless opts.Create pauses it
 // ahead of the deploy that registers it.
-func (c *Client) PauseSchedule(ctx context.Context, name string, opts *PauseOpts) error {
+func (c *Client) SchedulePause(ctx context.Context, name string, opts *PauseOpts) error {
 	return c.setSchedulePaused(ctx, name, true, opts != nil && opts.Create)
 }
 
-// ResumeSchedule lets a paused schedule's next occurrences fire again. A
+// ScheduleResume lets a paused schedule's next occurrences fire again. A
 // name that neither the store nor this client knows is refused as
-// PauseSchedule refuses it.
-func (c *Client) ResumeSchedule(ctx context.Context, name string) error {
+// SchedulePause refuses it.
+func (c *Client) ScheduleResume(ctx context.Context, name string) error {
 	return c.setSchedulePaused(ctx, name, false, false)
 }
 
@@ -242,15 +242,15 @@ func (c *Client) setSchedulePaused(ctx context.Context, name string, paused, cre
 	return nil
 }
 
-// DeleteSchedule removes what the store keeps of the named schedule: its
-// pause, its counts and, for a stored schedule (DefineSchedule), its
+// ScheduleDelete removes what the store keeps of the named schedule: its
+// pause, its counts and, for a stored schedule (ScheduleDefine), its
 // definition, so every process stops running it. A schedule registered in
 // code is not stopped: the processes that still run it store it again, not
 // paused, when they next start it or fire an occurrence (so deleting a
 // paused one that still runs resumes it); delete those once retired from
 // the code. A name the store does not keep is an error wrapping
 // ErrNotFound.
-func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+func (c *Client) ScheduleDelete(ctx context.Context, name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty schedule name", ErrInvalidInput)
 	}
@@ -281,7 +281,7 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 // ErrInvalidInput.
 //
 // Job, Run and Next are called on the schedule's own goroutine (Next also
-// where the schedule starts and in Schedules), so they must not call the
+// where the schedule starts and in ScheduleList), so they must not call the
 // returned function or Client.Stop, and Next must be a function of time
 // alone. The same holds for Config.OnError when it handles PhaseSchedule.
 func (c *Client) Schedule(s Schedule) (cancel func(), err error) {

@@ -19,7 +19,7 @@ import (
 // program's code: any process can define it (the HTTP API, the CLI), and
 // every started client that registers its Type (or Workflow) runs it,
 // enqueueing that job (or starting that run) with Input at each occurrence,
-// once across the fleet. Define it with Client.DefineSchedule.
+// once across the fleet. Define it with Client.ScheduleDefine.
 type StoredSchedule struct {
 	// Name identifies the schedule (held to ValidateID's rule); it must
 	// not be the name of a schedule registered in code.
@@ -49,11 +49,11 @@ const (
 	scheduleDefRun = "run"
 )
 
-// DefineSchedule stores s, or replaces the definition of the stored
+// ScheduleDefine stores s, or replaces the definition of the stored
 // schedule of its name (its pause and counts stay). The processes that
 // register s's type or workflow pick it up within five poll intervals
 // (Config.PollInterval, at most 30 s); this client, when started, before
-// DefineSchedule returns; no occurrence from before the definition is
+// ScheduleDefine returns; no occurrence from before the definition is
 // caught up (a failed read of the store is reported to
 // Config.OnError, on the caller's goroutine). A process that still runs
 // an older definition enqueues nothing for it: the refused occurrence
@@ -64,9 +64,9 @@ const (
 // is not JSON, too large, or that the type, when registered here, does not
 // decode) is refused with an error wrapping ErrInvalidInput; so is the name
 // of a schedule registered in code on this client, or stored by a process
-// that runs one in code. DeleteSchedule removes it, and every process stops
+// that runs one in code. ScheduleDelete removes it, and every process stops
 // running it.
-func (c *Client) DefineSchedule(ctx context.Context, s StoredSchedule) error {
+func (c *Client) ScheduleDefine(ctx context.Context, s StoredSchedule) error {
 	def, next, err := c.scheduleDef(s)
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 			err = errors.New("name an IANA zone (every machine reads it alike)")
 		}
 		if err != nil {
-			return def, nil, fmt.Errorf("%w: schedule %q: location %q: %v", ErrInvalidInput, s.Name, s.Location, err)
+			return def, nil, fmt.Errorf("%w: schedule %q: location %q: %w", ErrInvalidInput, s.Name, s.Location, err)
 		}
 		loc = l
 	}

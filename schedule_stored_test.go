@@ -20,7 +20,7 @@ import (
 // tickInputs returns the inputs of the tick jobs the store holds, by value.
 func tickInputs(t *testing.T, c *hopper.Client) map[int64]int {
 	t.Helper()
-	page, err := c.List(testCtx(t), &hopper.ListParams{Types: []string{tickJob.Name()}, Limit: hopper.MaxListLimit})
+	page, err := c.JobList(testCtx(t), &hopper.ListParams{Types: []string{tickJob.Name()}, Limit: hopper.MaxListLimit})
 	require.NoError(t, err)
 	out := map[int64]int{}
 	for _, j := range page.Jobs {
@@ -35,7 +35,7 @@ func tickInputs(t *testing.T, c *hopper.Client) map[int64]int {
 func runsHere(t *testing.T, c *hopper.Client, name, input string) {
 	t.Helper()
 	eventually(t, "the client runs stored schedule "+name, func() bool {
-		infos, err := c.Schedules(testCtx(t))
+		infos, err := c.ScheduleList(testCtx(t))
 		require.NoError(t, err)
 		for _, in := range infos {
 			if in.Name == name && in.Registered && in.Stored && string(in.Input) == input {
@@ -63,7 +63,7 @@ func TestStoredScheduleOncePerOccurrence(t *testing.T) {
 		}
 		admin, err := hopper.New(hopper.Config{Driver: d, Clock: clk})
 		require.NoError(t, err)
-		require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "stored-tick", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`7`)}))
+		require.NoError(t, admin.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "stored-tick", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`7`)}))
 		for _, c := range clients {
 			runsHere(t, c, "stored-tick", "7")
 		}
@@ -88,7 +88,7 @@ func TestStoredScheduleOncePerOccurrence(t *testing.T) {
 			require.NoError(t, c.Stop(testCtx(t)))
 		}
 		require.Equal(t, map[int64]int{7: minutes + 1}, tickInputs(t, clients[0]), "one job per occurrence")
-		infos, err := admin.Schedules(ctx)
+		infos, err := admin.ScheduleList(ctx)
 		require.NoError(t, err)
 		require.Len(t, infos, 1)
 		in := infos[0]
@@ -114,7 +114,7 @@ func TestStoredScheduleRedefineAndDelete(t *testing.T) {
 	minute := func(m int) time.Time { return time.Date(2030, 1, 1, 0, m, 0, 0, time.UTC) }
 	define := func(input string) {
 		t.Helper()
-		require.NoError(t, c.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", CatchUp: -1, Type: tickJob.Name(), Input: json.RawMessage(input)}))
+		require.NoError(t, c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", CatchUp: -1, Type: tickJob.Name(), Input: json.RawMessage(input)}))
 		runsHere(t, c, "s", input)
 	}
 	// at moves the clock to minute m and waits until its occurrence was
@@ -134,18 +134,18 @@ func TestStoredScheduleRedefineAndDelete(t *testing.T) {
 	define("2")
 	at(2)
 	require.Equal(t, map[int64]int{1: 1, 2: 1}, tickInputs(t, c))
-	require.NoError(t, c.PauseSchedule(ctx, "s", nil))
+	require.NoError(t, c.SchedulePause(ctx, "s", nil))
 	at(3)
-	require.NoError(t, c.ResumeSchedule(ctx, "s"))
+	require.NoError(t, c.ScheduleResume(ctx, "s"))
 	at(4)
 	require.Equal(t, map[int64]int{1: 1, 2: 2}, tickInputs(t, c), "nothing while paused")
-	infos, err := c.Schedules(ctx)
+	infos, err := c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	require.Equal(t, int64(3), infos[0].Occurrences)
 
-	require.NoError(t, c.DeleteSchedule(ctx, "s"))
-	infos, err = c.Schedules(ctx)
+	require.NoError(t, c.ScheduleDelete(ctx, "s"))
+	infos, err = c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Empty(t, infos, "deleted, and no longer run here")
 	clk.AdvanceTo(minute(10))
@@ -179,10 +179,10 @@ func TestStoredScheduleBadInput(t *testing.T) {
 		"long catch-up":   {Name: "a", Cron: "@every 1s", CatchUp: 1000 * time.Hour, Type: "tick"},
 		"oversized":       {Name: "a", Cron: "* * * * *", Type: "other", Input: json.RawMessage(`"` + strings.Repeat("x", 2<<20) + `"`)},
 	} {
-		require.ErrorIs(t, c.DefineSchedule(ctx, s), hopper.ErrInvalidInput, name)
+		require.ErrorIs(t, c.ScheduleDefine(ctx, s), hopper.ErrInvalidInput, name)
 	}
 	eventually(t, "the code schedule stored", func() bool {
-		infos, err := c.Schedules(ctx)
+		infos, err := c.ScheduleList(ctx)
 		require.NoError(t, err)
 		return len(infos) == 1 && !infos[0].UpdatedAt.IsZero()
 	})
@@ -190,8 +190,8 @@ func TestStoredScheduleBadInput(t *testing.T) {
 	// the store.
 	other, err := hopper.New(hopper.Config{Driver: c.Driver(), Clock: clk})
 	require.NoError(t, err)
-	require.ErrorIs(t, other.DefineSchedule(ctx, hopper.StoredSchedule{Name: "in-code", Cron: "* * * * *", Type: "x"}), hopper.ErrInvalidInput)
-	infos, err := c.Schedules(ctx)
+	require.ErrorIs(t, other.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "in-code", Cron: "* * * * *", Type: "x"}), hopper.ErrInvalidInput)
+	infos, err := c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	require.False(t, infos[0].Stored)
@@ -205,14 +205,14 @@ func TestStoredScheduleStartsRuns(t *testing.T) {
 	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
 	ctx := testCtx(t)
 	admin, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
-	require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "nightly", Cron: "* * * * *", CatchUp: -1,
+	require.NoError(t, admin.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "nightly", Cron: "* * * * *", CatchUp: -1,
 		Workflow: nightlyWorkflow.Name(), Input: json.RawMessage(`42`)}))
 	c, err := hopper.New(hopper.Config{Driver: admin.Driver(), Clock: clk, Visibility: 72 * time.Hour})
 	require.NoError(t, err)
 	require.NoError(t, c.Register(nightlyWorkflow))
 	require.NoError(t, c.Start(ctx))
 	t.Cleanup(func() { _ = c.Stop(context.Background()) })
-	infos, err := c.Schedules(ctx)
+	infos, err := c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	require.True(t, infos[0].Registered, "running when Start returned")
@@ -222,7 +222,7 @@ func TestStoredScheduleStartsRuns(t *testing.T) {
 	var runs []*hopper.RunInfo
 	eventually(t, "the scheduled run completed", func() bool {
 		var err error
-		runs, err = c.QueryRuns(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name(), Statuses: []hopper.RunStatus{hopper.RunCompleted}})
+		runs, err = runsOf(c.RunList(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name(), Statuses: []hopper.RunStatus{hopper.RunCompleted}}))
 		require.NoError(t, err)
 		return len(runs) == 1
 	})
@@ -238,8 +238,8 @@ func TestStoredScheduleReports(t *testing.T) {
 	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
 	ctx := testCtx(t)
 	admin, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
-	require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "bad-input", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`"text"`)}))
-	require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "clash", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`1`)}))
+	require.NoError(t, admin.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "bad-input", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`"text"`)}))
+	require.NoError(t, admin.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "clash", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`1`)}))
 	var errs errorLog
 	c := newClient(t, hopper.Config{Driver: admin.Driver(), Clock: clk, OnError: errs.hook, PollInterval: 10 * time.Millisecond})
 	require.NoError(t, c.Register(tickJob))
@@ -253,7 +253,7 @@ func TestStoredScheduleReports(t *testing.T) {
 	// Three more reads of the stored schedules (a definition rereads them
 	// before it returns).
 	for i := range 3 {
-		require.NoError(t, c.DefineSchedule(ctx, hopper.StoredSchedule{Name: fmt.Sprint("other-", i), Cron: "@daily", Workflow: "elsewhere"}))
+		require.NoError(t, c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: fmt.Sprint("other-", i), Cron: "@daily", Workflow: "elsewhere"}))
 	}
 	n := 0
 	for _, e := range errs.list() {
@@ -262,7 +262,7 @@ func TestStoredScheduleReports(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, n, "each reported once: %v", errs.list())
-	infos, err := c.Schedules(ctx)
+	infos, err := c.ScheduleList(ctx)
 	require.NoError(t, err)
 	for _, in := range infos {
 		if in.Name == "clash" {
@@ -282,7 +282,7 @@ func TestStoredScheduleStaleDefinition(t *testing.T) {
 	admin, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
 	define := func(input string) {
 		t.Helper()
-		require.NoError(t, admin.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", CatchUp: -1, Type: tickJob.Name(), Input: json.RawMessage(input)}))
+		require.NoError(t, admin.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", CatchUp: -1, Type: tickJob.Name(), Input: json.RawMessage(input)}))
 	}
 	define("1")
 	// A process that rereads the store only every 30 s: it runs the first
@@ -343,12 +343,12 @@ func TestStoredScheduleNotBeforeDefinition(t *testing.T) {
 	clk := hoppertest.NewClock(time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC))
 	c := startedClient(t, nil, clk)
 	ctx := testCtx(t)
-	require.NoError(t, c.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`5`)}))
+	require.NoError(t, c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", Type: tickJob.Name(), Input: json.RawMessage(`5`)}))
 	runsHere(t, c, "s", "5")
 	clk.AdvanceTo(time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC))
 	eventually(t, "the first occurrence after the definition", func() bool { return len(tickInputs(t, c)) > 0 })
 	require.NoError(t, c.Stop(ctx))
-	infos, err := c.Schedules(ctx)
+	infos, err := c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), infos[0].Occurrences, "00:00 was before the definition, within the catch-up")
 	require.True(t, infos[0].Last.Equal(time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC)))

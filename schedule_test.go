@@ -108,7 +108,7 @@ func checkOncePerOccurrence(t *testing.T, ds [2]driver.Driver, minutes int) {
 // storedTicks returns how many tick jobs the store holds per occurrence.
 func storedTicks(t *testing.T, c *hopper.Client) map[time.Time]int {
 	t.Helper()
-	page, err := c.List(testCtx(t), &hopper.ListParams{Types: []string{tickJob.Name()}, Limit: hopper.MaxListLimit})
+	page, err := c.JobList(testCtx(t), &hopper.ListParams{Types: []string{tickJob.Name()}, Limit: hopper.MaxListLimit})
 	require.NoError(t, err)
 	out := map[time.Time]int{}
 	for _, j := range page.Jobs {
@@ -158,14 +158,14 @@ func TestScheduleStartsRuns(t *testing.T) {
 		stepMinutes(t, clk, start, minutes, &calls)
 		ctx := testCtx(t)
 		eventually(t, "the runs to complete", func() bool {
-			runs, err := clients[0].QueryRuns(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name(), Statuses: []hopper.RunStatus{hopper.RunCompleted}})
+			runs, err := runsOf(clients[0].RunList(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name(), Statuses: []hopper.RunStatus{hopper.RunCompleted}}))
 			require.NoError(t, err)
 			return len(runs) >= minutes
 		})
 		for _, c := range clients {
 			require.NoError(t, c.Stop(ctx))
 		}
-		runs, err := clients[0].QueryRuns(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name()})
+		runs, err := runsOf(clients[0].RunList(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name()}))
 		require.NoError(t, err)
 		got := map[time.Time]int{}
 		for _, r := range runs {
@@ -218,7 +218,7 @@ func TestScheduleCatchUp(t *testing.T) {
 			schedule(c0, name, 10*time.Minute, &before)
 		}
 		eventually(t, "the store to see the schedules", func() bool {
-			infos, err := c0.Schedules(testCtx(t))
+			infos, err := c0.ScheduleList(testCtx(t))
 			require.NoError(t, err)
 			n := 0
 			for _, in := range infos {
@@ -335,14 +335,14 @@ func TestScheduleNoOverlapWithAUniqueKey(t *testing.T) {
 	}
 	close(release)
 	eventually(t, "the first report to end", func() bool {
-		page, err := c.List(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}, States: []hopper.JobState{hopper.StateSucceeded}})
+		page, err := c.JobList(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}, States: []hopper.JobState{hopper.StateSucceeded}})
 		require.NoError(t, err)
 		return len(page.Jobs) == 1
 	})
 	at := start.Add(3 * time.Minute)
 	clk.AdvanceTo(at)
 	eventually(t, "the report after it", func() bool { _, ok := ran.Load(at.Unix()); return ok })
-	page, err := c.List(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}})
+	page, err := c.JobList(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 2, "minutes 1 and 2 were skipped while the first report ran")
 }
@@ -436,7 +436,7 @@ func registered(infos []hopper.ScheduleInfo) []hopper.ScheduleInfo {
 	return out
 }
 
-// TestSchedulesList: Client.Schedules lists the registered schedules by
+// TestSchedulesList: Client.ScheduleList lists the registered schedules by
 // name with their next occurrence, and forgets a removed one.
 func TestSchedulesList(t *testing.T) {
 	t.Parallel()
@@ -451,7 +451,7 @@ func TestSchedulesList(t *testing.T) {
 	require.NoError(t, err)
 	list := func() []hopper.ScheduleInfo {
 		t.Helper()
-		infos, err := c.Schedules(testCtx(t))
+		infos, err := c.ScheduleList(testCtx(t))
 		require.NoError(t, err)
 		return infos
 	}
@@ -474,9 +474,9 @@ func TestSchedulesList(t *testing.T) {
 		{Name: "every-hour", Next: start.Add(time.Hour), Registered: true},
 		{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour)},
 	}, registered(list()))
-	require.NoError(t, c.DeleteSchedule(testCtx(t), "nightly"))
+	require.NoError(t, c.ScheduleDelete(testCtx(t), "nightly"))
 	require.Len(t, list(), 1)
-	require.ErrorIs(t, c.DeleteSchedule(testCtx(t), "nightly"), hopper.ErrNotFound)
+	require.ErrorIs(t, c.ScheduleDelete(testCtx(t), "nightly"), hopper.ErrNotFound)
 }
 
 // TestSchedulePauseByName: a schedule no process runs yet may be paused
@@ -486,22 +486,22 @@ func TestSchedulePauseByName(t *testing.T) {
 	t.Parallel()
 	c, _ := hoppertest.NewClient(t, hopper.Config{})
 	ctx := testCtx(t)
-	require.ErrorIs(t, c.PauseSchedule(ctx, "", nil), hopper.ErrInvalidInput)
-	require.ErrorIs(t, c.ResumeSchedule(ctx, ""), hopper.ErrInvalidInput)
-	require.NoError(t, c.PauseSchedule(ctx, "later", &hopper.PauseOpts{Create: true}))
-	infos, err := c.Schedules(ctx)
+	require.ErrorIs(t, c.SchedulePause(ctx, "", nil), hopper.ErrInvalidInput)
+	require.ErrorIs(t, c.ScheduleResume(ctx, ""), hopper.ErrInvalidInput)
+	require.NoError(t, c.SchedulePause(ctx, "later", &hopper.PauseOpts{Create: true}))
+	infos, err := c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	require.Equal(t, "later", infos[0].Name)
 	require.True(t, infos[0].Paused)
 	require.False(t, infos[0].Registered)
-	require.NoError(t, c.ResumeSchedule(ctx, "later"))
-	infos, err = c.Schedules(ctx)
+	require.NoError(t, c.ScheduleResume(ctx, "later"))
+	infos, err = c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.False(t, infos[0].Paused)
-	require.ErrorIs(t, c.ResumeSchedule(ctx, "typo"), hopper.ErrNotFound, "resuming a name nobody knows")
-	require.ErrorIs(t, c.DeleteSchedule(ctx, ""), hopper.ErrInvalidInput)
-	infos, err = c.Schedules(ctx)
+	require.ErrorIs(t, c.ScheduleResume(ctx, "typo"), hopper.ErrNotFound, "resuming a name nobody knows")
+	require.ErrorIs(t, c.ScheduleDelete(ctx, ""), hopper.ErrInvalidInput)
+	infos, err = c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Len(t, infos, 1, "no row for the typo")
 }
@@ -542,17 +542,17 @@ func TestSchedulePauseResume(t *testing.T) {
 			recorded(m)
 		}
 		step(0)
-		require.NoError(t, clients[1].PauseSchedule(ctx, "every-minute", nil))
+		require.NoError(t, clients[1].SchedulePause(ctx, "every-minute", nil))
 		step(1)
 		step(2)
-		require.NoError(t, clients[0].ResumeSchedule(ctx, "every-minute"))
+		require.NoError(t, clients[0].ScheduleResume(ctx, "every-minute"))
 		step(3)
 		for _, c := range clients {
 			require.NoError(t, c.Stop(testCtx(t)))
 		}
 		require.Equal(t, map[time.Time]int{minute(0): 1, minute(3): 1}, storedTicks(t, clients[0]),
 			"no job for the occurrences while paused")
-		infos, err := clients[0].Schedules(ctx)
+		infos, err := clients[0].ScheduleList(ctx)
 		require.NoError(t, err)
 		require.Len(t, infos, 1)
 		in := infos[0]
@@ -739,7 +739,7 @@ func testScheduleNeverFiresBeforeFirstSeen(t *testing.T, newDriver func(*testing
 	registered(spy1, "minutely")
 	clk.AdvanceTo(three.Add(time.Minute))
 	require.Equal(t, firing{"minutely", three.Add(time.Minute)}, next(), "03:00 is before the schedule was first seen")
-	infos, err := c1.Schedules(ctx)
+	infos, err := c1.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Len(t, infos, 1)
 	require.True(t, infos[0].FirstSeen.Equal(three.Add(30*time.Second)), "first seen %s", infos[0].FirstSeen)

@@ -42,7 +42,7 @@ func TestEnqueueTxSQLite(t *testing.T) {
 	h, err := add.EnqueueTx(ctx, c, tx, addIn{A: 2, B: 3}, nil)
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback())
-	_, err = c.Get(ctx, h.ID())
+	_, err = c.JobGet(ctx, h.ID())
 	require.ErrorIs(t, err, hopper.ErrNotFound)
 
 	// Committed: both exist, and the job runs.
@@ -116,7 +116,7 @@ func TestEnqueueTxPostgres(t *testing.T) {
 		h, err := add.EnqueueTx(ctx, c, tx, addIn{A: 2, B: 3}, nil)
 		require.NoError(t, err, k.name)
 		k.rollback(tx)
-		_, err = c.Get(ctx, h.ID())
+		_, err = c.JobGet(ctx, h.ID())
 		require.ErrorIs(t, err, hopper.ErrNotFound, "%s: a rolled-back enqueue leaves no job", k.name)
 
 		tx = k.begin()

@@ -183,7 +183,7 @@ func (t *typeImpl[I, O]) decodeJSON(raw []byte) (any, error) {
 		raw = []byte("null")
 	}
 	if err := decodeStrictJSON(raw, &in); err != nil {
-		return nil, fmt.Errorf("%w: input for %q: %v", ErrInvalidInput, t.typeName, err)
+		return nil, fmt.Errorf("%w: input for %q: %w", ErrInvalidInput, t.typeName, err)
 	}
 	return in, nil
 }
@@ -195,7 +195,7 @@ func (t *typeImpl[I, O]) encodeInput(c *Client, in any) ([]byte, error) {
 	}
 	b, err := t.codec(c).Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encode input for %q: %v", ErrInvalidInput, t.typeName, err)
+		return nil, fmt.Errorf("%w: encode input for %q: %w", ErrInvalidInput, t.typeName, err)
 	}
 	return b, nil
 }
@@ -224,7 +224,7 @@ func (t *typeImpl[I, O]) run(ctx context.Context, c *Client, input []byte) (out 
 	}
 	b, err := codec.Marshal(res)
 	if err != nil {
-		return nil, &engine.KindError{Kind: hoppertype.ErrorKindEncode, Err: fmt.Errorf("%w: %v", ErrEncode, err), Abort: true}
+		return nil, &engine.KindError{Kind: hoppertype.ErrorKindEncode, Err: fmt.Errorf("%w: %w", ErrEncode, err), Abort: true}
 	}
 	return b, nil
 }

@@ -118,13 +118,13 @@ func TestCallerIDsAreChecked(t *testing.T) {
 		requireInvalid(t, err, "StartName %q", id)
 		_, err = c.Schedule(hopper.Schedule{Name: id, Cron: "* * * * *", Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
 		requireInvalid(t, err, "Schedule %q", id)
-		err = c.DefineSchedule(ctx, hopper.StoredSchedule{Name: id, Cron: "* * * * *", Type: "add"})
-		requireInvalid(t, err, "DefineSchedule %q", id)
+		err = c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: id, Cron: "* * * * *", Type: "add"})
+		requireInvalid(t, err, "ScheduleDefine %q", id)
 	}
-	page, err := c.List(ctx, nil)
+	page, err := c.JobList(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs, "nothing stored")
-	scheds, err := c.Schedules(ctx)
+	scheds, err := c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Empty(t, scheds)
 }
@@ -200,39 +200,39 @@ func testStoreNeverSeesBadStrings(t *testing.T, newDriver func(*testing.T) drive
 				_, err := c.EnqueueMany(ctx, hopper.Gate([]string{bad}, []*hopper.JobSpec{add.Job(addIn{}, nil)}, hopper.Condition{}, 0))
 				return err
 			}(),
-			"get":              func() error { _, err := c.Get(ctx, bad); return err }(),
-			"cancel":           func() error { _, err := c.Cancel(ctx, bad); return err }(),
-			"retry":            func() error { _, err := c.Retry(ctx, bad); return err }(),
-			"reopen":           func() error { _, err := c.Reopen(ctx, bad); return err }(),
-			"attempts":         func() error { _, err := c.Attempts(ctx, bad); return err }(),
+			"get":              func() error { _, err := c.JobGet(ctx, bad); return err }(),
+			"cancel":           func() error { _, err := c.JobCancel(ctx, bad); return err }(),
+			"retry":            func() error { _, err := c.JobRetry(ctx, bad); return err }(),
+			"reopen":           func() error { _, err := c.JobReopen(ctx, bad); return err }(),
+			"attempts":         func() error { _, err := c.JobAttempts(ctx, bad); return err }(),
 			"job changes":      func() error { _, err := c.JobChanges(ctx, bad); return err }(),
-			"wait":             func() error { _, err := c.Wait(ctx, bad); return err }(),
-			"wait group":       func() error { _, err := c.WaitGroup(ctx, bad); return err }(),
-			"group status":     func() error { _, err := c.GroupStatus(ctx, bad); return err }(),
+			"wait":             func() error { _, err := c.JobWait(ctx, bad); return err }(),
+			"wait group":       func() error { _, err := c.GroupWait(ctx, bad); return err }(),
+			"group status":     func() error { _, err := c.GroupGet(ctx, bad); return err }(),
 			"handle":           func() error { _, err := hopper.HandleFor(c, add, bad).Result(ctx); return err }(),
-			"redrive ids":      func() error { _, err := c.Redrive(ctx, &hopper.RedriveParams{IDs: []string{bad}}); return err }(),
-			"redrive type":     func() error { _, err := c.Redrive(ctx, &hopper.RedriveParams{Type: bad}); return err }(),
-			"list types":       func() error { _, err := c.List(ctx, &hopper.ListParams{Types: []string{bad}}); return err }(),
-			"list queues":      func() error { _, err := c.List(ctx, &hopper.ListParams{Queues: []string{bad}}); return err }(),
-			"list group":       func() error { _, err := c.List(ctx, &hopper.ListParams{GroupID: bad}); return err }(),
-			"list parent":      func() error { _, err := c.List(ctx, &hopper.ListParams{ParentID: bad}); return err }(),
-			"list cursor":      func() error { _, err := c.List(ctx, &hopper.ListParams{Cursor: bad}); return err }(),
-			"pause queue":      c.PauseQueue(ctx, bad, &hopper.PauseOpts{Create: true}),
-			"resume queue":     c.ResumeQueue(ctx, bad),
-			"get run":          func() error { _, err := c.GetRun(ctx, bad); return err }(),
-			"wait run":         func() error { _, err := c.WaitRun(ctx, bad); return err }(),
-			"cancel run":       c.CancelRun(ctx, bad),
-			"history":          func() error { _, err := c.History(ctx, bad); return err }(),
-			"read stream":      func() error { _, err := c.ReadStream(ctx, bad, 0, 10); return err }(),
-			"query workflow":   func() error { _, err := c.QueryRuns(ctx, &hopper.RunQuery{Workflow: bad}); return err }(),
-			"query parent":     func() error { _, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: bad}); return err }(),
-			"resume hook":      c.ResumeHook(ctx, bad, []byte(`1`)),
-			"pause schedule":   c.PauseSchedule(ctx, bad, &hopper.PauseOpts{Create: true}),
-			"resume schedule":  c.ResumeSchedule(ctx, bad),
-			"delete schedule":  c.DeleteSchedule(ctx, bad),
-			"stored cron":      c.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: bad, Type: "add"}),
-			"stored type":      c.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", Type: bad}),
-			"stored location":  c.DefineSchedule(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", Type: "add", Location: bad}),
+			"redrive ids":      func() error { _, err := c.JobRedrive(ctx, &hopper.RedriveParams{IDs: []string{bad}}); return err }(),
+			"redrive type":     func() error { _, err := c.JobRedrive(ctx, &hopper.RedriveParams{Type: bad}); return err }(),
+			"list types":       func() error { _, err := c.JobList(ctx, &hopper.ListParams{Types: []string{bad}}); return err }(),
+			"list queues":      func() error { _, err := c.JobList(ctx, &hopper.ListParams{Queues: []string{bad}}); return err }(),
+			"list group":       func() error { _, err := c.JobList(ctx, &hopper.ListParams{GroupID: bad}); return err }(),
+			"list parent":      func() error { _, err := c.JobList(ctx, &hopper.ListParams{ParentID: bad}); return err }(),
+			"list cursor":      func() error { _, err := c.JobList(ctx, &hopper.ListParams{Cursor: bad}); return err }(),
+			"pause queue":      c.QueuePause(ctx, bad, &hopper.PauseOpts{Create: true}),
+			"resume queue":     c.QueueResume(ctx, bad),
+			"get run":          func() error { _, err := c.RunGet(ctx, bad); return err }(),
+			"wait run":         func() error { _, err := c.RunWait(ctx, bad); return err }(),
+			"cancel run":       c.RunCancel(ctx, bad),
+			"history":          func() error { _, err := c.RunHistory(ctx, bad); return err }(),
+			"read stream":      func() error { _, err := c.StreamRead(ctx, bad, 0, 10); return err }(),
+			"query workflow":   func() error { _, err := runsOf(c.RunList(ctx, &hopper.RunQuery{Workflow: bad})); return err }(),
+			"query parent":     func() error { _, err := runsOf(c.RunList(ctx, &hopper.RunQuery{ParentID: bad})); return err }(),
+			"resume hook":      c.HookResume(ctx, bad, []byte(`1`)),
+			"pause schedule":   c.SchedulePause(ctx, bad, &hopper.PauseOpts{Create: true}),
+			"resume schedule":  c.ScheduleResume(ctx, bad),
+			"delete schedule":  c.ScheduleDelete(ctx, bad),
+			"stored cron":      c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "s", Cron: bad, Type: "add"}),
+			"stored type":      c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", Type: bad}),
+			"stored location":  c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "s", Cron: "* * * * *", Type: "add", Location: bad}),
 			"observer name":    c.Observe(bad, hopper.AfterCommit, hopper.ChangeFilter{}, func(context.Context, hopper.Change) error { return nil }),
 			"observer types":   c.Observe("o1", hopper.AfterCommit, hopper.ChangeFilter{Types: []string{bad}}, func(context.Context, hopper.Change) error { return nil }),
 			"observer states":  c.Observe("o2", hopper.AfterCommit, hopper.ChangeFilter{States: []string{bad}}, func(context.Context, hopper.Change) error { return nil }),
@@ -256,16 +256,16 @@ func testStoreNeverSeesBadStrings(t *testing.T, newDriver func(*testing.T) drive
 		"run priority":   func() error { _, err := wf.Start(ctx, c, 1, &hopper.StartOpts{Priority: 1 << 40}); return err }(),
 		"run at":         func() error { _, err := add.Enqueue(ctx, c, addIn{}, &hopper.InsertOpts{RunAt: far}); return err }(),
 		"deadline":       func() error { _, err := add.Enqueue(ctx, c, addIn{}, &hopper.InsertOpts{Deadline: far}); return err }(),
-		"queued after":   func() error { _, err := c.List(ctx, &hopper.ListParams{QueuedAfter: far}); return err }(),
-		"started before": func() error { _, err := c.QueryRuns(ctx, &hopper.RunQuery{StartedBefore: far}); return err }(),
-		"change cursor":  func() error { _, err := c.Changes(ctx, hopper.ChangeCursor{Tx: -1}, 10); return err }(),
+		"queued after":   func() error { _, err := c.JobList(ctx, &hopper.ListParams{QueuedAfter: far}); return err }(),
+		"started before": func() error { _, err := runsOf(c.RunList(ctx, &hopper.RunQuery{StartedBefore: far})); return err }(),
+		"change cursor":  func() error { _, err := c.ChangeList(ctx, hopper.ChangeCursor{Tx: -1}, 10); return err }(),
 	} {
 		requireInvalid(t, err, name)
 	}
-	page, err := c.List(ctx, nil)
+	page, err := c.JobList(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs, "nothing stored")
-	runs, err := c.QueryRuns(ctx, nil)
+	runs, err := runsOf(c.RunList(ctx, nil))
 	require.NoError(t, err)
 	require.Empty(t, runs)
 }
@@ -338,7 +338,7 @@ func testWorkerCodeNeverSendsBadStrings(t *testing.T, newDriver func(*testing.T)
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
-	row, err := c.Get(ctx, sh.ID())
+	row, err := c.JobGet(ctx, sh.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateScheduled, row.State)
 	require.Equal(t, 9999, row.RunAt.Year())

@@ -40,20 +40,20 @@ type RunInfo struct {
 	CreatedAt time.Time
 	StartedAt time.Time
 	EndedAt   time.Time
-	// History is the run's latest history generation (GetRun only): a
+	// History is the run's latest history generation (RunGet only): a
 	// workflow retry starts a new one; a crash continues the last one.
 	History []*hoppertype.RunEvent
-	// Steps are a view of it (GetRun only).
+	// Steps are a view of it (RunGet only).
 	Steps []StepInfo
 	// Compensations are those of every attempt of the run, each with its
-	// attempt (GetRun only): a retried attempt's ran when it failed.
+	// attempt (RunGet only): a retried attempt's ran when it failed.
 	Compensations []CompensationInfo
-	// Hooks are the run's hooks, of every attempt (GetRun only).
+	// Hooks are the run's hooks, of every attempt (RunGet only).
 	Hooks []*hoppertype.HookRow
-	// Activities are the run's activity jobs as they stand (GetRun only).
+	// Activities are the run's activity jobs as they stand (RunGet only).
 	Activities []ActivityInfo
 	// Timeline is History with each activity's executions told in place
-	// (GetRun only): after an activity's activity_scheduled event come its
+	// (RunGet only): after an activity's activity_scheduled event come its
 	// activity_started, activity_heartbeat, activity_failed and
 	// activity_retry events, read from its job's changes. Those events are
 	// not stored in the history and replay never reads them; their Seq is
@@ -189,10 +189,10 @@ func runInfo(run *hoppertype.RunRow, job *hoppertype.JobRow) *RunInfo {
 	return info
 }
 
-// GetRun returns a run with its status, output, error, its current
+// RunGet returns a run with its status, output, error, its current
 // attempt's history, steps and activities, its hooks, and the
 // compensations of all of its attempts.
-func (c *Client) GetRun(ctx context.Context, id string) (*RunInfo, error) {
+func (c *Client) RunGet(ctx context.Context, id string) (*RunInfo, error) {
 	info, _, all, err := c.loadRun(ctx, id)
 	if err != nil {
 		return nil, err
@@ -309,8 +309,8 @@ func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent)
 	return out, nil
 }
 
-// WaitRun blocks until the run is finished (or ctx is done) and returns it.
-func (c *Client) WaitRun(ctx context.Context, id string) (*RunInfo, error) {
+// RunWait blocks until the run is finished (or ctx is done) and returns it.
+func (c *Client) RunWait(ctx context.Context, id string) (*RunInfo, error) {
 	job, jerr := c.waitJob(ctx, id)
 	if jerr != nil && !errors.Is(jerr, hoppertype.ErrNotFound) {
 		return nil, jerr
@@ -327,7 +327,7 @@ func (c *Client) WaitRun(ctx context.Context, id string) (*RunInfo, error) {
 	return runInfo(run, job), nil
 }
 
-// RunQuery filters ListRuns and QueryRuns. Empty fields do not filter.
+// RunQuery filters RunList. Empty fields do not filter.
 type RunQuery struct {
 	Statuses      []RunStatus
 	Workflow      string
@@ -353,11 +353,11 @@ type RunPage struct {
 	NextCursor string
 }
 
-// ListRuns returns runs matching q (nil lists the newest), newest first, a
+// RunList returns runs matching q (nil lists the newest), newest first, a
 // page at a time, without their history. Pass a page's NextCursor as
 // q.Cursor for the next: a cursor neither skips nor repeats a run, whatever
 // is created meanwhile, and costs the same on every page.
-func (c *Client) ListRuns(ctx context.Context, q *RunQuery) (*RunPage, error) {
+func (c *Client) RunList(ctx context.Context, q *RunQuery) (*RunPage, error) {
 	if q == nil {
 		q = &RunQuery{}
 	}
@@ -422,16 +422,6 @@ func (c *Client) ListRuns(ctx context.Context, q *RunQuery) (*RunPage, error) {
 	return page, nil
 }
 
-// QueryRuns returns runs matching q, newest first, without their history
-// (seed 004's queryRuns): ListRuns without the page around them.
-func (c *Client) QueryRuns(ctx context.Context, q *RunQuery) ([]*RunInfo, error) {
-	page, err := c.ListRuns(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return page.Runs, nil
-}
-
 // encodeRunCursor and decodeRunCursor turn a run's place in a listing into
 // an opaque cursor and back.
 func encodeRunCursor(k driver.RunKey) string {
@@ -465,11 +455,11 @@ func decodeRunCursor(s string) (driver.RunKey, error) {
 	return k, nil
 }
 
-// runRetryable are the statuses RetryRun starts again from.
+// runRetryable are the statuses RunRetry starts again from.
 var runRetryable = []hoppertype.RunStatus{hoppertype.RunFailed, hoppertype.RunCompensated, hoppertype.RunCancelled,
 	hoppertype.RunQuarantined, hoppertype.RunStuck}
 
-// RetryRun runs again a run that ended without completing — failed,
+// RunRetry runs again a run that ended without completing — failed,
 // compensated, cancelled or quarantined: a new attempt from the beginning,
 // with a fresh history and its whole retry budget (MaxRetries counts anew).
 // The earlier attempts' history and compensations stay, and what they
@@ -477,7 +467,7 @@ var runRetryable = []hoppertype.RunStatus{hoppertype.RunFailed, hoppertype.RunCo
 // its job does. Waiters see the run end again. A run that is still going or
 // completed is an error matching ErrStateConflict, an unknown one
 // ErrNotFound; a run whose job retention deleted cannot be retried.
-func (c *Client) RetryRun(ctx context.Context, id string) error {
+func (c *Client) RunRetry(ctx context.Context, id string) error {
 	if err := checkText("run id", id); err != nil {
 		return err
 	}
@@ -487,33 +477,33 @@ func (c *Client) RetryRun(ctx context.Context, id string) error {
 	return nil
 }
 
-// CancelRun asks a run to stop: its context is cancelled and its
+// RunCancel asks a run to stop: its context is cancelled and its
 // operations return ErrCancelled; the compensations registered so far run;
 // it ends cancelled. A waiting run is woken to do so. Its children are
 // cancelled too. Cancelling a finished run is an error matching
 // ErrStateConflict.
-func (c *Client) CancelRun(ctx context.Context, id string) error {
+func (c *Client) RunCancel(ctx context.Context, id string) error {
 	if err := checkText("run id", id); err != nil {
 		return err
 	}
 	return c.eng.CancelRun(ctx, id)
 }
 
-// ResumeHook delivers payload (JSON) to the hook with this token and wakes
+// HookResume delivers payload (JSON) to the hook with this token and wakes
 // its run. An unknown token matches ErrNotFound; a hook already resumed,
 // whose run has finished or is being cancelled, or created by an attempt of
 // its run that failed and was retried, matches ErrStateConflict — nothing
 // changes then.
-func (c *Client) ResumeHook(ctx context.Context, token string, payload json.RawMessage) error {
-	return c.ResumeHookRequest(ctx, token, payload, nil)
+func (c *Client) HookResume(ctx context.Context, token string, payload json.RawMessage) error {
+	return c.HookResumeRequest(ctx, token, payload, nil)
 }
 
-// ResumeHookRequest is ResumeHook for a payload that came as an HTTP
+// HookResumeRequest is HookResume for a payload that came as an HTTP
 // request: req (nil: none) is stored with the payload, without its
 // credentials (Authorization, Proxy-Authorization and Cookie headers), and
 // the workflow reads it with Hook.Request. The server's webhook route
 // calls it.
-func (c *Client) ResumeHookRequest(ctx context.Context, token string, payload json.RawMessage, req *HookRequest) error {
+func (c *Client) HookResumeRequest(ctx context.Context, token string, payload json.RawMessage, req *HookRequest) error {
 	if token == "" {
 		return fmt.Errorf("%w: empty hook token", ErrInvalidInput)
 	}
@@ -606,7 +596,7 @@ func hookRequestJSON(req *HookRequest) ([]byte, error) {
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: hook request: %v", ErrInvalidInput, err)
+		return nil, fmt.Errorf("%w: hook request: %w", ErrInvalidInput, err)
 	}
 	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 		return nil, fmt.Errorf("%w: hook request holds invalid text", ErrInvalidInput)
@@ -672,9 +662,9 @@ func hookAttemptOver(events []*hoppertype.RunEvent, token string) bool {
 	return false
 }
 
-// ReadStream returns a run's stream chunks from offset from, at most limit
+// StreamRead returns a run's stream chunks from offset from, at most limit
 // (1..1000).
-func (c *Client) ReadStream(ctx context.Context, runID string, from int64, limit int) ([]*hoppertype.StreamChunk, error) {
+func (c *Client) StreamRead(ctx context.Context, runID string, from int64, limit int) ([]*hoppertype.StreamChunk, error) {
 	if from < 0 || limit < 1 || limit > MaxListLimit {
 		return nil, fmt.Errorf("%w: stream read from %d limit %d", ErrInvalidInput, from, limit)
 	}

@@ -305,11 +305,11 @@ func testWorkflowCrash(t *testing.T, db, schema string, open func() driver.Drive
 	}()
 
 	for i, pt := range pts {
-		// Wait until the run ends, or goes stuck (which WaitRun would wait
+		// Wait until the run ends, or goes stuck (which RunWait would wait
 		// out: a stuck run is not finished).
 		var info *hopper.RunInfo
 		for {
-			info, err = c.GetRun(ctx, runID(i))
+			info, err = c.RunGet(ctx, runID(i))
 			require.NoError(t, err, "kill point %s: the run did not finish", pt.label)
 			if info.Status.Terminal() || info.Status == hopper.RunStuck {
 				break

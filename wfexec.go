@@ -319,7 +319,7 @@ func generations(all []*hoppertype.RunEvent) []generation {
 // the job attempt that began it (a crash could skip numbers): their keys
 // are read as they are, and a new attempt still takes the next number.
 //
-// restarted says the run was retried after it ended (Client.RetryRun: its
+// restarted says the run was retried after it ended (Client.RunRetry: its
 // status is pending again): an attempt that ended the run is then over
 // too, and the retries are counted anew from there.
 func currentHistory(gens []generation, restarted bool) (attempt int, events []*hoppertype.RunEvent, retries int) {
@@ -552,7 +552,7 @@ func (c *Client) cascade(ctx context.Context, run *hoppertype.RunRow) {
 	ctx, cancel := engine.Within(ctx, JobFromContext(ctx).hardLife(), engine.CascadeBudget)
 	defer cancel()
 	if run.ParentID != "" {
-		_ = c.CancelRun(ctx, run.ParentID)
+		_ = c.RunCancel(ctx, run.ParentID)
 	}
 	children, err := c.store().RunList(ctx, &driver.RunListParams{ParentID: run.ID, Limit: 10_000})
 	if err != nil {
@@ -561,7 +561,7 @@ func (c *Client) cascade(ctx context.Context, run *hoppertype.RunRow) {
 	}
 	for _, ch := range children {
 		if !ch.Status.Terminal() {
-			_ = c.CancelRun(ctx, ch.ID)
+			_ = c.RunCancel(ctx, ch.ID)
 		}
 	}
 }

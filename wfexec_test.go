@@ -52,7 +52,7 @@ func TestCurrentHistory(t *testing.T) {
 		{"after an attempt keyed by a job attempt", []*hoppertype.RunEvent{started(1), retried(1, 2), started(3), retried(3, 2)}, false, 4, 0, 2},
 		// A final failure recorded before a crash is replayed, not retried.
 		{"after a final failure", []*hoppertype.RunEvent{started(1), step(1, 2), final(1, 3)}, false, 1, 3, 0},
-		// A run retried after it ended (RetryRun) starts a fresh attempt,
+		// A run retried after it ended (RunRetry) starts a fresh attempt,
 		// with its whole retry budget again.
 		{"retried after a final failure", []*hoppertype.RunEvent{started(1), retried(1, 2), started(2), final(2, 2)}, true, 3, 0, 0},
 		{"retried after a cancellation", []*hoppertype.RunEvent{started(1), step(1, 2), cancelled(1, 3)}, true, 2, 0, 0},

@@ -71,7 +71,7 @@ func testWorkflowFetch(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NoError(t, err)
 	require.Equal(t, quote{Price: 42, Key: h.ID() + "/price"}, q)
 	require.EqualValues(t, 3, hits.Load(), "a 503, the price, the 404; the replay after the sleep requested nothing")
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, 2, info.Steps[0].Attempts, "the 503 was retried")
 

@@ -94,7 +94,7 @@ func testWorkflowRetryRunsActivitiesAgain(t *testing.T, newDriver func(*testing.
 	require.Equal(t, "shipped on attempt 3", out)
 	require.Equal(t, []string{"1 ship ra.a2", "2 ship ra@2.a2", "3 ship ra@3.a2"}, l.all(),
 		"one activity job per attempt, each named by its attempt")
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Len(t, info.Activities, 1, "the latest attempt's")
 	require.Equal(t, "ra@3.a2", info.Activities[0].JobID)
@@ -132,7 +132,7 @@ func testWorkflowRetryRunsChildrenAgain(t *testing.T, newDriver func(*testing.T)
 	require.NoError(t, err)
 	require.Equal(t, "child of attempt 2", out, "attempt 2 reads its own child")
 	require.Equal(t, []string{"1 child rp.2", "2 child rp@2.2"}, l.all())
-	kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID()})
+	kids, err := runsOf(c.RunList(ctx, &hopper.RunQuery{ParentID: h.ID()}))
 	require.NoError(t, err)
 	require.Len(t, kids, 2)
 }
@@ -281,7 +281,7 @@ func testWorkflowRetryOfARecordedRun(t *testing.T, newDriver func(*testing.T) dr
 			"1 refund", // the first attempt's charge, left undone when it was recorded, is undone first
 			"2 charge", "0 email compat-o-7@2.a4", "0 ship compat-o-7@2.6",
 		}, l.all(), "the second attempt's activity and child are new ones")
-		info, err := c.GetRun(ctx, "compat-o-7")
+		info, err := c.RunGet(ctx, "compat-o-7")
 		require.NoError(t, err)
 		require.Equal(t, hopper.RunCompleted, info.Status)
 		require.Equal(t, 2, info.History[0].Attempt)
@@ -329,7 +329,7 @@ func testWorkflowRetryOfARecordedRun(t *testing.T, newDriver func(*testing.T) dr
 		c, clk, _ := setup(t, &l, []*hopper.History{&broken})
 		clk.Advance(time.Hour)
 		waitRunStatus(t, c, "compat-o-7", hopper.RunStuck)
-		info, err := c.GetRun(testCtx(t), "compat-o-7")
+		info, err := c.RunGet(testCtx(t), "compat-o-7")
 		require.NoError(t, err)
 		require.Contains(t, info.Error.Message, `(attempt 1): history event 2 is step "charge-card", but the code now reaches step "charge"`)
 		require.Empty(t, l.all(), "nothing undone, nothing done")
@@ -396,7 +396,7 @@ func testWorkflowRetryUndoesEachAttempt(t *testing.T, newDriver func(*testing.T)
 		"2 charge", "2 reserve", "2 release", "2 refund",
 		"3 charge", "3 reserve",
 	}, l.all(), "each failed attempt undone, newest first, before the next")
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)
 	require.Equal(t, []hopper.CompensationInfo{
@@ -434,7 +434,7 @@ func testWorkflowRetryFinalFailureUndoesEveryAttempt(t *testing.T, newDriver fun
 	}, l.all())
 	require.Equal(t, 3, l.count("charge"))
 	require.Equal(t, 3, l.count("refund"), "one refund per charge")
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, []hopper.CompensationInfo{
 		{Name: "release", Attempt: 1, Executed: true}, {Name: "refund", Attempt: 1, Executed: true},
@@ -574,7 +574,7 @@ func testWorkflowRetryHooksAndStreams(t *testing.T, newDriver func(*testing.T) d
 	case <-ctx.Done():
 		t.Fatal("attempt 2 never published its hook")
 	}
-	chunks, err := c.ReadStream(ctx, h.ID(), 0, 10)
+	chunks, err := c.StreamRead(ctx, h.ID(), 0, 10)
 	require.NoError(t, err)
 	require.Len(t, chunks, 2)
 	var first, second struct {
@@ -587,10 +587,10 @@ func testWorkflowRetryHooksAndStreams(t *testing.T, newDriver func(*testing.T) d
 	require.Equal(t, 2, second.Attempt)
 	require.NotEqual(t, first.Hook, second.Hook)
 
-	err = c.ResumeHook(ctx, first.Hook, json.RawMessage(`"ada"`))
+	err = c.HookResume(ctx, first.Hook, json.RawMessage(`"ada"`))
 	require.ErrorIs(t, err, hopper.ErrStateConflict, "attempt 1's hook: its attempt is over")
 	require.Contains(t, err.Error(), "retried")
-	require.NoError(t, c.ResumeHook(ctx, second.Hook, json.RawMessage(`"grace"`)))
+	require.NoError(t, c.HookResume(ctx, second.Hook, json.RawMessage(`"grace"`)))
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "approved by grace", out)
@@ -692,7 +692,7 @@ func testWorkflowEveryStrategy(t *testing.T, newDriver func(*testing.T) driver.D
 		require.NoError(t, err)
 		_, err = h.Result(ctx)
 		require.ErrorIs(t, err, hopper.ErrCancelled, "the failing child cancelled its parent")
-		kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID()})
+		kids, err := runsOf(c.RunList(ctx, &hopper.RunQuery{ParentID: h.ID()}))
 		require.NoError(t, err)
 		require.Len(t, kids, 1)
 		_, err = strategies[hopper.StrategyCascade].Handle(c, kids[0].ID).Result(ctx)

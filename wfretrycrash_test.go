@@ -225,7 +225,7 @@ func testWorkflowSagaCrash(t *testing.T, db, schema string, open func() driver.D
 	}()
 
 	for i, pt := range pts {
-		info, err := c.WaitRun(ctx, runID(i))
+		info, err := c.RunWait(ctx, runID(i))
 		require.NoError(t, err, "kill point %s: the run did not finish: %s", pt.label, wfCrashAllHistory(context.Background(), d, runID(i)))
 		if pt.okFrom == 3 {
 			require.Equal(t, hopper.RunCompleted, info.Status, "kill point %s: %+v; %s", pt.label, info.Error, wfCrashAllHistory(ctx, d, runID(i)))
@@ -233,7 +233,7 @@ func testWorkflowSagaCrash(t *testing.T, db, schema string, open func() driver.D
 		} else {
 			require.Equal(t, hopper.RunCompensated, info.Status, "kill point %s: %+v; %s", pt.label, info.Error, wfCrashAllHistory(ctx, d, runID(i)))
 		}
-		full, err := c.GetRun(ctx, runID(i))
+		full, err := c.RunGet(ctx, runID(i))
 		require.NoError(t, err)
 		for _, ci := range full.Compensations {
 			// Attempts 1 and 2 failed and were undone; attempt 3 too when

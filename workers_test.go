@@ -21,7 +21,7 @@ func testWorkers(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	ctx := testCtx(t)
 	require.NoError(t, b.Start(ctx))
 
-	ws, err := a.Workers(ctx)
+	ws, err := a.WorkerList(ctx)
 	require.NoError(t, err)
 	require.Len(t, ws, 2)
 	require.Equal(t, "worker-a", ws[0].ID)
@@ -32,7 +32,7 @@ func testWorkers(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.Positive(t, ws[0].PID)
 
 	require.NoError(t, b.Stop(context.Background()))
-	ws, err = a.Workers(ctx)
+	ws, err = a.WorkerList(ctx)
 	require.NoError(t, err)
 	require.Len(t, ws, 1, "a stopped client removes itself")
 	require.Equal(t, "worker-a", ws[0].ID)

@@ -170,7 +170,7 @@ func (h *RunHandle[O]) Existing() bool { return h.existing }
 // errors.Is.
 func (h *RunHandle[O]) Result(ctx context.Context) (O, error) {
 	var zero O
-	info, err := h.c.WaitRun(ctx, h.id)
+	info, err := h.c.RunWait(ctx, h.id)
 	if err != nil {
 		return zero, err
 	}
@@ -432,7 +432,7 @@ func (w *workflowImpl[I, O]) decodeJSON(raw []byte) (any, error) {
 		raw = []byte("null")
 	}
 	if err := decodeStrictJSON(raw, &in); err != nil {
-		return nil, fmt.Errorf("%w: input for workflow %q: %v", ErrInvalidInput, w.wfName, err)
+		return nil, fmt.Errorf("%w: input for workflow %q: %w", ErrInvalidInput, w.wfName, err)
 	}
 	return in, nil
 }
@@ -444,7 +444,7 @@ func (w *workflowImpl[I, O]) encodeInput(c *Client, in any) ([]byte, error) {
 	}
 	b, err := c.codec.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encode input for workflow %q: %v", ErrInvalidInput, w.wfName, err)
+		return nil, fmt.Errorf("%w: encode input for workflow %q: %w", ErrInvalidInput, w.wfName, err)
 	}
 	return b, nil
 }
@@ -465,7 +465,7 @@ func (w *workflowImpl[I, O]) run(ctx context.Context, c *Client, input []byte) (
 		}
 		b, err := c.codec.Marshal(out)
 		if err != nil {
-			return nil, &engine.KindError{Kind: hoppertype.ErrorKindEncode, Err: fmt.Errorf("%w: %v", ErrEncode, err), Abort: true}
+			return nil, &engine.KindError{Kind: hoppertype.ErrorKindEncode, Err: fmt.Errorf("%w: %w", ErrEncode, err), Abort: true}
 		}
 		return b, nil
 	})

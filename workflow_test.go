@@ -74,7 +74,7 @@ func testWorkflowSteps(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	for _, n := range []string{"a", "b", "c"} {
 		require.Equal(t, 1, runs.get(n))
 	}
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)
 	require.JSONEq(t, `31`, string(info.Output))
@@ -122,7 +122,7 @@ func testWorkflowDurableSleep(t *testing.T, newDriver func(*testing.T) driver.Dr
 	require.Zero(t, runs.get("after"))
 	clk.Advance(59 * time.Minute)
 	time.Sleep(5 * time.Millisecond)
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunWaiting, info.Status, "not woken early")
 	clk.Advance(time.Minute)
@@ -159,7 +159,7 @@ func testWorkflowHooks(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NoError(t, err)
 	var token string
 	eventually(t, "the hook", func() bool {
-		info, err := c.GetRun(ctx, h.ID())
+		info, err := c.RunGet(ctx, h.ID())
 		if err != nil || len(info.Hooks) == 0 || info.Status != hopper.RunWaiting {
 			return false
 		}
@@ -167,15 +167,15 @@ func testWorkflowHooks(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 		return true
 	})
 	require.Len(t, token, 32, "128 random bits, hex")
-	chunks, err := c.ReadStream(ctx, h.ID(), 0, 10)
+	chunks, err := c.StreamRead(ctx, h.ID(), 0, 10)
 	require.NoError(t, err)
 	require.Len(t, chunks, 1)
 	require.JSONEq(t, `{"hook":"`+token+`"}`, string(chunks[0].Data))
 
-	require.ErrorIs(t, c.ResumeHook(ctx, "no-such-token", json.RawMessage(`{}`)), hopper.ErrNotFound)
-	require.ErrorIs(t, c.ResumeHook(ctx, token, json.RawMessage(`{not json`)), hopper.ErrInvalidInput)
-	require.NoError(t, c.ResumeHook(ctx, token, json.RawMessage(`{"approved":true,"by":"ada"}`)))
-	require.ErrorIs(t, c.ResumeHook(ctx, token, json.RawMessage(`{"approved":false}`)), hopper.ErrStateConflict, "a hook is resumed once")
+	require.ErrorIs(t, c.HookResume(ctx, "no-such-token", json.RawMessage(`{}`)), hopper.ErrNotFound)
+	require.ErrorIs(t, c.HookResume(ctx, token, json.RawMessage(`{not json`)), hopper.ErrInvalidInput)
+	require.NoError(t, c.HookResume(ctx, token, json.RawMessage(`{"approved":true,"by":"ada"}`)))
+	require.ErrorIs(t, c.HookResume(ctx, token, json.RawMessage(`{"approved":false}`)), hopper.ErrStateConflict, "a hook is resumed once")
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, approvalPayload{Approved: true, By: "ada"}, out, "the run's output is the payload it was resumed with")
@@ -185,17 +185,17 @@ func testWorkflowHooks(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NoError(t, err)
 	var token2 string
 	eventually(t, "the second hook", func() bool {
-		info, err := c.GetRun(ctx, h2.ID())
+		info, err := c.RunGet(ctx, h2.ID())
 		if err != nil || len(info.Hooks) == 0 || info.Status != hopper.RunWaiting {
 			return false
 		}
 		token2 = info.Hooks[0].Token
 		return true
 	})
-	require.NoError(t, c.CancelRun(ctx, h2.ID()))
+	require.NoError(t, c.RunCancel(ctx, h2.ID()))
 	_, err = h2.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
-	require.ErrorIs(t, c.ResumeHook(ctx, token2, json.RawMessage(`{}`)), hopper.ErrStateConflict)
+	require.ErrorIs(t, c.HookResume(ctx, token2, json.RawMessage(`{}`)), hopper.ErrStateConflict)
 }
 
 func TestWorkflowHookTimeout(t *testing.T) { forEachDriver(t, testWorkflowHookTimeout) }
@@ -218,7 +218,7 @@ func testWorkflowHookTimeout(t *testing.T, newDriver func(*testing.T) driver.Dri
 	// clock by the timeout until the run ends.
 	eventually(t, "the hook times out", func() bool {
 		clk.Advance(time.Minute)
-		info, err := c.GetRun(context.Background(), h.ID())
+		info, err := c.RunGet(context.Background(), h.ID())
 		return err == nil && info.Status.Terminal()
 	})
 	out, err := h.Result(ctx)
@@ -258,21 +258,21 @@ func testWorkflowChildAndActivity(t *testing.T, newDriver func(*testing.T) drive
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "10 20", out)
-	kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID()})
+	kids, err := runsOf(c.RunList(ctx, &hopper.RunQuery{ParentID: h.ID()}))
 	require.NoError(t, err)
 	require.Len(t, kids, 2)
 	for _, k := range kids {
 		require.Equal(t, hopper.RunCompleted, k.Status)
 		require.Equal(t, "child", k.Workflow)
 	}
-	done, err := c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunCompleted}, Workflow: "parent"})
+	done, err := runsOf(c.RunList(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunCompleted}, Workflow: "parent"}))
 	require.NoError(t, err)
 	require.Len(t, done, 1)
-	_, err = c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{"bogus"}})
+	_, err = runsOf(c.RunList(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{"bogus"}}))
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
 
-	// GetRun shows the parent's activity as its job stands: dead, aborted.
-	info, err := c.GetRun(ctx, h.ID())
+	// RunGet shows the parent's activity as its job stands: dead, aborted.
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Len(t, info.Activities, 1)
 	act := info.Activities[0]
@@ -284,7 +284,7 @@ func testWorkflowChildAndActivity(t *testing.T, newDriver func(*testing.T) drive
 	require.Equal(t, hopper.StateDead, act.Attempts[0].Outcome)
 	require.Equal(t, hoppertype.ErrorKindAborted, act.Attempts[0].Error.Kind)
 	require.Equal(t, c.WorkerID(), act.Attempts[0].Worker)
-	kid, err := c.GetRun(ctx, kids[0].ID)
+	kid, err := c.RunGet(ctx, kids[0].ID)
 	require.NoError(t, err)
 	require.Len(t, kid.Activities, 1)
 	require.Equal(t, hopper.StateSucceeded, kid.Activities[0].State)
@@ -348,7 +348,7 @@ func testWorkflowSaga(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	mu.Lock()
 	require.Equal(t, []string{"charge", "reserve", "undo-reserve", "undo-charge"}, trace, "compensations run last-in first-out")
 	mu.Unlock()
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompensated, info.Status)
 	require.Equal(t, []hopper.CompensationInfo{{Name: "undo-reserve", Attempt: 1, Executed: true}, {Name: "undo-charge", Attempt: 1, Executed: true}}, info.Compensations)
@@ -387,7 +387,7 @@ func testWorkflowStrategies(t *testing.T, newDriver func(*testing.T) driver.Driv
 	var re *hopper.RunError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, hopper.RunQuarantined, re.Status)
-	info, err := c.GetRun(ctx, hq.ID())
+	info, err := c.RunGet(ctx, hq.ID())
 	require.NoError(t, err)
 	require.Equal(t, 1, info.Attempt, "quarantine does not retry")
 
@@ -426,13 +426,13 @@ func testWorkflowNonDeterminism(t *testing.T, newDriver func(*testing.T) driver.
 	clk.Advance(time.Hour)
 	var info *hopper.RunInfo
 	eventually(t, "the run to go stuck", func() bool {
-		info, err = c.GetRun(ctx, h.ID())
+		info, err = c.RunGet(ctx, h.ID())
 		return err == nil && info.Status == hopper.RunStuck
 	})
 	require.NotNil(t, info.Error)
 	require.Contains(t, info.Error.Message, `step "first"`)
 	require.Contains(t, info.Error.Message, `step "renamed"`)
-	job, err := c.Get(ctx, h.ID())
+	job, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateStuck, job.State)
 	require.False(t, *job.Stuck.Retryable, "a divergence is not retryable")
@@ -440,15 +440,15 @@ func testWorkflowNonDeterminism(t *testing.T, newDriver func(*testing.T) driver.
 	require.Equal(t, hopper.StuckEngineFailure, info.Stuck.Cause)
 	// The retry observer passes it over: the same code would diverge again.
 	waitRetryObserverPassed(t, c.Driver(), h.ID())
-	info, err = c.GetRun(ctx, h.ID())
+	info, err = c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunStuck, info.Status)
 
 	// Cancelling the stuck run ends it at once, and its waiter learns it.
-	require.NoError(t, c.CancelRun(ctx, h.ID()))
+	require.NoError(t, c.RunCancel(ctx, h.ID()))
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
-	info, err = c.GetRun(ctx, h.ID())
+	info, err = c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCancelled, info.Status)
 }
@@ -479,22 +479,22 @@ func testWorkflowCancel(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
 	eventually(t, "parent and child to wait", func() bool {
-		kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID(), Statuses: []hopper.RunStatus{hopper.RunWaiting}})
-		info, err2 := c.GetRun(ctx, h.ID())
+		kids, err := runsOf(c.RunList(ctx, &hopper.RunQuery{ParentID: h.ID(), Statuses: []hopper.RunStatus{hopper.RunWaiting}}))
+		info, err2 := c.RunGet(ctx, h.ID())
 		return err == nil && err2 == nil && len(kids) == 1 && info.Status == hopper.RunWaiting
 	})
-	require.NoError(t, c.CancelRun(ctx, h.ID()))
+	require.NoError(t, c.RunCancel(ctx, h.ID()))
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
 	mu.Lock()
 	require.Equal(t, []string{"release"}, undone, "cancelling runs the compensations")
 	mu.Unlock()
-	kids, err := c.QueryRuns(ctx, &hopper.RunQuery{ParentID: h.ID()})
+	kids, err := runsOf(c.RunList(ctx, &hopper.RunQuery{ParentID: h.ID()}))
 	require.NoError(t, err)
 	require.Len(t, kids, 1)
 	_, err = child.Handle(c, kids[0].ID).Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled, "cancel cascades to children")
-	require.ErrorIs(t, c.CancelRun(ctx, h.ID()), hopper.ErrStateConflict)
+	require.ErrorIs(t, c.RunCancel(ctx, h.ID()), hopper.ErrStateConflict)
 }
 
 // TestSleepingWorkflowsHoldNoGoroutines: 10,000 runs sleeping at once (on
@@ -529,7 +529,7 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 		countWaiting := func() int {
 			waiting := 0
 			for off := 0; off < n; off += 1000 {
-				rs, err := c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunWaiting}, Limit: 1000, Offset: off})
+				rs, err := runsOf(c.RunList(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunWaiting}, Limit: 1000, Offset: off}))
 				require.NoError(t, err)
 				waiting += len(rs)
 			}
@@ -555,7 +555,7 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 func waitRunStatus(t *testing.T, c *hopper.Client, id string, status hopper.RunStatus) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("run %s to be %s", id, status), func() bool {
-		info, err := c.GetRun(context.Background(), id)
+		info, err := c.RunGet(context.Background(), id)
 		return err == nil && info.Status == status
 	})
 }
@@ -613,9 +613,9 @@ func testResumeReadsHistoryOnce(t *testing.T, newDriver func(*testing.T) driver.
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
 	eventually(t, "the run to sleep", func() bool {
-		rs, err := c.QueryRuns(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunWaiting}})
+		rs, err := runsOf(c.RunList(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunWaiting}}))
 		require.NoError(t, err)
-		row, err := c.Get(ctx, h.ID())
+		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
 		return len(rs) == 1 && len(c.Active()) == 0 && row.State == hopper.StateScheduled
 	})
@@ -651,7 +651,7 @@ func testWorkflowSkipQueue(t *testing.T, newDriver func(*testing.T) driver.Drive
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 42, out)
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)
 	require.Len(t, info.Steps, 1)
@@ -667,7 +667,7 @@ func testWorkflowSkipQueue(t *testing.T, newDriver func(*testing.T) driver.Drive
 	defer cancel()
 	_, err = s.Result(short)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "no worker polls the queue")
-	info, err = c.GetRun(ctx, s.ID())
+	info, err = c.RunGet(ctx, s.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunPending, info.Status)
 }
@@ -706,7 +706,7 @@ func testWorkflowRescueThenLateCompletion(t *testing.T, newDriver func(*testing.
 	require.NoError(t, b.Register(fast))
 	eventually(t, "B leads", b.IsLeader)
 	rescueBy(t, d, h.ID(), clkB, "B")
-	info, err := b.GetRun(ctx, h.ID())
+	info, err := b.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)
 	require.JSONEq(t, `"rescued"`, string(info.Output))
@@ -715,7 +715,7 @@ func testWorkflowRescueThenLateCompletion(t *testing.T, newDriver func(*testing.
 	// A's step returns at last: its record is fenced off, and so is its end.
 	close(released)
 	eventually(t, "A's attempt to end", func() bool { return len(a.Active()) == 0 })
-	info, err = b.GetRun(ctx, h.ID())
+	info, err = b.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)
 	require.JSONEq(t, `"rescued"`, string(info.Output))
@@ -759,7 +759,7 @@ func testActivityTimeline(t *testing.T, newDriver func(*testing.T) driver.Driver
 	require.NoError(t, err)
 	require.Equal(t, 2, out)
 
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	var kinds []string
 	for _, ev := range info.Timeline {
@@ -787,7 +787,7 @@ func testActivityTimeline(t *testing.T, newDriver func(*testing.T) driver.Driver
 	require.Len(t, info.History, 4, "the history holds only what replay reads")
 
 	// The job's attempts carry the message too.
-	atts, err := c.Attempts(ctx, job)
+	atts, err := c.JobAttempts(ctx, job)
 	require.NoError(t, err)
 	require.Len(t, atts, 2)
 	require.Empty(t, atts[0].Heartbeats)

@@ -80,7 +80,7 @@ func findJobs[I, O any](tb TB, c *hopper.Client, typ *hopper.Type[I, O], opts *J
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	page, err := c.List(ctx, &hopper.ListParams{Types: []string{typ.Name()}, Limit: maxListed, Ascending: true})
+	page, err := c.JobList(ctx, &hopper.ListParams{Types: []string{typ.Name()}, Limit: maxListed, Ascending: true})
 	if err != nil {
 		tb.Fatalf("hoppertest: list %q jobs: %v", typ.Name(), err)
 		return nil, nil
@@ -204,9 +204,9 @@ func RequireRunCompleted[O any](tb TB, c *hopper.Client, run *hopper.RunHandle[O
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var zero O
-	info, err := c.WaitRun(ctx, run.ID())
+	info, err := c.RunWait(ctx, run.ID())
 	if err != nil {
-		now, gerr := c.GetRun(context.Background(), run.ID())
+		now, gerr := c.RunGet(context.Background(), run.ID())
 		if gerr != nil {
 			tb.Fatalf("hoppertest: run %s did not end: %v", run.ID(), err)
 			return zero
@@ -215,7 +215,7 @@ func RequireRunCompleted[O any](tb TB, c *hopper.Client, run *hopper.RunHandle[O
 		return zero
 	}
 	if info.Status != hopper.RunCompleted {
-		if full, err := c.GetRun(ctx, run.ID()); err == nil {
+		if full, err := c.RunGet(ctx, run.ID()); err == nil {
 			info = full // with its steps
 		}
 		msg := ""
@@ -263,7 +263,7 @@ func RequireHistory(tb TB, c *hopper.Client, id string, want ...Event) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h, err := c.History(ctx, id)
+	h, err := c.RunHistory(ctx, id)
 	if err != nil {
 		tb.Fatalf("hoppertest: history of run %s: %v", id, err)
 		return

@@ -43,7 +43,7 @@ var (
 	// ErrPanic matches a handler that panicked.
 	ErrPanic = errors.New("hopper: handler panicked")
 	// ErrStuck matches a job that is stuck and needs help (Handle.Result keeps
-	// waiting on a stuck job; this is for List and events).
+	// waiting on a stuck job; this is for JobList and events).
 	ErrStuck = errors.New("hopper: stuck")
 	// ErrNonDeterminism matches a workflow whose replay diverged from its history.
 	ErrNonDeterminism = errors.New("hopper: non-determinism")

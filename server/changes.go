@@ -55,7 +55,7 @@ func AttemptsToJSON(as []hopper.Attempt) []AttemptJSON { return attemptsJSON(as)
 
 // jobAttempts serves GET /v1/jobs/{id}/attempts.
 func (s *Server) jobAttempts(w http.ResponseWriter, r *http.Request) {
-	as, err := s.c.Attempts(r.Context(), r.PathValue("id"))
+	as, err := s.c.JobAttempts(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -160,7 +160,7 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 	lastWrite := time.Now()
 	for {
 		for {
-			chs, err := s.c.Changes(r.Context(), cur, 500)
+			chs, err := s.c.ChangeList(r.Context(), cur, 500)
 			if err != nil {
 				if r.Context().Err() == nil {
 					s.opts.Logger.Warn("hopper server: change stream", "err", err)
@@ -220,7 +220,7 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	chs, err := s.c.Changes(r.Context(), after, limit)
+	chs, err := s.c.ChangeList(r.Context(), after, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -244,7 +244,7 @@ type ObserverJSON struct {
 
 // listObservers serves GET /v1/observers.
 func (s *Server) listObservers(w http.ResponseWriter, r *http.Request) {
-	rows, err := s.c.Observers(r.Context())
+	rows, err := s.c.ObserverList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -60,14 +60,14 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	row, err := s.c.Get(r.Context(), r.PathValue("id"))
+	row, err := s.c.JobGet(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	out := jobJSON(row)
 	if hopper.IsGate(row) {
-		g, err := s.c.GateInfo(r.Context(), row.ID)
+		g, err := s.c.GateGet(r.Context(), row.ID)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -151,7 +151,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writePage(w http.ResponseWriter, r *http.Request, p *hopper.ListParams) {
-	page, err := s.c.List(r.Context(), p)
+	page, err := s.c.JobList(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -170,20 +170,20 @@ func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	row, err := s.c.Get(r.Context(), id)
+	row, err := s.c.JobGet(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if !row.State.Terminal() && wait > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		done, err := s.c.Wait(ctx, id)
+		done, err := s.c.JobWait(ctx, id)
 		cancel()
 		switch {
 		case err == nil:
 			row = done
 		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-			if row, err = s.c.Get(r.Context(), id); err != nil {
+			if row, err = s.c.JobGet(r.Context(), id); err != nil {
 				s.fail(w, r, err)
 				return
 			}
@@ -196,7 +196,7 @@ func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	row, err := s.c.Cancel(r.Context(), r.PathValue("id"))
+	row, err := s.c.JobCancel(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -205,7 +205,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) {
-	row, err := s.c.Retry(r.Context(), r.PathValue("id"))
+	row, err := s.c.JobRetry(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -227,20 +227,20 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	g, err := s.c.GroupStatus(r.Context(), id)
+	g, err := s.c.GroupGet(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if !g.Settled && wait > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		done, err := s.c.WaitGroup(ctx, id)
+		done, err := s.c.GroupWait(ctx, id)
 		cancel()
 		switch {
 		case err == nil:
 			g = done
 		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-			if g, err = s.c.GroupStatus(r.Context(), id); err != nil {
+			if g, err = s.c.GroupGet(r.Context(), id); err != nil {
 				s.fail(w, r, err)
 				return
 			}
@@ -285,7 +285,7 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	n, err := s.c.Redrive(r.Context(), &hopper.RedriveParams{IDs: req.IDs, Type: req.Type, All: req.All, Limit: req.Limit})
+	n, err := s.c.JobRedrive(r.Context(), &hopper.RedriveParams{IDs: req.IDs, Type: req.Type, All: req.All, Limit: req.Limit})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -301,7 +301,7 @@ type QueueJSON struct {
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	qs, err := s.c.Queues(r.Context())
+	qs, err := s.c.QueueList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -327,7 +327,7 @@ const (
 func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) {
 	create, err := boolParam(r, "create")
 	if err == nil {
-		err = s.c.PauseQueue(r.Context(), r.PathValue("name"), &hopper.PauseOpts{Create: create})
+		err = s.c.QueuePause(r.Context(), r.PathValue("name"), &hopper.PauseOpts{Create: create})
 	}
 	if err != nil {
 		s.fail(w, r, withHint(err, createHint))
@@ -337,7 +337,7 @@ func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resumeQueue(w http.ResponseWriter, r *http.Request) {
-	if err := s.c.ResumeQueue(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.c.QueueResume(r.Context(), r.PathValue("name")); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -395,7 +395,7 @@ func (d *DefineScheduleJSON) StoredSchedule() (hopper.StoredSchedule, error) {
 	if d.CatchUp != "" {
 		v, err := time.ParseDuration(d.CatchUp)
 		if err != nil {
-			return s, fmt.Errorf("%w: catch_up %q: %v", hopper.ErrInvalidInput, d.CatchUp, err)
+			return s, fmt.Errorf("%w: catch_up %q: %w", hopper.ErrInvalidInput, d.CatchUp, err)
 		}
 		if v == 0 {
 			v = -1 // on time only, as "0s" lists
@@ -413,7 +413,7 @@ func ScheduleJSONOf(in hopper.ScheduleInfo) ScheduleJSON {
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
-	infos, err := s.c.Schedules(r.Context())
+	infos, err := s.c.ScheduleList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -438,16 +438,16 @@ func (s *Server) defineSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil && !force {
 		// A typo in the type would define a schedule nothing runs.
-		err = withHint(s.c.CheckScheduleTarget(r.Context(), def), forceHint)
+		err = withHint(s.c.ScheduleCheckTarget(r.Context(), def), forceHint)
 	}
 	if err == nil {
-		err = s.c.DefineSchedule(r.Context(), def)
+		err = s.c.ScheduleDefine(r.Context(), def)
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	infos, err := s.c.Schedules(r.Context())
+	infos, err := s.c.ScheduleList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -464,7 +464,7 @@ func (s *Server) defineSchedule(w http.ResponseWriter, r *http.Request) {
 func (s *Server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
 	create, err := boolParam(r, "create")
 	if err == nil {
-		err = s.c.PauseSchedule(r.Context(), r.PathValue("name"), &hopper.PauseOpts{Create: create})
+		err = s.c.SchedulePause(r.Context(), r.PathValue("name"), &hopper.PauseOpts{Create: create})
 	}
 	if err != nil {
 		s.fail(w, r, withHint(err, createHint))
@@ -474,7 +474,7 @@ func (s *Server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resumeSchedule(w http.ResponseWriter, r *http.Request) {
-	if err := s.c.ResumeSchedule(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.c.ScheduleResume(r.Context(), r.PathValue("name")); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -482,7 +482,7 @@ func (s *Server) resumeSchedule(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
-	if err := s.c.DeleteSchedule(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.c.ScheduleDelete(r.Context(), r.PathValue("name")); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -88,7 +88,7 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	qs, err := q.c.Queues(ctx)
+	qs, err := q.c.QueueList(ctx)
 	if err != nil {
 		q.log.Warn("hopper server: metrics: reading the queues failed", "err", err)
 		ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 0)

@@ -170,7 +170,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
-	info, err := s.c.GetRun(r.Context(), r.PathValue("id"))
+	info, err := s.c.RunGet(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -181,7 +181,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 // runHistory serves a run's history in the portable form of hopper.History,
 // the input of hopper.ReplayHistory.
 func (s *Server) runHistory(w http.ResponseWriter, r *http.Request) {
-	h, err := s.c.History(r.Context(), r.PathValue("id"))
+	h, err := s.c.RunHistory(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -238,7 +238,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	page, err := s.c.ListRuns(r.Context(), rq)
+	page, err := s.c.RunList(r.Context(), rq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -252,11 +252,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.c.CancelRun(r.Context(), id); err != nil {
+	if err := s.c.RunCancel(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	info, err := s.c.GetRun(r.Context(), id)
+	info, err := s.c.RunGet(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -268,11 +268,11 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 // completing runs again as a fresh attempt.
 func (s *Server) retryRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.c.RetryRun(r.Context(), id); err != nil {
+	if err := s.c.RunRetry(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	info, err := s.c.GetRun(r.Context(), id)
+	info, err := s.c.RunGet(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -287,7 +287,7 @@ func (s *Server) resumeHook(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.c.ResumeHook(r.Context(), r.PathValue("token"), body); err != nil {
+	if err := s.c.HookResume(r.Context(), r.PathValue("token"), body); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -318,7 +318,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	// The workflow reads the request beside the body (Hook.Request): to
 	// check a signature, say. The client leaves its credentials out.
 	req := &hopper.HookRequest{Method: r.Method, Header: r.Header.Clone(), Query: r.URL.Query()}
-	if err := s.c.ResumeHookRequest(r.Context(), r.PathValue("token"), p, req); err != nil {
+	if err := s.c.HookResumeRequest(r.Context(), r.PathValue("token"), p, req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -343,7 +343,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 		s.readStream(w, r, id, from)
 		return
 	}
-	if _, err := s.c.GetRun(r.Context(), id); err != nil {
+	if _, err := s.c.RunGet(r.Context(), id); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -362,7 +362,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 	defer tick.Stop()
 	caughtUp := false
 	for {
-		chunks, err := s.c.ReadStream(ctx, id, from, 500)
+		chunks, err := s.c.StreamRead(ctx, id, from, 500)
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				// The store's text goes to the log, the request id to the reader.
@@ -378,7 +378,7 @@ func (s *Server) streamRun(w http.ResponseWriter, r *http.Request) {
 		}
 		fl.Flush()
 		if len(chunks) == 0 {
-			info, err := s.c.GetRun(ctx, id)
+			info, err := s.c.RunGet(ctx, id)
 			if err != nil {
 				return
 			}

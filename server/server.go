@@ -407,7 +407,7 @@ func badRequest(format string, args ...any) error {
 
 // listWorkers serves GET /v1/workers: the clients running jobs on the store.
 func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
-	ws, err := s.c.Workers(r.Context())
+	ws, err := s.c.WorkerList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return

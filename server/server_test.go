@@ -619,7 +619,7 @@ func TestDashboardPages(t *testing.T) {
 	require.NoError(t, err)
 	next, err := e.c.NameJob("add", json.RawMessage(`{"a":1,"b":1}`), nil)
 	require.NoError(t, err)
-	gate := hopper.Gate([]string{failing.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess, 0)
+	gate := hopper.Gate([]string{failing.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess(), 0)
 	_, err = e.c.EnqueueMany(context.Background(), failing, gate)
 	require.NoError(t, err)
 	var gateJob server.JobJSON

@@ -21,12 +21,12 @@ func (s *Server) readStream(w http.ResponseWriter, r *http.Request, id string, f
 		}
 		limit = n
 	}
-	info, err := s.c.GetRun(r.Context(), id)
+	info, err := s.c.RunGet(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	chunks, err := s.c.ReadStream(r.Context(), id, from, limit)
+	chunks, err := s.c.StreamRead(r.Context(), id, from, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -26,7 +26,7 @@ func TestAPIStreamPage(t *testing.T) {
 	}
 	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"approval"}`, &started))
 	for {
-		info, err := e.c.GetRun(ctx, started.RunID)
+		info, err := e.c.RunGet(ctx, started.RunID)
 		require.NoError(t, err)
 		if info.Status == hopper.RunWaiting {
 			break

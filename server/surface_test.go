@@ -989,7 +989,7 @@ func TestHandlerModeRefusesWeakTokens(t *testing.T) {
 		ts.Close()
 		s.Close()
 	}
-	qs, err := c.Queues(context.Background())
+	qs, err := c.QueueList(context.Background())
 	require.NoError(t, err)
 	for _, q := range qs {
 		require.False(t, q.Paused)

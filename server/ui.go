@@ -64,7 +64,7 @@ func (s *Server) uiRoutes() {
 	s.mux.Handle("GET /runs/{id}", s.uiAuth(s.uiRun))
 	s.mux.Handle("GET /search", s.uiAuth(func(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimSpace(r.URL.Query().Get("id"))
-		if _, err := s.c.GetRun(r.Context(), id); err == nil {
+		if _, err := s.c.RunGet(r.Context(), id); err == nil {
 			http.Redirect(w, r, "/runs/"+url.PathEscape(id), http.StatusSeeOther)
 			return
 		}
@@ -106,34 +106,34 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 }
 
 func (s *Server) uiOverview(w http.ResponseWriter, r *http.Request) {
-	qs, err := s.c.Queues(r.Context())
+	qs, err := s.c.QueueList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	recent, err := s.c.List(r.Context(), &hopper.ListParams{Limit: 15})
+	recent, err := s.c.JobList(r.Context(), &hopper.ListParams{Limit: 15})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	runs, err := s.c.QueryRuns(r.Context(), &hopper.RunQuery{Limit: 10})
+	runs, err := s.c.RunList(r.Context(), &hopper.RunQuery{Limit: 10})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	workers, err := s.c.Workers(r.Context())
+	workers, err := s.c.WorkerList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	schedules, err := s.c.Schedules(r.Context())
+	schedules, err := s.c.ScheduleList(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	s.render(w, r, http.StatusOK, "overview", map[string]any{
 		"Queues": qs, "Recent": recent.Jobs, "Types": s.c.Types(), "Started": s.c.Started(), "Active": len(s.c.Active()),
-		"Workflows": s.c.Workflows(), "Runs": runs, "Workers": workers, "Schedules": schedules,
+		"Workflows": s.c.Workflows(), "Runs": runs.Runs, "Workers": workers, "Schedules": schedules,
 	})
 }
 
@@ -150,7 +150,7 @@ func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rq.Limit = runsPage
-	page, err := s.c.ListRuns(r.Context(), rq)
+	page, err := s.c.RunList(r.Context(), rq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -170,7 +170,7 @@ func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) uiRun(w http.ResponseWriter, r *http.Request) {
-	info, err := s.c.GetRun(r.Context(), r.PathValue("id"))
+	info, err := s.c.RunGet(r.Context(), r.PathValue("id"))
 	if err != nil {
 		if errorsIsNotFound(err) {
 			s.render(w, r, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
@@ -179,7 +179,7 @@ func (s *Server) uiRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	chunks, err := s.c.ReadStream(r.Context(), info.ID, 0, hopper.MaxListLimit)
+	chunks, err := s.c.StreamRead(r.Context(), info.ID, 0, hopper.MaxListLimit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -197,7 +197,7 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
 	if p.Limit == 0 {
 		p.Limit = 50
 	}
-	pg, err := s.c.List(r.Context(), p)
+	pg, err := s.c.JobList(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -214,7 +214,7 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
-	row, err := s.c.Get(r.Context(), r.PathValue("id"))
+	row, err := s.c.JobGet(r.Context(), r.PathValue("id"))
 	if err != nil {
 		if errorsIsNotFound(err) {
 			s.render(w, r, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
@@ -223,14 +223,14 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	attempts, err := s.c.Attempts(r.Context(), row.ID)
+	attempts, err := s.c.JobAttempts(r.Context(), row.ID)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	data := map[string]any{"Job": row, "JSON": jobJSON(row), "Attempts": attempts}
 	if hopper.IsGate(row) {
-		g, err := s.c.GateInfo(r.Context(), row.ID)
+		g, err := s.c.GateGet(r.Context(), row.ID)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -244,7 +244,7 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
-	pg, err := s.c.List(r.Context(), &hopper.ListParams{States: []hopper.JobState{hopper.StateDead}, Limit: 100, Cursor: r.URL.Query().Get("cursor")})
+	pg, err := s.c.JobList(r.Context(), &hopper.ListParams{States: []hopper.JobState{hopper.StateDead}, Limit: 100, Cursor: r.URL.Query().Get("cursor")})
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -75,7 +75,7 @@ func run(ctx context.Context, path string, every time.Duration, n int) error {
 		return err
 	}
 	defer c.Stop(context.WithoutCancel(ctx))
-	infos, err := c.Schedules(ctx)
+	infos, err := c.ScheduleList(ctx)
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify hoppertype.Class
 		return outcome{params: p, event: ev}
 	}
 	if res.cancelRequested || errors.Is(res.cause, hoppertype.ErrCancelled) {
-		return terminal(hoppertype.JobStateCancelled, errInfo(hoppertype.ErrorKindCancelled, fmt.Errorf("%w: %v", hoppertype.ErrCancelled, err), ""), hoppertype.EventCancelled)
+		return terminal(hoppertype.JobStateCancelled, errInfo(hoppertype.ErrorKindCancelled, fmt.Errorf("%w: %w", hoppertype.ErrCancelled, err), ""), hoppertype.EventCancelled)
 	}
 	if errors.Is(res.cause, hoppertype.ErrExpired) || deadlinePassed(now) {
 		return expire()
@@ -128,7 +128,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify hoppertype.Class
 	}
 	if errors.Is(res.cause, hoppertype.ErrAttemptTimeout) { // a heartbeat timeout too
 		kind = hoppertype.ErrorKindTimeout
-		err = fmt.Errorf("%w: %v", res.cause, err)
+		err = fmt.Errorf("%w: %w", res.cause, err)
 	}
 	if errors.Is(err, hoppertype.ErrAborted) {
 		abort = true

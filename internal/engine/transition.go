@@ -135,7 +135,7 @@ func (e *Engine) RetryRun(ctx context.Context, id string, retryable []hoppertype
 // RunLive are the statuses of a run still going.
 var RunLive = []hoppertype.RunStatus{hoppertype.RunPending, hoppertype.RunRunning, hoppertype.RunWaiting, hoppertype.RunCompensating, hoppertype.RunStuck}
 
-// CancelRun asks a run and its children to stop (see Client.CancelRun).
+// CancelRun asks a run and its children to stop (see Client.RunCancel).
 func (e *Engine) CancelRun(ctx context.Context, id string) error {
 	now := e.now()
 	var job *hoppertype.JobRow

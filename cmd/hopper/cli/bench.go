@@ -432,7 +432,7 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 
 // countState counts the jobs of queue in state st.
 func countState(ctx context.Context, c *hopper.Client, queue string, st hopper.JobState) (int, error) {
-	qs, err := c.Queues(ctx)
+	qs, err := c.QueueList(ctx)
 	if err != nil {
 		return 0, err
 	}

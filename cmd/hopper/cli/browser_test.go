@@ -124,7 +124,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("browser: define and pause a schedule: %v", err)
 	}
-	infos, err := c.Schedules(ctx)
+	infos, err := c.ScheduleList(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestDashboardSignInInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("browser: pause a queue: %v", err)
 	}
-	qs, err := c.Queues(ctx)
+	qs, err := c.QueueList(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,8 +73,8 @@ var examplePipeline = hopper.Define("pipeline", func(ctx context.Context, in Pip
 			return hopper.None{}, err
 		}
 	}
-	job.Then(hopper.AllDone, exampleStage.Job("merge", nil)).
-		Then(hopper.AllSuccess, exampleStage.Job("publish", nil))
+	job.Then(hopper.AllDone(), exampleStage.Job("merge", nil)).
+		Then(hopper.AllSuccess(), exampleStage.Job("publish", nil))
 	return hopper.None{}, nil
 }, nil)
 

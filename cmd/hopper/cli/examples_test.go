@@ -64,7 +64,7 @@ func TestExampleReport(t *testing.T) {
 	if err != nil || out != "2 pages" {
 		t.Fatalf("report = %q, %v; want 2 pages", out, err)
 	}
-	info, err := c.GetRun(ctx, h.ID())
+	info, err := c.RunGet(ctx, h.ID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestExampleSchedule(t *testing.T) {
 		}
 		defer stop()
 	}
-	if got, err := c.Schedules(ctx); err != nil || len(got) != 1 || got[0].Name != "add-every-minute" || got[0].Next.Second() != 0 {
+	if got, err := c.ScheduleList(ctx); err != nil || len(got) != 1 || got[0].Name != "add-every-minute" || got[0].Next.Second() != 0 {
 		t.Fatalf("schedules: %+v, %v", got, err)
 	}
 	spec, err := exampleSchedules()[0].Job(time.Date(2030, 1, 1, 14, 5, 0, 0, time.UTC))

@@ -72,7 +72,7 @@ func jobsCmd(g *globals) *cobra.Command {
 				return remoteJob(cmd.Context(), g, r, http.MethodGet, "/v1/jobs/"+pathEsc(args[0]))
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				row, err := c.Get(cmd.Context(), args[0])
+				row, err := c.JobGet(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -89,7 +89,7 @@ func jobsCmd(g *globals) *cobra.Command {
 				return remoteJob(cmd.Context(), g, r, http.MethodPost, "/v1/jobs/"+pathEsc(args[0])+"/cancel")
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				row, err := c.Cancel(cmd.Context(), args[0])
+				row, err := c.JobCancel(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -106,7 +106,7 @@ func jobsCmd(g *globals) *cobra.Command {
 				return remoteJob(cmd.Context(), g, r, http.MethodPost, "/v1/jobs/"+pathEsc(args[0])+"/retry")
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				row, err := c.Retry(cmd.Context(), args[0])
+				row, err := c.JobRetry(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -125,7 +125,7 @@ func jobsCmd(g *globals) *cobra.Command {
 					return err
 				}
 			} else if err := withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				as, err := c.Attempts(cmd.Context(), args[0])
+				as, err := c.JobAttempts(cmd.Context(), args[0])
 				list.Attempts = server.AttemptsToJSON(as)
 				return err
 			}); err != nil {
@@ -191,7 +191,7 @@ func (p *listFlags) params() (*hopper.ListParams, error) {
 }
 
 func printPage(ctx context.Context, g *globals, c *hopper.Client, p *hopper.ListParams) error {
-	page, err := c.List(ctx, p)
+	page, err := c.JobList(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func deadCmd(g *globals) *cobra.Command {
 				return remoteRedrive(cmd.Context(), g, r, server.RedriveRequest{IDs: ids, Type: typ, All: all, Limit: limit})
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				n, err := c.Redrive(cmd.Context(), &hopper.RedriveParams{IDs: ids, Type: typ, All: all, Limit: limit})
+				n, err := c.JobRedrive(cmd.Context(), &hopper.RedriveParams{IDs: ids, Type: typ, All: all, Limit: limit})
 				if err != nil {
 					return err
 				}
@@ -366,7 +366,7 @@ func queuesCmd(g *globals) *cobra.Command {
 				return remoteQueues(cmd.Context(), g, r)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				qs, err := c.Queues(cmd.Context())
+				qs, err := c.QueueList(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -402,9 +402,9 @@ func queuesCmd(g *globals) *cobra.Command {
 					}
 					err = withClientMode(cmd.Context(), g, mode, func(c *hopper.Client) error {
 						if pause {
-							return c.PauseQueue(cmd.Context(), args[0], &hopper.PauseOpts{Create: create})
+							return c.QueuePause(cmd.Context(), args[0], &hopper.PauseOpts{Create: create})
 						}
-						return c.ResumeQueue(cmd.Context(), args[0])
+						return c.QueueResume(cmd.Context(), args[0])
 					})
 				}
 				if err != nil {

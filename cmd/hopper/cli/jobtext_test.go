@@ -31,7 +31,7 @@ func TestJobTextReadsAsTheAPI(t *testing.T) {
 	if _, err := h.Result(ctx); err == nil {
 		t.Fatal("the order should fail and compensate")
 	}
-	if _, err := c.Wait(ctx, h.ID()); err != nil {
+	if _, err := c.JobWait(ctx, h.ID()); err != nil {
 		t.Fatal(err)
 	}
 	srv := server.New(c, nil)

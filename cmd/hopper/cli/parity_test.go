@@ -65,13 +65,13 @@ func TestJSONSameBothWays(t *testing.T) {
 		return err
 	}, exampleAdd, exampleApproval, doomed)
 	c := s.c
-	if err := c.DefineSchedule(ctx, hopper.StoredSchedule{Name: "daily-add", Cron: "@daily", Type: "add", Input: json.RawMessage(`{"a":1,"b":2}`)}); err != nil {
+	if err := c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "daily-add", Cron: "@daily", Type: "add", Input: json.RawMessage(`{"a":1,"b":2}`)}); err != nil {
 		t.Fatal(err)
 	}
 	// The server's client runs the stored schedule once it read it, and
 	// says so in its worker row.
 	for reported := false; !reported; {
-		ws, err := c.Workers(ctx)
+		ws, err := c.WorkerList(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,13 +113,13 @@ func TestJSONSameBothWays(t *testing.T) {
 	}
 	for _, id := range []string{done.ID(), waiting.ID()} {
 		for {
-			info, err := c.GetRun(ctx, id)
+			info, err := c.RunGet(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if info.Status == hopper.RunWaiting {
 				if id == done.ID() {
-					if err := c.ResumeHook(ctx, info.Hooks[0].Token, json.RawMessage(`{"ok":true}`)); err != nil {
+					if err := c.HookResume(ctx, info.Hooks[0].Token, json.RawMessage(`{"ok":true}`)); err != nil {
 						t.Fatal(err)
 					}
 				}

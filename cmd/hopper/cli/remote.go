@@ -352,7 +352,7 @@ func schedulesCmd(g *globals) *cobra.Command {
 			infos = wrapped.Schedules
 		} else {
 			err := withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				got, err := c.Schedules(cmd.Context())
+				got, err := c.ScheduleList(cmd.Context())
 				for _, in := range got {
 					infos = append(infos, server.ScheduleJSONOf(in))
 				}
@@ -447,7 +447,7 @@ migrate --db … or hopper dev creates one); define creates it when missing.`,
 	var createPaused bool
 	pause := act("pause", "Stop a schedule's occurrences from enqueueing, on every process",
 		func(ctx context.Context, c *hopper.Client, name string) error {
-			return c.PauseSchedule(ctx, name, &hopper.PauseOpts{Create: createPaused})
+			return c.SchedulePause(ctx, name, &hopper.PauseOpts{Create: createPaused})
 		}, http.MethodPost, func() string {
 			if createPaused {
 				return "/pause?create=true"
@@ -498,11 +498,11 @@ The database is created when it does not exist.`,
 				}
 				err = withClientMode(cmd.Context(), g, createStore, func(c *hopper.Client) error {
 					if !force {
-						if err := c.CheckScheduleTarget(cmd.Context(), s); err != nil {
+						if err := c.ScheduleCheckTarget(cmd.Context(), s); err != nil {
 							return withFlagHint(err, forceHint)
 						}
 					}
-					return c.DefineSchedule(cmd.Context(), s)
+					return c.ScheduleDefine(cmd.Context(), s)
 				})
 				if err != nil {
 					return err
@@ -549,10 +549,10 @@ The database is created when it does not exist.`,
 	}
 	cmd.AddCommand(define, pause,
 		act("resume", "Let a paused schedule's occurrences fire again",
-			func(ctx context.Context, c *hopper.Client, name string) error { return c.ResumeSchedule(ctx, name) },
+			func(ctx context.Context, c *hopper.Client, name string) error { return c.ScheduleResume(ctx, name) },
 			http.MethodPost, fixed("/resume"), existing, "resumed", "paused", false),
 		reword(act("delete", "Remove a stored schedule, or forget a retired code schedule's state and pause",
-			func(ctx context.Context, c *hopper.Client, name string) error { return c.DeleteSchedule(ctx, name) },
+			func(ctx context.Context, c *hopper.Client, name string) error { return c.ScheduleDelete(ctx, name) },
 			http.MethodDelete, fixed(""), existing, "deleted", "deleted", true), "schedule", "hopper schedules"),
 	)
 	return cmd

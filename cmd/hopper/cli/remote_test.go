@@ -63,20 +63,20 @@ func TestServerMode(t *testing.T) {
 	if out, errOut, code := remote("schedules", "pause", "nightly"); code != 0 || !strings.Contains(out, "paused") {
 		t.Fatalf("schedules pause: %d %q %q", code, out, errOut)
 	}
-	infos, err := c.Schedules(ctx)
+	infos, err := c.ScheduleList(ctx)
 	if err != nil || len(infos) != 1 || !infos[0].Paused {
 		t.Fatalf("paused through the server: %+v %v", infos, err)
 	}
 	if _, errOut, code := remote("schedules", "resume", "nightly"); code != 0 {
 		t.Fatalf("schedules resume: %q", errOut)
 	}
-	if infos, err := c.Schedules(ctx); err != nil || infos[0].Paused {
+	if infos, err := c.ScheduleList(ctx); err != nil || infos[0].Paused {
 		t.Fatalf("resumed through the server: %+v %v", infos, err)
 	}
 	if out, errOut, code := remote("schedules", "define", "daily-add", "--cron", "@daily", "--type", "add", "--input", `{"a":1,"b":2}`); code != 0 || !strings.Contains(out, "defined") {
 		t.Fatalf("schedules define through the server: %d %q %q", code, out, errOut)
 	}
-	if infos, err := c.Schedules(ctx); err != nil || len(infos) != 2 || !infos[0].Stored || !infos[0].Registered {
+	if infos, err := c.ScheduleList(ctx); err != nil || len(infos) != 2 || !infos[0].Stored || !infos[0].Registered {
 		t.Fatalf("the server's client runs the stored schedule: %+v %v", infos, err)
 	}
 	if _, errOut, code := remote("schedules", "define", "bad", "--cron", "@daily", "--type", "add", "--input", `{"a":"x"}`); code == 0 || !strings.Contains(errOut, "400") && !strings.Contains(errOut, "invalid") {
@@ -139,7 +139,7 @@ func TestServerMode(t *testing.T) {
 	}
 	token := ""
 	for token == "" {
-		info, err := c.GetRun(ctx, rh.ID())
+		info, err := c.RunGet(ctx, rh.ID())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,7 +46,7 @@ func runsCmd(g *globals) *cobra.Command {
 				return remoteRunList(cmd.Context(), g, r, statuses, workflow, parent, limit, offset, cursor)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				page, err := c.ListRuns(cmd.Context(), q)
+				page, err := c.RunList(cmd.Context(), q)
 				if err != nil {
 					return err
 				}
@@ -78,7 +78,7 @@ func runsCmd(g *globals) *cobra.Command {
 				return remoteRun(cmd.Context(), g, r, args[0])
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				info, err := c.GetRun(cmd.Context(), args[0])
+				info, err := c.RunGet(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -99,7 +99,7 @@ func runsCmd(g *globals) *cobra.Command {
 				return writeJSON(g.out, h)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				h, err := c.History(cmd.Context(), args[0])
+				h, err := c.RunHistory(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -119,10 +119,10 @@ func runsCmd(g *globals) *cobra.Command {
 				return remoteRun(cmd.Context(), g, r, args[0])
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				if err := c.CancelRun(cmd.Context(), args[0]); err != nil {
+				if err := c.RunCancel(cmd.Context(), args[0]); err != nil {
 					return err
 				}
-				info, err := c.GetRun(cmd.Context(), args[0])
+				info, err := c.RunGet(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -142,10 +142,10 @@ func runsCmd(g *globals) *cobra.Command {
 				return remoteRun(cmd.Context(), g, r, args[0])
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				if err := c.RetryRun(cmd.Context(), args[0]); err != nil {
+				if err := c.RunRetry(cmd.Context(), args[0]); err != nil {
 					return err
 				}
-				info, err := c.GetRun(cmd.Context(), args[0])
+				info, err := c.RunGet(cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}
@@ -197,11 +197,11 @@ type chunkReader func(ctx context.Context, id string, from int64) (*server.Chunk
 // storeChunks reads a run's stream from the store.
 func storeChunks(c *hopper.Client) chunkReader {
 	return func(ctx context.Context, id string, from int64) (*server.ChunkListJSON, error) {
-		info, err := c.GetRun(ctx, id)
+		info, err := c.RunGet(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		chunks, err := c.ReadStream(ctx, id, from, tailPage)
+		chunks, err := c.StreamRead(ctx, id, from, tailPage)
 		if err != nil {
 			return nil, err
 		}
@@ -280,7 +280,7 @@ func hooksCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				if err := c.ResumeHook(cmd.Context(), args[0], json.RawMessage(payload)); err != nil {
+				if err := c.HookResume(cmd.Context(), args[0], json.RawMessage(payload)); err != nil {
 					return err
 				}
 				if g.asJSON {

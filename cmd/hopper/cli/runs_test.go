@@ -47,7 +47,7 @@ func TestRunsCommands(t *testing.T) {
 	}
 	token := ""
 	for token == "" {
-		info, err := c.GetRun(ctx, h.ID())
+		info, err := c.RunGet(ctx, h.ID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestRunsCommands(t *testing.T) {
 	waitStatus := func(id string, want hopper.RunStatus) {
 		t.Helper()
 		for {
-			info, err := c.GetRun(ctx, id)
+			info, err := c.RunGet(ctx, id)
 			if err == nil && info.Status == want {
 				return
 			}

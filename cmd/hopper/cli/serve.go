@@ -164,7 +164,7 @@ func stopClient(g *globals, c *hopper.Client, name string, wait time.Duration, t
 	}
 	var left []*hopper.JobRow
 	for _, j := range active {
-		if row, gerr := c.Get(context.Background(), j.ID); gerr == nil && !row.State.Terminal() {
+		if row, gerr := c.JobGet(context.Background(), j.ID); gerr == nil && !row.State.Terminal() {
 			left = append(left, row)
 		}
 	}

@@ -36,9 +36,9 @@ const (
 	workerRetained = engine.WorkerRetained
 )
 
-// Workers returns the clients running jobs on this store (started, and
+// WorkerList returns the clients running jobs on this store (started, and
 // seen within three of this client's heartbeat intervals), by id.
-func (c *Client) Workers(ctx context.Context) ([]*WorkerInfo, error) {
+func (c *Client) WorkerList(ctx context.Context) ([]*WorkerInfo, error) {
 	rows, err := c.store().WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list workers: %w", err)

@@ -1,0 +1,161 @@
+package hopper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/hclock"
+)
+
+// StepOpts configure a step. A nil *StepOpts is valid.
+type StepOpts struct {
+	// Retry is the step's retry policy, run inside the step (the default
+	// policy: 3 attempts, exponential backoff). An Abort error (Fatal)
+	// stops retrying; RetryAfter sets a floor.
+	Retry RetryPolicy
+}
+
+// StepError is a step's final error as the workflow sees it, the same on
+// every replay. errors.Is matches ErrAborted for a fatal step error.
+type StepError struct {
+	Step    string
+	Kind    hoppertype.ErrorKind
+	Message string
+}
+
+// Error implements error.
+func (e *StepError) Error() string { return fmt.Sprintf("step %q: %s", e.Step, e.Message) }
+
+// Unwrap maps the kind to hopper's sentinels.
+func (e *StepError) Unwrap() error {
+	return (&JobError{Kind: e.Kind}).Unwrap()
+}
+
+// Fatal marks a step error as permanent: the step is not retried. It is
+// Abort under the name workflow code expects.
+func Fatal(err error) error { return Abort(err) }
+
+// Step runs fn as a checkpointed step: its output (or final error) is
+// recorded before the workflow goes on, and a replay returns the recorded
+// result without running fn again. fn runs inline, retried under opts'
+// policy. A step's effect happens at least once: a crash after the effect
+// and before the record runs it again, so make effects idempotent (the
+// step's identity, StepMetadata.ID from StepFromContext, which names the
+// run's attempt, makes a good key). Names must be stable: a replay that
+// reaches a different step at a position fails with a NonDeterminismError
+// naming both.
+func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (T, error), opts *StepOpts) (T, error) {
+	st := wf.state()
+	var zero T
+	if err := st.check(); err != nil {
+		return zero, err
+	}
+	ev, err := st.next(name, evStep)
+	if err != nil {
+		return zero, err
+	}
+	if ev != nil {
+		return decodeStep[T](st, name, ev)
+	}
+	if err := st.live(); err != nil {
+		return zero, err
+	}
+	var policy RetryPolicy
+	if opts != nil {
+		policy = opts.Retry
+	}
+	if err := policy.Validate(); err != nil {
+		return zero, err
+	}
+	p := policy.resolved()
+	var v T
+	meta := StepMetadata{RunID: st.run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.scope(), name, st.nextSeq)}
+	attempt := 1
+	for ; ; attempt++ {
+		meta.Attempt = attempt
+		v, err = runStep(context.WithValue(st.ctx, stepMetaKey{}, meta), fn)
+		if err == nil || errors.Is(err, ErrAborted) || attempt >= p.Attempts || st.ctx.Err() != nil {
+			break
+		}
+		d := p.Delay(attempt, nil)
+		var ra *hoppertype.RetryAfterError
+		if errors.As(err, &ra) && ra.Delay > d {
+			d = ra.Delay
+		}
+		if hclock.Sleep(st.ctx, st.c.clock, d) != nil {
+			break
+		}
+	}
+	if err != nil {
+		if st.ctx.Err() != nil && st.live() != nil {
+			return zero, ErrCancelled
+		}
+		ei := errorInfo(err, st.attempt, st.c.now())
+		if rerr := st.record(st.ctx, nil, evStep, name, evData{Error: ei, Attempts: attempt}); rerr != nil {
+			return zero, rerr
+		}
+		return zero, &StepError{Step: name, Kind: ei.Kind, Message: ei.Message}
+	}
+	b, err := st.c.codec.Marshal(v)
+	if err != nil {
+		return zero, fmt.Errorf("hopper: step %q: encode output: %w", name, err)
+	}
+	if err := st.record(st.ctx, nil, evStep, name, evData{Output: b, Attempts: attempt}); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+// StepMetadata describes the step whose function is running.
+type StepMetadata struct {
+	RunID string
+	Name  string
+	// ID is the step's identity: its run and attempt, its name and its
+	// position ("run/name#position" in a run's first attempt,
+	// "run@2/name#position" in its second). It is the same on every try of
+	// the step and differs between attempts of the run: a good idempotency
+	// key for the step's effect, which a retried run undoes (its
+	// compensation) before the next attempt does it again.
+	ID string
+	// Attempt counts the step's tries, from 1.
+	Attempt int
+}
+
+type stepMetaKey struct{}
+
+// StepFromContext returns the metadata of the step whose function was given
+// ctx (false outside a step).
+func StepFromContext(ctx context.Context) (StepMetadata, bool) {
+	m, ok := ctx.Value(stepMetaKey{}).(StepMetadata)
+	return m, ok
+}
+
+func runStep[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return fn(ctx)
+}
+
+func decodeStep[T any](st *wfState, name string, ev *hoppertype.RunEvent) (T, error) {
+	var zero T
+	var data evData
+	if err := json.Unmarshal(ev.Data, &data); err != nil {
+		return zero, err
+	}
+	if data.Error != nil {
+		return zero, &StepError{Step: name, Kind: data.Error.Kind, Message: data.Error.Message}
+	}
+	var v T
+	if len(data.Output) > 0 {
+		if err := st.c.codec.Unmarshal(data.Output, &v); err != nil {
+			return zero, fmt.Errorf("hopper: step %q: decode recorded output: %w", name, err)
+		}
+	}
+	return v, nil
+}
