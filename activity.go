@@ -17,41 +17,41 @@ import (
 func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpts) (O, error) {
 	st := wf.state()
 	var zero O
-	if err := st.check(); err != nil {
+	if err := st.Check(); err != nil {
 		return zero, err
 	}
 	name := t.Name()
-	ev, err := st.next(name, evActivityScheduled)
+	ev, err := st.Next(name, engine.EvActivityScheduled)
 	if err != nil {
 		return zero, err
 	}
 	var jobID string
 	if ev != nil {
-		var data evData
+		var data engine.EventData
 		if err := json.Unmarshal(ev.Data, &data); err != nil {
 			return zero, err
 		}
 		jobID = data.Job
 	} else {
-		if err := st.live(); err != nil {
+		if err := st.Live(); err != nil {
 			return zero, err
 		}
-		jobID = st.scope() + ".a" + strconv.Itoa(st.nextSeq)
+		jobID = st.Scope() + ".a" + strconv.Itoa(st.NextSeq)
 		o := InsertOpts{}
 		if opts != nil {
 			o = *opts
 		}
 		o.ID = jobID
-		o.Metadata = mergeMeta(o.Metadata, map[string]string{wakeKey: st.run.ID})
+		o.Metadata = mergeMeta(o.Metadata, map[string]string{wakeKey: st.Run.ID})
 		spec := t.Job(in, &o)
 		spec.derivedID = true // the run's id and a position
 		row, err := st.c.buildRow(spec, st.c.now())
 		if err != nil {
 			return zero, err
 		}
-		row.ParentID = st.run.ID
+		row.ParentID = st.Run.ID
 		var res []driver.JobInsertResult
-		err = st.inTx(evActivityScheduled, name, evData{Job: jobID}, func(ctx context.Context, tx driver.Executor) error {
+		err = st.InTx(engine.EvActivityScheduled, name, engine.EventData{Job: jobID}, func(ctx context.Context, tx driver.Executor) error {
 			var err error
 			if res, err = tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}}); err != nil {
 				return err
@@ -63,35 +63,35 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 		}
 		st.c.eng.AfterInsert(res, nil)
 	}
-	if ev, err := st.next(name, evActivityCompleted); err != nil {
+	if ev, err := st.Next(name, engine.EvActivityCompleted); err != nil {
 		return zero, err
 	} else if ev != nil {
 		return decodeStep[O](st, name, ev)
 	}
-	if err := st.live(); err != nil {
+	if err := st.Live(); err != nil {
 		return zero, err
 	}
-	job, err := st.c.store().JobGet(st.ctx, jobID)
+	job, err := st.c.store().JobGet(st.Context(), jobID)
 	if err != nil {
-		return zero, st.fail(err)
+		return zero, st.Fail(err)
 	}
 	if !job.State.Terminal() {
-		return zero, st.suspend(farFuture, func(ctx context.Context) bool {
+		return zero, st.Suspend(engine.FarFuture, func(ctx context.Context) bool {
 			j, err := st.c.store().JobGet(ctx, jobID)
 			return err == nil && j.State.Terminal()
 		})
 	}
-	data := evData{Attempts: job.Attempt}
+	data := engine.EventData{Attempts: job.Attempt}
 	if job.State == hoppertype.JobStateSucceeded {
 		data.Output = job.Result
 	} else {
 		je := jobErrorFromRow(job).(*JobError)
 		data.Error = &hoppertype.ErrorInfo{Kind: je.Kind, Message: je.Message, Attempt: job.Attempt, At: st.c.now()}
 	}
-	if err := st.record(st.ctx, nil, evActivityCompleted, name, data); err != nil {
+	if err := st.Record(st.Context(), nil, engine.EvActivityCompleted, name, data); err != nil {
 		return zero, err
 	}
-	return decodeStep[O](st, name, st.events[len(st.events)-1])
+	return decodeStep[O](st, name, st.Events[len(st.Events)-1])
 }
 
 // wakeKey, in a job's metadata, names the run its end wakes (an activity's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // ChildOpts configure a child run. A nil *ChildOpts is valid.
@@ -29,7 +30,7 @@ type ChildOpts struct {
 func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *ChildOpts) (O, error) {
 	st := wf.state()
 	var zero O
-	if err := st.check(); err != nil {
+	if err := st.Check(); err != nil {
 		return zero, err
 	}
 	if opts != nil && opts.ID != "" {
@@ -38,28 +39,28 @@ func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *Chil
 			return zero, fmt.Errorf("hopper: child %s: %w", w.wfName, err)
 		}
 	}
-	ev, err := st.next(w.wfName, evChildStarted)
+	ev, err := st.Next(w.wfName, engine.EvChildStarted)
 	if err != nil {
 		return zero, err
 	}
 	var childID string
 	if ev != nil {
-		var data evData
+		var data engine.EventData
 		if err := json.Unmarshal(ev.Data, &data); err != nil {
 			return zero, err
 		}
 		childID = data.Child
 	} else {
-		if err := st.live(); err != nil {
+		if err := st.Live(); err != nil {
 			return zero, err
 		}
-		childID = st.scope() + "." + strconv.Itoa(st.nextSeq)
+		childID = st.Scope() + "." + strconv.Itoa(st.NextSeq)
 		if opts != nil && opts.ID != "" {
 			childID = opts.ID
 		}
 		var started bool
-		err := st.inTx(evChildStarted, w.wfName, evData{Child: childID}, func(ctx context.Context, tx driver.Executor) error {
-			_, existing, err := st.c.startRunIn(ctx, tx, w.core(), in, &StartOpts{ID: childID}, st.run.ID)
+		err := st.InTx(engine.EvChildStarted, w.wfName, engine.EventData{Child: childID}, func(ctx context.Context, tx driver.Executor) error {
+			_, existing, err := st.c.startRunIn(ctx, tx, w.core(), in, &StartOpts{ID: childID}, st.Run.ID)
 			started = !existing
 			return err
 		})
@@ -71,25 +72,25 @@ func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *Chil
 			st.c.wakeQueue(st.c.cfg.DefaultQueue, time.Time{})
 		}
 	}
-	if ev, err := st.next(w.wfName, evChildCompleted); err != nil {
+	if ev, err := st.Next(w.wfName, engine.EvChildCompleted); err != nil {
 		return zero, err
 	} else if ev != nil {
 		return decodeChild[O](st, childID, ev)
 	}
-	if err := st.live(); err != nil {
+	if err := st.Live(); err != nil {
 		return zero, err
 	}
-	info, err := st.c.runStatus(st.ctx, childID)
+	info, err := st.c.runStatus(st.Context(), childID)
 	if err != nil {
-		return zero, st.fail(err)
+		return zero, st.Fail(err)
 	}
 	if !info.Status.Terminal() {
-		return zero, st.suspend(farFuture, func(ctx context.Context) bool {
+		return zero, st.Suspend(engine.FarFuture, func(ctx context.Context) bool {
 			i, err := st.c.runStatus(ctx, childID)
 			return err == nil && i.Status.Terminal()
 		})
 	}
-	data := evData{Child: childID, Status: info.Status}
+	data := engine.EventData{Child: childID, Status: info.Status}
 	if info.Status == hoppertype.RunCompleted {
 		data.Output = info.Output
 	} else {
@@ -98,15 +99,15 @@ func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *Chil
 			data.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindHandler, Message: string(info.Status)}
 		}
 	}
-	if err := st.record(st.ctx, nil, evChildCompleted, w.wfName, data); err != nil {
+	if err := st.Record(st.Context(), nil, engine.EvChildCompleted, w.wfName, data); err != nil {
 		return zero, err
 	}
-	return decodeChild[O](st, childID, st.events[len(st.events)-1])
+	return decodeChild[O](st, childID, st.Events[len(st.Events)-1])
 }
 
 func decodeChild[O any](st *wfState, childID string, ev *hoppertype.RunEvent) (O, error) {
 	var zero O
-	var data evData
+	var data engine.EventData
 	if err := json.Unmarshal(ev.Data, &data); err != nil {
 		return zero, err
 	}

@@ -130,3 +130,9 @@ type FailureInfo = hoppertype.FailureInfo
 // from the handler beats the classifier; a panicking classifier is reported
 // through Config.OnError and the attempt is retried.
 type Classifier = hoppertype.Classifier
+
+// NonDeterminismError says a run's replay diverged from its history: the
+// workflow code changed, or does not run the same way twice. The run goes
+// stuck (engine failure, not retryable) until the code is fixed and it is
+// retried.
+type NonDeterminismError = hoppertype.NonDeterminismError

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
@@ -70,21 +71,21 @@ func (ht HookType[T]) Create(wf WorkflowContext) (*Hook[T], error) { return NewH
 // replay gets the same token) and stored, waiting for a payload.
 func NewHook[T any](wf WorkflowContext, name string) (*Hook[T], error) {
 	st := wf.state()
-	if err := st.check(); err != nil {
+	if err := st.Check(); err != nil {
 		return nil, err
 	}
-	ev, err := st.next(name, evHookCreated)
+	ev, err := st.Next(name, engine.EvHookCreated)
 	if err != nil {
 		return nil, err
 	}
 	if ev != nil {
-		var data evData
+		var data engine.EventData
 		if err := json.Unmarshal(ev.Data, &data); err != nil {
 			return nil, err
 		}
 		return &Hook[T]{st: st, name: name, token: data.Token}, nil
 	}
-	if err := st.live(); err != nil {
+	if err := st.Live(); err != nil {
 		return nil, err
 	}
 	b := make([]byte, 16)
@@ -92,14 +93,14 @@ func NewHook[T any](wf WorkflowContext, name string) (*Hook[T], error) {
 		return nil, err
 	}
 	token := hex.EncodeToString(b)
-	data := evData{Token: token}
+	data := engine.EventData{Token: token}
 	if _, ok := st.c.codec.(JSONCodec); ok {
 		// Recorded so that any process refuses a payload that would not
 		// decode into a T before it uses the hook (Client.HookResume).
 		data.Schema = hookSchema[T]()
 	}
-	err = st.inTx(evHookCreated, name, data, func(ctx context.Context, tx driver.Executor) error {
-		return tx.HookInsert(ctx, &hoppertype.HookRow{Token: token, RunID: st.run.ID, Name: name, State: hoppertype.HookWaiting, CreatedAt: st.c.now()})
+	err = st.InTx(engine.EvHookCreated, name, data, func(ctx context.Context, tx driver.Executor) error {
+		return tx.HookInsert(ctx, &hoppertype.HookRow{Token: token, RunID: st.Run.ID, Name: name, State: hoppertype.HookWaiting, CreatedAt: st.c.now()})
 	})
 	if err != nil {
 		return nil, err
@@ -117,68 +118,68 @@ type HookWaitOpts struct {
 func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	st := h.st
 	var zero T
-	if err := st.check(); err != nil {
+	if err := st.Check(); err != nil {
 		return zero, err
 	}
-	ev, err := st.next(h.name, evHookWait)
+	ev, err := st.Next(h.name, engine.EvHookWait)
 	if err != nil {
 		return zero, err
 	}
-	until := farFuture
+	until := engine.FarFuture
 	if ev != nil {
-		var data evData
+		var data engine.EventData
 		if err := json.Unmarshal(ev.Data, &data); err != nil {
 			return zero, err
 		}
 		until = data.Until
 	} else {
-		if err := st.live(); err != nil {
+		if err := st.Live(); err != nil {
 			return zero, err
 		}
 		if opts != nil && opts.Timeout > 0 {
 			until = hclock.Truncate(st.c.now().Add(opts.Timeout))
 		}
-		if err := st.record(st.ctx, nil, evHookWait, h.name, evData{Until: until, Token: h.token}); err != nil {
+		if err := st.Record(st.Context(), nil, engine.EvHookWait, h.name, engine.EventData{Until: until, Token: h.token}); err != nil {
 			return zero, err
 		}
 	}
-	if ev, err := st.next(h.name, evHookReceived, evHookTimeout); err != nil {
+	if ev, err := st.Next(h.name, engine.EvHookReceived, engine.EvHookTimeout); err != nil {
 		return zero, err
 	} else if ev != nil {
 		return h.decode(ev)
 	}
-	if err := st.live(); err != nil {
+	if err := st.Live(); err != nil {
 		return zero, err
 	}
-	row, err := st.c.store().HookGet(st.ctx, h.token)
+	row, err := st.c.store().HookGet(st.Context(), h.token)
 	if err != nil {
-		return zero, st.fail(err)
+		return zero, st.Fail(err)
 	}
 	switch {
 	case row.State == hoppertype.HookResumed:
-		if err := st.record(st.ctx, nil, evHookReceived, h.name, evData{Output: row.Payload, Request: row.Request}); err != nil {
+		if err := st.Record(st.Context(), nil, engine.EvHookReceived, h.name, engine.EventData{Output: row.Payload, Request: row.Request}); err != nil {
 			return zero, err
 		}
 	case !st.c.now().Before(until):
-		if err := st.record(st.ctx, nil, evHookTimeout, h.name, evData{}); err != nil {
+		if err := st.Record(st.Context(), nil, engine.EvHookTimeout, h.name, engine.EventData{}); err != nil {
 			return zero, err
 		}
 	default:
 		token := h.token
-		return zero, st.suspend(until, func(ctx context.Context) bool {
+		return zero, st.Suspend(until, func(ctx context.Context) bool {
 			r, err := st.c.store().HookGet(ctx, token)
 			return err == nil && r.State == hoppertype.HookResumed
 		})
 	}
-	return h.decode(st.events[len(st.events)-1])
+	return h.decode(st.Events[len(st.Events)-1])
 }
 
 // decode reads the hook's payload, and the request that sent it, from its
 // hook_received event.
 func (h *Hook[T]) decode(ev *hoppertype.RunEvent) (T, error) {
 	v, err := decodeHook[T](h.st, h.name, ev)
-	if err == nil && ev.Kind == evHookReceived {
-		var data evData
+	if err == nil && ev.Kind == engine.EvHookReceived {
+		var data engine.EventData
 		if json.Unmarshal(ev.Data, &data) == nil && len(data.Request) > 0 {
 			var req HookRequest
 			if json.Unmarshal(data.Request, &req) == nil {
@@ -191,10 +192,10 @@ func (h *Hook[T]) decode(ev *hoppertype.RunEvent) (T, error) {
 
 func decodeHook[T any](st *wfState, name string, ev *hoppertype.RunEvent) (T, error) {
 	var zero T
-	if ev.Kind == evHookTimeout {
+	if ev.Kind == engine.EvHookTimeout {
 		return zero, fmt.Errorf("%w: %q", ErrHookTimeout, name)
 	}
-	var data evData
+	var data engine.EventData
 	if err := json.Unmarshal(ev.Data, &data); err != nil {
 		return zero, err
 	}

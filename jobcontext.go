@@ -16,8 +16,6 @@ type JobContext struct {
 	// a is the attempt the engine runs; row is its claimed row.
 	a   *engine.Attempt
 	row *hoppertype.JobRow
-	// run is set when the job is a workflow run's execution.
-	run *engine.RunEffect
 }
 
 type jobCtxKey struct{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
@@ -102,15 +103,14 @@ func ReplayHistory[I, O any](ctx context.Context, w *WorkflowType[I, O], h *Hist
 	for _, ev := range h.Events {
 		// The engine's own closing events (the end of the run, the
 		// compensations it ran) are not answers to workflow code.
-		if replayTail(ev.Kind) {
+		if engine.ReplayTail(ev.Kind) {
 			break
 		}
 		events = append(events, &hoppertype.RunEvent{RunID: h.RunID, Attempt: attempt, Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, Data: ev.Data, At: ev.At})
 	}
-	st := &wfState{c: c, ctx: ctx, run: run, opts: w.opts, attempt: attempt, events: events, replay: true}
-	st.nextSeq = len(events) + 1
+	st := &wfState{RunState: engine.NewReplayState(ctx, run, attempt, events), c: c, opts: w.opts}
 	if len(events) > 0 {
-		if _, err := st.next("", evWorkflowStarted); err != nil {
+		if _, err := st.Next("", engine.EvWorkflowStarted); err != nil {
 			return err
 		}
 	}
@@ -124,26 +124,16 @@ func ReplayHistory[I, O any](ctx context.Context, w *WorkflowType[I, O], h *Hist
 		_, err = w.fn(st, in)
 	}()
 	switch {
-	case st.fatal != nil:
-		return st.fatal
-	case st.suspended:
+	case st.Fatal != nil:
+		return st.Fatal
+	case st.Suspended:
 		return nil // the code reached the end of the history on its path
 	case errors.Is(err, ErrPanic):
 		return err
-	case st.pos < len(st.events):
-		ev := st.events[st.pos]
-		return &NonDeterminismError{RunID: h.RunID, Workflow: h.Workflow, Attempt: attempt, Position: st.pos + 1,
+	case st.Pos < len(st.Events):
+		ev := st.Events[st.Pos]
+		return &NonDeterminismError{RunID: h.RunID, Workflow: h.Workflow, Attempt: attempt, Position: st.Pos + 1,
 			RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
 	}
 	return nil
-}
-
-// replayTail says whether an event kind is one the engine writes after the
-// workflow code ended.
-func replayTail(kind string) bool {
-	switch kind {
-	case evWorkflowCompleted, evWorkflowFailed, evWorkflowCancelled, evCompensationDone, evCompensationFail:
-		return true
-	}
-	return false
 }

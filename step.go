@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
@@ -50,17 +51,17 @@ func Fatal(err error) error { return Abort(err) }
 func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (T, error), opts *StepOpts) (T, error) {
 	st := wf.state()
 	var zero T
-	if err := st.check(); err != nil {
+	if err := st.Check(); err != nil {
 		return zero, err
 	}
-	ev, err := st.next(name, evStep)
+	ev, err := st.Next(name, engine.EvStep)
 	if err != nil {
 		return zero, err
 	}
 	if ev != nil {
 		return decodeStep[T](st, name, ev)
 	}
-	if err := st.live(); err != nil {
+	if err := st.Live(); err != nil {
 		return zero, err
 	}
 	var policy RetryPolicy
@@ -72,12 +73,12 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 	}
 	p := policy.resolved()
 	var v T
-	meta := StepMetadata{RunID: st.run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.scope(), name, st.nextSeq)}
+	meta := StepMetadata{RunID: st.Run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.Scope(), name, st.NextSeq)}
 	attempt := 1
 	for ; ; attempt++ {
 		meta.Attempt = attempt
-		v, err = runStep(context.WithValue(st.ctx, stepMetaKey{}, meta), fn)
-		if err == nil || errors.Is(err, ErrAborted) || attempt >= p.Attempts || st.ctx.Err() != nil {
+		v, err = runStep(context.WithValue(st.Context(), stepMetaKey{}, meta), fn)
+		if err == nil || errors.Is(err, ErrAborted) || attempt >= p.Attempts || st.Context().Err() != nil {
 			break
 		}
 		d := p.Delay(attempt, nil)
@@ -85,16 +86,16 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 		if errors.As(err, &ra) && ra.Delay > d {
 			d = ra.Delay
 		}
-		if hclock.Sleep(st.ctx, st.c.clock, d) != nil {
+		if hclock.Sleep(st.Context(), st.c.clock, d) != nil {
 			break
 		}
 	}
 	if err != nil {
-		if st.ctx.Err() != nil && st.live() != nil {
+		if st.Context().Err() != nil && st.Live() != nil {
 			return zero, ErrCancelled
 		}
-		ei := errorInfo(err, st.attempt, st.c.now())
-		if rerr := st.record(st.ctx, nil, evStep, name, evData{Error: ei, Attempts: attempt}); rerr != nil {
+		ei := engine.ErrorInfo(err, st.Attempt(), st.c.now())
+		if rerr := st.Record(st.Context(), nil, engine.EvStep, name, engine.EventData{Error: ei, Attempts: attempt}); rerr != nil {
 			return zero, rerr
 		}
 		return zero, &StepError{Step: name, Kind: ei.Kind, Message: ei.Message}
@@ -103,7 +104,7 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 	if err != nil {
 		return zero, fmt.Errorf("hopper: step %q: encode output: %w", name, err)
 	}
-	if err := st.record(st.ctx, nil, evStep, name, evData{Output: b, Attempts: attempt}); err != nil {
+	if err := st.Record(st.Context(), nil, engine.EvStep, name, engine.EventData{Output: b, Attempts: attempt}); err != nil {
 		return zero, err
 	}
 	return v, nil
@@ -144,7 +145,7 @@ func runStep[T any](ctx context.Context, fn func(ctx context.Context) (T, error)
 
 func decodeStep[T any](st *wfState, name string, ev *hoppertype.RunEvent) (T, error) {
 	var zero T
-	var data evData
+	var data engine.EventData
 	if err := json.Unmarshal(ev.Data, &data); err != nil {
 		return zero, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // Stream is a run's durable, append-only stream of chunks: progress for
@@ -19,28 +20,28 @@ type Stream struct{ st *wfState }
 // offsets of those it wrote.
 func (s *Stream) Write(v any) error {
 	st := s.st
-	if err := st.check(); err != nil {
+	if err := st.Check(); err != nil {
 		return err
 	}
-	ev, err := st.next("", evStreamWrite)
+	ev, err := st.Next("", engine.EvStreamWrite)
 	if err != nil || ev != nil {
 		return err
 	}
-	if err := st.live(); err != nil {
+	if err := st.Live(); err != nil {
 		return err
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("hopper: stream write: %w", err)
 	}
-	return st.inTxData(evStreamWrite, "", func(ctx context.Context, tx driver.Executor) (evData, error) {
-		chunks, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: st.run.ID, Chunks: [][]byte{b}, Now: st.c.now()})
+	return st.InTxData(engine.EvStreamWrite, "", func(ctx context.Context, tx driver.Executor) (engine.EventData, error) {
+		chunks, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: st.Run.ID, Chunks: [][]byte{b}, Now: st.c.now()})
 		if err != nil {
-			return evData{}, err
+			return engine.EventData{}, err
 		}
 		if len(chunks) != 1 {
-			return evData{}, fmt.Errorf("hopper: stream write: the store appended %d chunks, not 1", len(chunks))
+			return engine.EventData{}, fmt.Errorf("hopper: stream write: the store appended %d chunks, not 1", len(chunks))
 		}
-		return evData{Offset: &chunks[0].Offset}, nil
+		return engine.EventData{Offset: &chunks[0].Offset}, nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // MaxIDLength is the longest id, in bytes, a caller may give a job, a run
@@ -54,18 +55,9 @@ func quoteShort(s string) string {
 }
 
 // checkText refuses, before it reaches a store, a string no store keeps
-// alike: one with a NUL byte or that is not valid UTF-8 (PostgreSQL's
-// text refuses both). field names it in the error, which wraps
+// alike (see engine.CheckText): field names it in the error, which wraps
 // ErrInvalidInput.
-func checkText(field, s string) error {
-	if strings.IndexByte(s, 0) >= 0 {
-		return fmt.Errorf("%w: %s holds a NUL byte", ErrInvalidInput, field)
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidInput, field)
-	}
-	return nil
-}
+func checkText(field, s string) error { return engine.CheckText(field, s) }
 
 // checkTexts is checkText for each of ss.
 func checkTexts[S ~string](field string, ss []S) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/hopper-go/hopper/internal/engine"
 )
 
 // RunInfo is a workflow run as the runtime API shows it.
@@ -155,7 +156,7 @@ func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, []*hopp
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	attempt, history := lastGeneration(all)
+	attempt, history := engine.LastGeneration(all)
 	info.History = history
 	return info, attempt, all, nil
 }
@@ -205,25 +206,25 @@ func (c *Client) RunGet(ctx context.Context, id string) (*RunInfo, error) {
 	}
 	info.Timeline = timeline(info.History, info.Activities)
 	for _, ev := range info.History {
-		if ev.Kind != evStep && ev.Kind != evActivityCompleted {
+		if ev.Kind != engine.EvStep && ev.Kind != engine.EvActivityCompleted {
 			continue
 		}
-		var data evData
+		var data engine.EventData
 		_ = json.Unmarshal(ev.Data, &data)
 		kind := "step"
-		if ev.Kind == evActivityCompleted {
+		if ev.Kind == engine.EvActivityCompleted {
 			kind = "activity"
 		}
 		info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, Attempts: data.Attempts, At: ev.At})
 	}
-	info.Compensations = compensations(generations(all))
+	info.Compensations = compensations(engine.Generations(all))
 	return info, nil
 }
 
 // compensations lists the compensations a run's attempts registered: those
 // that ran, in the order they ran (as the history has them), then those
 // that did not, in the order they were registered.
-func compensations(gens []generation) []CompensationInfo {
+func compensations(gens []engine.Generation) []CompensationInfo {
 	type ranComp struct {
 		at int
 		ci CompensationInfo
@@ -237,14 +238,14 @@ func compensations(gens []generation) []CompensationInfo {
 		var added []string
 		ranAt := map[string]int{}
 		errs := map[string]string{}
-		for _, ev := range g.events {
+		for _, ev := range g.Events {
 			at++
 			switch ev.Kind {
-			case evCompensationAdded:
+			case engine.EvCompensationAdded:
 				added = append(added, ev.Name)
-			case evCompensationDone, evCompensationFail:
+			case engine.EvCompensationDone, engine.EvCompensationFail:
 				ranAt[ev.Name] = at
-				var data evData
+				var data engine.EventData
 				_ = json.Unmarshal(ev.Data, &data)
 				if data.Error != nil {
 					errs[ev.Name] = data.Error.Message
@@ -252,8 +253,8 @@ func compensations(gens []generation) []CompensationInfo {
 			}
 		}
 		for i, name := range added {
-			ci := CompensationInfo{Name: name, Attempt: g.attempt}
-			key := compKey(name, i)
+			ci := CompensationInfo{Name: name, Attempt: g.Attempt}
+			key := engine.CompKey(name, i)
 			if at, ok := ranAt[key]; ok {
 				ci.Executed, ci.Error = true, errs[key]
 				ran = append(ran, ranComp{at, ci})
@@ -274,10 +275,10 @@ func compensations(gens []generation) []CompensationInfo {
 func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent) ([]ActivityInfo, error) {
 	var ids, names []string
 	for _, ev := range history {
-		if ev.Kind != evActivityScheduled {
+		if ev.Kind != engine.EvActivityScheduled {
 			continue
 		}
-		var data evData
+		var data engine.EventData
 		if err := json.Unmarshal(ev.Data, &data); err == nil && data.Job != "" {
 			ids, names = append(ids, data.Job), append(names, ev.Name)
 		}
@@ -609,10 +610,10 @@ func hookRequestJSON(req *HookRequest) ([]byte, error) {
 // other than JSON).
 func hookSchemaOf(events []*hoppertype.RunEvent, token string) json.RawMessage {
 	for _, ev := range events {
-		if ev.Kind != evHookCreated {
+		if ev.Kind != engine.EvHookCreated {
 			continue
 		}
-		var data evData
+		var data engine.EventData
 		if json.Unmarshal(ev.Data, &data) == nil && data.Token == token {
 			return data.Schema
 		}
@@ -648,14 +649,14 @@ func lockRun(ctx context.Context, tx driver.Executor, id string, now time.Time) 
 // attempt of its run that is over: one the workflow retried. Nothing reads
 // that hook any more; the new attempt creates hooks of its own.
 func hookAttemptOver(events []*hoppertype.RunEvent, token string) bool {
-	for _, g := range generations(events) {
-		for _, ev := range g.events {
-			if ev.Kind != evHookCreated {
+	for _, g := range engine.Generations(events) {
+		for _, ev := range g.Events {
+			if ev.Kind != engine.EvHookCreated {
 				continue
 			}
-			var data evData
+			var data engine.EventData
 			if json.Unmarshal(ev.Data, &data) == nil && data.Token == token {
-				return g.retried
+				return g.Retried
 			}
 		}
 	}
@@ -684,10 +685,10 @@ func timeline(history []*hoppertype.RunEvent, activities []ActivityInfo) []*hopp
 	out := make([]*hoppertype.RunEvent, 0, len(history))
 	for _, ev := range history {
 		out = append(out, ev)
-		if ev.Kind != evActivityScheduled {
+		if ev.Kind != engine.EvActivityScheduled {
 			continue
 		}
-		var data evData
+		var data engine.EventData
 		if json.Unmarshal(ev.Data, &data) != nil {
 			continue
 		}
@@ -701,15 +702,15 @@ func timeline(history []*hoppertype.RunEvent, activities []ActivityInfo) []*hopp
 // activityEvents tells an activity's executions as timeline events.
 func activityEvents(scheduled *hoppertype.RunEvent, a *ActivityInfo) []*hoppertype.RunEvent {
 	var out []*hoppertype.RunEvent
-	add := func(kind string, at time.Time, d evData) {
+	add := func(kind string, at time.Time, d engine.EventData) {
 		d.Job = a.JobID
 		b, _ := json.Marshal(d)
 		out = append(out, &hoppertype.RunEvent{RunID: scheduled.RunID, Attempt: scheduled.Attempt, Kind: kind, Name: a.Name, Data: b, At: at})
 	}
 	for i, at := range a.Attempts {
-		add(evActivityStarted, at.StartedAt, evData{Attempt: at.Number, Worker: at.Worker})
+		add(engine.EvActivityStarted, at.StartedAt, engine.EventData{Attempt: at.Number, Worker: at.Worker})
 		for _, hb := range at.Heartbeats {
-			add(evActivityHeartbeat, hb.At, evData{Attempt: at.Number, Message: hb.Message})
+			add(engine.EvActivityHeartbeat, hb.At, engine.EventData{Attempt: at.Number, Message: hb.Message})
 		}
 		switch at.Outcome {
 		case "", hoppertype.JobStateSucceeded, hoppertype.JobStatePending, hoppertype.JobStateScheduled:
@@ -717,7 +718,7 @@ func activityEvents(scheduled *hoppertype.RunEvent, a *ActivityInfo) []*hopperty
 			// or handed back unused.
 			continue
 		}
-		add(evActivityFailed, at.EndedAt, evData{Attempt: at.Number, Error: at.Error})
+		add(engine.EvActivityFailed, at.EndedAt, engine.EventData{Attempt: at.Number, Error: at.Error})
 		if at.Outcome != hoppertype.JobStateRetrying {
 			continue
 		}
@@ -727,7 +728,7 @@ func activityEvents(scheduled *hoppertype.RunEvent, a *ActivityInfo) []*hopperty
 		if i+1 < len(a.Attempts) {
 			until = a.Attempts[i+1].StartedAt
 		}
-		add(evActivityRetry, at.EndedAt, evData{Attempt: at.Number + 1, Until: until})
+		add(engine.EvActivityRetry, at.EndedAt, engine.EventData{Attempt: at.Number + 1, Until: until})
 	}
 	return out
 }

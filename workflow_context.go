@@ -3,10 +3,12 @@ package hopper
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	randv2 "math/rand/v2"
 	"time"
 
+	"github.com/hopper-go/hopper/internal/engine"
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
@@ -61,14 +63,7 @@ type WorkflowContext interface {
 }
 
 func (st *wfState) state() *wfState             { return st }
-func (st *wfState) Context() context.Context    { return st.ctx }
-func (st *wfState) RunID() string               { return st.run.ID }
-func (st *wfState) ParentID() string            { return st.run.ParentID }
-func (st *wfState) Workflow() string            { return st.run.Workflow }
-func (st *wfState) Attempt() int                { return st.attempt }
-func (st *wfState) StartedAt() time.Time        { return st.run.CreatedAt }
 func (st *wfState) Stream() *Stream             { return &Stream{st: st} }
-func (st *wfState) IsCancelled() bool           { return st.isCancelled() }
 func (st *wfState) Sleep(d time.Duration) error { return st.sleep(d, time.Time{}) }
 func (st *wfState) SleepUntil(t time.Time) error {
 	return st.sleep(0, t)
@@ -90,32 +85,32 @@ func (st *wfState) NewID() string {
 }
 
 func (st *wfState) Compensate(name string, fn func(ctx context.Context) error) {
-	if st.check() != nil {
+	if st.Check() != nil {
 		return
 	}
-	if ev, err := st.next(name, evCompensationAdded); err != nil {
+	if ev, err := st.Next(name, engine.EvCompensationAdded); err != nil {
 		return
 	} else if ev == nil {
-		if st.live() != nil || st.record(st.ctx, nil, evCompensationAdded, name, evData{}) != nil {
+		if st.Live() != nil || st.Record(st.Context(), nil, engine.EvCompensationAdded, name, engine.EventData{}) != nil {
 			return
 		}
 	}
-	st.comps = append(st.comps, compensation{name: name, fn: fn})
+	st.Comps = append(st.Comps, engine.Compensation{Name: name, Fn: fn})
 }
 
 func (st *wfState) Patch(name string) bool {
-	if st.check() != nil {
+	if st.Check() != nil {
 		return false
 	}
-	ev := st.peek()
+	ev := st.Peek()
 	switch {
-	case ev == nil && st.replay:
-		st.suspended = true
+	case ev == nil && st.Replay:
+		st.Suspended = true
 		return false
 	case ev == nil:
-		return st.live() == nil && st.record(st.ctx, nil, evPatch, name, evData{}) == nil
-	case ev.Kind == evPatch && ev.Name == name:
-		st.pos++
+		return st.Live() == nil && st.Record(st.Context(), nil, engine.EvPatch, name, engine.EventData{}) == nil
+	case ev.Kind == engine.EvPatch && ev.Name == name:
+		st.Pos++
 		return true
 	default:
 		return false
@@ -123,24 +118,24 @@ func (st *wfState) Patch(name string) bool {
 }
 
 func (st *wfState) sleep(d time.Duration, until time.Time) error {
-	if err := st.check(); err != nil {
+	if err := st.Check(); err != nil {
 		return err
 	}
-	ev, err := st.next("sleep", evSleep)
+	ev, err := st.Next("sleep", engine.EvSleep)
 	if err != nil {
 		return err
 	}
 	if ev != nil {
-		var data evData
+		var data engine.EventData
 		if err := json.Unmarshal(ev.Data, &data); err != nil {
 			return err
 		}
 		until = data.Until
-		if st.replay && st.pos < len(st.events) {
+		if st.Replay && st.Pos < len(st.Events) {
 			return nil // the history goes on: the sleep ended
 		}
 	} else {
-		if err := st.live(); err != nil {
+		if err := st.Live(); err != nil {
 			return err
 		}
 		if until.IsZero() {
@@ -150,17 +145,17 @@ func (st *wfState) sleep(d time.Duration, until time.Time) error {
 			return err
 		}
 		until = hclock.Truncate(until)
-		if err := st.record(st.ctx, nil, evSleep, "sleep", evData{Until: until}); err != nil {
+		if err := st.Record(st.Context(), nil, engine.EvSleep, "sleep", engine.EventData{Until: until}); err != nil {
 			return err
 		}
 	}
 	if !st.c.now().Before(until) {
 		return nil
 	}
-	if err := st.live(); err != nil {
+	if err := st.Live(); err != nil {
 		return err
 	}
-	return st.suspend(until, nil)
+	return st.Suspend(until, nil)
 }
 
 // SideEffect runs fn once and records its value: a replay returns the
@@ -169,15 +164,15 @@ func (st *wfState) sleep(d time.Duration, until time.Time) error {
 func SideEffect[T any](wf WorkflowContext, name string, fn func() T) (T, error) {
 	st := wf.state()
 	var zero T
-	if err := st.check(); err != nil {
+	if err := st.Check(); err != nil {
 		return zero, err
 	}
-	ev, err := st.next(name, evSideEffect)
+	ev, err := st.Next(name, engine.EvSideEffect)
 	if err != nil {
 		return zero, err
 	}
 	if ev != nil {
-		var data evData
+		var data engine.EventData
 		if err := json.Unmarshal(ev.Data, &data); err != nil {
 			return zero, err
 		}
@@ -185,7 +180,7 @@ func SideEffect[T any](wf WorkflowContext, name string, fn func() T) (T, error) 
 		err := json.Unmarshal(data.Output, &v)
 		return v, err
 	}
-	if err := st.live(); err != nil {
+	if err := st.Live(); err != nil {
 		return zero, err
 	}
 	v := fn()
@@ -193,16 +188,35 @@ func SideEffect[T any](wf WorkflowContext, name string, fn func() T) (T, error) 
 	if err != nil {
 		return zero, fmt.Errorf("hopper: side effect %q: %w", name, err)
 	}
-	if err := st.record(st.ctx, nil, evSideEffect, name, evData{Output: b}); err != nil {
+	if err := st.Record(st.Context(), nil, engine.EvSideEffect, name, engine.EventData{Output: b}); err != nil {
 		return zero, err
 	}
 	return v, nil
 }
 
-// fail turns a store error into a fatal one for the run.
-func (st *wfState) fail(err error) error {
-	if st.fatal == nil {
-		st.fatal = err
+// errSuspended is returned by workflow operations once the run is waiting
+// (a sleep, a hook, a child, an activity): the workflow function should
+// return it (any error will do).
+var errSuspended = engine.ErrSuspended
+
+// wfState is the typed face of a run's execution: the engine's RunState
+// (history, replay, records, compensations) with the client that encodes
+// and decodes the workflow's values. It implements WorkflowContext.
+type wfState struct {
+	*engine.RunState
+	c    *Client
+	opts WorkflowOpts
+}
+
+// executeRun runs or resumes a workflow in its job's handler: the engine
+// executes the run, calling body with the state wrapped for workflow code.
+func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(WorkflowContext) ([]byte, error)) ([]byte, error) {
+	jc := JobFromContext(ctx)
+	if jc == nil {
+		return nil, errors.New("hopper: a workflow runs only as a job")
 	}
-	return st.fatal
+	ro := engine.RunOptions{Strategy: string(opts.Strategy), MaxRetries: opts.MaxRetries}
+	return c.eng.ExecuteRun(ctx, jc.a, ro, func(rs *engine.RunState) ([]byte, error) {
+		return body(&wfState{RunState: rs, c: c, opts: opts})
+	})
 }

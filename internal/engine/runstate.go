@@ -1,0 +1,898 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// History event kinds. A run's history holds what its own execution did, in
+// order; replay answers each operation of the workflow function from it.
+const (
+	EvWorkflowStarted   = "workflow_started"
+	EvWorkflowCompleted = "workflow_completed"
+	EvWorkflowFailed    = "workflow_failed"
+	EvWorkflowCancelled = "workflow_cancelled"
+	EvStep              = "step"
+	EvSideEffect        = "side_effect"
+	EvSleep             = "sleep"
+	EvPatch             = "patch"
+	EvHookCreated       = "hook_created"
+	EvHookWait          = "hook_wait"
+	EvHookReceived      = "hook_received"
+	EvHookTimeout       = "hook_timeout"
+	EvChildStarted      = "child_started"
+	EvChildCompleted    = "child_completed"
+	EvActivityScheduled = "activity_scheduled"
+	EvActivityCompleted = "activity_completed"
+	// The activity's executions, derived from its job's changes for the
+	// run's timeline (never stored in the history, never replayed).
+	EvActivityStarted   = "activity_started"
+	EvActivityHeartbeat = "activity_heartbeat"
+	EvActivityFailed    = "activity_failed"
+	EvActivityRetry     = "activity_retry"
+	EvCompensationAdded = "compensation_added"
+	EvCompensationDone  = "compensation_executed"
+	EvCompensationFail  = "compensation_failed"
+	EvStreamWrite       = "stream_write"
+)
+
+// FarFuture is when a run waiting for an event with no timeout is due: the
+// event wakes it first.
+var FarFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// EventData is the JSON payload of a history event.
+type EventData struct {
+	Output json.RawMessage       `json:"output,omitempty"`
+	Error  *hoppertype.ErrorInfo `json:"error,omitempty"`
+	Until  time.Time             `json:"until,omitzero"`
+	Token  string                `json:"token,omitempty"`
+	// Schema is a hook's payload type as the root's payloadSchema
+	// describes it.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Request is the HookRequest that resumed a hook through its webhook.
+	Request json.RawMessage      `json:"request,omitempty"`
+	Child   string               `json:"child,omitempty"`
+	Job     string               `json:"job,omitempty"`
+	Status  hoppertype.RunStatus `json:"status,omitempty"`
+	// Attempts is how many tries a step took.
+	Attempts int `json:"attempts,omitempty"`
+	// Attempt, Worker and Message describe one execution of an activity
+	// in a run's timeline.
+	Attempt int    `json:"attempt,omitempty"`
+	Worker  string `json:"worker,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Offset is the stream offset of the chunk a stream_write wrote.
+	Offset *int64 `json:"offset,omitempty"`
+}
+
+// ErrSuspended is returned by workflow operations once the run is waiting
+// (a sleep, a hook, a child, an activity): the workflow function should
+// return it (any error will do). Once a run is suspended no further
+// operation runs, so code that swallows the error does no harm.
+var ErrSuspended = errors.New("hopper: workflow suspended (return this error)")
+
+// Compensation is a registered undo action.
+type Compensation struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// Failure strategies, as the root's FailureStrategy spells them.
+const (
+	StrategyRetry      = "retry"
+	StrategyCompensate = "compensate"
+	StrategyIgnore     = "ignore"
+	StrategyQuarantine = "quarantine"
+	StrategyCascade    = "cascade"
+)
+
+// RunOptions is what the executor needs of a workflow's options.
+type RunOptions struct {
+	// Strategy is the failure strategy (one of the Strategy constants).
+	Strategy string
+	// MaxRetries is how many failed attempts StrategyRetry retries.
+	MaxRetries int
+}
+
+// RunState is a run's execution: the history being replayed, what was
+// registered, whether it suspended. The root's typed operations (steps,
+// activities, children, hooks) read and record through it.
+type RunState struct {
+	e   *Engine
+	ctx context.Context
+	// a is the run's job attempt (nil in an offline replay).
+	a       *Attempt
+	attempt int
+
+	// Run is the run's row as the execution read it.
+	Run *hoppertype.RunRow
+	// Events is the current attempt's history; Pos the next event to
+	// replay; NextSeq the sequence number of the next event recorded.
+	Events  []*hoppertype.RunEvent
+	Pos     int
+	NextSeq int
+
+	// Suspended says the run is waiting, until Until, with Recheck (when
+	// set) run at commit against the lost-wake race.
+	Suspended bool
+	Until     time.Time
+	Recheck   func(ctx context.Context) bool
+	// Fatal is non-determinism or a lost lease: nothing more may run.
+	Fatal     error
+	cancelled bool
+	// pending is an event to store with the next one appended (the run's
+	// start), already counted in NextSeq.
+	pending *hoppertype.RunEvent
+	// markRunning asks the next append to set the run's status to running.
+	markRunning bool
+	// Replay is set for an offline replay: the end of the history ends
+	// the execution, as a suspension, instead of going live.
+	Replay bool
+	// Comps are the compensations the attempt registered, in order.
+	Comps []Compensation
+}
+
+// NewReplayState returns the state of an offline replay of one attempt's
+// recorded events: no store, no clock; reaching the end of the events
+// suspends.
+func NewReplayState(ctx context.Context, run *hoppertype.RunRow, attempt int, events []*hoppertype.RunEvent) *RunState {
+	return &RunState{ctx: ctx, Run: run, attempt: attempt, Events: events, NextSeq: len(events) + 1, Replay: true}
+}
+
+// Context is the run's context: the job's.
+func (st *RunState) Context() context.Context { return st.ctx }
+
+// RunID returns the run's id.
+func (st *RunState) RunID() string { return st.Run.ID }
+
+// ParentID returns the parent run's id, if any.
+func (st *RunState) ParentID() string { return st.Run.ParentID }
+
+// Workflow returns the workflow's name.
+func (st *RunState) Workflow() string { return st.Run.Workflow }
+
+// Attempt returns the run's attempt (its history generation), 1 for the
+// first.
+func (st *RunState) Attempt() int { return st.attempt }
+
+// StartedAt returns when the run was created.
+func (st *RunState) StartedAt() time.Time { return st.Run.CreatedAt }
+
+// ExecuteRun runs or resumes a workflow run in its job's attempt a: it
+// loads the run and its history, picks the attempt to continue (undoing
+// what earlier attempts left), calls body, and turns how body ended into
+// the job's outcome and the run's effects (its end, a suspension, a final
+// status), committed with the job's completion. body wraps the state in
+// the typed workflow context the code sees; it is called again, offline,
+// to find an earlier attempt's compensations.
+func (e *Engine) ExecuteRun(ctx context.Context, a *Attempt, opts RunOptions, body func(*RunState) ([]byte, error)) (out []byte, err error) {
+	row := a.Row()
+	runID := row.ID
+	// One read: the run and its whole history.
+	run, all, err := e.drv.RunLoad(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
+	}
+	st := &RunState{e: e, ctx: ctx, a: a, Run: run}
+	st.cancelled = run.Error != nil && run.Error.Kind == hoppertype.ErrorKindCancelled
+	eff := &RunEffect{}
+	a.SetRun(eff)
+	// The run is marked running by its first record (see AppendEvent); an
+	// execution that records nothing (a wake-up with nothing new to do)
+	// leaves the run as it was.
+	st.markRunning = run.Status != hoppertype.RunRunning
+	gens := Generations(all)
+	var retries int
+	st.attempt, st.Events, retries = CurrentHistory(gens, run.Status == hoppertype.RunPending)
+	st.NextSeq = len(st.Events) + 1
+	// What earlier attempts did and left to undo is undone before this one
+	// goes on (see undoEarlier).
+	if err := e.undoEarlier(st, gens, body); err != nil {
+		return nil, st.FatalErr()
+	}
+	if ev, err := st.Next("", EvWorkflowStarted); err != nil {
+		return nil, st.FatalErr()
+	} else if ev == nil {
+		// The start goes to the store with the run's first recorded
+		// operation, saving a commit: every path of a first execution
+		// records something before it ends or suspends.
+		ev, err := st.Event(EvWorkflowStarted, "", EventData{})
+		if err != nil {
+			return nil, err
+		}
+		st.pending = ev
+		st.NextSeq++
+	}
+
+	out, err = callBody(st, body)
+
+	switch {
+	case st.Fatal != nil:
+		return nil, st.FatalErr()
+	case st.Suspended:
+		eff.Recheck = st.Recheck
+		return nil, &SuspendError{Until: st.Until}
+	case err == nil && !st.cancelled:
+		if st.Pos < len(st.Events) {
+			ev := st.Events[st.Pos]
+			if ev.Kind == EvWorkflowCompleted && st.Pos == len(st.Events)-1 {
+				// Recorded by an execution that died before its job
+				// completed: the run is done.
+				return out, nil
+			}
+			st.Fatal = &hoppertype.NonDeterminismError{RunID: runID, Workflow: run.Workflow, Attempt: st.attempt, Position: st.Pos + 1, RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
+			return nil, st.FatalErr()
+		}
+		// The end is recorded in the transaction that completes the run's
+		// job, saving a commit.
+		ev, eerr := st.Event(EvWorkflowCompleted, "", EventData{Output: out})
+		if eerr != nil {
+			return nil, eerr
+		}
+		if st.pending != nil {
+			eff.Events = append(eff.Events, st.pending)
+		}
+		eff.Events = append(eff.Events, ev)
+		return out, nil
+	}
+	if err == nil {
+		err = hoppertype.ErrCancelled
+	}
+	if st.IsCancelled() {
+		if err := e.compensate(st); err != nil {
+			return nil, st.FatalErr()
+		}
+		if !st.Recorded(EvWorkflowCancelled) {
+			st.RecordEnd(EvWorkflowCancelled, EventData{})
+		}
+		return nil, &KindError{Kind: hoppertype.ErrorKindCancelled, Err: fmt.Errorf("%w: workflow run %s", hoppertype.ErrCancelled, runID), Abort: true}
+	}
+	final := aborts(err) || opts.Strategy != StrategyRetry || retries >= opts.MaxRetries || row.Attempt >= row.Retry.Attempts
+	if !final {
+		// The saga: what this attempt did is undone before the next one
+		// does it again. Undoing at the end instead would never undo it if
+		// a later attempt succeeded (see "Retries and compensation" in
+		// docs/concepts.md).
+		if err := e.compensate(st); err != nil {
+			return nil, st.FatalErr()
+		}
+		_ = st.Record(ctx, nil, EvWorkflowFailed, "", EventData{Error: ErrorInfo(err, st.attempt, e.now())})
+		return nil, err // the job retries: a new attempt, a fresh history
+	}
+	status := hoppertype.RunFailed
+	switch opts.Strategy {
+	case StrategyRetry, StrategyCompensate:
+		if len(st.Comps) > 0 {
+			if _, uerr := e.drv.RunUpdate(ctx, &driver.RunUpdateParams{ID: runID, Status: hoppertype.RunCompensating, Now: e.now()}); uerr != nil {
+				return nil, uerr
+			}
+			if err := e.compensate(st); err != nil {
+				return nil, st.FatalErr()
+			}
+		}
+		if len(st.Comps) > 0 || registeredCompensations(gens) {
+			// Its compensations ran, this attempt's now, earlier
+			// attempts' when they failed.
+			status = hoppertype.RunCompensated
+		}
+	case StrategyQuarantine:
+		status = hoppertype.RunQuarantined
+	case StrategyCascade:
+		e.cascade(ctx, a, run)
+		status = hoppertype.RunCancelled
+	}
+	eff.Final = status
+	if !st.Recorded(EvWorkflowFailed) {
+		st.RecordEnd(EvWorkflowFailed, EventData{Error: ErrorInfo(err, st.attempt, e.now()), Status: status})
+	}
+	// The run's job ends now, its error keeping the cause's kind: a waiter
+	// (a parent among them, in any process) matches what failed the run
+	// (ErrAborted only for an abort), and a parent that returns it retries
+	// it unless it is an abort.
+	var stack string
+	var ke *KindError
+	if errors.As(err, &ke) {
+		stack = ke.Stack
+	}
+	return nil, &KindError{Kind: ErrorKind(err), Err: err, Stack: stack, Final: true}
+}
+
+// callBody calls the workflow function; a panic is its failure, with the
+// stack.
+func callBody(st *RunState, body func(*RunState) ([]byte, error)) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, &KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %v", hoppertype.ErrPanic, r), Stack: string(debug.Stack())}
+		}
+	}()
+	return body(st)
+}
+
+// RecordEnd records how the run ended, though its attempt was cancelled:
+// within the lease's length and the attempt's hard lifetime. Unrecorded,
+// the run's job records the end all the same.
+func (st *RunState) RecordEnd(kind string, data EventData) {
+	ctx, cancel := Within(st.ctx, st.a.HardLife(), st.e.cfg.Visibility)
+	defer cancel()
+	_ = st.Record(ctx, nil, kind, "", data)
+}
+
+// aborts says whether err ends a run at once, whatever its strategy: an
+// Abort (a Fatal step's error, an aborted activity's or child's) or one of
+// hopper's own permanent failures (an output that does not encode).
+func aborts(err error) bool {
+	var ke *KindError
+	return errors.Is(err, hoppertype.ErrAborted) || errors.As(err, &ke) && ke.Abort
+}
+
+// Generation is one attempt of a run in its history: the events recorded
+// under one attempt key. A run's first attempt is 1; each attempt that the
+// workflow retries (StrategyRetry) is followed by a new one, keyed by the
+// next number. A crash does not start one: the attempt goes on.
+type Generation struct {
+	Attempt int
+	Events  []*hoppertype.RunEvent
+	// Retried says the attempt ended in a failure the workflow retried
+	// (a workflow_failed event without a final status).
+	Retried bool
+	// Ended says the attempt ended the run: a final failure (a
+	// workflow_failed event with its final status) or a cancellation.
+	Ended bool
+}
+
+// Generations splits all of a run's events (in attempt, seq order) into
+// its attempts.
+func Generations(all []*hoppertype.RunEvent) []Generation {
+	var gens []Generation
+	for i := 0; i < len(all); {
+		j := i + 1
+		for j < len(all) && all[j].Attempt == all[i].Attempt {
+			j++
+		}
+		g := Generation{Attempt: all[i].Attempt, Events: all[i:j]}
+		g.Retried = slices.ContainsFunc(g.Events, retriedFailure)
+		g.Ended = slices.ContainsFunc(g.Events, endingEvent)
+		gens = append(gens, g)
+		i = j
+	}
+	return gens
+}
+
+// CurrentHistory picks, from a run's attempts, the one an execution
+// continues: the last, unless the workflow retried it, in which case a
+// fresh attempt begins, keyed by the next number (1 for a new run). A crash
+// (the job rescued, its job attempt counted) continues the last attempt,
+// so recorded steps never run again. It returns the attempt, its events,
+// and how many attempts failed and were retried.
+//
+// Runs recorded before attempts were numbered this way keyed an attempt by
+// the job attempt that began it (a crash could skip numbers): their keys
+// are read as they are, and a new attempt still takes the next number.
+//
+// restarted says the run was retried after it ended (its status is
+// pending again): an attempt that ended the run is then over too, and the
+// retries are counted anew from there.
+func CurrentHistory(gens []Generation, restarted bool) (attempt int, events []*hoppertype.RunEvent, retries int) {
+	if len(gens) == 0 {
+		return 1, nil, 0
+	}
+	last := gens[len(gens)-1]
+	fresh := last.Retried || (restarted && last.Ended)
+	past := gens
+	if !fresh {
+		past = gens[:len(gens)-1] // the last attempt goes on
+	}
+	for _, g := range past {
+		switch {
+		case g.Ended:
+			retries = 0 // a run retried after it ended has its whole budget again
+		case g.Retried:
+			retries++
+		}
+	}
+	if fresh {
+		return last.Attempt + 1, nil, retries
+	}
+	return last.Attempt, last.Events, retries
+}
+
+// endingEvent says whether ev ends the run: a workflow_failed event with a
+// final status, or workflow_cancelled.
+func endingEvent(ev *hoppertype.RunEvent) bool {
+	if ev.Kind == EvWorkflowCancelled {
+		return true
+	}
+	return ev.Kind == EvWorkflowFailed && !retriedFailure(ev)
+}
+
+// LastGeneration returns the events of the run's latest history
+// generation (the last attempt that recorded any) and its attempt.
+func LastGeneration(all []*hoppertype.RunEvent) (int, []*hoppertype.RunEvent) {
+	if len(all) == 0 {
+		return 0, nil
+	}
+	first := len(all) - 1
+	for first > 0 && all[first-1].Attempt == all[first].Attempt {
+		first--
+	}
+	return all[first].Attempt, all[first:]
+}
+
+// retriedFailure says whether ev ends an attempt the workflow retries: a
+// workflow_failed event without a final status.
+func retriedFailure(ev *hoppertype.RunEvent) bool {
+	if ev.Kind != EvWorkflowFailed {
+		return false
+	}
+	var data EventData
+	_ = json.Unmarshal(ev.Data, &data)
+	return data.Status == ""
+}
+
+// ReplayTail says whether an event kind is one the engine writes after the
+// workflow function returned (the end of the run, the compensations it
+// ran): not an answer to workflow code, so a replay stops before it.
+func ReplayTail(kind string) bool {
+	switch kind {
+	case EvWorkflowCompleted, EvWorkflowFailed, EvWorkflowCancelled, EvCompensationDone, EvCompensationFail:
+		return true
+	}
+	return false
+}
+
+// compensate runs the compensations the current attempt registered, in
+// reverse order, each once: one whose execution an earlier, interrupted
+// execution recorded is skipped. A failing compensation is recorded and
+// the rest still run. They run on a context detached from the run's
+// cancellation, which ends when the engine's Stop gives up (the hard
+// lifetime); each record has the lease's length (see AppendEvent). An
+// execution that cannot record (its lease lost) stops there, so the one
+// that takes the run over runs each of the others once.
+func (e *Engine) compensate(st *RunState) error {
+	ctx, cancel := Within(st.ctx, st.a.HardLife(), 0)
+	defer cancel()
+	done := map[string]bool{}
+	for _, ev := range st.Events {
+		if ev.Kind == EvCompensationDone || ev.Kind == EvCompensationFail {
+			done[ev.Name] = true
+		}
+	}
+	st.Pos = len(st.Events) // what follows is live
+	for i := len(st.Comps) - 1; i >= 0; i-- {
+		comp := st.Comps[i]
+		key := CompKey(comp.Name, i)
+		if done[key] {
+			continue
+		}
+		kind, data := EvCompensationDone, EventData{}
+		if err := runCompensation(ctx, comp.Fn); err != nil {
+			kind, data = EvCompensationFail, EventData{Error: ErrorInfo(err, st.attempt, e.now())}
+		}
+		if err := st.Record(ctx, nil, kind, key, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runCompensation calls a compensation; a panic is its failure.
+func runCompensation(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", hoppertype.ErrPanic, r)
+		}
+	}()
+	return fn(ctx)
+}
+
+// CompKey is the name a compensation's execution is recorded under: its
+// name and its place among its attempt's registrations ("refund#0").
+func CompKey(name string, i int) string { return name + "#" + strconv.Itoa(i) }
+
+// undoneCompensations returns the places (in registration order) of the
+// compensations an attempt registered whose execution it never recorded.
+func undoneCompensations(events []*hoppertype.RunEvent) []int {
+	var names []string
+	done := map[string]bool{}
+	for _, ev := range events {
+		switch ev.Kind {
+		case EvCompensationAdded:
+			names = append(names, ev.Name)
+		case EvCompensationDone, EvCompensationFail:
+			done[ev.Name] = true
+		}
+	}
+	var out []int
+	for i, name := range names {
+		if !done[CompKey(name, i)] {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// registeredCompensations says whether any attempt of a run registered a
+// compensation.
+func registeredCompensations(gens []Generation) bool {
+	for _, g := range gens {
+		if slices.ContainsFunc(g.Events, func(ev *hoppertype.RunEvent) bool { return ev.Kind == EvCompensationAdded }) {
+			return true
+		}
+	}
+	return false
+}
+
+// undoEarlier runs, before an attempt goes on, the compensations earlier
+// attempts registered and never ran: the newest attempt's first, each
+// attempt's in reverse order, each recorded in that attempt's history
+// (after its failure) so it runs once. An attempt that fails runs its own
+// compensations before the next attempt begins, so there are such only in
+// runs recorded before hopper did that. The functions are found by
+// replaying the earlier attempt's history, offline: none of its operations
+// runs again. A replay that diverges from that history makes the run go
+// stuck, undoing nothing, as a divergence of the current attempt does.
+// They run as compensate runs them.
+func (e *Engine) undoEarlier(st *RunState, gens []Generation, body func(*RunState) ([]byte, error)) error {
+	ctx, cancel := Within(st.ctx, st.a.HardLife(), 0)
+	defer cancel()
+	for gi := len(gens) - 1; gi >= 0; gi-- {
+		g := gens[gi]
+		if !g.Retried || g.Attempt == st.attempt {
+			continue
+		}
+		undone := undoneCompensations(g.Events)
+		if len(undone) == 0 {
+			continue
+		}
+		comps, err := replayCompensations(ctx, st, g, body)
+		if err != nil {
+			return st.Fail(err)
+		}
+		seq := g.Events[len(g.Events)-1].Seq
+		for k := len(undone) - 1; k >= 0; k-- {
+			i := undone[k]
+			kind, data := EvCompensationDone, EventData{}
+			if err := runCompensation(ctx, comps[i].Fn); err != nil {
+				kind, data = EvCompensationFail, EventData{Error: ErrorInfo(err, g.Attempt, e.now())}
+			}
+			seq++
+			ev, err := newEvent(st.Run.ID, g.Attempt, seq, kind, CompKey(comps[i].Name, i), data, e.now())
+			if err != nil {
+				return st.Fail(err)
+			}
+			if err := st.AppendEvent(ctx, nil, ev); err != nil {
+				return st.Fail(err)
+			}
+			st.markRunning = false
+		}
+	}
+	return nil
+}
+
+// replayCompensations replays an earlier attempt's history through the
+// workflow function, offline (the end of the history ends the replay; no
+// operation runs), and returns the compensations it registered, in order.
+func replayCompensations(ctx context.Context, st *RunState, g Generation, body func(*RunState) ([]byte, error)) ([]Compensation, error) {
+	var events []*hoppertype.RunEvent
+	for _, ev := range g.Events {
+		if ReplayTail(ev.Kind) {
+			break
+		}
+		events = append(events, ev)
+	}
+	rs := NewReplayState(ctx, st.Run, g.Attempt, events)
+	rs.e, rs.a = st.e, st.a
+	if len(events) > 0 {
+		if _, err := rs.Next("", EvWorkflowStarted); err != nil {
+			return nil, err
+		}
+	}
+	func() {
+		defer func() { _ = recover() }() // the attempt may have ended in a panic
+		_, _ = body(rs)
+	}()
+	if rs.Fatal != nil {
+		return nil, rs.Fatal
+	}
+	n := 0
+	for i, ev := range events {
+		if ev.Kind != EvCompensationAdded {
+			continue
+		}
+		if n == len(rs.Comps) {
+			return nil, &hoppertype.NonDeterminismError{RunID: st.Run.ID, Workflow: st.Run.Workflow, Attempt: g.Attempt, Position: i + 1,
+				RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
+		}
+		n++
+	}
+	return rs.Comps, nil
+}
+
+// cascade cancels a failed run's parent and children, though its attempt
+// was cancelled: within CascadeBudget and the attempt's hard lifetime.
+func (e *Engine) cascade(ctx context.Context, a *Attempt, run *hoppertype.RunRow) {
+	ctx, cancel := Within(ctx, a.HardLife(), CascadeBudget)
+	defer cancel()
+	if run.ParentID != "" {
+		_ = e.CancelRun(ctx, run.ParentID)
+	}
+	children, err := e.drv.RunList(ctx, &driver.RunListParams{ParentID: run.ID, Limit: 10_000})
+	if err != nil {
+		e.reportError(fmt.Errorf("cascade from run %s: %w", run.ID, err), hoppertype.PhaseHook)
+		return
+	}
+	for _, ch := range children {
+		if !ch.Status.Terminal() {
+			_ = e.CancelRun(ctx, ch.ID)
+		}
+	}
+}
+
+// ErrorInfo describes err as a run's history records it.
+func ErrorInfo(err error, attempt int, now time.Time) *hoppertype.ErrorInfo {
+	return &hoppertype.ErrorInfo{Kind: ErrorKind(err), Message: err.Error(), Attempt: attempt, At: now}
+}
+
+// kindsBySentinel are the error kinds a cause may carry, each with the
+// sentinel it matches, in the order ErrorKind tries them.
+var kindsBySentinel = []hoppertype.ErrorKind{
+	hoppertype.ErrorKindAborted, hoppertype.ErrorKindCancelled, hoppertype.ErrorKindNonDeterminism,
+	hoppertype.ErrorKindTimeout, hoppertype.ErrorKindExpired, hoppertype.ErrorKindPanic,
+	hoppertype.ErrorKindEncode, hoppertype.ErrorKindDecode, hoppertype.ErrorKindLeaseLost, hoppertype.ErrorKindUnknownType,
+}
+
+// ErrorKind is the kind recorded for err: hopper's own error's kind, else
+// the kind of the sentinel it matches (a step's, run's or job's error
+// matches its kind's, so a child's or an activity's error passed on keeps
+// its kind), else handler. An abort wins.
+func ErrorKind(err error) hoppertype.ErrorKind {
+	var ke *KindError
+	if errors.As(err, &ke) {
+		return ke.Kind
+	}
+	for _, k := range kindsBySentinel {
+		if errors.Is(err, (&hoppertype.JobError{Kind: k}).Unwrap()) {
+			return k
+		}
+	}
+	return hoppertype.ErrorKindHandler
+}
+
+// Scope is what the identities of everything an attempt starts begin with:
+// the run's id in its first attempt, "<run>@<attempt>" in later ones. An
+// activity is the job "<scope>.a<position>", a child the run
+// "<scope>.<position>", so a retried run never meets the jobs and runs of
+// its earlier attempts.
+func (st *RunState) Scope() string {
+	if st.attempt <= 1 {
+		return st.Run.ID
+	}
+	return st.Run.ID + "@" + strconv.Itoa(st.attempt)
+}
+
+// FatalErr is the error a run ends its execution with after a fatal
+// problem: non-determinism (the run goes stuck) or a lost lease.
+func (st *RunState) FatalErr() error {
+	if errors.Is(st.Fatal, hoppertype.ErrLeaseLost) {
+		return st.Fatal
+	}
+	return &KindError{Kind: hoppertype.ErrorKindNonDeterminism, Err: st.Fatal, Abort: true}
+}
+
+// Fail turns a store error into a fatal one for the run.
+func (st *RunState) Fail(err error) error {
+	if st.Fatal == nil {
+		st.Fatal = err
+	}
+	return st.Fatal
+}
+
+// Check says whether an operation may go on: not after a suspension or a
+// fatal problem. Recorded operations replay even in a cancelled run (so its
+// compensations are registered again); live ones ask Live too.
+func (st *RunState) Check() error {
+	switch {
+	case st.Fatal != nil:
+		return st.Fatal
+	case st.Suspended:
+		return ErrSuspended
+	}
+	return nil
+}
+
+// Live says whether an operation that is not in the history may run now:
+// not in a cancelled run.
+func (st *RunState) Live() error {
+	if st.IsCancelled() {
+		return hoppertype.ErrCancelled
+	}
+	return nil
+}
+
+// IsCancelled reports whether the run was asked to stop.
+func (st *RunState) IsCancelled() bool {
+	if !st.cancelled && errors.Is(context.Cause(st.ctx), hoppertype.ErrCancelled) {
+		st.cancelled = true
+	}
+	return st.cancelled
+}
+
+// Next consumes the next history event if there is one: it must be of one
+// of kinds and bear name, else the run has diverged from its history. At
+// the end of the history it returns nil, nil (the operation goes live), or
+// suspends an offline replay.
+func (st *RunState) Next(name string, kinds ...string) (*hoppertype.RunEvent, error) {
+	// A name no store keeps is refused alike on every replay.
+	if err := CheckText(kinds[0]+" name", name); err != nil {
+		return nil, err
+	}
+	if st.Pos >= len(st.Events) {
+		if st.Replay {
+			st.Suspended = true
+			return nil, ErrSuspended
+		}
+		return nil, nil
+	}
+	ev := st.Events[st.Pos]
+	if !slices.Contains(kinds, ev.Kind) || ev.Name != name {
+		st.Fatal = &hoppertype.NonDeterminismError{RunID: st.Run.ID, Workflow: st.Run.Workflow, Attempt: st.attempt, Position: st.Pos + 1,
+			RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: fmt.Sprintf("%s %q", kinds[0], name)}
+		return nil, st.Fatal
+	}
+	st.Pos++
+	return ev, nil
+}
+
+// Recorded says whether the history holds an event of kind: an ending an
+// earlier execution recorded before it died.
+func (st *RunState) Recorded(kind string) bool {
+	return slices.ContainsFunc(st.Events, func(ev *hoppertype.RunEvent) bool { return ev.Kind == kind })
+}
+
+// Peek returns the next history event without consuming it.
+func (st *RunState) Peek() *hoppertype.RunEvent {
+	if st.Pos >= len(st.Events) {
+		return nil
+	}
+	return st.Events[st.Pos]
+}
+
+// Record appends one event to the run's history (through tx when given),
+// fenced by the run's lease. Inside a transaction the event is taken into
+// the run's state only once the transaction commits (see InTx): a store
+// may run a transaction's function again, and a rolled-back event must
+// not count.
+func (st *RunState) Record(ctx context.Context, tx driver.Executor, kind, name string, data EventData) error {
+	ev, err := st.Event(kind, name, data)
+	if err != nil {
+		return err
+	}
+	if tx != nil {
+		return st.AppendEvent(ctx, tx, ev)
+	}
+	if err := st.AppendEvent(ctx, nil, ev); err != nil {
+		return st.Fail(err)
+	}
+	st.Accept(ev)
+	return nil
+}
+
+// Event builds the next event of the run's history.
+func (st *RunState) Event(kind, name string, data EventData) (*hoppertype.RunEvent, error) {
+	if err := CheckText(kind+" name", name); err != nil {
+		return nil, err
+	}
+	return newEvent(st.Run.ID, st.attempt, st.NextSeq, kind, name, data, st.e.now())
+}
+
+// newEvent builds a history event.
+func newEvent(runID string, attempt, seq int, kind, name string, data EventData, at time.Time) (*hoppertype.RunEvent, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	return &hoppertype.RunEvent{RunID: runID, Attempt: attempt, Seq: seq, Kind: kind, Name: name, Data: b, At: at}, nil
+}
+
+// AppendEvent appends ev (with a pending start) under the run's lease:
+// through ex, a transaction, or, when ex is nil, through the engine's
+// history writer, which shares a statement between runs.
+func (st *RunState) AppendEvent(ctx context.Context, ex driver.Executor, ev *hoppertype.RunEvent) error {
+	events := []*hoppertype.RunEvent{ev}
+	if st.pending != nil {
+		events = []*hoppertype.RunEvent{st.pending, ev}
+	}
+	p := &driver.RunEventAppendParams{RunID: st.Run.ID, LeaseToken: st.a.Row().LeaseToken, Events: events}
+	if st.markRunning {
+		p.RunStatus, p.Now = hoppertype.RunRunning, ev.At
+	}
+	var err error
+	if ex == nil {
+		// Shares a statement with other runs': seen through whatever
+		// happens to ctx, for as long as the lease and the attempt's hard
+		// lifetime.
+		err = st.e.AppendHistory(ctx, st.a.HardLife(), p)
+	} else {
+		err = ex.RunEventAppend(ctx, p)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, hoppertype.ErrLeaseLost):
+		return fmt.Errorf("hopper: workflow run %s: %w", st.Run.ID, hoppertype.ErrLeaseLost)
+	default:
+		return fmt.Errorf("hopper: workflow run %s: record %s: %w", st.Run.ID, ev.Kind, err)
+	}
+}
+
+// Accept takes a committed event into the run's state.
+func (st *RunState) Accept(ev *hoppertype.RunEvent) {
+	st.markRunning = false
+	if st.pending != nil {
+		st.Events = append(st.Events, st.pending)
+		st.pending = nil
+	}
+	st.NextSeq++
+	st.Events = append(st.Events, ev)
+	st.Pos = len(st.Events)
+}
+
+// InTx runs fn in a transaction that ends by recording one history event
+// of kind and name; the event counts only once the transaction committed.
+func (st *RunState) InTx(kind, name string, data EventData, fn func(ctx context.Context, tx driver.Executor) error) error {
+	return st.InTxData(kind, name, func(ctx context.Context, tx driver.Executor) (EventData, error) {
+		return data, fn(ctx, tx)
+	})
+}
+
+// InTxData is InTx with the event's data made by fn, in the transaction.
+func (st *RunState) InTxData(kind, name string, fn func(ctx context.Context, tx driver.Executor) (EventData, error)) error {
+	var ev *hoppertype.RunEvent
+	err := st.e.drv.InTx(st.ctx, func(ctx context.Context, tx driver.Executor) error {
+		data, err := fn(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if ev, err = st.Event(kind, name, data); err != nil {
+			return err
+		}
+		return st.AppendEvent(ctx, tx, ev)
+	})
+	if err != nil {
+		return st.Fail(err)
+	}
+	st.Accept(ev)
+	return nil
+}
+
+// Suspend makes the run wait until at (FarFuture: until woken), with a
+// recheck for the lost-wake race.
+func (st *RunState) Suspend(at time.Time, recheck func(ctx context.Context) bool) error {
+	st.Suspended, st.Until, st.Recheck = true, at, recheck
+	return ErrSuspended
+}
+
+// CheckText refuses, before it reaches a store, a string no store keeps
+// alike: one with a NUL byte or that is not valid UTF-8 (PostgreSQL's
+// text refuses both). field names it in the error, which wraps
+// ErrInvalidInput.
+func CheckText(field, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%w: %s holds a NUL byte", hoppertype.ErrInvalidInput, field)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", hoppertype.ErrInvalidInput, field)
+	}
+	return nil
+}
