@@ -136,7 +136,7 @@ func TestHangingDriverHangsEveryCall(t *testing.T) {
 var unboundedAllowed = map[string]string{
 	"internal/engine/waiter.go:waiterHub.startListening": "the waiters' subscriptions to done notifications: they end when the last waiter leaves or the client closes",
 	"internal/engine/attempt.go:Attempt.HardLife":        "an attempt run outside a session (a replay, a test) has no session's lifetime: its calls' budgets bound it",
-	"batch.go:batcher.run":                               "a batch function's context when no runtime runs (none does): user code's, no store call",
+	"batch.go:batcher.run":                               "a batch function's context when no session runs (none does): user code's, no store call",
 }
 
 // TestNoUnboundedContext: the engine makes no context without an end

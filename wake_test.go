@@ -33,7 +33,7 @@ func (s *claimSpy) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 
 // TestEnqueueWakesItsWorkersOnce: an enqueue wakes its own client's workers
 // directly, and then announces the queue to every listener, itself
-// included. Its own runtime skips that echo: heard, it only made the
+// included. Its own session skips that echo: heard, it only made the
 // producer claim again and find nothing, once per job (and on SQLite the
 // empty claim held the writer while the next enqueue waited).
 func TestEnqueueWakesItsWorkersOnce(t *testing.T) { forEachDriver(t, testEnqueueWakesItsWorkersOnce) }

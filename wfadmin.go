@@ -19,7 +19,7 @@ import (
 	"github.com/hopper-go/hopper/internal/engine"
 )
 
-// RunInfo is a workflow run as the runtime API shows it.
+// RunInfo is a workflow run as the API shows it.
 type RunInfo struct {
 	ID          string
 	Workflow    string

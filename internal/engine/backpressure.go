@@ -76,7 +76,7 @@ func (p *producer) accepts(accept func(*hoppertype.JobRow) bool, row *hoppertype
 	return accept(row)
 }
 
-// activeCount returns how many attempts the runtime runs.
+// activeCount returns how many attempts the session runs.
 func (s *session) activeCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -49,7 +49,7 @@ type finished struct {
 // transaction, each still all-or-nothing.
 type completer struct {
 	e *Engine
-	// life bounds its calls: the runtime's hard lifetime, so the last
+	// life bounds its calls: the session's hard lifetime, so the last
 	// flush is seen through until Stop's ctx is done plus stopGrace.
 	life context.Context
 	in   chan finishItem

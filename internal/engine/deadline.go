@@ -16,9 +16,9 @@ import (
 // A call made for a user keeps the user's context (Enqueue, Cancel, the
 // reads), as does code that runs in a handler under its attempt's context.
 //
-// The lifetimes of a runtime (one Start to its Stop):
+// The lifetimes of a session (one Start to its Stop):
 //
-//   - stopping (runtime.ctx) ends when Stop begins. The loops that look for
+//   - stopping (session.ctx) ends when Stop begins. The loops that look for
 //     work stop there, mid-call: polls, leader election and the leader's
 //     services, schedules, the reads of stored schedules.
 //   - drained ends once every running attempt has returned. The heartbeats
@@ -65,7 +65,7 @@ const (
 	occurrenceBudget = 30 * time.Second
 )
 
-// lifetimes are a runtime's contexts (see the top of this file).
+// lifetimes are a session's contexts (see the top of this file).
 type lifetimes struct {
 	stopping    context.Context
 	endStopping context.CancelFunc
@@ -80,8 +80,8 @@ type lifetimes struct {
 	grace  *time.Timer
 }
 
-// newLifetimes makes a runtime's lifetimes. They keep start's values (a
-// logger's, a tracer's) but not its end: the runtime outlives Start's ctx.
+// newLifetimes makes a session's lifetimes. They keep start's values (a
+// logger's, a tracer's) but not its end: the session outlives Start's ctx.
 func newLifetimes(start context.Context) *lifetimes {
 	l := &lifetimes{}
 	l.hard, l.endHard = context.WithCancel(context.WithoutCancel(start))
@@ -107,7 +107,7 @@ func (l *lifetimes) endHardAfter(ctx context.Context) {
 	})
 }
 
-// end ends every lifetime now: the runtime stopped.
+// end ends every lifetime now: the session stopped.
 func (l *lifetimes) end() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -151,7 +151,7 @@ func within(ctx, life context.Context, budget time.Duration) (context.Context, c
 // afterCommit returns the context of a call that follows a caller's commit
 // (a notification that hints at its jobs): the caller's values, not its
 // end, and budget. Such calls run whether or not the client is started, so
-// no runtime's lifetime bounds them.
+// no session's lifetime bounds them.
 func afterCommit(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
 	return call(context.WithoutCancel(ctx), budget)
 }

@@ -36,7 +36,7 @@ type deliverer struct {
 	o     *Observer
 	nudge chan struct{}
 	ttl   time.Duration
-	// hard is the runtime's hard lifetime: saving and releasing the
+	// hard is the session's hard lifetime: saving and releasing the
 	// cursor outlive delivery (its context) until it ends.
 	hard context.Context
 	// held is set while this process holds the cursor; cur is where

@@ -124,7 +124,7 @@ func (e *Engine) InsertIn(ctx context.Context, tx driver.Executor, p *driver.Job
 
 // notifyAfterInsert announces the queues that received due jobs, after the
 // insert committed and this client woke its own workers. Each payload is
-// signed with the client's sender id (queue,sender): its own runtime skips
+// signed with the client's sender id (queue,sender): its own session skips
 // the echo, which would only make it claim again and find nothing. A
 // notification is a hint (listeners also poll), so a failure to send one
 // does not fail the enqueue; it is reported. The caller's ctx ending does

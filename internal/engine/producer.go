@@ -109,7 +109,7 @@ func (p *producer) nextRunAt() time.Time {
 	return at
 }
 
-// sleep waits until next, a wake-up or the end of the runtime.
+// sleep waits until next, a wake-up or the end of the session.
 func (p *producer) sleep(next time.Time) {
 	e := p.s.e
 	p.mu.Lock()
@@ -216,7 +216,7 @@ func (s *session) claim(p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) 
 }
 
 // sleepForSlot waits until a slot is granted (or another wake-up comes) or
-// the runtime stops.
+// the session stops.
 func (p *producer) sleepForSlot() {
 	select {
 	case <-p.s.ctx.Done():
@@ -225,7 +225,7 @@ func (p *producer) sleepForSlot() {
 }
 
 // hold waits d on the client's clock, deaf to wake-ups, or until the
-// runtime stops. The producer leaves the line for slots meanwhile.
+// session stops. The producer leaves the line for slots meanwhile.
 func (p *producer) hold(d time.Duration) {
 	p.s.slots.Withdraw(&p.slot)
 	t := p.s.e.clock.NewTimer(d)
@@ -238,7 +238,7 @@ func (p *producer) hold(d time.Duration) {
 
 // dispatch runs a claimed job on a pooled worker goroutine: an idle worker
 // takes it, or a new one starts. Workers are kept between jobs (their stacks
-// stay grown) and exit after a while idle or when the runtime stops.
+// stay grown) and exit after a while idle or when the session stops.
 func (s *session) dispatch(row *hoppertype.JobRow, holdsSlot bool, done func()) bool {
 	s.mu.Lock()
 	if s.draining {

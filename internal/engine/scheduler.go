@@ -137,7 +137,7 @@ func (rt *schedRun) startSchedules() {
 
 // stopSchedules ends the schedules' goroutines of rt and waits for every
 // one it started (removed and retired ones too); no schedule starts in rt
-// afterwards. The runtime's context is cancelled already.
+// afterwards. The session's context is cancelled already.
 func (rt *schedRun) stopSchedules() {
 	rt.e.schedMu.Lock()
 	rt.schedulesOff = true
@@ -156,7 +156,7 @@ func (rt *schedRun) stopSchedules() {
 }
 
 // retire ends e's goroutine without waiting for it (Client.schedMu held):
-// the runtime's stop waits for it. The caller may be that goroutine (a
+// the session's stop waits for it. The caller may be that goroutine (a
 // report's handler that defines or deletes a schedule).
 func (rt *schedRun) retire(sc *Schedule) {
 	if sc.cancel != nil {
@@ -164,7 +164,7 @@ func (rt *schedRun) retire(sc *Schedule) {
 	}
 }
 
-// startSchedule runs e until the runtime stops or the schedule is removed
+// startSchedule runs e until the session stops or the schedule is removed
 // (Client.schedMu held). Its first timer is armed before it returns, and
 // each next one before an occurrence fires, so a virtual clock moved at any
 // point finds it.
@@ -446,9 +446,9 @@ func sameDef(a, b *driver.ScheduleDef) bool {
 		a.Location == b.Location && a.CatchUp == b.CatchUp
 }
 
-// syncStoredSchedules reports what the runtime's first read of the stored
+// syncStoredSchedules reports what the session's first read of the stored
 // schedules could not run, then rereads them every few poll intervals (on
-// the wall clock: a definition comes from outside) until the runtime stops.
+// the wall clock: a definition comes from outside) until the session stops.
 func (rt *schedRun) syncStoredSchedules(reports []error) {
 	for _, err := range reports {
 		rt.e.reportError(err, hoppertype.PhaseSchedule)

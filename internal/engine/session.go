@@ -26,7 +26,7 @@ type session struct {
 	feedCancel context.CancelFunc
 	feedLoops  sync.WaitGroup
 
-	// life holds the runtime's lifetimes (deadline.go).
+	// life holds the session's lifetimes (deadline.go).
 	life *lifetimes
 	// ctx ends when Stop begins (life.stopping): producers and maintenance
 	// stop on it.
@@ -149,7 +149,7 @@ func (s *session) abortStart(ctx context.Context) {
 	s.life.end()
 }
 
-// listen runs fn for every notification on topic until the runtime stops.
+// listen runs fn for every notification on topic until the session stops.
 func (s *session) listen(topic string, fn func(payload string)) error {
 	sub, err := s.e.base.Listen(s.ctx, topic)
 	if err != nil {
@@ -402,7 +402,7 @@ func (s *session) heartbeatOnce() {
 	}
 }
 
-// limiters holds a runtime's limiters, made on first use.
+// limiters holds a session's limiters, made on first use.
 type limiters struct {
 	mu sync.Mutex
 	m  map[string]*limiter
