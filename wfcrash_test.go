@@ -156,9 +156,14 @@ func (d *wfKillDriver) RunEventAppend(ctx context.Context, p *driver.RunEventApp
 	return err
 }
 
+// wfCrashConfig is the configuration of the parent and its children. The
+// lease is short, so the killed children's runs are rescued soon, but not
+// so short that a worker starved of CPU (the race detector on a loaded
+// machine) loses a live lease: a step whose lease is lost may run again
+// (at least once), and the test counts every effect exactly once.
 func wfCrashConfig(d driver.Driver, queues []string) hopper.Config {
 	return hopper.Config{
-		Driver: d, Queues: queues, Visibility: 500 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
+		Driver: d, Queues: queues, Visibility: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond,
 		RescueInterval: 50 * time.Millisecond, LeaderTTL: 500 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 		WaitPollInterval: 50 * time.Millisecond, MaxWorkers: 16,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
