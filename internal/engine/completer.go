@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -55,6 +56,8 @@ type completer struct {
 	in   chan finishItem
 	done chan struct{}
 	once sync.Once
+	// pending counts the items submitted and not yet recorded.
+	pending atomic.Int64
 }
 
 func newCompleter(e *Engine, life context.Context) *completer {
@@ -64,7 +67,10 @@ func newCompleter(e *Engine, life context.Context) *completer {
 func (cp *completer) start() { go cp.run() }
 
 // submit queues an item; it blocks while the completer is backed up.
-func (cp *completer) submit(it finishItem) { cp.in <- it }
+func (cp *completer) submit(it finishItem) {
+	cp.pending.Add(1)
+	cp.in <- it
+}
 
 // stop records what is queued and ends the completer. Callers must not
 // submit after stop.
@@ -91,6 +97,8 @@ func (cp *completer) run() {
 			}
 		}
 		cp.e.recordFinished(cp.life, batch)
+		cp.pending.Add(-int64(len(batch)))
+		cp.e.progressed()
 	}
 }
 

@@ -134,6 +134,8 @@ type Hooks struct {
 // Engine runs jobs over a store. Make one with New.
 type Engine struct {
 	cfg Config
+	// prog is closed at the next progress, for Settle (nil: nobody waits).
+	prog atomic.Pointer[chan struct{}]
 	// base is the store; drv runs its operations (base's Executor, with
 	// the InCommit observers once there are any).
 	base   driver.Driver
@@ -378,6 +380,7 @@ func (e *Engine) Session() *Session {
 func (e *Engine) WakeQueue(queue string, at time.Time) { e.wakeQueue(queue, at) }
 
 func (e *Engine) wakeQueue(queue string, at time.Time) {
+	e.progressed()
 	if s := e.session(); s != nil {
 		s.wake(queue, at)
 	}

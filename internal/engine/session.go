@@ -247,6 +247,7 @@ func (s *session) addActive(row *hoppertype.JobRow, cancel context.CancelCauseFu
 	s.mu.Lock()
 	s.active[leaseOf(row)] = a
 	s.mu.Unlock()
+	s.e.progressed()
 	return a
 }
 
@@ -254,6 +255,7 @@ func (s *session) removeActive(row *hoppertype.JobRow) {
 	s.mu.Lock()
 	delete(s.active, leaseOf(row))
 	s.mu.Unlock()
+	s.e.progressed()
 }
 
 // stop implements Client.Stop.
