@@ -71,13 +71,13 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 	if err := st.live(); err != nil {
 		return zero, err
 	}
-	job, err := st.c.store().JobGet(st.ctx, jobID)
+	job, err := st.c.store().JobGet(st.ctx, &driver.JobGetParams{ID: jobID})
 	if err != nil {
 		return zero, st.fail(err)
 	}
 	if !job.State.Terminal() {
 		return zero, st.suspend(farFuture, func(ctx context.Context) bool {
-			j, err := st.c.store().JobGet(ctx, jobID)
+			j, err := st.c.store().JobGet(ctx, &driver.JobGetParams{ID: jobID})
 			return err == nil && j.State.Terminal()
 		})
 	}

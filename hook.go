@@ -99,7 +99,7 @@ func NewHook[T any](wf WorkflowContext, name string) (*Hook[T], error) {
 		data.Schema = hookSchema[T]()
 	}
 	err = st.inTx(evHookCreated, name, data, func(ctx context.Context, tx driver.Executor) error {
-		return tx.HookInsert(ctx, &hoppertype.HookRow{Token: token, RunID: st.run.ID, Name: name, State: hoppertype.HookWaiting, CreatedAt: st.c.now()})
+		return tx.HookInsert(ctx, &driver.HookInsertParams{Row: &hoppertype.HookRow{Token: token, RunID: st.run.ID, Name: name, State: hoppertype.HookWaiting, CreatedAt: st.c.now()}})
 	})
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	if err := st.live(); err != nil {
 		return zero, err
 	}
-	row, err := st.c.store().HookGet(st.ctx, h.token)
+	row, err := st.c.store().HookGet(st.ctx, &driver.HookGetParams{Token: h.token})
 	if err != nil {
 		return zero, st.fail(err)
 	}
@@ -166,7 +166,7 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	default:
 		token := h.token
 		return zero, st.suspend(until, func(ctx context.Context) bool {
-			r, err := st.c.store().HookGet(ctx, token)
+			r, err := st.c.store().HookGet(ctx, &driver.HookGetParams{Token: token})
 			return err == nil && r.State == hoppertype.HookResumed
 		})
 	}

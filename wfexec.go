@@ -123,7 +123,7 @@ func (c *Client) executeRun(ctx context.Context, opts WorkflowOpts, body func(Wo
 	}
 	runID := jc.ID()
 	// One read: the run and its whole history.
-	run, all, err := c.store().RunLoad(ctx, runID)
+	run, all, err := c.store().RunLoad(ctx, &driver.RunLoadParams{ID: runID})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
 	}
