@@ -71,13 +71,13 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 	if err := st.Live(); err != nil {
 		return zero, err
 	}
-	job, err := st.c.store().JobGet(st.Context(), jobID)
+	job, err := st.c.store().JobGet(st.Context(), &driver.JobGetParams{ID: jobID})
 	if err != nil {
 		return zero, st.Fail(err)
 	}
 	if !job.State.Terminal() {
 		return zero, st.Suspend(engine.FarFuture, func(ctx context.Context) bool {
-			j, err := st.c.store().JobGet(ctx, jobID)
+			j, err := st.c.store().JobGet(ctx, &driver.JobGetParams{ID: jobID})
 			return err == nil && j.State.Terminal()
 		})
 	}

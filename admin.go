@@ -49,7 +49,7 @@ func (c *Client) JobGet(ctx context.Context, id string) (*JobRow, error) {
 	if err := checkText("job id", id); err != nil {
 		return nil, err
 	}
-	row, err := c.store().JobGet(ctx, id)
+	row, err := c.store().JobGet(ctx, &driver.JobGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: get job %s: %w", id, err)
 	}
@@ -185,7 +185,7 @@ func (c *Client) JobRetry(ctx context.Context, id string) (*JobRow, error) {
 	if len(res) == 1 {
 		return res[0].Job, nil
 	}
-	row, err := c.store().JobGet(ctx, id)
+	row, err := c.store().JobGet(ctx, &driver.JobGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: retry job %s: %w", id, err)
 	}
@@ -208,7 +208,7 @@ func (c *Client) JobReopen(ctx context.Context, id string) (*JobRow, error) {
 	if len(res) == 1 {
 		return res[0].Job, nil
 	}
-	row, err := c.store().JobGet(ctx, id)
+	row, err := c.store().JobGet(ctx, &driver.JobGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: reopen job %s: %w", id, err)
 	}
@@ -263,7 +263,7 @@ func (c *Client) QueueList(ctx context.Context) ([]QueueInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hopper: count jobs: %w", err)
 	}
-	stored, err := c.store().QueueList(ctx)
+	stored, err := c.store().QueueList(ctx, &driver.QueueListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list queues: %w", err)
 	}
@@ -327,7 +327,7 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused, create boo
 			return err
 		}
 		if !paused {
-			return tx.Notify(ctx, driver.TopicJobAvailable, queue)
+			return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: queue})
 		}
 		return nil
 	})
@@ -351,7 +351,7 @@ func (c *Client) Ping(ctx context.Context) error {
 		return p.Ping(ctx)
 	}
 	// A read of a job that cannot exist goes to the store and back.
-	if _, err := c.store().JobGet(ctx, "hopper.ping"); err != nil && !errors.Is(err, ErrNotFound) {
+	if _, err := c.store().JobGet(ctx, &driver.JobGetParams{ID: "hopper.ping"}); err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
 	return nil

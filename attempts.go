@@ -55,7 +55,7 @@ func (c *Client) JobAttempts(ctx context.Context, id string) ([]Attempt, error) 
 		return nil, fmt.Errorf("hopper: attempts of %s: %w", id, err)
 	}
 	if len(chs) == 0 {
-		if _, err := c.store().JobGet(ctx, id); err != nil {
+		if _, err := c.store().JobGet(ctx, &driver.JobGetParams{ID: id}); err != nil {
 			return nil, fmt.Errorf("hopper: attempts of %s: %w", id, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/internal/engine"
 )
 
@@ -39,7 +40,7 @@ const (
 // WorkerList returns the clients running jobs on this store (started, and
 // seen within three of this client's heartbeat intervals), by id.
 func (c *Client) WorkerList(ctx context.Context) ([]*WorkerInfo, error) {
-	rows, err := c.store().WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
+	rows, err := c.store().WorkerList(ctx, &driver.WorkerListParams{SeenAfter: c.now().Add(-workerListed * c.cfg.HeartbeatInterval)})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list workers: %w", err)
 	}

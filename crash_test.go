@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
 )
 
@@ -142,7 +143,7 @@ func TestSQLiteCrashSafety(t *testing.T) {
 		var check string
 		require.NoError(t, d.DB().QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&check))
 		require.Equal(t, "ok", check, "after kill %d", cycle)
-		rows, err := d.Executor().JobGetMany(ctx, ids)
+		rows, err := d.Executor().JobGetMany(ctx, &driver.JobGetManyParams{IDs: ids})
 		require.NoError(t, err)
 		if len(rows) != len(ids) {
 			found := map[string]bool{}

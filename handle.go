@@ -115,14 +115,14 @@ func (c *Client) GroupGet(ctx context.Context, groupID string) (*GroupValue, err
 	if err := checkText("group id", groupID); err != nil {
 		return nil, err
 	}
-	g, err := c.store().GroupGet(ctx, groupID)
+	g, err := c.store().GroupGet(ctx, &driver.GroupGetParams{ID: groupID})
 	if err == nil {
 		return &GroupValue{ID: groupID, Value: g.Value, Set: g.ValueSet, Settled: g.State == hoppertype.GroupSettled, codec: c.codec}, nil
 	}
 	if !errors.Is(err, hoppertype.ErrNotFound) {
 		return nil, err
 	}
-	row, err := c.store().JobGet(ctx, groupID)
+	row, err := c.store().JobGet(ctx, &driver.JobGetParams{ID: groupID})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: group %s: %w", groupID, err)
 	}

@@ -84,12 +84,12 @@ func (d *hangingDriver) InTx(ctx context.Context, fn func(ctx context.Context, t
 	return d.do(ctx, "InTx", func() error { return d.baseExec.InTx(ctx, fn) })
 }
 
-func (d *hangingDriver) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+func (d *hangingDriver) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
 	var run *hoppertype.RunRow
 	var events []*hoppertype.RunEvent
 	err := d.do(ctx, "RunLoad", func() error {
 		var err error
-		run, events, err = d.baseExec.RunLoad(ctx, id)
+		run, events, err = d.baseExec.RunLoad(ctx, params)
 		return err
 	})
 	return run, events, err
@@ -99,16 +99,16 @@ func (d *hangingDriver) ChangeList(ctx context.Context, params *driver.ChangeLis
 	return hang(d, ctx, "ChangeList", func() ([]*hoppertype.Change, error) { return d.baseExec.ChangeList(ctx, params) })
 }
 
-func (d *hangingDriver) ChangeMark(ctx context.Context) (int64, error) {
-	return hang(d, ctx, "ChangeMark", func() (int64, error) { return d.baseExec.ChangeMark(ctx) })
+func (d *hangingDriver) ChangeMark(ctx context.Context, params *driver.ChangeMarkParams) (int64, error) {
+	return hang(d, ctx, "ChangeMark", func() (int64, error) { return d.baseExec.ChangeMark(ctx, params) })
 }
 
 func (d *hangingDriver) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
 	return hang(d, ctx, "ChangeScan", func() (*driver.ChangeScanResult, error) { return d.baseExec.ChangeScan(ctx, params) })
 }
 
-func (d *hangingDriver) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
-	return hang(d, ctx, "ChangeTail", func() (hoppertype.ChangeCursor, error) { return d.baseExec.ChangeTail(ctx) })
+func (d *hangingDriver) ChangeTail(ctx context.Context, params *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
+	return hang(d, ctx, "ChangeTail", func() (hoppertype.ChangeCursor, error) { return d.baseExec.ChangeTail(ctx, params) })
 }
 
 func (d *hangingDriver) CursorAdvance(ctx context.Context, params *driver.CursorAdvanceParams) error {
@@ -119,16 +119,16 @@ func (d *hangingDriver) CursorLease(ctx context.Context, params *driver.CursorLe
 	return hang(d, ctx, "CursorLease", func() (*driver.CursorRow, error) { return d.baseExec.CursorLease(ctx, params) })
 }
 
-func (d *hangingDriver) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
-	return hang(d, ctx, "CursorList", func() ([]*driver.CursorRow, error) { return d.baseExec.CursorList(ctx) })
+func (d *hangingDriver) CursorList(ctx context.Context, params *driver.CursorListParams) ([]*driver.CursorRow, error) {
+	return hang(d, ctx, "CursorList", func() ([]*driver.CursorRow, error) { return d.baseExec.CursorList(ctx, params) })
 }
 
-func (d *hangingDriver) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
-	return hang(d, ctx, "GateEdges", func() (map[string][]string, error) { return d.baseExec.GateEdges(ctx, ids) })
+func (d *hangingDriver) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
+	return hang(d, ctx, "GateEdges", func() (map[string][]string, error) { return d.baseExec.GateEdges(ctx, params) })
 }
 
-func (d *hangingDriver) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
-	return hang(d, ctx, "GateGet", func() (*hoppertype.GateRow, error) { return d.baseExec.GateGet(ctx, id) })
+func (d *hangingDriver) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
+	return hang(d, ctx, "GateGet", func() (*hoppertype.GateRow, error) { return d.baseExec.GateGet(ctx, params) })
 }
 
 func (d *hangingDriver) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
@@ -139,32 +139,32 @@ func (d *hangingDriver) GateObserve(ctx context.Context, params *driver.GateObse
 	return d.do(ctx, "GateObserve", func() error { return d.baseExec.GateObserve(ctx, params) })
 }
 
-func (d *hangingDriver) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
-	return hang(d, ctx, "GateWaitList", func() ([]*hoppertype.GateWait, error) { return d.baseExec.GateWaitList(ctx, gateID) })
+func (d *hangingDriver) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
+	return hang(d, ctx, "GateWaitList", func() ([]*hoppertype.GateWait, error) { return d.baseExec.GateWaitList(ctx, params) })
 }
 
-func (d *hangingDriver) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
-	return hang(d, ctx, "GroupGet", func() (*hoppertype.GroupRow, error) { return d.baseExec.GroupGet(ctx, id) })
+func (d *hangingDriver) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
+	return hang(d, ctx, "GroupGet", func() (*hoppertype.GroupRow, error) { return d.baseExec.GroupGet(ctx, params) })
 }
 
-func (d *hangingDriver) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
-	return d.do(ctx, "GroupInsert", func() error { return d.baseExec.GroupInsert(ctx, row) })
+func (d *hangingDriver) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
+	return d.do(ctx, "GroupInsert", func() error { return d.baseExec.GroupInsert(ctx, params) })
 }
 
 func (d *hangingDriver) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
 	return hang(d, ctx, "GroupUpdate", func() (*driver.GroupUpdateResult, error) { return d.baseExec.GroupUpdate(ctx, params) })
 }
 
-func (d *hangingDriver) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
-	return hang(d, ctx, "HookGet", func() (*hoppertype.HookRow, error) { return d.baseExec.HookGet(ctx, token) })
+func (d *hangingDriver) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
+	return hang(d, ctx, "HookGet", func() (*hoppertype.HookRow, error) { return d.baseExec.HookGet(ctx, params) })
 }
 
-func (d *hangingDriver) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
-	return d.do(ctx, "HookInsert", func() error { return d.baseExec.HookInsert(ctx, row) })
+func (d *hangingDriver) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
+	return d.do(ctx, "HookInsert", func() error { return d.baseExec.HookInsert(ctx, params) })
 }
 
-func (d *hangingDriver) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
-	return hang(d, ctx, "HookListByRun", func() ([]*hoppertype.HookRow, error) { return d.baseExec.HookListByRun(ctx, runID) })
+func (d *hangingDriver) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
+	return hang(d, ctx, "HookListByRun", func() ([]*hoppertype.HookRow, error) { return d.baseExec.HookListByRun(ctx, params) })
 }
 
 func (d *hangingDriver) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
@@ -191,12 +191,12 @@ func (d *hangingDriver) JobFinishMany(ctx context.Context, params *driver.JobFin
 	return hang(d, ctx, "JobFinishMany", func() ([]driver.JobFinishResult, error) { return d.baseExec.JobFinishMany(ctx, params) })
 }
 
-func (d *hangingDriver) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
-	return hang(d, ctx, "JobGet", func() (*hoppertype.JobRow, error) { return d.baseExec.JobGet(ctx, id) })
+func (d *hangingDriver) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
+	return hang(d, ctx, "JobGet", func() (*hoppertype.JobRow, error) { return d.baseExec.JobGet(ctx, params) })
 }
 
-func (d *hangingDriver) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
-	return hang(d, ctx, "JobGetMany", func() ([]*hoppertype.JobRow, error) { return d.baseExec.JobGetMany(ctx, ids) })
+func (d *hangingDriver) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
+	return hang(d, ctx, "JobGetMany", func() ([]*hoppertype.JobRow, error) { return d.baseExec.JobGetMany(ctx, params) })
 }
 
 func (d *hangingDriver) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
@@ -215,8 +215,8 @@ func (d *hangingDriver) JobListExpiredLeases(ctx context.Context, params *driver
 	return hang(d, ctx, "JobListExpiredLeases", func() ([]*hoppertype.JobRow, error) { return d.baseExec.JobListExpiredLeases(ctx, params) })
 }
 
-func (d *hangingDriver) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
-	return hang(d, ctx, "JobNextRunAt", func() (time.Time, error) { return d.baseExec.JobNextRunAt(ctx, queue) })
+func (d *hangingDriver) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
+	return hang(d, ctx, "JobNextRunAt", func() (time.Time, error) { return d.baseExec.JobNextRunAt(ctx, params) })
 }
 
 func (d *hangingDriver) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
@@ -247,12 +247,12 @@ func (d *hangingDriver) LeaderResign(ctx context.Context, params *driver.LeaderR
 	return d.do(ctx, "LeaderResign", func() error { return d.baseExec.LeaderResign(ctx, params) })
 }
 
-func (d *hangingDriver) Notify(ctx context.Context, topic string, payload string) error {
-	return d.do(ctx, "Notify", func() error { return d.baseExec.Notify(ctx, topic, payload) })
+func (d *hangingDriver) Notify(ctx context.Context, params *driver.NotifyParams) error {
+	return d.do(ctx, "Notify", func() error { return d.baseExec.Notify(ctx, params) })
 }
 
-func (d *hangingDriver) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
-	return hang(d, ctx, "QueueList", func() ([]*driver.QueueRow, error) { return d.baseExec.QueueList(ctx) })
+func (d *hangingDriver) QueueList(ctx context.Context, params *driver.QueueListParams) ([]*driver.QueueRow, error) {
+	return hang(d, ctx, "QueueList", func() ([]*driver.QueueRow, error) { return d.baseExec.QueueList(ctx, params) })
 }
 
 func (d *hangingDriver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
@@ -263,7 +263,7 @@ func (d *hangingDriver) RunEventAppend(ctx context.Context, params *driver.RunEv
 	return d.do(ctx, "RunEventAppend", func() error { return d.baseExec.RunEventAppend(ctx, params) })
 }
 
-func (d *hangingDriver) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+func (d *hangingDriver) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	return hang(d, ctx, "RunEventAppendMany", func() ([]error, error) { return d.baseExec.RunEventAppendMany(ctx, params) })
 }
 
@@ -271,12 +271,12 @@ func (d *hangingDriver) RunEventList(ctx context.Context, params *driver.RunEven
 	return hang(d, ctx, "RunEventList", func() ([]*hoppertype.RunEvent, error) { return d.baseExec.RunEventList(ctx, params) })
 }
 
-func (d *hangingDriver) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
-	return hang(d, ctx, "RunGet", func() (*hoppertype.RunRow, error) { return d.baseExec.RunGet(ctx, id) })
+func (d *hangingDriver) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
+	return hang(d, ctx, "RunGet", func() (*hoppertype.RunRow, error) { return d.baseExec.RunGet(ctx, params) })
 }
 
-func (d *hangingDriver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
-	return d.do(ctx, "RunInsert", func() error { return d.baseExec.RunInsert(ctx, row) })
+func (d *hangingDriver) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
+	return d.do(ctx, "RunInsert", func() error { return d.baseExec.RunInsert(ctx, params) })
 }
 
 func (d *hangingDriver) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
@@ -295,12 +295,12 @@ func (d *hangingDriver) ScheduleDefine(ctx context.Context, params *driver.Sched
 	return d.do(ctx, "ScheduleDefine", func() error { return d.baseExec.ScheduleDefine(ctx, params) })
 }
 
-func (d *hangingDriver) ScheduleDelete(ctx context.Context, name string) (bool, error) {
-	return hang(d, ctx, "ScheduleDelete", func() (bool, error) { return d.baseExec.ScheduleDelete(ctx, name) })
+func (d *hangingDriver) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
+	return hang(d, ctx, "ScheduleDelete", func() (bool, error) { return d.baseExec.ScheduleDelete(ctx, params) })
 }
 
-func (d *hangingDriver) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
-	return hang(d, ctx, "ScheduleList", func() ([]*driver.ScheduleRow, error) { return d.baseExec.ScheduleList(ctx) })
+func (d *hangingDriver) ScheduleList(ctx context.Context, params *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
+	return hang(d, ctx, "ScheduleList", func() ([]*driver.ScheduleRow, error) { return d.baseExec.ScheduleList(ctx, params) })
 }
 
 func (d *hangingDriver) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
@@ -327,10 +327,10 @@ func (d *hangingDriver) WorkerDelete(ctx context.Context, params *driver.WorkerD
 	return hang(d, ctx, "WorkerDelete", func() (int, error) { return d.baseExec.WorkerDelete(ctx, params) })
 }
 
-func (d *hangingDriver) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
-	return hang(d, ctx, "WorkerList", func() ([]*driver.WorkerRow, error) { return d.baseExec.WorkerList(ctx, seenAfter) })
+func (d *hangingDriver) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
+	return hang(d, ctx, "WorkerList", func() ([]*driver.WorkerRow, error) { return d.baseExec.WorkerList(ctx, params) })
 }
 
-func (d *hangingDriver) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
-	return d.do(ctx, "WorkerUpsert", func() error { return d.baseExec.WorkerUpsert(ctx, row) })
+func (d *hangingDriver) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
+	return d.do(ctx, "WorkerUpsert", func() error { return d.baseExec.WorkerUpsert(ctx, params) })
 }

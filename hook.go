@@ -100,7 +100,7 @@ func NewHook[T any](wf WorkflowContext, name string) (*Hook[T], error) {
 		data.Schema = hookSchema[T]()
 	}
 	err = st.InTx(engine.EvHookCreated, name, data, func(ctx context.Context, tx driver.Executor) error {
-		return tx.HookInsert(ctx, &hoppertype.HookRow{Token: token, RunID: st.Run.ID, Name: name, State: hoppertype.HookWaiting, CreatedAt: st.c.now()})
+		return tx.HookInsert(ctx, &driver.HookInsertParams{Row: &hoppertype.HookRow{Token: token, RunID: st.Run.ID, Name: name, State: hoppertype.HookWaiting, CreatedAt: st.c.now()}})
 	})
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	if err := st.Live(); err != nil {
 		return zero, err
 	}
-	row, err := st.c.store().HookGet(st.Context(), h.token)
+	row, err := st.c.store().HookGet(st.Context(), &driver.HookGetParams{Token: h.token})
 	if err != nil {
 		return zero, st.Fail(err)
 	}
@@ -167,7 +167,7 @@ func (h *Hook[T]) Wait(opts *HookWaitOpts) (T, error) {
 	default:
 		token := h.token
 		return zero, st.Suspend(until, func(ctx context.Context) bool {
-			r, err := st.c.store().HookGet(ctx, token)
+			r, err := st.c.store().HookGet(ctx, &driver.HookGetParams{Token: token})
 			return err == nil && r.State == hoppertype.HookResumed
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/engine"
 )
@@ -101,7 +102,7 @@ func ParseGate(row *JobRow) (info *GateInfo, ok bool) {
 // queues. ErrNotFound for an unknown id; ErrInvalidInput for a job that is
 // not a gate.
 func (c *Client) GateGet(ctx context.Context, id string) (*GateInfo, error) {
-	row, err := c.store().JobGet(ctx, id)
+	row, err := c.store().JobGet(ctx, &driver.JobGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: gate %s: %w", id, err)
 	}
@@ -109,7 +110,7 @@ func (c *Client) GateGet(ctx context.Context, id string) (*GateInfo, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: job %s is a %q job, not a gate", ErrInvalidInput, id, row.Type)
 	}
-	g, err := c.store().GateGet(ctx, id)
+	g, err := c.store().GateGet(ctx, &driver.GateGetParams{ID: id})
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return info, nil // not stored yet, or deleted by retention
@@ -117,7 +118,7 @@ func (c *Client) GateGet(ctx context.Context, id string) (*GateInfo, error) {
 		return nil, fmt.Errorf("hopper: gate %s: %w", id, err)
 	}
 	info.Condition, info.Total, info.Done, info.Succeeded = g.Cond.Normalize(), g.Total, g.Done, g.Succeeded
-	waits, err := c.store().GateWaitList(ctx, id)
+	waits, err := c.store().GateWaitList(ctx, &driver.GateWaitListParams{GateID: id})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: gate %s: %w", id, err)
 	}

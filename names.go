@@ -143,7 +143,7 @@ func (c *Client) runningSchedules() []WorkerSchedule {
 // seen within three heartbeat intervals), so that every client lists the
 // same, whether or not it runs a schedule itself.
 func (c *Client) markRunElsewhere(ctx context.Context, byName map[string]*ScheduleInfo) error {
-	rows, err := c.store().WorkerList(ctx, c.now().Add(-workerListed*c.cfg.HeartbeatInterval))
+	rows, err := c.store().WorkerList(ctx, &driver.WorkerListParams{SeenAfter: c.now().Add(-workerListed * c.cfg.HeartbeatInterval)})
 	if err != nil {
 		return fmt.Errorf("hopper: list workers: %w", err)
 	}
@@ -166,7 +166,7 @@ func (c *Client) markRunElsewhere(ctx context.Context, byName map[string]*Schedu
 // workerInfos returns what the store's worker rows report, including rows
 // of processes not seen lately (retention removes them after an hour).
 func (c *Client) workerInfos(ctx context.Context, ex driver.Executor) ([]WorkerInfo, error) {
-	rows, err := ex.WorkerList(ctx, c.now().Add(-workerRetained))
+	rows, err := ex.WorkerList(ctx, &driver.WorkerListParams{SeenAfter: c.now().Add(-workerRetained)})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list workers: %w", err)
 	}
@@ -195,7 +195,7 @@ func (c *Client) checkQueueKnown(ctx context.Context, ex driver.Executor, queue 
 	if len(jobs) > 0 {
 		return nil
 	}
-	stored, err := ex.QueueList(ctx)
+	stored, err := ex.QueueList(ctx, &driver.QueueListParams{})
 	if err != nil {
 		return fmt.Errorf("hopper: list queues: %w", err)
 	}
@@ -233,7 +233,7 @@ func (c *Client) checkScheduleKnown(ctx context.Context, ex driver.Executor, nam
 	if slices.Contains(names, name) {
 		return nil
 	}
-	stored, err := ex.ScheduleList(ctx)
+	stored, err := ex.ScheduleList(ctx, &driver.ScheduleListParams{})
 	if err != nil {
 		return fmt.Errorf("hopper: list schedules: %w", err)
 	}

@@ -198,7 +198,7 @@ func (c *Client) ChangeList(ctx context.Context, after ChangeCursor, limit int) 
 // ChangeTail returns the cursor of the feed's last change: Changes after it
 // are the changes made from now on.
 func (c *Client) ChangeTail(ctx context.Context) (ChangeCursor, error) {
-	cur, err := c.store().ChangeTail(ctx)
+	cur, err := c.store().ChangeTail(ctx, &driver.ChangeTailParams{})
 	if err != nil {
 		return ChangeCursor{}, fmt.Errorf("hopper: read changes: %w", err)
 	}
@@ -208,7 +208,7 @@ func (c *Client) ChangeTail(ctx context.Context) (ChangeCursor, error) {
 // ObserverList returns the feed cursors of the AfterCommit observers known to
 // the store (in any process): name, position, and who delivers them.
 func (c *Client) ObserverList(ctx context.Context) ([]*driver.CursorRow, error) {
-	rows, err := c.store().CursorList(ctx)
+	rows, err := c.store().CursorList(ctx, &driver.CursorListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list observers: %w", err)
 	}

@@ -571,7 +571,7 @@ func waitRetryObserverPassed(t *testing.T, d driver.Driver, id string) *hopperty
 	}
 	require.Equal(t, "stuck", last.State)
 	eventually(t, "the retry observer passed "+id, func() bool {
-		cursors, err := d.Executor().CursorList(t.Context())
+		cursors, err := d.Executor().CursorList(t.Context(), &driver.CursorListParams{})
 		require.NoError(t, err)
 		for _, cur := range cursors {
 			if cur.Name == hopper.RetryObserverName {
@@ -620,7 +620,7 @@ func testRetryObserverIgnoresStaleStuck(t *testing.T, newDriver func(*testing.T)
 	last := chs[len(chs)-1]
 	require.Equal(t, "stuck>cancelled", last.Prev+">"+last.State)
 	eventually(t, "the retry observer passed the job's changes", func() bool {
-		cursors, err := d.Executor().CursorList(ctx)
+		cursors, err := d.Executor().CursorList(ctx, &driver.CursorListParams{})
 		require.NoError(t, err)
 		for _, cur := range cursors {
 			if cur.Name == hopper.RetryObserverName {
@@ -730,7 +730,7 @@ func TestObserverNonHolderAsksOncePerPoll(t *testing.T) {
 	require.NoError(t, a.Start(ctx))
 	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
 	eventually(t, "a holds the cursor", func() bool {
-		cs, err := d.Executor().CursorList(ctx)
+		cs, err := d.Executor().CursorList(ctx, &driver.CursorListParams{})
 		require.NoError(t, err)
 		return len(cs) == 1 && cs[0].Owner == "a"
 	})

@@ -29,7 +29,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func jobState(t *testing.T, d driver.Driver, id string) *hoppertype.JobRow {
 	t.Helper()
-	row, err := d.Executor().JobGet(context.Background(), id)
+	row, err := d.Executor().JobGet(context.Background(), &driver.JobGetParams{ID: id})
 	require.NoError(t, err)
 	return row
 }

@@ -125,7 +125,7 @@ func testRetention(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	page, err := a.JobList(ctx, &hopper.ListParams{GroupID: group.ID()})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 3, "the parent and its two children")
-	_, err = d.Executor().GroupGet(ctx, group.ID())
+	_, err = d.Executor().GroupGet(ctx, &driver.GroupGetParams{ID: group.ID()})
 	require.NoError(t, err, "the group has a row")
 
 	// pass moves the clock to t0+at and waits for a retention pass that
@@ -155,7 +155,7 @@ func testRetention(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	}
 	groupRow := func() bool {
 		t.Helper()
-		_, err := d.Executor().GroupGet(ctx, group.ID())
+		_, err := d.Executor().GroupGet(ctx, &driver.GroupGetParams{ID: group.ID()})
 		if errors.Is(err, hoppertype.ErrNotFound) {
 			return false
 		}

@@ -159,7 +159,7 @@ type ScheduleInfo struct {
 // ScheduleList lists the schedules this client registered and the ones the
 // store keeps (registered by any process, or paused by name), by name.
 func (c *Client) ScheduleList(ctx context.Context) ([]ScheduleInfo, error) {
-	stored, err := c.store().ScheduleList(ctx)
+	stored, err := c.store().ScheduleList(ctx, &driver.ScheduleListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list schedules: %w", err)
 	}
@@ -257,7 +257,7 @@ func (c *Client) ScheduleDelete(ctx context.Context, name string) error {
 	if err := checkText("schedule name", name); err != nil {
 		return err
 	}
-	gone, err := c.store().ScheduleDelete(ctx, name)
+	gone, err := c.store().ScheduleDelete(ctx, &driver.ScheduleDeleteParams{Name: name})
 	if err != nil {
 		return fmt.Errorf("hopper: delete schedule %s: %w", name, err)
 	}

@@ -70,7 +70,7 @@ func TestStoredScheduleOncePerOccurrence(t *testing.T) {
 		// The clock starts on an occurrence, which fires too: let it be
 		// recorded before the clock moves on.
 		eventually(t, "the occurrence at start recorded", func() bool {
-			rows, err := d.Executor().ScheduleList(ctx)
+			rows, err := d.Executor().ScheduleList(ctx, &driver.ScheduleListParams{})
 			require.NoError(t, err)
 			return len(rows) == 1 && rows[0].LastAt.Equal(start)
 		})
@@ -79,7 +79,7 @@ func TestStoredScheduleOncePerOccurrence(t *testing.T) {
 			at := start.Add(time.Duration(m) * time.Minute)
 			clk.AdvanceTo(at)
 			eventually(t, "the occurrence at "+at.Format(time.TimeOnly)+" recorded", func() bool {
-				rows, err := d.Executor().ScheduleList(ctx)
+				rows, err := d.Executor().ScheduleList(ctx, &driver.ScheduleListParams{})
 				require.NoError(t, err)
 				return len(rows) == 1 && rows[0].LastAt.Equal(at)
 			})
@@ -123,7 +123,7 @@ func TestStoredScheduleRedefineAndDelete(t *testing.T) {
 		t.Helper()
 		clk.AdvanceTo(minute(m))
 		eventually(t, "the occurrence of minute "+minute(m).Format(time.TimeOnly), func() bool {
-			rows, err := d.Executor().ScheduleList(ctx)
+			rows, err := d.Executor().ScheduleList(ctx, &driver.ScheduleListParams{})
 			require.NoError(t, err)
 			return len(rows) == 1 && !rows[0].NextAt.Before(minute(m+1))
 		})
@@ -306,7 +306,7 @@ type workerUpsertFails struct {
 // Executor is the store itself.
 func (d workerUpsertFails) Executor() driver.Executor { return d }
 
-func (workerUpsertFails) WorkerUpsert(context.Context, *driver.WorkerRow) error {
+func (workerUpsertFails) WorkerUpsert(context.Context, *driver.WorkerUpsertParams) error {
 	return errors.New("worker rows are read-only today")
 }
 

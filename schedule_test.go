@@ -528,7 +528,7 @@ func TestSchedulePauseResume(t *testing.T) {
 		recorded := func(m int) {
 			t.Helper()
 			eventually(t, "the occurrence of minute "+minute(m).Format(time.TimeOnly)+" recorded", func() bool {
-				rows, err := d.Executor().ScheduleList(ctx)
+				rows, err := d.Executor().ScheduleList(ctx, &driver.ScheduleListParams{})
 				require.NoError(t, err)
 				return len(rows) == 1 && !rows[0].NextAt.Before(minute(m+1))
 			})

@@ -135,7 +135,7 @@ func (c *Client) runStatus(ctx context.Context, id string) (*RunInfo, error) {
 	if err := checkText("run id", id); err != nil {
 		return nil, err
 	}
-	run, err := c.store().RunGet(ctx, id)
+	run, err := c.store().RunGet(ctx, &driver.RunGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
@@ -148,7 +148,7 @@ func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, []*hopp
 	if err := checkText("run id", id); err != nil {
 		return nil, 0, nil, err
 	}
-	run, all, err := c.store().RunLoad(ctx, id)
+	run, all, err := c.store().RunLoad(ctx, &driver.RunLoadParams{ID: id})
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
@@ -163,7 +163,7 @@ func (c *Client) loadRun(ctx context.Context, id string) (*RunInfo, int, []*hopp
 
 // withJob completes a run's view with its job (gone after retention).
 func (c *Client) withJob(ctx context.Context, run *hoppertype.RunRow) (*RunInfo, error) {
-	job, err := c.store().JobGet(ctx, run.ID)
+	job, err := c.store().JobGet(ctx, &driver.JobGetParams{ID: run.ID})
 	if err != nil && !errors.Is(err, hoppertype.ErrNotFound) {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (c *Client) RunGet(ctx context.Context, id string) (*RunInfo, error) {
 	if info.Activities, err = c.activities(ctx, info.History); err != nil {
 		return nil, err
 	}
-	if info.Hooks, err = c.store().HookListByRun(ctx, id); err != nil {
+	if info.Hooks, err = c.store().HookListByRun(ctx, &driver.HookListByRunParams{RunID: id}); err != nil {
 		return nil, err
 	}
 	info.Timeline = timeline(info.History, info.Activities)
@@ -286,7 +286,7 @@ func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	jobs, err := c.store().JobGetMany(ctx, ids)
+	jobs, err := c.store().JobGetMany(ctx, &driver.JobGetManyParams{IDs: ids})
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +318,7 @@ func (c *Client) RunWait(ctx context.Context, id string) (*RunInfo, error) {
 	}
 	// The run's row is written in its job's transitions: read after the
 	// job ended, it holds the run's end.
-	run, err := c.store().RunGet(ctx, id)
+	run, err := c.store().RunGet(ctx, &driver.RunGetParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: run %s: %w", id, err)
 	}
@@ -530,7 +530,7 @@ func (c *Client) HookResumeRequest(ctx context.Context, token string, payload js
 	now := c.now()
 	var queue string
 	err = c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		h, err := tx.HookGet(ctx, token)
+		h, err := tx.HookGet(ctx, &driver.HookGetParams{Token: token})
 		if err != nil {
 			return err
 		}
@@ -565,7 +565,7 @@ func (c *Client) HookResumeRequest(ctx context.Context, token string, payload js
 		woken, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{h.RunID}, Now: now})
 		if len(woken) > 0 {
 			queue = woken[0].Queue
-			return tx.Notify(ctx, driver.TopicJobAvailable, queue)
+			return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: queue})
 		}
 		return err
 	})
@@ -632,7 +632,7 @@ func hookSchemaOf(events []*hoppertype.RunEvent, token string) json.RawMessage {
 // the payload committed: a lost wake-up.
 func lockRun(ctx context.Context, tx driver.Executor, id string, now time.Time) (*hoppertype.RunRow, error) {
 	for range 5 {
-		run, err := tx.RunGet(ctx, id)
+		run, err := tx.RunGet(ctx, &driver.RunGetParams{ID: id})
 		if err != nil || run.Status.Terminal() {
 			return run, err
 		}

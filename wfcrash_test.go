@@ -366,7 +366,7 @@ func testWorkflowCrash(t *testing.T, db, schema string, open func() driver.Drive
 
 // wfCrashAllHistory shows a run's history over all its attempts.
 func wfCrashAllHistory(ctx context.Context, d driver.Driver, id string) string {
-	job, err := d.Executor().JobGet(ctx, id)
+	job, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: id})
 	if err != nil {
 		return err.Error()
 	}

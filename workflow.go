@@ -287,7 +287,7 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 	}
 	if existing {
 		// The same id again is the same run, if it is one of this workflow.
-		have, err := ex.RunGet(ctx, row.ID)
+		have, err := ex.RunGet(ctx, &driver.RunGetParams{ID: row.ID})
 		if err == nil && have.Workflow != run.Workflow {
 			return nil, false, fmt.Errorf("hopper: start workflow %s: %w: run %q is a run of workflow %q", wi.workflowName(), ErrDuplicateID, row.ID, have.Workflow)
 		}
@@ -364,7 +364,7 @@ func (c *Client) startRunTx(ctx context.Context, tx any, t typeCore, in any, opt
 	if existing {
 		// The same id again is the same run, if it is one of this
 		// workflow: its job's type says which.
-		have, err := ti.JobGetTx(ctx, tx, row.ID)
+		have, err := ti.JobGetTx(ctx, tx, &driver.JobGetParams{ID: row.ID})
 		if err == nil && have.Type != row.Type {
 			return "", false, fmt.Errorf("hopper: start workflow %s: %w: %q is the id of a %s job", wi.workflowName(), ErrDuplicateID, row.ID, have.Type)
 		}

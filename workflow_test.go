@@ -575,9 +575,9 @@ func (d *historyCounter) RunEventList(ctx context.Context, p *driver.RunEventLis
 	return d.baseExec.RunEventList(ctx, p)
 }
 
-func (d *historyCounter) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+func (d *historyCounter) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
 	d.reads.Add(1)
-	return d.baseExec.RunLoad(ctx, id)
+	return d.baseExec.RunLoad(ctx, params)
 }
 
 // TestResumeReadsHistoryOnce: resuming a run after N recorded steps reads

@@ -11,7 +11,13 @@
 // Every driver passes the conformance suite in package drivertest.
 //
 // Conventions:
-//   - Methods are Noun+Verb with a *Params struct.
+//   - Methods are Noun+Verb. Every operation on the store takes ctx (and,
+//     for the methods that work through a caller's transaction, that
+//     transaction) and then one *Params struct, even when the struct has
+//     no fields yet, so an argument can be added later without changing
+//     the interface. Only InTx (which runs a function, not an operation),
+//     Driver.Listen (a subscription, not an operation on rows) and
+//     Pinger.Ping (a health check) take their arguments as they are.
 //   - A row that does not exist is hoppertype.ErrNotFound.
 //   - Times are passed in by the caller (the engine's clock) and stored with
 //     microsecond precision; a driver never reads the wall clock for job
@@ -108,7 +114,8 @@ type Driver interface {
 	// Listen subscribes to notifications on topic (see Executor.Notify).
 	// Notifications are hints: a driver may drop or coalesce them, so the
 	// engine always keeps a poll fallback. The subscription ends when ctx is
-	// done or Close is called on it.
+	// done or Close is called on it. Listen takes no params struct: it opens
+	// a subscription and reads or writes no rows.
 	Listen(ctx context.Context, topic string) (Subscription, error)
 
 	// Close releases the driver's resources. Operations after Close return
@@ -153,9 +160,9 @@ type TxInserter interface {
 	// transaction on a failed statement).
 	JobInsertManyTx(ctx context.Context, tx any, params *JobInsertManyParams) ([]JobInsertResult, error)
 
-	// JobGetTx reads a job through tx, seeing what tx wrote; a missing job
-	// is hoppertype.ErrNotFound, and tx as for JobInsertManyTx.
-	JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error)
+	// JobGetTx reads the job ID through tx, seeing what tx wrote; a
+	// missing job is hoppertype.ErrNotFound, and tx as for JobInsertManyTx.
+	JobGetTx(ctx context.Context, tx any, params *JobGetParams) (*hoppertype.JobRow, error)
 
 	// RunStartInTx is RunStart through tx (as for JobInsertManyTx): the run
 	// and its job exist if and only if tx commits. existing reports a run
@@ -171,12 +178,13 @@ type Executor interface {
 	// error (which InTx returns). Called on a transaction's executor, InTx
 	// opens a nested scope (a savepoint): an error rolls back only the writes
 	// made inside it. fn must use tx, never the outer executor, and must not
-	// block on other work of the same driver.
+	// block on other work of the same driver. InTx takes no params struct:
+	// it is not an operation on the store but the scope operations run in.
 	InTx(ctx context.Context, fn func(ctx context.Context, tx Executor) error) error
 
-	// Notify publishes a notification. Inside a transaction it is delivered
-	// only if and after the transaction commits.
-	Notify(ctx context.Context, topic, payload string) error
+	// Notify publishes Payload on Topic. Inside a transaction it is
+	// delivered only if and after the transaction commits.
+	Notify(ctx context.Context, params *NotifyParams) error
 
 	// JobInsertMany inserts jobs in the order given. A job with a UniqueKey
 	// whose (Type, UniqueKey) matches a non-terminal job already stored (or
@@ -185,12 +193,12 @@ type Executor interface {
 	// call with hoppertype.ErrDuplicateID and inserts nothing.
 	JobInsertMany(ctx context.Context, params *JobInsertManyParams) ([]JobInsertResult, error)
 
-	// JobGet returns one job or hoppertype.ErrNotFound.
-	JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error)
+	// JobGet returns the job ID or hoppertype.ErrNotFound.
+	JobGet(ctx context.Context, params *JobGetParams) (*hoppertype.JobRow, error)
 
-	// JobGetMany returns the jobs that exist among ids, in the order of ids;
-	// missing ids are skipped.
-	JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error)
+	// JobGetMany returns the jobs that exist among IDs, in the order of
+	// IDs; missing ids are skipped.
+	JobGetMany(ctx context.Context, params *JobGetManyParams) ([]*hoppertype.JobRow, error)
 
 	// JobList returns jobs matching the filter, ordered by id (descending
 	// unless Ascending), at most Limit, starting after Cursor.
@@ -221,8 +229,8 @@ type Executor interface {
 	JobPromote(ctx context.Context, params *JobPromoteParams) (int, error)
 
 	// JobNextRunAt returns the earliest RunAt among the scheduled and retrying
-	// jobs of the queue, or the zero time when there are none.
-	JobNextRunAt(ctx context.Context, queue string) (time.Time, error)
+	// jobs of Queue, or the zero time when there are none.
+	JobNextRunAt(ctx context.Context, params *JobNextRunAtParams) (time.Time, error)
 
 	// JobHeartbeat extends the leases still held (running, same token) to
 	// ExpiresAt and reports for each lease, in the order given, whether it is
@@ -266,12 +274,12 @@ type Executor interface {
 	// (no job with that GroupID remains) takes its group row.
 	JobDeleteFinished(ctx context.Context, params *JobDeleteFinishedParams) (int, error)
 
-	// GroupInsert stores a new group row; an existing id is
+	// GroupInsert stores Row, a new group; an existing id is
 	// hoppertype.ErrDuplicateID.
-	GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error
+	GroupInsert(ctx context.Context, params *GroupInsertParams) error
 
-	// GroupGet returns a group row or hoppertype.ErrNotFound.
-	GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error)
+	// GroupGet returns the group ID or hoppertype.ErrNotFound.
+	GroupGet(ctx context.Context, params *GroupGetParams) (*hoppertype.GroupRow, error)
 
 	// GroupUpdate changes a group atomically (exact under concurrency): it
 	// applies a contribution (see GroupUpdateParams), adds OpenDelta to Open,
@@ -298,12 +306,12 @@ type Executor interface {
 	// monotonic across resignations: the next holder's term is higher.
 	LeaderResign(ctx context.Context, params *LeaderResignParams) error
 
-	// WorkerUpsert stores or refreshes a worker process's row (its id, the
-	// time it started, the time it was last seen, and what it reports).
-	WorkerUpsert(ctx context.Context, row *WorkerRow) error
+	// WorkerUpsert stores or refreshes Row, a worker process's row (its id,
+	// the time it started, the time it was last seen, and what it reports).
+	WorkerUpsert(ctx context.Context, params *WorkerUpsertParams) error
 
 	// WorkerList returns the workers seen at or after SeenAfter, by id.
-	WorkerList(ctx context.Context, seenAfter time.Time) ([]*WorkerRow, error)
+	WorkerList(ctx context.Context, params *WorkerListParams) ([]*WorkerRow, error)
 
 	// WorkerDelete removes the named worker, or, with an empty ID, every
 	// worker last seen before Before; it returns how many it removed.
@@ -313,7 +321,7 @@ type Executor interface {
 	QueueSetPaused(ctx context.Context, params *QueueSetPausedParams) error
 
 	// QueueList returns the queues that have a stored state, by name.
-	QueueList(ctx context.Context) ([]*QueueRow, error)
+	QueueList(ctx context.Context, params *QueueListParams) ([]*QueueRow, error)
 
 	// ScheduleUpsert stores a schedule's registration: it creates the
 	// schedule's row (not paused, no occurrences, FirstSeenAt = Now) or sets
@@ -353,11 +361,11 @@ type Executor interface {
 	ScheduleSetPaused(ctx context.Context, params *ScheduleSetPausedParams) error
 
 	// ScheduleList returns the stored schedules, by name.
-	ScheduleList(ctx context.Context) ([]*ScheduleRow, error)
+	ScheduleList(ctx context.Context, params *ScheduleListParams) ([]*ScheduleRow, error)
 
-	// ScheduleDelete removes a schedule's stored row, reporting whether
-	// there was one.
-	ScheduleDelete(ctx context.Context, name string) (bool, error)
+	// ScheduleDelete removes the stored row of the schedule Name, reporting
+	// whether there was one.
+	ScheduleDelete(ctx context.Context, params *ScheduleDeleteParams) (bool, error)
 
 	// JobWake makes the named jobs that wait (scheduled or retrying) due
 	// now: pending with RunAt = Now. Jobs in any other state are left as
@@ -365,10 +373,10 @@ type Executor interface {
 	// run is resumed by a hook, a child or an activity.
 	JobWake(ctx context.Context, params *JobWakeParams) ([]*hoppertype.JobRow, error)
 
-	// RunInsert stores a new workflow run row; an existing id is
+	// RunInsert stores Row, a new workflow run; an existing id is
 	// hoppertype.ErrDuplicateID. (The run's job is inserted beside it with
 	// JobInsertMany, in the same transaction.)
-	RunInsert(ctx context.Context, row *hoppertype.RunRow) error
+	RunInsert(ctx context.Context, params *RunInsertParams) error
 
 	// RunStart stores a new run and its job (Job.ID = Run.ID) atomically,
 	// as RunInsert then JobInsertMany would, and notifies TopicJobAvailable
@@ -377,13 +385,13 @@ type Executor interface {
 	// true. RunStartTx implements it from the other operations.
 	RunStart(ctx context.Context, params *RunStartParams) (existing bool, err error)
 
-	// RunGet returns a run row or hoppertype.ErrNotFound.
-	RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error)
+	// RunGet returns the run ID or hoppertype.ErrNotFound.
+	RunGet(ctx context.Context, params *RunGetParams) (*hoppertype.RunRow, error)
 
-	// RunLoad returns a run row and its whole history, as RunGet and
+	// RunLoad returns the run ID and its whole history, as RunGet and
 	// RunEventList would (in one round trip where the store can), or
 	// hoppertype.ErrNotFound. RunLoadSeq implements it from those two.
-	RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error)
+	RunLoad(ctx context.Context, params *RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error)
 
 	// RunList returns runs matching the filter, newest CreatedAt first (ties
 	// by id, descending), skipping Offset and returning at most Limit.
@@ -403,22 +411,22 @@ type Executor interface {
 	RunEventAppend(ctx context.Context, params *RunEventAppendParams) error
 
 	// RunEventAppendMany makes appends to distinct runs, each with
-	// RunEventAppend's fence and outcome: errs[i] is params[i]'s (nil,
+	// RunEventAppend's fence and outcome: errs[i] is Events[i]'s (nil,
 	// ErrLeaseLost or ErrDuplicateID), in one statement where the store can.
 	// err fails the whole call, and then none of the appends applied.
 	// RunEventAppendManyTx implements it from RunEventAppend.
-	RunEventAppendMany(ctx context.Context, params []*RunEventAppendParams) (errs []error, err error)
+	RunEventAppendMany(ctx context.Context, params *RunEventAppendManyParams) (errs []error, err error)
 
 	// RunEventList returns a run's history in (Attempt, Seq) order; with
 	// Attempt > 0 only that attempt's events.
 	RunEventList(ctx context.Context, params *RunEventListParams) ([]*hoppertype.RunEvent, error)
 
-	// HookInsert stores a waiting hook; an existing token is
+	// HookInsert stores Row, a waiting hook; an existing token is
 	// hoppertype.ErrDuplicateID.
-	HookInsert(ctx context.Context, row *hoppertype.HookRow) error
+	HookInsert(ctx context.Context, params *HookInsertParams) error
 
-	// HookGet returns a hook by token or hoppertype.ErrNotFound.
-	HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error)
+	// HookGet returns the hook Token or hoppertype.ErrNotFound.
+	HookGet(ctx context.Context, params *HookGetParams) (*hoppertype.HookRow, error)
 
 	// HookResume delivers a payload to a waiting hook: it becomes resumed
 	// with Payload and ResumedAt = Now and is returned. A hook already
@@ -426,8 +434,9 @@ type Executor interface {
 	// missing one is hoppertype.ErrNotFound.
 	HookResume(ctx context.Context, params *HookResumeParams) (*hoppertype.HookRow, error)
 
-	// HookListByRun returns a run's hooks by creation time, then token.
-	HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error)
+	// HookListByRun returns the hooks of the run RunID by creation time,
+	// then token.
+	HookListByRun(ctx context.Context, params *HookListByRunParams) ([]*hoppertype.HookRow, error)
 
 	// StreamAppend appends chunks to a run's stream and returns them with
 	// their offsets (consecutive, from 0 for a run's first chunk).
@@ -448,12 +457,12 @@ type Executor interface {
 	// stores nothing. It returns the gates stored, in order.
 	GateInsert(ctx context.Context, params *GateInsertParams) ([]*hoppertype.GateRow, error)
 
-	// GateGet returns a gate or hoppertype.ErrNotFound.
-	GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error)
+	// GateGet returns the gate ID or hoppertype.ErrNotFound.
+	GateGet(ctx context.Context, params *GateGetParams) (*hoppertype.GateRow, error)
 
-	// GateWaitList returns the jobs a gate watches with the states it
-	// observed, by job id.
-	GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error)
+	// GateWaitList returns the jobs the gate GateID watches with the
+	// states it observed, by job id.
+	GateWaitList(ctx context.Context, params *GateWaitListParams) ([]*hoppertype.GateWait, error)
 
 	// GateObserve records the states of the given jobs in the gates watching
 	// them, as their transitions would have (and wakes the gates that this
@@ -484,12 +493,12 @@ type Executor interface {
 	// ChangeTail returns the cursor of the last final change of the feed
 	// (the zero cursor when there is none): reading after it gives only
 	// changes made from now on.
-	ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error)
+	ChangeTail(ctx context.Context, params *ChangeTailParams) (hoppertype.ChangeCursor, error)
 
 	// ChangeMark returns a Position to list a transaction's own changes
 	// after (ChangeListParams.Own): taken at the start of a transaction,
 	// every change the transaction writes next comes after it.
-	ChangeMark(ctx context.Context) (int64, error)
+	ChangeMark(ctx context.Context, params *ChangeMarkParams) (int64, error)
 
 	// CursorLease takes or renews the named feed cursor for Owner until
 	// Now+TTL when it is free, expired or already Owner's, creating it at
@@ -504,12 +513,12 @@ type Executor interface {
 	CursorAdvance(ctx context.Context, params *CursorAdvanceParams) error
 
 	// CursorList returns the feed cursors by name.
-	CursorList(ctx context.Context) ([]*CursorRow, error)
+	CursorList(ctx context.Context, params *CursorListParams) ([]*CursorRow, error)
 
-	// GateEdges returns, for each of ids that has any, the ids it waits on
+	// GateEdges returns, for each of IDs that has any, the ids it waits on
 	// in the graph of gates: for a gate, the jobs it watches; for a job that
 	// a gate will queue, that gate. It is what cycle detection walks.
-	GateEdges(ctx context.Context, ids []string) (map[string][]string, error)
+	GateEdges(ctx context.Context, params *GateEdgesParams) (map[string][]string, error)
 }
 
 // JobWakeParams are the arguments of JobWake.
@@ -517,6 +526,51 @@ type JobWakeParams struct {
 	IDs []string
 	Now time.Time
 }
+
+// NotifyParams are the arguments of Notify.
+type NotifyParams struct {
+	Topic   string
+	Payload string
+}
+
+// JobGetParams are the arguments of JobGet and JobGetTx.
+type JobGetParams struct {
+	ID string
+}
+
+// JobGetManyParams are the arguments of JobGetMany.
+type JobGetManyParams struct {
+	IDs []string
+}
+
+// JobNextRunAtParams are the arguments of JobNextRunAt.
+type JobNextRunAtParams struct {
+	Queue string
+}
+
+// GroupInsertParams are the arguments of GroupInsert.
+type GroupInsertParams struct {
+	Row *hoppertype.GroupRow
+}
+
+// GroupGetParams are the arguments of GroupGet.
+type GroupGetParams struct {
+	ID string
+}
+
+// WorkerUpsertParams are the arguments of WorkerUpsert.
+type WorkerUpsertParams struct {
+	Row *WorkerRow
+}
+
+// WorkerListParams are the arguments of WorkerList.
+type WorkerListParams struct {
+	// SeenAfter is the earliest last-seen time of the workers listed.
+	SeenAfter time.Time
+}
+
+// QueueListParams are the arguments of QueueList (none yet).
+type QueueListParams struct{}
 
 // SortJobCounts puts counts in the order JobCountByState returns them: by
 // queue, then by state in hoppertype.AllJobStates order.

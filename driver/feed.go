@@ -44,6 +44,12 @@ func (p *ChangeScanParams) MatchChange(ch *hoppertype.Change) bool {
 		(len(p.States) == 0 || slices.Contains(p.States, ch.State))
 }
 
+// ChangeTailParams are the arguments of ChangeTail (none yet).
+type ChangeTailParams struct{}
+
+// ChangeMarkParams are the arguments of ChangeMark (none yet).
+type ChangeMarkParams struct{}
+
 // CursorLeaseParams are the arguments of CursorLease.
 type CursorLeaseParams struct {
 	Name  string
@@ -60,6 +66,9 @@ type CursorAdvanceParams struct {
 	Now   time.Time
 	TTL   time.Duration
 }
+
+// CursorListParams are the arguments of CursorList (none yet).
+type CursorListParams struct{}
 
 // CursorRow is a feed cursor: how far the named observer's delivery got,
 // and who delivers it until when.

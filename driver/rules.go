@@ -16,6 +16,21 @@ type GateInsertParams struct {
 	Now   time.Time
 }
 
+// GateGetParams are the arguments of GateGet.
+type GateGetParams struct {
+	ID string
+}
+
+// GateWaitListParams are the arguments of GateWaitList.
+type GateWaitListParams struct {
+	GateID string
+}
+
+// GateEdgesParams are the arguments of GateEdges.
+type GateEdgesParams struct {
+	IDs []string
+}
+
 // GateObserveParams are the arguments of GateObserve.
 type GateObserveParams struct {
 	Jobs []GateObservation

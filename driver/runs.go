@@ -68,7 +68,7 @@ func RunStartTx(ctx context.Context, ex Executor, p *RunStartParams) (existing b
 	}
 	err = ex.InTx(ctx, func(ctx context.Context, tx Executor) error {
 		existing = false
-		if err := tx.RunInsert(ctx, p.Run); errors.Is(err, hoppertype.ErrDuplicateID) {
+		if err := tx.RunInsert(ctx, &RunInsertParams{Row: p.Run}); errors.Is(err, hoppertype.ErrDuplicateID) {
 			existing = true
 			return nil
 		} else if err != nil {
@@ -79,7 +79,7 @@ func RunStartTx(ctx context.Context, ex Executor, p *RunStartParams) (existing b
 			return err
 		}
 		if len(res) == 1 && !res[0].Existing && res[0].Job.State == hoppertype.JobStatePending {
-			return tx.Notify(ctx, TopicJobAvailable, res[0].Job.Queue)
+			return tx.Notify(ctx, &NotifyParams{Topic: TopicJobAvailable, Payload: res[0].Job.Queue})
 		}
 		return nil
 	})
@@ -87,12 +87,12 @@ func RunStartTx(ctx context.Context, ex Executor, p *RunStartParams) (existing b
 }
 
 // RunLoadSeq is RunLoad made of RunGet then RunEventList on ex.
-func RunLoadSeq(ctx context.Context, ex Executor, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
-	run, err := ex.RunGet(ctx, id)
+func RunLoadSeq(ctx context.Context, ex Executor, params *RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	run, err := ex.RunGet(ctx, &RunGetParams{ID: params.ID})
 	if err != nil {
 		return nil, nil, err
 	}
-	events, err := ex.RunEventList(ctx, &RunEventListParams{RunID: id})
+	events, err := ex.RunEventList(ctx, &RunEventListParams{RunID: params.ID})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,10 +101,10 @@ func RunLoadSeq(ctx context.Context, ex Executor, id string) (*hoppertype.RunRow
 
 // RunEventAppendManyTx is RunEventAppendMany made of RunEventAppend calls
 // in ex.InTx: a transaction of a driver, a savepoint of a transaction.
-func RunEventAppendManyTx(ctx context.Context, ex Executor, params []*RunEventAppendParams) ([]error, error) {
-	errs := make([]error, len(params))
+func RunEventAppendManyTx(ctx context.Context, ex Executor, params *RunEventAppendManyParams) ([]error, error) {
+	errs := make([]error, len(params.Events))
 	err := ex.InTx(ctx, func(ctx context.Context, tx Executor) error {
-		for i, p := range params {
+		for i, p := range params.Events {
 			err := tx.RunEventAppend(ctx, p)
 			if err != nil && !errors.Is(err, hoppertype.ErrLeaseLost) && !errors.Is(err, hoppertype.ErrDuplicateID) {
 				return err
@@ -135,10 +135,46 @@ type RunEventAppendParams struct {
 	EndedAt time.Time
 }
 
+// RunInsertParams are the arguments of RunInsert.
+type RunInsertParams struct {
+	Row *hoppertype.RunRow
+}
+
+// RunGetParams are the arguments of RunGet.
+type RunGetParams struct {
+	ID string
+}
+
+// RunLoadParams are the arguments of RunLoad.
+type RunLoadParams struct {
+	ID string
+}
+
+// RunEventAppendManyParams are the arguments of RunEventAppendMany: the
+// appends to make, each to a distinct run.
+type RunEventAppendManyParams struct {
+	Events []*RunEventAppendParams
+}
+
 // RunEventListParams are the arguments of RunEventList.
 type RunEventListParams struct {
 	RunID   string
 	Attempt int
+}
+
+// HookInsertParams are the arguments of HookInsert.
+type HookInsertParams struct {
+	Row *hoppertype.HookRow
+}
+
+// HookGetParams are the arguments of HookGet.
+type HookGetParams struct {
+	Token string
+}
+
+// HookListByRunParams are the arguments of HookListByRun.
+type HookListByRunParams struct {
+	RunID string
 }
 
 // HookResumeParams are the arguments of HookResume.

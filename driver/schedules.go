@@ -71,6 +71,14 @@ type ScheduleSetPausedParams struct {
 	Now    time.Time
 }
 
+// ScheduleListParams are the arguments of ScheduleList (none yet).
+type ScheduleListParams struct{}
+
+// ScheduleDeleteParams are the arguments of ScheduleDelete.
+type ScheduleDeleteParams struct {
+	Name string
+}
+
 // ScheduleRow is a schedule's stored state.
 type ScheduleRow struct {
 	Name   string

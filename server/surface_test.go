@@ -458,14 +458,14 @@ func (d *faultyDriver) Ping(ctx context.Context) error {
 	return nil
 }
 
-func (d *faultyDriver) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+func (d *faultyDriver) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
 	if err := d.fault(); err != nil {
 		return nil, err
 	}
 	if d.failGet.Load() {
 		return nil, errLeaky
 	}
-	return d.baseExec.JobGet(ctx, id)
+	return d.baseExec.JobGet(ctx, params)
 }
 
 func (d *faultyDriver) JobList(ctx context.Context, p *driver.JobListParams) ([]*hoppertype.JobRow, error) {

@@ -48,7 +48,7 @@ func testCancelWaiting(t *testing.T, f *fixture) {
 		requireJob(t, want, got, "cancel %s job: result", s)
 		requireJob(t, want, f.get(t, j.ID), "cancel %s job: stored", s)
 		require.Empty(t, f.claim(t, j.Queue, at(time.Hour), 10), "a cancelled %s job is never claimed", s)
-		next, err := f.x.JobNextRunAt(f.ctx, j.Queue)
+		next, err := f.x.JobNextRunAt(f.ctx, &driver.JobNextRunAtParams{Queue: j.Queue})
 		require.NoError(t, err)
 		require.True(t, next.IsZero(), "a cancelled %s job is not waiting", s)
 	}
@@ -307,8 +307,8 @@ func testDeleteFinished(t *testing.T, f *fixture) {
 func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 	group := func(id string, state hoppertype.GroupState) {
 		t.Helper()
-		require.NoError(t, f.x.GroupInsert(f.ctx, &hoppertype.GroupRow{ID: id, Open: 0, State: state, Value: []byte(`1`), ValueSet: true,
-			CreatedAt: at(-5 * time.Hour), SettledAt: at(-4 * time.Hour)}))
+		require.NoError(t, f.x.GroupInsert(f.ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: id, Open: 0, State: state, Value: []byte(`1`), ValueSet: true,
+			CreatedAt: at(-5 * time.Hour), SettledAt: at(-4 * time.Hour)}}))
 	}
 	old, recent := endedAt(at(-3*time.Hour)), endedAt(at(time.Minute))
 	succeeded := inState(hoppertype.JobStateSucceeded)
@@ -338,7 +338,7 @@ func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 	n, err := f.x.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: base, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, 6, n)
-	_, err = f.x.GroupGet(f.ctx, gone.ID)
+	_, err = f.x.GroupGet(f.ctx, &driver.GroupGetParams{ID: gone.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "the settled group whose jobs are all gone")
 	f.groupGet(t, kept.ID)
 	f.groupGet(t, young.ID)
@@ -350,9 +350,9 @@ func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	f.requireMissing(t, child.ID)
-	_, err = f.x.GroupGet(f.ctx, kept.ID)
+	_, err = f.x.GroupGet(f.ctx, &driver.GroupGetParams{ID: kept.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
-	_, err = f.x.GroupGet(f.ctx, young.ID)
+	_, err = f.x.GroupGet(f.ctx, &driver.GroupGetParams{ID: young.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "its root gone last, the group's row goes")
 
 	// In a transaction that rolls back, the group row comes back.
@@ -362,7 +362,7 @@ func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 		n, err := tx.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: base, Limit: 100})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		_, err = tx.GroupGet(ctx, root.ID)
+		_, err = tx.GroupGet(ctx, &driver.GroupGetParams{ID: root.ID})
 		require.ErrorIs(t, err, hoppertype.ErrNotFound)
 		return errBoom
 	})

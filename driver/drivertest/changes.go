@@ -239,7 +239,7 @@ func testChangesOwn(t *testing.T, f *fixture) {
 	f.insertOne(t)
 	a, b := f.job(), f.job()
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
-		mark, err := tx.ChangeMark(ctx)
+		mark, err := tx.ChangeMark(ctx, &driver.ChangeMarkParams{})
 		require.NoError(t, err)
 		own, err := tx.ChangeList(ctx, &driver.ChangeListParams{Own: true, After: hoppertype.ChangeCursor{Position: mark}, Limit: 10})
 		require.NoError(t, err)
@@ -320,7 +320,7 @@ func testCursorLease(t *testing.T, f *fixture) {
 
 	require.NoError(t, f.x.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 7, Position: 9}, Now: at(2 * time.Second), TTL: ttl}))
 	require.NoError(t, f.x.CursorAdvance(f.ctx, &driver.CursorAdvanceParams{Name: name, Owner: "a", At: hoppertype.ChangeCursor{Tx: 7, Position: 3}, Now: at(3 * time.Second), TTL: ttl}))
-	list, err := f.x.CursorList(f.ctx)
+	list, err := f.x.CursorList(f.ctx, &driver.CursorListParams{})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, hoppertype.ChangeCursor{Tx: 7, Position: 9}, list[0].At, "a cursor never moves back")
@@ -420,7 +420,7 @@ func testChangesScanStuck(t *testing.T, f *fixture) {
 		t.Fatal("the scan did not end")
 		return nil, hoppertype.ChangeCursor{}
 	}
-	start, err := f.x.ChangeTail(f.ctx)
+	start, err := f.x.ChangeTail(f.ctx, &driver.ChangeTailParams{})
 	require.NoError(t, err)
 	for range 4 {
 		f.insertOne(t, inQueue(q))
@@ -468,7 +468,7 @@ func testChangesScanStuck(t *testing.T, f *fixture) {
 }
 
 func testChangesTail(t *testing.T, f *fixture) {
-	tail, err := f.x.ChangeTail(f.ctx)
+	tail, err := f.x.ChangeTail(f.ctx, &driver.ChangeTailParams{})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.ChangeCursor{}, tail, "an empty feed")
 	f.insertOne(t)
@@ -476,7 +476,7 @@ func testChangesTail(t *testing.T, f *fixture) {
 	all := f.feed(t, 2)
 	require.Len(t, all, 2)
 	require.Eventually(t, func() bool {
-		tail, err = f.x.ChangeTail(f.ctx)
+		tail, err = f.x.ChangeTail(f.ctx, &driver.ChangeTailParams{})
 		require.NoError(t, err)
 		return tail == hoppertype.CursorOf(all[1])
 	}, finalWait, 5*time.Millisecond, "the last change")

@@ -307,13 +307,13 @@ func testPromoteLimit(t *testing.T, f *fixture) {
 }
 
 func testNextRunAtNone(t *testing.T, f *fixture) {
-	next, err := f.x.JobNextRunAt(f.ctx, "default")
+	next, err := f.x.JobNextRunAt(f.ctx, &driver.JobNextRunAtParams{Queue: "default"})
 	require.NoError(t, err)
 	require.True(t, next.IsZero(), "no jobs: zero time, got %s", next)
 	f.insert(t, f.job(runAt(at(time.Hour))), f.job(inState(hoppertype.JobStateDead), runAt(at(time.Hour))),
 		f.job(inState(hoppertype.JobStateRunning), runAt(at(time.Hour))),
 		f.job(inQueue("other"), inState(hoppertype.JobStateScheduled), runAt(at(time.Hour))))
-	next, err = f.x.JobNextRunAt(f.ctx, "default")
+	next, err = f.x.JobNextRunAt(f.ctx, &driver.JobNextRunAtParams{Queue: "default"})
 	require.NoError(t, err)
 	require.True(t, next.IsZero(), "only pending, running and dead jobs: zero time, got %s", next)
 }
@@ -329,7 +329,7 @@ func testNextRunAtEarliest(t *testing.T, f *fixture) {
 	)
 	next := func() time.Time {
 		t.Helper()
-		ts, err := f.x.JobNextRunAt(f.ctx, "default")
+		ts, err := f.x.JobNextRunAt(f.ctx, &driver.JobNextRunAtParams{Queue: "default"})
 		require.NoError(t, err)
 		return ts
 	}

@@ -209,7 +209,7 @@ func (f *fixture) insertOne(t *testing.T, mods ...func(*hoppertype.JobRow)) *hop
 // get returns a job that must exist.
 func (f *fixture) get(t *testing.T, id string) *hoppertype.JobRow {
 	t.Helper()
-	r, err := f.x.JobGet(f.ctx, id)
+	r, err := f.x.JobGet(f.ctx, &driver.JobGetParams{ID: id})
 	require.NoError(t, err, "get job %s", id)
 	require.NotNil(t, r)
 	return r
@@ -218,7 +218,7 @@ func (f *fixture) get(t *testing.T, id string) *hoppertype.JobRow {
 // requireMissing requires that a job does not exist.
 func (f *fixture) requireMissing(t *testing.T, id string) {
 	t.Helper()
-	r, err := f.x.JobGet(f.ctx, id)
+	r, err := f.x.JobGet(f.ctx, &driver.JobGetParams{ID: id})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "job %s should not exist", id)
 	require.Nil(t, r)
 }

@@ -48,7 +48,7 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 		{RunID: d.ID, LeaseToken: dj.LeaseToken, Events: []*hoppertype.RunEvent{event(d.ID, 1, 1, "step")},
 			RunStatus: hoppertype.RunRunning, Now: at(time.Minute)},
 	}
-	errs, err := f.x.RunEventAppendMany(f.ctx, params)
+	errs, err := f.x.RunEventAppendMany(f.ctx, &driver.RunEventAppendManyParams{Events: params})
 	require.NoError(t, err)
 	require.Len(t, errs, 4)
 	require.NoError(t, errs[0])
@@ -57,12 +57,12 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 	require.NoError(t, errs[3])
 	require.Equal(t, []string{"1.1", "1.2"}, seqs(f.events(t, a.ID, 0)))
 	require.Empty(t, f.events(t, b.ID, 0))
-	rb, err := f.x.RunGet(f.ctx, b.ID)
+	rb, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: b.ID})
 	require.NoError(t, err)
 	require.NotEqual(t, hoppertype.RunCompleted, rb.Status, "a fenced-off append leaves the status")
 	require.Equal(t, []string{"1.1"}, seqs(f.events(t, c.ID, 0)))
 	require.Equal(t, []string{"1.1"}, seqs(f.events(t, d.ID, 0)))
-	rd, err := f.x.RunGet(f.ctx, d.ID)
+	rd, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: d.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunRunning, rd.Status)
 
@@ -70,10 +70,10 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 	e, ej := f.leasedRun(t)
 	boom := errors.New("boom")
 	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
-		errs, err := tx.RunEventAppendMany(ctx, []*driver.RunEventAppendParams{
+		errs, err := tx.RunEventAppendMany(ctx, &driver.RunEventAppendManyParams{Events: []*driver.RunEventAppendParams{
 			{RunID: e.ID, LeaseToken: ej.LeaseToken, Events: []*hoppertype.RunEvent{event(e.ID, 1, 1, "step")}},
 			{RunID: a.ID, LeaseToken: aj.LeaseToken, Events: []*hoppertype.RunEvent{event(a.ID, 1, 1, "step")}},
-		})
+		}})
 		require.NoError(t, err)
 		require.NoError(t, errs[0])
 		require.ErrorIs(t, errs[1], hoppertype.ErrDuplicateID)
@@ -86,21 +86,21 @@ func testEventAppendMany(t *testing.T, f *fixture) {
 	// goes on after the call.
 	g, gj := f.leasedRun(t)
 	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
-		errs, err := tx.RunEventAppendMany(ctx, []*driver.RunEventAppendParams{
+		errs, err := tx.RunEventAppendMany(ctx, &driver.RunEventAppendManyParams{Events: []*driver.RunEventAppendParams{
 			{RunID: e.ID, LeaseToken: ej.LeaseToken, Events: []*hoppertype.RunEvent{event(e.ID, 1, 1, "step")},
 				RunStatus: hoppertype.RunCompleted, Now: at(time.Minute), EndedAt: at(time.Minute)},
 			{RunID: g.ID, LeaseToken: gj.LeaseToken + 1000, Events: []*hoppertype.RunEvent{event(g.ID, 1, 1, "step")}},
-		})
+		}})
 		require.NoError(t, err)
 		require.NoError(t, errs[0])
 		require.ErrorIs(t, errs[1], hoppertype.ErrLeaseLost)
-		_, err = tx.RunGet(ctx, g.ID)
+		_, err = tx.RunGet(ctx, &driver.RunGetParams{ID: g.ID})
 		return err
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1.1"}, seqs(f.events(t, e.ID, 0)))
 	require.Empty(t, f.events(t, g.ID, 0))
-	re, err := f.x.RunGet(f.ctx, e.ID)
+	re, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: e.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunCompleted, re.Status)
 	require.False(t, re.EndedAt.IsZero())
@@ -112,7 +112,7 @@ func testEventRunStatus(t *testing.T, f *fixture) {
 	r, j := f.leasedRun(t)
 	getStatus := func() hoppertype.RunStatus {
 		t.Helper()
-		row, err := f.x.RunGet(f.ctx, r.ID)
+		row, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: r.ID})
 		require.NoError(t, err)
 		return row.Status
 	}
@@ -137,7 +137,7 @@ func testEventRunStatus(t *testing.T, f *fixture) {
 	err = f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken,
 		Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "step")}, RunStatus: hoppertype.RunRunning, Now: at(time.Minute)})
 	require.NoError(t, err)
-	row, err := f.x.RunGet(f.ctx, r.ID)
+	row, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: r.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunRunning, row.Status)
 	require.True(t, row.UpdatedAt.Equal(at(time.Minute)), "UpdatedAt is Now: %v", row.UpdatedAt)
@@ -149,7 +149,7 @@ func testEventRunStatus(t *testing.T, f *fixture) {
 		Events: []*hoppertype.RunEvent{event(r.ID, 1, 3, "workflow_completed")}, RunStatus: hoppertype.RunCompleted,
 		Now: at(2 * time.Minute), EndedAt: at(2 * time.Minute)})
 	require.NoError(t, err)
-	row, err = f.x.RunGet(f.ctx, r.ID)
+	row, err = f.x.RunGet(f.ctx, &driver.RunGetParams{ID: r.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunCompleted, row.Status)
 	require.True(t, row.EndedAt.Equal(at(2*time.Minute)), "EndedAt: %v", row.EndedAt)
@@ -288,7 +288,7 @@ func testEventFence(t *testing.T, f *fixture) {
 
 	// A job that waits (never claimed, token 0) holds no lease.
 	pending := f.insertOne(t)
-	require.NoError(t, f.x.RunInsert(f.ctx, f.runRow(func(r *hoppertype.RunRow) { r.ID = pending.ID })))
+	require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: f.runRow(func(r *hoppertype.RunRow) { r.ID = pending.ID })}))
 	f.requireLost(t, pending.ID, pending.LeaseToken, "job not running")
 
 	// A finished job keeps its token but no longer holds the lease.
@@ -377,7 +377,7 @@ func testEventDuplicateInTx(t *testing.T, f *fixture) {
 func testEventClaimInTx(t *testing.T, f *fixture) {
 	q := "q-" + f.id()
 	j := f.insertOne(t, inQueue(q))
-	require.NoError(t, f.x.RunInsert(f.ctx, f.runRow(func(r *hoppertype.RunRow) { r.ID = j.ID })))
+	require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: f.runRow(func(r *hoppertype.RunRow) { r.ID = j.ID })}))
 	var token int64
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		rows, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: q, Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w"})

@@ -290,7 +290,7 @@ func testFinishReleasesKey(t *testing.T, f *fixture) {
 func testFinishSnooze(t *testing.T, f *fixture) {
 	j := f.claimOne(t)
 	f.finishOK(t, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateScheduled, Attempt: 0, RunAt: at(time.Hour)})
-	next, err := f.x.JobNextRunAt(f.ctx, j.Queue)
+	next, err := f.x.JobNextRunAt(f.ctx, &driver.JobNextRunAtParams{Queue: j.Queue})
 	require.NoError(t, err)
 	requireTime(t, at(time.Hour), next)
 	require.Empty(t, f.claim(t, j.Queue, at(30*time.Minute), 1))

@@ -57,7 +57,7 @@ func (f *fixture) gateInsert(t *testing.T, specs ...*driver.GateSpec) []*hoppert
 
 func (f *fixture) gateGet(t *testing.T, id string) *hoppertype.GateRow {
 	t.Helper()
-	g, err := f.x.GateGet(f.ctx, id)
+	g, err := f.x.GateGet(f.ctx, &driver.GateGetParams{ID: id})
 	require.NoError(t, err)
 	require.Equal(t, base, g.CreatedAt.UTC(), "created at, to the microsecond")
 	g.CreatedAt = g.CreatedAt.UTC()
@@ -101,7 +101,7 @@ func testGateInsertCounts(t *testing.T, f *fixture) {
 	})[0]
 	requireCounts(t, got, 5, 2, 1, "duplicates in On count once; missing and stuck jobs are not done")
 	require.Equal(t, hoppertype.GateCondition{Kind: hoppertype.GateAllDone}, got.Cond)
-	waits, err := f.x.GateWaitList(f.ctx, g.ID)
+	waits, err := f.x.GateWaitList(f.ctx, &driver.GateWaitListParams{GateID: g.ID})
 	require.NoError(t, err)
 	want := map[string]hoppertype.JobState{ok.ID: hoppertype.JobStateSucceeded, dead.ID: hoppertype.JobStateDead, waiting.ID: "", stuck.ID: "", missing: ""}
 	gotWaits := map[string]hoppertype.JobState{}
@@ -164,16 +164,16 @@ func testGateInsertDuplicates(t *testing.T, f *fixture) {
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID, "an existing gate id")
 	_, err = f.x.GateInsert(f.ctx, &driver.GateInsertParams{Gates: []*driver.GateSpec{{ID: g2.ID, Queues: []string{f.id(), queued}}}, Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID, "a job another gate queues")
-	_, err = f.x.GateGet(f.ctx, g2.ID)
+	_, err = f.x.GateGet(f.ctx, &driver.GateGetParams{ID: g2.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a failed GateInsert stores nothing")
 	requireJob(t, g2, f.get(t, g2.ID))
 }
 
 func testGateNotFound(t *testing.T, f *fixture) {
-	g, err := f.x.GateGet(f.ctx, f.id())
+	g, err := f.x.GateGet(f.ctx, &driver.GateGetParams{ID: f.id()})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, g)
-	waits, err := f.x.GateWaitList(f.ctx, f.id())
+	waits, err := f.x.GateWaitList(f.ctx, &driver.GateWaitListParams{GateID: f.id()})
 	require.NoError(t, err)
 	require.Empty(t, waits)
 }
@@ -204,7 +204,7 @@ func testGateFinishMet(t *testing.T, f *fixture) {
 	want.State, want.RunAt = hoppertype.JobStatePending, at(3*time.Second)
 	requireJob(t, want, f.get(t, g.ID), "met: the gate's job is due at the transition's time")
 	requireNotified(t, sub, g.Queue)
-	waits, err := f.x.GateWaitList(f.ctx, g.ID)
+	waits, err := f.x.GateWaitList(f.ctx, &driver.GateWaitListParams{GateID: g.ID})
 	require.NoError(t, err)
 	require.Len(t, waits, 2)
 	for _, w := range waits {
@@ -304,7 +304,7 @@ func testGateEdges(t *testing.T, f *fixture) {
 	g := f.gateJob(t)
 	missing, queued := f.id(), f.id()
 	f.gateInsert(t, &driver.GateSpec{ID: g.ID, On: []string{missing, a.ID}, Queues: []string{queued}})
-	edges, err := f.x.GateEdges(f.ctx, []string{g.ID, queued, a.ID, missing, f.id()})
+	edges, err := f.x.GateEdges(f.ctx, &driver.GateEdgesParams{IDs: []string{g.ID, queued, a.ID, missing, f.id()}})
 	require.NoError(t, err)
 	require.Len(t, edges, 2, "only ids with edges: %v", edges)
 	require.ElementsMatch(t, []string{a.ID, missing}, edges[g.ID], "a gate waits on its watched jobs")
@@ -322,7 +322,7 @@ func testGateDelete(t *testing.T, f *fixture) {
 	require.Equal(t, 1, n)
 	f.requireMissing(t, a.ID)
 	requireCounts(t, f.gateGet(t, g.ID), 1, 1, 1, "a deleted job's observed state is kept")
-	waits, err := f.x.GateWaitList(f.ctx, g.ID)
+	waits, err := f.x.GateWaitList(f.ctx, &driver.GateWaitListParams{GateID: g.ID})
 	require.NoError(t, err)
 	require.Len(t, waits, 1)
 	require.Equal(t, hoppertype.JobStateSucceeded, waits[0].State)
@@ -332,9 +332,9 @@ func testGateDelete(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	_, err = f.x.JobDeleteFinished(f.ctx, &driver.JobDeleteFinishedParams{Before: at(time.Hour)})
 	require.NoError(t, err)
-	_, err = f.x.GateGet(f.ctx, g.ID)
+	_, err = f.x.GateGet(f.ctx, &driver.GateGetParams{ID: g.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
-	edges, err := f.x.GateEdges(f.ctx, []string{g.ID, queued})
+	edges, err := f.x.GateEdges(f.ctx, &driver.GateEdgesParams{IDs: []string{g.ID, queued}})
 	require.NoError(t, err)
 	require.Empty(t, edges)
 	g2 := f.gateJob(t)
@@ -352,7 +352,7 @@ func testGateRollback(t *testing.T, f *fixture) {
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	_, err = f.x.GateGet(f.ctx, g.ID)
+	_, err = f.x.GateGet(f.ctx, &driver.GateGetParams{ID: g.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 
 	f.gateInsert(t, &driver.GateSpec{ID: g.ID, On: []string{a.ID}})

@@ -33,13 +33,13 @@ func groupCases() []testCase {
 func (f *fixture) group(t *testing.T, open int) *hoppertype.GroupRow {
 	t.Helper()
 	g := &hoppertype.GroupRow{ID: "g-" + f.id(), Open: open, State: hoppertype.GroupOpen, CreatedAt: base}
-	require.NoError(t, f.x.GroupInsert(f.ctx, g))
+	require.NoError(t, f.x.GroupInsert(f.ctx, &driver.GroupInsertParams{Row: g}))
 	return g
 }
 
 func (f *fixture) groupGet(t *testing.T, id string) *hoppertype.GroupRow {
 	t.Helper()
-	g, err := f.x.GroupGet(f.ctx, id)
+	g, err := f.x.GroupGet(f.ctx, &driver.GroupGetParams{ID: id})
 	require.NoError(t, err)
 	return g
 }
@@ -64,8 +64,8 @@ func testGroupRoundTrip(t *testing.T, f *fixture) {
 		ID: "g-" + f.id(), Open: 0, State: hoppertype.GroupSettled, Value: []byte(`"v"`), ValueSet: true, Final: true,
 		CreatedAt: base, SettledAt: nanos(at(time.Minute)),
 	}
-	require.NoError(t, f.x.GroupInsert(f.ctx, open))
-	require.NoError(t, f.x.GroupInsert(f.ctx, settled))
+	require.NoError(t, f.x.GroupInsert(f.ctx, &driver.GroupInsertParams{Row: open}))
+	require.NoError(t, f.x.GroupInsert(f.ctx, &driver.GroupInsertParams{Row: settled}))
 	wantOpen := *open
 	wantOpen.Value = []byte(`[1,2]`)
 	wantOpen.CreatedAt = at(time.Second)
@@ -82,13 +82,13 @@ func testGroupRoundTrip(t *testing.T, f *fixture) {
 
 func testGroupDuplicate(t *testing.T, f *fixture) {
 	g := f.group(t, 2)
-	err := f.x.GroupInsert(f.ctx, &hoppertype.GroupRow{ID: g.ID, Open: 9, State: hoppertype.GroupOpen, CreatedAt: at(time.Hour)})
+	err := f.x.GroupInsert(f.ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: g.ID, Open: 9, State: hoppertype.GroupOpen, CreatedAt: at(time.Hour)}})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 	requireGroup(t, g, f.groupGet(t, g.ID), "the existing group is unchanged")
 }
 
 func testGroupNotFound(t *testing.T, f *fixture) {
-	g, err := f.x.GroupGet(f.ctx, "g-"+f.id())
+	g, err := f.x.GroupGet(f.ctx, &driver.GroupGetParams{ID: "g-" + f.id()})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, g)
 	res, err := f.x.GroupUpdate(f.ctx, &driver.GroupUpdateParams{ID: "g-" + f.id(), OpenDelta: -1, Now: base})

@@ -44,14 +44,14 @@ func (f *fixture) hookRow(runID string, mods ...func(*hoppertype.HookRow)) *hopp
 func (f *fixture) insertHook(t *testing.T, runID string, mods ...func(*hoppertype.HookRow)) *hoppertype.HookRow {
 	t.Helper()
 	h := f.hookRow(runID, mods...)
-	require.NoError(t, f.x.HookInsert(f.ctx, h))
+	require.NoError(t, f.x.HookInsert(f.ctx, &driver.HookInsertParams{Row: h}))
 	return h
 }
 
 // hookGet returns a hook that must exist.
 func (f *fixture) hookGet(t *testing.T, token string) *hoppertype.HookRow {
 	t.Helper()
-	h, err := f.x.HookGet(f.ctx, token)
+	h, err := f.x.HookGet(f.ctx, &driver.HookGetParams{Token: token})
 	require.NoError(t, err, "get hook %s", token)
 	require.NotNil(t, h)
 	return h
@@ -70,7 +70,7 @@ func (f *fixture) resumeHook(t *testing.T, token string, payload []byte, now tim
 // hooksOf lists a run's hooks.
 func (f *fixture) hooksOf(t *testing.T, runID string) []*hoppertype.HookRow {
 	t.Helper()
-	hooks, err := f.x.HookListByRun(f.ctx, runID)
+	hooks, err := f.x.HookListByRun(f.ctx, &driver.HookListByRunParams{RunID: runID})
 	require.NoError(t, err)
 	return hooks
 }
@@ -103,7 +103,7 @@ func testHookRoundTrip(t *testing.T, f *fixture) {
 		h.Name = "shipping-confirmed"
 		h.CreatedAt = nanos(at(time.Second))
 	})
-	require.NoError(t, f.x.HookInsert(f.ctx, in))
+	require.NoError(t, f.x.HookInsert(f.ctx, &driver.HookInsertParams{Row: in}))
 	want := *in
 	want.CreatedAt = at(time.Second)
 	got := f.hookGet(t, in.Token)
@@ -123,18 +123,18 @@ func testHookDuplicate(t *testing.T, f *fixture) {
 	r := f.insertRun(t)
 	h := f.insertHook(t, r.ID)
 	other := f.insertRun(t)
-	err := f.x.HookInsert(f.ctx, f.hookRow(other.ID, func(d *hoppertype.HookRow) {
+	err := f.x.HookInsert(f.ctx, &driver.HookInsertParams{Row: f.hookRow(other.ID, func(d *hoppertype.HookRow) {
 		d.Token = h.Token
 		d.Name = "other"
 		d.CreatedAt = at(time.Hour)
-	}))
+	})})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 	requireHook(t, h, f.hookGet(t, h.Token), "the existing hook is unchanged")
 	require.Empty(t, f.hooksOf(t, other.ID))
 }
 
 func testHookNotFound(t *testing.T, f *fixture) {
-	h, err := f.x.HookGet(f.ctx, "h-"+f.id())
+	h, err := f.x.HookGet(f.ctx, &driver.HookGetParams{Token: "h-" + f.id()})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Nil(t, h)
 	h, err = f.x.HookResume(f.ctx, &driver.HookResumeParams{Token: "h-" + f.id(), Payload: []byte(`1`), Now: base})
@@ -170,7 +170,7 @@ func testHookResume(t *testing.T, f *fixture) {
 	require.JSONEq(t, string(req), string(got.Request))
 	require.JSONEq(t, string(req), string(f.hookGet(t, other.Token).Request))
 	require.Nil(t, f.hookGet(t, h.Token).Request)
-	listed, err := f.x.HookListByRun(f.ctx, r.ID)
+	listed, err := f.x.HookListByRun(f.ctx, &driver.HookListByRunParams{RunID: r.ID})
 	require.NoError(t, err)
 	for _, l := range listed {
 		if l.Token == other.Token {

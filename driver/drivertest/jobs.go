@@ -81,7 +81,7 @@ func testInsertRoundTrip(t *testing.T, f *fixture) {
 	stored := f.insert(t, in)
 	requireJob(t, want, stored[0], "insert result")
 	requireJob(t, want, f.get(t, in.ID), "JobGet")
-	many, err := f.x.JobGetMany(f.ctx, []string{in.ID})
+	many, err := f.x.JobGetMany(f.ctx, &driver.JobGetManyParams{IDs: []string{in.ID}})
 	require.NoError(t, err)
 	require.Len(t, many, 1)
 	requireJob(t, want, many[0], "JobGetMany")
@@ -259,12 +259,12 @@ func testGetNotFound(t *testing.T, f *fixture) {
 func testGetMany(t *testing.T, f *fixture) {
 	a, b, c := f.job(), f.job(), f.job()
 	f.insert(t, a, b, c)
-	got, err := f.x.JobGetMany(f.ctx, []string{c.ID, f.id(), a.ID})
+	got, err := f.x.JobGetMany(f.ctx, &driver.JobGetManyParams{IDs: []string{c.ID, f.id(), a.ID}})
 	require.NoError(t, err)
 	require.Equal(t, []string{c.ID, a.ID}, ids(got))
 	requireJob(t, c, got[0])
 	requireJob(t, a, got[1])
-	got, err = f.x.JobGetMany(f.ctx, nil)
+	got, err = f.x.JobGetMany(f.ctx, &driver.JobGetManyParams{IDs: nil})
 	require.NoError(t, err)
 	require.Empty(t, got)
 }

@@ -53,7 +53,7 @@ func testDeleteQueue(t *testing.T, f *fixture) {
 		f.requireMissing(t, j.ID)
 	}
 	f.requireMissing(t, run.ID)
-	_, err = f.x.RunGet(f.ctx, run.ID)
+	_, err = f.x.RunGet(f.ctx, &driver.RunGetParams{ID: run.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "the run's row goes with its job")
 	chunks, err := f.x.StreamRead(f.ctx, &driver.StreamReadParams{RunID: run.ID, Limit: 10})
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ func queueCases() []testCase {
 func testQueueList(t *testing.T, f *fixture) {
 	list := func() []*driver.QueueRow {
 		t.Helper()
-		rows, err := f.x.QueueList(f.ctx)
+		rows, err := f.x.QueueList(f.ctx, &driver.QueueListParams{})
 		require.NoError(t, err)
 		return rows
 	}

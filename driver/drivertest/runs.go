@@ -39,13 +39,13 @@ func runCases() []testCase {
 
 // testRunLoad: RunLoad returns what RunGet and RunEventList do.
 func testRunLoad(t *testing.T, f *fixture) {
-	_, _, err := f.x.RunLoad(f.ctx, "no-such-run")
+	_, _, err := f.x.RunLoad(f.ctx, &driver.RunLoadParams{ID: "no-such-run"})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 
 	r, j := f.leasedRun(t)
-	run, events, err := f.x.RunLoad(f.ctx, r.ID)
+	run, events, err := f.x.RunLoad(f.ctx, &driver.RunLoadParams{ID: r.ID})
 	require.NoError(t, err)
-	want, err := f.x.RunGet(f.ctx, r.ID)
+	want, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: r.ID})
 	require.NoError(t, err)
 	require.Equal(t, want.ID, run.ID)
 	require.Equal(t, want.Status, run.Status)
@@ -53,7 +53,7 @@ func testRunLoad(t *testing.T, f *fixture) {
 
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 1, "step"), event(r.ID, 1, 2, "sleep"))
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 2, 1, "step"))
-	run, events, err = f.x.RunLoad(f.ctx, r.ID)
+	run, events, err = f.x.RunLoad(f.ctx, &driver.RunLoadParams{ID: r.ID})
 	require.NoError(t, err)
 	require.Equal(t, r.Workflow, run.Workflow)
 	require.True(t, run.CreatedAt.Equal(want.CreatedAt))
@@ -61,7 +61,7 @@ func testRunLoad(t *testing.T, f *fixture) {
 	require.Equal(t, []string{"1.1", "1.2", "2.1"}, seqs(events))
 
 	err = f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
-		run, events, err := tx.RunLoad(ctx, r.ID)
+		run, events, err := tx.RunLoad(ctx, &driver.RunLoadParams{ID: r.ID})
 		require.NoError(t, err)
 		require.Equal(t, r.ID, run.ID)
 		require.Len(t, events, 3)
@@ -80,7 +80,7 @@ func testRunStart(t *testing.T, f *fixture) {
 	existing, err := f.x.RunStart(f.ctx, &driver.RunStartParams{Run: run, Job: job})
 	require.NoError(t, err)
 	require.False(t, existing)
-	got, err := f.x.RunGet(f.ctx, run.ID)
+	got, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: run.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunPending, got.Status)
 	requireJob(t, job, f.get(t, run.ID))
@@ -95,7 +95,7 @@ func testRunStart(t *testing.T, f *fixture) {
 	existing, err = f.x.RunStart(f.ctx, &driver.RunStartParams{Run: again, Job: job2})
 	require.NoError(t, err)
 	require.True(t, existing)
-	got, err = f.x.RunGet(f.ctx, run.ID)
+	got, err = f.x.RunGet(f.ctx, &driver.RunGetParams{ID: run.ID})
 	require.NoError(t, err)
 	require.Equal(t, "wf", got.Workflow)
 	requireJob(t, job, f.get(t, run.ID))
@@ -104,7 +104,7 @@ func testRunStart(t *testing.T, f *fixture) {
 	bad := f.runRow()
 	_, err = f.x.RunStart(f.ctx, &driver.RunStartParams{Run: bad, Job: f.job()})
 	require.Error(t, err)
-	_, err = f.x.RunGet(f.ctx, bad.ID)
+	_, err = f.x.RunGet(f.ctx, &driver.RunGetParams{ID: bad.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 }
 
@@ -123,9 +123,9 @@ func testRunStartInTx(t *testing.T, f *fixture) {
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	_, err = f.x.RunGet(f.ctx, run.ID)
+	_, err = f.x.RunGet(f.ctx, &driver.RunGetParams{ID: run.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
-	_, err = f.x.JobGet(f.ctx, run.ID)
+	_, err = f.x.JobGet(f.ctx, &driver.JobGetParams{ID: run.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 
 	// Committed, it is all there and announced.
@@ -159,14 +159,14 @@ func (f *fixture) runRow(mods ...func(*hoppertype.RunRow)) *hoppertype.RunRow {
 func (f *fixture) insertRun(t *testing.T, mods ...func(*hoppertype.RunRow)) *hoppertype.RunRow {
 	t.Helper()
 	r := f.runRow(mods...)
-	require.NoError(t, f.x.RunInsert(f.ctx, r))
+	require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: r}))
 	return r
 }
 
 // runGet returns a run that must exist.
 func (f *fixture) runGet(t *testing.T, id string) *hoppertype.RunRow {
 	t.Helper()
-	r, err := f.x.RunGet(f.ctx, id)
+	r, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: id})
 	require.NoError(t, err, "get run %s", id)
 	require.NotNil(t, r)
 	return r
@@ -175,7 +175,7 @@ func (f *fixture) runGet(t *testing.T, id string) *hoppertype.RunRow {
 // requireRunMissing requires that a run row does not exist.
 func (f *fixture) requireRunMissing(t *testing.T, id string) {
 	t.Helper()
-	r, err := f.x.RunGet(f.ctx, id)
+	r, err := f.x.RunGet(f.ctx, &driver.RunGetParams{ID: id})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "run %s should not exist", id)
 	require.Nil(t, r)
 }
@@ -187,7 +187,7 @@ func (f *fixture) leasedRun(t *testing.T) (*hoppertype.RunRow, *hoppertype.JobRo
 	t.Helper()
 	j := f.claimOne(t, ofType("workflow"))
 	r := f.runRow(func(r *hoppertype.RunRow) { r.ID = j.ID })
-	require.NoError(t, f.x.RunInsert(f.ctx, r))
+	require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: r}))
 	return r, j
 }
 
@@ -235,7 +235,7 @@ func testRunRoundTrip(t *testing.T, f *fixture) {
 		r.UpdatedAt = nanos(at(2 * time.Second))
 		r.EndedAt = nanos(at(3 * time.Second))
 	})
-	require.NoError(t, f.x.RunInsert(f.ctx, in))
+	require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: in}))
 	want := *in
 	want.Error = runErr("payment declined", at(3*time.Second))
 	want.CreatedAt = at(time.Second)
@@ -252,7 +252,7 @@ func testRunRoundTrip(t *testing.T, f *fixture) {
 
 func testRunEmptyFields(t *testing.T, f *fixture) {
 	in := f.runRow(func(r *hoppertype.RunRow) { r.CodeVersion = "" })
-	require.NoError(t, f.x.RunInsert(f.ctx, in))
+	require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: in}))
 	got := f.runGet(t, in.ID)
 	requireRun(t, in, got)
 	require.Nil(t, got.Error, "a nil Error stays nil")
@@ -262,11 +262,11 @@ func testRunEmptyFields(t *testing.T, f *fixture) {
 
 func testRunDuplicate(t *testing.T, f *fixture) {
 	r := f.insertRun(t)
-	err := f.x.RunInsert(f.ctx, f.runRow(func(d *hoppertype.RunRow) {
+	err := f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: f.runRow(func(d *hoppertype.RunRow) {
 		d.ID = r.ID
 		d.Workflow = "other"
 		d.Status = hoppertype.RunCompleted
-	}))
+	})})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
 	requireRun(t, r, f.runGet(t, r.ID), "the existing run is unchanged")
 }
@@ -322,7 +322,7 @@ func (f *fixture) runListData(t *testing.T) []*hoppertype.RunRow {
 	}
 	// Insert out of order so an implementation cannot lean on insertion order.
 	for _, i := range []int{2, 0, 5, 3, 1, 4} {
-		require.NoError(t, f.x.RunInsert(f.ctx, rows[i]))
+		require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: rows[i]}))
 	}
 	return rows
 }
@@ -564,7 +564,7 @@ func (f *fixture) requireWorkflowState(t *testing.T, id string, tokens []string,
 		require.Empty(t, evs, "history of run %s", id)
 		require.Empty(t, hooks, "hooks of run %s", id)
 		for _, tok := range tokens {
-			h, err := f.x.HookGet(f.ctx, tok)
+			h, err := f.x.HookGet(f.ctx, &driver.HookGetParams{Token: tok})
 			require.ErrorIs(t, err, hoppertype.ErrNotFound, "hook %s of run %s", tok, id)
 			require.Nil(t, h)
 		}
@@ -631,18 +631,18 @@ func testRunRollback(t *testing.T, f *fixture) {
 	fresh := f.runRow()
 	freshHook := f.hookRow(r.ID)
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
-		require.NoError(t, tx.RunInsert(ctx, fresh))
+		require.NoError(t, tx.RunInsert(ctx, &driver.RunInsertParams{Row: fresh}))
 		_, err := tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: updated.ID, Status: hoppertype.RunFailed, Error: runErr("x", base), EndedAt: base, Now: base})
 		require.NoError(t, err)
 		require.NoError(t, tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 2, "step")}}))
-		require.NoError(t, tx.HookInsert(ctx, freshHook))
+		require.NoError(t, tx.HookInsert(ctx, &driver.HookInsertParams{Row: freshHook}))
 		_, err = tx.HookResume(ctx, &driver.HookResumeParams{Token: waiting.Token, Payload: []byte(`1`), Now: base})
 		require.NoError(t, err)
 		_, err = tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: r.ID, Chunks: [][]byte{[]byte("b")}, Now: base})
 		require.NoError(t, err)
 
 		// The transaction reads its own writes.
-		got, err := tx.RunGet(ctx, fresh.ID)
+		got, err := tx.RunGet(ctx, &driver.RunGetParams{ID: fresh.ID})
 		require.NoError(t, err)
 		requireRun(t, fresh, got)
 		evs, err := tx.RunEventList(ctx, &driver.RunEventListParams{RunID: r.ID})
@@ -657,15 +657,15 @@ func testRunRollback(t *testing.T, f *fixture) {
 	f.requireRunMissing(t, fresh.ID)
 	requireRun(t, updated, f.runGet(t, updated.ID), "update rolled back")
 	require.Len(t, f.events(t, r.ID, 0), 1, "event append rolled back")
-	_, err = f.x.HookGet(f.ctx, freshHook.Token)
+	_, err = f.x.HookGet(f.ctx, &driver.HookGetParams{Token: freshHook.Token})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "hook insert rolled back")
 	requireHook(t, waiting, f.hookGet(t, waiting.Token), "hook resume rolled back")
 	require.Equal(t, []string{"a"}, chunkData(f.streamRead(t, r.ID, 0, 10)), "stream append rolled back")
 
 	// What was rolled back can be written again.
-	require.NoError(t, f.x.RunInsert(f.ctx, fresh))
+	require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: fresh}))
 	f.appendEvents(t, r.ID, j.LeaseToken, event(r.ID, 1, 2, "step"))
-	require.NoError(t, f.x.HookInsert(f.ctx, freshHook))
+	require.NoError(t, f.x.HookInsert(f.ctx, &driver.HookInsertParams{Row: freshHook}))
 	f.resumeHook(t, waiting.Token, []byte(`2`), base)
 	require.Equal(t, []int64{1}, offsets(f.streamAppend(t, r.ID, base, "b")), "the rolled-back offset is used again")
 }
@@ -675,11 +675,11 @@ func testRunNestedRollback(t *testing.T, f *fixture) {
 	outer, inner := f.runRow(), f.runRow()
 	errInner := errors.New("inner")
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
-		require.NoError(t, tx.RunInsert(ctx, outer))
+		require.NoError(t, tx.RunInsert(ctx, &driver.RunInsertParams{Row: outer}))
 		_, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: r.ID, Chunks: [][]byte{[]byte("outer")}, Now: base})
 		require.NoError(t, err)
 		err = tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-			require.NoError(t, tx.RunInsert(ctx, inner))
+			require.NoError(t, tx.RunInsert(ctx, &driver.RunInsertParams{Row: inner}))
 			require.NoError(t, tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: r.ID, LeaseToken: j.LeaseToken, Events: []*hoppertype.RunEvent{event(r.ID, 1, 1, "inner")}}))
 			_, err := tx.StreamAppend(ctx, &driver.StreamAppendParams{RunID: r.ID, Chunks: [][]byte{[]byte("inner")}, Now: base})
 			require.NoError(t, err)

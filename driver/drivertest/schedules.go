@@ -26,7 +26,7 @@ func scheduleCases() []testCase {
 
 func (f *fixture) schedules(t *testing.T) []*driver.ScheduleRow {
 	t.Helper()
-	rows, err := f.x.ScheduleList(f.ctx)
+	rows, err := f.x.ScheduleList(f.ctx, &driver.ScheduleListParams{})
 	require.NoError(t, err)
 	return rows
 }
@@ -129,13 +129,13 @@ func testSchedulePaused(t *testing.T, f *fixture) {
 }
 
 func testScheduleDelete(t *testing.T, f *fixture) {
-	gone, err := f.x.ScheduleDelete(f.ctx, "nope")
+	gone, err := f.x.ScheduleDelete(f.ctx, &driver.ScheduleDeleteParams{Name: "nope"})
 	require.NoError(t, err)
 	require.False(t, gone, "no such schedule")
 
 	f.record(t, "s", base, at(time.Hour), base)
 	f.record(t, "t", base, at(time.Hour), base)
-	gone, err = f.x.ScheduleDelete(f.ctx, "s")
+	gone, err = f.x.ScheduleDelete(f.ctx, &driver.ScheduleDeleteParams{Name: "s"})
 	require.NoError(t, err)
 	require.True(t, gone)
 	rows := f.schedules(t)
@@ -160,10 +160,10 @@ func testScheduleRollback(t *testing.T, f *fixture) {
 		require.NoError(t, err)
 		require.NoError(t, tx.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "defined", Now: at(time.Hour),
 			Def: driver.ScheduleDef{Spec: "y", Kind: "job", Target: "t"}}))
-		gone, err := tx.ScheduleDelete(ctx, "s")
+		gone, err := tx.ScheduleDelete(ctx, &driver.ScheduleDeleteParams{Name: "s"})
 		require.NoError(t, err)
 		require.True(t, gone)
-		rows, err := tx.ScheduleList(ctx)
+		rows, err := tx.ScheduleList(ctx, &driver.ScheduleListParams{})
 		require.NoError(t, err)
 		require.Len(t, rows, 2, "the transaction reads its own writes")
 		require.Equal(t, "defined", rows[0].Name)
@@ -236,7 +236,7 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 	require.Equal(t, int64(2), d.Occurrences)
 	requireTime(t, at(5*time.Hour), d.NextAt)
 
-	gone, err := f.x.ScheduleDelete(f.ctx, "d")
+	gone, err := f.x.ScheduleDelete(f.ctx, &driver.ScheduleDeleteParams{Name: "d"})
 	require.NoError(t, err)
 	require.True(t, gone)
 	require.Len(t, f.schedules(t), 1)
@@ -267,7 +267,7 @@ func testScheduleDefine(t *testing.T, f *fixture) {
 
 	// Deleted and defined again: the first definition's process is told
 	// apart by the version.
-	_, err = f.x.ScheduleDelete(f.ctx, "p")
+	_, err = f.x.ScheduleDelete(f.ctx, &driver.ScheduleDeleteParams{Name: "p"})
 	require.NoError(t, err)
 	def3 := def
 	def3.Version = 33
@@ -314,7 +314,7 @@ func testScheduleFirstSeen(t *testing.T, f *fixture) {
 		"an old definition's registration writes nothing")
 	requireTime(t, at(5*time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "d", NextAt: at(time.Hour), Now: at(7 * time.Minute), Stored: true, Version: 6}))
 
-	gone, err := f.x.ScheduleDelete(f.ctx, "a")
+	gone, err := f.x.ScheduleDelete(f.ctx, &driver.ScheduleDeleteParams{Name: "a"})
 	require.NoError(t, err)
 	require.True(t, gone)
 	requireTime(t, at(8*time.Minute), f.upsertSchedule(t, driver.ScheduleUpsertParams{Name: "a", Spec: "@hourly", NextAt: at(time.Hour), Now: at(8 * time.Minute)}),

@@ -40,7 +40,7 @@ func testTxCommit(t *testing.T, f *fixture) {
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
 		require.NoError(t, err)
-		require.NoError(t, tx.GroupInsert(ctx, &hoppertype.GroupRow{ID: gid, Open: 1, State: hoppertype.GroupOpen, CreatedAt: base}))
+		require.NoError(t, tx.GroupInsert(ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: gid, Open: 1, State: hoppertype.GroupOpen, CreatedAt: base}}))
 		ok, err := tx.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "k", Now: base})
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -53,7 +53,7 @@ func testTxCommit(t *testing.T, f *fixture) {
 	requireJob(t, j, f.get(t, j.ID))
 	require.Equal(t, 1, f.groupGet(t, gid).Open)
 	require.False(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: "k", Now: base}))
-	queues, err := f.x.QueueList(f.ctx)
+	queues, err := f.x.QueueList(f.ctx, &driver.QueueListParams{})
 	require.NoError(t, err)
 	require.Len(t, queues, 1)
 	require.True(t, queues[0].Paused)
@@ -65,13 +65,13 @@ func testTxReadOwnWrites(t *testing.T, f *fixture) {
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
 		require.NoError(t, err)
-		got, err := tx.JobGet(ctx, j.ID)
+		got, err := tx.JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 		require.NoError(t, err)
 		requireJob(t, j, got)
 		rows, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: j.Queue, Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute), Worker: "w"})
 		require.NoError(t, err)
 		require.Equal(t, []string{j.ID}, ids(rows))
-		got, err = tx.JobGet(ctx, j.ID)
+		got, err = tx.JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 		require.NoError(t, err)
 		require.Equal(t, hoppertype.JobStateRunning, got.State)
 		return nil
@@ -108,7 +108,7 @@ func testTxRollback(t *testing.T, f *fixture) {
 		gr, err := tx.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: group.ID, OpenDelta: -2, Contribute: true, Value: []byte("v"), Final: true, Now: base})
 		require.NoError(t, err)
 		require.True(t, gr.Settled)
-		require.NoError(t, tx.GroupInsert(ctx, &hoppertype.GroupRow{ID: gid2, Open: 1, State: hoppertype.GroupOpen, CreatedAt: base}))
+		require.NoError(t, tx.GroupInsert(ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: gid2, Open: 1, State: hoppertype.GroupOpen, CreatedAt: base}}))
 		ok, err := tx.KeySetIfAbsent(ctx, &driver.KeySetIfAbsentParams{Key: "key", Now: base})
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -139,10 +139,10 @@ func testTxRollback(t *testing.T, f *fixture) {
 	requireJob(t, running, f.get(t, running.ID), "finish rolled back")
 	requireJob(t, beating, f.get(t, beating.ID), "heartbeat rolled back")
 	requireGroup(t, group, f.groupGet(t, group.ID), "group update rolled back")
-	_, err = f.x.GroupGet(f.ctx, gid2)
+	_, err = f.x.GroupGet(f.ctx, &driver.GroupGetParams{ID: gid2})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "group insert rolled back")
 	require.True(t, f.setKey(t, driver.KeySetIfAbsentParams{Key: "key", Now: base}), "key rolled back")
-	queues, err := f.x.QueueList(f.ctx)
+	queues, err := f.x.QueueList(f.ctx, &driver.QueueListParams{})
 	require.NoError(t, err)
 	require.Len(t, queues, 1, "queue writes rolled back")
 	require.Equal(t, "paused", queues[0].Name)
@@ -202,9 +202,9 @@ func testTxNestedRollback(t *testing.T, f *fixture) {
 			return errInner
 		})
 		require.ErrorIs(t, err, errInner, "the nested InTx returns its fn's error")
-		_, err = tx.JobGet(ctx, b.ID)
+		_, err = tx.JobGet(ctx, &driver.JobGetParams{ID: b.ID})
 		require.ErrorIs(t, err, hoppertype.ErrNotFound, "nested insert rolled back")
-		got, err := tx.JobGet(ctx, a.ID)
+		got, err := tx.JobGet(ctx, &driver.JobGetParams{ID: a.ID})
 		require.NoError(t, err, "the outer insert survives the nested rollback")
 		require.Equal(t, hoppertype.JobStatePending, got.State, "nested cancel rolled back")
 		_, err = tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{c}})
@@ -241,7 +241,7 @@ func testTxNestedCommit(t *testing.T, f *fixture) {
 			_, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{a}})
 			return err
 		}))
-		got, err := tx.JobGet(ctx, a.ID)
+		got, err := tx.JobGet(ctx, &driver.JobGetParams{ID: a.ID})
 		require.NoError(t, err)
 		require.Equal(t, a.ID, got.ID)
 		return nil
@@ -307,8 +307,8 @@ func testNotify(t *testing.T, f *fixture) {
 	subA := f.listen(t, topicA)
 	subA2 := f.listen(t, topicA)
 	subB := f.listen(t, topicB)
-	require.NoError(t, f.x.Notify(f.ctx, topicB, "for b"))
-	require.NoError(t, f.x.Notify(f.ctx, topicA, "for a"))
+	require.NoError(t, f.x.Notify(f.ctx, &driver.NotifyParams{Topic: topicB, Payload: "for b"}))
+	require.NoError(t, f.x.Notify(f.ctx, &driver.NotifyParams{Topic: topicA, Payload: "for a"}))
 	require.Equal(t, "for a", recv(t, subA), "a subscriber gets its own topic only")
 	require.Equal(t, "for a", recv(t, subA2), "every subscriber of a topic gets it")
 	require.Equal(t, "for b", recv(t, subB))
@@ -318,7 +318,7 @@ func testNotifyAfterCommit(t *testing.T, f *fixture) {
 	topic := "t-" + f.id()
 	sub := f.listen(t, topic)
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
-		require.NoError(t, tx.Notify(ctx, topic, "committed"))
+		require.NoError(t, tx.Notify(ctx, &driver.NotifyParams{Topic: topic, Payload: "committed"}))
 		requireNothingYet(t, sub, "a notification inside a transaction waits for the commit")
 		return nil
 	})
@@ -330,11 +330,11 @@ func testNotifyRollback(t *testing.T, f *fixture) {
 	topic := "t-" + f.id()
 	sub := f.listen(t, topic)
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
-		require.NoError(t, tx.Notify(ctx, topic, "rolled back"))
+		require.NoError(t, tx.Notify(ctx, &driver.NotifyParams{Topic: topic, Payload: "rolled back"}))
 		return errBoom
 	})
 	require.ErrorIs(t, err, errBoom)
-	require.NoError(t, f.x.Notify(f.ctx, topic, "after"))
+	require.NoError(t, f.x.Notify(f.ctx, &driver.NotifyParams{Topic: topic, Payload: "after"}))
 	require.Equal(t, "after", recv(t, sub), "a rolled-back notification is never delivered")
 }
 
@@ -343,15 +343,15 @@ func testNotifyNestedRollback(t *testing.T, f *fixture) {
 	sub := f.listen(t, topic)
 	err := f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
 		err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-			require.NoError(t, tx.Notify(ctx, topic, "nested, rolled back"))
+			require.NoError(t, tx.Notify(ctx, &driver.NotifyParams{Topic: topic, Payload: "nested, rolled back"}))
 			return errBoom
 		})
 		require.ErrorIs(t, err, errBoom)
-		return tx.Notify(ctx, topic, "outer")
+		return tx.Notify(ctx, &driver.NotifyParams{Topic: topic, Payload: "outer"})
 	})
 	require.NoError(t, err)
 	require.Equal(t, "outer", recv(t, sub))
-	require.NoError(t, f.x.Notify(f.ctx, topic, "end"))
+	require.NoError(t, f.x.Notify(f.ctx, &driver.NotifyParams{Topic: topic, Payload: "end"}))
 	require.Equal(t, "end", recv(t, sub), "a notification of a rolled-back scope is never delivered")
 }
 
@@ -372,7 +372,7 @@ func testSubscriptionClose(t *testing.T, f *fixture) {
 	sub.Close()
 	requireEnded(t, sub)
 	sub.Close() // closing twice is harmless
-	require.NoError(t, f.x.Notify(f.ctx, topic, "still here"))
+	require.NoError(t, f.x.Notify(f.ctx, &driver.NotifyParams{Topic: topic, Payload: "still here"}))
 	require.Equal(t, "still here", recv(t, other), "closing one subscription leaves the others")
 }
 
@@ -384,14 +384,14 @@ func testClose(t *testing.T, f *fixture) {
 		"InTx": func() error {
 			return f.x.InTx(ctx, func(context.Context, driver.Executor) error { return nil })
 		},
-		"Notify": func() error { return f.x.Notify(ctx, "t", "p") },
+		"Notify": func() error { return f.x.Notify(ctx, &driver.NotifyParams{Topic: "t", Payload: "p"}) },
 		"Listen": func() error { _, err := f.d.Listen(ctx, "t"); return err },
 		"JobInsertMany": func() error {
 			_, err := f.x.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job()}})
 			return err
 		},
-		"JobGet":     func() error { _, err := f.x.JobGet(ctx, j.ID); return err },
-		"JobGetMany": func() error { _, err := f.x.JobGetMany(ctx, []string{j.ID}); return err },
+		"JobGet":     func() error { _, err := f.x.JobGet(ctx, &driver.JobGetParams{ID: j.ID}); return err },
+		"JobGetMany": func() error { _, err := f.x.JobGetMany(ctx, &driver.JobGetManyParams{IDs: []string{j.ID}}); return err },
 		"JobList":    func() error { _, err := f.x.JobList(ctx, &driver.JobListParams{Limit: 10}); return err },
 		"JobCountByState": func() error {
 			_, err := f.x.JobCountByState(ctx, &driver.JobCountParams{})
@@ -401,8 +401,11 @@ func testClose(t *testing.T, f *fixture) {
 			_, err := f.x.JobClaim(ctx, &driver.JobClaimParams{Queue: "default", Limit: 1, Now: base, LeaseExpiresAt: at(time.Minute)})
 			return err
 		},
-		"JobPromote":   func() error { _, err := f.x.JobPromote(ctx, &driver.JobPromoteParams{Now: base, Limit: 1}); return err },
-		"JobNextRunAt": func() error { _, err := f.x.JobNextRunAt(ctx, "default"); return err },
+		"JobPromote": func() error { _, err := f.x.JobPromote(ctx, &driver.JobPromoteParams{Now: base, Limit: 1}); return err },
+		"JobNextRunAt": func() error {
+			_, err := f.x.JobNextRunAt(ctx, &driver.JobNextRunAtParams{Queue: "default"})
+			return err
+		},
 		"JobHeartbeat": func() error {
 			_, err := f.x.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: []driver.Lease{{ID: j.ID, Token: 1}}, ExpiresAt: base})
 			return err
@@ -424,8 +427,10 @@ func testClose(t *testing.T, f *fixture) {
 			_, err := f.x.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: base, Limit: 1})
 			return err
 		},
-		"GroupInsert": func() error { return f.x.GroupInsert(ctx, &hoppertype.GroupRow{ID: "g", Open: 1, CreatedAt: base}) },
-		"GroupGet":    func() error { _, err := f.x.GroupGet(ctx, "g"); return err },
+		"GroupInsert": func() error {
+			return f.x.GroupInsert(ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: "g", Open: 1, CreatedAt: base}})
+		},
+		"GroupGet": func() error { _, err := f.x.GroupGet(ctx, &driver.GroupGetParams{ID: "g"}); return err },
 		"GroupUpdate": func() error {
 			_, err := f.x.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: "g", OpenDelta: -1, Now: base})
 			return err
@@ -442,7 +447,7 @@ func testClose(t *testing.T, f *fixture) {
 		"QueueSetPaused": func() error {
 			return f.x.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true, Now: base})
 		},
-		"QueueList": func() error { _, err := f.x.QueueList(ctx); return err },
+		"QueueList": func() error { _, err := f.x.QueueList(ctx, &driver.QueueListParams{}); return err },
 		"ScheduleUpsert": func() error {
 			_, err := f.x.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "s", Now: base})
 			return err
@@ -457,14 +462,14 @@ func testClose(t *testing.T, f *fixture) {
 		"ScheduleDefine": func() error {
 			return f.x.ScheduleDefine(ctx, &driver.ScheduleDefineParams{Name: "s", Def: driver.ScheduleDef{Kind: "job", Target: "t"}, Now: base})
 		},
-		"ScheduleList":   func() error { _, err := f.x.ScheduleList(ctx); return err },
-		"ScheduleDelete": func() error { _, err := f.x.ScheduleDelete(ctx, "s"); return err },
+		"ScheduleList":   func() error { _, err := f.x.ScheduleList(ctx, &driver.ScheduleListParams{}); return err },
+		"ScheduleDelete": func() error { _, err := f.x.ScheduleDelete(ctx, &driver.ScheduleDeleteParams{Name: "s"}); return err },
 		"JobWake": func() error {
 			_, err := f.x.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: base})
 			return err
 		},
-		"RunInsert": func() error { return f.x.RunInsert(ctx, f.runRow()) },
-		"RunGet":    func() error { _, err := f.x.RunGet(ctx, j.ID); return err },
+		"RunInsert": func() error { return f.x.RunInsert(ctx, &driver.RunInsertParams{Row: f.runRow()}) },
+		"RunGet":    func() error { _, err := f.x.RunGet(ctx, &driver.RunGetParams{ID: j.ID}); return err },
 		"RunList":   func() error { _, err := f.x.RunList(ctx, &driver.RunListParams{Limit: 10}); return err },
 		"RunUpdate": func() error {
 			_, err := f.x.RunUpdate(ctx, &driver.RunUpdateParams{ID: j.ID, Status: hoppertype.RunCompleted, Now: base})
@@ -477,13 +482,13 @@ func testClose(t *testing.T, f *fixture) {
 			_, err := f.x.RunEventList(ctx, &driver.RunEventListParams{RunID: j.ID})
 			return err
 		},
-		"HookInsert": func() error { return f.x.HookInsert(ctx, f.hookRow(j.ID)) },
-		"HookGet":    func() error { _, err := f.x.HookGet(ctx, "h"); return err },
+		"HookInsert": func() error { return f.x.HookInsert(ctx, &driver.HookInsertParams{Row: f.hookRow(j.ID)}) },
+		"HookGet":    func() error { _, err := f.x.HookGet(ctx, &driver.HookGetParams{Token: "h"}); return err },
 		"HookResume": func() error {
 			_, err := f.x.HookResume(ctx, &driver.HookResumeParams{Token: "h", Payload: []byte(`1`), Now: base})
 			return err
 		},
-		"HookListByRun": func() error { _, err := f.x.HookListByRun(ctx, j.ID); return err },
+		"HookListByRun": func() error { _, err := f.x.HookListByRun(ctx, &driver.HookListByRunParams{RunID: j.ID}); return err },
 		"StreamAppend": func() error {
 			_, err := f.x.StreamAppend(ctx, &driver.StreamAppendParams{RunID: j.ID, Chunks: [][]byte{[]byte("c")}, Now: base})
 			return err

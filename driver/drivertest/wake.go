@@ -56,7 +56,7 @@ func testWakeWaiting(t *testing.T, f *fixture) {
 	}
 	requireJob(t, later, f.get(t, later.ID), "a job not named is not woken")
 
-	next, err := f.x.JobNextRunAt(f.ctx, q)
+	next, err := f.x.JobNextRunAt(f.ctx, &driver.JobNextRunAtParams{Queue: q})
 	require.NoError(t, err)
 	requireTime(t, at(2*time.Hour), next, "woken jobs no longer wait")
 	claimed := f.claim(t, q, at(time.Second), 10)
@@ -93,14 +93,14 @@ func testWakeRollback(t *testing.T, f *fixture) {
 		rows, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{sched.ID}, Now: base})
 		require.NoError(t, err)
 		require.Equal(t, []string{sched.ID}, ids(rows))
-		got, err := tx.JobGet(ctx, sched.ID)
+		got, err := tx.JobGet(ctx, &driver.JobGetParams{ID: sched.ID})
 		require.NoError(t, err)
 		require.Equal(t, hoppertype.JobStatePending, got.State, "the transaction reads its own wake")
 		return errBoom
 	})
 	require.ErrorIs(t, err, errBoom)
 	requireJob(t, sched, f.get(t, sched.ID), "the wake rolled back")
-	next, err := f.x.JobNextRunAt(f.ctx, q)
+	next, err := f.x.JobNextRunAt(f.ctx, &driver.JobNextRunAtParams{Queue: q})
 	require.NoError(t, err)
 	requireTime(t, at(time.Hour), next, "the job waits again")
 	require.Empty(t, f.claim(t, q, base, 10), "the job is not due before its RunAt")

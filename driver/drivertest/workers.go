@@ -18,12 +18,12 @@ func workerCases() []testCase {
 
 func testWorkers(t *testing.T, f *fixture) {
 	a, b := "w-a-"+f.id(), "w-b-"+f.id()
-	require.NoError(t, f.x.WorkerUpsert(f.ctx, &driver.WorkerRow{ID: a, StartedAt: nanos(base), SeenAt: nanos(base), Info: []byte(`{"active":1}`)}))
-	require.NoError(t, f.x.WorkerUpsert(f.ctx, &driver.WorkerRow{ID: b, StartedAt: base, SeenAt: at(time.Minute)}))
+	require.NoError(t, f.x.WorkerUpsert(f.ctx, &driver.WorkerUpsertParams{Row: &driver.WorkerRow{ID: a, StartedAt: nanos(base), SeenAt: nanos(base), Info: []byte(`{"active":1}`)}}))
+	require.NoError(t, f.x.WorkerUpsert(f.ctx, &driver.WorkerUpsertParams{Row: &driver.WorkerRow{ID: b, StartedAt: base, SeenAt: at(time.Minute)}}))
 	// A refresh replaces what the worker reported and when it was seen.
-	require.NoError(t, f.x.WorkerUpsert(f.ctx, &driver.WorkerRow{ID: a, StartedAt: base, SeenAt: at(2 * time.Minute), Info: []byte(`{"active":2}`)}))
+	require.NoError(t, f.x.WorkerUpsert(f.ctx, &driver.WorkerUpsertParams{Row: &driver.WorkerRow{ID: a, StartedAt: base, SeenAt: at(2 * time.Minute), Info: []byte(`{"active":2}`)}}))
 
-	got, err := f.x.WorkerList(f.ctx, base)
+	got, err := f.x.WorkerList(f.ctx, &driver.WorkerListParams{SeenAfter: base})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	require.Equal(t, a, got[0].ID, "by id")
@@ -32,7 +32,7 @@ func testWorkers(t *testing.T, f *fixture) {
 	require.JSONEq(t, `{"active":2}`, string(got[0].Info))
 	require.Empty(t, got[1].Info)
 
-	got, err = f.x.WorkerList(f.ctx, at(90*time.Second))
+	got, err = f.x.WorkerList(f.ctx, &driver.WorkerListParams{SeenAfter: at(90 * time.Second)})
 	require.NoError(t, err)
 	require.Len(t, got, 1, "only the workers seen since")
 	require.Equal(t, a, got[0].ID)
@@ -43,7 +43,7 @@ func testWorkers(t *testing.T, f *fixture) {
 	n, err = f.x.WorkerDelete(f.ctx, &driver.WorkerDeleteParams{ID: a})
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	got, err = f.x.WorkerList(f.ctx, time.Time{})
+	got, err = f.x.WorkerList(f.ctx, &driver.WorkerListParams{SeenAfter: time.Time{}})
 	require.NoError(t, err)
 	require.Empty(t, got)
 }

@@ -254,7 +254,7 @@ func (t *tx) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*
 }
 
 // ChangeTail returns the last change's cursor; see driver.Executor.
-func (t *tx) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+func (t *tx) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
 	if err := t.check(ctx); err != nil {
 		return hoppertype.ChangeCursor{}, err
 	}
@@ -268,7 +268,7 @@ func (t *tx) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
 }
 
 // ChangeMark returns the last position written; see driver.Executor.
-func (t *tx) ChangeMark(ctx context.Context) (int64, error) {
+func (t *tx) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (int64, error) {
 	if err := t.check(ctx); err != nil {
 		return 0, err
 	}
@@ -318,7 +318,7 @@ func (t *tx) CursorAdvance(ctx context.Context, params *driver.CursorAdvancePara
 }
 
 // CursorList returns the feed cursors by name; see driver.Executor.
-func (t *tx) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+func (t *tx) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*driver.CursorRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -354,13 +354,13 @@ func (d *pool) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) 
 }
 
 // ChangeTail implements driver.Executor.
-func (d *pool) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
-	return call(ctx, d.Driver, func(tx *tx) (hoppertype.ChangeCursor, error) { return tx.ChangeTail(ctx) })
+func (d *pool) ChangeTail(ctx context.Context, params *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
+	return call(ctx, d.Driver, func(tx *tx) (hoppertype.ChangeCursor, error) { return tx.ChangeTail(ctx, params) })
 }
 
 // ChangeMark implements driver.Executor.
-func (d *pool) ChangeMark(ctx context.Context) (int64, error) {
-	return call(ctx, d.Driver, func(tx *tx) (int64, error) { return tx.ChangeMark(ctx) })
+func (d *pool) ChangeMark(ctx context.Context, params *driver.ChangeMarkParams) (int64, error) {
+	return call(ctx, d.Driver, func(tx *tx) (int64, error) { return tx.ChangeMark(ctx, params) })
 }
 
 // CursorLease implements driver.Executor.
@@ -374,6 +374,6 @@ func (d *pool) CursorAdvance(ctx context.Context, params *driver.CursorAdvancePa
 }
 
 // CursorList implements driver.Executor.
-func (d *pool) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*driver.CursorRow, error) { return tx.CursorList(ctx) })
+func (d *pool) CursorList(ctx context.Context, params *driver.CursorListParams) ([]*driver.CursorRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.CursorRow, error) { return tx.CursorList(ctx, params) })
 }

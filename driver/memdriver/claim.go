@@ -151,11 +151,11 @@ func (t *tx) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (i
 
 // JobNextRunAt returns the earliest RunAt of the queue's scheduled and
 // retrying jobs, or the zero time.
-func (t *tx) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+func (t *tx) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
 	if err := t.check(ctx); err != nil {
 		return time.Time{}, err
 	}
-	q := t.st.queues[queue]
+	q := t.st.queues[params.Queue]
 	if q == nil {
 		return time.Time{}, nil
 	}

@@ -74,40 +74,40 @@ func (t *tx) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([
 }
 
 // GateGet returns a copy of a gate's row.
-func (t *tx) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
+func (t *tx) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	g := t.st.gates[id]
+	g := t.st.gates[params.ID]
 	if g == nil {
-		return nil, fmt.Errorf("get gate %q: %w", id, hoppertype.ErrNotFound)
+		return nil, fmt.Errorf("get gate %q: %w", params.ID, hoppertype.ErrNotFound)
 	}
 	return cloneGate(g.row), nil
 }
 
 // GateWaitList returns a gate's watched jobs and observed states.
-func (t *tx) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
+func (t *tx) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	g := t.st.gates[gateID]
+	g := t.st.gates[params.GateID]
 	if g == nil {
 		return nil, nil
 	}
 	out := make([]*hoppertype.GateWait, len(g.on))
 	for i, id := range g.on {
-		out[i] = &hoppertype.GateWait{GateID: gateID, JobID: id, State: g.waits[id]}
+		out[i] = &hoppertype.GateWait{GateID: params.GateID, JobID: id, State: g.waits[id]}
 	}
 	return out, nil
 }
 
-// GateEdges returns the gate graph's edges out of ids.
-func (t *tx) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
+// GateEdges returns the gate graph's edges out of IDs.
+func (t *tx) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
 	out := map[string][]string{}
-	for _, id := range ids {
+	for _, id := range params.IDs {
 		if g := t.st.gates[id]; g != nil {
 			out[id] = slices.Clone(g.on)
 		} else if gid, ok := t.st.gateQueues[id]; ok {

@@ -13,7 +13,8 @@ import (
 )
 
 // GroupInsert stores a copy of row.
-func (t *tx) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+func (t *tx) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
+	row := params.Row
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -28,13 +29,13 @@ func (t *tx) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
 }
 
 // GroupGet returns a copy of a group.
-func (t *tx) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+func (t *tx) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	g := t.st.groups[id]
+	g := t.st.groups[params.ID]
 	if g == nil {
-		return nil, fmt.Errorf("get group %q: %w", id, hoppertype.ErrNotFound)
+		return nil, fmt.Errorf("get group %q: %w", params.ID, hoppertype.ErrNotFound)
 	}
 	return cloneGroup(g), nil
 }
@@ -147,7 +148,7 @@ func (t *tx) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedPa
 }
 
 // QueueList returns copies of the stored queue rows ordered by name.
-func (t *tx) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+func (t *tx) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*driver.QueueRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -185,25 +186,25 @@ func (t *tx) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpir
 }
 
 // WorkerUpsert stores a copy of a worker's row.
-func (t *tx) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+func (t *tx) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
 	if err := t.check(ctx); err != nil {
 		return err
 	}
-	c := *row
+	c := *params.Row
 	c.StartedAt, c.SeenAt, c.Info = trunc(c.StartedAt), trunc(c.SeenAt), cloneBytes(c.Info)
 	put(t, t.st.workers, c.ID, &c)
 	return nil
 }
 
-// WorkerList returns copies of the workers seen at or after seenAfter.
-func (t *tx) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+// WorkerList returns copies of the workers seen at or after SeenAfter.
+func (t *tx) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
 	out := []*driver.WorkerRow{}
 	for _, id := range slices.Sorted(maps.Keys(t.st.workers)) {
 		w := t.st.workers[id]
-		if !w.SeenAt.Before(trunc(seenAfter)) {
+		if !w.SeenAt.Before(trunc(params.SeenAfter)) {
 			c := *w
 			c.Info = cloneBytes(w.Info)
 			out = append(out, &c)

@@ -12,7 +12,8 @@ import (
 )
 
 // HookInsert stores a copy of row; an empty State is stored as waiting.
-func (t *tx) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
+func (t *tx) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
+	row := params.Row
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -33,13 +34,13 @@ func (t *tx) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
 }
 
 // HookGet returns a copy of a hook.
-func (t *tx) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+func (t *tx) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	h := t.st.hooks[token]
+	h := t.st.hooks[params.Token]
 	if h == nil {
-		return nil, fmt.Errorf("get hook %q: %w", token, hoppertype.ErrNotFound)
+		return nil, fmt.Errorf("get hook %q: %w", params.Token, hoppertype.ErrNotFound)
 	}
 	return cloneHook(h), nil
 }
@@ -67,11 +68,11 @@ func (t *tx) HookResume(ctx context.Context, params *driver.HookResumeParams) (*
 }
 
 // HookListByRun returns copies of a run's hooks by CreatedAt, then token.
-func (t *tx) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+func (t *tx) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	tokens := t.st.runHooks[runID]
+	tokens := t.st.runHooks[params.RunID]
 	out := make([]*hoppertype.HookRow, 0, len(tokens))
 	for tok := range tokens {
 		out = append(out, cloneHook(t.st.hooks[tok]))

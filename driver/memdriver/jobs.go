@@ -44,24 +44,24 @@ func (t *tx) JobInsertMany(ctx context.Context, params *driver.JobInsertManyPara
 }
 
 // JobGet returns a copy of one job.
-func (t *tx) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+func (t *tx) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	e := t.st.jobs[id]
+	e := t.st.jobs[params.ID]
 	if e == nil {
-		return nil, fmt.Errorf("get job %q: %w", id, hoppertype.ErrNotFound)
+		return nil, fmt.Errorf("get job %q: %w", params.ID, hoppertype.ErrNotFound)
 	}
 	return e.row.Clone(), nil
 }
 
-// JobGetMany returns copies of the jobs that exist among ids, in their order.
-func (t *tx) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+// JobGetMany returns copies of the jobs that exist among IDs, in their order.
+func (t *tx) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	out := make([]*hoppertype.JobRow, 0, len(ids))
-	for _, id := range ids {
+	out := make([]*hoppertype.JobRow, 0, len(params.IDs))
+	for _, id := range params.IDs {
 		if e := t.st.jobs[id]; e != nil {
 			out = append(out, e.row.Clone())
 		}

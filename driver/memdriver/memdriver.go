@@ -146,9 +146,9 @@ func call[T any](ctx context.Context, d *Driver, fn func(tx *tx) (T, error)) (T,
 	return out, err
 }
 
-// Notify publishes payload on topic to the current subscribers.
-func (d *pool) Notify(ctx context.Context, topic, payload string) error {
-	return d.run(ctx, func(tx *tx) error { return tx.Notify(ctx, topic, payload) })
+// Notify publishes Payload on Topic to the current subscribers.
+func (d *pool) Notify(ctx context.Context, params *driver.NotifyParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.Notify(ctx, params) })
 }
 
 // JobInsertMany inserts jobs atomically; see driver.Executor.
@@ -157,13 +157,13 @@ func (d *pool) JobInsertMany(ctx context.Context, params *driver.JobInsertManyPa
 }
 
 // JobGet returns one job; see driver.Executor.
-func (d *pool) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.JobRow, error) { return tx.JobGet(ctx, id) })
+func (d *pool) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.JobRow, error) { return tx.JobGet(ctx, params) })
 }
 
-// JobGetMany returns the jobs that exist among ids; see driver.Executor.
-func (d *pool) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobGetMany(ctx, ids) })
+// JobGetMany returns the jobs that exist among IDs; see driver.Executor.
+func (d *pool) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobGetMany(ctx, params) })
 }
 
 // JobList lists jobs; see driver.Executor.
@@ -188,8 +188,8 @@ func (d *pool) JobPromote(ctx context.Context, params *driver.JobPromoteParams) 
 
 // JobNextRunAt returns the earliest RunAt of a queue's waiting jobs; see
 // driver.Executor.
-func (d *pool) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
-	return call(ctx, d.Driver, func(tx *tx) (time.Time, error) { return tx.JobNextRunAt(ctx, queue) })
+func (d *pool) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
+	return call(ctx, d.Driver, func(tx *tx) (time.Time, error) { return tx.JobNextRunAt(ctx, params) })
 }
 
 // JobHeartbeat extends held leases; see driver.Executor.
@@ -224,13 +224,13 @@ func (d *pool) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFi
 }
 
 // GroupInsert stores a new group; see driver.Executor.
-func (d *pool) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
-	return d.run(ctx, func(tx *tx) error { return tx.GroupInsert(ctx, row) })
+func (d *pool) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.GroupInsert(ctx, params) })
 }
 
 // GroupGet returns a group; see driver.Executor.
-func (d *pool) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.GroupRow, error) { return tx.GroupGet(ctx, id) })
+func (d *pool) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.GroupRow, error) { return tx.GroupGet(ctx, params) })
 }
 
 // GroupUpdate changes a group atomically; see driver.Executor.
@@ -259,8 +259,8 @@ func (d *pool) QueueSetPaused(ctx context.Context, params *driver.QueueSetPaused
 }
 
 // QueueList returns the stored queue states; see driver.Executor.
-func (d *pool) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*driver.QueueRow, error) { return tx.QueueList(ctx) })
+func (d *pool) QueueList(ctx context.Context, params *driver.QueueListParams) ([]*driver.QueueRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.QueueRow, error) { return tx.QueueList(ctx, params) })
 }
 
 // JobWake makes waiting jobs due now; see driver.Executor.
@@ -269,13 +269,13 @@ func (d *pool) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*ho
 }
 
 // RunLoad returns a run and its history; see driver.Executor.
-func (d *pool) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
-	return driver.RunLoadSeq(ctx, d, id)
+func (d *pool) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, d, params)
 }
 
 // RunEventAppendMany makes several appends in one transaction; see
 // driver.Executor.
-func (d *pool) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+func (d *pool) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	return driver.RunEventAppendManyTx(ctx, d, params)
 }
 
@@ -285,13 +285,13 @@ func (d *pool) RunStart(ctx context.Context, params *driver.RunStartParams) (boo
 }
 
 // RunInsert stores a new run row; see driver.Executor.
-func (d *pool) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
-	return d.run(ctx, func(tx *tx) error { return tx.RunInsert(ctx, row) })
+func (d *pool) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.RunInsert(ctx, params) })
 }
 
 // RunGet returns a workflow run; see driver.Executor.
-func (d *pool) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.RunRow, error) { return tx.RunGet(ctx, id) })
+func (d *pool) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.RunRow, error) { return tx.RunGet(ctx, params) })
 }
 
 // RunList lists workflow runs; see driver.Executor.
@@ -316,13 +316,13 @@ func (d *pool) RunEventList(ctx context.Context, params *driver.RunEventListPara
 }
 
 // HookInsert stores a waiting hook; see driver.Executor.
-func (d *pool) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
-	return d.run(ctx, func(tx *tx) error { return tx.HookInsert(ctx, row) })
+func (d *pool) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.HookInsert(ctx, params) })
 }
 
 // HookGet returns a hook; see driver.Executor.
-func (d *pool) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.HookRow, error) { return tx.HookGet(ctx, token) })
+func (d *pool) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.HookRow, error) { return tx.HookGet(ctx, params) })
 }
 
 // HookResume delivers a payload to a waiting hook; see driver.Executor.
@@ -331,8 +331,8 @@ func (d *pool) HookResume(ctx context.Context, params *driver.HookResumeParams) 
 }
 
 // HookListByRun returns a run's hooks; see driver.Executor.
-func (d *pool) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.HookRow, error) { return tx.HookListByRun(ctx, runID) })
+func (d *pool) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.HookRow, error) { return tx.HookListByRun(ctx, params) })
 }
 
 // StreamAppend appends chunks to a run's stream; see driver.Executor.
@@ -351,18 +351,18 @@ func (d *pool) GateInsert(ctx context.Context, params *driver.GateInsertParams) 
 }
 
 // GateGet implements driver.Executor.
-func (d *pool) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.GateRow, error) { return tx.GateGet(ctx, id) })
+func (d *pool) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*hoppertype.GateRow, error) { return tx.GateGet(ctx, params) })
 }
 
 // GateWaitList implements driver.Executor.
-func (d *pool) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.GateWait, error) { return tx.GateWaitList(ctx, gateID) })
+func (d *pool) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.GateWait, error) { return tx.GateWaitList(ctx, params) })
 }
 
 // GateEdges implements driver.Executor.
-func (d *pool) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
-	return call(ctx, d.Driver, func(tx *tx) (map[string][]string, error) { return tx.GateEdges(ctx, ids) })
+func (d *pool) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
+	return call(ctx, d.Driver, func(tx *tx) (map[string][]string, error) { return tx.GateEdges(ctx, params) })
 }
 
 // KeyDeleteExpired deletes expired keys; see driver.Executor.
@@ -376,13 +376,13 @@ func (d *pool) GateObserve(ctx context.Context, params *driver.GateObserveParams
 }
 
 // WorkerUpsert implements driver.Executor.
-func (d *pool) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
-	return d.run(ctx, func(tx *tx) error { return tx.WorkerUpsert(ctx, row) })
+func (d *pool) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
+	return d.run(ctx, func(tx *tx) error { return tx.WorkerUpsert(ctx, params) })
 }
 
 // WorkerList implements driver.Executor.
-func (d *pool) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*driver.WorkerRow, error) { return tx.WorkerList(ctx, seenAfter) })
+func (d *pool) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.WorkerRow, error) { return tx.WorkerList(ctx, params) })
 }
 
 // WorkerDelete implements driver.Executor.

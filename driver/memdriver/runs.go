@@ -38,12 +38,12 @@ func (t *tx) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hopp
 }
 
 // RunLoad returns a run and its history; see driver.Executor.
-func (t *tx) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
-	return driver.RunLoadSeq(ctx, t, id)
+func (t *tx) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, t, params)
 }
 
 // RunEventAppendMany makes several appends; see driver.Executor.
-func (t *tx) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+func (t *tx) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	return driver.RunEventAppendManyTx(ctx, t, params)
 }
 
@@ -53,7 +53,8 @@ func (t *tx) RunStart(ctx context.Context, params *driver.RunStartParams) (bool,
 }
 
 // RunInsert stores a new run row.
-func (t *tx) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
+func (t *tx) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
+	row := params.Row
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -72,13 +73,13 @@ func (t *tx) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
 }
 
 // RunGet returns a copy of a run.
-func (t *tx) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+func (t *tx) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	r := t.st.runs[id]
+	r := t.st.runs[params.ID]
 	if r == nil {
-		return nil, fmt.Errorf("get run %q: %w", id, hoppertype.ErrNotFound)
+		return nil, fmt.Errorf("get run %q: %w", params.ID, hoppertype.ErrNotFound)
 	}
 	return cloneRun(r), nil
 }

@@ -111,7 +111,7 @@ func (t *tx) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPa
 
 // ScheduleList returns copies of the stored schedules by name; see
 // driver.Executor.
-func (t *tx) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+func (t *tx) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -130,10 +130,11 @@ func (t *tx) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
 }
 
 // ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (t *tx) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+func (t *tx) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
 	if err := t.check(ctx); err != nil {
 		return false, err
 	}
+	name := params.Name
 	old, had := t.st.schedules[name]
 	if !had {
 		return false, nil
@@ -166,11 +167,11 @@ func (d *pool) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSet
 }
 
 // ScheduleList returns the stored schedules; see driver.Executor.
-func (d *pool) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*driver.ScheduleRow, error) { return tx.ScheduleList(ctx) })
+func (d *pool) ScheduleList(ctx context.Context, params *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.ScheduleRow, error) { return tx.ScheduleList(ctx, params) })
 }
 
 // ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (d *pool) ScheduleDelete(ctx context.Context, name string) (bool, error) {
-	return call(ctx, d.Driver, func(tx *tx) (bool, error) { return tx.ScheduleDelete(ctx, name) })
+func (d *pool) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
+	return call(ctx, d.Driver, func(tx *tx) (bool, error) { return tx.ScheduleDelete(ctx, params) })
 }

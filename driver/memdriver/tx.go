@@ -71,10 +71,10 @@ func (t *tx) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Ex
 
 // Notify buffers a notification; it is delivered after the outermost
 // transaction commits, and dropped if the scope it was made in rolls back.
-func (t *tx) Notify(ctx context.Context, topic, payload string) error {
+func (t *tx) Notify(ctx context.Context, params *driver.NotifyParams) error {
 	if err := t.check(ctx); err != nil {
 		return err
 	}
-	t.notes = append(t.notes, note{topic: topic, payload: payload})
+	t.notes = append(t.notes, note{topic: params.Topic, payload: params.Payload})
 	return nil
 }

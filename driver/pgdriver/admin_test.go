@@ -57,7 +57,7 @@ func TestRetryPages(t *testing.T) {
 	res, err = d.Executor().JobRetry(ctx, &driver.JobRetryParams{All: true, States: dead, Now: testBase})
 	require.NoError(t, err)
 	require.Len(t, res, n-(retryPage+7)-1, "every other dead job but the one whose key is taken")
-	got, err := d.Executor().JobGet(ctx, jobs[n-10].ID)
+	got, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: jobs[n-10].ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStateDead, got.State)
 }

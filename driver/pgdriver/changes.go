@@ -130,7 +130,7 @@ func (e *executor) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (
 // last final change otherwise: every change up to it is final, so none
 // that passes the filter can still appear before it.
 func (e *executor) scanStuck(ctx context.Context, p *driver.ChangeScanParams, out *driver.ChangeScanResult) (*driver.ChangeScanResult, error) {
-	tail, err := e.ChangeTail(ctx)
+	tail, err := e.ChangeTail(ctx, &driver.ChangeTailParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (e *executor) scanStuck(ctx context.Context, p *driver.ChangeScanParams, ou
 }
 
 // ChangeTail returns the last final change's cursor; see driver.Executor.
-func (e *executor) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+func (e *executor) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
 	if err := e.check(ctx, "tail changes"); err != nil {
 		return hoppertype.ChangeCursor{}, err
 	}
@@ -166,7 +166,7 @@ func (e *executor) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, err
 
 // ChangeMark returns 0: a transaction's own changes are told apart by its
 // transaction id, so any mark will do.
-func (e *executor) ChangeMark(ctx context.Context) (int64, error) {
+func (e *executor) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (int64, error) {
 	return 0, e.check(ctx, "mark changes")
 }
 
@@ -227,7 +227,7 @@ WHERE name = $1 AND owner = $2 AND expires_at > $6`,
 }
 
 // CursorList returns the feed cursors by name; see driver.Executor.
-func (e *executor) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+func (e *executor) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*driver.CursorRow, error) {
 	if err := e.check(ctx, "list cursors"); err != nil {
 		return nil, err
 	}

@@ -111,7 +111,7 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 		return len(got) == len(want)
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, want, got, "the feed gives a job's changes in the order they were made")
-	row, err := d.Executor().JobGet(ctx, j.ID)
+	row, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, row.State)
 	chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 100})

@@ -164,7 +164,7 @@ func (e *executor) admitKeyed(ctx context.Context, rows []*hoppertype.JobRow) ([
 		}
 		// A racing claimer counted here may give its jobs back too: have
 		// the queue looked at again rather than wait for a poll.
-		return tx.Notify(ctx, driver.TopicJobAvailable, mine[back[0]].Queue)
+		return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: mine[back[0]].Queue})
 	})
 	if err != nil {
 		// The claim committed: leave its jobs to their leases rather than
@@ -198,12 +198,12 @@ func (e *executor) JobPromote(ctx context.Context, p *driver.JobPromoteParams) (
 
 // JobNextRunAt returns the earliest RunAt of the queue's scheduled and
 // retrying jobs, or the zero time.
-func (e *executor) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+func (e *executor) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
 	if err := e.check(ctx, "next run"); err != nil {
 		return time.Time{}, err
 	}
 	var next pgtype.Timestamptz
-	if err := e.q.QueryRow(ctx, e.d.q.nextRunAt, queue).Scan(&next); err != nil {
+	if err := e.q.QueryRow(ctx, e.d.q.nextRunAt, params.Queue).Scan(&next); err != nil {
 		return time.Time{}, e.d.fail("next run", err)
 	}
 	return fromTS(next), nil

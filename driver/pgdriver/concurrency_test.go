@@ -100,7 +100,7 @@ func TestRoundTripBytes(t *testing.T) {
 			jobs[2].Input, jobs[2].Result = []byte{0, 1, 2, 0xff}, []byte("r")
 		}
 		insert(t, d.Executor(), jobs...)
-		got, err := d.Executor().JobGetMany(ctx, []string{jobs[0].ID, jobs[min(1, n-1)].ID, jobs[min(2, n-1)].ID})
+		got, err := d.Executor().JobGetMany(ctx, &driver.JobGetManyParams{IDs: []string{jobs[0].ID, jobs[min(1, n-1)].ID, jobs[min(2, n-1)].ID}})
 		require.NoError(t, err)
 		require.Nil(t, got[0].Input, "n=%d", n)
 		require.NotNil(t, got[0].Result, "n=%d: an empty result is not nil", n)
@@ -167,7 +167,7 @@ func TestInTxAfterStatementError(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
-	_, err = d.Executor().JobGet(ctx, kept.ID)
+	_, err = d.Executor().JobGet(ctx, &driver.JobGetParams{ID: kept.ID})
 	require.NoError(t, err)
 }
 
@@ -183,7 +183,7 @@ func TestClaimCancelledContext(t *testing.T) {
 	cancel()
 	_, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.ErrorIs(t, err, context.Canceled)
-	got, err := d.Executor().JobGet(t.Context(), j.ID)
+	got, err := d.Executor().JobGet(t.Context(), &driver.JobGetParams{ID: j.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, got.State)
 }

@@ -110,29 +110,29 @@ func (e *executor) savepoint(ctx context.Context, fn func(ctx context.Context, t
 	return nil
 }
 
-// Notify publishes payload on topic's channel. Inside a transaction the
+// Notify publishes Payload on Topic's channel. Inside a transaction the
 // driver made it is buffered and sent just after the commit, once per
 // distinct (topic, payload) (see postCommit); inside a caller's transaction
 // it is sent in it; outside any it is sent at once, by this call or, when
 // another send is on the wire, together with the next (postCommit again:
 // many goroutines notifying at once share statements). The error is that
 // of the send this call made, if it made one.
-func (e *executor) Notify(ctx context.Context, topic, payload string) error {
+func (e *executor) Notify(ctx context.Context, params *driver.NotifyParams) error {
 	if err := e.check(ctx, "notify"); err != nil {
 		return err
 	}
-	if len(payload) >= maxPayload {
-		return fmt.Errorf("pgdriver: notify %s: payload of %d bytes exceeds PostgreSQL's limit of %d", topic, len(payload), maxPayload-1)
+	if len(params.Payload) >= maxPayload {
+		return fmt.Errorf("pgdriver: notify %s: payload of %d bytes exceeds PostgreSQL's limit of %d", params.Topic, len(params.Payload), maxPayload-1)
 	}
-	ch := e.d.channel(topic)
+	ch := e.d.channel(params.Topic)
 	if e.notes != nil {
-		e.notes.add(ch, payload)
+		e.notes.add(ch, params.Payload)
 		return nil
 	}
 	if e.tx == nil {
-		return e.d.fail("notify", e.d.sendAfterCommit(ctx, []note{{channel: ch, payload: payload}}))
+		return e.d.fail("notify", e.d.sendAfterCommit(ctx, []note{{channel: ch, payload: params.Payload}}))
 	}
-	_, err := e.q.Exec(ctx, e.d.q.notify, ch, payload)
+	_, err := e.q.Exec(ctx, e.d.q.notify, ch, params.Payload)
 	return e.d.fail("notify", err)
 }
 

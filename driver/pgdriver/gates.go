@@ -318,7 +318,7 @@ func (e *executor) wakeGates(ctx context.Context, gates []*hoppertype.GateRow, a
 	}
 	slices.Sort(queues)
 	for _, q := range slices.Compact(queues) {
-		if err := e.Notify(ctx, driver.TopicJobAvailable, q); err != nil {
+		if err := e.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: q}); err != nil {
 			return err
 		}
 	}
@@ -347,23 +347,23 @@ func (e *executor) observeChanges(ctx context.Context, changes []gateChange) err
 }
 
 // GateGet returns a gate; see driver.Executor.
-func (e *executor) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
+func (e *executor) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
 	if err := e.check(ctx, "get gate"); err != nil {
 		return nil, err
 	}
-	g, err := scanGate(e.q.QueryRow(ctx, e.d.q.gates.get, id))
+	g, err := scanGate(e.q.QueryRow(ctx, e.d.q.gates.get, params.ID))
 	if err != nil {
-		return nil, e.d.fail(fmt.Sprintf("get gate %q", id), err)
+		return nil, e.d.fail(fmt.Sprintf("get gate %q", params.ID), err)
 	}
 	return g, nil
 }
 
 // GateWaitList returns a gate's waits; see driver.Executor.
-func (e *executor) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
+func (e *executor) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
 	if err := e.check(ctx, "list gate waits"); err != nil {
 		return nil, err
 	}
-	rows, err := e.q.Query(ctx, e.d.q.gates.waits, gateID)
+	rows, err := e.q.Query(ctx, e.d.q.gates.waits, params.GateID)
 	if err != nil {
 		return nil, e.d.fail("list gate waits", err)
 	}
@@ -383,15 +383,15 @@ func (e *executor) GateWaitList(ctx context.Context, gateID string) ([]*hopperty
 }
 
 // GateEdges returns gate graph edges; see driver.Executor.
-func (e *executor) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
+func (e *executor) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
 	if err := e.check(ctx, "gate edges"); err != nil {
 		return nil, err
 	}
 	out := map[string][]string{}
-	if len(ids) == 0 {
+	if len(params.IDs) == 0 {
 		return out, nil
 	}
-	rows, err := e.q.Query(ctx, e.d.q.gates.edges, ids)
+	rows, err := e.q.Query(ctx, e.d.q.gates.edges, params.IDs)
 	if err != nil {
 		return nil, e.d.fail("gate edges", err)
 	}

@@ -14,17 +14,18 @@ import (
 
 // GroupInsert stores a new group; an existing id is hoppertype.ErrDuplicateID
 // (and, unlike a failed INSERT, leaves a surrounding transaction usable).
-func (e *executor) GroupInsert(ctx context.Context, g *hoppertype.GroupRow) error {
+func (e *executor) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
+	row := params.Row
 	if err := e.check(ctx, "insert group"); err != nil {
 		return err
 	}
-	tag, err := e.q.Exec(ctx, e.d.q.groupInsert, g.ID, g.Open, string(g.State), g.ValueSet, g.Final,
-		ts(g.CreatedAt), ts(g.SettledAt), g.Value)
+	tag, err := e.q.Exec(ctx, e.d.q.groupInsert, row.ID, row.Open, string(row.State), row.ValueSet, row.Final,
+		ts(row.CreatedAt), ts(row.SettledAt), row.Value)
 	if err != nil {
-		return e.d.fail(fmt.Sprintf("insert group %q", g.ID), err)
+		return e.d.fail(fmt.Sprintf("insert group %q", row.ID), err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("pgdriver: insert group %q: %w", g.ID, hoppertype.ErrDuplicateID)
+		return fmt.Errorf("pgdriver: insert group %q: %w", row.ID, hoppertype.ErrDuplicateID)
 	}
 	return nil
 }
@@ -44,13 +45,13 @@ func scanGroup(row pgx.Row) (*hoppertype.GroupRow, error) {
 }
 
 // GroupGet returns a group or hoppertype.ErrNotFound.
-func (e *executor) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+func (e *executor) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
 	if err := e.check(ctx, "get group"); err != nil {
 		return nil, err
 	}
-	g, err := scanGroup(e.q.QueryRow(ctx, e.d.q.groupGet, id))
+	g, err := scanGroup(e.q.QueryRow(ctx, e.d.q.groupGet, params.ID))
 	if err != nil {
-		return nil, e.d.fail(fmt.Sprintf("get group %q", id), err)
+		return nil, e.d.fail(fmt.Sprintf("get group %q", params.ID), err)
 	}
 	return g, nil
 }
@@ -221,7 +222,7 @@ func (e *executor) QueueSetPaused(ctx context.Context, p *driver.QueueSetPausedP
 }
 
 // QueueList returns the stored queue states by name.
-func (e *executor) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+func (e *executor) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*driver.QueueRow, error) {
 	if err := e.check(ctx, "list queues"); err != nil {
 		return nil, err
 	}

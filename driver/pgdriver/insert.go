@@ -241,12 +241,12 @@ func (e *executor) copyJobs(ctx context.Context, jobs []*hoppertype.JobRow) erro
 // JobGetTx reads a job through tx, a transaction JobInsertManyTx takes:
 // it sees the jobs tx inserted. A missing job is hoppertype.ErrNotFound. A
 // transaction that a failed statement aborted fails the read.
-func (d *Driver) JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error) {
+func (d *Driver) JobGetTx(ctx context.Context, tx any, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
 	e, err := d.callerTx("get job", tx)
 	if err != nil {
 		return nil, err
 	}
-	return e.JobGet(ctx, id)
+	return e.JobGet(ctx, params)
 }
 
 // callerTx is the executor that writes through a caller's transaction: a

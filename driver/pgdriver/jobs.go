@@ -17,26 +17,26 @@ import (
 )
 
 // JobGet returns one job or hoppertype.ErrNotFound.
-func (e *executor) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+func (e *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
 	if err := e.check(ctx, "get job"); err != nil {
 		return nil, err
 	}
-	r, err := scanJob(e.q.QueryRow(ctx, e.d.q.getJob, id))
+	r, err := scanJob(e.q.QueryRow(ctx, e.d.q.getJob, params.ID))
 	if err != nil {
-		return nil, e.d.fail(fmt.Sprintf("get job %q", id), err)
+		return nil, e.d.fail(fmt.Sprintf("get job %q", params.ID), err)
 	}
 	return r, nil
 }
 
-// JobGetMany returns the jobs that exist among ids, in the order of ids.
-func (e *executor) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+// JobGetMany returns the jobs that exist among IDs, in the order of IDs.
+func (e *executor) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
 	if err := e.check(ctx, "get jobs"); err != nil {
 		return nil, err
 	}
-	if len(ids) == 0 {
+	if len(params.IDs) == 0 {
 		return []*hoppertype.JobRow{}, nil
 	}
-	rows, err := collectJobs(e.q.Query(ctx, e.d.q.getJobs, ids))
+	rows, err := collectJobs(e.q.Query(ctx, e.d.q.getJobs, params.IDs))
 	if err != nil {
 		return nil, e.d.fail("get jobs", err)
 	}
@@ -46,7 +46,7 @@ func (e *executor) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.
 	}
 	out := make([]*hoppertype.JobRow, 0, len(rows))
 	used := make(map[string]bool, len(rows))
-	for _, id := range ids {
+	for _, id := range params.IDs {
 		r := byID[id]
 		switch {
 		case r == nil:

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper/driver"
 )
 
 // TestListenerReconnects kills the listener's backend and checks that the
@@ -16,7 +18,7 @@ func TestListenerReconnects(t *testing.T) {
 	sub, err := d.Listen(ctx, "topic")
 	require.NoError(t, err)
 	defer sub.Close()
-	require.NoError(t, d.Executor().Notify(ctx, "topic", "before"))
+	require.NoError(t, d.Executor().Notify(ctx, &driver.NotifyParams{Topic: "topic", Payload: "before"}))
 	require.Equal(t, "before", recv(t, sub))
 
 	for round := range 2 {
@@ -26,7 +28,7 @@ func TestListenerReconnects(t *testing.T) {
 			listenerAppPrefix+d.schema).Scan(&killed))
 		require.Equal(t, 1, killed, "round %d: one listener connection", round)
 		require.Equal(t, "", recv(t, sub), "round %d: after reconnecting, subscribers are told to look again", round)
-		require.NoError(t, d.Executor().Notify(ctx, "topic", "after"))
+		require.NoError(t, d.Executor().Notify(ctx, &driver.NotifyParams{Topic: "topic", Payload: "after"}))
 		require.Equal(t, "after", recv(t, sub), "round %d: notifications flow again", round)
 	}
 }

@@ -52,7 +52,7 @@ func TestMigrateIdempotentReopen(t *testing.T) {
 	require.NoError(t, err, "reopening a migrated schema")
 	defer again.Close()
 	require.NoError(t, again.Migrate(ctx), "migrating again")
-	got, err := again.Executor().JobGet(ctx, j.ID)
+	got, err := again.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.NoError(t, err, "data survives a reopen")
 	require.Equal(t, j.ID, got.ID)
 	var n int
@@ -175,7 +175,7 @@ func TestOpen(t *testing.T) {
 	require.NoError(t, d.Close())
 	require.NoError(t, d.Close(), "closing twice is harmless")
 	require.Error(t, pool.Ping(ctx), "Close closes the pool Open made")
-	_, err = d.Executor().JobGet(ctx, "x")
+	_, err = d.Executor().JobGet(ctx, &driver.JobGetParams{ID: "x"})
 	require.ErrorIs(t, err, driver.ErrClosed)
 	require.True(t, errors.Is(d.Migrate(ctx), driver.ErrClosed))
 
@@ -221,17 +221,17 @@ func TestMigrateFromVersion1(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+quoteIdent(schema)+`.hopper_migrations`).Scan(&n))
 	require.Equal(t, SchemaVersion(), n, "each version is recorded once")
-	got, err := d.Executor().JobGet(ctx, j.ID)
+	got, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.NoError(t, err, "jobs survive the upgrade")
 	require.Equal(t, j.ID, got.ID)
 
 	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
-	require.NoError(t, d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: j.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}))
+	require.NoError(t, d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: &hoppertype.RunRow{ID: j.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}}))
 	require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: j.ID, LeaseToken: claimed[0].LeaseToken,
 		Events: []*hoppertype.RunEvent{{Attempt: 1, Seq: 1, Kind: "start", At: testBase}}}))
-	require.NoError(t, d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: "t", RunID: j.ID, CreatedAt: testBase}))
+	require.NoError(t, d.Executor().HookInsert(ctx, &driver.HookInsertParams{Row: &hoppertype.HookRow{Token: "t", RunID: j.ID, CreatedAt: testBase}}))
 	chunks, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: j.ID, Chunks: [][]byte{[]byte("x")}, Now: testBase})
 	require.NoError(t, err)
 	require.Equal(t, int64(0), chunks[0].Offset)
@@ -337,7 +337,7 @@ func TestMigrateScheduleFirstSeen(t *testing.T) {
 	d, err := New(pool, &Options{Schema: schema})
 	require.NoError(t, err)
 	defer d.Close()
-	rows, err := d.Executor().ScheduleList(ctx)
+	rows, err := d.Executor().ScheduleList(ctx, &driver.ScheduleListParams{})
 	require.NoError(t, err)
 	got := map[string]time.Time{}
 	for _, r := range rows {

@@ -25,7 +25,7 @@ func TestNotifyAfterCommitFromManyTransactions(t *testing.T) {
 
 	boom := errors.New("boom")
 	require.ErrorIs(t, d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		require.NoError(t, tx.Notify(ctx, "post", "rolled-back"))
+		require.NoError(t, tx.Notify(ctx, &driver.NotifyParams{Topic: "post", Payload: "rolled-back"}))
 		return boom
 	}), boom)
 
@@ -34,7 +34,7 @@ func TestNotifyAfterCommitFromManyTransactions(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			err := d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-				return tx.Notify(ctx, "post", fmt.Sprint(i))
+				return tx.Notify(ctx, &driver.NotifyParams{Topic: "post", Payload: fmt.Sprint(i)})
 			})
 			if err != nil {
 				t.Errorf("transaction %d: %v", i, err)
@@ -50,6 +50,6 @@ func TestNotifyAfterCommitFromManyTransactions(t *testing.T) {
 		require.NotEqual(t, "rolled-back", p, "a rolled-back transaction notifies no one")
 		got[p] = true
 	}
-	require.NoError(t, d.Executor().Notify(ctx, "post", "end"))
+	require.NoError(t, d.Executor().Notify(ctx, &driver.NotifyParams{Topic: "post", Payload: "end"}))
 	require.Equal(t, "end", recv(t, sub))
 }

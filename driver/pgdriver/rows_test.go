@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
@@ -31,11 +32,11 @@ func TestJobScannerReusedAcrossRows(t *testing.T) {
 		ids = append(ids, j.ID)
 	}
 	insert(t, d.Executor(), jobs...)
-	many, err := d.Executor().JobGetMany(ctx, ids)
+	many, err := d.Executor().JobGetMany(ctx, &driver.JobGetManyParams{IDs: ids})
 	require.NoError(t, err)
 	require.Len(t, many, len(ids))
 	for i, got := range many {
-		one, err := d.Executor().JobGet(ctx, ids[i])
+		one, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: ids[i]})
 		require.NoError(t, err)
 		require.Equal(t, one, got, "job %d read in a batch as alone", i)
 		if i%2 == 0 {

@@ -85,7 +85,7 @@ func (e *executor) ScheduleSetPaused(ctx context.Context, p *driver.ScheduleSetP
 }
 
 // ScheduleList returns the stored schedules by name; see driver.Executor.
-func (e *executor) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+func (e *executor) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
 	if err := e.check(ctx, "list schedules"); err != nil {
 		return nil, err
 	}
@@ -118,13 +118,13 @@ func (e *executor) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, err
 }
 
 // ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (e *executor) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+func (e *executor) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
 	if err := e.check(ctx, "delete schedule"); err != nil {
 		return false, err
 	}
-	tag, err := e.q.Exec(ctx, e.d.q.scheduleDelete, name)
+	tag, err := e.q.Exec(ctx, e.d.q.scheduleDelete, params.Name)
 	if err != nil {
-		return false, e.d.fail(fmt.Sprintf("delete schedule %q", name), err)
+		return false, e.d.fail(fmt.Sprintf("delete schedule %q", params.Name), err)
 	}
 	return tag.RowsAffected() > 0, nil
 }

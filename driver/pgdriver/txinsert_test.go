@@ -27,7 +27,7 @@ func TestInsertTxRollback(t *testing.T) {
 	require.Len(t, res, 1)
 	require.Equal(t, j.ID, res[0].Job.ID)
 	require.NoError(t, tx.Rollback(ctx))
-	_, err = d.Executor().JobGet(ctx, j.ID)
+	_, err = d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a rolled-back enqueue leaves no job")
 }
 
@@ -49,7 +49,7 @@ func TestInsertTxCommitNotifies(t *testing.T) {
 	require.NoError(t, err)
 
 	// Before the commit, neither the job nor the notification is visible.
-	_, err = d.Executor().JobGet(ctx, j.ID)
+	_, err = d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	select {
 	case p := <-sub.C():
@@ -58,7 +58,7 @@ func TestInsertTxCommitNotifies(t *testing.T) {
 	}
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, "tx-queue", recv(t, sub), "workers wake when the caller commits")
-	got, err := d.Executor().JobGet(ctx, j.ID)
+	got, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, got.State)
 }
@@ -99,7 +99,7 @@ func TestInsertTxWrongType(t *testing.T) {
 	for _, tx := range []any{nil, "not a tx", (*sql.Tx)(nil), pgx.Tx(nil), pool} {
 		_, err := d.JobInsertManyTx(t.Context(), tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q")}})
 		require.ErrorIs(t, err, driver.ErrTxType, "%T", tx)
-		_, err = d.JobGetTx(t.Context(), tx, "x")
+		_, err = d.JobGetTx(t.Context(), tx, &driver.JobGetParams{ID: "x"})
 		require.ErrorIs(t, err, driver.ErrTxType, "%T", tx)
 	}
 }
@@ -126,7 +126,7 @@ func TestInsertSQLTx(t *testing.T) {
 	require.Len(t, res, 1)
 	require.False(t, res[0].Existing)
 	require.NoError(t, tx.Rollback())
-	_, err = d.Executor().JobGet(ctx, j.ID)
+	_, err = d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a rolled-back enqueue leaves no job")
 
 	first := newJob("sqltx-queue")
@@ -149,11 +149,11 @@ func TestInsertSQLTx(t *testing.T) {
 	require.Equal(t, first.ID, res[1].Job.ID)
 	require.NoError(t, tx.Commit())
 	require.Equal(t, "sqltx-queue", recv(t, sub), "workers wake when the caller commits")
-	got, err := d.Executor().JobGet(ctx, j.ID)
+	got, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, got.State)
 	for _, r := range res[2:] {
-		_, err := d.Executor().JobGet(ctx, r.Job.ID)
+		_, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: r.Job.ID})
 		require.NoError(t, err)
 	}
 
@@ -166,16 +166,16 @@ func TestInsertSQLTx(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{dup}})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID)
-	got, err = d.JobGetTx(ctx, tx, first.ID)
+	got, err = d.JobGetTx(ctx, tx, &driver.JobGetParams{ID: first.ID})
 	require.NoError(t, err)
 	require.Equal(t, first.ID, got.ID)
 	own := newJob("sqltx-queue")
 	_, err = d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{own}})
 	require.NoError(t, err)
-	got, err = d.JobGetTx(ctx, tx, own.ID)
+	got, err = d.JobGetTx(ctx, tx, &driver.JobGetParams{ID: own.ID})
 	require.NoError(t, err)
 	require.Equal(t, own.ID, got.ID)
-	_, err = d.JobGetTx(ctx, tx, "missing")
+	_, err = d.JobGetTx(ctx, tx, &driver.JobGetParams{ID: "missing"})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.NoError(t, tx.Commit())
 }
@@ -196,14 +196,14 @@ func TestTwoSchemasAreIsolated(t *testing.T) {
 
 	j := newJob("shared-name")
 	insert(t, a.Executor(), j)
-	require.NoError(t, a.Executor().Notify(ctx, driver.TopicJobAvailable, "from-a"))
-	require.NoError(t, b.Executor().Notify(ctx, driver.TopicJobAvailable, "from-b"))
+	require.NoError(t, a.Executor().Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: "from-a"}))
+	require.NoError(t, b.Executor().Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: "from-b"}))
 	require.Equal(t, "from-a", recv(t, subA))
 	require.Equal(t, "from-b", recv(t, subB), "b hears its own notification, not a's")
-	require.NoError(t, b.Executor().Notify(ctx, driver.TopicJobAvailable, "end"))
+	require.NoError(t, b.Executor().Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: "end"}))
 	require.Equal(t, "end", recv(t, subB), "a's notification never reached b")
 
-	_, err = b.Executor().JobGet(ctx, j.ID)
+	_, err = b.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "b does not see a's jobs")
 	rows, err := b.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "shared-name", Limit: 10, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"})
 	require.NoError(t, err)
@@ -224,16 +224,16 @@ func TestNotifyDeduplicatedInTx(t *testing.T) {
 	defer sub.Close()
 	require.NoError(t, d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		for range 5 {
-			require.NoError(t, tx.Notify(ctx, "dedupe", "q1"))
+			require.NoError(t, tx.Notify(ctx, &driver.NotifyParams{Topic: "dedupe", Payload: "q1"}))
 		}
-		require.NoError(t, tx.Notify(ctx, "dedupe", "q2"))
-		return tx.Notify(ctx, "dedupe", "q1")
+		require.NoError(t, tx.Notify(ctx, &driver.NotifyParams{Topic: "dedupe", Payload: "q2"}))
+		return tx.Notify(ctx, &driver.NotifyParams{Topic: "dedupe", Payload: "q1"})
 	}))
-	require.NoError(t, d.Executor().Notify(ctx, "dedupe", "end"))
+	require.NoError(t, d.Executor().Notify(ctx, &driver.NotifyParams{Topic: "dedupe", Payload: "end"}))
 	require.Equal(t, []string{"q1", "q2", "end"}, []string{recv(t, sub), recv(t, sub), recv(t, sub)},
 		"one notification per distinct payload, in order, before later ones")
 
-	err = d.Executor().Notify(ctx, "dedupe", strings.Repeat("x", maxPayload))
+	err = d.Executor().Notify(ctx, &driver.NotifyParams{Topic: "dedupe", Payload: strings.Repeat("x", maxPayload)})
 	require.Error(t, err, "an oversized payload is refused")
 }
 
@@ -248,6 +248,6 @@ func TestLongTopicChannel(t *testing.T) {
 	sub, err := d.Listen(ctx, long)
 	require.NoError(t, err)
 	defer sub.Close()
-	require.NoError(t, d.Executor().Notify(ctx, long, "p"))
+	require.NoError(t, d.Executor().Notify(ctx, &driver.NotifyParams{Topic: long, Payload: "p"}))
 	require.Equal(t, "p", recv(t, sub))
 }

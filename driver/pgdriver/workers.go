@@ -3,7 +3,6 @@ package pgdriver
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -12,7 +11,8 @@ import (
 )
 
 // WorkerUpsert stores or refreshes a worker's row; see driver.Executor.
-func (e *executor) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+func (e *executor) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
+	row := params.Row
 	if err := e.check(ctx, "upsert worker"); err != nil {
 		return err
 	}
@@ -22,13 +22,13 @@ ON CONFLICT (id) DO UPDATE SET started_at = EXCLUDED.started_at, seen_at = EXCLU
 	return e.d.fail(fmt.Sprintf("upsert worker %q", row.ID), err)
 }
 
-// WorkerList returns the workers seen at or after seenAfter; see
+// WorkerList returns the workers seen at or after SeenAfter; see
 // driver.Executor.
-func (e *executor) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+func (e *executor) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
 	if err := e.check(ctx, "list workers"); err != nil {
 		return nil, err
 	}
-	rows, err := e.q.Query(ctx, `SELECT id, started_at, seen_at, info FROM `+e.d.q.schema+`.workers WHERE seen_at >= $1 ORDER BY id`, trunc(seenAfter))
+	rows, err := e.q.Query(ctx, `SELECT id, started_at, seen_at, info FROM `+e.d.q.schema+`.workers WHERE seen_at >= $1 ORDER BY id`, trunc(params.SeenAfter))
 	if err != nil {
 		return nil, e.d.fail("list workers", err)
 	}

@@ -93,19 +93,20 @@ func collectRuns(rows pgx.Rows, err error) ([]*hoppertype.RunRow, error) {
 
 // RunInsert stores a new run; an existing id is hoppertype.ErrDuplicateID
 // (and, unlike a failed INSERT, leaves a surrounding transaction usable).
-func (e *executor) RunInsert(ctx context.Context, r *hoppertype.RunRow) error {
+func (e *executor) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
+	row := params.Row
 	if err := e.check(ctx, "insert run"); err != nil {
 		return err
 	}
-	if r == nil || r.ID == "" {
+	if row == nil || row.ID == "" {
 		return errors.New("pgdriver: insert run: run has no id")
 	}
-	op := fmt.Sprintf("insert run %q", r.ID)
-	if !r.Status.Valid() {
-		return fmt.Errorf("pgdriver: %s: invalid status %q", op, r.Status)
+	op := fmt.Sprintf("insert run %q", row.ID)
+	if !row.Status.Valid() {
+		return fmt.Errorf("pgdriver: %s: invalid status %q", op, row.Status)
 	}
-	tag, err := e.q.Exec(ctx, e.d.q.runInsert, r.ID, r.Workflow, string(r.Status), optText(r.ParentID), r.CodeVersion,
-		text(marshalError(r.Error)), pgtype.Timestamptz{Time: r.CreatedAt, Valid: true}, ts(r.UpdatedAt), ts(r.EndedAt))
+	tag, err := e.q.Exec(ctx, e.d.q.runInsert, row.ID, row.Workflow, string(row.Status), optText(row.ParentID), row.CodeVersion,
+		text(marshalError(row.Error)), pgtype.Timestamptz{Time: row.CreatedAt, Valid: true}, ts(row.UpdatedAt), ts(row.EndedAt))
 	if err != nil {
 		return e.d.fail(op, err)
 	}
@@ -158,19 +159,19 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 		_ = e.d.sendAfterCommit(ctx, []note{{e.d.channel(driver.TopicJobAvailable), p.Job.Queue}})
 		return false, nil
 	}
-	if err := e.Notify(ctx, driver.TopicJobAvailable, p.Job.Queue); err != nil {
+	if err := e.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: p.Job.Queue}); err != nil {
 		return false, err
 	}
 	return false, nil
 }
 
 // RunLoad reads a run and its history in one statement.
-func (e *executor) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+func (e *executor) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
 	if err := e.check(ctx, "load run"); err != nil {
 		return nil, nil, err
 	}
-	op := fmt.Sprintf("load run %q", id)
-	rows, err := e.q.Query(ctx, e.d.q.runLoad, id)
+	op := fmt.Sprintf("load run %q", params.ID)
+	rows, err := e.q.Query(ctx, e.d.q.runLoad, params.ID)
 	if err != nil {
 		return nil, nil, e.d.fail(op, err)
 	}
@@ -204,7 +205,7 @@ func (e *executor) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, 
 			run = &r
 		}
 		if attempt.Valid {
-			events = append(events, &hoppertype.RunEvent{RunID: id, Attempt: int(attempt.Int32), Seq: int(seq.Int32),
+			events = append(events, &hoppertype.RunEvent{RunID: params.ID, Attempt: int(attempt.Int32), Seq: int(seq.Int32),
 				Kind: kind.String, Name: name.String, At: fromTS(at), Data: data})
 		}
 	}
@@ -218,13 +219,13 @@ func (e *executor) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, 
 }
 
 // RunGet returns a run or hoppertype.ErrNotFound.
-func (e *executor) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+func (e *executor) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
 	if err := e.check(ctx, "get run"); err != nil {
 		return nil, err
 	}
-	r, err := scanRun(e.q.QueryRow(ctx, e.d.q.runGet, id))
+	r, err := scanRun(e.q.QueryRow(ctx, e.d.q.runGet, params.ID))
 	if err != nil {
-		return nil, e.d.fail(fmt.Sprintf("get run %q", id), err)
+		return nil, e.d.fail(fmt.Sprintf("get run %q", params.ID), err)
 	}
 	return r, nil
 }
@@ -420,17 +421,17 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 // eventAppendMany). A key another transaction commits meanwhile fails the
 // statement, which then writes nothing; in a transaction the statement runs
 // in a savepoint, and such a failure is retried one append at a time.
-func (e *executor) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+func (e *executor) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	if err := e.check(ctx, "append run events"); err != nil {
 		return nil, err
 	}
 	if e.tx == nil {
-		return e.appendMany(ctx, params)
+		return e.appendMany(ctx, params.Events)
 	}
 	var errs []error
 	err := e.savepoint(ctx, func(ctx context.Context, tx driver.Executor) error {
 		var err error
-		errs, err = tx.(*executor).appendMany(ctx, params)
+		errs, err = tx.(*executor).appendMany(ctx, params.Events)
 		return err
 	})
 	if err == nil {
@@ -568,23 +569,24 @@ func scanHook(row pgx.Row) (*hoppertype.HookRow, error) {
 // HookInsert stores a hook (an empty State is stored as waiting); an
 // existing token is hoppertype.ErrDuplicateID (and leaves a surrounding
 // transaction usable).
-func (e *executor) HookInsert(ctx context.Context, h *hoppertype.HookRow) error {
+func (e *executor) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
+	row := params.Row
 	if err := e.check(ctx, "insert hook"); err != nil {
 		return err
 	}
-	if h == nil || h.Token == "" {
+	if row == nil || row.Token == "" {
 		return errors.New("pgdriver: insert hook: hook has no token")
 	}
-	op := fmt.Sprintf("insert hook %q", h.Token)
-	state := h.State
+	op := fmt.Sprintf("insert hook %q", row.Token)
+	state := row.State
 	if state == "" {
 		state = hoppertype.HookWaiting
 	}
 	if state != hoppertype.HookWaiting && state != hoppertype.HookResumed {
-		return fmt.Errorf("pgdriver: %s: invalid state %q", op, h.State)
+		return fmt.Errorf("pgdriver: %s: invalid state %q", op, row.State)
 	}
-	tag, err := e.q.Exec(ctx, e.d.q.hookInsert, h.Token, h.RunID, h.Name, string(state),
-		pgtype.Timestamptz{Time: h.CreatedAt, Valid: true}, ts(h.ResumedAt), h.Payload, h.Request)
+	tag, err := e.q.Exec(ctx, e.d.q.hookInsert, row.Token, row.RunID, row.Name, string(state),
+		pgtype.Timestamptz{Time: row.CreatedAt, Valid: true}, ts(row.ResumedAt), row.Payload, row.Request)
 	if err != nil {
 		return e.d.fail(op, err)
 	}
@@ -595,13 +597,13 @@ func (e *executor) HookInsert(ctx context.Context, h *hoppertype.HookRow) error 
 }
 
 // HookGet returns a hook by token or hoppertype.ErrNotFound.
-func (e *executor) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+func (e *executor) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
 	if err := e.check(ctx, "get hook"); err != nil {
 		return nil, err
 	}
-	h, err := scanHook(e.q.QueryRow(ctx, e.d.q.hookGet, token))
+	h, err := scanHook(e.q.QueryRow(ctx, e.d.q.hookGet, params.Token))
 	if err != nil {
-		return nil, e.d.fail(fmt.Sprintf("get hook %q", token), err)
+		return nil, e.d.fail(fmt.Sprintf("get hook %q", params.Token), err)
 	}
 	return h, nil
 }
@@ -635,12 +637,12 @@ func (e *executor) HookResume(ctx context.Context, p *driver.HookResumeParams) (
 }
 
 // HookListByRun returns a run's hooks by creation time, then token.
-func (e *executor) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+func (e *executor) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
 	if err := e.check(ctx, "list hooks"); err != nil {
 		return nil, err
 	}
-	op := fmt.Sprintf("list hooks of run %q", runID)
-	rows, err := e.q.Query(ctx, e.d.q.hookByRun, runID)
+	op := fmt.Sprintf("list hooks of run %q", params.RunID)
+	rows, err := e.q.Query(ctx, e.d.q.hookByRun, params.RunID)
 	if err != nil {
 		return nil, e.d.fail(op, err)
 	}

@@ -170,7 +170,7 @@ func TestRunEventLeaseFenceBlocksTransition(t *testing.T) {
 	res := <-beat
 	require.Len(t, res, 1)
 	require.False(t, res[0].Held, "the heartbeat ran after the finish")
-	got, err := d.Executor().JobGet(ctx, run.ID)
+	got, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: run.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStateSucceeded, got.State)
 }
@@ -219,11 +219,11 @@ func TestRunEventDuplicate(t *testing.T) {
 		require.ErrorIs(t, appendEv(tx, events(1, 3)...), hoppertype.ErrDuplicateID, "a key written earlier in the transaction")
 		require.Equal(t, []string{"1.1", "1.2", "1.3", "2.1", "2.2"}, seqsOf(t, tx, run.ID))
 		require.NoError(t, appendEv(tx, events(1, 4)...), "the transaction goes on")
-		return tx.HookInsert(ctx, hook)
+		return tx.HookInsert(ctx, &driver.HookInsertParams{Row: hook})
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{"1.1", "1.2", "1.3", "1.4", "2.1", "2.2"}, seqsOf(t, d.Executor(), run.ID))
-	_, err = d.Executor().HookGet(ctx, hook.Token)
+	_, err = d.Executor().HookGet(ctx, &driver.HookGetParams{Token: hook.Token})
 	require.NoError(t, err, "the transaction committed")
 }
 
@@ -401,7 +401,7 @@ func TestJobWake(t *testing.T) {
 		require.True(t, j.RunAt.Equal(now.Truncate(time.Microsecond)), "RunAt = Now")
 	}
 	for _, j := range []*hoppertype.JobRow{pending, done} {
-		got, err := d.Executor().JobGet(ctx, j.ID)
+		got, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 		require.NoError(t, err)
 		require.Equal(t, j.State, got.State, "left as it was")
 		require.True(t, got.RunAt.Equal(later))
@@ -424,10 +424,10 @@ func TestDeleteFinishedCascade(t *testing.T) {
 	ctx := t.Context()
 	gone, kept := claimRun(t, d), claimRun(t, d)
 	for _, run := range []*hoppertype.JobRow{gone, kept} {
-		require.NoError(t, d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: run.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}))
+		require.NoError(t, d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: &hoppertype.RunRow{ID: run.ID, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}}))
 		require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: run.ID, LeaseToken: run.LeaseToken, Events: events(1, 1, 2, 3)}))
 		for k := range 3 {
-			require.NoError(t, d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: fmt.Sprintf("%s-h%d", run.ID, k), RunID: run.ID, CreatedAt: testBase}))
+			require.NoError(t, d.Executor().HookInsert(ctx, &driver.HookInsertParams{Row: &hoppertype.HookRow{Token: fmt.Sprintf("%s-h%d", run.ID, k), RunID: run.ID, CreatedAt: testBase}}))
 		}
 		_, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: run.ID, Chunks: [][]byte{[]byte("a"), []byte("b")}, Now: testBase})
 		require.NoError(t, err)
@@ -444,20 +444,20 @@ func TestDeleteFinishedCascade(t *testing.T) {
 	n, err := d.Executor().JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{Before: testBase.Add(time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "the run's job and the plain job")
-	_, err = d.Executor().RunGet(ctx, gone.ID)
+	_, err = d.Executor().RunGet(ctx, &driver.RunGetParams{ID: gone.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound)
 	require.Empty(t, seqsOf(t, d.Executor(), gone.ID))
-	hooks, err := d.Executor().HookListByRun(ctx, gone.ID)
+	hooks, err := d.Executor().HookListByRun(ctx, &driver.HookListByRunParams{RunID: gone.ID})
 	require.NoError(t, err)
 	require.Empty(t, hooks)
 	chunks, err := d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: gone.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, chunks)
 
-	_, err = d.Executor().RunGet(ctx, kept.ID)
+	_, err = d.Executor().RunGet(ctx, &driver.RunGetParams{ID: kept.ID})
 	require.NoError(t, err)
 	require.Len(t, seqsOf(t, d.Executor(), kept.ID), 3)
-	hooks, err = d.Executor().HookListByRun(ctx, kept.ID)
+	hooks, err = d.Executor().HookListByRun(ctx, &driver.HookListByRunParams{RunID: kept.ID})
 	require.NoError(t, err)
 	require.Len(t, hooks, 3)
 	chunks, err = d.Executor().StreamRead(ctx, &driver.StreamReadParams{RunID: kept.ID, Limit: 10})
@@ -479,16 +479,16 @@ func TestRunsHooksInTx(t *testing.T) {
 	ctx := t.Context()
 	run := &hoppertype.RunRow{ID: "run-1", Workflow: "wf", Status: hoppertype.RunPending, ParentID: "p", CodeVersion: "v1",
 		CreatedAt: testBase, UpdatedAt: testBase}
-	require.NoError(t, d.Executor().RunInsert(ctx, run))
+	require.NoError(t, d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: run}))
 	hook := &hoppertype.HookRow{Token: "tok-1", RunID: run.ID, Name: "approve", CreatedAt: testBase}
-	require.NoError(t, d.Executor().HookInsert(ctx, hook))
+	require.NoError(t, d.Executor().HookInsert(ctx, &driver.HookInsertParams{Row: hook}))
 	_, err := d.Executor().HookResume(ctx, &driver.HookResumeParams{Token: hook.Token, Payload: []byte(`{"ok":true}`), Now: testBase})
 	require.NoError(t, err)
 
 	end := testBase.Add(time.Minute)
 	err = d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		require.ErrorIs(t, tx.RunInsert(ctx, run), hoppertype.ErrDuplicateID)
-		require.ErrorIs(t, tx.HookInsert(ctx, hook), hoppertype.ErrDuplicateID)
+		require.ErrorIs(t, tx.RunInsert(ctx, &driver.RunInsertParams{Row: run}), hoppertype.ErrDuplicateID)
+		require.ErrorIs(t, tx.HookInsert(ctx, &driver.HookInsertParams{Row: hook}), hoppertype.ErrDuplicateID)
 		cur, err := tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: run.ID, Status: hoppertype.RunCompleted,
 			ExpectStatuses: []hoppertype.RunStatus{hoppertype.RunRunning}, Now: end})
 		require.ErrorIs(t, err, hoppertype.ErrStateConflict)
@@ -507,7 +507,7 @@ func TestRunsHooksInTx(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	got, err := d.Executor().RunGet(ctx, run.ID)
+	got, err := d.Executor().RunGet(ctx, &driver.RunGetParams{ID: run.ID})
 	require.NoError(t, err)
 	require.Equal(t, &hoppertype.RunRow{ID: run.ID, Workflow: "wf", Status: hoppertype.RunFailed, ParentID: "p", CodeVersion: "v1",
 		Error: &hoppertype.ErrorInfo{Message: "bad", At: end}, CreatedAt: testBase, UpdatedAt: end, EndedAt: end}, got)
@@ -518,7 +518,7 @@ func TestRunsHooksInTx(t *testing.T) {
 	require.Equal(t, "bad", got.Error.Message)
 	require.True(t, got.EndedAt.Equal(end))
 	require.True(t, got.UpdatedAt.Equal(end.Add(time.Second)))
-	require.Error(t, d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: "bad", Status: "nonsense"}), "an invalid status is refused")
+	require.Error(t, d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: &hoppertype.RunRow{ID: "bad", Status: "nonsense"}}), "an invalid status is refused")
 }
 
 // TestRunListNewestFirst checks RunList's order, filters and paging.
@@ -535,7 +535,7 @@ func TestRunListNewestFirst(t *testing.T) {
 		if i%4 == 0 {
 			r.ParentID = "parent"
 		}
-		require.NoError(t, d.Executor().RunInsert(ctx, r))
+		require.NoError(t, d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: r}))
 		all = append([]string{r.ID}, all...)
 	}
 	list := func(p driver.RunListParams) []string {

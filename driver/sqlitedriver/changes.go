@@ -143,7 +143,7 @@ func (r *runner) changeTail(ctx context.Context) (hoppertype.ChangeCursor, error
 }
 
 // ChangeTail returns the last change's cursor.
-func (t *txExec) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+func (t *txExec) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
 	if err := t.check(ctx); err != nil {
 		return hoppertype.ChangeCursor{}, err
 	}
@@ -162,7 +162,7 @@ func (r *runner) changeMark(ctx context.Context) (int64, error) {
 }
 
 // ChangeMark returns the last position handed out.
-func (t *txExec) ChangeMark(ctx context.Context) (int64, error) {
+func (t *txExec) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (int64, error) {
 	if err := t.check(ctx); err != nil {
 		return 0, err
 	}
@@ -257,7 +257,7 @@ func (r *runner) cursorList(ctx context.Context) ([]*driver.CursorRow, error) {
 }
 
 // CursorList returns the feed cursors by name.
-func (t *txExec) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+func (t *txExec) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*driver.CursorRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -279,12 +279,12 @@ func (d *pool) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*dri
 }
 
 // ChangeTail implements driver.Executor.
-func (d *pool) ChangeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
+func (d *pool) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
 	return read(ctx, d.Driver, func(r *runner) (hoppertype.ChangeCursor, error) { return r.changeTail(ctx) })
 }
 
 // ChangeMark implements driver.Executor.
-func (d *pool) ChangeMark(ctx context.Context) (int64, error) {
+func (d *pool) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (int64, error) {
 	return read(ctx, d.Driver, func(r *runner) (int64, error) { return r.changeMark(ctx) })
 }
 
@@ -299,6 +299,6 @@ func (d *pool) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams)
 }
 
 // CursorList implements driver.Executor.
-func (d *pool) CursorList(ctx context.Context) ([]*driver.CursorRow, error) {
+func (d *pool) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*driver.CursorRow, error) {
 	return read(ctx, d.Driver, func(r *runner) ([]*driver.CursorRow, error) { return r.cursorList(ctx) })
 }

@@ -57,7 +57,7 @@ func TestContention(t *testing.T) {
 					if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}}); err != nil {
 						return err
 					}
-					return tx.Notify(ctx, driver.TopicJobAvailable, "contention")
+					return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: "contention"})
 				})
 				if err != nil {
 					report("enqueue", err)

@@ -58,10 +58,10 @@ func TestReadOnlyDatabase(t *testing.T) {
 	if !strings.Contains(err.Error(), "readonly") && !strings.Contains(err.Error(), "read-only") {
 		t.Logf("error: %v", err)
 	}
-	if _, err := d.Executor().JobGet(ctx, j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("refused job is readable: %v", err)
 	}
-	if _, err := d.Executor().JobGet(ctx, old.ID); err != nil {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: old.ID}); err != nil {
 		t.Fatalf("reads must keep working: %v", err)
 	}
 	if _, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: 1, Now: testBase, LeaseExpiresAt: testBase, Worker: "w"}); err == nil {
@@ -126,15 +126,15 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("%d calls of the batch failed, want only the big one", failed)
 	}
 	t.Logf("transaction rollbacks by SQLite: %d", d.rollbacks.Load()-rollbacks)
-	if _, err := d.Executor().JobGet(ctx, big.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: big.ID}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("the big job was stored: %v", err)
 	}
-	if _, err := d.Executor().JobGet(ctx, small.ID); err != nil {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: small.ID}); err != nil {
 		t.Fatalf("the small job's caller was told it succeeded, but: %v", err)
 	}
 
 	// Reads keep working, and writes resume once there is room.
-	if _, err := d.Executor().JobGet(ctx, old.ID); err != nil {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: old.ID}); err != nil {
 		t.Fatalf("read after disk full: %v", err)
 	}
 	if _, err := d.Executor().JobCountByState(ctx, &driver.JobCountParams{}); err != nil {

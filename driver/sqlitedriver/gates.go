@@ -288,7 +288,7 @@ func (t *txExec) wakeGate(ctx context.Context, g *hoppertype.GateRow, now time.T
 	if err != nil || q == "" {
 		return err
 	}
-	return t.Notify(ctx, driver.TopicJobAvailable, q)
+	return t.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: q})
 }
 
 // observe records transitions in the gates watching their jobs and wakes
@@ -307,27 +307,27 @@ func (t *txExec) observe(ctx context.Context, changes []gateChange) error {
 }
 
 // GateGet returns a gate, as this transaction sees it.
-func (t *txExec) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
+func (t *txExec) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.gateGet(ctx, id)
+	return t.r.gateGet(ctx, params.ID)
 }
 
 // GateWaitList returns a gate's waits, as this transaction sees them.
-func (t *txExec) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
+func (t *txExec) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.gateWaitList(ctx, gateID)
+	return t.r.gateWaitList(ctx, params.GateID)
 }
 
 // GateEdges returns gate graph edges, as this transaction sees them.
-func (t *txExec) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
+func (t *txExec) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.gateEdges(ctx, ids)
+	return t.r.gateEdges(ctx, params.IDs)
 }
 
 // GateInsert stores gates; see driver.Executor.
@@ -336,18 +336,18 @@ func (d *pool) GateInsert(ctx context.Context, params *driver.GateInsertParams) 
 }
 
 // GateGet returns a gate; see driver.Executor.
-func (d *pool) GateGet(ctx context.Context, id string) (*hoppertype.GateRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.GateRow, error) { return r.gateGet(ctx, id) })
+func (d *pool) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.GateRow, error) { return r.gateGet(ctx, params.ID) })
 }
 
 // GateWaitList returns a gate's waits; see driver.Executor.
-func (d *pool) GateWaitList(ctx context.Context, gateID string) ([]*hoppertype.GateWait, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.GateWait, error) { return r.gateWaitList(ctx, gateID) })
+func (d *pool) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.GateWait, error) { return r.gateWaitList(ctx, params.GateID) })
 }
 
 // GateEdges returns gate graph edges; see driver.Executor.
-func (d *pool) GateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
-	return read(ctx, d.Driver, func(r *runner) (map[string][]string, error) { return r.gateEdges(ctx, ids) })
+func (d *pool) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
+	return read(ctx, d.Driver, func(r *runner) (map[string][]string, error) { return r.gateEdges(ctx, params.IDs) })
 }
 
 // GateObserve records the jobs' states in the gates watching them.

@@ -140,7 +140,7 @@ func (d *Driver) JobInsertManyTx(ctx context.Context, tx any, params *driver.Job
 // JobGetTx reads a job through tx, a *sql.Tx JobInsertManyTx takes: it
 // sees the jobs tx inserted. A missing job is hoppertype.ErrNotFound; any
 // other tx type is an error wrapping driver.ErrTxType.
-func (d *Driver) JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.JobRow, error) {
+func (d *Driver) JobGetTx(ctx context.Context, tx any, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
 	stx, ok := tx.(*sql.Tx)
 	if !ok || stx == nil {
 		return nil, fmt.Errorf("sqlitedriver: JobGetTx needs a *sql.Tx, got %T: %w", tx, driver.ErrTxType)
@@ -149,7 +149,7 @@ func (d *Driver) JobGetTx(ctx context.Context, tx any, id string) (*hoppertype.J
 		return nil, driver.ErrClosed
 	}
 	r := &runner{q: stx, d: d}
-	return r.jobGet(ctx, id)
+	return r.jobGet(ctx, params.ID)
 }
 
 // jobGet returns one job.

@@ -40,14 +40,14 @@ func TestNotifyAcrossDriversOnOneFile(t *testing.T) {
 	}
 	defer sub.Close()
 
-	if err := d1.Executor().Notify(ctx, "topic", "direct"); err != nil {
+	if err := d1.Executor().Notify(ctx, &driver.NotifyParams{Topic: "topic", Payload: "direct"}); err != nil {
 		t.Fatal(err)
 	}
 	if p := receive(t, sub, "Notify on the other Driver"); p != "direct" {
 		t.Fatalf("got %q", p)
 	}
 	if err := d1.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		return tx.Notify(ctx, "topic", "in-tx")
+		return tx.Notify(ctx, &driver.NotifyParams{Topic: "topic", Payload: "in-tx"})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestNotifyAcrossDriversOnOneFile(t *testing.T) {
 
 	// Closing one Driver leaves the other's subscriptions alone.
 	d1.Close()
-	if err := d2.Executor().Notify(ctx, "topic", "still here"); err != nil {
+	if err := d2.Executor().Notify(ctx, &driver.NotifyParams{Topic: "topic", Payload: "still here"}); err != nil {
 		t.Fatal(err)
 	}
 	if p := receive(t, sub, "after the other Driver closed"); p != "still here" {
@@ -96,7 +96,7 @@ func TestDataVersionWakesOnForeignCommit(t *testing.T) {
 	if err := d.Executor().InTx(ctx, func(context.Context, driver.Executor) error { return nil }); err != nil {
 		t.Fatal(err) // the writer has checked data_version after the insert by now
 	}
-	if err := d.Executor().Notify(ctx, driver.TopicJobAvailable, "marker"); err != nil {
+	if err := d.Executor().Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: "marker"}); err != nil {
 		t.Fatal(err)
 	}
 	if p := receive(t, subs[0], "marker"); p != "marker" {

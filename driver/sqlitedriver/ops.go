@@ -85,13 +85,13 @@ func (d *pool) JobInsertMany(ctx context.Context, params *driver.JobInsertManyPa
 }
 
 // JobGet returns one job; see driver.Executor.
-func (d *pool) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.JobRow, error) { return r.jobGet(ctx, id) })
+func (d *pool) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.JobRow, error) { return r.jobGet(ctx, params.ID) })
 }
 
-// JobGetMany returns the jobs that exist among ids; see driver.Executor.
-func (d *pool) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobGetMany(ctx, ids) })
+// JobGetMany returns the jobs that exist among IDs; see driver.Executor.
+func (d *pool) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobGetMany(ctx, params.IDs) })
 }
 
 // JobList lists jobs; see driver.Executor.
@@ -122,8 +122,8 @@ func (d *pool) JobPromote(ctx context.Context, params *driver.JobPromoteParams) 
 
 // JobNextRunAt returns the earliest RunAt of a queue's waiting jobs; see
 // driver.Executor.
-func (d *pool) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
-	return read(ctx, d.Driver, func(r *runner) (time.Time, error) { return r.jobNextRunAt(ctx, queue) })
+func (d *pool) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
+	return read(ctx, d.Driver, func(r *runner) (time.Time, error) { return r.jobNextRunAt(ctx, params.Queue) })
 }
 
 // JobHeartbeat extends held leases; see driver.Executor.
@@ -162,13 +162,13 @@ func (d *pool) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFi
 }
 
 // GroupInsert stores a new group; see driver.Executor.
-func (d *pool) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.GroupInsert(ctx, row) })
+func (d *pool) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.GroupInsert(ctx, params) })
 }
 
 // GroupGet returns a group; see driver.Executor.
-func (d *pool) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.GroupRow, error) { return r.groupGet(ctx, id) })
+func (d *pool) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.GroupRow, error) { return r.groupGet(ctx, params.ID) })
 }
 
 // GroupUpdate changes a group atomically; see driver.Executor. Fold runs on
@@ -205,7 +205,7 @@ func (d *pool) QueueSetPaused(ctx context.Context, params *driver.QueueSetPaused
 }
 
 // QueueList returns the stored queue states; see driver.Executor.
-func (d *pool) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+func (d *pool) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*driver.QueueRow, error) {
 	return read(ctx, d.Driver, func(r *runner) ([]*driver.QueueRow, error) { return r.queueList(ctx) })
 }
 
@@ -215,13 +215,13 @@ func (d *pool) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*ho
 }
 
 // RunLoad returns a run and its history; see driver.Executor.
-func (d *pool) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
-	return driver.RunLoadSeq(ctx, d, id)
+func (d *pool) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, d, params)
 }
 
 // RunEventAppendMany makes several appends in one transaction; see
 // driver.Executor.
-func (d *pool) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+func (d *pool) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	return driver.RunEventAppendManyTx(ctx, d, params)
 }
 
@@ -231,13 +231,13 @@ func (d *pool) RunStart(ctx context.Context, params *driver.RunStartParams) (boo
 }
 
 // RunInsert stores a new run row; see driver.Executor.
-func (d *pool) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunInsert(ctx, row) })
+func (d *pool) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunInsert(ctx, params) })
 }
 
 // RunGet returns a workflow run; see driver.Executor.
-func (d *pool) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.RunRow, error) { return r.runGet(ctx, id) })
+func (d *pool) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.RunRow, error) { return r.runGet(ctx, params.ID) })
 }
 
 // RunList lists workflow runs, newest first; see driver.Executor.
@@ -262,13 +262,13 @@ func (d *pool) RunEventList(ctx context.Context, params *driver.RunEventListPara
 }
 
 // HookInsert stores a waiting hook; see driver.Executor.
-func (d *pool) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.HookInsert(ctx, row) })
+func (d *pool) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.HookInsert(ctx, params) })
 }
 
 // HookGet returns a hook by token; see driver.Executor.
-func (d *pool) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.HookRow, error) { return r.hookGet(ctx, token) })
+func (d *pool) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
+	return read(ctx, d.Driver, func(r *runner) (*hoppertype.HookRow, error) { return r.hookGet(ctx, params.Token) })
 }
 
 // HookResume delivers a payload to a waiting hook; see driver.Executor.
@@ -277,8 +277,8 @@ func (d *pool) HookResume(ctx context.Context, params *driver.HookResumeParams) 
 }
 
 // HookListByRun returns a run's hooks; see driver.Executor.
-func (d *pool) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.HookRow, error) { return r.hookListByRun(ctx, runID) })
+func (d *pool) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.HookRow, error) { return r.hookListByRun(ctx, params.RunID) })
 }
 
 // StreamAppend appends chunks to a run's stream; see driver.Executor.
@@ -319,19 +319,19 @@ func (t *txExec) JobInsertMany(ctx context.Context, params *driver.JobInsertMany
 }
 
 // JobGet returns one job, as this transaction sees it.
-func (t *txExec) JobGet(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+func (t *txExec) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.jobGet(ctx, id)
+	return t.r.jobGet(ctx, params.ID)
 }
 
-// JobGetMany returns the jobs that exist among ids, in their order.
-func (t *txExec) JobGetMany(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+// JobGetMany returns the jobs that exist among IDs, in their order.
+func (t *txExec) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.jobGetMany(ctx, ids)
+	return t.r.jobGetMany(ctx, params.IDs)
 }
 
 // JobList lists jobs.
@@ -373,11 +373,11 @@ func (t *txExec) JobPromote(ctx context.Context, params *driver.JobPromoteParams
 }
 
 // JobNextRunAt returns the earliest RunAt of a queue's waiting jobs.
-func (t *txExec) JobNextRunAt(ctx context.Context, queue string) (time.Time, error) {
+func (t *txExec) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
 	if err := t.check(ctx); err != nil {
 		return time.Time{}, err
 	}
-	return t.r.jobNextRunAt(ctx, queue)
+	return t.r.jobNextRunAt(ctx, params.Queue)
 }
 
 // JobHeartbeat extends held leases.
@@ -480,19 +480,19 @@ func (t *txExec) JobDeleteFinished(ctx context.Context, params *driver.JobDelete
 }
 
 // GroupInsert stores a new group.
-func (t *txExec) GroupInsert(ctx context.Context, row *hoppertype.GroupRow) error {
+func (t *txExec) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
 	if err := t.check(ctx); err != nil {
 		return err
 	}
-	return t.r.groupInsert(ctx, row)
+	return t.r.groupInsert(ctx, params.Row)
 }
 
 // GroupGet returns a group, as this transaction sees it.
-func (t *txExec) GroupGet(ctx context.Context, id string) (*hoppertype.GroupRow, error) {
+func (t *txExec) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.groupGet(ctx, id)
+	return t.r.groupGet(ctx, params.ID)
 }
 
 // GroupUpdate changes a group; Fold runs here, under the write lock.
@@ -544,7 +544,7 @@ func (t *txExec) QueueSetPaused(ctx context.Context, params *driver.QueueSetPaus
 }
 
 // QueueList returns the stored queue states.
-func (t *txExec) QueueList(ctx context.Context) ([]*driver.QueueRow, error) {
+func (t *txExec) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*driver.QueueRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -560,13 +560,13 @@ func (t *txExec) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 }
 
 // RunLoad returns a run and its history; see driver.Executor.
-func (t *txExec) RunLoad(ctx context.Context, id string) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
-	return driver.RunLoadSeq(ctx, t, id)
+func (t *txExec) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, t, params)
 }
 
 // RunEventAppendMany makes several appends in the transaction; see
 // driver.Executor.
-func (t *txExec) RunEventAppendMany(ctx context.Context, params []*driver.RunEventAppendParams) ([]error, error) {
+func (t *txExec) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	return driver.RunEventAppendManyTx(ctx, t, params)
 }
 
@@ -576,19 +576,19 @@ func (t *txExec) RunStart(ctx context.Context, params *driver.RunStartParams) (b
 }
 
 // RunInsert stores a new run row in the transaction.
-func (t *txExec) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
+func (t *txExec) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
 	if err := t.check(ctx); err != nil {
 		return err
 	}
-	return t.r.runInsert(ctx, row)
+	return t.r.runInsert(ctx, params.Row)
 }
 
 // RunGet returns a workflow run, as this transaction sees it.
-func (t *txExec) RunGet(ctx context.Context, id string) (*hoppertype.RunRow, error) {
+func (t *txExec) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.runGet(ctx, id)
+	return t.r.runGet(ctx, params.ID)
 }
 
 // RunList lists workflow runs.
@@ -629,19 +629,19 @@ func (t *txExec) RunEventList(ctx context.Context, params *driver.RunEventListPa
 }
 
 // HookInsert stores a waiting hook.
-func (t *txExec) HookInsert(ctx context.Context, row *hoppertype.HookRow) error {
+func (t *txExec) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
 	if err := t.check(ctx); err != nil {
 		return err
 	}
-	return t.r.hookInsert(ctx, row)
+	return t.r.hookInsert(ctx, params.Row)
 }
 
 // HookGet returns a hook, as this transaction sees it.
-func (t *txExec) HookGet(ctx context.Context, token string) (*hoppertype.HookRow, error) {
+func (t *txExec) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.hookGet(ctx, token)
+	return t.r.hookGet(ctx, params.Token)
 }
 
 // HookResume delivers a payload to a waiting hook.
@@ -653,11 +653,11 @@ func (t *txExec) HookResume(ctx context.Context, params *driver.HookResumeParams
 }
 
 // HookListByRun returns a run's hooks, as this transaction sees them.
-func (t *txExec) HookListByRun(ctx context.Context, runID string) ([]*hoppertype.HookRow, error) {
+func (t *txExec) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.hookListByRun(ctx, runID)
+	return t.r.hookListByRun(ctx, params.RunID)
 }
 
 // StreamAppend appends chunks to a run's stream.

@@ -180,7 +180,7 @@ func (t *txExec) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleS
 }
 
 // ScheduleList returns the stored schedules.
-func (t *txExec) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+func (t *txExec) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -188,11 +188,11 @@ func (t *txExec) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error
 }
 
 // ScheduleDelete removes a schedule's stored row.
-func (t *txExec) ScheduleDelete(ctx context.Context, name string) (bool, error) {
+func (t *txExec) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
 	if err := t.check(ctx); err != nil {
 		return false, err
 	}
-	return t.r.scheduleDelete(ctx, name)
+	return t.r.scheduleDelete(ctx, params.Name)
 }
 
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
@@ -218,11 +218,11 @@ func (d *pool) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSet
 }
 
 // ScheduleList returns the stored schedules; see driver.Executor.
-func (d *pool) ScheduleList(ctx context.Context) ([]*driver.ScheduleRow, error) {
+func (d *pool) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
 	return read(ctx, d.Driver, func(r *runner) ([]*driver.ScheduleRow, error) { return r.scheduleList(ctx) })
 }
 
 // ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (d *pool) ScheduleDelete(ctx context.Context, name string) (bool, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleDelete(ctx, name) })
+func (d *pool) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
+	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleDelete(ctx, params) })
 }

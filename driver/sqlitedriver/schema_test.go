@@ -89,7 +89,7 @@ func TestNoMigrateOnEmptyFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "version 0") || !strings.Contains(err.Error(), "Migrate") {
 		t.Fatalf("insert on an unmigrated database: %v; want a clear schema error", err)
 	}
-	if _, err := d.Executor().JobGet(ctx, "x"); err == nil || !strings.Contains(err.Error(), "version 0") {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: "x"}); err == nil || !strings.Contains(err.Error(), "version 0") {
 		t.Fatalf("read on an unmigrated database: %v; want a clear schema error", err)
 	}
 	if err := d.Migrate(ctx); err != nil {
@@ -211,7 +211,7 @@ func TestClosedDriver(t *testing.T) {
 	d := openTemp(t, nil)
 	d.Close()
 	ctx := context.Background()
-	if _, err := d.Executor().JobGet(ctx, "x"); !errors.Is(err, driver.ErrClosed) {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: "x"}); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("JobGet after Close: %v", err)
 	}
 	if err := d.Executor().InTx(ctx, func(context.Context, driver.Executor) error { return nil }); !errors.Is(err, driver.ErrClosed) {
@@ -309,7 +309,7 @@ func TestMigrateScheduleFirstSeen(t *testing.T) {
 	migrations = saved
 
 	d = openAt(t, path, nil)
-	rows, err := d.Executor().ScheduleList(context.Background())
+	rows, err := d.Executor().ScheduleList(context.Background(), &driver.ScheduleListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

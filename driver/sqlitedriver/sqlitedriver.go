@@ -554,16 +554,16 @@ func (d *Driver) Listen(ctx context.Context, topic string) (driver.Subscription,
 	return d.hub.subscribe(ctx, d, topic)
 }
 
-// Notify publishes payload on topic at once to the subscribers of every
+// Notify publishes Payload on Topic at once to the subscribers of every
 // Driver open on this file in this process.
-func (d *pool) Notify(ctx context.Context, topic, payload string) error {
+func (d *pool) Notify(ctx context.Context, params *driver.NotifyParams) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if d.closed.Load() {
 		return driver.ErrClosed
 	}
-	d.hub.publish([]note{{topic: topic, payload: payload}})
+	d.hub.publish([]note{{topic: params.Topic, payload: params.Payload}})
 	return nil
 }
 

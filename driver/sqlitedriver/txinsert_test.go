@@ -42,11 +42,11 @@ func TestTransactionalEnqueueWithDriverDB(t *testing.T) {
 		return j
 	}
 	rolledBack := enqueue(false)
-	if _, err := d.Executor().JobGet(ctx, rolledBack.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: rolledBack.ID}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("job of a rolled-back transaction: %v", err)
 	}
 	committed := enqueue(true)
-	got, err := d.Executor().JobGet(ctx, committed.ID)
+	got, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: committed.ID})
 	if err != nil || got.State != hoppertype.JobStatePending {
 		t.Fatalf("job of a committed transaction: %v, %v", got, err)
 	}
@@ -79,10 +79,10 @@ func TestTransactionalEnqueueWithOwnDB(t *testing.T) {
 		t.Fatalf("unique keys through a caller's transaction: %+v, %v", res, err)
 	}
 	// JobGetTx reads through the transaction: its own job, not others'.
-	if got, err := d.JobGetTx(ctx, tx, a.ID); err != nil || got.ID != a.ID {
+	if got, err := d.JobGetTx(ctx, tx, &driver.JobGetParams{ID: a.ID}); err != nil || got.ID != a.ID {
 		t.Fatalf("JobGetTx of the transaction's own job: %+v, %v", got, err)
 	}
-	if _, err := d.JobGetTx(ctx, tx, "missing"); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.JobGetTx(ctx, tx, &driver.JobGetParams{ID: "missing"}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("JobGetTx of a missing job: %v", err)
 	}
 	// A duplicate id fails that call only; the transaction stays usable.
@@ -93,7 +93,7 @@ func TestTransactionalEnqueueWithOwnDB(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Executor().JobGet(ctx, a.ID); err != nil {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: a.ID}); err != nil {
 		t.Fatalf("committed job: %v", err)
 	}
 	if n := countJobs(t, d); n != 1 {
@@ -111,7 +111,7 @@ func TestTransactionalEnqueueWithOwnDB(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Executor().JobGet(ctx, c.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: c.ID}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("job of a rolled-back transaction: %v", err)
 	}
 }
@@ -124,7 +124,7 @@ func TestTransactionalEnqueueWrongTxType(t *testing.T) {
 		if _, err := d.JobInsertManyTx(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q")}}); !errors.Is(err, driver.ErrTxType) {
 			t.Errorf("JobInsertManyTx(%T): %v, want ErrTxType", tx, err)
 		}
-		if _, err := d.JobGetTx(ctx, tx, "x"); !errors.Is(err, driver.ErrTxType) {
+		if _, err := d.JobGetTx(ctx, tx, &driver.JobGetParams{ID: "x"}); !errors.Is(err, driver.ErrTxType) {
 			t.Errorf("JobGetTx(%T): %v, want ErrTxType", tx, err)
 		}
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // WorkerUpsert stores or refreshes a worker's row.
-func (t *txExec) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
+func (t *txExec) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
+	row := params.Row
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -23,12 +24,12 @@ func (t *txExec) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error 
 	return nil
 }
 
-// WorkerList returns the workers seen at or after seenAfter.
-func (t *txExec) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
+// WorkerList returns the workers seen at or after SeenAfter.
+func (t *txExec) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
-	return t.r.workerList(ctx, seenAfter)
+	return t.r.workerList(ctx, params.SeenAfter)
 }
 
 func (r *runner) workerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
@@ -67,13 +68,13 @@ func (t *txExec) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParams)
 }
 
 // WorkerUpsert stores or refreshes a worker's row; see driver.Executor.
-func (d *pool) WorkerUpsert(ctx context.Context, row *driver.WorkerRow) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.WorkerUpsert(ctx, row) })
+func (d *pool) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
+	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.WorkerUpsert(ctx, params) })
 }
 
 // WorkerList returns the workers seen lately; see driver.Executor.
-func (d *pool) WorkerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*driver.WorkerRow, error) { return r.workerList(ctx, seenAfter) })
+func (d *pool) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*driver.WorkerRow, error) { return r.workerList(ctx, params.SeenAfter) })
 }
 
 // WorkerDelete removes workers; see driver.Executor.

@@ -26,7 +26,7 @@ func claimRun(t *testing.T, d *Driver, queue string) (string, int64) {
 		if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}}); err != nil {
 			return err
 		}
-		return tx.RunInsert(ctx, &hoppertype.RunRow{ID: j.ID, Workflow: "wf", Status: hoppertype.RunPending, CreatedAt: testBase})
+		return tx.RunInsert(ctx, &driver.RunInsertParams{Row: &hoppertype.RunRow{ID: j.ID, Workflow: "wf", Status: hoppertype.RunPending, CreatedAt: testBase}})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestRunEventAppendDuplicateWritesNothing(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if _, err := d.Executor().JobGet(ctx, j.ID); err != nil {
+		if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID}); err != nil {
 			t.Errorf("%s: the transaction's other write was lost: %v", name, err)
 		}
 	}
@@ -325,7 +325,7 @@ func TestJobWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	insert(t, d.Executor(), sched, retrying, pending, succeeded, stuck)
-	before, _ := d.Executor().JobGetMany(ctx, []string{running.ID, pending.ID, succeeded.ID, stuck.ID})
+	before, _ := d.Executor().JobGetMany(ctx, &driver.JobGetManyParams{IDs: []string{running.ID, pending.ID, succeeded.ID, stuck.ID}})
 
 	now := testBase.Add(time.Minute + 1500*time.Nanosecond)
 	ids := []string{retrying.ID, "missing", running.ID, pending.ID, sched.ID, succeeded.ID, stuck.ID, retrying.ID}
@@ -340,12 +340,12 @@ func TestJobWake(t *testing.T) {
 		if j.State != hoppertype.JobStatePending || !j.RunAt.Equal(now.Truncate(time.Microsecond)) {
 			t.Errorf("woken job %s: state %s run at %v", j.ID, j.State, j.RunAt)
 		}
-		stored, err := d.Executor().JobGet(ctx, j.ID)
+		stored, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 		if err != nil || stored.State != hoppertype.JobStatePending || !stored.RunAt.Equal(j.RunAt) {
 			t.Errorf("stored woken job %s: %+v, %v", j.ID, stored, err)
 		}
 	}
-	after, _ := d.Executor().JobGetMany(ctx, []string{running.ID, pending.ID, succeeded.ID, stuck.ID})
+	after, _ := d.Executor().JobGetMany(ctx, &driver.JobGetManyParams{IDs: []string{running.ID, pending.ID, succeeded.ID, stuck.ID}})
 	for i := range before {
 		if before[i].State != after[i].State || !before[i].RunAt.Equal(after[i].RunAt) {
 			t.Errorf("job %s in state %s changed: %+v", before[i].ID, before[i].State, after[i])
@@ -370,18 +370,18 @@ func TestRunInsertGetUpdate(t *testing.T) {
 	ctx := context.Background()
 	row := &hoppertype.RunRow{ID: "r1", Workflow: "wf", Status: hoppertype.RunPending, ParentID: "p",
 		CodeVersion: "v3", CreatedAt: testBase.Add(1500 * time.Nanosecond)}
-	if err := d.Executor().RunInsert(ctx, row); err != nil {
+	if err := d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: row}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Executor().RunInsert(ctx, row); !errors.Is(err, hoppertype.ErrDuplicateID) {
+	if err := d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: row}); !errors.Is(err, hoppertype.ErrDuplicateID) {
 		t.Fatalf("second insert: %v", err)
 	}
-	got, err := d.Executor().RunGet(ctx, "r1")
+	got, err := d.Executor().RunGet(ctx, &driver.RunGetParams{ID: "r1"})
 	if err != nil || got.Workflow != "wf" || got.Status != hoppertype.RunPending || got.ParentID != "p" || got.CodeVersion != "v3" ||
 		!got.CreatedAt.Equal(testBase.Add(time.Microsecond)) || !got.UpdatedAt.IsZero() || !got.EndedAt.IsZero() || got.Error != nil {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
-	if _, err := d.Executor().RunGet(ctx, "nope"); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().RunGet(ctx, &driver.RunGetParams{ID: "nope"}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
 	if _, err := d.Executor().RunUpdate(ctx, &driver.RunUpdateParams{ID: "nope", Status: hoppertype.RunRunning, Now: testBase}); !errors.Is(err, hoppertype.ErrNotFound) {
@@ -413,11 +413,11 @@ func TestRunInsertGetUpdate(t *testing.T) {
 	if err != nil || got.Error == nil || got.Error.Message != "boom" || !got.EndedAt.Equal(t2) || got.Status != hoppertype.RunCompensating {
 		t.Fatalf("update keeping error and end: %+v, %v", got, err)
 	}
-	if stored, err := d.Executor().RunGet(ctx, "r1"); err != nil || stored.Status != hoppertype.RunCompensating || stored.Error.Message != "boom" {
+	if stored, err := d.Executor().RunGet(ctx, &driver.RunGetParams{ID: "r1"}); err != nil || stored.Status != hoppertype.RunCompensating || stored.Error.Message != "boom" {
 		t.Fatalf("stored: %+v, %v", stored, err)
 	}
 	// A run without a parent stores none.
-	if err := d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: "r2", Workflow: "wf", Status: hoppertype.RunPending, CreatedAt: testBase}); err != nil {
+	if err := d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: &hoppertype.RunRow{ID: "r2", Workflow: "wf", Status: hoppertype.RunPending, CreatedAt: testBase}}); err != nil {
 		t.Fatal(err)
 	}
 	var parent sql.NullString
@@ -437,7 +437,7 @@ func TestRunList(t *testing.T) {
 		if i%4 == 0 {
 			row.ParentID = "parent"
 		}
-		if err := d.Executor().RunInsert(ctx, row); err != nil {
+		if err := d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: row}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -488,24 +488,24 @@ func TestHooks(t *testing.T) {
 			created = testBase.Add(-time.Second)
 		}
 		h := &hoppertype.HookRow{Token: tok, RunID: "run", Name: "approve", State: hoppertype.HookWaiting, CreatedAt: created}
-		if err := d.Executor().HookInsert(ctx, h); err != nil {
+		if err := d.Executor().HookInsert(ctx, &driver.HookInsertParams{Row: h}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: "t-a", RunID: "other", CreatedAt: testBase}); !errors.Is(err, hoppertype.ErrDuplicateID) {
+	if err := d.Executor().HookInsert(ctx, &driver.HookInsertParams{Row: &hoppertype.HookRow{Token: "t-a", RunID: "other", CreatedAt: testBase}}); !errors.Is(err, hoppertype.ErrDuplicateID) {
 		t.Fatalf("duplicate token: %v", err)
 	}
-	if err := d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: "t-other", RunID: "other", CreatedAt: testBase}); err != nil {
+	if err := d.Executor().HookInsert(ctx, &driver.HookInsertParams{Row: &hoppertype.HookRow{Token: "t-other", RunID: "other", CreatedAt: testBase}}); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := d.Executor().HookGet(ctx, "t-other"); err != nil || h.State != hoppertype.HookWaiting || h.Payload != nil || !h.ResumedAt.IsZero() {
+	if h, err := d.Executor().HookGet(ctx, &driver.HookGetParams{Token: "t-other"}); err != nil || h.State != hoppertype.HookWaiting || h.Payload != nil || !h.ResumedAt.IsZero() {
 		t.Fatalf("hook inserted without a state: %+v, %v", h, err)
 	}
-	list, err := d.Executor().HookListByRun(ctx, "run")
+	list, err := d.Executor().HookListByRun(ctx, &driver.HookListByRunParams{RunID: "run"})
 	if err != nil || len(list) != 3 || list[0].Token != "t-c" || list[1].Token != "t-a" || list[2].Token != "t-b" {
 		t.Fatalf("list: %v, %v", list, err)
 	}
-	if _, err := d.Executor().HookGet(ctx, "nope"); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().HookGet(ctx, &driver.HookGetParams{Token: "nope"}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
 	if _, err := d.Executor().HookResume(ctx, &driver.HookResumeParams{Token: "nope", Now: testBase}); !errors.Is(err, hoppertype.ErrNotFound) {
@@ -521,10 +521,10 @@ func TestHooks(t *testing.T) {
 	if !errors.Is(err, hoppertype.ErrStateConflict) || again == nil || string(again.Payload) != `{"ok":true}` || !again.ResumedAt.Equal(now) {
 		t.Fatalf("second resume: %+v, %v", again, err)
 	}
-	if got, err := d.Executor().HookGet(ctx, "t-a"); err != nil || string(got.Payload) != `{"ok":true}` || got.State != hoppertype.HookResumed {
+	if got, err := d.Executor().HookGet(ctx, &driver.HookGetParams{Token: "t-a"}); err != nil || string(got.Payload) != `{"ok":true}` || got.State != hoppertype.HookResumed {
 		t.Fatalf("stored: %+v, %v", got, err)
 	}
-	if list, err := d.Executor().HookListByRun(ctx, "none"); err != nil || list == nil || len(list) != 0 {
+	if list, err := d.Executor().HookListByRun(ctx, &driver.HookListByRunParams{RunID: "none"}); err != nil || list == nil || len(list) != 0 {
 		t.Fatalf("hooks of an unknown run: %#v, %v", list, err)
 	}
 }
@@ -562,7 +562,7 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		for k := range 2 {
-			if err := d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: fmt.Sprint(run, "-", k), RunID: run, CreatedAt: testBase}); err != nil {
+			if err := d.Executor().HookInsert(ctx, &driver.HookInsertParams{Row: &hoppertype.HookRow{Token: fmt.Sprint(run, "-", k), RunID: run, CreatedAt: testBase}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -593,7 +593,7 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 		if err != nil || n != 3 {
 			return fmt.Errorf("delete in tx: %d, %v", n, err)
 		}
-		if _, err := tx.RunGet(ctx, runs[0]); !errors.Is(err, hoppertype.ErrNotFound) {
+		if _, err := tx.RunGet(ctx, &driver.RunGetParams{ID: runs[0]}); !errors.Is(err, hoppertype.ErrNotFound) {
 			return fmt.Errorf("run after delete in tx: %v", err)
 		}
 		return boom
@@ -626,7 +626,7 @@ func TestJobDeleteFinishedTakesRunRows(t *testing.T) {
 	if got := workflowRows(t, d, runs[2]); got != "1 1 3 2 4" {
 		t.Fatalf("a running run lost rows: %s", got)
 	}
-	if _, err := d.Executor().JobGet(ctx, plain.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: plain.ID}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("plain job: %v", err)
 	}
 }
@@ -686,7 +686,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		if len(applied) != latestVersion() || applied[0] != 1 || applied[1] != 2 {
 			t.Fatalf("applied migrations %v", applied)
 		}
-		if j, err := d.Executor().JobGet(ctx, oldJob); err != nil || j.Queue != "v1" {
+		if j, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: oldJob}); err != nil || j.Queue != "v1" {
 			t.Fatalf("the version-1 job: %+v, %v", j, err)
 		}
 		// The upgraded database works for workflows, prepared statements
@@ -695,13 +695,13 @@ func TestMigrateFromVersion1(t *testing.T) {
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: %v, %v", claimed, err)
 		}
-		if err := d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: oldJob, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}); err != nil {
+		if err := d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: &hoppertype.RunRow{ID: oldJob, Workflow: "wf", Status: hoppertype.RunRunning, CreatedAt: testBase}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: oldJob, LeaseToken: claimed[0].LeaseToken, Events: events(oldJob, 1, 1, 3)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Executor().HookInsert(ctx, &hoppertype.HookRow{Token: "tok", RunID: oldJob, CreatedAt: testBase}); err != nil {
+		if err := d.Executor().HookInsert(ctx, &driver.HookInsertParams{Row: &hoppertype.HookRow{Token: "tok", RunID: oldJob, CreatedAt: testBase}}); err != nil {
 			t.Fatal(err)
 		}
 		if cs, err := d.Executor().StreamAppend(ctx, &driver.StreamAppendParams{RunID: oldJob, Chunks: [][]byte{{1}}, Now: testBase}); err != nil || cs[0].Offset != 0 {
@@ -727,11 +727,11 @@ func TestMigrateFromVersion1(t *testing.T) {
 		if stored, _, err := d.SchemaVersion(ctx); err != nil || stored != 1 {
 			t.Fatalf("version before migrating: %d, %v", stored, err)
 		}
-		err := d.Executor().RunInsert(ctx, &hoppertype.RunRow{ID: "x", Workflow: "wf", CreatedAt: testBase})
+		err := d.Executor().RunInsert(ctx, &driver.RunInsertParams{Row: &hoppertype.RunRow{ID: "x", Workflow: "wf", CreatedAt: testBase}})
 		if err == nil || !strings.Contains(err.Error(), "version 1") {
 			t.Fatalf("workflow write on a version-1 database: %v", err)
 		}
-		if _, err := d.Executor().RunGet(ctx, "x"); err == nil || !strings.Contains(err.Error(), "version 1") {
+		if _, err := d.Executor().RunGet(ctx, &driver.RunGetParams{ID: "x"}); err == nil || !strings.Contains(err.Error(), "version 1") {
 			t.Fatalf("workflow read on a version-1 database: %v", err)
 		}
 		if err := d.Migrate(ctx); err != nil {

@@ -556,10 +556,10 @@ func (t *txExec) InTx(ctx context.Context, fn func(ctx context.Context, tx drive
 
 // Notify buffers a notification; it is delivered after the transaction
 // commits, and dropped if the scope it was made in rolls back.
-func (t *txExec) Notify(ctx context.Context, topic, payload string) error {
+func (t *txExec) Notify(ctx context.Context, params *driver.NotifyParams) error {
 	if err := t.check(ctx); err != nil {
 		return err
 	}
-	t.notes = append(t.notes, note{topic: topic, payload: payload})
+	t.notes = append(t.notes, note{topic: params.Topic, payload: params.Payload})
 	return nil
 }

@@ -95,7 +95,7 @@ func TestGroupCommitFailedCallRollsBackAlone(t *testing.T) {
 			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}}); err != nil {
 				return err
 			}
-			if err := tx.Notify(ctx, "topic", name); err != nil {
+			if err := tx.Notify(ctx, &driver.NotifyParams{Topic: "topic", Payload: name}); err != nil {
 				return err
 			}
 			if fail {
@@ -128,11 +128,11 @@ func TestGroupCommitFailedCallRollsBackAlone(t *testing.T) {
 		t.Fatalf("three calls took %d transactions, want 1", got)
 	}
 	for _, j := range []*hoppertype.JobRow{a, c} {
-		if _, err := d.Executor().JobGet(ctx, j.ID); err != nil {
+		if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID}); err != nil {
 			t.Errorf("job of a committed call: %v", err)
 		}
 	}
-	if _, err := d.Executor().JobGet(ctx, b.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: b.ID}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Errorf("job of the failed call: %v, want ErrNotFound", err)
 	}
 	var got []string
@@ -166,7 +166,7 @@ func TestWriterPanicIsReraisedInCaller(t *testing.T) {
 			panic("kaboom")
 		})
 	}()
-	if _, err := d.Executor().JobGet(context.Background(), j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(context.Background(), &driver.JobGetParams{ID: j.ID}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("write of a panicking call survived: %v", err)
 	}
 	insert(t, d.Executor(), newJob("q")) // the writer still works
@@ -190,7 +190,7 @@ func TestCancelledCallerWhileQueued(t *testing.T) {
 	}
 	release()
 	insert(t, d.Executor(), newJob("q")) // flushes the writer past the abandoned call
-	if _, err := d.Executor().JobGet(context.Background(), j.ID); !errors.Is(err, hoppertype.ErrNotFound) {
+	if _, err := d.Executor().JobGet(context.Background(), &driver.JobGetParams{ID: j.ID}); !errors.Is(err, hoppertype.ErrNotFound) {
 		t.Fatalf("an abandoned call was applied: %v", err)
 	}
 }
@@ -217,7 +217,7 @@ func TestTxExecutorUnusableAfterInTx(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kept.JobGet(context.Background(), "x"); !errors.Is(err, errTxDone) {
+	if _, err := kept.JobGet(context.Background(), &driver.JobGetParams{ID: "x"}); !errors.Is(err, errTxDone) {
 		t.Fatalf("executor used after InTx: %v", err)
 	}
 }

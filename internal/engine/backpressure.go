@@ -57,7 +57,7 @@ func (p *producer) accepted(rows []*hoppertype.JobRow, now time.Time) []*hoppert
 			// Announce the queue with the last of them, so that other
 			// processes take them now rather than at their next poll.
 			it.effects = func(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow) error {
-				return tx.Notify(ctx, driver.TopicJobAvailable, job.Queue)
+				return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: job.Queue})
 			}
 		}
 		p.s.completer.submit(it)

@@ -370,7 +370,7 @@ func (e *Engine) finishRuns(ctx context.Context, tx driver.Executor, items []fin
 			errs = []error{err}
 		} else {
 			var err error
-			if errs, err = tx.RunEventAppendMany(ctx, appends); err != nil {
+			if errs, err = tx.RunEventAppendMany(ctx, &driver.RunEventAppendManyParams{Events: appends}); err != nil {
 				return err
 			}
 		}
@@ -449,7 +449,7 @@ func notifyIDs(ctx context.Context, tx driver.Executor, topic string, ids []stri
 		if b.Len() == 0 {
 			return nil
 		}
-		err := tx.Notify(ctx, topic, b.String())
+		err := tx.Notify(ctx, &driver.NotifyParams{Topic: topic, Payload: b.String()})
 		b.Reset()
 		return err
 	}
@@ -597,7 +597,7 @@ func (e *Engine) finishMembers(ctx context.Context, tx driver.Executor, gid stri
 		return fmt.Errorf("update group %s: %w", gid, err)
 	}
 	if gr.Settled {
-		if err := tx.Notify(ctx, driver.TopicGroupDone, gid); err != nil {
+		if err := tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicGroupDone, Payload: gid}); err != nil {
 			return err
 		}
 		out[last].settled = []*hoppertype.GroupRow{gr.Group}

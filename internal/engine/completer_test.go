@@ -25,7 +25,7 @@ func bulkFixture(t *testing.T, n int) (*Engine, []*hoppertype.JobRow) {
 	e := newTestEngine(t, d)
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	require.NoError(t, d.GroupInsert(ctx, &hoppertype.GroupRow{ID: "g", Open: n, State: hoppertype.GroupOpen, CreatedAt: now}))
+	require.NoError(t, d.GroupInsert(ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: "g", Open: n, State: hoppertype.GroupOpen, CreatedAt: now}}))
 	var rows []*hoppertype.JobRow
 	for i := range n {
 		id := string(rune('a' + i))
@@ -112,7 +112,7 @@ func TestBulkMembersContributeInOrder(t *testing.T) {
 		require.NoError(t, f.err)
 		require.NotNil(t, f.job)
 	}
-	g, err := e.drv.GroupGet(context.Background(), "g")
+	g, err := e.drv.GroupGet(context.Background(), &driver.GroupGetParams{ID: "g"})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.GroupSettled, g.State)
 	require.Equal(t, 0, g.Open)
@@ -138,7 +138,7 @@ func TestBulkMembersFallBackOnError(t *testing.T) {
 	require.Nil(t, out[1].job, "the member whose fold failed is not recorded")
 	require.Error(t, out[1].err)
 	require.NotNil(t, out[2].job)
-	g, err := e.drv.GroupGet(context.Background(), "g")
+	g, err := e.drv.GroupGet(context.Background(), &driver.GroupGetParams{ID: "g"})
 	require.NoError(t, err)
 	require.Equal(t, 1, g.Open, "one member still open")
 	require.JSONEq(t, `3`, string(g.Value))
@@ -155,7 +155,7 @@ func TestBulkMembersSkipLostLeases(t *testing.T) {
 	out, err := e.finishTx(context.Background(), items)
 	require.NoError(t, err)
 	require.ErrorIs(t, out[1].err, hoppertype.ErrLeaseLost)
-	g, err := e.drv.GroupGet(context.Background(), "g")
+	g, err := e.drv.GroupGet(context.Background(), &driver.GroupGetParams{ID: "g"})
 	require.NoError(t, err)
 	require.Equal(t, 1, g.Open)
 	require.JSONEq(t, `3`, string(g.Value))
@@ -188,9 +188,9 @@ func (t *appendCountingTx) RunEventAppend(ctx context.Context, p *driver.RunEven
 	return t.Executor.RunEventAppend(ctx, p)
 }
 
-func (t *appendCountingTx) RunEventAppendMany(ctx context.Context, p []*driver.RunEventAppendParams) ([]error, error) {
+func (t *appendCountingTx) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	t.d.many++
-	return t.Executor.RunEventAppendMany(ctx, p)
+	return t.Executor.RunEventAppendMany(ctx, params)
 }
 
 // TestFinishRunsTogether: the outcomes of several workflow runs are
@@ -237,7 +237,7 @@ func TestFinishRunsTogether(t *testing.T) {
 
 	require.NoError(t, out[0].err)
 	require.Equal(t, hoppertype.JobStateSucceeded, out[0].job.State)
-	ra, err := d.RunGet(ctx, "ra")
+	ra, err := d.RunGet(ctx, &driver.RunGetParams{ID: "ra"})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunCompleted, ra.Status, "the run's end went with its last record")
 	evs, err := d.RunEventList(ctx, &driver.RunEventListParams{RunID: "ra"})
@@ -246,19 +246,19 @@ func TestFinishRunsTogether(t *testing.T) {
 
 	require.ErrorIs(t, out[1].err, hoppertype.ErrLeaseLost)
 	require.Nil(t, out[1].job)
-	rb, err := d.RunGet(ctx, "rb")
+	rb, err := d.RunGet(ctx, &driver.RunGetParams{ID: "rb"})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunPending, rb.Status, "a lost run writes nothing")
 	evs, err = d.RunEventList(ctx, &driver.RunEventListParams{RunID: "rb"})
 	require.NoError(t, err)
 	require.Empty(t, evs)
-	jb, err := d.JobGet(ctx, "rb")
+	jb, err := d.JobGet(ctx, &driver.JobGetParams{ID: "rb"})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStateRunning, jb.State)
 
 	require.NoError(t, out[2].err)
 	require.Equal(t, hoppertype.JobStateScheduled, out[2].job.State)
-	rc, err := d.RunGet(ctx, "rc")
+	rc, err := d.RunGet(ctx, &driver.RunGetParams{ID: "rc"})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.RunWaiting, rc.Status)
 }

@@ -65,7 +65,7 @@ func (e *Engine) insertGates(ctx context.Context, tx driver.Executor, res []driv
 			if _, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: cycle, Now: e.now()}); err != nil {
 				return err
 			}
-			if err := tx.Notify(ctx, driver.TopicJobAvailable, ""); err != nil {
+			if err := tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable}); err != nil {
 				return err
 			}
 		}
@@ -83,7 +83,7 @@ func gateCycle(ctx context.Context, ex driver.Executor, id string) ([]string, er
 	from := map[string]string{id: ""}
 	frontier := []string{id}
 	for len(frontier) > 0 && len(from) < maxCycleWalk {
-		edges, err := ex.GateEdges(ctx, frontier)
+		edges, err := ex.GateEdges(ctx, &driver.GateEdgesParams{IDs: frontier})
 		if err != nil {
 			return nil, fmt.Errorf("gate %s: cycle check: %w", id, err)
 		}
@@ -114,7 +114,7 @@ func gateCycle(ctx context.Context, ex driver.Executor, id string) ([]string, er
 // insert was in flight is counted by no transition). It returns the gate
 // as it is then.
 func (e *Engine) repairGate(ctx context.Context, id string, g *hoppertype.GateRow) (*hoppertype.GateRow, error) {
-	waits, err := e.drv.GateWaitList(ctx, id)
+	waits, err := e.drv.GateWaitList(ctx, &driver.GateWaitListParams{GateID: id})
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (e *Engine) repairGate(ctx context.Context, id string, g *hoppertype.GateRo
 	if len(open) == 0 {
 		return g, nil
 	}
-	jobs, err := e.drv.JobGetMany(ctx, open)
+	jobs, err := e.drv.JobGetMany(ctx, &driver.JobGetManyParams{IDs: open})
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (e *Engine) repairGate(ctx context.Context, id string, g *hoppertype.GateRo
 	if err := e.drv.GateObserve(ctx, &driver.GateObserveParams{Jobs: seen, Now: e.now()}); err != nil {
 		return nil, err
 	}
-	return e.drv.GateGet(ctx, id)
+	return e.drv.GateGet(ctx, &driver.GateGetParams{ID: id})
 }
 
 // stuckError is what a handler returns to leave its job stuck.
@@ -161,7 +161,7 @@ func (e *stuckError) Error() string {
 func RunGate(ctx context.Context, j *Attempt, in GateInput) error {
 	e := j.e
 	now := e.now()
-	g, err := e.drv.GateGet(ctx, j.row.ID)
+	g, err := e.drv.GateGet(ctx, &driver.GateGetParams{ID: j.row.ID})
 	if errors.Is(err, hoppertype.ErrNotFound) {
 		return hoppertype.Abort(fmt.Errorf("gate %s: no gate is stored for this job", j.row.ID))
 	} else if err != nil {
@@ -198,7 +198,7 @@ func RunGate(ctx context.Context, j *Attempt, in GateInput) error {
 		}
 		return nil
 	case g.Cond.Impossible(g.Total, g.Done, g.Succeeded):
-		waits, err := e.drv.GateWaitList(ctx, j.row.ID)
+		waits, err := e.drv.GateWaitList(ctx, &driver.GateWaitListParams{GateID: j.row.ID})
 		if err != nil {
 			return err
 		}
@@ -231,7 +231,7 @@ func RunGate(ctx context.Context, j *Attempt, in GateInput) error {
 // again here and the gate woken if they now decide it (or, stuck on a
 // failed blocker, if the blocker was redriven).
 func (e *Engine) recheckGate(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow) error {
-	g, err := tx.GateGet(ctx, job.ID)
+	g, err := tx.GateGet(ctx, &driver.GateGetParams{ID: job.ID})
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func (e *Engine) applyGroup(ctx context.Context, tx driver.Executor, job *hopper
 				g.Value = v
 			}
 		}
-		if err := tx.GroupInsert(ctx, g); err != nil {
+		if err := tx.GroupInsert(ctx, &driver.GroupInsertParams{Row: g}); err != nil {
 			return nil, nil, fmt.Errorf("create group %s: %w", job.ID, err)
 		}
 		return inserted, nil, nil
@@ -137,7 +137,7 @@ func (e *Engine) applyGroup(ctx context.Context, tx driver.Executor, job *hopper
 		return nil, nil, fmt.Errorf("update group %s: %w", job.GroupID, err)
 	}
 	if res.Settled {
-		if err := tx.Notify(ctx, driver.TopicGroupDone, job.GroupID); err != nil {
+		if err := tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicGroupDone, Payload: job.GroupID}); err != nil {
 			return nil, nil, err
 		}
 		return inserted, []*hoppertype.GroupRow{res.Group}, nil

@@ -80,7 +80,7 @@ func (w *histWriter) write(ctx context.Context, drv driver.Executor, batch []*hi
 	for i, r := range batch {
 		params[i] = r.p
 	}
-	errs, err := drv.RunEventAppendMany(ctx, params)
+	errs, err := drv.RunEventAppendMany(ctx, &driver.RunEventAppendManyParams{Events: params})
 	if err != nil {
 		// The call applied nothing (a key committed meanwhile, a store
 		// error): each append on its own, for its own outcome.

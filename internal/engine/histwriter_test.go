@@ -37,14 +37,14 @@ func (d *slowManyDriver) RunEventAppend(ctx context.Context, p *driver.RunEventA
 	return nil
 }
 
-func (d *slowManyDriver) RunEventAppendMany(ctx context.Context, ps []*driver.RunEventAppendParams) ([]error, error) {
+func (d *slowManyDriver) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	d.manys.Add(1)
-	d.manyItems.Add(int64(len(ps)))
+	d.manyItems.Add(int64(len(params.Events)))
 	if d.failMany {
 		return nil, errors.New("the store said no")
 	}
-	errs := make([]error, len(ps))
-	for i, p := range ps {
+	errs := make([]error, len(params.Events))
+	for i, p := range params.Events {
 		if p.LeaseToken < 0 {
 			errs[i] = hoppertype.ErrLeaseLost
 		}

@@ -93,9 +93,9 @@ func (e *Engine) duplicateInsert(ctx context.Context, tx any, explicitID bool, r
 	var have *hoppertype.JobRow
 	var err error
 	if tx != nil {
-		have, err = e.base.(driver.TxInserter).JobGetTx(ctx, tx, row.ID)
+		have, err = e.base.(driver.TxInserter).JobGetTx(ctx, tx, &driver.JobGetParams{ID: row.ID})
 	} else {
-		have, err = e.drv.JobGet(ctx, row.ID)
+		have, err = e.drv.JobGet(ctx, &driver.JobGetParams{ID: row.ID})
 	}
 	switch {
 	case err != nil:
@@ -137,7 +137,7 @@ func (e *Engine) notifyAfterInsert(ctx context.Context, res []driver.JobInsertRe
 	ctx, cancel := afterCommit(ctx, e.cfg.PollInterval)
 	defer cancel()
 	for _, q := range queues {
-		if err := e.drv.Notify(ctx, driver.TopicJobAvailable, q+","+e.sender); err != nil {
+		if err := e.drv.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: q + "," + e.sender}); err != nil {
 			e.reportError(fmt.Errorf("announce queue %q: %w", q, err), hoppertype.PhaseQueue)
 			return
 		}
@@ -177,7 +177,7 @@ func pendingQueues(res []driver.JobInsertResult) []string {
 func notifyQueueNames(ctx context.Context, tx driver.Executor, queues []string) error {
 	slices.Sort(queues)
 	for _, q := range slices.Compact(queues) {
-		if err := tx.Notify(ctx, driver.TopicJobAvailable, q); err != nil {
+		if err := tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: q}); err != nil {
 			return err
 		}
 	}

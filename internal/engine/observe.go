@@ -104,7 +104,7 @@ type observedTx struct {
 
 func (d *observedDriver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
 	return d.Executor.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		mark, err := tx.ChangeMark(ctx)
+		mark, err := tx.ChangeMark(ctx, &driver.ChangeMarkParams{})
 		if err != nil {
 			return err
 		}
@@ -226,8 +226,8 @@ func (d *observedDriver) GateObserve(ctx context.Context, p *driver.GateObserveP
 	return d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return tx.GateObserve(ctx, p) })
 }
 
-func (d *observedDriver) RunInsert(ctx context.Context, row *hoppertype.RunRow) error {
-	return d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return tx.RunInsert(ctx, row) })
+func (d *observedDriver) RunInsert(ctx context.Context, p *driver.RunInsertParams) error {
+	return d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return tx.RunInsert(ctx, p) })
 }
 
 func (d *observedDriver) RunStart(ctx context.Context, p *driver.RunStartParams) (bool, error) {
@@ -254,7 +254,7 @@ func (d *observedDriver) RunEventAppend(ctx context.Context, p *driver.RunEventA
 	return d.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { return tx.RunEventAppend(ctx, p) })
 }
 
-func (d *observedDriver) RunEventAppendMany(ctx context.Context, p []*driver.RunEventAppendParams) ([]error, error) {
+func (d *observedDriver) RunEventAppendMany(ctx context.Context, p *driver.RunEventAppendManyParams) ([]error, error) {
 	return inTx(ctx, d, func(ctx context.Context, tx driver.Executor) ([]error, error) { return tx.RunEventAppendMany(ctx, p) })
 }
 

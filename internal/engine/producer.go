@@ -102,7 +102,7 @@ func (p *producer) run() {
 func (p *producer) nextRunAt() time.Time {
 	ctx, cancel := call(p.s.ctx, p.s.e.cfg.PollInterval)
 	defer cancel()
-	at, err := p.s.e.drv.JobNextRunAt(ctx, p.queue)
+	at, err := p.s.e.drv.JobNextRunAt(ctx, &driver.JobNextRunAtParams{Queue: p.queue})
 	if err != nil {
 		return time.Time{}
 	}

@@ -67,7 +67,7 @@ func (e *Engine) wake(ctx context.Context, tx driver.Executor, id string, now ti
 		return err
 	}
 	for _, j := range woken {
-		if err := tx.Notify(ctx, driver.TopicJobAvailable, j.Queue); err != nil {
+		if err := tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: j.Queue}); err != nil {
 			return err
 		}
 	}

@@ -180,7 +180,7 @@ func (e *Engine) ExecuteRun(ctx context.Context, a *Attempt, opts RunOptions, bo
 	row := a.Row()
 	runID := row.ID
 	// One read: the run and its whole history.
-	run, all, err := e.drv.RunLoad(ctx, runID)
+	run, all, err := e.drv.RunLoad(ctx, &driver.RunLoadParams{ID: runID})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
 	}

@@ -493,7 +493,7 @@ func (rt *schedRun) syncStoredOnce(ctx context.Context) []error {
 	defer rt.syncMu.Unlock()
 	e := rt.e
 	lctx, cancel := call(ctx, shortBudget) // the next read comes soon enough
-	rows, err := e.drv.ScheduleList(lctx)
+	rows, err := e.drv.ScheduleList(lctx, &driver.ScheduleListParams{})
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil || rt.ctx.Err() != nil {

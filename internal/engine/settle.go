@@ -77,7 +77,7 @@ func (e *Engine) settled(ctx context.Context, s *session) (Settled, error) {
 	var st Settled
 	now := e.now()
 	paused := map[string]bool{}
-	qs, err := e.drv.QueueList(ctx)
+	qs, err := e.drv.QueueList(ctx, &driver.QueueListParams{})
 	if err != nil {
 		return st, err
 	}
@@ -103,7 +103,7 @@ func (e *Engine) settled(ctx context.Context, s *session) (Settled, error) {
 		}
 	}
 	for q := range served {
-		next, err := e.drv.JobNextRunAt(ctx, q)
+		next, err := e.drv.JobNextRunAt(ctx, &driver.JobNextRunAtParams{Queue: q})
 		if err != nil {
 			return st, err
 		}

@@ -72,9 +72,9 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*hoppertype.JobRow, 
 					return err
 				}
 			}
-			return tx.Notify(ctx, driver.TopicJobDone, row.ID)
+			return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobDone, Payload: row.ID})
 		case hoppertype.JobStateRunning:
-			return tx.Notify(ctx, driver.TopicJobCancel, row.ID)
+			return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobCancel, Payload: row.ID})
 		}
 		return nil
 	})
@@ -145,7 +145,7 @@ func (e *Engine) CancelRun(ctx context.Context, id string) error {
 	)
 	err := e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		settled, endedStuck = nil, false
-		run, err := tx.RunGet(ctx, id)
+		run, err := tx.RunGet(ctx, &driver.RunGetParams{ID: id})
 		if err != nil {
 			return err
 		}
@@ -156,14 +156,14 @@ func (e *Engine) CancelRun(ctx context.Context, id string) error {
 			Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancel requested", At: now}}); err != nil {
 			return err
 		}
-		if job, err = tx.JobGet(ctx, id); err != nil {
+		if job, err = tx.JobGet(ctx, &driver.JobGetParams{ID: id}); err != nil {
 			return err
 		}
 		switch job.State {
 		case hoppertype.JobStateRunning:
 			_, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now})
 			if err == nil {
-				err = tx.Notify(ctx, driver.TopicJobCancel, id)
+				err = tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobCancel, Payload: id})
 			}
 		case hoppertype.JobStateStuck:
 			// Nothing can run it: it ends cancelled now, with what a
@@ -178,7 +178,7 @@ func (e *Engine) CancelRun(ctx context.Context, id string) error {
 				_, settled, err = e.applyGroup(ctx, tx, row, nil)
 			}
 			if err == nil {
-				err = tx.Notify(ctx, driver.TopicJobDone, id)
+				err = tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobDone, Payload: id})
 			}
 			if err == nil {
 				job, endedStuck = row, true

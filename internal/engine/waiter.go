@@ -16,7 +16,7 @@ import (
 func (e *Engine) WaitJob(ctx context.Context, id string) (*hoppertype.JobRow, error) {
 	for {
 		ch, release := e.waiters.watch(waitJob, id)
-		row, err := e.drv.JobGet(ctx, id)
+		row, err := e.drv.JobGet(ctx, &driver.JobGetParams{ID: id})
 		if err != nil {
 			release()
 			return nil, err
@@ -52,7 +52,7 @@ func (e *Engine) WaitGroup(ctx context.Context, id string) (*GroupResult, error)
 		gch, grelease := e.waiters.watch(waitGroup, id)
 		jch, jrelease := e.waiters.watch(waitJob, id)
 		release := func() { grelease(); jrelease() }
-		g, err := e.drv.GroupGet(ctx, id)
+		g, err := e.drv.GroupGet(ctx, &driver.GroupGetParams{ID: id})
 		switch {
 		case err == nil:
 			if g.State == hoppertype.GroupSettled {
@@ -60,7 +60,7 @@ func (e *Engine) WaitGroup(ctx context.Context, id string) (*GroupResult, error)
 				return &GroupResult{ID: id, Value: g.Value, Set: g.ValueSet}, nil
 			}
 		case errors.Is(err, hoppertype.ErrNotFound):
-			row, err := e.drv.JobGet(ctx, id)
+			row, err := e.drv.JobGet(ctx, &driver.JobGetParams{ID: id})
 			if err != nil {
 				release()
 				return nil, err
@@ -68,7 +68,7 @@ func (e *Engine) WaitGroup(ctx context.Context, id string) (*GroupResult, error)
 			if row.State.Terminal() {
 				// The row is created in the same transaction as a fan-out;
 				// look again in case it appeared.
-				if _, gerr := e.drv.GroupGet(ctx, id); gerr == nil {
+				if _, gerr := e.drv.GroupGet(ctx, &driver.GroupGetParams{ID: id}); gerr == nil {
 					release()
 					continue
 				}

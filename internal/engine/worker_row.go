@@ -29,7 +29,7 @@ func (s *session) upsertWorker(ctx context.Context) error {
 	}
 	ctx, cancel := call(ctx, e.cfg.HeartbeatInterval)
 	defer cancel()
-	if err := e.drv.WorkerUpsert(ctx, &driver.WorkerRow{ID: e.worker, StartedAt: s.startedAt, SeenAt: e.now(), Info: b}); err != nil {
+	if err := e.drv.WorkerUpsert(ctx, &driver.WorkerUpsertParams{Row: &driver.WorkerRow{ID: e.worker, StartedAt: s.startedAt, SeenAt: e.now(), Info: b}}); err != nil {
 		return fmt.Errorf("report worker: %w", err)
 	}
 	return nil
