@@ -194,19 +194,27 @@ func (d *deliverer) wait(ctx context.Context, soon bool) (nudged, done bool) {
 func (d *deliverer) lease(ctx context.Context) (bool, error) {
 	e := d.e
 	now := e.now()
+	lapsed := false
 	if d.held.Load() {
-		if now.Sub(d.renewed) < d.ttl/3 {
+		switch {
+		case now.Sub(d.renewed) < d.ttl/3:
+			return true, nil
+		case now.Sub(d.renewed) < d.ttl:
+			// Renew by recording how far delivery got.
+			if err := d.save(d.cur); err != nil {
+				return false, err
+			}
 			return true, nil
 		}
-		// Renew by recording how far delivery got.
-		if err := d.save(d.cur); err != nil {
-			return false, err
-		}
-		return true, nil
+		// The lease ran out under this process (it stalled, or a
+		// virtual clock jumped): take the cursor again as any process
+		// would, rather than fail to renew a lease known to be over.
+		d.held.Store(false)
+		lapsed = true
 	}
 	// Another process delivers: ask again once a poll interval, not on
 	// every commit that nudges this one.
-	if !d.tried.IsZero() && now.Sub(d.tried) < e.cfg.PollInterval {
+	if !lapsed && !d.tried.IsZero() && now.Sub(d.tried) < e.cfg.PollInterval {
 		return false, nil
 	}
 	d.tried = now
@@ -221,9 +229,14 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 		d.held.Store(false)
 		return false, nil
 	}
-	// Whatever this process thought, the stored cursor is where delivery
-	// stands (another process may have moved it while the lease lapsed).
-	d.cur, d.saved, d.renewed = row.At, row.At, now
+	// The stored cursor is where delivery stands (another process may
+	// have moved it while the lease lapsed), unless it is where this
+	// process last saved it: then no one else delivered, and what this
+	// process delivered since stands.
+	if !lapsed || row.At != d.saved {
+		d.cur = row.At
+	}
+	d.saved, d.renewed = row.At, now
 	d.held.Store(true)
 	return true, nil
 }
