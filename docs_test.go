@@ -15,7 +15,7 @@ func TestGettingStartedCompiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```\n").FindAllSubmatch(doc, -1)
-	for _, file := range []string{"examples/welcome/main.go", "examples/welcome/main_test.go"} {
+	for _, file := range []string{"examples/welcome/main.go", "examples/welcome/main_test.go", "examples/welcome/workflow_test.go"} {
 		want, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
