@@ -19,6 +19,10 @@ import (
 // histories of real runs make replay tests that catch a code change that
 // would break the runs in flight.
 type History struct {
+	// Version is the format's version, HistoryVersion when written by
+	// this hopper (0, in files written before it was recorded, reads as
+	// 1). ReadHistoryFile refuses a version it does not know.
+	Version     int             `json:"version"`
 	RunID       string          `json:"run_id"`
 	Workflow    string          `json:"workflow"`
 	CodeVersion string          `json:"code_version,omitempty"`
@@ -27,6 +31,10 @@ type History struct {
 	Input       json.RawMessage `json:"input"`
 	Events      []HistoryEvent  `json:"events"`
 }
+
+// HistoryVersion is the version of the History format this hopper writes
+// and reads. A change that older readers would misread bumps it.
+const HistoryVersion = 1
 
 // HistoryEvent is one event of a History.
 type HistoryEvent struct {
@@ -44,7 +52,7 @@ func (c *Client) RunHistory(ctx context.Context, runID string) (*History, error)
 	if err != nil {
 		return nil, err
 	}
-	h := &History{RunID: runID, Workflow: info.Workflow, CodeVersion: info.CodeVersion, Attempt: max(attempt, 1), Status: info.Status, Input: info.Input}
+	h := &History{Version: HistoryVersion, RunID: runID, Workflow: info.Workflow, CodeVersion: info.CodeVersion, Attempt: max(attempt, 1), Status: info.Status, Input: info.Input}
 	for _, ev := range info.History {
 		he := HistoryEvent{Seq: ev.Seq, Kind: ev.Kind, Name: ev.Name, At: ev.At}
 		if len(ev.Data) > 0 && string(ev.Data) != "{}" {
@@ -64,6 +72,12 @@ func ReadHistoryFile(path string) (*History, error) {
 	var h History
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("hopper: history %s: %w", path, err)
+	}
+	if h.Version > HistoryVersion {
+		return nil, fmt.Errorf("%w: history %s is of format version %d; this hopper reads up to %d (upgrade hopper)", ErrInvalidInput, path, h.Version, HistoryVersion)
+	}
+	if h.Version == 0 {
+		h.Version = 1
 	}
 	return &h, nil
 }
