@@ -89,3 +89,4 @@ func ExampleAutoAdvance() {
 	fmt.Println(h.Result(ctx))
 	// Output: reminded ada <nil>
 }
+

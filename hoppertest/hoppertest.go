@@ -16,6 +16,15 @@
 // A step that fails and retries therefore waits, holding its worker, until
 // the test advances the clock past its backoff (or give the step a policy
 // with Attempts: 1 in such a test).
+//
+// Rather than move the clock by hand, let the harness do it:
+// RunUntilIdle runs everything due and jumps the clock to the next thing
+// due until nothing is left; RunUntilComplete does so until a workflow run
+// ends (a run waiting on a hook is an error naming it); AutoAdvance does
+// it in the background. Work runs one attempt of a job through the engine
+// and reports what it did (state, output, children, heartbeats).
+// RequireEnqueued, RequireNotEnqueued, RequireRunCompleted, RequireHistory
+// and RequireReplay check what jobs and workflows did.
 package hoppertest
 
 import (

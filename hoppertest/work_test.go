@@ -1,0 +1,100 @@
+package hoppertest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertest"
+)
+
+type batchIn struct {
+	Users []string
+	Mode  string
+}
+
+var notify = hopper.Define("notify", func(context.Context, string) (hopper.None, error) { return hopper.None{}, nil }, nil)
+
+// fanout spawns one notify per user, and one more of itself; its Mode
+// decides how the attempt ends.
+var fanout *hopper.Type[batchIn, int]
+
+func init() {
+	fanout = hopper.Define("fanout", func(ctx context.Context, in batchIn) (int, error) {
+		job := hopper.JobFromContext(ctx)
+		if err := job.HeartbeatMessage(ctx, "spawning"); err != nil {
+			return 0, err
+		}
+		first, err := job.Claim(ctx, "fanout:"+job.ID())
+		if err != nil || !first {
+			return 0, errors.New("claimed twice")
+		}
+		for _, u := range in.Users {
+			if err := job.Spawn(notify.Job(u, nil)); err != nil {
+				return 0, err
+			}
+		}
+		if err := job.Spawn(fanout.Job(batchIn{Mode: "ok"}, nil)); err != nil {
+			return 0, err
+		}
+		switch in.Mode {
+		case "fail":
+			return 0, errors.New("mailer down")
+		case "snooze":
+			return 0, hopper.Snooze(time.Hour)
+		case "abort":
+			return 0, hopper.Abort(errors.New("bad batch"))
+		}
+		return len(in.Users), nil
+	}, &hopper.TypeOpts[batchIn]{Retry: hopper.RetryPolicy{Attempts: 3, Base: time.Minute, Max: time.Hour, Jitter: hopper.NoJitter}})
+}
+
+// TestWork: one attempt runs through the engine, and what it did is
+// reported: its output, the children it spawned (not run, not even those
+// of its own type), the heartbeat it recorded; a failure is retried later,
+// a snooze waits, an abort dead-letters, and a failed attempt's children
+// are not stored.
+func TestWork(t *testing.T) {
+	t.Parallel()
+	w := hoppertest.Work(t, fanout, batchIn{Users: []string{"ada", "bob"}}, nil)
+	if w.Job.State != hopper.StateSucceeded || w.Output != 2 {
+		t.Fatalf("state %s, output %d; want succeeded, 2", w.Job.State, w.Output)
+	}
+	if len(w.Spawned) != 3 {
+		t.Fatalf("spawned %d, want 3", len(w.Spawned))
+	}
+	for _, ch := range w.Spawned {
+		if ch.State != hopper.StatePending {
+			t.Fatalf("child %s (%s) is %s: children must not run", ch.ID, ch.Type, ch.State)
+		}
+	}
+	if hb := w.Attempt.Heartbeats; len(hb) != 1 || hb[0].Message != "spawning" {
+		t.Fatalf("heartbeats %+v, want one: spawning", hb)
+	}
+
+	failed := hoppertest.Work(t, fanout, batchIn{Users: []string{"ada"}, Mode: "fail"}, nil)
+	if failed.Job.State != hopper.StateRetrying || failed.Job.Attempt != 1 {
+		t.Fatalf("state %s attempt %d; want retrying after attempt 1", failed.Job.State, failed.Job.Attempt)
+	}
+	if failed.Attempt.Error == nil || failed.Attempt.Error.Message != "mailer down" {
+		t.Fatalf("attempt error %+v, want mailer down", failed.Attempt.Error)
+	}
+	if got := failed.Job.RunAt.Sub(failed.Attempt.StartedAt); got != time.Minute {
+		t.Fatalf("retry due %s after the start, want the policy's minute", got)
+	}
+	if len(failed.Spawned) != 0 {
+		t.Fatalf("a failed attempt stored %d children", len(failed.Spawned))
+	}
+
+	snoozed := hoppertest.Work(t, fanout, batchIn{Mode: "snooze"}, nil)
+	if snoozed.Job.State != hopper.StateScheduled || snoozed.Job.RunAt.Sub(snoozed.Attempt.StartedAt) != time.Hour {
+		t.Fatalf("state %s run at %s; want scheduled an hour on", snoozed.Job.State, snoozed.Job.RunAt)
+	}
+
+	aborted := hoppertest.Work(t, fanout, batchIn{Mode: "abort"}, nil)
+	if aborted.Job.State != hopper.StateDead {
+		t.Fatalf("state %s, want dead", aborted.Job.State)
+	}
+}
