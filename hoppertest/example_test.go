@@ -90,3 +90,27 @@ func ExampleAutoAdvance() {
 	// Output: reminded ada <nil>
 }
 
+
+// An activity runs a stub in a test: register the stub in place of the
+// real type.
+func ExampleStubType() {
+	geocode := hopper.Define("geocode", func(ctx context.Context, address string) (string, error) {
+		return "", errors.New("calls a paid API")
+	}, nil)
+	deliver := hopper.Workflow("deliver", func(wf hopper.WorkflowContext, address string) (string, error) {
+		return hopper.Activity(wf, geocode, address, nil)
+	}, nil)
+	stub := hoppertest.StubType(geocode, func(_ context.Context, address string) (string, error) {
+		return "52.52,13.40", nil
+	})
+	c, clk := exampleClient(deliver, stub)
+	ctx := context.Background()
+	defer c.Stop(ctx)
+
+	run, _ := deliver.Start(ctx, c, "Unter den Linden 1", nil)
+	fmt.Println(hoppertest.RunUntilComplete(ctx, c, clk, run, nil))
+	fmt.Println(stub.Calls())
+	// Output:
+	// 52.52,13.40 <nil>
+	// [Unter den Linden 1]
+}

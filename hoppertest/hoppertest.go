@@ -23,6 +23,8 @@
 // ends (a run waiting on a hook is an error naming it); AutoAdvance does
 // it in the background. Work runs one attempt of a job through the engine
 // and reports what it did (state, output, children, heartbeats).
+// StubType and StubWorkflow stand in for a workflow's activities and
+// children.
 // RequireEnqueued, RequireNotEnqueued, RequireRunCompleted, RequireHistory
 // and RequireReplay check what jobs and workflows did.
 package hoppertest
