@@ -90,7 +90,6 @@ func ExampleAutoAdvance() {
 	// Output: reminded ada <nil>
 }
 
-
 // An activity runs a stub in a test: register the stub in place of the
 // real type.
 func ExampleStubType() {

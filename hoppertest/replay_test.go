@@ -59,7 +59,9 @@ func TestRequireReplay(t *testing.T) {
 	if n := hoppertest.RequireReplay(t, v1, filepath.Join(dir, "*.json")); n != 1 {
 		t.Fatalf("replayed %d histories, want 1", n)
 	}
-	msg := failure(func(tb hoppertest.TB) { hoppertest.RequireReplay(tb, greetWorkflow("say-hi"), filepath.Join(dir, "*.json")) })
+	msg := failure(func(tb hoppertest.TB) {
+		hoppertest.RequireReplay(tb, greetWorkflow("say-hi"), filepath.Join(dir, "*.json"))
+	})
 	if !strings.Contains(msg, "greet.json") || !strings.Contains(msg, "say-hello") {
 		t.Fatalf("want a failure naming the file and the recorded step, got %q", msg)
 	}
