@@ -2,8 +2,12 @@ package hoppertest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hopper-go/hopper"
@@ -112,4 +116,100 @@ func ExampleStubType() {
 	// Output:
 	// 52.52,13.40 <nil>
 	// [Unter den Linden 1]
+}
+
+// printTB stands in for a test's *testing.T in the examples: it prints a
+// failure instead of failing.
+type printTB struct{}
+
+func (printTB) Helper() {}
+func (printTB) Fatalf(format string, args ...any) {
+	fmt.Println("FAIL:", strings.SplitN(fmt.Sprintf(format, args...), ";", 2)[0])
+}
+
+// RequireEnqueued finds the one job of a type matching the options and
+// returns its input; a miss fails the test saying what is there instead.
+func ExampleRequireEnqueued() {
+	welcome := hopper.Define("welcome", func(ctx context.Context, email string) (hopper.None, error) {
+		return hopper.None{}, nil
+	}, nil)
+	c, _ := exampleClient() // welcome is not registered: its jobs stay put
+	ctx := context.Background()
+	defer c.Stop(ctx)
+	_, _ = welcome.Enqueue(ctx, c, "ada@example.com", &hopper.InsertOpts{Queue: "mail"})
+
+	var t hoppertest.TB = printTB{} // in a test, the test's t
+	job := hoppertest.RequireEnqueued(t, c, welcome, &hoppertest.JobOpts[string]{Queue: "mail"})
+	fmt.Println(job.Input)
+	hoppertest.RequireEnqueued(t, c, welcome, &hoppertest.JobOpts[string]{Match: func(email string) bool { return email == "bob@example.com" }})
+	// Output:
+	// ada@example.com
+	// FAIL: hoppertest: no "welcome" job with an input Match accepts was enqueued
+}
+
+// RequireHistory checks that a run recorded these events, in order.
+func ExampleRequireHistory() {
+	greet := hopper.Workflow("greet", func(wf hopper.WorkflowContext, name string) (string, error) {
+		return hopper.Step(wf, "say-hello", func(context.Context) (string, error) { return "hello " + name, nil }, nil)
+	}, nil)
+	c, clk := exampleClient(greet)
+	ctx := context.Background()
+	defer c.Stop(ctx)
+	run, _ := greet.Start(ctx, c, "ada", &hopper.StartOpts{ID: "greet-1"})
+	_, _ = hoppertest.RunUntilComplete(ctx, c, clk, run, nil)
+
+	var t hoppertest.TB = printTB{}
+	hoppertest.RequireHistory(t, c, run.ID(), hoppertest.Event{Kind: "step", Name: "say-hello"})
+	hoppertest.RequireHistory(t, c, run.ID(), hoppertest.Event{Kind: "step", Name: "say-goodbye"})
+	// Output:
+	// FAIL: hoppertest: run greet-1's history lacks step "say-goodbye" (after 0 of 1 wanted events)
+}
+
+// A child workflow runs a stub in a test.
+func ExampleStubWorkflow() {
+	audit := hopper.Workflow("audit", func(wf hopper.WorkflowContext, account string) (bool, error) {
+		return false, errors.New("the real audit takes days")
+	}, nil)
+	close := hopper.Workflow("close-account", func(wf hopper.WorkflowContext, account string) (string, error) {
+		clean, err := hopper.Child(wf, audit, account, nil)
+		if err != nil || !clean {
+			return "kept", err
+		}
+		return "closed", nil
+	}, nil)
+	stub := hoppertest.StubWorkflow(audit, func(_ context.Context, account string) (bool, error) { return true, nil })
+	c, clk := exampleClient(close, stub)
+	ctx := context.Background()
+	defer c.Stop(ctx)
+
+	run, _ := close.Start(ctx, c, "acct-7", nil)
+	fmt.Println(hoppertest.RunUntilComplete(ctx, c, clk, run, nil))
+	fmt.Println(stub.Calls())
+	// Output:
+	// closed <nil>
+	// [acct-7]
+}
+
+// RequireReplay replays the recorded histories of a workflow against its
+// current code.
+func ExampleRequireReplay() {
+	greet := hopper.Workflow("greet", func(wf hopper.WorkflowContext, name string) (string, error) {
+		return hopper.Step(wf, "say-hello", func(context.Context) (string, error) { return "hello " + name, nil }, nil)
+	}, nil)
+	c, clk := exampleClient(greet)
+	ctx := context.Background()
+	defer c.Stop(ctx)
+	run, _ := greet.Start(ctx, c, "ada", nil)
+	_, _ = hoppertest.RunUntilComplete(ctx, c, clk, run, nil)
+
+	// Export the run's history, as `hopper runs history ID` does.
+	dir, _ := os.MkdirTemp("", "histories")
+	defer os.RemoveAll(dir)
+	h, _ := c.RunHistory(ctx, run.ID())
+	b, _ := json.Marshal(h)
+	_ = os.WriteFile(filepath.Join(dir, "greet.json"), b, 0o600)
+
+	var t hoppertest.TB = printTB{}
+	fmt.Println(hoppertest.RequireReplay(t, greet, filepath.Join(dir, "*.json")), "replayed")
+	// Output: 1 replayed
 }
