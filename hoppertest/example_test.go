@@ -213,3 +213,46 @@ func ExampleRequireReplay() {
 	fmt.Println(hoppertest.RequireReplay(t, greet, filepath.Join(dir, "*.json")), "replayed")
 	// Output: 1 replayed
 }
+
+// RequireNotEnqueued fails when a matching job is there.
+func ExampleRequireNotEnqueued() {
+	refund := hopper.Define("refund", func(ctx context.Context, cents int) (hopper.None, error) {
+		return hopper.None{}, nil
+	}, nil)
+	c, _ := exampleClient()
+	ctx := context.Background()
+	defer c.Stop(ctx)
+	_, _ = refund.Enqueue(ctx, c, 500, nil)
+
+	var t hoppertest.TB = printTB{}
+	hoppertest.RequireNotEnqueued(t, c, refund, &hoppertest.JobOpts[int]{Match: func(cents int) bool { return cents > 1000 }})
+	hoppertest.RequireNotEnqueued(t, c, refund, nil)
+	// Output:
+	// FAIL: hoppertest: want no "refund" job, found 1
+}
+
+// RequireRunCompleted requires that a run completed and returns its
+// output; a failed run fails the test with its error and steps.
+func ExampleRequireRunCompleted() {
+	double := hopper.Workflow("double", func(wf hopper.WorkflowContext, n int) (int, error) {
+		return hopper.Step(wf, "double", func(context.Context) (int, error) { return 2 * n, nil }, nil)
+	}, nil)
+	c, _ := exampleClient(double)
+	ctx := context.Background()
+	defer c.Stop(ctx)
+	run, _ := double.Start(ctx, c, 21, nil)
+
+	var t hoppertest.TB = printTB{}
+	fmt.Println(hoppertest.RequireRunCompleted(t, c, run))
+	// Output: 42
+}
+
+// A virtual clock moves only when told, firing the timers it passes.
+func ExampleNewClock() {
+	clk := hoppertest.NewClock(time.Time{}) // at hoppertest.Epoch
+	fired := clk.NewTimer(time.Hour)
+	clk.Advance(time.Hour)
+	<-fired.C()
+	fmt.Println(clk.Now().Format(time.RFC3339))
+	// Output: 2030-01-01T01:00:00Z
+}
