@@ -90,6 +90,11 @@ type Config struct {
 	// MaxWorkers caps how many jobs this client runs at once (Unlimited for
 	// no cap). Defaults to 100.
 	MaxWorkers int
+	// Autoscale, when set, moves the cap on how many jobs this client runs
+	// at once between a minimum and a maximum by its workload (seed 004's
+	// autoscaler); MaxWorkers is then unused. Off by default: the cap is
+	// MaxWorkers, fixed, as a process sized by its operator expects.
+	Autoscale *Autoscale
 	// FetchBatch caps how many jobs one claim takes. Defaults to 500.
 	FetchBatch int
 	// Queues lists queues to work besides DefaultQueue and those named by
@@ -277,6 +282,13 @@ func (c *Client) Close(ctx context.Context) error {
 func newClient(cfg Config) (*Client, error) {
 	if cfg.MaxWorkers == 0 {
 		cfg.MaxWorkers = 100
+	}
+	if cfg.Autoscale != nil {
+		a, err := cfg.Autoscale.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Autoscale = &a
 	}
 	if cfg.MaxWorkers < Unlimited {
 		return nil, fmt.Errorf("hopper: MaxWorkers %d (use a positive number or Unlimited)", cfg.MaxWorkers)
@@ -546,6 +558,7 @@ func (c *Client) engineConfig() engine.Config {
 		WorkerID:          cfg.WorkerID,
 		IDGenerator:       cfg.IDGenerator,
 		MaxWorkers:        cfg.MaxWorkers,
+		Autoscale:         cfg.Autoscale.engine(),
 		FetchBatch:        cfg.FetchBatch,
 		AutoRedrive:       cfg.AutoRedrive,
 		Visibility:        cfg.Visibility,
@@ -564,10 +577,13 @@ func (c *Client) engineConfig() engine.Config {
 }
 
 // workerInfo is this client's worker row, as the engine reports it.
-func (c *Client) workerInfo(active int, leader bool) []byte {
+func (c *Client) workerInfo(active, slots int, leader bool) []byte {
 	host, _ := os.Hostname()
 	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
-		Schedules: c.runningSchedules(), MaxWorkers: c.cfg.MaxWorkers, Active: active, Leader: leader}
+		Schedules: c.runningSchedules(), MaxWorkers: c.cfg.MaxWorkers, Slots: slots, Active: active, Leader: leader}
+	if a := c.cfg.Autoscale; a != nil {
+		info.MinWorkers, info.MaxWorkers = a.Min, a.Max
+	}
 	b, _ := json.Marshal(info)
 	return b
 }

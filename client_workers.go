@@ -22,12 +22,16 @@ type WorkerInfo struct {
 	Workflows []string `json:"workflows,omitempty"`
 	// Schedules are the schedules the client runs (in code, or stored
 	// with a target it registers), as of its last report.
-	Schedules  []WorkerSchedule `json:"schedules,omitempty"`
-	MaxWorkers int              `json:"max_workers"`
-	Active     int              `json:"active"`
-	Leader     bool             `json:"leader,omitempty"`
-	StartedAt  time.Time        `json:"started_at"`
-	SeenAt     time.Time        `json:"seen_at"`
+	Schedules []WorkerSchedule `json:"schedules,omitempty"`
+	// MaxWorkers is the cap on jobs run at once; with autoscaling, the
+	// most it may grow to, and MinWorkers the least. Slots is the cap now.
+	MaxWorkers int       `json:"max_workers"`
+	MinWorkers int       `json:"min_workers,omitempty"`
+	Slots      int       `json:"slots"`
+	Active     int       `json:"active"`
+	Leader     bool      `json:"leader,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	SeenAt     time.Time `json:"seen_at"`
 }
 
 // workerGone is how long after its last report a worker is no longer

@@ -29,6 +29,9 @@ const (
 	EventRedriven = hoppertype.EventRedriven
 	// EventGroupDone: a fan-out group settled; Result holds its value.
 	EventGroupDone = hoppertype.EventGroupDone
+	// EventScaled: the client's autoscaler changed its worker slots;
+	// Scaling says from what to what, and the workload it measured.
+	EventScaled = hoppertype.EventScaled
 )
 
 // Event is a lifecycle event, delivered to Config.OnEvent and to the job

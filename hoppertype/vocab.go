@@ -243,6 +243,9 @@ type EventKind string
 
 // Lifecycle event kinds.
 const (
+	// EventScaled: the client's autoscaler changed its worker slots
+	// (Event.Scaling says from what to what, and the workload).
+	EventScaled EventKind = "scaled"
 	// EventQueued: a job was stored (enqueued, fanned out or redriven).
 	EventQueued EventKind = "queued"
 	// EventStarted: an attempt started.
@@ -296,7 +299,18 @@ type Event struct {
 	// Stuck is a stuck job's cause and blockers.
 	Stuck  *StuckInfo
 	Result json.RawMessage
-	At     time.Time
+	// Scaling is what an autoscaling decision saw and did (EventScaled).
+	Scaling *ScalingInfo
+	At      time.Time
+}
+
+// ScalingInfo is one decision of a client's autoscaler: the workload it
+// measured (busy ÷ slots) and the slots before and after.
+type ScalingInfo struct {
+	Workload float64
+	Busy     int
+	Before   int
+	After    int
 }
 
 // ErrorPhase says where a non-critical engine error happened.

@@ -82,7 +82,10 @@ type Config struct {
 	WorkerID    string
 	IDGenerator func() string
 
-	MaxWorkers  int
+	MaxWorkers int
+	// Autoscale, when set, moves the worker slots between its Min and Max
+	// (MaxWorkers is then unused).
+	Autoscale   *Autoscale
 	FetchBatch  int
 	AutoRedrive int
 
@@ -123,8 +126,9 @@ type Hooks struct {
 	// in tx (the public package puts its Commit in it).
 	CommitContext func(ctx context.Context, tx driver.Executor) context.Context
 	// WorkerInfo returns the worker row's description of this process;
-	// active and leader are the engine's part of it.
-	WorkerInfo func(active int, leader bool) []byte
+	// active, slots (the cap on attempts now) and leader are the engine's
+	// part of it.
+	WorkerInfo func(active, slots int, leader bool) []byte
 	// StoredSchedule returns the schedule that runs the stored schedule
 	// name as def defines it, or an error: ErrScheduleNotHere when this
 	// process does not register its target.

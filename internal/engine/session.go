@@ -72,10 +72,19 @@ type activeJob struct {
 	cancelRequested bool
 }
 
+// initialSlots is the slots' first cap: MaxWorkers, or the autoscaler's
+// minimum.
+func initialSlots(cfg Config) int {
+	if cfg.Autoscale != nil {
+		return cfg.Autoscale.Min
+	}
+	return cfg.MaxWorkers
+}
+
 func startSession(ctx context.Context, e *Engine) (*session, error) {
 	s := &session{
 		e:         e,
-		slots:     NewSlots(e.cfg.MaxWorkers),
+		slots:     NewSlots(initialSlots(e.cfg)),
 		producers: map[string]*producer{},
 		active:    map[driver.Lease]*activeJob{},
 		pool:      make(chan dispatchItem),
@@ -129,6 +138,14 @@ func startSession(ctx context.Context, e *Engine) (*session, error) {
 	hb := e.clock.NewTimer(e.cfg.HeartbeatInterval)
 	s.loops.Add(1)
 	go s.heartbeatLoop(hb)
+	if a := e.cfg.Autoscale; a != nil {
+		t := e.clock.NewTimer(a.Interval)
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.autoscale(a, t)
+		}()
+	}
 	s.loops.Add(1)
 	go func() {
 		defer s.loops.Done()

@@ -66,26 +66,64 @@ func (s *Slots) TryAcquire(w *SlotWaiter, n int) int {
 }
 
 // Release frees n slots (of finished attempts, or reserved and unused):
-// each goes to the next producer in line, the rest become free.
+// each goes to the next producer in line while the cap allows (a cap
+// lowered below the slots in use grants none until enough are freed), the
+// rest become free.
 func (s *Slots) Release(n int) {
 	if n <= 0 {
 		return
 	}
-	var woken []*SlotWaiter
 	s.mu.Lock()
-	for ; n > 0 && len(s.line) > 0; n-- {
+	s.used -= n
+	woken := s.grantLocked()
+	s.mu.Unlock()
+	for _, w := range woken {
+		w.Wake()
+	}
+}
+
+// grantLocked hands free slots to the producers in line, in turn, and
+// returns those to wake.
+func (s *Slots) grantLocked() []*SlotWaiter {
+	var woken []*SlotWaiter
+	for len(s.line) > 0 && (s.max == Unlimited || s.used < s.max) {
 		w := s.line[0]
 		s.line[0] = nil
 		s.line = s.line[1:]
 		w.inLine = false
 		w.granted++
+		s.used++
 		woken = append(woken, w)
 	}
-	s.used -= n
+	return woken
+}
+
+// SetMax changes the cap. Raised, the new slots go to the producers in
+// line at once; lowered, no running attempt is cut: claims take no slot
+// until enough are freed to come under the new cap.
+func (s *Slots) SetMax(max int) {
+	s.mu.Lock()
+	s.max = max
+	woken := s.grantLocked()
 	s.mu.Unlock()
 	for _, w := range woken {
 		w.Wake()
 	}
+}
+
+// Max returns the cap (Unlimited for none).
+func (s *Slots) Max() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
+}
+
+// Used returns the slots in use: running, reserved by a claim, or granted
+// to a producer in line.
+func (s *Slots) Used() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
 }
 
 // Enlist puts w in line when no slot is free: its producer was woken for

@@ -25,7 +25,7 @@ func (s *session) upsertWorker(ctx context.Context) error {
 	s.mu.Unlock()
 	var b []byte
 	if h := e.cfg.Hooks.WorkerInfo; h != nil {
-		b = h(active, s.maint != nil && s.maint.isLeading())
+		b = h(active, s.slots.Max(), s.maint != nil && s.maint.isLeading())
 	}
 	ctx, cancel := call(ctx, e.cfg.HeartbeatInterval)
 	defer cancel()
