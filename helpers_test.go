@@ -1,0 +1,206 @@
+package hopper_test
+
+// Waiting in tests. A test waits for what it expects to happen — a channel
+// its handler closes, a job's end (Handle.Result, JobWait, RunWait), a
+// lifecycle event, a hook of its own reporting a call, the engine arming a
+// timer on a virtual clock — and never for an amount of time to pass. A
+// test on the memory store alone can run in a synctest bubble, where
+// synctest.Wait returns once every goroutine of the engine is idle: the
+// point to assert that something did not happen. Every wait is bounded by
+// testCtx, so a bug fails the test instead of hanging it.
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hopper-go/hopper"
+)
+
+// testCtx bounds a test's waits so a bug fails the test instead of hanging
+// it. The bound is generous: the longest tests take 8 s alone, and several
+// times that on a machine busy with other work (the race detector, a
+// parallel package), where a tight bound failed them for the machine.
+func testCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// changes announces that something changed: next returns a channel closed
+// at the next notify. A test's own hooks (a handler, a schedule's Job, an
+// observer, a store spy) notify it, so the test waits on what they record.
+// The zero value is ready.
+type changes struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// next returns a channel closed at the next notify.
+func (c *changes) next() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+	}
+	return c.ch
+}
+
+// notify wakes those waiting for the next change.
+func (c *changes) notify() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch != nil {
+		close(c.ch)
+		c.ch = nil
+	}
+}
+
+// A wake returns a channel closed at the next change it watches: a
+// changes' next, a virtual clock's TimerArmed, onEvents.
+type wake func() <-chan struct{}
+
+// onEvents wakes at each lifecycle event c emits, for the rest of the test.
+// An event is emitted after the transition it reports has committed, so a
+// condition on the store holds by the time its event wakes the waiter.
+func onEvents(t testing.TB, c *hopper.Client) wake {
+	ch := &changes{}
+	t.Cleanup(c.Subscribe(func(hopper.Event) { ch.notify() }))
+	return ch.next
+}
+
+// await waits until cond holds: it checks cond, then again each time one
+// of wakes fires, and fails the test when testCtx ends first. The wakes are
+// armed before each check, so a change between the check and the wait is
+// not missed: cond must be made true only by something that fires one of
+// them afterwards.
+func await(t testing.TB, what string, cond func() bool, wakes ...wake) {
+	t.Helper()
+	ctx := testCtx(t)
+	cases := make([]reflect.SelectCase, len(wakes)+1)
+	cases[0] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}
+	for {
+		for i, w := range wakes {
+			cases[i+1] = reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(w())}
+		}
+		if cond() {
+			return
+		}
+		if i, _, _ := reflect.Select(cases); i == 0 {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// poll waits until cond holds, checking it every millisecond, and fails the
+// test when testCtx ends first. It is for a state nothing announces; each
+// use says why it has no event to wait on.
+func poll(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	ctx := testCtx(t)
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// leads waits until c leads. Leadership has no event: the flag is set
+// after the store named c leader and the leader's timers were armed, and
+// nothing the engine does follows it; so this polls.
+func leads(t testing.TB, c *hopper.Client) {
+	t.Helper()
+	poll(t, "leadership", c.IsLeader)
+}
+
+// awaitJobState waits until job id is in state s, rechecking at each event
+// of c (the client making the transition), and returns the row.
+func awaitJobState(t testing.TB, c *hopper.Client, id string, s hopper.JobState) *hopper.JobRow {
+	t.Helper()
+	ctx := testCtx(t)
+	var row *hopper.JobRow
+	var err error
+	await(t, fmt.Sprintf("job %s to be %s", id, s), func() bool {
+		row, err = c.JobGet(ctx, id)
+		return err == nil && row.State == s
+	}, onEvents(t, c))
+	return row
+}
+
+// awaitRunStatus waits until run id has status, rechecking at each event of
+// c: a run's status is written in its job's transitions.
+func awaitRunStatus(t testing.TB, c *hopper.Client, id string, status hopper.RunStatus) {
+	t.Helper()
+	ctx := testCtx(t)
+	await(t, fmt.Sprintf("run %s to be %s", id, status), func() bool {
+		info, err := c.RunGet(ctx, id)
+		return err == nil && info.Status == status
+	}, onEvents(t, c))
+}
+
+// eventLog collects events for assertions.
+type eventLog struct {
+	mu     sync.Mutex
+	events []hopper.Event
+	ch     chan hopper.Event
+}
+
+func newEventLog() *eventLog { return &eventLog{ch: make(chan hopper.Event, 1024)} }
+
+func (l *eventLog) hook(e hopper.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+	select {
+	case l.ch <- e:
+	default:
+	}
+}
+
+// waitFor blocks until an event matching f arrives.
+func (l *eventLog) waitFor(t *testing.T, f func(hopper.Event) bool) hopper.Event {
+	t.Helper()
+	ctx := testCtx(t)
+	for {
+		select {
+		case e := <-l.ch:
+			if f(e) {
+				return e
+			}
+		case <-ctx.Done():
+			t.Fatalf("event not seen; have %v", l.kinds(""))
+		}
+	}
+}
+
+// attempts lists kind/attempt of a job's events, in arrival order (events of
+// one job come from several goroutines, so tests compare them as sets).
+func (l *eventLog) attempts(jobID string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, e := range l.events {
+		if e.JobID == jobID {
+			out = append(out, fmt.Sprintf("%s/%d", e.Kind, e.Attempt))
+		}
+	}
+	return out
+}
+
+func (l *eventLog) kinds(jobID string) []hopper.EventKind {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ks []hopper.EventKind
+	for _, e := range l.events {
+		if jobID == "" || e.JobID == jobID {
+			ks = append(ks, e.Kind)
+		}
+	}
+	return ks
+}
