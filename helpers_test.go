@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+	"github.com/stretchr/testify/require"
 )
 
 // testCtx bounds a test's waits so a bug fails the test instead of hanging
@@ -144,6 +147,62 @@ func awaitRunStatus(t testing.TB, c *hopper.Client, id string, status hopper.Run
 	}, onEvents(t, c))
 }
 
+// storeSpy wraps a store and announces, once the store answered it, each
+// call that changes what tests wait on without an event: a lease renewal
+// (JobHeartbeat), an observer's cursor moving (CursorAdvance).
+type storeSpy struct {
+	driver.Driver
+	baseExec
+	answered changes
+}
+
+func spyOn(d driver.Driver) *storeSpy { return &storeSpy{Driver: d, baseExec: d.Executor()} }
+
+// Executor is the spy itself.
+func (s *storeSpy) Executor() driver.Executor { return s }
+
+func (s *storeSpy) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	defer s.answered.notify()
+	return s.baseExec.JobHeartbeat(ctx, p)
+}
+
+func (s *storeSpy) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
+	defer s.answered.notify()
+	return s.baseExec.CursorAdvance(ctx, p)
+}
+
+// awaitRetryObserverPassed waits until the retry observer's cursor has
+// passed the entity's latest change, which must be into stuck, and returns
+// that change. The observer's client works on spy.
+func awaitRetryObserverPassed(t *testing.T, spy *storeSpy, id string) *hoppertype.Change {
+	t.Helper()
+	chs, err := spy.ChangeList(t.Context(), &driver.ChangeListParams{EntityID: id, Limit: 1000})
+	require.NoError(t, err)
+	last := chs[len(chs)-1]
+	for i := len(chs) - 1; i >= 0 && chs[i].Kind == hopper.ChangeRun; i-- {
+		last = chs[i-1] // a run's status change follows its job's
+	}
+	require.Equal(t, "stuck", last.State)
+	awaitCursorPassed(t, spy, hopper.RetryObserverName, last)
+	return last
+}
+
+// awaitCursorPassed waits until observer name's cursor is at or past ch,
+// rechecking as the cursors on spy move.
+func awaitCursorPassed(t *testing.T, spy *storeSpy, name string, ch *hoppertype.Change) {
+	t.Helper()
+	await(t, "observer "+name+" to pass change "+fmt.Sprint(ch.Position), func() bool {
+		cursors, err := spy.CursorList(t.Context())
+		require.NoError(t, err)
+		for _, cur := range cursors {
+			if cur.Name == name {
+				return !cur.At.Before(ch)
+			}
+		}
+		return false
+	}, spy.answered.next)
+}
+
 // eventLog collects events for assertions.
 type eventLog struct {
 	mu     sync.Mutex
@@ -203,4 +262,16 @@ func (l *eventLog) kinds(jobID string) []hopper.EventKind {
 		}
 	}
 	return ks
+}
+
+// eventually polls cond until it holds, failing the test after 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

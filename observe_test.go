@@ -485,14 +485,15 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 		}
 		return name, nil
 	}, nil)
-	c := newClient(t, hopper.Config{Driver: d})
+	spy := spyOn(d)
+	c := newClient(t, hopper.Config{Driver: spy})
 	require.NoError(t, c.Register(step))
 	a, next := step.Job("a", nil), step.Job("next", nil)
 	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, a, gate)
 	require.NoError(t, err)
-	waitJobState(t, c, gate.ID(), hopper.StateStuck)
-	stuck := waitRetryObserverPassed(t, d, gate.ID())
+	awaitJobState(t, c, gate.ID(), hopper.StateStuck)
+	stuck := awaitRetryObserverPassed(t, spy, gate.ID())
 	require.Equal(t, hopper.ChangeGate, stuck.Kind)
 	require.Equal(t, hopper.StuckFailedBlocker, stuck.Stuck.Cause)
 	require.Nil(t, stuck.Stuck.Retryable, "dependency stucks never say retryable")
@@ -556,31 +557,6 @@ func testInCommitVetoOfAFinish(t *testing.T, newDriver func(*testing.T) driver.D
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, 1, vetoed)
-}
-
-// waitRetryObserverPassed waits until the retry observer's cursor has
-// passed the entity's latest change, which must be into stuck, and returns
-// that change.
-func waitRetryObserverPassed(t *testing.T, d driver.Driver, id string) *hoppertype.Change {
-	t.Helper()
-	chs, err := d.Executor().ChangeList(t.Context(), &driver.ChangeListParams{EntityID: id, Limit: 1000})
-	require.NoError(t, err)
-	last := chs[len(chs)-1]
-	for i := len(chs) - 1; i >= 0 && chs[i].Kind == hopper.ChangeRun; i-- {
-		last = chs[i-1] // a run's status change follows its job's
-	}
-	require.Equal(t, "stuck", last.State)
-	eventually(t, "the retry observer passed "+id, func() bool {
-		cursors, err := d.Executor().CursorList(t.Context())
-		require.NoError(t, err)
-		for _, cur := range cursors {
-			if cur.Name == hopper.RetryObserverName {
-				return !cur.At.Before(last)
-			}
-		}
-		return false
-	})
-	return last
 }
 
 // TestRetryObserverIgnoresStaleStuck: a job went stuck (retryable) and was
