@@ -135,7 +135,7 @@ func testInCommitObserver(t *testing.T, newDriver func(*testing.T) driver.Driver
 	require.NoError(t, err)
 	_, err = first.Result(ctx)
 	require.NoError(t, err)
-	waitJobState(t, c, "second-first-1", hopper.StateSucceeded)
+	awaitJobState(t, c, "second-first-1", hopper.StateSucceeded)
 	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, seen.of("first-1"))
 	require.Equal(t, []string{"pending>running", "running>succeeded"}, seen.of("second-first-1"),
 		"the insert the observer made is not shown to it (no re-entry)")
@@ -504,8 +504,8 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 	// Auto-unstick: the blocker, redriven, succeeds; the gate proceeds.
 	_, err = c.JobRetry(ctx, a.ID())
 	require.NoError(t, err)
-	waitJobState(t, c, next.ID(), hopper.StateSucceeded)
-	waitJobState(t, c, gate.ID(), hopper.StateSucceeded)
+	awaitJobState(t, c, next.ID(), hopper.StateSucceeded)
+	awaitJobState(t, c, gate.ID(), hopper.StateSucceeded)
 }
 
 // TestInCommitVetoOfAFinish: a vetoed success is undone alone (the other
@@ -543,10 +543,10 @@ func testInCommitVetoOfAFinish(t *testing.T, newDriver func(*testing.T) driver.D
 	hs, err := c.EnqueueMany(ctx, specs...)
 	require.NoError(t, err)
 	for _, h := range hs[1:] {
-		row := waitJobState(t, c, h.ID(), hopper.StateSucceeded)
+		row := awaitJobState(t, c, h.ID(), hopper.StateSucceeded)
 		require.Equal(t, 1, row.Attempt, "the veto undid its own item, not its batch")
 	}
-	row := waitJobState(t, c, "veto-me", hopper.StateSucceeded)
+	row := awaitJobState(t, c, "veto-me", hopper.StateSucceeded)
 	require.Equal(t, 2, row.Attempt, "the vetoed success never happened: the job ran again")
 	attempts, err := c.JobAttempts(ctx, "veto-me")
 	require.NoError(t, err)
