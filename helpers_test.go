@@ -148,8 +148,10 @@ func awaitRunStatus(t testing.TB, c *hopper.Client, id string, status hopper.Run
 }
 
 // storeSpy wraps a store and announces, once the store answered it, each
-// call that changes what tests wait on without an event: a lease renewal
-// (JobHeartbeat), an observer's cursor moving (CursorAdvance).
+// call that changes what tests wait on without an event: a transaction
+// (the engine writes through them), a lease renewal (JobHeartbeat), an
+// observer's cursor moving (CursorAdvance), a schedule's registration
+// (ScheduleUpsert).
 type storeSpy struct {
 	driver.Driver
 	baseExec
@@ -160,6 +162,16 @@ func spyOn(d driver.Driver) *storeSpy { return &storeSpy{Driver: d, baseExec: d.
 
 // Executor is the spy itself.
 func (s *storeSpy) Executor() driver.Executor { return s }
+
+func (s *storeSpy) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	defer s.answered.notify()
+	return s.baseExec.InTx(ctx, fn)
+}
+
+func (s *storeSpy) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertParams) (time.Time, error) {
+	defer s.answered.notify()
+	return s.baseExec.ScheduleUpsert(ctx, p)
+}
 
 func (s *storeSpy) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
 	defer s.answered.notify()
