@@ -267,7 +267,7 @@ func TestStoredScheduleReports(t *testing.T) {
 		require.NoError(t, c.Register(tickJob))
 		synctest.Wait()
 		require.True(t, runsStored(t, c, "clash", "1"))
-	_, err := c.Schedule(hopper.Schedule{Name: "clash", Cron: "@hourly", Job: (&jobCalls{}).job})
+		_, err := c.Schedule(hopper.Schedule{Name: "clash", Cron: "@hourly", Job: (&jobCalls{}).job})
 		require.NoError(t, err)
 		// The clash shows at the next read of the stored schedules, every
 		// five poll intervals of the wall clock: the bubble's, which moves
