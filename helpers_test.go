@@ -15,10 +15,12 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertest"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/stretchr/testify/require"
 )
@@ -96,6 +98,23 @@ func await(t testing.TB, what string, cond func() bool, wakes ...wake) {
 		if i, _, _ := reflect.Select(cases); i == 0 {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// stepUntil, in a synctest bubble, moves clk on by step and waits until
+// everything in the bubble is idle, again and again until cond holds; it
+// fails the test if cond does not hold after 1000 steps.
+func stepUntil(t testing.TB, clk *hoppertest.Clock, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for range 1000 {
+		if cond() {
+			return
+		}
+		clk.Advance(step)
+		synctest.Wait()
+	}
+	if !cond() {
+		t.Fatalf("%s: not after 1000 steps of %v", what, step)
 	}
 }
 
