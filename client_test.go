@@ -768,6 +768,7 @@ func testStopWhileEnqueueing(t *testing.T, newDriver func(*testing.T) driver.Dri
 	var wg sync.WaitGroup
 	var enqueued atomic.Int32
 	stop := make(chan struct{})
+	loaded := make(chan struct{}) // closed at the 300th enqueue
 	for g := range 10 {
 		wg.Add(1)
 		go func() {
@@ -782,12 +783,16 @@ func testStopWhileEnqueueing(t *testing.T, newDriver func(*testing.T) driver.Dri
 					t.Error(err)
 					return
 				}
-				enqueued.Add(1)
+				if enqueued.Add(1) == 300 {
+					close(loaded)
+				}
 			}
 		}()
 	}
-	for enqueued.Load() < 300 {
-		time.Sleep(time.Millisecond) // let load build up; not a synchronisation
+	select { // let load build up
+	case <-loaded:
+	case <-ctx.Done():
+		t.Fatal("300 enqueues not made in time")
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
 	_ = c.Stop(stopCtx)

@@ -123,12 +123,20 @@ func stepUntil(t testing.TB, clk *hoppertest.Clock, step time.Duration, what str
 // use says why it has no event to wait on.
 func poll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	ctx := testCtx(t)
+	pollEvery(t, testCtx(t), time.Millisecond, what, cond)
+}
+
+// pollEvery is poll checking every interval until ctx ends: for a state
+// other processes make, which reaches this one only through the store.
+func pollEvery(t testing.TB, ctx context.Context, every time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for !cond() {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(time.Millisecond):
+		case <-tick.C:
 		}
 	}
 }
