@@ -101,6 +101,27 @@ func await(t testing.TB, what string, cond func() bool, wakes ...wake) {
 	}
 }
 
+// waitUntil is await for examples, which have no *testing.T: it checks
+// cond, then again at each event c emits, and panics if a minute passes
+// first.
+func waitUntil(c *hopper.Client, cond func() bool) {
+	var ch changes
+	defer c.Subscribe(func(hopper.Event) { ch.notify() })()
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for {
+		next := ch.next()
+		if cond() {
+			return
+		}
+		select {
+		case <-next:
+		case <-timeout.C:
+			panic("condition not met in time")
+		}
+	}
+}
+
 // stepUntil, in a synctest bubble, moves clk on by step and waits until
 // everything in the bubble is idle, again and again until cond holds; it
 // fails the test if cond does not hold after 1000 steps.
@@ -301,16 +322,4 @@ func (l *eventLog) kinds(jobID string) []hopper.EventKind {
 		}
 	}
 	return ks
-}
-
-// eventually polls cond until it holds, failing the test after 10s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
