@@ -183,6 +183,7 @@ func testBatchSnoozeDefersEveryItem(t *testing.T, newDriver func(*testing.T) dri
 }
 
 func TestBatchPanicFailsTheBatch(t *testing.T) {
+	t.Parallel()
 	b := hopper.DefineBatch("panicky", 1, 0, func(ctx context.Context, in []int) ([]int, error) {
 		panic("boom")
 	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 1}})
@@ -196,6 +197,7 @@ func TestBatchPanicFailsTheBatch(t *testing.T) {
 }
 
 func TestDefineBatchRefusesBadArguments(t *testing.T) {
+	t.Parallel()
 	run := func(context.Context, []int) ([]int, error) { return nil, nil }
 	require.Panics(t, func() { hopper.DefineBatch("b", 0, time.Second, run, nil) })
 	require.Panics(t, func() { hopper.DefineBatch("b", 1, -time.Second, run, nil) })

@@ -17,6 +17,7 @@ import (
 )
 
 func TestConditionMet(t *testing.T) {
+	t.Parallel()
 	const (
 		ok   = hopper.StateSucceeded
 		dead = hopper.StateDead
@@ -307,6 +308,7 @@ func testGateRecheckIsASafetyNet(t *testing.T, newDriver func(*testing.T) driver
 }
 
 func TestGateBadInput(t *testing.T) {
+	t.Parallel()
 	f := newGateFixture()
 	c := newClient(t, hopper.Config{})
 	require.NoError(t, c.Register(f.step))

@@ -229,6 +229,7 @@ func testLimitStopHandsWaitingJobsBack(t *testing.T, newDriver func(*testing.T) 
 }
 
 func TestBadLimitIsRefused(t *testing.T) {
+	t.Parallel()
 	_, err := hopper.New(hopper.Config{Driver: memdriver.New(), Limit: &hopper.Limit{Max: -1}})
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
 	c := newClient(t, hopper.Config{})
@@ -288,6 +289,7 @@ func testConcurrencyKey(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 }
 
 func TestConcurrencyKeyBadInput(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, hopper.Config{})
 	job := hopper.Define("ck-bad", func(context.Context, int) (int, error) { return 0, nil }, nil)
 	require.NoError(t, c.Register(job))

@@ -63,6 +63,7 @@ func (l *changeLog) positions() []int64 {
 }
 
 func TestObserveBadInput(t *testing.T) {
+	t.Parallel()
 	d := memdriver.New()
 	t.Cleanup(func() { _ = d.Close() })
 	c, err := hopper.New(hopper.Config{Driver: d})
@@ -430,6 +431,7 @@ func requireFeedOrder(t *testing.T, l *changeLog) {
 
 // TestShouldReopen is the seed's decision table for the retry observer.
 func TestShouldReopen(t *testing.T) {
+	t.Parallel()
 	yes, no := true, false
 	into := func(prev string, st *hoppertype.StuckInfo) hopper.Change {
 		return hopper.Change{Kind: hopper.ChangeJob, Prev: prev, State: "stuck", Stuck: st}

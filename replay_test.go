@@ -267,6 +267,7 @@ func waitHookToken(t *testing.T, c *hopper.Client, id string) string {
 // a step inserted in the middle breaks them, the same step behind Patch
 // does not.
 func TestReplayCodeChange(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	h, err := hopper.ReadHistoryFile(filepath.Join(historiesDir, "replay-order-completed.json"))
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 )
 
 func TestCurrentHistory(t *testing.T) {
+	t.Parallel()
 	ev := func(attempt, seq int, kind, data string) *hoppertype.RunEvent {
 		return &hoppertype.RunEvent{Attempt: attempt, Seq: seq, Kind: kind, Data: []byte(data)}
 	}
@@ -77,6 +78,7 @@ func TestCurrentHistory(t *testing.T) {
 // child's or an activity's error passed on as it is keeps its meaning, and
 // an abort wins.
 func TestErrorKind(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	tests := []struct {
 		name string
