@@ -360,6 +360,11 @@ func testGateFiresOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NoError(t, err)
 	require.Equal(t, n, f.count("leaf"))
 	require.Equal(t, 1, f.count("final"))
+	// The group's waiter is told before the events of the transitions that
+	// settled it are raised: stopping both clients waits for those, and for
+	// a second firing, which must not come.
+	require.NoError(t, c1.Stop(ctx))
+	require.NoError(t, c2.Stop(ctx))
 	fired := 0
 	events.mu.Lock()
 	for _, e := range events.events {
