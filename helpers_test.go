@@ -6,8 +6,14 @@ package hopper_test
 // timer on a virtual clock — and never for an amount of time to pass. A
 // test on the memory store alone can run in a synctest bubble, where
 // synctest.Wait returns once every goroutine of the engine is idle: the
-// point to assert that something did not happen. Every wait is bounded by
-// testCtx, so a bug fails the test instead of hanging it.
+// point to assert that something did not happen. Every wait is bounded
+// (testCtx, or a context the caller gives), so a bug fails the test instead
+// of hanging it.
+//
+// A few states announce nothing, and only they are polled, through poll
+// and pollEvery: leadership (leads), a row the leader's promoter holds for
+// a moment (a claim skips it), goroutines winding down, and what other
+// processes do, which reaches this one through PostgreSQL alone.
 
 import (
 	"context"
