@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hopper-go/hopper"
@@ -44,59 +45,61 @@ func (l *errorLog) has(substr string) bool {
 // TestBackpressure: while Backpressure returns a pause the producer waits
 // it out on the client's clock and asks again, claiming nothing; enqueueing
 // goes on. Once it returns 0 the job runs.
+// It runs in a synctest bubble: each move of the clock is followed by
+// synctest.Wait, so the producer has asked again before the next.
 func TestBackpressure(t *testing.T) {
 	t.Parallel()
-	var pause atomic.Int64
-	pause.Store(int64(time.Minute))
-	var mu sync.Mutex
-	asked := map[string]int{}
-	var infoOK atomic.Bool
-	infoOK.Store(true)
-	bp := func(ctx context.Context) time.Duration {
-		info, ok := hopper.BackpressureFromContext(ctx)
-		if !ok || info.Active < 0 {
-			infoOK.Store(false)
+	synctest.Test(t, func(t *testing.T) {
+		var pause atomic.Int64
+		pause.Store(int64(time.Minute))
+		var mu sync.Mutex
+		asked := map[string]int{}
+		var infoOK atomic.Bool
+		infoOK.Store(true)
+		bp := func(ctx context.Context) time.Duration {
+			info, ok := hopper.BackpressureFromContext(ctx)
+			if !ok || info.Active < 0 {
+				infoOK.Store(false)
+			}
+			mu.Lock()
+			asked[info.Queue]++
+			mu.Unlock()
+			return time.Duration(pause.Load())
 		}
-		mu.Lock()
-		asked[info.Queue]++
-		mu.Unlock()
-		return time.Duration(pause.Load())
-	}
-	askedFor := func(q string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return asked[q]
-	}
-	c, clk := hoppertest.NewClient(t, hopper.Config{Backpressure: bp, Queues: []string{"other"}})
-	add := hopper.Define("add", addHandler, nil)
-	require.NoError(t, c.Register(add))
-	ctx := testCtx(t)
+		askedFor := func(q string) int {
+			mu.Lock()
+			defer mu.Unlock()
+			return asked[q]
+		}
+		c, clk := hoppertest.NewClient(t, hopper.Config{Backpressure: bp, Queues: []string{"other"}})
+		add := hopper.Define("add", addHandler, nil)
+		require.NoError(t, c.Register(add))
+		ctx := testCtx(t)
 
-	h, err := add.Enqueue(ctx, c, addIn{A: 1, B: 2}, nil)
-	require.NoError(t, err, "enqueue is not gated")
-	// Each wait ends after a minute on the virtual clock; the producer
-	// asks again, is told to wait again, and never claims.
-	base := askedFor(hopper.DefaultQueue)
-	eventually(t, "three more asks, and one for the other queue", func() bool {
-		clk.Advance(time.Minute)
-		return askedFor(hopper.DefaultQueue) >= base+3 && askedFor("other") > 0
-	})
-	row, err := c.JobGet(ctx, h.ID())
-	require.NoError(t, err)
-	require.Equal(t, hopper.StatePending, row.State, "nothing is claimed under backpressure")
-	require.Zero(t, row.Attempt)
-
-	pause.Store(0)
-	eventually(t, "the job to run", func() bool {
-		clk.Advance(time.Minute) // ends the wait in progress
+		h, err := add.Enqueue(ctx, c, addIn{A: 1, B: 2}, nil)
+		require.NoError(t, err, "enqueue is not gated")
+		// Each wait ends after a minute on the virtual clock; the producer
+		// asks again, is told to wait again, and never claims.
+		base := askedFor(hopper.DefaultQueue)
+		stepUntil(t, clk, time.Minute, "three more asks, and one for the other queue", func() bool {
+			return askedFor(hopper.DefaultQueue) >= base+3 && askedFor("other") > 0
+		})
 		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
-		return row.State == hopper.StateSucceeded
+		require.Equal(t, hopper.StatePending, row.State, "nothing is claimed under backpressure")
+		require.Zero(t, row.Attempt)
+
+		pause.Store(0)
+		stepUntil(t, clk, time.Minute, "the job to run", func() bool { // a step ends the wait in progress
+			row, err := c.JobGet(ctx, h.ID())
+			require.NoError(t, err)
+			return row.State == hopper.StateSucceeded
+		})
+		sum, err := h.Result(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, sum)
+		require.True(t, infoOK.Load(), "every ask carries its BackpressureInfo")
 	})
-	sum, err := h.Result(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 3, sum)
-	require.True(t, infoOK.Load(), "every ask carries its BackpressureInfo")
 }
 
 // TestBackpressurePanic: a panicking Backpressure is reported and counts as
@@ -122,68 +125,69 @@ func TestBackpressurePanic(t *testing.T) {
 // TestAdaptiveDelayBacksOff: the client feeds an AdaptiveDelay its attempt
 // outcomes: a failure makes the next ask return Base, and with nothing
 // failing the pause eases back to 0.
+// It runs in a synctest bubble: each move of the clock is followed by
+// synctest.Wait, so the producer has asked again before the next.
 func TestAdaptiveDelayBacksOff(t *testing.T) {
 	t.Parallel()
-	ad := hopper.NewAdaptiveDelay(&hopper.AdaptiveDelayOpts{Base: 100 * time.Millisecond, Max: time.Second})
-	var mu sync.Mutex
-	var pauses []time.Duration
-	bp := func(ctx context.Context) time.Duration {
-		d := ad.Backpressure(ctx)
-		if info, _ := hopper.BackpressureFromContext(ctx); info.Queue == hopper.DefaultQueue {
+	synctest.Test(t, func(t *testing.T) {
+		ad := hopper.NewAdaptiveDelay(&hopper.AdaptiveDelayOpts{Base: 100 * time.Millisecond, Max: time.Second})
+		var mu sync.Mutex
+		var pauses []time.Duration
+		bp := func(ctx context.Context) time.Duration {
+			d := ad.Backpressure(ctx)
+			if info, _ := hopper.BackpressureFromContext(ctx); info.Queue == hopper.DefaultQueue {
+				mu.Lock()
+				pauses = append(pauses, d)
+				mu.Unlock()
+			}
+			return d
+		}
+		since := func(i int) []time.Duration {
 			mu.Lock()
-			pauses = append(pauses, d)
-			mu.Unlock()
+			defer mu.Unlock()
+			return slices.Clone(pauses[min(i, len(pauses)):])
 		}
-		return d
-	}
-	since := func(i int) []time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(pauses[min(i, len(pauses)):])
-	}
-	asks := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(pauses)
-	}
-	events := newEventLog()
-	c, clk := hoppertest.NewClient(t, hopper.Config{Backpressure: bp, OnEvent: events.hook, PollInterval: 10 * time.Millisecond})
-	flaky := hopper.Define("flaky", func(_ context.Context, fail bool) (int, error) {
-		if fail {
-			return 0, errors.New("downstream said no")
+		asks := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(pauses)
 		}
-		return 1, nil
-	}, &hopper.TypeOpts[bool]{Retry: hopper.RetryPolicy{Attempts: 1}})
-	require.NoError(t, c.Register(flaky))
-	ctx := testCtx(t)
+		events := newEventLog()
+		c, clk := hoppertest.NewClient(t, hopper.Config{Backpressure: bp, OnEvent: events.hook, PollInterval: 10 * time.Millisecond})
+		flaky := hopper.Define("flaky", func(_ context.Context, fail bool) (int, error) {
+			if fail {
+				return 0, errors.New("downstream said no")
+			}
+			return 1, nil
+		}, &hopper.TypeOpts[bool]{Retry: hopper.RetryPolicy{Attempts: 1}})
+		require.NoError(t, c.Register(flaky))
+		ctx := testCtx(t)
 
-	from := asks()
-	for _, d := range since(0) {
-		require.Zero(t, d, "no pause before any failure")
-	}
-	h, err := flaky.Enqueue(ctx, c, true, nil)
-	require.NoError(t, err)
-	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventFailed })
-	eventually(t, "a pause of Base after the failure", func() bool {
-		clk.Advance(10 * time.Millisecond)
-		return slices.Contains(since(from), 100*time.Millisecond)
-	})
-	eventually(t, "the pause to ease back to 0", func() bool {
-		clk.Advance(10 * time.Millisecond)
-		got := since(from)
-		i := slices.Index(got, 100*time.Millisecond)
-		return slices.Contains(got[i+1:], 0)
-	})
-	require.Equal(t, 100*time.Millisecond, slices.Max(since(from)), "one failure, one step of backoff")
-
-	// Healthy again, jobs run.
-	h, err = flaky.Enqueue(ctx, c, false, nil)
-	require.NoError(t, err)
-	eventually(t, "the next job to run", func() bool {
-		clk.Advance(10 * time.Millisecond)
-		row, err := c.JobGet(ctx, h.ID())
+		from := asks()
+		for _, d := range since(0) {
+			require.Zero(t, d, "no pause before any failure")
+		}
+		h, err := flaky.Enqueue(ctx, c, true, nil)
 		require.NoError(t, err)
-		return row.State == hopper.StateSucceeded
+		events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventFailed })
+		stepUntil(t, clk, 10*time.Millisecond, "a pause of Base after the failure", func() bool {
+			return slices.Contains(since(from), 100*time.Millisecond)
+		})
+		stepUntil(t, clk, 10*time.Millisecond, "the pause to ease back to 0", func() bool {
+			got := since(from)
+			i := slices.Index(got, 100*time.Millisecond)
+			return slices.Contains(got[i+1:], 0)
+		})
+		require.Equal(t, 100*time.Millisecond, slices.Max(since(from)), "one failure, one step of backoff")
+
+		// Healthy again, jobs run.
+		h, err = flaky.Enqueue(ctx, c, false, nil)
+		require.NoError(t, err)
+		stepUntil(t, clk, 10*time.Millisecond, "the next job to run", func() bool {
+			row, err := c.JobGet(ctx, h.ID())
+			require.NoError(t, err)
+			return row.State == hopper.StateSucceeded
+		})
 	})
 }
 
@@ -242,64 +246,64 @@ func testAcceptShardsTypes(t *testing.T, newDriver func(*testing.T) driver.Drive
 // TestAcceptDeclineAll: a process that declines everything hands the job
 // back at once, its attempt unused, and claims from that queue again only
 // after PollInterval on its clock: no busy loop.
+// It runs in a synctest bubble: each move of the clock is followed by
+// synctest.Wait, so a claim due by then has been made.
 func TestAcceptDeclineAll(t *testing.T) {
 	t.Parallel()
-	const poll = time.Second
-	type call struct {
-		info hopper.AcceptInfo
-		at   time.Time
-	}
-	calls := make(chan call, 64)
-	clk := hoppertest.NewClock(time.Time{})
-	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, PollInterval: poll, Accept: func(i hopper.AcceptInfo) bool {
-		calls <- call{i, clk.Now()}
-		return false
-	}})
-	add := hopper.Define("add", addHandler, nil)
-	require.NoError(t, c.Register(add))
-	ctx := testCtx(t)
-	h, err := add.Enqueue(ctx, c, addIn{A: 1, B: 1}, &hopper.InsertOpts{Priority: 3, Metadata: map[string]string{"shard": "7"}})
-	require.NoError(t, err)
-
-	next := func() call {
-		t.Helper()
-		select {
-		case cl := <-calls:
-			return cl
-		case <-ctx.Done():
-			t.Fatal("Accept not called")
-			return call{}
+	synctest.Test(t, func(t *testing.T) {
+		const poll = time.Second
+		type call struct {
+			info hopper.AcceptInfo
+			at   time.Time
 		}
-	}
-	prev := next()
-	info := prev.info
-	require.Equal(t, []any{h.ID(), "add", hopper.DefaultQueue, 1, 3, "7"},
-		[]any{info.ID, info.Type, info.Queue, info.Attempt, info.Priority, info.Metadata["shard"]})
-	for range 3 {
-		var cl call
-		got := false
-		eventually(t, "the next claim", func() bool {
+		calls := make(chan call, 64)
+		clk := hoppertest.NewClock(time.Time{})
+		c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, PollInterval: poll, Accept: func(i hopper.AcceptInfo) bool {
+			calls <- call{i, clk.Now()}
+			return false
+		}})
+		add := hopper.Define("add", addHandler, nil)
+		require.NoError(t, c.Register(add))
+		ctx := testCtx(t)
+		h, err := add.Enqueue(ctx, c, addIn{A: 1, B: 1}, &hopper.InsertOpts{Priority: 3, Metadata: map[string]string{"shard": "7"}})
+		require.NoError(t, err)
+
+		next := func() call {
+			t.Helper()
 			select {
-			case cl = <-calls:
-				got = true
-			default:
-				clk.Advance(poll / 4)
+			case cl := <-calls:
+				return cl
+			case <-ctx.Done():
+				t.Fatal("Accept not called")
+				return call{}
 			}
-			return got
-		})
-		require.Equal(t, h.ID(), cl.info.ID)
-		require.Equal(t, 1, cl.info.Attempt, "the declined attempt was not used")
-		require.GreaterOrEqual(t, cl.at.Sub(prev.at), poll, "claimed again within PollInterval")
-		prev = cl
-	}
-	eventually(t, "the last decline to be recorded", func() bool {
+		}
+		prev := next()
+		info := prev.info
+		require.Equal(t, []any{h.ID(), "add", hopper.DefaultQueue, 1, 3, "7"},
+			[]any{info.ID, info.Type, info.Queue, info.Attempt, info.Priority, info.Metadata["shard"]})
+		for range 3 {
+			var cl call
+			got := false
+			stepUntil(t, clk, poll/4, "the next claim", func() bool {
+				select {
+				case cl = <-calls:
+					got = true
+				default:
+				}
+				return got
+			})
+			require.Equal(t, h.ID(), cl.info.ID)
+			require.Equal(t, 1, cl.info.Attempt, "the declined attempt was not used")
+			require.GreaterOrEqual(t, cl.at.Sub(prev.at), poll, "claimed again within PollInterval")
+			prev = cl
+		}
+		synctest.Wait() // the last decline is recorded
 		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
-		return row.State == hopper.StatePending
+		require.Equal(t, hopper.StatePending, row.State)
+		require.Zero(t, row.Attempt, "declines do not use attempts")
 	})
-	row, err := c.JobGet(ctx, h.ID())
-	require.NoError(t, err)
-	require.Zero(t, row.Attempt, "declines do not use attempts")
 }
 
 // TestAcceptPanic: a panicking Accept is reported and accepts the job.

@@ -85,16 +85,16 @@ func testBatchMaxWaitFlushesPartialBatch(t *testing.T, newDriver func(*testing.T
 	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), Visibility: time.Hour})
 	require.NoError(t, c.Register(b))
 	ctx := testCtx(t)
+	start := clk.Now()
+	started := onEvents(t, c)
 	hs, err := b.EnqueueMany(ctx, c, []int{1, 2, 3}, nil)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return len(c.Active()) == 3 })
+	// A job is active before its started event, and joins the batch right
+	// after it; the first to join arms the batch's maxWait timer.
+	await(t, "the three jobs to start", func() bool { return len(c.Active()) == 3 }, started)
+	require.NoError(t, clk.WaitArmedAt(ctx, start.Add(10*time.Second)))
 	require.Empty(t, log.sizes(), "a partial batch waits for maxWait")
-	// The last job may still be on its way into the batch (active before it
-	// joins): move the clock by maxWait until the batch runs.
-	waitFor(t, func() bool {
-		clk.Advance(10 * time.Second)
-		return len(log.sizes()) > 0
-	})
+	clk.Advance(10 * time.Second)
 	for i, h := range hs {
 		v, err := h.Result(ctx)
 		require.NoError(t, err)
@@ -183,6 +183,7 @@ func testBatchSnoozeDefersEveryItem(t *testing.T, newDriver func(*testing.T) dri
 }
 
 func TestBatchPanicFailsTheBatch(t *testing.T) {
+	t.Parallel()
 	b := hopper.DefineBatch("panicky", 1, 0, func(ctx context.Context, in []int) ([]int, error) {
 		panic("boom")
 	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 1}})
@@ -196,6 +197,7 @@ func TestBatchPanicFailsTheBatch(t *testing.T) {
 }
 
 func TestDefineBatchRefusesBadArguments(t *testing.T) {
+	t.Parallel()
 	run := func(context.Context, []int) ([]int, error) { return nil, nil }
 	require.Panics(t, func() { hopper.DefineBatch("b", 0, time.Second, run, nil) })
 	require.Panics(t, func() { hopper.DefineBatch("b", 1, -time.Second, run, nil) })

@@ -29,17 +29,6 @@ type addIn struct {
 
 func addHandler(_ context.Context, in addIn) (int, error) { return in.A + in.B, nil }
 
-// testCtx bounds a test's waits so a bug fails the test instead of hanging
-// it. The bound is generous: the longest tests take 8 s alone, and several
-// times that on a machine busy with other work (the race detector, a
-// parallel package), where a tight bound failed them for the machine.
-func testCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // newClient is a started client on a fresh memory store with the wall clock.
 func newClient(t *testing.T, cfg hopper.Config) *hopper.Client {
 	t.Helper()
@@ -57,68 +46,6 @@ func newClient(t *testing.T, cfg hopper.Config) *hopper.Client {
 		require.NoError(t, c.Stop(ctx))
 	})
 	return c
-}
-
-// eventLog collects events for assertions.
-type eventLog struct {
-	mu     sync.Mutex
-	events []hopper.Event
-	ch     chan hopper.Event
-}
-
-func newEventLog() *eventLog { return &eventLog{ch: make(chan hopper.Event, 1024)} }
-
-func (l *eventLog) hook(e hopper.Event) {
-	l.mu.Lock()
-	l.events = append(l.events, e)
-	l.mu.Unlock()
-	select {
-	case l.ch <- e:
-	default:
-	}
-}
-
-// waitFor blocks until an event matching f arrives.
-func (l *eventLog) waitFor(t *testing.T, f func(hopper.Event) bool) hopper.Event {
-	t.Helper()
-	timeout := time.NewTimer(20 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case e := <-l.ch:
-			if f(e) {
-				return e
-			}
-		case <-timeout.C:
-			t.Fatalf("event not seen; have %v", l.kinds(""))
-		}
-	}
-}
-
-// attempts lists kind/attempt of a job's events, in arrival order (events of
-// one job come from several goroutines, so tests compare them as sets).
-func (l *eventLog) attempts(jobID string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, e := range l.events {
-		if e.JobID == jobID {
-			out = append(out, fmt.Sprintf("%s/%d", e.Kind, e.Attempt))
-		}
-	}
-	return out
-}
-
-func (l *eventLog) kinds(jobID string) []hopper.EventKind {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var ks []hopper.EventKind
-	for _, e := range l.events {
-		if jobID == "" || e.JobID == jobID {
-			ks = append(ks, e.Kind)
-		}
-	}
-	return ks
 }
 
 func TestEnqueueAndResult(t *testing.T) { forEachDriver(t, testEnqueueAndResult) }
@@ -841,6 +768,7 @@ func testStopWhileEnqueueing(t *testing.T, newDriver func(*testing.T) driver.Dri
 	var wg sync.WaitGroup
 	var enqueued atomic.Int32
 	stop := make(chan struct{})
+	loaded := make(chan struct{}) // closed at the 300th enqueue
 	for g := range 10 {
 		wg.Add(1)
 		go func() {
@@ -855,12 +783,16 @@ func testStopWhileEnqueueing(t *testing.T, newDriver func(*testing.T) driver.Dri
 					t.Error(err)
 					return
 				}
-				enqueued.Add(1)
+				if enqueued.Add(1) == 300 {
+					close(loaded)
+				}
 			}
 		}()
 	}
-	for enqueued.Load() < 300 {
-		time.Sleep(time.Millisecond) // let load build up; not a synchronisation
+	select { // let load build up
+	case <-loaded:
+	case <-ctx.Done():
+		t.Fatal("300 enqueues not made in time")
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
 	_ = c.Stop(stopCtx)

@@ -11,6 +11,7 @@ import (
 // TestDeprecatedNamesAnswerAsTheNewOnes: the old method names still work
 // and answer what their new names answer.
 func TestDeprecatedNamesAnswerAsTheNewOnes(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := newClient(t, hopper.Config{})
 	add := hopper.Define("add", addHandler, nil)

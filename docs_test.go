@@ -10,6 +10,7 @@ import (
 // docs/getting-started.md shows are examples/welcome's files, which the
 // build compiles and the tests run; a doc that drifts from them fails here.
 func TestGettingStartedCompiles(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("docs/getting-started.md")
 	if err != nil {
 		t.Fatal(err)

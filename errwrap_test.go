@@ -28,6 +28,7 @@ func (failingCodec) Marshal(any) ([]byte, error) { return nil, errCodec }
 // caused it keeps both in its chain, so errors.Is and errors.As find the
 // sentinel and the cause alike.
 func TestWrapKeepsCauses(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	c := newClient(t, hopper.Config{})
 	add := hopper.Define("add", addHandler, nil)
@@ -52,6 +53,7 @@ func TestWrapKeepsCauses(t *testing.T) {
 // out) that wraps with %w formats an error named err with %v, which would
 // drop it from errors.Is and errors.As: it takes %w too.
 func TestErrorfWrapsErrors(t *testing.T) {
+	t.Parallel()
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver/memdriver"
@@ -136,13 +135,10 @@ func ExampleRetryObserver() {
 	defer c.Stop(ctx)
 
 	h, _ := fragile.Enqueue(ctx, c, 0, &hopper.InsertOpts{ID: "fragile-1"})
-	for { // the first life ends dead; wait for the second
+	waitUntil(c, func() bool { // the first life ends dead; wait for the second
 		row, _ := c.JobGet(ctx, h.ID())
-		if row.State == hopper.StateSucceeded {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return row.State == hopper.StateSucceeded
+	})
 	fmt.Println(h.Result(ctx))
 	attempts, _ := c.JobAttempts(ctx, h.ID())
 	for _, a := range attempts {

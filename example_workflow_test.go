@@ -12,17 +12,6 @@ import (
 	"github.com/hopper-go/hopper/hoppertest"
 )
 
-// waitUntil polls cond until it holds (examples have no *testing.T).
-func waitUntil(cond func() bool) {
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			panic("condition not met in time")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // runStatus returns a run's status, or "" when it cannot be read.
 func runStatus(c *hopper.Client, id string) hopper.RunStatus {
 	info, err := c.RunGet(context.Background(), id)
@@ -118,7 +107,7 @@ func ExampleWorkflowContext_Sleep() {
 	defer c.Stop(ctx)
 
 	run, _ := reminder.Start(ctx, c, "ada", nil)
-	waitUntil(func() bool { return runStatus(c, run.ID()) == hopper.RunWaiting })
+	waitUntil(c, func() bool { return runStatus(c, run.ID()) == hopper.RunWaiting })
 	fmt.Println(runStatus(c, run.ID()), "workers busy:", len(c.Active()))
 
 	clk.Advance(24 * time.Hour)
@@ -163,7 +152,7 @@ func ExampleClient_HookResume() {
 
 	// The token, as the run published it on its stream.
 	var token string
-	waitUntil(func() bool {
+	waitUntil(c, func() bool {
 		chunks, err := c.StreamRead(ctx, run.ID(), 0, 1)
 		if err != nil || len(chunks) == 0 {
 			return false
@@ -215,7 +204,7 @@ func ExampleWaitHook() {
 	defer c.Stop(ctx)
 
 	run, _ := order.Start(ctx, c, 4200, nil)
-	waitUntil(func() bool { return runStatus(c, run.ID()) == hopper.RunWaiting })
+	waitUntil(c, func() bool { return runStatus(c, run.ID()) == hopper.RunWaiting })
 	clk.Advance(48 * time.Hour) // nobody approves
 	_, err := run.Result(ctx)
 	var re *hopper.RunError
@@ -470,7 +459,7 @@ func ExampleClient_RunCancel() {
 	defer c.Stop(ctx)
 
 	run, _ := trial.Start(ctx, c, "ada", nil)
-	waitUntil(func() bool { return runStatus(c, run.ID()) == hopper.RunWaiting })
+	waitUntil(c, func() bool { return runStatus(c, run.ID()) == hopper.RunWaiting })
 	if err := c.RunCancel(ctx, run.ID()); err != nil {
 		panic(err)
 	}
@@ -509,11 +498,11 @@ func ExampleWorkflowContext_Patch() {
 	defer c.Stop(ctx)
 
 	old, _ := checkout.Start(ctx, c, hopper.None{}, nil)
-	waitUntil(func() bool { return runStatus(c, old.ID()) == hopper.RunWaiting })
+	waitUntil(c, func() bool { return runStatus(c, old.ID()) == hopper.RunWaiting })
 
 	released.Store(true)
 	current, _ := checkout.Start(ctx, c, hopper.None{}, nil)
-	waitUntil(func() bool { return runStatus(c, current.ID()) == hopper.RunWaiting })
+	waitUntil(c, func() bool { return runStatus(c, current.ID()) == hopper.RunWaiting })
 
 	clk.Advance(time.Hour)
 	fmt.Println(old.Result(ctx))

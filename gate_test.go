@@ -17,6 +17,7 @@ import (
 )
 
 func TestConditionMet(t *testing.T) {
+	t.Parallel()
 	const (
 		ok   = hopper.StateSucceeded
 		dead = hopper.StateDead
@@ -207,7 +208,7 @@ func testGateFailedBlocker(t *testing.T, newDriver func(*testing.T) driver.Drive
 	// the blocker succeeds.
 	_, err = c.JobRetry(ctx, a.ID())
 	require.NoError(t, err)
-	waitJobState(t, c, final.ID(), hopper.StateSucceeded)
+	awaitJobState(t, c, final.ID(), hopper.StateSucceeded)
 	require.Equal(t, 1, f.count("final"))
 	row, err = c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
@@ -232,7 +233,7 @@ func testGateCycle(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	_, err = c.EnqueueMany(ctx, y)
 	require.NoError(t, err)
 	for _, g := range []*hopper.JobSpec{x, y} {
-		row := waitJobState(t, c, g.ID(), hopper.StateStuck)
+		row := awaitJobState(t, c, g.ID(), hopper.StateStuck)
 		require.Equal(t, hoppertype.StuckCycle, row.Stuck.Cause, "gate %s", g.ID())
 		require.Contains(t, row.Stuck.Detail, "waits on itself")
 	}
@@ -241,25 +242,8 @@ func testGateCycle(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	z := hopper.Gate([]string{self.ID()}, []*hopper.JobSpec{self}, hopper.AllDone(), 0)
 	_, err = c.EnqueueMany(ctx, z)
 	require.NoError(t, err)
-	require.Equal(t, hoppertype.StuckCycle, waitJobState(t, c, z.ID(), hopper.StateStuck).Stuck.Cause)
+	require.Equal(t, hoppertype.StuckCycle, awaitJobState(t, c, z.ID(), hopper.StateStuck).Stuck.Cause)
 	require.Equal(t, 0, f.count("x")+f.count("y")+f.count("self"))
-}
-
-// waitJobState polls until job id is in state s and returns it.
-func waitJobState(t *testing.T, c *hopper.Client, id string, s hopper.JobState) *hopper.JobRow {
-	t.Helper()
-	ctx := testCtx(t)
-	for {
-		row, err := c.JobGet(ctx, id)
-		if err == nil && row.State == s {
-			return row
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("job %s did not reach %s (last: %+v, %v)", id, s, row, err)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 func TestGateTimeout(t *testing.T) { forEachDriver(t, testGateTimeout) }
@@ -281,7 +265,7 @@ func testGateTimeout(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.Equal(t, row.Deadline, row.RunAt, "a gate with a timeout shorter than the recheck waits for its deadline")
 
 	clk.Advance(29 * time.Second)
-	require.Equal(t, hopper.StateScheduled, waitJobState(t, c, gate.ID(), hopper.StateScheduled).State)
+	require.Equal(t, hopper.StateScheduled, awaitJobState(t, c, gate.ID(), hopper.StateScheduled).State)
 	clk.Advance(time.Second)
 	_, err = hs[0].Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrExpired)
@@ -304,13 +288,15 @@ func testGateRecheckIsASafetyNet(t *testing.T, newDriver func(*testing.T) driver
 	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{f.step.Job("final", nil)}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, gate)
 	require.NoError(t, err)
-	// The gate rechecks on its own each minute, and waits again.
+	// The gate rechecks on its own each minute, and waits again: its job
+	// is deferred, an event raised once that committed.
+	changed := onEvents(t, c)
 	for range 3 {
 		clk.Advance(time.Minute)
-		waitFor(t, func() bool {
+		await(t, "the gate to wait again", func() bool {
 			row, err := c.JobGet(ctx, gate.ID())
 			return err == nil && row.State == hopper.StateScheduled && row.RunAt.After(clk.Now())
-		})
+		}, changed)
 	}
 	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
@@ -318,23 +304,11 @@ func testGateRecheckIsASafetyNet(t *testing.T, newDriver func(*testing.T) driver
 	// The blocker arrives later and succeeds: the gate fires without a clock move.
 	_, err = c.EnqueueMany(ctx, a)
 	require.NoError(t, err)
-	waitJobState(t, c, gate.ID(), hopper.StateSucceeded)
-}
-
-// waitFor polls cond until it holds.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	ctx := testCtx(t)
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("condition not met in time")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	awaitJobState(t, c, gate.ID(), hopper.StateSucceeded)
 }
 
 func TestGateBadInput(t *testing.T) {
+	t.Parallel()
 	f := newGateFixture()
 	c := newClient(t, hopper.Config{})
 	require.NoError(t, c.Register(f.step))
@@ -386,6 +360,11 @@ func testGateFiresOnce(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NoError(t, err)
 	require.Equal(t, n, f.count("leaf"))
 	require.Equal(t, 1, f.count("final"))
+	// The group's waiter is told before the events of the transitions that
+	// settled it are raised: stopping both clients waits for those, and for
+	// a second firing, which must not come.
+	require.NoError(t, c1.Stop(ctx))
+	require.NoError(t, c2.Stop(ctx))
 	fired := 0
 	events.mu.Lock()
 	for _, e := range events.events {
@@ -422,10 +401,11 @@ func testGateRecheckRepairs(t *testing.T, newDriver func(*testing.T) driver.Driv
 	row, err := c.JobGet(ctx, gate.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateScheduled, row.State, "no transition told the gate")
-	eventually(t, "the recheck fires the gate", func() bool {
-		clk.Advance(time.Minute)
-		row, err := c.JobGet(ctx, gate.ID())
-		return err == nil && row.State == hopper.StateSucceeded
-	})
-	waitJobState(t, c, final.ID(), hopper.StateSucceeded)
+	// The recheck is due a minute after the insert; the producer,
+	// which sleeps against the clock's time, claims it once it passed.
+	clk.Advance(time.Minute)
+	row, err = c.JobWait(ctx, gate.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateSucceeded, row.State, "the recheck fired the gate")
+	awaitJobState(t, c, final.ID(), hopper.StateSucceeded)
 }

@@ -35,7 +35,7 @@ func testHookRefusesUndecodablePayload(t *testing.T, newDriver func(*testing.T) 
 	ctx := testCtx(t)
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
+	awaitRunStatus(t, c, h.ID(), hopper.RunWaiting)
 	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Len(t, info.Hooks, 1)
@@ -93,7 +93,7 @@ func testHookRequest(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NoError(t, c.Register(wf))
 	ctx := testCtx(t)
 	token := func(id string) string {
-		waitRunStatus(t, c, id, hopper.RunWaiting)
+		awaitRunStatus(t, c, id, hopper.RunWaiting)
 		info, err := c.RunGet(ctx, id)
 		require.NoError(t, err)
 		return info.Hooks[0].Token

@@ -33,6 +33,7 @@ type embedded struct {
 // TestHookSchema: the schema refuses what json.Unmarshal refuses, naming
 // where, and accepts what it accepts.
 func TestHookSchema(t *testing.T) {
+	t.Parallel()
 	schema := hookSchema[schemaProbe]()
 	for _, tc := range []struct {
 		payload string

@@ -70,6 +70,7 @@ func moduleImports(t *testing.T) map[string][]string {
 // server or the command line; the root names no concrete driver but the
 // SQLite default; the server goes through the root's public API.
 func TestLayering(t *testing.T) {
+	t.Parallel()
 	allowed := func(pkg, imp string) bool {
 		switch {
 		case pkg == "hoppertype":
@@ -110,6 +111,7 @@ var updateAPI = flag.Bool("update-api", false, "rewrite testdata/api.golden from
 // that it did. Run `go test -run TestPublicAPI -update-api .` after a
 // deliberate change.
 func TestPublicAPI(t *testing.T) {
+	t.Parallel()
 	got := exportedAPI(t, ".")
 	if *updateAPI {
 		if err := os.WriteFile("testdata/api.golden", []byte(got), 0o644); err != nil {

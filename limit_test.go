@@ -32,21 +32,57 @@ func (c *concurrency) enter() {
 
 func (c *concurrency) leave() { c.now.Add(-1) }
 
+// concurrencyLatch opens, for good, the first time a concurrency reaches
+// its mark.
+type concurrencyLatch struct {
+	mu   sync.Mutex
+	open bool
+	seen changes
+}
+
+func latch() *concurrencyLatch { return &concurrencyLatch{} }
+
+// wait blocks until c has reached n at once (it counts the caller), or
+// until ctx ends. Every caller reports it reached, so the last to enter
+// wakes those before it.
+func (l *concurrencyLatch) wait(ctx context.Context, c *concurrency, n int32) error {
+	for {
+		next := l.seen.next()
+		l.mu.Lock()
+		if !l.open && c.now.Load() >= n {
+			l.open = true
+			l.seen.notify()
+		}
+		open := l.open
+		l.mu.Unlock()
+		if open {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
 func TestTypeLimitCapsConcurrency(t *testing.T) { forEachDriver(t, testTypeLimit) }
 
 func testTypeLimit(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	// The first jobs of each type wait until as many run at once as the
+	// assertions below expect (2 capped, 3 free), so they overlap for
+	// certain; the rest run straight through.
 	var capped, free concurrency
+	cappedFull, freeFull := latch(), latch()
 	slow := hopper.Define("capped", func(ctx context.Context, _ int) (hopper.None, error) {
 		capped.enter()
 		defer capped.leave()
-		time.Sleep(5 * time.Millisecond)
-		return hopper.None{}, nil
+		return hopper.None{}, cappedFull.wait(ctx, &capped, 2)
 	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(2)})
 	other := hopper.Define("uncapped", func(ctx context.Context, _ int) (hopper.None, error) {
 		free.enter()
 		defer free.leave()
-		time.Sleep(5 * time.Millisecond)
-		return hopper.None{}, nil
+		return hopper.None{}, freeFull.wait(ctx, &free, 3)
 	}, nil)
 	c := newClient(t, hopper.Config{Driver: newDriver(t), MaxWorkers: 20})
 	require.NoError(t, c.Register(slow, other))
@@ -122,15 +158,18 @@ func testRateLimitSpacesStarts(t *testing.T, newDriver func(*testing.T) driver.D
 	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), Visibility: time.Hour})
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
+	// A job waiting for a token is active without an event; the producer
+	// that claimed it then arms its next poll on the clock.
+	changed := onEvents(t, c)
 	_, err := job.EnqueueMany(ctx, c, []int{1, 2, 3}, nil)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return started.Load() == 1 && len(c.Active()) == 1 })
+	await(t, "one job run, one waiting", func() bool { return started.Load() == 1 && len(c.Active()) == 1 }, changed, clk.TimerArmed)
 	require.Equal(t, int32(1), started.Load(), "one token a second")
 	require.Len(t, c.Active(), 1, "one job waits for the next token; the limit claims no more than it has room for")
 	clk.Advance(time.Second)
-	waitFor(t, func() bool { return started.Load() == 2 })
+	await(t, "the second job", func() bool { return started.Load() == 2 }, changed)
 	clk.Advance(time.Second)
-	waitFor(t, func() bool { return started.Load() == 3 })
+	await(t, "the third job", func() bool { return started.Load() == 3 }, changed)
 }
 
 func TestLimitStopHandsWaitingJobsBack(t *testing.T) {
@@ -140,30 +179,39 @@ func TestLimitStopHandsWaitingJobsBack(t *testing.T) {
 func testLimitStopHandsWaitingJobsBack(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	release := make(chan struct{})
 	var ran atomic.Int32
+	var running changes
 	job := hopper.Define("held", func(ctx context.Context, _ int) (hopper.None, error) {
 		ran.Add(1)
+		running.notify()
 		<-release
 		return hopper.None{}, nil
 	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(1)})
-	c, err := hopper.New(hopper.Config{Driver: newDriver(t)})
+	// A virtual clock, for its timers: a job waiting for its turn in a
+	// limiter is active without an event, and the producer that claimed
+	// it then arms its next poll.
+	clk := hoppertest.NewClock(time.Time{})
+	c, err := hopper.New(hopper.Config{Driver: newDriver(t), Clock: clk})
 	require.NoError(t, err)
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
+	changed := onEvents(t, c)
 	hs, err := job.EnqueueMany(ctx, c, []int{1, 2}, nil)
 	require.NoError(t, err)
 	require.NoError(t, c.Start(ctx))
-	waitFor(t, func() bool { return ran.Load() == 1 && len(c.Active()) == 2 })
+	await(t, "one job running, one waiting", func() bool { return ran.Load() == 1 && len(c.Active()) == 2 },
+		running.next, clk.TimerArmed)
 	stopped := make(chan error)
 	go func() { stopped <- c.Stop(ctx) }()
-	// Stop hands the waiting job back before it waits for the running one.
-	waitFor(t, func() bool {
+	// Stop hands the waiting job back (an event) before it waits for the
+	// running one.
+	await(t, "the waiting job handed back", func() bool {
 		for _, h := range hs {
 			if row, err := c.JobGet(ctx, h.ID()); err == nil && row.State == hopper.StatePending {
 				return true
 			}
 		}
 		return false
-	})
+	}, changed)
 	close(release)
 	require.NoError(t, <-stopped)
 	require.Equal(t, int32(1), ran.Load(), "the waiting job never ran")
@@ -181,6 +229,7 @@ func testLimitStopHandsWaitingJobsBack(t *testing.T, newDriver func(*testing.T) 
 }
 
 func TestBadLimitIsRefused(t *testing.T) {
+	t.Parallel()
 	_, err := hopper.New(hopper.Config{Driver: memdriver.New(), Limit: &hopper.Limit{Max: -1}})
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
 	c := newClient(t, hopper.Config{})
@@ -240,6 +289,7 @@ func testConcurrencyKey(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 }
 
 func TestConcurrencyKeyBadInput(t *testing.T) {
+	t.Parallel()
 	c := newClient(t, hopper.Config{})
 	job := hopper.Define("ck-bad", func(context.Context, int) (int, error) { return 0, nil }, nil)
 	require.NoError(t, c.Register(job))
@@ -269,9 +319,10 @@ func testLimitDoesNotHoardSlots(t *testing.T, newDriver func(*testing.T) driver.
 	c := newClient(t, hopper.Config{Driver: newDriver(t), MaxWorkers: 10})
 	require.NoError(t, c.Register(capped, other))
 	ctx := testCtx(t)
+	changed := onEvents(t, c)
 	_, err := capped.EnqueueMany(ctx, c, make([]int, 30), nil)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return len(c.Active()) >= 1 })
+	await(t, "a capped job to start", func() bool { return len(c.Active()) >= 1 }, changed)
 	hs, err := other.EnqueueMany(ctx, c, make([]int, 20), nil)
 	require.NoError(t, err)
 	for _, h := range hs {
@@ -296,18 +347,24 @@ func testLimitCancelWaitingJob(t *testing.T, newDriver func(*testing.T) driver.D
 	release := make(chan struct{})
 	var ran atomic.Int32
 	var first atomic.Int32
+	var running changes
 	job := hopper.Define("cancel-waiting", func(ctx context.Context, n int) (hopper.None, error) {
 		ran.Add(1)
 		first.CompareAndSwap(0, int32(n))
+		running.notify()
 		<-release
 		return hopper.None{}, nil
 	}, &hopper.TypeOpts[int]{Limit: hopper.PriorityLimit(1)})
-	c := newClient(t, hopper.Config{Driver: newDriver(t)})
+	// A virtual clock, for its timers: a job waiting for its turn in a
+	// limiter is active without an event, and the producer that claimed
+	// it then arms its next poll.
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
 	hs, err := job.EnqueueMany(ctx, c, []int{1, 2}, nil)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return ran.Load() == 1 && len(c.Active()) == 2 })
+	await(t, "one job running, one waiting", func() bool { return ran.Load() == 1 && len(c.Active()) == 2 },
+		running.next, clk.TimerArmed)
 	waiting := hs[1]
 	if first.Load() == 2 {
 		waiting = hs[0]

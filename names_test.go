@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -111,51 +112,54 @@ func TestCheckScheduleTarget(t *testing.T) {
 // TestSchedulesRegisteredElsewhere: a client that does not run a schedule
 // lists it as registered, with the runner's catch-up, while a started
 // client runs it, as the runner itself lists it; no longer once the runner
-// stops.
+// stops. It runs in a synctest bubble: synctest.Wait returns once the
+// runner is idle, its row written.
 func TestSchedulesRegisteredElsewhere(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
-	// Heartbeats an hour apart: only a change reports the row meanwhile.
-	runner, err := hopper.New(hopper.Config{Driver: d, Visibility: 3 * time.Hour})
-	require.NoError(t, err)
-	stop, err := runner.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *", CatchUp: 5 * time.Minute,
-		Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
-	require.NoError(t, err)
-	defer stop()
-	require.NoError(t, runner.Start(ctx)) // its worker row reports the schedule
-	admin, err := hopper.New(hopper.Config{Driver: d})
-	require.NoError(t, err)
-
-	var seen []hopper.ScheduleInfo
-	eventually(t, "the store keeps the schedule", func() bool {
-		seen, err = admin.ScheduleList(ctx)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := testCtx(t)
+		d := memdriver.New()
+		defer d.Close()
+		// Heartbeats an hour apart: only a change reports the row meanwhile.
+		runner, err := hopper.New(hopper.Config{Driver: d, Visibility: 3 * time.Hour})
 		require.NoError(t, err)
-		return len(seen) == 1
-	})
-	own, err := runner.ScheduleList(ctx)
-	require.NoError(t, err)
-	require.True(t, seen[0].Registered, "a started client runs it")
-	require.Equal(t, 5*time.Minute, seen[0].CatchUp)
-	require.Equal(t, own[0].Registered, seen[0].Registered)
-	require.Equal(t, own[0].CatchUp, seen[0].CatchUp)
+		stop, err := runner.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *", CatchUp: 5 * time.Minute,
+			Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
+		require.NoError(t, err)
+		defer stop()
+		require.NoError(t, runner.Start(ctx)) // its worker row reports the schedule
+		defer func() { require.NoError(t, runner.Stop(ctx)) }()
+		admin, err := hopper.New(hopper.Config{Driver: d})
+		require.NoError(t, err)
 
-	// One registered after Start is reported without waiting for a
-	// heartbeat.
-	stopLater, err := runner.Schedule(hopper.Schedule{Name: "hourly", Cron: "@hourly",
-		Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
-	require.NoError(t, err)
-	defer stopLater()
-	eventually(t, "the runner's row reports the new schedule", func() bool {
+		synctest.Wait()
 		seen, err := admin.ScheduleList(ctx)
 		require.NoError(t, err)
-		return len(seen) == 2 && seen[0].Name == "hourly" && seen[0].Registered
-	})
+		require.Len(t, seen, 1, "the store keeps the schedule")
+		own, err := runner.ScheduleList(ctx)
+		require.NoError(t, err)
+		require.True(t, seen[0].Registered, "a started client runs it")
+		require.Equal(t, 5*time.Minute, seen[0].CatchUp)
+		require.Equal(t, own[0].Registered, seen[0].Registered)
+		require.Equal(t, own[0].CatchUp, seen[0].CatchUp)
 
-	require.NoError(t, runner.Stop(ctx))
-	seen, err = admin.ScheduleList(ctx)
-	require.NoError(t, err)
-	require.False(t, seen[1].Registered, "no started client runs it")
-	require.Zero(t, seen[1].CatchUp)
+		// One registered after Start is reported without waiting for a
+		// heartbeat.
+		stopLater, err := runner.Schedule(hopper.Schedule{Name: "hourly", Cron: "@hourly",
+			Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
+		require.NoError(t, err)
+		defer stopLater()
+		synctest.Wait()
+		seen, err = admin.ScheduleList(ctx)
+		require.NoError(t, err)
+		require.Len(t, seen, 2)
+		require.Equal(t, "hourly", seen[0].Name)
+		require.True(t, seen[0].Registered, "the runner's row reports the new schedule")
+
+		require.NoError(t, runner.Stop(ctx))
+		seen, err = admin.ScheduleList(ctx)
+		require.NoError(t, err)
+		require.False(t, seen[1].Registered, "no started client runs it")
+		require.Zero(t, seen[1].CatchUp)
+	})
 }

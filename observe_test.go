@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -27,14 +28,16 @@ import (
 
 // changeLog records the changes an observer receives.
 type changeLog struct {
-	mu  sync.Mutex
-	chs []hopper.Change
+	mu      sync.Mutex
+	chs     []hopper.Change
+	changed changes
 }
 
 func (l *changeLog) add(ch hopper.Change) {
 	l.mu.Lock()
 	l.chs = append(l.chs, ch)
 	l.mu.Unlock()
+	l.changed.notify()
 }
 
 func (l *changeLog) of(id string) []string {
@@ -60,6 +63,7 @@ func (l *changeLog) positions() []int64 {
 }
 
 func TestObserveBadInput(t *testing.T) {
+	t.Parallel()
 	d := memdriver.New()
 	t.Cleanup(func() { _ = d.Close() })
 	c, err := hopper.New(hopper.Config{Driver: d})
@@ -135,7 +139,7 @@ func testInCommitObserver(t *testing.T, newDriver func(*testing.T) driver.Driver
 	require.NoError(t, err)
 	_, err = first.Result(ctx)
 	require.NoError(t, err)
-	waitJobState(t, c, "second-first-1", hopper.StateSucceeded)
+	awaitJobState(t, c, "second-first-1", hopper.StateSucceeded)
 	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, seen.of("first-1"))
 	require.Equal(t, []string{"pending>running", "running>succeeded"}, seen.of("second-first-1"),
 		"the insert the observer made is not shown to it (no re-entry)")
@@ -180,7 +184,7 @@ func testAfterCommitObserverRetries(t *testing.T, newDriver func(*testing.T) dri
 	require.NoError(t, err)
 	_, err = h.Result(ctx)
 	require.NoError(t, err)
-	eventually(t, "every change delivered", func() bool { return len(log.of(h.ID())) == 3 })
+	await(t, "every change delivered", func() bool { return len(log.of(h.ID())) == 3 }, log.changed.next)
 	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, log.of(h.ID()), "in order, the failed one again")
 	row, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
@@ -203,6 +207,7 @@ func testAfterCommitDeliveredOnce(t *testing.T, newDriver func(*testing.T) drive
 	step := hopper.Define("step", func(context.Context, int) (int, error) { return 1, nil }, nil)
 	var mu sync.Mutex
 	got := map[int64][]string{}
+	var delivered changes
 	clients := make([]*hopper.Client, 2)
 	for i := range clients {
 		who := fmt.Sprintf("client-%d", i)
@@ -213,6 +218,7 @@ func testAfterCommitDeliveredOnce(t *testing.T, newDriver func(*testing.T) drive
 			mu.Lock()
 			got[ch.Position] = append(got[ch.Position], who)
 			mu.Unlock()
+			delivered.notify()
 			return nil
 		}))
 		require.NoError(t, c.Start(ctx))
@@ -234,11 +240,11 @@ func testAfterCommitDeliveredOnce(t *testing.T, newDriver func(*testing.T) drive
 		_, err := h.Result(ctx)
 		require.NoError(t, err)
 	}
-	eventually(t, "every change delivered", func() bool {
+	await(t, "every change delivered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) >= 3*(n+10)
-	})
+	}, delivered.next)
 	require.NoError(t, clients[1].Stop(ctx))
 	mu.Lock()
 	defer mu.Unlock()
@@ -367,15 +373,21 @@ func TestAfterCommitSurvivesKill(t *testing.T) {
 			}))
 			require.NoError(t, c.Start(t.Context()))
 			defer func() { require.NoError(t, c.Stop(context.Background())) }()
-			eventually(t, "every job done", func() bool {
-				rows, err := c.JobList(t.Context(), &hopper.ListParams{States: []hopper.JobState{hopper.StateSucceeded}, Limit: 100})
+			for i := range 20 {
+				id := fmt.Sprintf("job-%02d", i)
+				if i == 10 {
+					id = "crash-me"
+				}
+				row, err := c.JobWait(t.Context(), id)
 				require.NoError(t, err)
-				return len(rows.Jobs) == 20
-			})
+				require.Equal(t, hopper.StateSucceeded, row.State)
+			}
 			// Insert, start and success of 20 jobs, and the rescue of those
-			// the child left running.
-			all := feedOf(t, d, 60)
-			eventually(t, "the rest delivered", func() bool {
+			// the child left running: each committed with its transition.
+			all, err := d.Executor().ChangeList(t.Context(), &driver.ChangeListParams{Limit: 1000})
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(all), 60)
+			await(t, "the rest delivered", func() bool {
 				seen := map[int64]bool{}
 				for _, p := range log.positions() {
 					seen[p] = true
@@ -391,7 +403,7 @@ func TestAfterCommitSurvivesKill(t *testing.T) {
 					}
 				}
 				return true
-			})
+			}, log.changed.next)
 			require.Contains(t, log.positions(), crashPos, "the change the child died on is delivered again")
 			requireFeedOrder(t, log)
 		})
@@ -417,21 +429,9 @@ func requireFeedOrder(t *testing.T, l *changeLog) {
 	}
 }
 
-// feedOf waits until the feed holds n changes and returns them.
-func feedOf(t *testing.T, d driver.Driver, n int) []*hoppertype.Change {
-	t.Helper()
-	var all []*hoppertype.Change
-	eventually(t, "the feed", func() bool {
-		var err error
-		all, err = d.Executor().ChangeList(t.Context(), &driver.ChangeListParams{Limit: 1000})
-		require.NoError(t, err)
-		return len(all) >= n
-	})
-	return all
-}
-
 // TestShouldReopen is the seed's decision table for the retry observer.
 func TestShouldReopen(t *testing.T) {
+	t.Parallel()
 	yes, no := true, false
 	into := func(prev string, st *hoppertype.StuckInfo) hopper.Change {
 		return hopper.Change{Kind: hopper.ChangeJob, Prev: prev, State: "stuck", Stuck: st}
@@ -485,14 +485,15 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 		}
 		return name, nil
 	}, nil)
-	c := newClient(t, hopper.Config{Driver: d})
+	spy := spyOn(d)
+	c := newClient(t, hopper.Config{Driver: spy})
 	require.NoError(t, c.Register(step))
 	a, next := step.Job("a", nil), step.Job("next", nil)
 	gate := hopper.Gate([]string{a.ID()}, []*hopper.JobSpec{next}, hopper.AllSuccess(), 0)
 	_, err := c.EnqueueMany(ctx, a, gate)
 	require.NoError(t, err)
-	waitJobState(t, c, gate.ID(), hopper.StateStuck)
-	stuck := waitRetryObserverPassed(t, d, gate.ID())
+	awaitJobState(t, c, gate.ID(), hopper.StateStuck)
+	stuck := awaitRetryObserverPassed(t, spy, gate.ID())
 	require.Equal(t, hopper.ChangeGate, stuck.Kind)
 	require.Equal(t, hopper.StuckFailedBlocker, stuck.Stuck.Cause)
 	require.Nil(t, stuck.Stuck.Retryable, "dependency stucks never say retryable")
@@ -503,8 +504,8 @@ func testRetryObserverLeavesDependencyStucks(t *testing.T, newDriver func(*testi
 	// Auto-unstick: the blocker, redriven, succeeds; the gate proceeds.
 	_, err = c.JobRetry(ctx, a.ID())
 	require.NoError(t, err)
-	waitJobState(t, c, next.ID(), hopper.StateSucceeded)
-	waitJobState(t, c, gate.ID(), hopper.StateSucceeded)
+	awaitJobState(t, c, next.ID(), hopper.StateSucceeded)
+	awaitJobState(t, c, gate.ID(), hopper.StateSucceeded)
 }
 
 // TestInCommitVetoOfAFinish: a vetoed success is undone alone (the other
@@ -542,10 +543,10 @@ func testInCommitVetoOfAFinish(t *testing.T, newDriver func(*testing.T) driver.D
 	hs, err := c.EnqueueMany(ctx, specs...)
 	require.NoError(t, err)
 	for _, h := range hs[1:] {
-		row := waitJobState(t, c, h.ID(), hopper.StateSucceeded)
+		row := awaitJobState(t, c, h.ID(), hopper.StateSucceeded)
 		require.Equal(t, 1, row.Attempt, "the veto undid its own item, not its batch")
 	}
-	row := waitJobState(t, c, "veto-me", hopper.StateSucceeded)
+	row := awaitJobState(t, c, "veto-me", hopper.StateSucceeded)
 	require.Equal(t, 2, row.Attempt, "the vetoed success never happened: the job ran again")
 	attempts, err := c.JobAttempts(ctx, "veto-me")
 	require.NoError(t, err)
@@ -556,31 +557,6 @@ func testInCommitVetoOfAFinish(t *testing.T, newDriver func(*testing.T) driver.D
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, 1, vetoed)
-}
-
-// waitRetryObserverPassed waits until the retry observer's cursor has
-// passed the entity's latest change, which must be into stuck, and returns
-// that change.
-func waitRetryObserverPassed(t *testing.T, d driver.Driver, id string) *hoppertype.Change {
-	t.Helper()
-	chs, err := d.Executor().ChangeList(t.Context(), &driver.ChangeListParams{EntityID: id, Limit: 1000})
-	require.NoError(t, err)
-	last := chs[len(chs)-1]
-	for i := len(chs) - 1; i >= 0 && chs[i].Kind == hopper.ChangeRun; i-- {
-		last = chs[i-1] // a run's status change follows its job's
-	}
-	require.Equal(t, "stuck", last.State)
-	eventually(t, "the retry observer passed "+id, func() bool {
-		cursors, err := d.Executor().CursorList(t.Context(), &driver.CursorListParams{})
-		require.NoError(t, err)
-		for _, cur := range cursors {
-			if cur.Name == hopper.RetryObserverName {
-				return !cur.At.Before(last)
-			}
-		}
-		return false
-	})
-	return last
 }
 
 // TestRetryObserverIgnoresStaleStuck: a job went stuck (retryable) and was
@@ -614,21 +590,13 @@ func testRetryObserverIgnoresStaleStuck(t *testing.T, newDriver func(*testing.T)
 	require.NoError(t, err)
 
 	// Now a client with the retry observer comes up and reads the feed.
-	newClient(t, hopper.Config{Driver: d})
+	spy := spyOn(d)
+	newClient(t, hopper.Config{Driver: spy})
 	chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: h.ID(), Limit: 10})
 	require.NoError(t, err)
 	last := chs[len(chs)-1]
 	require.Equal(t, "stuck>cancelled", last.Prev+">"+last.State)
-	eventually(t, "the retry observer passed the job's changes", func() bool {
-		cursors, err := d.Executor().CursorList(ctx, &driver.CursorListParams{})
-		require.NoError(t, err)
-		for _, cur := range cursors {
-			if cur.Name == hopper.RetryObserverName {
-				return !cur.At.Before(last)
-			}
-		}
-		return false
-	})
+	awaitCursorPassed(t, spy, hopper.RetryObserverName, last)
 	row, err := quiet.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateCancelled, row.State, "a late stuck change does not bring a cancelled job back")
@@ -646,19 +614,26 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 	var mu sync.Mutex
 	var errs []error
 	calls, delivered := 0, false
+	var tried changes
 	clk := hoppertest.NewClock(time.Time{})
-	cfg := hopper.Config{Driver: newDriver(t), Clock: clk, Visibility: 3 * time.Second, OnError: func(err error, phase hopper.ErrorPhase) {
-		if phase == hopper.PhaseObserver {
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-		}
-	}}
+	// Poll and heartbeat intervals of an hour: no other timer of the
+	// engine's comes due at the end of a backoff, so the timer armed then
+	// is the deliverer's. The retry observer, which would renew its own
+	// cursor only once a poll interval, is off.
+	cfg := hopper.Config{Driver: newDriver(t), Clock: clk, Visibility: 3 * time.Second, PollInterval: time.Hour, HeartbeatInterval: time.Hour,
+		RetryObserverCap: -1, OnError: func(err error, phase hopper.ErrorPhase) {
+			if phase == hopper.PhaseObserver {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}}
 	c, err := hopper.New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, c.Observe("flaky", hopper.AfterCommit, hopper.ChangeFilter{States: []string{"pending"}}, func(context.Context, hopper.Change) error {
 		mu.Lock()
 		defer mu.Unlock()
+		defer tried.notify()
 		calls++
 		if calls <= 12 {
 			return fmt.Errorf("down (%d)", calls)
@@ -676,16 +651,24 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 		defer mu.Unlock()
 		return delivered
 	}
-	// Virtual time, a second at a time, with real time for the deliverers
-	// to act on each (100 ms: under the race detector's load a renewal
-	// given 40 ms missed the 3 s lease).
-	for i := 0; i < 120 && !isDelivered(); i++ {
-		clk.Advance(time.Second)
-		for j := 0; j < 50 && !isDelivered(); j++ {
-			time.Sleep(2 * time.Millisecond)
-		}
+	tries := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls
 	}
-	require.True(t, isDelivered())
+	// After each failed try the deliverer records how far it got (which
+	// renews its lease) and sleeps, on the clock, 100 ms doubling but never
+	// more than a third of the 3 s lease. The clock stands still between a
+	// try and the arming of its backoff, so the backoff is due at the try's
+	// time plus that wait: the clock moves there once it is armed.
+	ctx := testCtx(t)
+	for try := 1; try <= 12; try++ {
+		await(t, fmt.Sprintf("try %d", try), func() bool { return tries() >= try }, tried.next)
+		due := clk.Now().Add(min(100*time.Millisecond<<(try-1), time.Second))
+		require.NoError(t, clk.WaitArmedAt(ctx, due), "the backoff after try %d", try)
+		clk.AdvanceTo(due)
+	}
+	await(t, "the delivery", isDelivered, tried.next)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, errs, 12, "each failure reported, none about the lease: %v", errs)
@@ -716,43 +699,45 @@ func (l *leaseCounter) CursorLease(ctx context.Context, p *driver.CursorLeasePar
 
 // TestObserverNonHolderAsksOncePerPoll: while another process delivers an
 // observer, a client asks for its cursor once per poll interval, not on
-// every commit it makes.
+// every commit it makes. It runs in a synctest bubble: synctest.Wait
+// returns once the commits' nudges were handled.
 func TestObserverNonHolderAsksOncePerPoll(t *testing.T) {
 	t.Parallel()
-	d := memdriver.New()
-	t.Cleanup(func() { _ = d.Close() })
-	ctx := testCtx(t)
-	step := hopper.Define("counted", func(context.Context, int) (int, error) { return 1, nil }, nil)
-	noop := func(context.Context, hopper.Change) error { return nil }
-	a, err := hopper.New(hopper.Config{Driver: d, WorkerID: "a", RetryObserverCap: -1})
-	require.NoError(t, err)
-	require.NoError(t, a.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, noop))
-	require.NoError(t, a.Start(ctx))
-	t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
-	eventually(t, "a holds the cursor", func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		d := memdriver.New()
+		t.Cleanup(func() { _ = d.Close() })
+		ctx := testCtx(t)
+		step := hopper.Define("counted", func(context.Context, int) (int, error) { return 1, nil }, nil)
+		noop := func(context.Context, hopper.Change) error { return nil }
+		a, err := hopper.New(hopper.Config{Driver: d, WorkerID: "a", RetryObserverCap: -1})
+		require.NoError(t, err)
+		require.NoError(t, a.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, noop))
+		require.NoError(t, a.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, a.Stop(context.Background())) })
+		synctest.Wait()
 		cs, err := d.Executor().CursorList(ctx, &driver.CursorListParams{})
 		require.NoError(t, err)
-		return len(cs) == 1 && cs[0].Owner == "a"
-	})
+		require.Len(t, cs, 1)
+		require.Equal(t, "a", cs[0].Owner, "a holds the cursor")
 
-	counter := &leaseCounter{Driver: d, baseExec: d.Executor()}
-	b, err := hopper.New(hopper.Config{Driver: counter, WorkerID: "b", RetryObserverCap: -1, PollInterval: time.Hour})
-	require.NoError(t, err)
-	require.NoError(t, b.Register(step))
-	require.NoError(t, b.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, noop))
-	require.NoError(t, b.Start(ctx))
-	t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
-	for range 5 {
-		hs, err := step.EnqueueMany(ctx, b, make([]int, 20), nil)
+		counter := &leaseCounter{Driver: d, baseExec: d.Executor()}
+		b, err := hopper.New(hopper.Config{Driver: counter, WorkerID: "b", RetryObserverCap: -1, PollInterval: time.Hour})
 		require.NoError(t, err)
-		for _, h := range hs {
-			_, err := h.Result(ctx)
+		require.NoError(t, b.Register(step))
+		require.NoError(t, b.Observe("audit", hopper.AfterCommit, hopper.ChangeFilter{}, noop))
+		require.NoError(t, b.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, b.Stop(context.Background())) })
+		for range 5 {
+			hs, err := step.EnqueueMany(ctx, b, make([]int, 20), nil)
 			require.NoError(t, err)
+			for _, h := range hs {
+				_, err := h.Result(ctx)
+				require.NoError(t, err)
+			}
+			synctest.Wait() // the commits' nudges reached b's deliverer
 		}
-		// Let the commits' nudges reach b's deliverer.
-		time.Sleep(50 * time.Millisecond)
-	}
-	counter.mu.Lock()
-	defer counter.mu.Unlock()
-	require.Equal(t, 1, counter.n, "asked once, not once per commit")
+		counter.mu.Lock()
+		defer counter.mu.Unlock()
+		require.Equal(t, 1, counter.n, "asked once, not once per commit")
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -15,9 +14,10 @@ import (
 
 // orphans records the groups an OnOrphanGroup hook reported.
 type orphans struct {
-	mu  sync.Mutex
-	ids []string
-	sum map[string]int
+	mu      sync.Mutex
+	ids     []string
+	sum     map[string]int
+	changed changes
 }
 
 func (o *orphans) hook(g *hopper.GroupValue) {
@@ -30,6 +30,7 @@ func (o *orphans) hook(g *hopper.GroupValue) {
 		o.sum = map[string]int{}
 	}
 	o.sum[g.ID] = v
+	o.changed.notify()
 }
 
 func (o *orphans) list() []string {
@@ -94,11 +95,13 @@ func testOrphanGroupHook(t *testing.T, newDriver func(*testing.T) driver.Driver)
 
 	orphan, err := fan.Enqueue(ctx, c1, fanIn{N: 4}, nil)
 	require.NoError(t, err)
-	waitFor(t, func() bool { return len(seen.list()) > 0 })
-	// Give a second report, which must not come, a chance to show up.
+	await(t, "the orphan's report", func() bool { return len(seen.list()) > 0 }, seen.changed.next)
 	_, err = c2.GroupWait(ctx, orphan.GroupID())
 	require.NoError(t, err)
-	time.Sleep(50 * time.Millisecond)
+	// A second report, which must not come, would come from the end of a
+	// transition: stopping both clients waits for every one of those.
+	require.NoError(t, c1.Stop(ctx))
+	require.NoError(t, c2.Stop(ctx))
 	require.Equal(t, []string{orphan.GroupID()}, seen.list(), "only the group nobody awaited, once")
 	seen.mu.Lock()
 	require.Equal(t, 10, seen.sum[orphan.GroupID()], "the hook gets the group value")

@@ -3,7 +3,6 @@ package hopper_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,18 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// eventually polls cond until it holds, failing the test after 10s. It is
-// for waiting on the engine's goroutines after moving a virtual clock.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+// rescueInterval is Config.RescueInterval's default.
+const rescueInterval = 5 * time.Second
 
 func jobState(t *testing.T, d driver.Driver, id string) *hoppertype.JobRow {
 	t.Helper()
@@ -61,22 +50,21 @@ func testDeadWorkerJobRunsAgain(t *testing.T, newDriver func(*testing.T) driver.
 	events := newEventLog()
 	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, OnEvent: events.hook})
 	require.NoError(t, c.Register(job))
-	eventually(t, "leadership", c.IsLeader)
+	leads(t, c)
 
 	// Before the lease lapses nothing happens to the job.
 	clk.Advance(29 * time.Second)
 	require.Equal(t, hopper.StateRunning, jobState(t, d, h.ID()).State)
 
 	// After it lapses the rescuer moves it to retrying; then it runs again.
-	// Each virtual second, give the store real time to catch up, so the
-	// clock never outruns the second attempt's lease.
-	done := func() bool { return jobState(t, d, h.ID()).State == hopper.StateSucceeded }
-	for i := 0; i < 60 && !done(); i++ {
-		clk.Advance(time.Second)
-		for j := 0; j < 25 && !done(); j++ {
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
+	// The jump passes the lease by a rescue interval: the rescuer's timer
+	// fires, and its pass sees the time after the jump. The clock then
+	// stands still while the second attempt runs, so it never outruns that
+	// attempt's lease.
+	clk.Jump(now.Add(30*time.Second + rescueInterval))
+	rescued := events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventFailed })
+	require.True(t, rescued.WillRetry)
+	retryAt(t, clk, rescued.RunAt)
 	v, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, v, "the rescued job runs again with attempt 2")
@@ -91,7 +79,8 @@ func TestHeartbeatKeepsLongJob(t *testing.T) { forEachDriver(t, testHeartbeatKee
 
 func testHeartbeatKeepsLongJob(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	events := newEventLog()
-	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook, Visibility: 30 * time.Second})
+	spy := spyOn(newDriver(t))
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: spy, OnEvent: events.hook, Visibility: 30 * time.Second})
 	release := make(chan struct{})
 	started := make(chan struct{})
 	job := hopper.Define("long", func(ctx context.Context, _ int) (int, error) {
@@ -105,18 +94,19 @@ func testHeartbeatKeepsLongJob(t *testing.T, newDriver func(*testing.T) driver.D
 	}, nil)
 	require.NoError(t, c.Register(job))
 	ctx := testCtx(t)
-	eventually(t, "leadership", c.IsLeader)
+	leads(t, c)
 	h, err := job.Enqueue(ctx, c, 0, nil)
 	require.NoError(t, err)
 	<-started
-	d := c.Driver()
 	for i := 0; i < 30; i++ { // 300s = 10 × visibility
+		// Each step fires the heartbeat timer once (armed a beat ahead
+		// before each renewal); the next step waits for the renewal.
 		clk.Advance(10 * time.Second)
 		now := clk.Now()
-		eventually(t, "a heartbeat", func() bool {
-			r := jobState(t, d, h.ID())
+		await(t, "a heartbeat", func() bool {
+			r := jobState(t, spy, h.ID())
 			return r.State == hopper.StateRunning && !r.LeaseExpiresAt.Before(now.Add(30*time.Second))
-		})
+		}, spy.answered.next)
 	}
 	close(release)
 	v, err := h.Result(ctx)
@@ -159,40 +149,45 @@ func testRescueThenLateCompletion(t *testing.T, newDriver func(*testing.T) drive
 	clkB := hoppertest.NewClock(clkA.Now().Add(time.Minute))
 	jobB := hopper.Define("work", func(ctx context.Context, _ int) (string, error) { return "rescued", nil },
 		&hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: time.Second, Jitter: hopper.NoJitter}})
-	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B"})
+	events := newEventLog()
+	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B", OnEvent: events.hook})
 	require.NoError(t, b.Register(jobB))
-	eventually(t, "B leads", b.IsLeader)
-	rescueBy(t, d, h.ID(), clkB, "B")
+	rescueBy(t, b, events, clkB, h.ID())
 	row := jobState(t, d, h.ID())
 	require.Equal(t, hopper.StateSucceeded, row.State)
 	require.Equal(t, 2, row.Attempt)
 	require.JSONEq(t, `"rescued"`, string(row.Result))
 
 	// A returns at last: its compare-and-set loses, the job is untouched.
+	// Stop waits for the attempt to return and its outcome to be tried.
 	close(released)
-	eventually(t, "A's attempt to end", func() bool { return len(a.Active()) == 0 })
 	require.NoError(t, a.Stop(ctx))
+	require.Empty(t, a.Active())
 	row2 := jobState(t, d, h.ID())
 	require.Equal(t, row.Attempt, row2.Attempt)
 	require.Equal(t, row.Result, row2.Result, "a terminal job is never overwritten by a late worker")
 	require.Equal(t, hopper.StateSucceeded, row2.State)
 }
 
-// rescueBy moves worker's clock on until job id is rescued and worker runs
-// it, then lets it finish (for at most 15 s): advancing further while it
-// works would expire its own lease on a slow machine.
-func rescueBy(t *testing.T, d driver.Driver, id string, clk *hoppertest.Clock, worker string) {
+// rescueBy waits for leader c, whose events go to events, to rescue job id
+// (its clock past the job's lease: the rescuer's first pass as leader
+// does), moves its clock to the retry, and waits for the job to end. The
+// clock stands still meanwhile, so it never outruns the retry's lease.
+func rescueBy(t *testing.T, c *hopper.Client, events *eventLog, clk *hoppertest.Clock, id string) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		row := jobState(t, d, id)
-		if row.State == hopper.StateSucceeded {
-			return
-		}
-		if row.State == hopper.StateRunning && row.Worker == worker {
-			continue
-		}
-		clk.Advance(time.Second)
-	}
+	rescued := events.waitFor(t, func(e hopper.Event) bool { return e.JobID == id && e.Kind == hopper.EventFailed })
+	require.True(t, rescued.WillRetry, "rescued for a retry")
+	retryAt(t, clk, rescued.RunAt)
+	_, err := c.JobWait(testCtx(t), id)
+	require.NoError(t, err)
+}
+
+// retryAt moves clk to at, the time a job is retried, once a timer is
+// armed for it: the producer told of the retry sleeps until then.
+func retryAt(t *testing.T, clk *hoppertest.Clock, at time.Time) {
+	t.Helper()
+	require.NoError(t, clk.WaitArmedAt(testCtx(t), at))
+	clk.AdvanceTo(at)
 }
 
 // TestLeaseLostCancelsHandler: when a heartbeat finds the lease gone, the
@@ -243,41 +238,37 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 	job := hopper.Define("w", func(ctx context.Context, _ int) (int, error) { return 0, nil },
 		&hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 2, Base: time.Second, Jitter: hopper.NoJitter}})
 	// A leader-only client: it registers nothing, so it never claims.
+	spy := spyOn(d)
 	events := newEventLog()
-	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, OnEvent: events.hook})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: spy, Clock: clk, OnEvent: events.hook})
 	require.Equal(t, hopper.MaxRetryAttempts, c.RetryObserver().MaxAttempts())
-	eventually(t, "leadership", c.IsLeader)
+	leads(t, c)
 	h, err := job.Enqueue(ctx, c, 0, nil)
 	require.NoError(t, err)
+	// Each attempt is claimed by a worker that dies; a jump past its lease
+	// by a rescue interval has the rescuer take it back (its pass sees the
+	// time after the jump). The first attempt's rescue retries the job,
+	// due once the clock reaches the retry; the second's leaves it stuck,
+	// for the caller to wait on.
 	loseEveryAttempt := func() {
 		for attempt := 1; attempt <= 2; attempt++ {
-			eventually(t, "job due", func() bool {
-				return jobState(t, d, h.ID()).State == hopper.StatePending || jobState(t, d, h.ID()).RunAt.Compare(clk.Now()) <= 0
-			})
 			// A claim may skip a row that the leader's promoter holds at that
-			// moment (SKIP LOCKED), so claim until it is taken.
+			// moment (SKIP LOCKED), and nothing announces the row's release,
+			// so claim until it is taken.
 			var claimed []*hopper.JobRow
-			eventually(t, "the doomed worker's claim", func() bool {
-				now := clk.Now()
+			now := clk.Now()
+			poll(t, "the doomed worker's claim", func() bool {
 				var err error
 				claimed, err = d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now, LeaseExpiresAt: now.Add(30 * time.Second), Worker: "doomed"})
 				require.NoError(t, err)
 				return len(claimed) == 1
 			})
 			require.Equal(t, attempt, claimed[0].Attempt)
-			running := func() bool { return jobState(t, d, h.ID()).State == hopper.StateRunning }
-			// A second at a time until the rescuer took the job back, with
-			// real time for it to act on each second; a starved machine may
-			// need more seconds than the lease, never more than the deadline.
-			for deadline := time.Now().Add(30 * time.Second); running(); {
-				require.False(t, time.Now().After(deadline), "the rescuer never took the lease back")
-				clk.Advance(time.Second)
-				for j := 0; j < 25 && running(); j++ {
-					time.Sleep(2 * time.Millisecond)
-				}
-			}
+			clk.Jump(now.Add(30*time.Second + rescueInterval))
 			if attempt == 1 {
-				clk.Advance(time.Second)
+				rescued := events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventFailed })
+				require.True(t, rescued.WillRetry)
+				clk.AdvanceTo(rescued.RunAt)
 			}
 		}
 	}
@@ -299,8 +290,8 @@ func testStuckAfterRepeatedLeaseLoss(t *testing.T, newDriver func(*testing.T) dr
 
 	// Generation 2: stuck again, and now it stays stuck.
 	loseEveryAttempt()
-	eventually(t, "stuck again", func() bool { return jobState(t, d, h.ID()).State == hopper.StateStuck })
-	waitRetryObserverPassed(t, d, h.ID())
+	events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventStuck })
+	awaitRetryObserverPassed(t, spy, h.ID())
 	row = jobState(t, d, h.ID())
 	require.Equal(t, hopper.StateStuck, row.State, "at the cap: left for a person")
 	require.NotNil(t, row.Stuck)
@@ -338,22 +329,14 @@ func testLeaderElection(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	d := newDriver(t)
 	clk := hoppertest.NewClock(time.Time{})
 	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, WorkerID: "A"})
-	eventually(t, "A leads", a.IsLeader)
+	leads(t, a)
 	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk, WorkerID: "B"})
 	clk.Advance(5 * time.Second)
 	require.True(t, a.IsLeader())
 	require.False(t, b.IsLeader(), "never two leaders")
-	// A stops (resigning); B takes over at its next attempt.
+	// A stops (resigning); B takes over at its next attempt, a third of
+	// the leadership's TTL (15 s) after its last.
 	require.NoError(t, a.Stop(testCtx(t)))
-	// Each second of virtual time is one election attempt; under load an
-	// attempt takes a while of real time to land, so wait for it a little.
-	var ok atomic.Bool
-	for i := 0; i < 30 && !ok.Load(); i++ {
-		clk.Advance(time.Second)
-		for j := 0; j < 50 && !ok.Load(); j++ {
-			time.Sleep(2 * time.Millisecond)
-			ok.Store(b.IsLeader())
-		}
-	}
-	require.True(t, b.IsLeader())
+	clk.Advance(5 * time.Second)
+	leads(t, b)
 }

@@ -245,28 +245,29 @@ func recordHistories(t *testing.T) {
 	}
 }
 
-// waitHookToken waits for run id to wait on a hook and returns its token.
+// waitHookToken waits for run id to wait on a hook and returns its token:
+// the wait is recorded with the run's suspension, whose event follows.
 func waitHookToken(t *testing.T, c *hopper.Client, id string) string {
 	t.Helper()
 	ctx := testCtx(t)
-	for {
+	var token string
+	await(t, "run "+id+" to wait on its hook", func() bool {
 		info, err := c.RunGet(ctx, id)
 		require.NoError(t, err)
 		if len(info.Hooks) > 0 && info.Hooks[0].State == hoppertype.HookWaiting && info.Status == hopper.RunWaiting {
-			return info.Hooks[0].Token
+			token = info.Hooks[0].Token
+			return true
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("run %s never waited on its hook (status %s)", id, info.Status)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return false
+	}, onEvents(t, c))
+	return token
 }
 
 // TestReplayCodeChange checks the recorded histories against changed code:
 // a step inserted in the middle breaks them, the same step behind Patch
 // does not.
 func TestReplayCodeChange(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	h, err := hopper.ReadHistoryFile(filepath.Join(historiesDir, "replay-order-completed.json"))
 	require.NoError(t, err)

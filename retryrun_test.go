@@ -79,13 +79,13 @@ func testRetryRun(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	// A cancelled run starts again and waits again.
 	w, err := waits.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	waitRunStatus(t, c, w.ID(), hopper.RunWaiting)
+	awaitRunStatus(t, c, w.ID(), hopper.RunWaiting)
 	require.ErrorIs(t, c.RunRetry(ctx, w.ID()), hopper.ErrStateConflict, "a run still going")
 	require.NoError(t, c.RunCancel(ctx, w.ID()))
 	_, err = w.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
 	require.NoError(t, c.RunRetry(ctx, w.ID()))
-	waitRunStatus(t, c, w.ID(), hopper.RunWaiting)
+	awaitRunStatus(t, c, w.ID(), hopper.RunWaiting)
 	info, err = c.RunGet(ctx, w.ID())
 	require.NoError(t, err)
 	var token string

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -23,8 +24,9 @@ var tickJob = hopper.Define("tick", func(context.Context, int64) (hopper.None, e
 
 // jobCalls counts the calls of a schedule's Job by occurrence.
 type jobCalls struct {
-	mu sync.Mutex
-	n  map[time.Time]int
+	mu      sync.Mutex
+	n       map[time.Time]int
+	changed changes
 }
 
 func (j *jobCalls) job(at time.Time) (*hopper.JobSpec, error) {
@@ -34,7 +36,14 @@ func (j *jobCalls) job(at time.Time) (*hopper.JobSpec, error) {
 	}
 	j.n[at.UTC()]++
 	j.mu.Unlock()
+	j.changed.notify()
 	return tickJob.Job(at.Unix(), nil), nil
+}
+
+// awaitOnce waits until Job was called once for the occurrence at.
+func (j *jobCalls) awaitOnce(t *testing.T, what string, at time.Time) {
+	t.Helper()
+	await(t, what, func() bool { return j.count(at) == 1 }, j.changed.next)
 }
 
 func (j *jobCalls) count(at time.Time) int {
@@ -74,9 +83,9 @@ func stepMinutes(t *testing.T, clk *hoppertest.Clock, start time.Time, n int, ca
 	for m := range n + 1 {
 		at := start.Add(time.Duration(m) * time.Minute)
 		clk.AdvanceTo(at)
-		eventually(t, "both processes make the job of "+at.Format(time.TimeOnly), func() bool {
+		await(t, "both processes make the job of "+at.Format(time.TimeOnly), func() bool {
 			return calls[0].count(at) == 1 && calls[1].count(at) == 1
-		})
+		}, calls[0].changed.next, calls[1].changed.next)
 	}
 }
 
@@ -143,8 +152,10 @@ func TestScheduleStartsRuns(t *testing.T) {
 		start := clk.Now()
 		var calls [2]jobCalls
 		var clients [2]*hopper.Client
+		var ran [2]wake
 		for i := range clients {
 			clients[i] = startedClient(t, d, clk)
+			ran[i] = onEvents(t, clients[i])
 			require.NoError(t, clients[i].Register(nightlyWorkflow))
 			calls := &calls[i]
 			_, err := clients[i].Schedule(hopper.Schedule{Name: "runs", Cron: "* * * * *", Location: time.UTC,
@@ -157,11 +168,11 @@ func TestScheduleStartsRuns(t *testing.T) {
 		const minutes = 3
 		stepMinutes(t, clk, start, minutes, &calls)
 		ctx := testCtx(t)
-		eventually(t, "the runs to complete", func() bool {
+		await(t, "the runs to complete", func() bool {
 			runs, err := runsOf(clients[0].RunList(ctx, &hopper.RunQuery{Workflow: nightlyWorkflow.Name(), Statuses: []hopper.RunStatus{hopper.RunCompleted}}))
 			require.NoError(t, err)
 			return len(runs) >= minutes
-		})
+		}, ran[0], ran[1])
 		for _, c := range clients {
 			require.NoError(t, c.Stop(ctx))
 		}
@@ -203,7 +214,7 @@ func TestScheduleOncePerOccurrenceTwoFiles(t *testing.T) {
 // Only the latest missed occurrence fires.
 func TestScheduleCatchUp(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
-		d := newDriver(t)
+		d := spyOn(newDriver(t))
 		three := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
 		clk := hoppertest.NewClock(three.Add(-10 * time.Minute))
 		schedule := func(c *hopper.Client, name string, catchUp time.Duration, calls *jobCalls) {
@@ -217,7 +228,7 @@ func TestScheduleCatchUp(t *testing.T) {
 		for _, name := range []string{"nightly", "nightly-short", "nightly-never"} {
 			schedule(c0, name, 10*time.Minute, &before)
 		}
-		eventually(t, "the store to see the schedules", func() bool {
+		await(t, "the store to see the schedules", func() bool {
 			infos, err := c0.ScheduleList(testCtx(t))
 			require.NoError(t, err)
 			n := 0
@@ -227,7 +238,7 @@ func TestScheduleCatchUp(t *testing.T) {
 				}
 			}
 			return n == 3
-		})
+		}, d.answered.next)
 		require.NoError(t, c0.Stop(testCtx(t)))
 		require.Zero(t, before.total())
 		clk.AdvanceTo(three.Add(5 * time.Minute))
@@ -236,17 +247,17 @@ func TestScheduleCatchUp(t *testing.T) {
 		schedule(c1, "nightly", 10*time.Minute, &first)
 		schedule(c1, "nightly-short", 2*time.Minute, &short)
 		schedule(c1, "nightly-never", -1, &never)
-		eventually(t, "the missed 03:00 to fire", func() bool { return storedTicks(t, c1)[three] == 1 })
+		await(t, "the missed 03:00 to fire", func() bool { return storedTicks(t, c1)[three] == 1 }, d.answered.next)
 		require.NoError(t, c1.Stop(testCtx(t)))
 
 		clk.AdvanceTo(three.Add(6 * time.Minute))
 		c2 := startedClient(t, d, clk)
 		schedule(c2, "nightly", 10*time.Minute, &second)
-		eventually(t, "the second process to try 03:00", func() bool { return second.count(three) == 1 })
+		second.awaitOnce(t, "the second process to try 03:00", three)
 		// It makes the next night's job only once it finished trying 03:00.
 		next := three.AddDate(0, 0, 1)
 		clk.AdvanceTo(next)
-		eventually(t, "the second process to reach the next night", func() bool { return second.count(next) == 1 })
+		second.awaitOnce(t, "the second process to reach the next night", next)
 		require.NoError(t, c2.Stop(testCtx(t)))
 
 		got := storedTicks(t, c2)
@@ -271,11 +282,11 @@ func TestScheduleSkipsWhenBehind(t *testing.T) {
 	var calls jobCalls
 	_, err := c.Schedule(hopper.Schedule{Name: "minutely", Cron: "* * * * *", Location: time.UTC, Job: calls.job})
 	require.NoError(t, err)
-	eventually(t, "the occurrence at the start", func() bool { return calls.count(start) == 1 })
+	calls.awaitOnce(t, "the occurrence at the start", start)
 	clk.Jump(start.Add(10*time.Minute + 30*time.Second)) // the process slept
-	eventually(t, "the latest occurrence", func() bool { return calls.count(start.Add(10*time.Minute)) == 1 })
+	calls.awaitOnce(t, "the latest occurrence", start.Add(10*time.Minute))
 	clk.AdvanceTo(start.Add(11 * time.Minute))
-	eventually(t, "the next one, on time", func() bool { return calls.count(start.Add(11*time.Minute)) == 1 })
+	calls.awaitOnce(t, "the next one, on time", start.Add(11*time.Minute))
 	require.Equal(t, 3, calls.total(), "the nine occurrences slept through are skipped")
 }
 
@@ -291,11 +302,11 @@ func TestScheduleBehindWithinTheWindow(t *testing.T) {
 	_, err := c.Schedule(hopper.Schedule{Name: "ten-seconds", Job: calls.job,
 		Next: func(after time.Time) time.Time { return after.Truncate(10 * time.Second).Add(10 * time.Second) }})
 	require.NoError(t, err)
-	eventually(t, "the occurrence at the start", func() bool { return calls.count(start) == 1 })
+	calls.awaitOnce(t, "the occurrence at the start", start)
 	clk.Jump(start.Add(35 * time.Second)) // 10 s, 20 s and 30 s are due, all within a minute
-	eventually(t, "the latest", func() bool { return calls.count(start.Add(30*time.Second)) == 1 })
+	calls.awaitOnce(t, "the latest", start.Add(30*time.Second))
 	clk.AdvanceTo(start.Add(40 * time.Second))
-	eventually(t, "the next one", func() bool { return calls.count(start.Add(40*time.Second)) == 1 })
+	calls.awaitOnce(t, "the next one", start.Add(40*time.Second))
 	require.Equal(t, 3, calls.total(), "10 s and 20 s are skipped")
 }
 
@@ -310,8 +321,10 @@ func TestScheduleNoOverlapWithAUniqueKey(t *testing.T) {
 	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Visibility: time.Hour})
 	release := make(chan struct{})
 	var ran sync.Map
+	var running changes
 	slow := hopper.Define("slow-report", func(ctx context.Context, unix int64) (hopper.None, error) {
 		ran.Store(unix, true)
+		running.notify()
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -326,23 +339,23 @@ func TestScheduleNoOverlapWithAUniqueKey(t *testing.T) {
 			return slow.Job(at.Unix(), &hopper.InsertOpts{UniqueKey: "slow-report"}), nil
 		}})
 	require.NoError(t, err)
-	eventually(t, "the first report to run", func() bool { _, ok := ran.Load(start.Unix()); return ok })
+	await(t, "the first report to run", func() bool { _, ok := ran.Load(start.Unix()); return ok }, running.next)
 	for m := 1; m <= 2; m++ {
 		at := start.Add(time.Duration(m) * time.Minute)
 		clk.AdvanceTo(at)
 		// It makes the next occurrence's job only after this one's try.
-		eventually(t, "the occurrence "+at.Format(time.TimeOnly), func() bool { return calls.count(at) == 1 })
+		calls.awaitOnce(t, "the occurrence "+at.Format(time.TimeOnly), at)
 	}
+	page, err := c.JobList(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 1)
 	close(release)
-	eventually(t, "the first report to end", func() bool {
-		page, err := c.JobList(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}, States: []hopper.JobState{hopper.StateSucceeded}})
-		require.NoError(t, err)
-		return len(page.Jobs) == 1
-	})
+	_, err = c.JobWait(testCtx(t), page.Jobs[0].ID) // the first report ends
+	require.NoError(t, err)
 	at := start.Add(3 * time.Minute)
 	clk.AdvanceTo(at)
-	eventually(t, "the report after it", func() bool { _, ok := ran.Load(at.Unix()); return ok })
-	page, err := c.JobList(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}})
+	await(t, "the report after it", func() bool { _, ok := ran.Load(at.Unix()); return ok }, running.next)
+	page, err = c.JobList(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 2, "minutes 1 and 2 were skipped while the first report ran")
 }
@@ -358,12 +371,12 @@ func TestScheduleNoCatchUpWhenLate(t *testing.T) {
 	var calls jobCalls
 	_, err := c.Schedule(hopper.Schedule{Name: "minutely", Cron: "* * * * *", Location: time.UTC, CatchUp: -1, Job: calls.job})
 	require.NoError(t, err)
-	eventually(t, "the occurrence at the start instant, on time", func() bool { return calls.count(start) == 1 })
+	calls.awaitOnce(t, "the occurrence at the start instant, on time", start)
 	clk.Jump(start.Add(time.Minute + 2*time.Second))
-	eventually(t, "a slightly late occurrence", func() bool { return calls.count(start.Add(time.Minute)) == 1 })
+	calls.awaitOnce(t, "a slightly late occurrence", start.Add(time.Minute))
 	clk.Jump(start.Add(4*time.Minute + 30*time.Second))
 	clk.AdvanceTo(start.Add(5 * time.Minute))
-	eventually(t, "the next one, on time", func() bool { return calls.count(start.Add(5*time.Minute)) == 1 })
+	calls.awaitOnce(t, "the next one, on time", start.Add(5*time.Minute))
 	require.Equal(t, 3, calls.total(), "the occurrences 30 s late and more are skipped")
 }
 
@@ -380,16 +393,16 @@ func TestScheduleCancel(t *testing.T) {
 		return after.Truncate(time.Minute).Add(time.Minute)
 	}, Job: calls.job})
 	require.NoError(t, err)
-	eventually(t, "the occurrence at the start", func() bool { return calls.count(start) == 1 })
+	calls.awaitOnce(t, "the occurrence at the start", start)
 	clk.AdvanceTo(start.Add(time.Minute))
-	eventually(t, "the first occurrence", func() bool { return calls.count(start.Add(time.Minute)) == 1 })
+	calls.awaitOnce(t, "the first occurrence", start.Add(time.Minute))
 	cancel()
 	cancel() // a second call does nothing
 	clk.AdvanceTo(start.Add(5 * time.Minute))
 	_, err = c.Schedule(hopper.Schedule{Name: "tick", Cron: "* * * * *", Location: time.UTC, CatchUp: -1, Job: again.job})
 	require.NoError(t, err, "the name is free again")
 	clk.AdvanceTo(start.Add(6 * time.Minute))
-	eventually(t, "the new schedule", func() bool { return again.count(start.Add(6*time.Minute)) == 1 })
+	again.awaitOnce(t, "the new schedule", start.Add(6*time.Minute))
 	require.NoError(t, c.Stop(testCtx(t)))
 	require.Equal(t, 2, calls.total(), "the occurrences at the start and at minute 1, none after the cancel")
 }
@@ -423,7 +436,7 @@ func TestScheduleNextMustMoveForward(t *testing.T) {
 		t.Fatal("the stuck Next was not reported")
 	}
 	clk.AdvanceTo(start.Add(time.Hour))
-	eventually(t, "the one occurrence", func() bool { return calls.count(start.Add(time.Minute)) == 1 })
+	calls.awaitOnce(t, "the one occurrence", start.Add(time.Minute))
 	require.Equal(t, 1, calls.total())
 }
 
@@ -437,46 +450,48 @@ func registered(infos []hopper.ScheduleInfo) []hopper.ScheduleInfo {
 }
 
 // TestSchedulesList: Client.ScheduleList lists the registered schedules by
-// name with their next occurrence, and forgets a removed one.
+// name with their next occurrence, and forgets a removed one. It runs in a
+// synctest bubble: synctest.Wait returns once the store heard of both.
 func TestSchedulesList(t *testing.T) {
 	t.Parallel()
-	clk := hoppertest.NewClock(time.Time{})
-	start := clk.Now()
-	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
-	var calls jobCalls
-	stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *", Location: time.UTC, Job: calls.job})
-	require.NoError(t, err)
-	_, err = c.Schedule(hopper.Schedule{Name: "every-hour", CatchUp: -1, Job: calls.job,
-		Next: func(after time.Time) time.Time { return after.Truncate(time.Hour).Add(time.Hour) }})
-	require.NoError(t, err)
-	list := func() []hopper.ScheduleInfo {
-		t.Helper()
-		infos, err := c.ScheduleList(testCtx(t))
+	synctest.Test(t, func(t *testing.T) {
+		clk := hoppertest.NewClock(time.Time{})
+		start := clk.Now()
+		c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk})
+		var calls jobCalls
+		stop, err := c.Schedule(hopper.Schedule{Name: "nightly", Cron: "0 3 * * *", Location: time.UTC, Job: calls.job})
 		require.NoError(t, err)
-		return infos
-	}
-	require.Equal(t, []hopper.ScheduleInfo{
-		{Name: "every-hour", Next: start.Add(time.Hour), Registered: true},
-		{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour), CatchUp: time.Minute, Registered: true},
-	}, registered(list()))
-	eventually(t, "the store heard of both schedules", func() bool {
+		_, err = c.Schedule(hopper.Schedule{Name: "every-hour", CatchUp: -1, Job: calls.job,
+			Next: func(after time.Time) time.Time { return after.Truncate(time.Hour).Add(time.Hour) }})
+		require.NoError(t, err)
+		list := func() []hopper.ScheduleInfo {
+			t.Helper()
+			infos, err := c.ScheduleList(testCtx(t))
+			require.NoError(t, err)
+			return infos
+		}
+		require.Equal(t, []hopper.ScheduleInfo{
+			{Name: "every-hour", Next: start.Add(time.Hour), Registered: true},
+			{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour), CatchUp: time.Minute, Registered: true},
+		}, registered(list()))
+		synctest.Wait()
 		n := 0
 		for _, in := range list() {
 			if !in.UpdatedAt.IsZero() {
 				n++
 			}
 		}
-		return n == 2
+		require.Equal(t, 2, n, "the store heard of both schedules")
+		stop()
+		// The store still keeps the removed one, which no longer runs here.
+		require.Equal(t, []hopper.ScheduleInfo{
+			{Name: "every-hour", Next: start.Add(time.Hour), Registered: true},
+			{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour)},
+		}, registered(list()))
+		require.NoError(t, c.ScheduleDelete(testCtx(t), "nightly"))
+		require.Len(t, list(), 1)
+		require.ErrorIs(t, c.ScheduleDelete(testCtx(t), "nightly"), hopper.ErrNotFound)
 	})
-	stop()
-	// The store still keeps the removed one, which no longer runs here.
-	require.Equal(t, []hopper.ScheduleInfo{
-		{Name: "every-hour", Next: start.Add(time.Hour), Registered: true},
-		{Name: "nightly", Cron: "0 3 * * *", Next: start.Add(3 * time.Hour)},
-	}, registered(list()))
-	require.NoError(t, c.ScheduleDelete(testCtx(t), "nightly"))
-	require.Len(t, list(), 1)
-	require.ErrorIs(t, c.ScheduleDelete(testCtx(t), "nightly"), hopper.ErrNotFound)
 }
 
 // TestSchedulePauseByName: a schedule no process runs yet may be paused
@@ -511,7 +526,7 @@ func TestSchedulePauseByName(t *testing.T) {
 // next occurrence fires and is counted, on every driver.
 func TestSchedulePauseResume(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, newDriver func(*testing.T) driver.Driver) {
-		d := newDriver(t)
+		d := spyOn(newDriver(t))
 		clk := hoppertest.NewClock(time.Time{})
 		start := clk.Now()
 		var calls [2]jobCalls
@@ -524,21 +539,22 @@ func TestSchedulePauseResume(t *testing.T) {
 		ctx := testCtx(t)
 		minute := func(m int) time.Time { return start.Add(time.Duration(m) * time.Minute) }
 		// recorded waits until the store recorded the occurrence of
-		// minute m (its record moves the next occurrence past it).
+		// minute m (its record, written in a transaction, moves the next
+		// occurrence past it).
 		recorded := func(m int) {
 			t.Helper()
-			eventually(t, "the occurrence of minute "+minute(m).Format(time.TimeOnly)+" recorded", func() bool {
-				rows, err := d.Executor().ScheduleList(ctx, &driver.ScheduleListParams{})
+			await(t, "the occurrence of minute "+minute(m).Format(time.TimeOnly)+" recorded", func() bool {
+				rows, err := d.ScheduleList(ctx, &driver.ScheduleListParams{})
 				require.NoError(t, err)
 				return len(rows) == 1 && !rows[0].NextAt.Before(minute(m+1))
-			})
+			}, d.answered.next)
 		}
 		step := func(m int) {
 			t.Helper()
 			clk.AdvanceTo(minute(m))
-			eventually(t, "both processes make the job", func() bool {
+			await(t, "both processes make the job", func() bool {
 				return calls[0].count(minute(m)) == 1 && calls[1].count(minute(m)) == 1
-			})
+			}, calls[0].changed.next, calls[1].changed.next)
 			recorded(m)
 		}
 		step(0)
@@ -623,8 +639,9 @@ func TestScheduleJobErrorsAreReported(t *testing.T) {
 	case <-testCtx(t).Done():
 		t.Fatal("the failing Job was not reported")
 	}
+	enqueued := onEvents(t, c)
 	clk.AdvanceTo(start.Add(2 * time.Minute))
-	eventually(t, "the next occurrence", func() bool { return storedTicks(t, c)[start.Add(2*time.Minute)] == 1 })
+	await(t, "the next occurrence", func() bool { return storedTicks(t, c)[start.Add(2*time.Minute)] == 1 }, enqueued)
 }
 
 // TestParseCron pins the occurrences of a few expressions.

@@ -309,18 +309,17 @@ func testWorkflowCrash(t *testing.T, db, schema string, open func() driver.Drive
 		require.NoError(t, c.Stop(sctx))
 	}()
 
+	changed := onEvents(t, c)
 	for i, pt := range pts {
 		// Wait until the run ends, or goes stuck (which RunWait would wait
-		// out: a stuck run is not finished).
+		// out: a stuck run is not finished); either is a transition of
+		// this client's, whose event follows it.
 		var info *hopper.RunInfo
-		for {
+		await(t, "kill point "+pt.label+": the run to finish", func() bool {
 			info, err = c.RunGet(ctx, runID(i))
 			require.NoError(t, err, "kill point %s: the run did not finish", pt.label)
-			if info.Status.Terminal() || info.Status == hopper.RunStuck {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return info.Status.Terminal() || info.Status == hopper.RunStuck
+		}, changed)
 		if info.Status != hopper.RunCompleted {
 			t.Fatalf("kill point %s: run %s ended %s, not completed: %+v; history: %s", pt.label, runID(i), info.Status, info.Error, wfCrashAllHistory(ctx, d, runID(i)))
 		}

@@ -105,6 +105,7 @@ func testWorkflowFetch(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 // TestStepMetadata: a step's function sees its run, name, identity and
 // try.
 func TestStepMetadata(t *testing.T) {
+	t.Parallel()
 	var seen []hopper.StepMetadata
 	wf := hopper.Workflow("meta", func(wf hopper.WorkflowContext, _ hopper.None) (int, error) {
 		return hopper.Step(wf, "flaky", func(ctx context.Context) (int, error) {

@@ -328,7 +328,7 @@ func testWorkflowRetryOfARecordedRun(t *testing.T, newDriver func(*testing.T) dr
 		var l ledger
 		c, clk, _ := setup(t, &l, []*hopper.History{&broken})
 		clk.Advance(time.Hour)
-		waitRunStatus(t, c, "compat-o-7", hopper.RunStuck)
+		awaitRunStatus(t, c, "compat-o-7", hopper.RunStuck)
 		info, err := c.RunGet(testCtx(t), "compat-o-7")
 		require.NoError(t, err)
 		require.Contains(t, info.Error.Message, `(attempt 1): history event 2 is step "charge-card", but the code now reaches step "charge"`)

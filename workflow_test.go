@@ -99,6 +99,8 @@ func TestWorkflowDurableSleep(t *testing.T) { forEachDriver(t, testWorkflowDurab
 
 func testWorkflowDurableSleep(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	runs := newCounter()
+	var clk *hoppertest.Clock
+	var woke atomic.Pointer[time.Time]
 	wf := hopper.Workflow("sleepy", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
 		if _, err := hopper.Step(wf, "before", func(context.Context) (int, error) { runs.inc("before"); return 1, nil }, nil); err != nil {
 			return "", err
@@ -106,22 +108,31 @@ func testWorkflowDurableSleep(t *testing.T, newDriver func(*testing.T) driver.Dr
 		if err := wf.Sleep(time.Hour); err != nil {
 			return "", err
 		}
-		if _, err := hopper.Step(wf, "after", func(context.Context) (int, error) { runs.inc("after"); return 2, nil }, nil); err != nil {
+		if _, err := hopper.Step(wf, "after", func(context.Context) (int, error) {
+			runs.inc("after")
+			now := clk.Now()
+			woke.Store(&now)
+			return 2, nil
+		}, nil); err != nil {
 			return "", err
 		}
 		return "woke", nil
 	}, nil)
-	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	var c *hopper.Client
+	c, clk = hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(wf))
 	ctx := testCtx(t)
+	start := clk.Now()
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
+	awaitRunStatus(t, c, h.ID(), hopper.RunWaiting)
 	require.Empty(t, c.Active(), "a sleeping run holds no worker")
 	require.Equal(t, 1, runs.get("before"))
 	require.Zero(t, runs.get("after"))
+	row, err := c.JobGet(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, start.Add(time.Hour), row.RunAt, "due when the sleep ends")
 	clk.Advance(59 * time.Minute)
-	time.Sleep(5 * time.Millisecond)
 	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunWaiting, info.Status, "not woken early")
@@ -129,6 +140,7 @@ func testWorkflowDurableSleep(t *testing.T, newDriver func(*testing.T) driver.Dr
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "woke", out)
+	require.Equal(t, start.Add(time.Hour), *woke.Load(), "woken when the sleep ended, not before")
 	require.Equal(t, 1, runs.get("before"), "a recorded step is replayed, not run again")
 	require.Equal(t, 1, runs.get("after"))
 }
@@ -155,17 +167,18 @@ func testWorkflowHooks(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(wf))
 	ctx := testCtx(t)
+	changed := onEvents(t, c)
 	h, err := wf.Start(ctx, c, "x", nil)
 	require.NoError(t, err)
 	var token string
-	eventually(t, "the hook", func() bool {
+	await(t, "the hook", func() bool {
 		info, err := c.RunGet(ctx, h.ID())
 		if err != nil || len(info.Hooks) == 0 || info.Status != hopper.RunWaiting {
 			return false
 		}
 		token = info.Hooks[0].Token
 		return true
-	})
+	}, changed)
 	require.Len(t, token, 32, "128 random bits, hex")
 	chunks, err := c.StreamRead(ctx, h.ID(), 0, 10)
 	require.NoError(t, err)
@@ -184,14 +197,14 @@ func testWorkflowHooks(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	h2, err := wf.Start(ctx, c, "y", nil)
 	require.NoError(t, err)
 	var token2 string
-	eventually(t, "the second hook", func() bool {
+	await(t, "the second hook", func() bool {
 		info, err := c.RunGet(ctx, h2.ID())
 		if err != nil || len(info.Hooks) == 0 || info.Status != hopper.RunWaiting {
 			return false
 		}
 		token2 = info.Hooks[0].Token
 		return true
-	})
+	}, changed)
 	require.NoError(t, c.RunCancel(ctx, h2.ID()))
 	_, err = h2.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
@@ -208,19 +221,20 @@ func testWorkflowHookTimeout(t *testing.T, newDriver func(*testing.T) driver.Dri
 		}
 		return "replied", err
 	}, nil)
-	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	events := newEventLog()
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t), OnEvent: events.hook})
 	require.NoError(t, c.Register(wf))
 	ctx := testCtx(t)
+	start := clk.Now()
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
-	// The wait may be recorded a moment after the status shows: move the
-	// clock by the timeout until the run ends.
-	eventually(t, "the hook times out", func() bool {
-		clk.Advance(time.Minute)
-		info, err := c.RunGet(context.Background(), h.ID())
-		return err == nil && info.Status.Terminal()
+	// The run waits for the hook until its timeout: its job is deferred
+	// to then.
+	deferred := events.waitFor(t, func(e hopper.Event) bool {
+		return e.JobID == h.ID() && e.Kind == hopper.EventDeferred && e.RunAt.After(start)
 	})
+	require.Equal(t, start.Add(time.Minute), deferred.RunAt)
+	clk.AdvanceTo(deferred.RunAt)
 	out, err := h.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "timed out", out)
@@ -416,19 +430,18 @@ func testWorkflowNonDeterminism(t *testing.T, newDriver func(*testing.T) driver.
 		}
 		return 2, nil
 	}, nil)
-	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	spy := spyOn(newDriver(t))
+	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: spy})
 	require.NoError(t, c.Register(wf))
 	ctx := testCtx(t)
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	waitRunStatus(t, c, h.ID(), hopper.RunWaiting)
+	awaitRunStatus(t, c, h.ID(), hopper.RunWaiting)
 	changed.Store(true) // a deploy renames the step while the run sleeps
 	clk.Advance(time.Hour)
-	var info *hopper.RunInfo
-	eventually(t, "the run to go stuck", func() bool {
-		info, err = c.RunGet(ctx, h.ID())
-		return err == nil && info.Status == hopper.RunStuck
-	})
+	awaitRunStatus(t, c, h.ID(), hopper.RunStuck)
+	info, err := c.RunGet(ctx, h.ID())
+	require.NoError(t, err)
 	require.NotNil(t, info.Error)
 	require.Contains(t, info.Error.Message, `step "first"`)
 	require.Contains(t, info.Error.Message, `step "renamed"`)
@@ -439,7 +452,7 @@ func testWorkflowNonDeterminism(t *testing.T, newDriver func(*testing.T) driver.
 	require.NotNil(t, info.Stuck, "the run carries the stuck slot")
 	require.Equal(t, hopper.StuckEngineFailure, info.Stuck.Cause)
 	// The retry observer passes it over: the same code would diverge again.
-	waitRetryObserverPassed(t, c.Driver(), h.ID())
+	awaitRetryObserverPassed(t, spy, h.ID())
 	info, err = c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunStuck, info.Status)
@@ -476,13 +489,14 @@ func testWorkflowCancel(t *testing.T, newDriver func(*testing.T) driver.Driver) 
 	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(wf, child))
 	ctx := testCtx(t)
+	changed := onEvents(t, c)
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	eventually(t, "parent and child to wait", func() bool {
+	await(t, "parent and child to wait", func() bool {
 		kids, err := runsOf(c.RunList(ctx, &hopper.RunQuery{ParentID: h.ID(), Statuses: []hopper.RunStatus{hopper.RunWaiting}}))
 		info, err2 := c.RunGet(ctx, h.ID())
 		return err == nil && err2 == nil && len(kids) == 1 && info.Status == hopper.RunWaiting
-	})
+	}, changed)
 	require.NoError(t, c.RunCancel(ctx, h.ID()))
 	_, err = h.Result(ctx)
 	require.ErrorIs(t, err, hopper.ErrCancelled)
@@ -515,7 +529,17 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 		}, nil)
 		// A lease longer than the hour the clock jumps (see
 		// TestResumeReadsHistoryOnce).
-		c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d, MaxWorkers: 200, Visibility: 2 * time.Hour})
+		var mu sync.Mutex
+		asleep := map[string]bool{}
+		var slept changes
+		c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d, MaxWorkers: 200, Visibility: 2 * time.Hour, OnEvent: func(e hopper.Event) {
+			if e.Kind == hopper.EventDeferred && e.RunAt.After(hoppertest.Epoch) {
+				mu.Lock()
+				asleep[e.JobID] = true
+				mu.Unlock()
+				slept.notify()
+			}
+		}})
 		require.NoError(t, c.Register(wf))
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -535,11 +559,20 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 			}
 			return waiting
 		}
-		eventually(t, "every run to wait", func() bool { return countWaiting() == n && len(c.Active()) == 0 })
+		// Each run's job is deferred to the sleep's end once, an event
+		// raised after its attempt left Active and its suspension committed.
+		await(t, "every run to sleep", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(asleep) == n
+		}, slept.next)
+		require.Equal(t, n, countWaiting())
+		require.Empty(t, c.Active())
 		// Goroutines that wind down after the last suspension (idle pooled
-		// workers, store connections) may linger a moment; runs that held
-		// goroutines would keep n of them for the hour.
-		eventually(t, fmt.Sprintf("%d sleeping runs to hold no goroutines (pooled workers aside)", n), func() bool {
+		// workers, store connections) may linger a moment, and their end
+		// announces nothing; runs that held goroutines would keep n of them
+		// for the hour.
+		poll(t, fmt.Sprintf("%d sleeping runs to hold no goroutines (pooled workers aside)", n), func() bool {
 			return runtime.NumGoroutine()-before < 300
 		})
 		clk.Advance(time.Hour)
@@ -548,15 +581,6 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 1, v)
 		}
-	})
-}
-
-// waitRunStatus waits until run id has status.
-func waitRunStatus(t *testing.T, c *hopper.Client, id string, status hopper.RunStatus) {
-	t.Helper()
-	eventually(t, fmt.Sprintf("run %s to be %s", id, status), func() bool {
-		info, err := c.RunGet(context.Background(), id)
-		return err == nil && info.Status == status
 	})
 }
 
@@ -610,15 +634,16 @@ func testResumeReadsHistoryOnce(t *testing.T, newDriver func(*testing.T) driver.
 	c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d, Visibility: 2 * time.Hour})
 	require.NoError(t, c.Register(wf))
 	ctx := testCtx(t)
+	changed := onEvents(t, c)
 	h, err := wf.Start(ctx, c, hopper.None{}, nil)
 	require.NoError(t, err)
-	eventually(t, "the run to sleep", func() bool {
+	await(t, "the run to sleep", func() bool {
 		rs, err := runsOf(c.RunList(ctx, &hopper.RunQuery{Statuses: []hopper.RunStatus{hopper.RunWaiting}}))
 		require.NoError(t, err)
 		row, err := c.JobGet(ctx, h.ID())
 		require.NoError(t, err)
 		return len(rs) == 1 && len(c.Active()) == 0 && row.State == hopper.StateScheduled
-	})
+	}, changed)
 	require.EqualValues(t, n, ran.Load())
 	d.reads.Store(0)
 	clk.Advance(time.Hour)
@@ -702,10 +727,10 @@ func testWorkflowRescueThenLateCompletion(t *testing.T, newDriver func(*testing.
 	fast := hopper.Workflow("late-run", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
 		return hopper.Step(wf, "work", func(context.Context) (string, error) { return "rescued", nil }, nil)
 	}, nil)
-	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B"})
+	events := newEventLog()
+	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B", OnEvent: events.hook})
 	require.NoError(t, b.Register(fast))
-	eventually(t, "B leads", b.IsLeader)
-	rescueBy(t, d, h.ID(), clkB, "B")
+	rescueBy(t, b, events, clkB, h.ID())
 	info, err := b.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)
@@ -713,8 +738,10 @@ func testWorkflowRescueThenLateCompletion(t *testing.T, newDriver func(*testing.
 	before := len(info.History)
 
 	// A's step returns at last: its record is fenced off, and so is its end.
+	// Stop waits for the attempt to return and its outcome to be tried.
 	close(released)
-	eventually(t, "A's attempt to end", func() bool { return len(a.Active()) == 0 })
+	require.NoError(t, a.Stop(ctx))
+	require.Empty(t, a.Active())
 	info, err = b.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, hopper.RunCompleted, info.Status)

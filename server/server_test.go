@@ -397,6 +397,8 @@ func TestAPIChangesAndAttempts(t *testing.T) {
 	}
 	resp.Body.Close()
 
+	// The retry observer's cursor is stored when its deliverer first
+	// leases it, which announces nothing: look until it is.
 	var obs struct{ Observers []server.ObserverJSON }
 	require.Eventually(t, func() bool {
 		return e.do("GET", "/v1/observers", "", &obs) == 200 && len(obs.Observers) == 1
@@ -623,9 +625,9 @@ func TestDashboardPages(t *testing.T) {
 	_, err = e.c.EnqueueMany(context.Background(), failing, gate)
 	require.NoError(t, err)
 	var gateJob server.JobJSON
-	require.Eventually(t, func() bool {
+	e.await(t, "the gate stuck", func() bool {
 		return e.do("GET", "/v1/jobs/"+gate.ID(), "", &gateJob) == 200 && gateJob.State == "stuck"
-	}, 10*time.Second, 10*time.Millisecond)
+	})
 	require.Equal(t, "failed-blocker", gateJob.Stuck.Cause)
 	require.Equal(t, []string{failing.ID()}, gateJob.Stuck.BlockerIDs)
 	code, body = get("/jobs/"+gate.ID(), "Bearer "+token)
@@ -709,16 +711,14 @@ func TestAPIRuns(t *testing.T) {
 	for _, via := range []string{"api", "webhook"} {
 		require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"approval","input":{}}`, &started))
 		var tok string
-		deadline := time.Now().Add(10 * time.Second)
-		for tok == "" {
-			require.True(t, time.Now().Before(deadline), "no hook")
+		e.await(t, "the hook", func() bool {
 			var r server.RunJSON
 			require.Equal(t, 200, e.do("GET", "/v1/runs/"+started.RunID, "", &r))
 			if len(r.Hooks) == 1 && r.Status == "waiting" {
 				tok = r.Hooks[0].Token
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return tok != ""
+		})
 		if via == "api" {
 			require.Equal(t, 200, e.do("POST", "/v1/hooks/"+tok, `{"approved":true}`, nil))
 			var eb errBody
@@ -772,17 +772,15 @@ func TestAPIRuns(t *testing.T) {
 	require.Equal(t, 404, e.doAuth("POST", "/v1/webhooks/unknown", `{}`, "", &eb))
 }
 
+// waitRun waits for run id to finish (RunWait) and returns it as the API
+// shows it.
 func waitRun(t *testing.T, e *env, id string) server.RunJSON {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var r server.RunJSON
-		require.Equal(t, 200, e.do("GET", "/v1/runs/"+id, "", &r))
-		switch r.Status {
-		case "completed", "failed", "compensated", "cancelled", "quarantined":
-			return r
-		}
-		require.True(t, time.Now().Before(deadline), "run %s still %s", id, r.Status)
-		time.Sleep(5 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := e.c.RunWait(ctx, id)
+	require.NoError(t, err)
+	var r server.RunJSON
+	require.Equal(t, 200, e.do("GET", "/v1/runs/"+id, "", &r))
+	return r
 }

@@ -25,18 +25,11 @@ func TestAPIStreamPage(t *testing.T) {
 		RunID string `json:"run_id"`
 	}
 	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"approval"}`, &started))
-	for {
+	e.await(t, "the run to wait", func() bool {
 		info, err := e.c.RunGet(ctx, started.RunID)
 		require.NoError(t, err)
-		if info.Status == hopper.RunWaiting {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the run never waited")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+		return info.Status == hopper.RunWaiting
+	})
 	page := func(query string) (int, server.ChunkListJSON) {
 		t.Helper()
 		req, err := http.NewRequest("GET", e.url+"/v1/runs/"+started.RunID+"/stream"+query, nil)

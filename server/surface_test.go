@@ -130,9 +130,9 @@ func TestWebhookNonJSONBodyStaysBounded(t *testing.T) {
 func waitHook(t *testing.T, e *env, runID string) server.RunJSON {
 	t.Helper()
 	var info server.RunJSON
-	require.Eventually(t, func() bool {
+	e.await(t, "the run's hook", func() bool {
 		return e.do("GET", "/v1/runs/"+runID, "", &info) == 200 && len(info.Hooks) == 1 && info.Hooks[0].State == "waiting"
-	}, 10*time.Second, 10*time.Millisecond)
+	})
 	return info
 }
 
@@ -602,6 +602,8 @@ func TestStoreOutage(t *testing.T) {
 	}
 	require.Equal(t, 200, e.doAuth("GET", "/livez", "", "", nil))
 	fd.down.Store(false)
+	// A health answer is reused for a second of wall time (the server's
+	// cache): the check says ok once it lapsed.
 	require.Eventually(t, func() bool { return e.doAuth("GET", "/healthz", "", "", nil) == 200 }, 10*time.Second, 50*time.Millisecond)
 	require.Equal(t, 200, e.do("GET", "/v1/jobs", "", nil))
 }
@@ -705,6 +707,8 @@ func TestPostgresOutage(t *testing.T) {
 	require.Equal(t, 200, e.doAuth("GET", "/livez", "", "", nil))
 
 	p.restore()
+	// The health cache lapses after a second of wall time, and the pool
+	// reconnects on its own schedule: look until both did.
 	require.Eventually(t, func() bool { return e.doAuth("GET", "/healthz", "", "", nil) == 200 }, 30*time.Second, 100*time.Millisecond)
 	require.Eventually(t, func() bool { return e.do("GET", "/v1/jobs/"+created.ID, "", nil) == 200 }, 30*time.Second, 100*time.Millisecond)
 }
@@ -830,9 +834,9 @@ func TestInternalJobsReadable(t *testing.T) {
 	_, err = e.c.EnqueueMany(ctx, first, failing, gate)
 	require.NoError(t, err)
 	var g server.JobJSON
-	require.Eventually(t, func() bool {
+	e.await(t, "the gate to fire", func() bool {
 		return e.do("GET", "/v1/jobs/"+gate.ID(), "", &g) == 200 && g.State == "succeeded"
-	}, 10*time.Second, 10*time.Millisecond)
+	})
 	require.JSONEq(t, `null`, string(g.Input), "no encoded gate input")
 	require.NotNil(t, g.Gate)
 	require.Equal(t, []string{first.ID(), failing.ID()}, g.Gate.On)
@@ -866,13 +870,12 @@ func TestInternalJobsReadable(t *testing.T) {
 	var run server.StartRunResponse
 	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{"fail_at":"ship"}}`, &run))
 	var info server.RunJSON
-	require.Eventually(t, func() bool {
+	e.await(t, "the saga compensated", func() bool {
 		return e.do("GET", "/v1/runs/"+run.RunID, "", &info) == 200 && info.Status == "compensated"
-	}, 10*time.Second, 10*time.Millisecond)
+	})
 	var job server.JobJSON
-	require.Eventually(t, func() bool {
-		return e.do("GET", "/v1/jobs/"+run.RunID, "", &job) == 200 && job.State == "dead"
-	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 200, e.do("GET", "/v1/jobs/"+run.RunID, "", &job))
+	require.Equal(t, "dead", job.State, "a run's status is written in its job's transition")
 	require.Equal(t, "saga", job.Workflow)
 	require.Equal(t, run.RunID, job.RunID)
 	require.Equal(t, 1, job.MaxAttempts, "the run's tries, not the crash allowance")

@@ -45,7 +45,7 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 			return err
 		})
 	})
-	eventually(t, "two queued calls", func() bool { return d.w.queued() == 2 })
+	poll(t, "two queued calls", func() bool { return d.w.queued() == 2 })
 	laxBefore := d.w.laxBatches.Load()
 	release()
 	wg.Wait()
@@ -73,7 +73,7 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 			return err
 		})
 	})
-	eventually(t, "two queued calls", func() bool { return d.w.queued() == 2 })
+	poll(t, "two queued calls", func() bool { return d.w.queued() == 2 })
 	laxBefore = d.w.laxBatches.Load()
 	release()
 	wg.Wait()
@@ -139,7 +139,7 @@ func TestCheckpointerCopiesTheLog(t *testing.T) {
 		}
 		insert(t, d.Executor(), jobs...)
 	}
-	eventually(t, "the database file to take the inserted jobs", func() bool { return size() > before+100_000 })
+	poll(t, "the database file to take the inserted jobs", func() bool { return size() > before+100_000 })
 	if d.ckpt.runs.Load() == 0 {
 		t.Fatal("the file grew without a background checkpoint")
 	}

@@ -108,12 +108,12 @@ func TestDiskFull(t *testing.T) {
 		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{small}})
 		errs <- err
 	}()
-	eventually(t, "small queued", func() bool { return d.w.queued() == 1 })
+	poll(t, "small queued", func() bool { return d.w.queued() == 1 })
 	go func() {
 		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{big}})
 		errs <- err
 	}()
-	eventually(t, "big queued", func() bool { return d.w.queued() == 2 })
+	poll(t, "big queued", func() bool { return d.w.queued() == 2 })
 	release()
 	var failed int
 	for range 2 {

@@ -69,14 +69,21 @@ func countJobs(t testing.TB, d *Driver) int {
 	return n
 }
 
-// eventually polls cond until it holds, failing the test after a deadline.
-func eventually(t testing.TB, what string, cond func() bool) {
+// poll waits until cond holds, checking it every millisecond, and fails
+// the test after a minute. It is for what nothing announces: a call
+// reaching the queue of a writer the test holds (the caller then blocks
+// inside the driver), the file growing under a background checkpoint.
+func poll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-ctx.Done():
 			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
 		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
@@ -83,19 +84,28 @@ func TestLimiterCapAndBacklog(t *testing.T) {
 	require.Equal(t, 1, drained)
 }
 
+// TestLimiterRate runs in a synctest bubble: synctest.Wait returns once
+// what a move of the clock set off is done, so each check, the one that
+// nothing started early too, sees all of it.
 func TestLimiterRate(t *testing.T) {
-	clk := hclock.NewVirtual(t0)
-	var tr limTrace
-	l := newLimiter(*&hoppertype.Limit{Rate: 2, Burst: 1}, clk, nil) // one start per 500ms
-	defer l.close()
-	for i := range 3 {
-		tr.admit(l, fmt.Sprint(i), "", 0, t0)
-	}
-	require.Equal(t, []string{"0"}, tr.list(), "a burst of 1")
-	clk.Advance(499 * time.Millisecond)
-	require.Equal(t, []string{"0"}, tr.list())
-	clk.Advance(time.Millisecond)
-	require.Eventually(t, func() bool { return len(tr.list()) == 2 }, 5*time.Second, time.Millisecond)
-	clk.Advance(500 * time.Millisecond)
-	require.Eventually(t, func() bool { return len(tr.list()) == 3 }, 5*time.Second, time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		clk := hclock.NewVirtual(t0)
+		var tr limTrace
+		l := newLimiter(*&hoppertype.Limit{Rate: 2, Burst: 1}, clk, nil) // one start per 500ms
+		defer l.close()
+		for i := range 3 {
+			tr.admit(l, fmt.Sprint(i), "", 0, t0)
+		}
+		synctest.Wait()
+		require.Equal(t, []string{"0"}, tr.list(), "a burst of 1")
+		clk.Advance(499 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, []string{"0"}, tr.list())
+		clk.Advance(time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, []string{"0", "1"}, tr.list())
+		clk.Advance(500 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, []string{"0", "1", "2"}, tr.list())
+	})
 }

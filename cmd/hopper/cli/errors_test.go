@@ -197,6 +197,8 @@ func TestDevStopsCleanly(t *testing.T) {
 	if err != nil || created.ID == "" {
 		t.Fatalf("enqueue: %v", err)
 	}
+	// The job runs in `hopper dev`, whose client the test cannot reach:
+	// look through its API.
 	for state := ""; state != "running"; {
 		resp, err := http.Get(base + "/v1/jobs/" + created.ID)
 		if err != nil {

@@ -69,7 +69,7 @@ func TestJSONSameBothWays(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The server's client runs the stored schedule once it read it, and
-	// says so in its worker row.
+	// says so in its worker row, which announces nothing: look again.
 	for reported := false; !reported; {
 		ws, err := c.WorkerList(ctx)
 		if err != nil {
@@ -112,23 +112,17 @@ func TestJSONSameBothWays(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{done.ID(), waiting.ID()} {
-		for {
-			info, err := c.RunGet(ctx, id)
-			if err != nil {
+		var info *hopper.RunInfo
+		awaitEvents(t, ctx, c, "run "+id+" to wait", func() bool {
+			var err error
+			if info, err = c.RunGet(ctx, id); err != nil {
 				t.Fatal(err)
 			}
-			if info.Status == hopper.RunWaiting {
-				if id == done.ID() {
-					if err := c.HookResume(ctx, info.Hooks[0].Token, json.RawMessage(`{"ok":true}`)); err != nil {
-						t.Fatal(err)
-					}
-				}
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("run %s never waited", id)
-			case <-time.After(5 * time.Millisecond):
+			return info.Status == hopper.RunWaiting
+		})
+		if id == done.ID() {
+			if err := c.HookResume(ctx, info.Hooks[0].Token, json.RawMessage(`{"ok":true}`)); err != nil {
+				t.Fatal(err)
 			}
 		}
 	}

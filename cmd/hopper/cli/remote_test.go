@@ -138,7 +138,7 @@ func TestServerMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := ""
-	for token == "" {
+	awaitEvents(t, ctx, c, "the run's hook", func() bool {
 		info, err := c.RunGet(ctx, rh.ID())
 		if err != nil {
 			t.Fatal(err)
@@ -146,8 +146,8 @@ func TestServerMode(t *testing.T) {
 		if info.Status == hopper.RunWaiting && len(info.Hooks) == 1 {
 			token = info.Hooks[0].Token
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return token != ""
+	})
 	out, _, code = remote("runs", "list", "--workflow", "approval")
 	if code != 0 || !strings.Contains(out, "remote-1") || !strings.Contains(out, "waiting") {
 		t.Fatalf("runs list: %q", out)

@@ -46,7 +46,7 @@ func TestRunsCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	token := ""
-	for token == "" {
+	awaitEvents(t, ctx, c, "the run to wait on its hook", func() bool {
 		info, err := c.RunGet(ctx, h.ID())
 		if err != nil {
 			t.Fatal(err)
@@ -54,12 +54,8 @@ func TestRunsCommands(t *testing.T) {
 		if info.Status == hopper.RunWaiting && len(info.Hooks) == 1 {
 			token = info.Hooks[0].Token
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the run never waited on its hook")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return token != ""
+	})
 
 	out, errOut, code := run(t, "runs", "list", "--db", db, "--workflow", "approval", "--json")
 	if code != 0 {
@@ -134,17 +130,10 @@ func TestRunsCommands(t *testing.T) {
 	}
 	waitStatus := func(id string, want hopper.RunStatus) {
 		t.Helper()
-		for {
+		awaitEvents(t, ctx, c, "run "+id+" to be "+string(want), func() bool {
 			info, err := c.RunGet(ctx, id)
-			if err == nil && info.Status == want {
-				return
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("run %s never became %s", id, want)
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
+			return err == nil && info.Status == want
+		})
 	}
 	waitStatus(other.ID(), hopper.RunWaiting)
 	if _, errOut, code := run(t, "runs", "retry", other.ID(), "--db", db); code == 0 || !strings.Contains(errOut, "state conflict") {
