@@ -577,10 +577,11 @@ func (c *Client) engineConfig() engine.Config {
 }
 
 // workerInfo is this client's worker row, as the engine reports it.
-func (c *Client) workerInfo(active, slots int, leader bool) []byte {
+func (c *Client) workerInfo(r engine.WorkerReport) []byte {
 	host, _ := os.Hostname()
 	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
-		Schedules: c.runningSchedules(), MaxWorkers: c.cfg.MaxWorkers, Slots: slots, Active: active, Leader: leader}
+		Schedules: c.runningSchedules(), Status: r.Status, MaxWorkers: c.cfg.MaxWorkers, Slots: r.Slots, Active: r.Active,
+		Jobs: r.Jobs, Runs: r.Runs, Completed: r.Completed, Failed: r.Failed, Leader: r.Leader}
 	if a := c.cfg.Autoscale; a != nil {
 		info.MinWorkers, info.MaxWorkers = a.Min, a.Max
 	}

@@ -23,31 +23,59 @@ type WorkerInfo struct {
 	// Schedules are the schedules the client runs (in code, or stored
 	// with a target it registers), as of its last report.
 	Schedules []WorkerSchedule `json:"schedules,omitempty"`
+	// Status is "idle" (no job running), "busy", "stopping" (its Stop
+	// began: no more claims, running jobs finishing), or "dead": no report
+	// for WorkerDeadAfter heartbeat intervals (the process was killed, or
+	// lost the store); its running jobs are rescued when their leases
+	// lapse.
+	Status string `json:"status"`
 	// MaxWorkers is the cap on jobs run at once; with autoscaling, the
 	// most it may grow to, and MinWorkers the least. Slots is the cap now.
-	MaxWorkers int       `json:"max_workers"`
-	MinWorkers int       `json:"min_workers,omitempty"`
-	Slots      int       `json:"slots"`
-	Active     int       `json:"active"`
-	Leader     bool      `json:"leader,omitempty"`
-	StartedAt  time.Time `json:"started_at"`
-	SeenAt     time.Time `json:"seen_at"`
+	MaxWorkers int `json:"max_workers"`
+	MinWorkers int `json:"min_workers,omitempty"`
+	Slots      int `json:"slots"`
+	// Active counts the jobs running (slots used); Jobs and Runs are the
+	// ids of the jobs and workflow runs running (at most 100 of each).
+	Active int      `json:"active"`
+	Jobs   []string `json:"jobs,omitempty"`
+	Runs   []string `json:"runs,omitempty"`
+	// Completed and Failed count the attempts the client recorded since it
+	// was made: succeeded, and failed (retried or not).
+	Completed int64     `json:"completed"`
+	Failed    int64     `json:"failed"`
+	Leader    bool      `json:"leader,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	SeenAt    time.Time `json:"seen_at"`
 }
 
-// workerGone is how long after its last report a worker is no longer
-// listed, in heartbeat intervals, and after which retention deletes it.
+// Worker statuses (WorkerInfo.Status).
 const (
-	workerListed   = 3
-	workerRetained = engine.WorkerRetained
+	WorkerIdle     = "idle"
+	WorkerBusy     = "busy"
+	WorkerStopping = "stopping"
+	WorkerDead     = "dead"
 )
 
-// WorkerList returns the clients running jobs on this store (started, and
-// seen within three of this client's heartbeat intervals), by id.
+// WorkerDeadAfter is how many of the listing client's heartbeat intervals
+// a worker may go without a report before it is listed as dead (30 s at
+// the default 10 s interval, seed 004's figure).
+const WorkerDeadAfter = 3
+
+// workerRetained is how long after its last report retention deletes a
+// worker's row (and WorkerList stops listing it as dead).
+const workerRetained = engine.WorkerRetained
+
+// WorkerList returns the clients that ran jobs on this store, by id: those
+// started and reporting, and, as WorkerDead, those that stopped reporting
+// without stopping (killed, or cut off from the store) in the last hour,
+// until retention deletes their rows.
 func (c *Client) WorkerList(ctx context.Context) ([]*WorkerInfo, error) {
-	rows, err := c.store().WorkerList(ctx, &driver.WorkerListParams{SeenAfter: c.now().Add(-workerListed * c.cfg.HeartbeatInterval)})
+	now := c.now()
+	rows, err := c.store().WorkerList(ctx, &driver.WorkerListParams{SeenAfter: now.Add(-workerRetained)})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list workers: %w", err)
 	}
+	deadBefore := now.Add(-WorkerDeadAfter * c.cfg.HeartbeatInterval)
 	out := make([]*WorkerInfo, 0, len(rows))
 	for _, r := range rows {
 		w := &WorkerInfo{}
@@ -57,6 +85,12 @@ func (c *Client) WorkerList(ctx context.Context) ([]*WorkerInfo, error) {
 			}
 		}
 		w.ID, w.StartedAt, w.SeenAt = r.ID, r.StartedAt, r.SeenAt
+		if w.Status == "" {
+			w.Status = WorkerIdle // a row written before statuses
+		}
+		if r.SeenAt.Before(deadBefore) {
+			w.Status = WorkerDead
+		}
 		out = append(out, w)
 	}
 	return out, nil

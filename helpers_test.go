@@ -205,7 +205,7 @@ func awaitRunStatus(t testing.TB, c *hopper.Client, id string, status hopper.Run
 // call that changes what tests wait on without an event: a transaction
 // (the engine writes through them), a lease renewal (JobHeartbeat), an
 // observer's cursor moving (CursorAdvance), a schedule's registration
-// (ScheduleUpsert).
+// (ScheduleUpsert), a worker's report (WorkerUpsert).
 type storeSpy struct {
 	driver.Driver
 	baseExec
@@ -230,6 +230,11 @@ func (s *storeSpy) ScheduleUpsert(ctx context.Context, p *driver.ScheduleUpsertP
 func (s *storeSpy) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
 	defer s.answered.notify()
 	return s.baseExec.JobHeartbeat(ctx, p)
+}
+
+func (s *storeSpy) WorkerUpsert(ctx context.Context, p *driver.WorkerUpsertParams) error {
+	defer s.answered.notify()
+	return s.baseExec.WorkerUpsert(ctx, p)
 }
 
 func (s *storeSpy) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {

@@ -143,7 +143,7 @@ func (c *Client) runningSchedules() []WorkerSchedule {
 // seen within three heartbeat intervals), so that every client lists the
 // same, whether or not it runs a schedule itself.
 func (c *Client) markRunElsewhere(ctx context.Context, byName map[string]*ScheduleInfo) error {
-	rows, err := c.store().WorkerList(ctx, &driver.WorkerListParams{SeenAfter: c.now().Add(-workerListed * c.cfg.HeartbeatInterval)})
+	rows, err := c.store().WorkerList(ctx, &driver.WorkerListParams{SeenAfter: c.now().Add(-WorkerDeadAfter * c.cfg.HeartbeatInterval)})
 	if err != nil {
 		return fmt.Errorf("hopper: list workers: %w", err)
 	}

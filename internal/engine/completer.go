@@ -481,6 +481,13 @@ func (e *Engine) afterFinish(life context.Context, f finished) {
 		return
 	}
 	job := f.job
+	switch {
+	case job.State == hoppertype.JobStateSucceeded:
+		e.completed.Add(1)
+	case job.State == hoppertype.JobStateRetrying || job.State == hoppertype.JobStateDead ||
+		job.State == hoppertype.JobStateExpired || job.State == hoppertype.JobStateStuck:
+		e.failed.Add(1)
+	}
 	if job.State.Terminal() {
 		e.waiters.jobDone(job.ID)
 	}

@@ -125,10 +125,9 @@ type Hooks struct {
 	// CommitContext returns the context an InCommit observer runs under
 	// in tx (the public package puts its Commit in it).
 	CommitContext func(ctx context.Context, tx driver.Executor) context.Context
-	// WorkerInfo returns the worker row's description of this process;
-	// active, slots (the cap on attempts now) and leader are the engine's
-	// part of it.
-	WorkerInfo func(active, slots int, leader bool) []byte
+	// WorkerInfo returns the worker row's description of this process,
+	// given the engine's part of it.
+	WorkerInfo func(WorkerReport) []byte
 	// StoredSchedule returns the schedule that runs the stored schedule
 	// name as def defines it, or an error: ErrScheduleNotHere when this
 	// process does not register its target.
@@ -140,6 +139,9 @@ type Engine struct {
 	cfg Config
 	// prog is closed at the next progress, for Settle (nil: nobody waits).
 	prog atomic.Pointer[chan struct{}]
+	// completed and failed count the attempts this engine recorded:
+	// succeeded, and failed (retried or not).
+	completed, failed atomic.Int64
 	// base is the store; drv runs its operations (base's Executor, with
 	// the InCommit observers once there are any).
 	base   driver.Driver

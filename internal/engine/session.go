@@ -289,6 +289,7 @@ func (s *session) stop(ctx context.Context) error {
 		// 1. No new claims, no more occurrences.
 		s.cancel()
 		s.stopScheduler()
+		s.reportStopping()
 		s.mu.Lock()
 		ps := make([]*producer, 0, len(s.producers))
 		for _, p := range s.producers {

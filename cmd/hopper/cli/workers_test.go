@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
+)
+
+// TestWorkersCommands: `workers list` shows a started client with its
+// status and slots, `workers show` one worker, and an unknown id is an
+// error.
+func TestWorkersCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hopper.db")
+	d, err := sqlitedriver.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	c, err := hopper.New(hopper.Config{Driver: d, WorkerID: "w-1", Autoscale: &hopper.Autoscale{Min: 2, Max: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	db := "sqlite://" + path
+
+	out, errOut, code := run(t, "workers", "list", "--db", db, "--json")
+	if code != 0 {
+		t.Fatalf("workers list: %s", errOut)
+	}
+	var list struct {
+		Workers []hopper.WorkerInfo `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Workers) != 1 {
+		t.Fatalf("workers list --json: %v %q", err, out)
+	}
+	if w := list.Workers[0]; w.ID != "w-1" || w.Status != hopper.WorkerIdle || w.Slots != 2 || w.MinWorkers != 2 || w.MaxWorkers != 6 {
+		t.Fatalf("worker %+v: want w-1, idle, 2 slots autoscaled 2-6", w)
+	}
+	out, _, code = run(t, "workers", "list", "--db", db)
+	if code != 0 || !strings.Contains(out, "w-1") || !strings.Contains(out, "autoscaled 2-6") || !strings.Contains(out, "0/2") {
+		t.Fatalf("workers list: %d %q", code, out)
+	}
+	out, _, code = run(t, "workers", "show", "w-1", "--db", db)
+	if code != 0 || !strings.Contains(out, "status:") || !strings.Contains(out, "idle") {
+		t.Fatalf("workers show: %d %q", code, out)
+	}
+	if _, errOut, code := run(t, "workers", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("an unknown worker: %d %q", code, errOut)
+	}
+}
