@@ -594,6 +594,7 @@ func TestDashboardPages(t *testing.T) {
 	require.Equal(t, 200, e.do("GET", "/v1/workers", "", &workers))
 	require.Len(t, workers.Workers, 1, "the server's own client")
 	require.Equal(t, e.c.WorkerID(), workers.Workers[0].ID)
+	require.Equal(t, hopper.WorkerIdle, workers.Workers[0].Status)
 	stop, err := e.c.Schedule(hopper.Schedule{Name: "nightly-digest", Cron: "0 3 * * *",
 		Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
 	require.NoError(t, err)
@@ -601,6 +602,7 @@ func TestDashboardPages(t *testing.T) {
 	for path, want := range map[string]string{
 		"/":                     e.c.WorkerID(),
 		"/?schedules":           "nightly-digest",
+		"/?worker-status":       `<span class="state s-pending">idle</span>`,
 		"/?schedule-pause":      `data-post="/v1/schedules/nightly-digest/pause"`,
 		"/?schedule-define":     `id="define-schedule"`,
 		"/jobs":                 created.ID,
