@@ -26,8 +26,8 @@ type WorkerInfo struct {
 	// Status is "idle" (no job running), "busy", "stopping" (its Stop
 	// began: no more claims, running jobs finishing), or "dead": no report
 	// for WorkerDeadAfter heartbeat intervals (the process was killed, or
-	// lost the store); its running jobs are rescued when their leases
-	// lapse.
+	// lost the store); the leader rescues its running jobs then, without
+	// waiting for their leases to lapse.
 	Status string `json:"status"`
 	// MaxWorkers is the cap on jobs run at once; with autoscaling, the
 	// most it may grow to, and MinWorkers the least. Slots is the cap now.
@@ -56,10 +56,12 @@ const (
 	WorkerDead     = "dead"
 )
 
-// WorkerDeadAfter is how many of the listing client's heartbeat intervals
-// a worker may go without a report before it is listed as dead (30 s at
-// the default 10 s interval, seed 004's figure).
-const WorkerDeadAfter = 3
+// WorkerDeadAfter is how many heartbeat intervals a worker may go without
+// a report before it is dead (30 s at the default 10 s interval, seed
+// 004's figure): listed as dead, and its running jobs rescued by the
+// leader at once rather than when their leases lapse. The listing and the
+// leader count in their own client's HeartbeatInterval.
+const WorkerDeadAfter = engine.DeadAfter
 
 // workerRetained is how long after its last report retention deletes a
 // worker's row (and WorkerList stops listing it as dead).

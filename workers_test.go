@@ -120,3 +120,52 @@ func testWorkerReport(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NotNil(t, killed, "a dead worker is listed")
 	require.Equal(t, hopper.WorkerDead, killed.Status)
 }
+
+// TestDeadWorkerJobsRescuedEarly: the jobs of a worker that stopped
+// reporting are rescued once it is dead (three heartbeat intervals), long
+// before their leases (ten minutes here) would lapse, and run again.
+func TestDeadWorkerJobsRescuedEarly(t *testing.T) { forEachDriver(t, testDeadWorkerJobsRescuedEarly) }
+
+func testDeadWorkerJobsRescuedEarly(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	ctx := testCtx(t)
+	clk := hoppertest.NewClock(time.Time{})
+	job := hopper.Define("dw-work", func(ctx context.Context, _ int) (int, error) {
+		return hopper.JobFromContext(ctx).Attempt(), nil
+	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: time.Second, Jitter: hopper.NoJitter}})
+	producer, err := hopper.New(hopper.Config{Driver: d, Clock: clk})
+	require.NoError(t, err)
+	h, err := job.Enqueue(ctx, producer, 0, nil)
+	require.NoError(t, err)
+
+	// The doomed worker reports once, claims the job with a ten-minute
+	// lease, and is never heard from again.
+	now := clk.Now()
+	require.NoError(t, d.Executor().WorkerUpsert(ctx, &driver.WorkerUpsertParams{Row: &driver.WorkerRow{ID: "ghost", StartedAt: now, SeenAt: now}}))
+	claimed, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: hopper.DefaultQueue, Limit: 1, Now: now,
+		LeaseExpiresAt: now.Add(10 * time.Minute), Worker: "ghost"})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+
+	// A long leader lease: the clock jumps past the ghost's death at once,
+	// and the leader must not lose its lease to the jump meanwhile.
+	c := newClient(t, hopper.Config{Driver: d, Clock: clk, Visibility: 10 * time.Minute, HeartbeatInterval: 10 * time.Second, LeaderTTL: time.Hour})
+	require.NoError(t, c.Register(job))
+	leads(t, c)
+	// Three heartbeat intervals and a rescue round on, the ghost is dead
+	// and its job rescued: retried (its backoff passed or not yet).
+	clk.Advance(3*10*time.Second + 10*time.Second)
+	await(t, "the ghost's job rescued", func() bool {
+		row, err := c.JobGet(ctx, h.ID())
+		require.NoError(t, err)
+		return row.State == hopper.StateRetrying || row.State == hopper.StateSucceeded
+	}, onEvents(t, c))
+	clk.Advance(2 * time.Second) // past the retry's backoff
+	row := awaitJobState(t, c, h.ID(), hopper.StateSucceeded)
+	require.Equal(t, 2, row.Attempt)
+	attempts, err := c.JobAttempts(ctx, h.ID())
+	require.NoError(t, err)
+	require.NotNil(t, attempts[0].Error)
+	require.Contains(t, attempts[0].Error.Message, "ghost is dead")
+	require.True(t, clk.Now().Before(now.Add(10*time.Minute)), "rescued before the lease lapsed")
+}

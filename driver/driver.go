@@ -247,8 +247,9 @@ type Executor interface {
 	// independent: one lost item does not fail the others.
 	JobFinishMany(ctx context.Context, params *JobFinishManyParams) ([]JobFinishResult, error)
 
-	// JobListExpiredLeases returns running jobs whose lease expired before Now
-	// (at most Limit), oldest expiry first.
+	// JobListExpiredLeases returns running jobs whose lease expired before Now,
+	// and those Workers hold whatever their leases (at most Limit, each
+	// once), oldest expiry first.
 	JobListExpiredLeases(ctx context.Context, params *JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error)
 
 	// JobCancel cancels a job. A waiting or stuck job becomes cancelled (its
@@ -572,6 +573,28 @@ type WorkerListParams struct {
 // QueueListParams are the arguments of QueueList (none yet).
 type QueueListParams struct{}
 
+// MergeLeases merges two listings of running jobs (expired leases, and the
+// jobs of dead workers) into one, each job once, by lease expiry then id,
+// at most limit (no limit when limit <= 0): JobListExpiredLeases's order.
+func MergeLeases(a, b []*hoppertype.JobRow, limit int) []*hoppertype.JobRow {
+	out := slices.Clone(a)
+	for _, r := range b {
+		if !slices.ContainsFunc(out, func(x *hoppertype.JobRow) bool { return x.ID == r.ID }) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(x, y *hoppertype.JobRow) int {
+		if c := x.LeaseExpiresAt.Compare(y.LeaseExpiresAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
 // SortJobCounts puts counts in the order JobCountByState returns them: by
 // queue, then by state in hoppertype.AllJobStates order.
 func SortJobCounts(counts []JobCount) {
@@ -713,6 +736,10 @@ type JobFinishResult struct {
 type JobListExpiredLeasesParams struct {
 	Now   time.Time
 	Limit int
+	// Workers, when set, adds the running jobs these workers hold,
+	// whatever their lease's expiry: workers known to be dead, whose jobs
+	// need not wait for their leases to lapse.
+	Workers []string
 }
 
 // JobCancelParams are the arguments of JobCancel.

@@ -34,6 +34,7 @@ func claimCases() []testCase {
 		{"HeartbeatAfterFinishNotHeld", testHeartbeatAfterFinish},
 		{"HeartbeatReportsCancel", testHeartbeatCancel},
 		{"ListExpiredLeases", testListExpiredLeases},
+		{"ListDeadWorkersLeases", testListDeadWorkersLeases},
 	}
 }
 
@@ -438,4 +439,44 @@ func testListExpiredLeases(t *testing.T, f *fixture) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{b.ID, c.ID}, expired(at(30*time.Second), 10), "a heartbeat renews the lease")
+}
+
+// testListDeadWorkersLeases: Workers adds the running jobs of those
+// workers, whatever their leases, each once, in the listing's order and
+// within its limit.
+func testListDeadWorkersLeases(t *testing.T, f *fixture) {
+	dead, alive := "dead-"+f.id(), "alive-"+f.id()
+	lease := func(worker string, d time.Duration) *hoppertype.JobRow {
+		t.Helper()
+		q := "q-" + f.id()
+		f.insertOne(t, inQueue(q))
+		rows, err := f.x.JobClaim(f.ctx, &driver.JobClaimParams{
+			Queue: q, Limit: 1, Now: base, LeaseExpiresAt: at(d), Worker: worker,
+		})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		return rows[0]
+	}
+	a := lease(dead, time.Hour)
+	b := lease(dead, 5*time.Second) // expired and dead: listed once
+	c := lease(alive, time.Hour)
+	d := lease(dead, 2*time.Hour)
+	list := func(workers []string, limit int) []string {
+		t.Helper()
+		rows, err := f.x.JobListExpiredLeases(f.ctx, &driver.JobListExpiredLeasesParams{Now: at(time.Minute), Limit: limit, Workers: workers})
+		require.NoError(t, err)
+		var out []string
+		for _, r := range rows {
+			if r.ID == a.ID || r.ID == b.ID || r.ID == c.ID || r.ID == d.ID {
+				out = append(out, r.ID)
+			}
+		}
+		return out
+	}
+	require.Equal(t, []string{b.ID}, list(nil, 100), "without workers: the expired only")
+	require.Equal(t, []string{b.ID, a.ID, d.ID}, list([]string{dead}, 100), "the dead worker's jobs, each once, by lease expiry")
+	require.Equal(t, []string{b.ID, a.ID, c.ID, d.ID}, list([]string{dead, alive}, 100))
+	rows, err := f.x.JobListExpiredLeases(f.ctx, &driver.JobListExpiredLeasesParams{Now: at(time.Minute), Limit: 1, Workers: []string{dead}})
+	require.NoError(t, err)
+	require.Len(t, rows, 1, "within the limit")
 }

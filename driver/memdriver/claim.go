@@ -238,7 +238,8 @@ func (t *tx) JobFinishMany(ctx context.Context, params *driver.JobFinishManyPara
 }
 
 // JobListExpiredLeases returns running jobs whose lease expired before Now,
-// oldest expiry first, at most Limit (no limit when Limit <= 0).
+// or held by one of Workers, oldest expiry first, at most Limit (no limit
+// when Limit <= 0).
 func (t *tx) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
 	if err := t.check(ctx); err != nil {
 		return nil, err
@@ -246,7 +247,7 @@ func (t *tx) JobListExpiredLeases(ctx context.Context, params *driver.JobListExp
 	now := trunc(params.Now)
 	var rows []*hoppertype.JobRow
 	for id := range t.st.running {
-		if r := t.st.jobs[id].row; r.LeaseExpiresAt.Before(now) {
+		if r := t.st.jobs[id].row; r.LeaseExpiresAt.Before(now) || slices.Contains(params.Workers, r.Worker) {
 			rows = append(rows, r)
 		}
 	}

@@ -296,6 +296,9 @@ func (e *executor) JobListExpiredLeases(ctx context.Context, p *driver.JobListEx
 	b := &pgx.Batch{}
 	planned := e.withClaimPlan(b)
 	b.Queue(e.d.q.expiredLease, p.Now, limitArg(p.Limit))
+	if len(p.Workers) > 0 {
+		b.Queue(e.d.q.workersLeases, p.Workers, limitArg(p.Limit))
+	}
 	err := e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
 		if planned {
 			if err := skip(br, 1); err != nil {
@@ -303,8 +306,18 @@ func (e *executor) JobListExpiredLeases(ctx context.Context, p *driver.JobListEx
 			}
 		}
 		got, err := collectJobs(br.Query())
+		if err != nil {
+			return err
+		}
 		rows = got
-		return err
+		if len(p.Workers) > 0 {
+			held, err := collectJobs(br.Query())
+			if err != nil {
+				return err
+			}
+			rows = driver.MergeLeases(rows, held, p.Limit)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, e.d.fail("list expired leases", err)

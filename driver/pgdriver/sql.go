@@ -82,6 +82,7 @@ type queries struct {
 	insertJobs, insertOne, holders                                       string
 	getJob, getJobs, countAll, countQueue                                string
 	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
+	workersLeases                                                        string
 	heartbeat, heartbeatNote, finish, finishOne, existingIDs, cancel     string
 	retryMove, retryHolders, deleteFinished                              string
 	groupInsert, groupGet, groupLock, groupUpdate                        string
@@ -204,6 +205,10 @@ UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.id = due.id`),
 		nextRunAt: q(`SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN {due}`),
 		expiredLease: q(`SELECT {cols} FROM {s}.jobs
 WHERE state = 'running' AND lease_expires_at < $1
+ORDER BY lease_expires_at, id
+LIMIT $2`),
+		workersLeases: q(`SELECT {cols} FROM {s}.jobs
+WHERE state = 'running' AND lease_expires_at IS NOT NULL AND worker = ANY($1)
 ORDER BY lease_expires_at, id
 LIMIT $2`),
 

@@ -80,6 +80,12 @@ const (
 
 	expiredLeasesSQL = `SELECT ` + jobCols + ` FROM jobs INDEXED BY jobs_lease WHERE state = 'running' AND lease_expires_at < ?
 	ORDER BY lease_expires_at, id LIMIT ?`
+
+	// workersLeasesSQL lists the running jobs of the workers in a JSON
+	// list, through the running jobs' index (they are few).
+	workersLeasesSQL = `SELECT ` + jobCols + ` FROM jobs INDEXED BY jobs_lease WHERE state = 'running'
+	AND lease_expires_at IS NOT NULL AND worker IN (SELECT value FROM json_each(?))
+	ORDER BY lease_expires_at, id LIMIT ?`
 )
 
 // claimSQLAny and claimSQLTypes are claimSQL without and with the type filter.
@@ -347,7 +353,8 @@ func (r *runner) jobFinishEach(ctx context.Context, p *driver.JobFinishManyParam
 }
 
 // jobListExpiredLeases returns running jobs whose lease expired before Now,
-// oldest expiry first, at most Limit (no limit when Limit <= 0).
+// or held by one of Workers, oldest expiry first, at most Limit (no limit
+// when Limit <= 0).
 func (r *runner) jobListExpiredLeases(ctx context.Context, p *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -356,6 +363,13 @@ func (r *runner) jobListExpiredLeases(ctx context.Context, p *driver.JobListExpi
 	rows, err := r.jobs(ctx, expiredLeasesSQL, trunc(p.Now).UnixMicro(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list expired leases: %w", err)
+	}
+	if len(p.Workers) > 0 {
+		held, err := r.jobs(ctx, workersLeasesSQL, jsonList(p.Workers), limit)
+		if err != nil {
+			return nil, fmt.Errorf("list dead workers' leases: %w", err)
+		}
+		rows = driver.MergeLeases(rows, held, p.Limit)
 	}
 	if rows == nil {
 		rows = []*hoppertype.JobRow{}

@@ -45,6 +45,7 @@ func TestQueryPlans(t *testing.T) {
 		{"promote all", promoteAllSQL, []any{now, 1000}, "jobs_due_all"},
 		{"next run at", nextRunAtSQL, []any{"q1"}, "jobs_due"},
 		{"expired leases", expiredLeasesSQL, []any{now, 100}, "jobs_lease"},
+		{"dead workers' leases", workersLeasesSQL, []any{`["w"]`, 100}, "jobs_lease"},
 		{"unique holder", uniqueHolderSQL, []any{"type-0", "u-10"}, "jobs_unique"},
 		{"get", getJobSQL, []any{"job-000001"}, "sqlite_autoindex_jobs_1"},
 		{"get many", getManySQL, []any{`["job-000001","job-000002"]`}, "sqlite_autoindex_jobs_1"},

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,12 @@ func TestDecideRescue(t *testing.T) {
 	}
 	if !o.params.RunAt.Equal(now.Add(time.Second)) || !o.event.WillRetry {
 		t.Fatalf("rescue retry at %v (event %+v)", o.params.RunAt, o.event)
+	}
+	live := decideRow(1)
+	live.LeaseExpiresAt = now.Add(time.Hour) // listed because its worker is dead
+	if o := decideRescue(live, now, nil); !o.params.RequireLeaseExpiredBefore.IsZero() || !strings.Contains(o.params.Error.Message, "is dead") ||
+		o.params.State != hoppertype.JobStateRetrying {
+		t.Fatalf("rescue of a dead worker's job = %+v: want it retried now, fenced by its token alone", o.params)
 	}
 	o = decideRescue(decideRow(3), now, nil)
 	if o.params.State != hoppertype.JobStateStuck || o.params.Stuck == nil || o.params.Stuck.Cause != hoppertype.StuckEngineFailure ||
