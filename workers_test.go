@@ -47,8 +47,27 @@ func testWorkers(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 // dead.
 func TestWorkerReport(t *testing.T) { forEachDriver(t, testWorkerReport) }
 
+// reportSpy announces each worker report the store took.
+type reportSpy struct {
+	driver.Driver
+	baseExec
+	reported chan struct{}
+}
+
+func (s *reportSpy) Executor() driver.Executor { return s }
+
+func (s *reportSpy) WorkerUpsert(ctx context.Context, p *driver.WorkerUpsertParams) error {
+	err := s.baseExec.WorkerUpsert(ctx, p)
+	select {
+	case s.reported <- struct{}{}:
+	default:
+	}
+	return err
+}
+
 func testWorkerReport(t *testing.T, newDriver func(*testing.T) driver.Driver) {
-	spy := spyOn(newDriver(t))
+	d := newDriver(t)
+	spy := &reportSpy{Driver: d, baseExec: d.Executor(), reported: make(chan struct{}, 1)}
 	ctx := testCtx(t)
 	clk := hoppertest.NewClock(time.Time{})
 	release := make(chan struct{})
@@ -64,32 +83,43 @@ func testWorkerReport(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	c := newClient(t, hopper.Config{Driver: spy, Clock: clk, WorkerID: "wr-a", MaxWorkers: 5})
 	require.NoError(t, c.Register(hold))
 
-	// report moves the clock a heartbeat on and returns the client's row
-	// once it shows want.
-	report := func(want string) *hopper.WorkerInfo {
+	// report moves the clock a heartbeat on, waits for the client's report,
+	// and again until its row shows what ok wants (an outcome is counted
+	// just after its job ends, so one report may miss it).
+	report := func(what string, ok func(*hopper.WorkerInfo) bool) *hopper.WorkerInfo {
 		t.Helper()
-		var w *hopper.WorkerInfo
-		clk.Advance(10 * time.Second)
-		await(t, "a worker report "+want, func() bool {
+		for range 10 {
+			select {
+			case <-spy.reported:
+			default:
+			}
+			clk.Advance(10 * time.Second)
+			select {
+			case <-spy.reported:
+			case <-ctx.Done():
+				t.Fatalf("no worker report (%s)", what)
+			}
 			ws, err := c.WorkerList(ctx)
 			require.NoError(t, err)
-			for _, x := range ws {
-				if x.ID == "wr-a" && x.Status == want {
-					w = x
-					return true
+			for _, w := range ws {
+				if w.ID == "wr-a" && ok(w) {
+					return w
 				}
 			}
-			return false
-		}, spy.answered.next)
-		return w
+		}
+		t.Fatalf("the worker never reported %s", what)
+		return nil
 	}
-	w := report(hopper.WorkerIdle)
+	status := func(s string) func(*hopper.WorkerInfo) bool {
+		return func(w *hopper.WorkerInfo) bool { return w.Status == s }
+	}
+	w := report("idle", status(hopper.WorkerIdle))
 	require.Equal(t, 5, w.Slots)
 
 	h, err := hold.Enqueue(ctx, c, 1, nil)
 	require.NoError(t, err)
 	require.Equal(t, h.ID(), <-running)
-	w = report(hopper.WorkerBusy)
+	w = report("busy", status(hopper.WorkerBusy))
 	require.Equal(t, []string{h.ID()}, w.Jobs)
 	require.Equal(t, 1, w.Active)
 
@@ -100,14 +130,15 @@ func testWorkerReport(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.NoError(t, err)
 	_, err = bad.Wait(ctx)
 	require.NoError(t, err)
-	w = report(hopper.WorkerIdle)
+	w = report("the attempts counted", func(w *hopper.WorkerInfo) bool { return w.Completed+w.Failed == 2 })
+	require.Equal(t, hopper.WorkerIdle, w.Status)
 	require.Equal(t, int64(1), w.Completed)
 	require.Equal(t, int64(1), w.Failed)
 	require.Empty(t, w.Jobs)
 
 	// A process that stopped reporting a minute ago, its row left behind.
 	gone := clk.Now().Add(-time.Minute)
-	require.NoError(t, spy.WorkerUpsert(ctx, &driver.WorkerUpsertParams{Row: &driver.WorkerRow{
+	require.NoError(t, d.Executor().WorkerUpsert(ctx, &driver.WorkerUpsertParams{Row: &driver.WorkerRow{
 		ID: "wr-killed", StartedAt: gone.Add(-time.Hour), SeenAt: gone, Info: []byte(`{"status":"busy","active":3}`)}}))
 	ws, err := c.WorkerList(ctx)
 	require.NoError(t, err)
