@@ -9,7 +9,9 @@ import (
 )
 
 // Autoscale configures a client's autoscaler (Config.Autoscale): every
-// Interval it measures the workload, busy slots ÷ slots, and moves the
+// Interval it measures the workload, the slots in use over the interval
+// (time-weighted; all of them while claims come back full) ÷ slots, and
+// moves the
 // slots between Min and Max by seed 004's rule. At a workload of at least
 // ScaleUp, below Max, it adds min(ceil((Max − cur)/2), Max − cur); at a
 // workload of at most ScaleDown, above Min, it removes

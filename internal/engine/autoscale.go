@@ -19,19 +19,15 @@ type Autoscale struct {
 	Interval time.Duration
 }
 
-// ScaleStep is one evaluation of seed 004's autoscaler: with busy of cur
-// slots in use, it returns the slots to have. At a workload (busy ÷ cur)
-// of at least up, below max, it adds min(ceil((max − cur)/2), max − cur);
-// at a workload of at most down, above min, it removes
-// max(1, min(floor((cur − min)/2), cur − min)) — the seed's count with
-// hopper's fix (a pool at min + 1 would never reach min). Otherwise it
-// keeps cur. A cur outside [min, max] is brought inside first.
-func ScaleStep(cur, busy, lo, hi int, up, down float64) int {
+// ScaleStep is one evaluation of seed 004's autoscaler: at workload (busy
+// slots ÷ cur) it returns the slots to have. At a workload of at least up,
+// below max, it adds min(ceil((max − cur)/2), max − cur); at a workload of
+// at most down, above min, it removes max(1, min(floor((cur − min)/2),
+// cur − min)) — the seed's count with hopper's fix (a pool at min + 1
+// would never reach min). Otherwise it keeps cur. A cur outside
+// [min, max] is brought inside first.
+func ScaleStep(cur int, workload float64, lo, hi int, up, down float64) int {
 	cur = max(lo, min(cur, hi))
-	if cur <= 0 {
-		return cur
-	}
-	workload := float64(busy) / float64(cur)
 	switch {
 	case workload >= up && cur < hi:
 		return cur + min(int(math.Ceil(float64(hi-cur)/2)), hi-cur)
@@ -58,24 +54,22 @@ func (s *session) autoscale(a *Autoscale, t hclock.Timer) {
 	}
 }
 
-// scaleOnce is one evaluation of the autoscaler.
+// scaleOnce is one evaluation of the autoscaler. The workload is the
+// time-weighted mean of the slots in use over the interval (Slots.Workload)
+// over the slots: an instant's count of running attempts says little when
+// jobs take microseconds.
 func (s *session) scaleOnce(a *Autoscale) {
 	e := s.e
-	// Busy are the attempts running (or waiting in a limiter), not the
-	// slots in use: a claim reserves every free slot while it runs, and
-	// would read as a full pool.
-	s.mu.Lock()
-	busy := len(s.active)
-	s.mu.Unlock()
 	cur := s.slots.Max()
-	next := ScaleStep(cur, busy, a.Min, a.Max, a.Up, a.Down)
+	busy := s.slots.Workload()
+	workload := busy / float64(max(cur, 1))
+	next := ScaleStep(cur, workload, a.Min, a.Max, a.Up, a.Down)
 	if next == cur {
 		return
 	}
 	s.slots.SetMax(next)
-	workload := float64(busy) / float64(max(cur, 1))
 	e.log.Info("hopper: autoscaled", "workload", workload, "busy", busy, "from", cur, "to", next)
 	e.emit(hoppertype.Event{Kind: hoppertype.EventScaled, At: e.now(),
-		Scaling: &hoppertype.ScalingInfo{Workload: workload, Busy: busy, Before: cur, After: next}})
+		Scaling: &hoppertype.ScalingInfo{Workload: workload, Busy: int(math.Round(busy)), Before: cur, After: next}})
 	s.workerChanged()
 }

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"testing"
+	"time"
+
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // TestScaleStep: seed 004's formulas, evaluation by evaluation, with
@@ -32,7 +35,7 @@ func TestScaleStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ScaleStep(tt.cur, tt.busy, tt.min, tt.max, 0.7, 0.3); got != tt.want {
+			if got := ScaleStep(tt.cur, float64(tt.busy)/float64(tt.cur), tt.min, tt.max, 0.7, 0.3); got != tt.want {
 				t.Fatalf("ScaleStep(cur %d, busy %d, min %d, max %d) = %d, want %d", tt.cur, tt.busy, tt.min, tt.max, got, tt.want)
 			}
 		})
@@ -73,5 +76,32 @@ func TestSlotsSetMax(t *testing.T) {
 	}
 	if got := s.TryAcquire(w, 5); got != 3 {
 		t.Fatalf("acquired %d, want the grant and the 2 free under the raised cap", got)
+	}
+}
+
+// TestSlotsWorkload: the workload is the mean of the slots in use over the
+// period, weighted by time, and each call starts a new period.
+func TestSlotsWorkload(t *testing.T) {
+	clk := hclock.NewVirtual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := NewSlots(10)
+	s.Measure(clk.Now)
+	w := &SlotWaiter{Wake: func() {}}
+	s.TryAcquire(w, 4)
+	clk.Advance(time.Second)
+	s.Release(2)
+	clk.Advance(time.Second)
+	if got := s.Workload(); got != 3 {
+		t.Fatalf("workload %v, want 3 (4 for a second, 2 for a second)", got)
+	}
+	clk.Advance(2 * time.Second)
+	if got := s.Workload(); got != 2 {
+		t.Fatalf("workload %v, want 2 over the next period", got)
+	}
+	s.Release(2)
+	s.TryAcquire(w, 10) // a claim reserving every slot for an instant
+	s.Release(10)
+	clk.Advance(time.Second)
+	if got := s.Workload(); got != 0 {
+		t.Fatalf("workload %v, want 0: an instant's reservation weighs nothing", got)
 	}
 }

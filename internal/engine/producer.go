@@ -64,12 +64,21 @@ func (p *producer) run() {
 	defer close(p.done)
 	e := p.s.e
 	errBackoff := time.Duration(0)
+	backlog := false
 	for p.s.ctx.Err() == nil {
 		if d := p.backpressure(); d > 0 {
 			p.hold(d)
 			continue
 		}
+		// A claim that follows a full one runs with a backlog behind it:
+		// a slot freed meanwhile waits for it, busy (Slots.Workload).
+		p.s.slots.NoteBacklog(&p.slot, backlog)
+		p.s.rounds.Add(1)
 		r, err := p.round()
+		p.s.rounds.Add(-1)
+		p.s.slots.NoteBacklog(&p.slot, false)
+		e.progressed()
+		backlog = err == nil && r.full
 		if err != nil {
 			e.reportError(fmt.Errorf("claim from queue %q: %w", p.queue, err), hoppertype.PhaseQueue)
 			errBackoff = min(max(2*errBackoff, 10*time.Millisecond), e.cfg.PollInterval)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -43,8 +44,10 @@ type session struct {
 	// limits holds the limiters: "" for Config.Limit, else per type name.
 	limits limiters
 
-	mu        sync.Mutex
-	draining  bool // set once Stop waits for running attempts: no more dispatch
+	mu       sync.Mutex
+	draining bool // set once Stop waits for running attempts: no more dispatch
+	// rounds counts the producers' claim rounds under way (Settle).
+	rounds    atomic.Int32
 	producers map[string]*producer
 	active    map[driver.Lease]*activeJob
 
@@ -139,6 +142,7 @@ func startSession(ctx context.Context, e *Engine) (*session, error) {
 	s.loops.Add(1)
 	go s.heartbeatLoop(hb)
 	if a := e.cfg.Autoscale; a != nil {
+		s.slots.Measure(e.clock.Now)
 		t := e.clock.NewTimer(a.Interval)
 		s.loops.Add(1)
 		go func() {

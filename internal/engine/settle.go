@@ -12,7 +12,8 @@ import (
 // Settled is the engine's work at its clock's now, as Settle found it.
 type Settled struct {
 	// Idle says nothing is left to do now: no job running (claimed) or
-	// due in the queues the engine works, no outcome being recorded.
+	// due in the queues the engine works, no claim under way, no outcome
+	// being recorded.
 	Idle bool
 	// Running counts the jobs running (claimed) in the store.
 	Running int
@@ -123,12 +124,13 @@ func (e *Engine) settled(ctx context.Context, s *session) (Settled, error) {
 			st.NextSchedule = n
 		}
 	}
-	st.Idle = st.Running == 0 && st.Due == 0 && s.completer.pending.Load() == 0
+	st.Idle = st.Running == 0 && st.Due == 0 && s.completer.pending.Load() == 0 && s.rounds.Load() == 0
 	return st, nil
 }
 
 // progressC returns a channel closed at the engine's next progress: an
-// attempt starts or ends, outcomes are recorded, a queue is woken.
+// attempt starts or ends, outcomes are recorded, a claim round ends, a
+// queue is woken.
 func (e *Engine) progressC() <-chan struct{} {
 	for {
 		if p := e.prog.Load(); p != nil {

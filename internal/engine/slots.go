@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 	"sync"
+	"time"
 )
 
 // Slots bounds how many attempts run at once and shares them among the
@@ -19,6 +20,82 @@ type Slots struct {
 	// line holds the producers waiting for a slot, first come first
 	// served. It is empty whenever a slot is free.
 	line []*SlotWaiter
+
+	// now, when set (Measure), times the slots in use: area sums
+	// used × time since since, up to last.
+	now         func() time.Time
+	since, last time.Time
+	area        float64
+	// backlogged counts the producers whose claims come back full.
+	backlogged int
+}
+
+// NoteBacklog records whether w claims with a backlog behind it (its last
+// claim came back full): while one does, every slot counts as in use for
+// Workload, since a slot freed waits for that claim.
+func (s *Slots) NoteBacklog(w *SlotWaiter, backlog bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.backlog == backlog {
+		return
+	}
+	s.tickLocked()
+	w.backlog = backlog
+	if backlog {
+		s.backlogged++
+	} else {
+		s.backlogged--
+	}
+}
+
+// Measure makes the slots keep the time-weighted mean of the slots in use,
+// on now's clock, for Workload.
+func (s *Slots) Measure(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+	s.since, s.last, s.area = now(), now(), 0
+}
+
+// tickLocked adds the time since the last change, at the slots in use
+// then, to the area.
+func (s *Slots) tickLocked() {
+	if s.now == nil {
+		return
+	}
+	t := s.now()
+	if d := t.Sub(s.last); d > 0 {
+		busy := s.used
+		if s.backlogged > 0 && s.max != Unlimited {
+			busy = max(busy, s.max)
+		}
+		s.area += float64(busy) * float64(d)
+		s.last = t
+	}
+}
+
+// Workload returns the mean of the slots in use (running, reserved by a
+// claim, granted; every slot while a queue has a backlog, see NoteBacklog)
+// since the last call, weighted by time, and starts the next period. A
+// pool of short jobs with work waiting so reads as busy, though few of its
+// jobs run at any one instant and a slot freed waits for the next claim.
+func (s *Slots) Workload() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.now == nil {
+		return float64(s.used)
+	}
+	s.tickLocked()
+	span := s.last.Sub(s.since)
+	mean := float64(s.used)
+	if s.backlogged > 0 && s.max != Unlimited {
+		mean = float64(max(s.used, s.max))
+	}
+	if span > 0 {
+		mean = s.area / float64(span)
+	}
+	s.since, s.area = s.last, 0
+	return mean
 }
 
 // SlotWaiter is one producer's place in the line for slots. Its fields
@@ -33,6 +110,9 @@ type SlotWaiter struct {
 	// away is set while the producer does not claim (it holds off under
 	// backpressure, say): wake-ups then do not put it in line.
 	away bool
+	// backlog is set while the producer's claims come back full: its
+	// queue has more due jobs than slots (NoteBacklog).
+	backlog bool
 }
 
 // Unlimited, as the cap of NewSlots, removes the cap on concurrent attempts.
@@ -55,6 +135,7 @@ func (s *Slots) TryAcquire(w *SlotWaiter, n int) int {
 		if s.max != Unlimited {
 			free = max(min(rest, s.max-s.used), 0)
 		}
+		s.tickLocked()
 		s.used += free
 		got += free
 	}
@@ -74,6 +155,7 @@ func (s *Slots) Release(n int) {
 		return
 	}
 	s.mu.Lock()
+	s.tickLocked()
 	s.used -= n
 	woken := s.grantLocked()
 	s.mu.Unlock()

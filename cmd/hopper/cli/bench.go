@@ -35,6 +35,10 @@ type benchOpts struct {
 	batch    int
 	cpuprof  string
 	keep     bool
+	// autoMin, when positive, turns the autoscaler on: slots from autoMin
+	// to workers, evaluated every autoEvery.
+	autoMin   int
+	autoEvery time.Duration
 	// queue is the run's own queue: every job and run it makes goes there,
 	// and only those are counted and cleaned up.
 	queue string
@@ -61,6 +65,7 @@ type ThroughputResult struct {
 	Driver         string  `json:"driver"`
 	Jobs           int     `json:"jobs"`
 	Workers        int     `json:"workers"`
+	Autoscale      string  `json:"autoscale,omitempty"`
 	Backlog        int     `json:"backlog,omitempty"`
 	InsertJobsPerS float64 `json:"insert_jobs_per_s"`
 	WorkJobsPerS   float64 `json:"work_jobs_per_s"`
@@ -140,12 +145,17 @@ it there, and it says what it left. The database is created when missing.`,
 	f.IntVar(&o.batch, "batch", 5000, "insert batch size")
 	f.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the work phase to this file")
 	f.BoolVar(&o.keep, "keep", false, "leave the run's jobs (its own queue) in the database")
+	f.IntVar(&o.autoMin, "autoscale", 0, "autoscale the throughput run's slots from this many up to --workers (0: a fixed --workers)")
+	f.DurationVar(&o.autoEvery, "autoscale-every", 10*time.Second, "how often the autoscaler evaluates (with --autoscale)")
 	return cmd
 }
 
 func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 	if o.jobs < 1 || o.workers < 1 || o.batch < 1 {
 		return errors.New("--jobs, --workers and --batch must be positive")
+	}
+	if o.autoMin < 0 || o.autoMin > o.workers || (o.autoMin > 0 && o.autoEvery <= 0) {
+		return errors.New("--autoscale must be between 1 and --workers, with a positive --autoscale-every")
 	}
 	url := g.db
 	lasting := true // the store outlives the run
@@ -355,12 +365,24 @@ func checkpoint(ctx context.Context, drv driver.Driver) error {
 	return nil
 }
 
+// autoscaleText describes the autoscaler of a run ("" when off).
+func (o *benchOpts) autoscaleText() string {
+	if o.autoMin <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d every %s", o.autoMin, o.workers, o.autoEvery)
+}
+
 // benchClient makes an unstarted client with o.workers workers and the
 // types; all is closed once n jobs have succeeded.
 func benchClient(drv driver.Driver, o *benchOpts, n int64, types ...hopper.AnyType) (c *hopper.Client, all chan struct{}, err error) {
 	var done atomic.Int64
 	all = make(chan struct{})
-	c, err = hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, DefaultQueue: o.queue, OnEvent: func(e hopper.Event) {
+	var auto *hopper.Autoscale
+	if o.autoMin > 0 {
+		auto = &hopper.Autoscale{Min: o.autoMin, Max: o.workers, Interval: o.autoEvery}
+	}
+	c, err = hopper.New(hopper.Config{Driver: drv, MaxWorkers: o.workers, Autoscale: auto, DefaultQueue: o.queue, OnEvent: func(e hopper.Event) {
 		if e.Kind == hopper.EventSucceeded && e.Queue == o.queue && done.Add(1) == n {
 			close(all)
 		}
@@ -423,7 +445,7 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 		return nil, fmt.Errorf("verification failed: %d jobs succeeded on queue %s, want %d", completed, o.queue, o.jobs)
 	}
 	return &ThroughputResult{
-		Mode: "throughput", Driver: drv.Name(), Jobs: o.jobs, Workers: o.workers, Backlog: o.backlog,
+		Mode: "throughput", Driver: drv.Name(), Jobs: o.jobs, Workers: o.workers, Autoscale: o.autoscaleText(), Backlog: o.backlog,
 		InsertJobsPerS: float64(o.jobs) / insertElapsed.Seconds(),
 		WorkJobsPerS:   float64(o.jobs) / workElapsed.Seconds(),
 		Completed:      completed,
