@@ -11,8 +11,7 @@ import (
 // Autoscale configures a client's autoscaler (Config.Autoscale): every
 // Interval it measures the workload, the slots in use over the interval
 // (time-weighted; all of them while claims come back full) ÷ slots, and
-// moves the
-// slots between Min and Max by seed 004's rule. At a workload of at least
+// moves the slots between Min and Max by seed 004's rule. At a workload of at least
 // ScaleUp, below Max, it adds min(ceil((Max − cur)/2), Max − cur); at a
 // workload of at most ScaleDown, above Min, it removes
 // max(1, floor((cur − Min)/2)) — hopper's fix of the seed, whose count is
