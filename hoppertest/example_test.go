@@ -256,3 +256,57 @@ func ExampleNewClock() {
 	fmt.Println(clk.Now().Format(time.RFC3339))
 	// Output: 2030-01-01T01:00:00Z
 }
+
+// exampleT is an example's stand-in for *testing.T: it prints failures
+// and runs the cleanups when done is called.
+type exampleT struct {
+	printTB
+	cleanups []func()
+}
+
+func (t *exampleT) Errorf(format string, args ...any) { fmt.Printf("ERROR: "+format+"\n", args...) }
+func (t *exampleT) Cleanup(f func())                  { t.cleanups = append(t.cleanups, f) }
+func (t *exampleT) done() {
+	for i := len(t.cleanups) - 1; i >= 0; i-- {
+		t.cleanups[i]()
+	}
+}
+
+// NewClient gives a test a started client on the memory store with a
+// virtual clock; a delay passes when the clock moves.
+func ExampleNewClient() {
+	t := &exampleT{} // in a test, the test's t
+	defer t.done()
+	greet := hopper.Define("greet", func(_ context.Context, name string) (string, error) {
+		return "hello " + name, nil
+	}, nil)
+	c, clk := hoppertest.NewClient(t, hopper.Config{})
+	_ = c.Register(greet)
+	ctx := context.Background()
+
+	h, _ := greet.Enqueue(ctx, c, "ada", &hopper.InsertOpts{Delay: time.Hour})
+	clk.Advance(time.Hour) // no waiting
+	fmt.Println(h.Result(ctx))
+	// Output: hello ada <nil>
+}
+
+// Work runs one attempt of a job through the engine and reports what the
+// engine made of it: here a failure, retried after the policy's backoff.
+func ExampleWork() {
+	t := &exampleT{}
+	defer t.done()
+	invoice := hopper.Define("invoice", func(ctx context.Context, order string) (string, error) {
+		if order == "" {
+			return "", errors.New("no order")
+		}
+		return "invoice for " + order, nil
+	}, &hopper.TypeOpts[string]{Retry: hopper.RetryPolicy{Base: time.Minute, Max: time.Hour, Jitter: hopper.NoJitter}})
+
+	w := hoppertest.Work(t, invoice, "o-1", nil)
+	fmt.Println(w.Job.State, w.Output)
+	w = hoppertest.Work(t, invoice, "", nil)
+	fmt.Println(w.Job.State, w.Attempt.Error.Message, w.Job.RunAt.Sub(w.Attempt.StartedAt))
+	// Output:
+	// succeeded invoice for o-1
+	// retrying no order 1m0s
+}

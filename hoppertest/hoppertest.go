@@ -31,7 +31,6 @@ package hoppertest
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	"github.com/hopper-go/hopper"
@@ -60,10 +59,20 @@ func NewClock(start time.Time) *Clock {
 // AdvanceTo moves the clock to t, firing the timers it passes.
 func (c *Clock) AdvanceTo(t time.Time) { c.Set(t) }
 
+// T is the part of testing.TB that NewClient and Work use: *testing.T,
+// *testing.B and *testing.F satisfy it, and so can a harness of one's own
+// (an example's, say).
+type T interface {
+	TB
+	Errorf(format string, args ...any)
+	// Cleanup registers a function to run when the test ends.
+	Cleanup(func())
+}
+
 // NewClient returns a started client on a fresh in-memory store with a
 // virtual clock (cfg.Driver and cfg.Clock are filled in unless set). The
 // client is stopped when the test ends.
-func NewClient(t testing.TB, cfg hopper.Config) (*hopper.Client, *Clock) {
+func NewClient(t T, cfg hopper.Config) (*hopper.Client, *Clock) {
 	t.Helper()
 	clk, _ := cfg.Clock.(*Clock)
 	if cfg.Clock == nil {

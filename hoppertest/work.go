@@ -3,7 +3,6 @@ package hoppertest
 import (
 	"context"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/hopper-go/hopper"
@@ -43,7 +42,7 @@ type Worked[O any] struct {
 // did. Nothing else runs: the client's queues are paused as the attempt
 // starts, so the children it spawns and its retry stay where they are, for
 // the test to look at. It is River's rivertest.Worker for hopper.
-func Work[I, O any](t testing.TB, typ *hopper.Type[I, O], in I, opts *WorkOpts) *Worked[O] {
+func Work[I, O any](t T, typ *hopper.Type[I, O], in I, opts *WorkOpts) *Worked[O] {
 	t.Helper()
 	var o WorkOpts
 	if opts != nil {
@@ -105,10 +104,12 @@ func Work[I, O any](t testing.TB, typ *hopper.Type[I, O], in I, opts *WorkOpts) 
 	if err := c.Register(typ); err != nil {
 		t.Fatalf("hoppertest: work %s: %v", typ.Name(), err)
 	}
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	select {
 	case <-started:
-	case <-t.Context().Done():
-		t.Fatalf("hoppertest: work %s: the attempt never started", typ.Name())
+	case <-wait.Done():
+		t.Fatalf("hoppertest: work %s: the attempt never started (is its queue paused?)", typ.Name())
 	}
 	if pauseErr != nil {
 		t.Fatalf("hoppertest: work %s: pause the queues: %v", typ.Name(), pauseErr)
@@ -122,7 +123,7 @@ func Work[I, O any](t testing.TB, typ *hopper.Type[I, O], in I, opts *WorkOpts) 
 }
 
 // worked reads what the attempt of h left.
-func worked[I, O any](t testing.TB, c *hopper.Client, typ *hopper.Type[I, O], h *hopper.Handle[O]) *Worked[O] {
+func worked[I, O any](t T, c *hopper.Client, typ *hopper.Type[I, O], h *hopper.Handle[O]) *Worked[O] {
 	t.Helper()
 	ctx := context.Background()
 	row, err := c.JobGet(ctx, h.ID())
