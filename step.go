@@ -9,6 +9,7 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/engine"
 	"github.com/hopper-go/hopper/internal/hclock"
+	"github.com/hopper-go/hopper/internal/stubs"
 )
 
 // StepOpts configure a step. A nil *StepOpts is valid.
@@ -72,6 +73,13 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 		return zero, err
 	}
 	p := policy.resolved()
+	if stub, ok := stubs.Step(st.c, name); ok {
+		f, ok := stub.(func(context.Context) (T, error))
+		if !ok {
+			return zero, fmt.Errorf("hopper: step %q: its stub is a %T, the step returns %T", name, stub, zero)
+		}
+		fn = f
+	}
 	var v T
 	meta := StepMetadata{RunID: st.Run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.Scope(), name, st.NextSeq)}
 	attempt := 1

@@ -310,3 +310,23 @@ func ExampleWork() {
 	// succeeded invoice for o-1
 	// retrying no order 1m0s
 }
+
+// A step's call to a service the test cannot reach runs a stub.
+func ExampleStubStep() {
+	t := &exampleT{}
+	defer t.done()
+	convert := hopper.Workflow("convert", func(wf hopper.WorkflowContext, cents int) (float64, error) {
+		rate, err := hopper.Step(wf, "fetch-rate", func(ctx context.Context) (float64, error) {
+			return 0, errors.New("calls the exchange-rate service")
+		}, nil)
+		return float64(cents) / 100 * rate, err
+	}, nil)
+	c, clk := hoppertest.NewClient(t, hopper.Config{})
+	_ = c.Register(convert)
+	hoppertest.StubStep(t, c, "fetch-rate", func(context.Context) (float64, error) { return 1.5, nil })
+
+	ctx := context.Background()
+	run, _ := convert.Start(ctx, c, 1000, nil)
+	fmt.Println(hoppertest.RunUntilComplete(ctx, c, clk, run, nil))
+	// Output: 15 <nil>
+}

@@ -24,7 +24,7 @@
 // it in the background. Work runs one attempt of a job through the engine
 // and reports what it did (state, output, children, heartbeats).
 // StubType and StubWorkflow stand in for a workflow's activities and
-// children.
+// children, StubStep for a step's function.
 // RequireEnqueued, RequireNotEnqueued, RequireRunCompleted, RequireHistory
 // and RequireReplay check what jobs and workflows did.
 package hoppertest

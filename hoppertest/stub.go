@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/internal/stubs"
 )
 
 // Stub stands in for a job type in a test: a type of the same name whose
@@ -70,4 +71,14 @@ func (s *WorkflowStub[I, O]) Calls() []I {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]I(nil), s.calls...)
+}
+
+// StubStep makes the steps named name in the workflows c runs call fn
+// instead of their own function, until the test ends: a step's call to a
+// service the test cannot reach. fn must return the step's type (an error
+// says so when it does not). A step recorded before the stub keeps its
+// recorded result, as replay always does.
+func StubStep[O any](t T, c *hopper.Client, name string, fn func(ctx context.Context) (O, error)) {
+	t.Helper()
+	t.Cleanup(stubs.SetStep(c, name, fn))
 }

@@ -3,6 +3,7 @@ package hoppertest_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/hopper-go/hopper"
@@ -61,4 +62,57 @@ func TestStubs(t *testing.T) {
 	if got := ship.Calls(); len(got) != 1 || got[0] != "paid-4" {
 		t.Fatalf("ship calls %v, want [paid-4]", got)
 	}
+}
+
+// TestStubStep: a step's function is replaced for one client's runs; a
+// stub of the wrong type fails the step, saying so; another client's runs
+// call the real function.
+func TestStubStep(t *testing.T) {
+	t.Parallel()
+	real := 0
+	quote := hopper.Workflow("quote", func(wf hopper.WorkflowContext, item string) (int, error) {
+		return hopper.Step(wf, "price", func(context.Context) (int, error) { real++; return 0, errors.New("the pricing service is down") }, &hopper.StepOpts{Retry: hopper.RetryPolicy{Attempts: 1}})
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyIgnore})
+	c, clk := hoppertest.NewClient(t, hopper.Config{})
+	require := func(cond bool, format string, args ...any) {
+		t.Helper()
+		if !cond {
+			t.Fatalf(format, args...)
+		}
+	}
+	if err := c.Register(quote); err != nil {
+		t.Fatal(err)
+	}
+	hoppertest.StubStep(t, c, "price", func(context.Context) (int, error) { return 42, nil })
+	ctx := context.Background()
+	run, err := quote.Start(ctx, c, "tea", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := hoppertest.RunUntilComplete(ctx, c, clk, run, nil)
+	require(err == nil && out == 42 && real == 0, "stubbed: got %d, %v (real calls %d)", out, err, real)
+
+	other, oclk := hoppertest.NewClient(t, hopper.Config{})
+	if err := other.Register(quote); err != nil {
+		t.Fatal(err)
+	}
+	hoppertest.StubStep(t, other, "price", func(context.Context) (string, error) { return "42", nil })
+	run, err = quote.Start(ctx, other, "tea", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = hoppertest.RunUntilComplete(ctx, other, oclk, run, nil)
+	require(err != nil && strings.Contains(err.Error(), "its stub is a func(context.Context) (string, error)"), "a mistyped stub: %v", err)
+	require(real == 0, "the real function ran %d times", real)
+
+	plain, pclk := hoppertest.NewClient(t, hopper.Config{})
+	if err := plain.Register(quote); err != nil {
+		t.Fatal(err)
+	}
+	run, err = quote.Start(ctx, plain, "tea", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = hoppertest.RunUntilComplete(ctx, plain, pclk, run, nil)
+	require(err != nil && real == 1, "a client without the stub calls the real function: %v, %d calls", err, real)
 }
