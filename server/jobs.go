@@ -324,6 +324,17 @@ const (
 	forceHint  = "; add ?force=true to define it anyway"
 )
 
+// queueDemand serves GET /v1/queues/{name}/demand: how many worker
+// processes the queue needs (hopper.QueueDemand), for an autoscaler.
+func (s *Server) queueDemand(w http.ResponseWriter, r *http.Request) {
+	d, err := s.c.QueueDemand(r.Context(), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
 func (s *Server) pauseQueue(w http.ResponseWriter, r *http.Request) {
 	create, err := boolParam(r, "create")
 	if err == nil {

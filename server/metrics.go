@@ -71,6 +71,13 @@ func (m *metrics) handler() http.Handler {
 
 var queueJobsDesc = prometheus.NewDesc("hopper_queue_jobs", "Jobs in the store, by queue and state.", []string{"queue", "state"}, nil)
 var queuePausedDesc = prometheus.NewDesc("hopper_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil)
+var (
+	queueDesiredWorkersDesc = prometheus.NewDesc("hopper_queue_desired_workers",
+		"Worker processes the queue needs (Client.QueueDemand): every process exports the same, from the store, so scale on max(), not sum().", []string{"queue"}, nil)
+	queueDesiredSlotsDesc = prometheus.NewDesc("hopper_queue_desired_slots",
+		"Worker slots the queue needs (Client.QueueDemand).", []string{"queue"}, nil)
+	queueDueDesc = prometheus.NewDesc("hopper_queue_due_jobs", "Jobs due now in the queue, waiting for a worker.", []string{"queue"}, nil)
+)
 var storeUpDesc = prometheus.NewDesc("hopper_store_up", "1 when the store answered the scrape's read of the queues, 0 when it did not.", nil, nil)
 
 // queueCollector reads queue depths from the store at scrape time.
@@ -82,6 +89,9 @@ type queueCollector struct {
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueJobsDesc
 	ch <- queuePausedDesc
+	ch <- queueDesiredWorkersDesc
+	ch <- queueDesiredSlotsDesc
+	ch <- queueDueDesc
 	ch <- storeUpDesc
 }
 
@@ -104,5 +114,13 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, qu.Name)
+		d, err := q.c.QueueDemand(ctx, qu.Name)
+		if err != nil {
+			q.log.Warn("hopper server: metrics: reading a queue's demand failed", "queue", qu.Name, "err", err)
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(queueDesiredWorkersDesc, prometheus.GaugeValue, float64(d.DesiredWorkers), qu.Name)
+		ch <- prometheus.MustNewConstMetric(queueDesiredSlotsDesc, prometheus.GaugeValue, float64(d.DesiredSlots), qu.Name)
+		ch <- prometheus.MustNewConstMetric(queueDueDesc, prometheus.GaugeValue, float64(d.Due), qu.Name)
 	}
 }

@@ -148,6 +148,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/dead", s.auth(http.HandlerFunc(s.listDead)))
 	m.Handle("POST /v1/dead/redrive", s.auth(http.HandlerFunc(s.redrive)))
 	m.Handle("GET /v1/queues", s.auth(http.HandlerFunc(s.listQueues)))
+	m.Handle("GET /v1/queues/{name}/demand", s.auth(http.HandlerFunc(s.queueDemand)))
 	m.Handle("POST /v1/queues/{name}/pause", s.auth(http.HandlerFunc(s.pauseQueue)))
 	m.Handle("POST /v1/queues/{name}/resume", s.auth(http.HandlerFunc(s.resumeQueue)))
 	m.Handle("GET /v1/types", s.auth(http.HandlerFunc(s.listTypes)))

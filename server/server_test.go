@@ -486,7 +486,7 @@ func TestAPIBadInput(t *testing.T) {
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/v1/jobs"}, {"POST", "/v1/jobs"}, {"GET", "/v1/jobs/x"}, {"GET", "/v1/jobs/x/result"},
 		{"POST", "/v1/jobs/x/cancel"}, {"POST", "/v1/jobs/x/retry"}, {"GET", "/v1/groups/x"}, {"GET", "/v1/dead"},
-		{"POST", "/v1/dead/redrive"}, {"GET", "/v1/queues"}, {"POST", "/v1/queues/q/pause"}, {"POST", "/v1/queues/q/resume"},
+		{"POST", "/v1/dead/redrive"}, {"GET", "/v1/queues"}, {"GET", "/v1/queues/q/demand"}, {"POST", "/v1/queues/q/pause"}, {"POST", "/v1/queues/q/resume"},
 		{"GET", "/v1/types"}, {"GET", "/v1/schedules"}, {"GET", "/v1/events"}, {"GET", "/v1/stats"}, {"GET", "/metrics"}, {"GET", "/"}, {"GET", "/jobs"}, {"GET", "/dead"},
 		{"POST", "/v1/runs"}, {"GET", "/v1/runs"}, {"GET", "/v1/runs/x"}, {"POST", "/v1/runs/x/cancel"}, {"GET", "/v1/runs/x/stream"},
 		{"POST", "/v1/hooks/x"}, {"GET", "/runs"}, {"GET", "/runs/x"},
@@ -545,6 +545,13 @@ func TestAPIEventsAndMetrics(t *testing.T) {
 	require.Contains(t, string(body), `hopper_work_succeeded_total{type="add"} 1`)
 	require.Contains(t, string(body), `hopper_work_dead_total{type="fail"} 1`)
 	require.Contains(t, string(body), `hopper_queue_jobs{queue="default",state="succeeded"} 1`)
+	require.Contains(t, string(body), `hopper_queue_desired_workers{queue="default"} 1`, "nothing due, but jobs arrived in the last minute")
+	require.Contains(t, string(body), `hopper_queue_due_jobs{queue="default"} 0`)
+	var demand hopper.QueueDemand
+	require.Equal(t, 200, e.do("GET", "/v1/queues/default/demand", "", &demand))
+	require.Equal(t, "default", demand.Queue)
+	require.Equal(t, 1, demand.DesiredWorkers)
+	require.Positive(t, demand.SlotsPerWorker)
 
 	var st server.StatsJSON
 	require.Equal(t, 200, e.do("GET", "/v1/stats", "", &st))

@@ -1,0 +1,128 @@
+package hopper
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/hopper-go/hopper/driver"
+)
+
+// QueueDemand is how much work a queue has and how many worker processes it
+// needs, read from the store, so every process of the fleet computes the
+// same: what Kubernetes' HPA or KEDA scales worker processes on
+// (docs/operations.md).
+//
+// By Little's law a queue keeps λ·W slots busy, jobs arriving at λ a second
+// that run W each. DesiredSlots is that at a utilisation of 0.8, plus the
+// slots that drain the due backlog within a minute, and never fewer than
+// run now: ceil(λ·W ÷ 0.8 + Due·W ÷ 60 s) ≥ Running. DesiredWorkers is
+// that over the slots of one process. A paused queue needs none.
+type QueueDemand struct {
+	Queue  string `json:"queue"`
+	Paused bool   `json:"paused,omitempty"`
+	// Due counts the jobs waiting to run now; Running those running.
+	Due     int `json:"due"`
+	Running int `json:"running"`
+	// ArrivalPerSecond is the jobs queued in the last minute, a second (at
+	// most 1,000 counted).
+	ArrivalPerSecond float64 `json:"arrival_per_second"`
+	// MeanRun is the mean time the latest succeeded jobs (up to 100) took,
+	// from start to end; a second when none has succeeded yet.
+	MeanRun time.Duration `json:"mean_run_ns"`
+	// SlotsPerWorker is the mean cap on jobs at once of the live workers
+	// that work the queue (this client's MaxWorkers when none does).
+	SlotsPerWorker int `json:"slots_per_worker"`
+	// Workers counts the live workers that work the queue.
+	Workers        int `json:"workers"`
+	DesiredSlots   int `json:"desired_slots"`
+	DesiredWorkers int `json:"desired_workers"`
+}
+
+// Demand's constants (see QueueDemand).
+const (
+	demandUtilisation = 0.8
+	demandDrain       = time.Minute
+	demandWindow      = time.Minute
+	demandSamples     = 100
+	demandArrivals    = 1000
+)
+
+// QueueDemand reads queue's demand from the store (see QueueDemand).
+func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, error) {
+	if err := checkText("queue name", queue); err != nil {
+		return nil, err
+	}
+	d := &QueueDemand{Queue: queue}
+	counts, err := c.store().JobCountByState(ctx, &driver.JobCountParams{Queue: queue})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
+	}
+	for _, n := range counts {
+		switch n.State {
+		case StatePending:
+			d.Due += n.Count
+		case StateRunning:
+			d.Running += n.Count
+		}
+	}
+	stored, err := c.store().QueueList(ctx, &driver.QueueListParams{})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
+	}
+	for _, q := range stored {
+		if q.Name == queue {
+			d.Paused = q.Paused
+		}
+	}
+	now := c.now()
+	arrived, err := c.JobList(ctx, &ListParams{Queues: []string{queue}, QueuedAfter: now.Add(-demandWindow), Limit: demandArrivals})
+	if err != nil {
+		return nil, err
+	}
+	d.ArrivalPerSecond = float64(len(arrived.Jobs)) / demandWindow.Seconds()
+	done, err := c.JobList(ctx, &ListParams{Queues: []string{queue}, States: []JobState{StateSucceeded}, Limit: demandSamples})
+	if err != nil {
+		return nil, err
+	}
+	var total time.Duration
+	var n int
+	for _, j := range done.Jobs {
+		if !j.StartedAt.IsZero() && j.EndedAt.After(j.StartedAt) {
+			total += j.EndedAt.Sub(j.StartedAt)
+			n++
+		}
+	}
+	d.MeanRun = time.Second
+	if n > 0 {
+		d.MeanRun = total / time.Duration(n)
+	}
+	workers, err := c.WorkerList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slots := 0
+	for _, w := range workers {
+		if w.Status != WorkerDead && slices.Contains(w.Queues, queue) && w.Slots > 0 {
+			d.Workers++
+			slots += w.Slots
+		}
+	}
+	d.SlotsPerWorker = max(c.cfg.MaxWorkers, 1)
+	if d.Workers > 0 {
+		d.SlotsPerWorker = max(slots/d.Workers, 1)
+	}
+	if d.Paused {
+		return d, nil
+	}
+	w := d.MeanRun.Seconds()
+	need := d.ArrivalPerSecond*w/demandUtilisation + float64(d.Due)*w/demandDrain.Seconds()
+	d.DesiredSlots = max(int(math.Ceil(need-1e-9)), d.Running)
+	if d.Due > 0 && d.DesiredSlots == 0 {
+		d.DesiredSlots = 1
+	}
+	d.DesiredWorkers = (d.DesiredSlots + d.SlotsPerWorker - 1) / d.SlotsPerWorker
+	return d, nil
+}
