@@ -36,7 +36,9 @@ func testAutoscaleFollowsLoad(t *testing.T, newDriver func(*testing.T) driver.Dr
 	// No poll timer fires as the clock moves: a claim that polls while
 	// the clock jumps would hold its reserved slots for the whole jump, in
 	// virtual time, and read as load. Inserts and finishes wake the queue.
-	c, err := hopper.New(hopper.Config{Driver: newDriver(t), Clock: clk, PollInterval: time.Hour,
+	d := newDriver(t)
+	spy := &reportSpy{Driver: d, baseExec: d.Executor(), reported: make(chan struct{}, 1)}
+	c, err := hopper.New(hopper.Config{Driver: spy, Clock: clk, PollInterval: time.Hour,
 		Autoscale: &hopper.Autoscale{Min: 2, Max: 10},
 		OnEvent: func(ev hopper.Event) {
 			switch ev.Kind {
@@ -98,6 +100,25 @@ func testAutoscaleFollowsLoad(t *testing.T, newDriver func(*testing.T) driver.Dr
 	require.True(t, st.Idle)
 	for _, step := range [][2]int{{10, 6}, {6, 4}, {4, 3}, {3, 2}} {
 		evaluate(step[0], step[1])
+	}
+
+	// The worker's row reports the decisions, for the dashboard.
+	want := [][2]int{{2, 6}, {6, 8}, {8, 9}, {9, 10}, {10, 6}, {6, 4}, {4, 3}, {3, 2}}
+	for {
+		ws, err := c.WorkerList(ctx)
+		require.NoError(t, err)
+		if len(ws) == 1 && len(ws[0].Scalings) == len(want) {
+			for i, s := range ws[0].Scalings {
+				require.Equal(t, want[i], [2]int{s.Before, s.After})
+				require.False(t, s.At.IsZero())
+			}
+			break
+		}
+		select {
+		case <-spy.reported:
+		case <-ctx.Done():
+			t.Fatalf("the worker row does not report its scalings: %+v", ws)
+		}
 	}
 }
 

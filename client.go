@@ -581,7 +581,7 @@ func (c *Client) workerInfo(r engine.WorkerReport) []byte {
 	host, _ := os.Hostname()
 	info := WorkerInfo{Host: host, PID: os.Getpid(), Queues: c.queues(), Types: c.Types(), Workflows: c.Workflows(),
 		Schedules: c.runningSchedules(), Status: r.Status, MaxWorkers: c.cfg.MaxWorkers, Slots: r.Slots, Active: r.Active,
-		Jobs: r.Jobs, Runs: r.Runs, Completed: r.Completed, Failed: r.Failed, Leader: r.Leader}
+		Jobs: r.Jobs, Runs: r.Runs, Completed: r.Completed, Failed: r.Failed, Leader: r.Leader, Scalings: r.Scalings}
 	if a := c.cfg.Autoscale; a != nil {
 		info.MinWorkers, info.MaxWorkers = a.Min, a.Max
 	}

@@ -41,11 +41,14 @@ type WorkerInfo struct {
 	Runs   []string `json:"runs,omitempty"`
 	// Completed and Failed count the attempts the client recorded since it
 	// was made: succeeded, and failed (retried or not).
-	Completed int64     `json:"completed"`
-	Failed    int64     `json:"failed"`
-	Leader    bool      `json:"leader,omitempty"`
-	StartedAt time.Time `json:"started_at"`
-	SeenAt    time.Time `json:"seen_at"`
+	Completed int64 `json:"completed"`
+	Failed    int64 `json:"failed"`
+	// Scalings are the autoscaler's latest decisions (up to 20, oldest
+	// first): when, the workload it read, and the slots before and after.
+	Scalings  []ScalingInfo `json:"scalings,omitempty"`
+	Leader    bool          `json:"leader,omitempty"`
+	StartedAt time.Time     `json:"started_at"`
+	SeenAt    time.Time     `json:"seen_at"`
 }
 
 // Worker statuses (WorkerInfo.Status).

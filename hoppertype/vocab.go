@@ -307,10 +307,11 @@ type Event struct {
 // ScalingInfo is one decision of a client's autoscaler: the workload it
 // measured (busy ÷ slots) and the slots before and after.
 type ScalingInfo struct {
-	Workload float64
-	Busy     int
-	Before   int
-	After    int
+	Workload float64   `json:"workload"`
+	Busy     int       `json:"busy"`
+	Before   int       `json:"before"`
+	After    int       `json:"after"`
+	At       time.Time `json:"at"`
 }
 
 // ErrorPhase says where a non-critical engine error happened.

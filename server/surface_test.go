@@ -1219,3 +1219,23 @@ func TestWebhookRequestReachesTheWorkflow(t *testing.T) {
 	require.Equal(t, "completed", done.Status)
 	require.JSONEq(t, `{"method":"PUT","sig":"sha256=abc","cookie":"","state":"done"}`, string(done.Output))
 }
+
+// TestDashboardWorkerScalings: an autoscaled worker's row shows its slots
+// over its latest scaling decisions, drawn and listed.
+func TestDashboardWorkerScalings(t *testing.T) {
+	d := newDriver(t)
+	e := setupOn(t, d, nil)
+	now := time.Now().UTC()
+	info := hopper.WorkerInfo{Status: hopper.WorkerBusy, MaxWorkers: 10, MinWorkers: 2, Slots: 6, Active: 5, Queues: []string{"default"},
+		Scalings: []hopper.ScalingInfo{{Workload: 1, Busy: 2, Before: 2, After: 6, At: now.Add(-20 * time.Second)}}}
+	b, err := json.Marshal(info)
+	require.NoError(t, err)
+	require.NoError(t, d.Executor().WorkerUpsert(context.Background(), &driver.WorkerUpsertParams{Row: &driver.WorkerRow{
+		ID: "scaled-worker", StartedAt: now.Add(-time.Minute), SeenAt: now, Info: b}}))
+	code, body := e.page("/")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "scaled-worker")
+	require.Contains(t, body, "(autoscaled 2–10)")
+	require.Contains(t, body, `<polyline fill="none" stroke="currentColor" points="0,16.7 0.0,16.7 0.0,2.0 120,2.0"/>`)
+	require.Contains(t, body, "2→6")
+}

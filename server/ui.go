@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"embed"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -42,7 +43,8 @@ var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 		wf, _, _ := hopper.RunOf(j)
 		return wf
 	},
-	"isGate": hopper.IsGate,
+	"isGate":     hopper.IsGate,
+	"slotsSteps": slotsSteps,
 	"seenAt": func(g *hopper.GateInfo, i int) hopper.JobState {
 		if i < len(g.Seen) {
 			return g.Seen[i]
@@ -250,6 +252,33 @@ func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "dead", map[string]any{"Jobs": pg.Jobs, "Next": pg.NextCursor})
+}
+
+// slotsSteps draws a worker's slots over its autoscaler's latest
+// decisions as the points of an SVG polyline in a 120×24 box: a step at
+// each decision, on a time axis from the first decision to the worker's
+// last report, slots from 0 to the most it had.
+func slotsSteps(w *hopper.WorkerInfo) string {
+	if len(w.Scalings) == 0 {
+		return ""
+	}
+	t0, t1 := w.Scalings[0].At, w.SeenAt
+	if !t1.After(t0) {
+		t1 = t0.Add(time.Second)
+	}
+	top := 1
+	for _, sc := range w.Scalings {
+		top = max(top, sc.Before, sc.After)
+	}
+	x := func(t time.Time) float64 { return 120 * float64(t.Sub(t0)) / float64(t1.Sub(t0)) }
+	y := func(n int) float64 { return 24 - 22*float64(n)/float64(top) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "0,%.1f", y(w.Scalings[0].Before))
+	for _, sc := range w.Scalings {
+		fmt.Fprintf(&b, " %.1f,%.1f %.1f,%.1f", x(sc.At), y(sc.Before), x(sc.At), y(sc.After))
+	}
+	fmt.Fprintf(&b, " 120,%.1f", y(w.Scalings[len(w.Scalings)-1].After))
+	return b.String()
 }
 
 func ago(t time.Time) string {

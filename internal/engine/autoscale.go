@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/hopper-go/hopper/hoppertype"
@@ -37,6 +38,10 @@ func ScaleStep(cur int, workload float64, lo, hi int, up, down float64) int {
 	return cur
 }
 
+// reportedScalings is how many of its latest scaling decisions a worker
+// reports in its row.
+const reportedScalings = 20
+
 // autoscale runs the session's autoscaler until it stops: every Interval
 // it measures the workload, moves the slots' cap, and reports a change as
 // an EventScaled event and a log line.
@@ -68,8 +73,15 @@ func (s *session) scaleOnce(a *Autoscale) {
 		return
 	}
 	s.slots.SetMax(next)
+	now := e.now()
+	info := hoppertype.ScalingInfo{Workload: workload, Busy: int(math.Round(busy)), Before: cur, After: next, At: now}
+	s.mu.Lock()
+	s.scalings = append(s.scalings, info)
+	if len(s.scalings) > reportedScalings {
+		s.scalings = slices.Delete(s.scalings, 0, len(s.scalings)-reportedScalings)
+	}
+	s.mu.Unlock()
 	e.log.Info("hopper: autoscaled", "workload", workload, "busy", busy, "from", cur, "to", next)
-	e.emit(hoppertype.Event{Kind: hoppertype.EventScaled, At: e.now(),
-		Scaling: &hoppertype.ScalingInfo{Workload: workload, Busy: int(math.Round(busy)), Before: cur, After: next}})
+	e.emit(hoppertype.Event{Kind: hoppertype.EventScaled, At: now, Scaling: &info})
 	s.workerChanged()
 }

@@ -47,7 +47,9 @@ type session struct {
 	mu       sync.Mutex
 	draining bool // set once Stop waits for running attempts: no more dispatch
 	// rounds counts the producers' claim rounds under way (Settle).
-	rounds    atomic.Int32
+	rounds atomic.Int32
+	// scalings are the autoscaler's latest decisions (guarded by mu).
+	scalings  []hoppertype.ScalingInfo
 	producers map[string]*producer
 	active    map[driver.Lease]*activeJob
 

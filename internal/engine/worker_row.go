@@ -33,6 +33,8 @@ type WorkerReport struct {
 	// made: succeeded, and failed (retried or not).
 	Completed, Failed int64
 	Leader            bool
+	// Scalings are the autoscaler's latest decisions, oldest first.
+	Scalings []hoppertype.ScalingInfo
 }
 
 // reportedIDs bounds the job and run ids a worker row lists.
@@ -44,6 +46,7 @@ func (s *session) report() WorkerReport {
 	r := WorkerReport{Slots: s.slots.Max(), Completed: e.completed.Load(), Failed: e.failed.Load(),
 		Leader: s.maint != nil && s.maint.isLeading()}
 	s.mu.Lock()
+	r.Scalings = slices.Clone(s.scalings)
 	r.Active = len(s.active)
 	for _, a := range s.active {
 		if isRunJob(a.row) {
