@@ -2,6 +2,7 @@ package hoppertest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,6 +48,10 @@ func Work[I, O any](t T, typ *hopper.Type[I, O], in I, opts *WorkOpts) *Worked[O
 	var o WorkOpts
 	if opts != nil {
 		o = *opts
+	}
+	if o.Insert != nil && o.Insert.Queue != "" {
+		// The client works the queue the job goes to.
+		o.Config.Queues = append(slices.Clone(o.Config.Queues), o.Insert.Queue)
 	}
 	c, clk := NewClient(t, o.Config)
 	ctx := context.Background()

@@ -93,6 +93,11 @@ func TestWork(t *testing.T) {
 		t.Fatalf("state %s run at %s; want scheduled an hour on", snoozed.Job.State, snoozed.Job.RunAt)
 	}
 
+	elsewhere := hoppertest.Work(t, fanout, batchIn{Users: []string{"ada"}}, &hoppertest.WorkOpts{Insert: &hopper.InsertOpts{Queue: "batch"}})
+	if elsewhere.Job.State != hopper.StateSucceeded || elsewhere.Job.Queue != "batch" {
+		t.Fatalf("a job on a queue of its own: %s on %s", elsewhere.Job.State, elsewhere.Job.Queue)
+	}
+
 	aborted := hoppertest.Work(t, fanout, batchIn{Mode: "abort"}, nil)
 	if aborted.Job.State != hopper.StateDead {
 		t.Fatalf("state %s, want dead", aborted.Job.State)
