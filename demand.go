@@ -29,8 +29,8 @@ type QueueDemand struct {
 	// ArrivalPerSecond is the jobs queued in the last minute, a second (at
 	// most 1,000 counted).
 	ArrivalPerSecond float64 `json:"arrival_per_second"`
-	// MeanRun is the mean time the latest succeeded jobs (up to 100) took,
-	// from start to end; a second when none has succeeded yet.
+	// MeanRun is the mean time that up to 100 succeeded jobs queued in the
+	// last ten minutes took, from start to end; a second when none did.
 	MeanRun time.Duration `json:"mean_run_ns"`
 	// SlotsPerWorker is the mean cap on jobs at once of the live workers
 	// that work the queue (this client's MaxWorkers when none does).
@@ -48,7 +48,15 @@ const (
 	demandWindow      = time.Minute
 	demandSamples     = 100
 	demandArrivals    = 1000
+	demandRunWindow   = 10 * time.Minute
 )
+
+// idFloor is the least UUIDv7 minted at t or later: a listing's cursor
+// that starts at the jobs made from t on.
+func idFloor(t time.Time) string {
+	ms := t.UnixMilli()
+	return fmt.Sprintf("%08x-%04x-0000-0000-000000000000", ms>>16, ms&0xffff)
+}
 
 // QueueDemand reads queue's demand from the store (see QueueDemand).
 func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, error) {
@@ -78,18 +86,25 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 		}
 	}
 	now := c.now()
-	arrived, err := c.JobList(ctx, &ListParams{Queues: []string{queue}, QueuedAfter: now.Add(-demandWindow), Limit: demandArrivals})
+	// Both listings walk only the ids minted in their window: hopper's ids
+	// (UUIDv7) sort by creation time, so a listing from the window's first
+	// possible id reads the window's jobs and no others, however many the
+	// store holds. With a Config.IDGenerator whose ids do not sort by time
+	// they undercount, and the due backlog carries the demand.
+	arrived, err := c.store().JobList(ctx, &driver.JobListParams{Queues: []string{queue}, QueuedAfter: now.Add(-demandWindow),
+		Cursor: idFloor(time.Now().Add(-demandWindow)), Ascending: true, Limit: demandArrivals})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}
-	d.ArrivalPerSecond = float64(len(arrived.Jobs)) / demandWindow.Seconds()
-	done, err := c.JobList(ctx, &ListParams{Queues: []string{queue}, States: []JobState{StateSucceeded}, Limit: demandSamples})
+	d.ArrivalPerSecond = float64(len(arrived)) / demandWindow.Seconds()
+	done, err := c.store().JobList(ctx, &driver.JobListParams{Queues: []string{queue}, States: []JobState{StateSucceeded},
+		Cursor: idFloor(time.Now().Add(-demandRunWindow)), Ascending: true, Limit: demandSamples})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}
 	var total time.Duration
 	var n int
-	for _, j := range done.Jobs {
+	for _, j := range done {
 		if !j.StartedAt.IsZero() && j.EndedAt.After(j.StartedAt) {
 			total += j.EndedAt.Sub(j.StartedAt)
 			n++
