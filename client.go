@@ -113,6 +113,12 @@ type Config struct {
 	// OnEvent receives every lifecycle event of jobs this client enqueues or
 	// runs, after the transition commits.
 	OnEvent func(Event)
+	// InsertMiddleware wrap this client's inserts, in order (see
+	// InsertMiddleware).
+	InsertMiddleware []InsertMiddleware
+	// WorkMiddleware wrap the attempts this client runs, in order, around
+	// the types' own (see WorkMiddleware).
+	WorkMiddleware []WorkMiddleware
 	// OnError receives non-critical engine errors.
 	OnError func(err error, phase ErrorPhase)
 	// Visibility is the lease: a running job whose worker has not heartbeat

@@ -437,12 +437,26 @@ func (c *Client) insert(ctx context.Context, tx any, specs []*JobSpec) ([]driver
 		seen[row.ID] = struct{}{}
 		rows[i] = row
 	}
-	return c.eng.Insert(ctx, &engine.InsertParams{
-		Rows:       rows,
-		Tx:         tx,
-		Skip:       c.skipQueueRows(specs, rows, now),
-		ExplicitID: len(specs) == 1 && specs[0].opts.ID != "",
+	var res []driver.JobInsertResult
+	err := c.withInsertMiddleware(ctx, rows, func(ctx context.Context) error {
+		if len(c.cfg.InsertMiddleware) > 0 {
+			for _, row := range rows {
+				// What a middleware changed is held to the same rules.
+				if err := checkRow(row); err != nil {
+					return err
+				}
+			}
+		}
+		var err error
+		res, err = c.eng.Insert(ctx, &engine.InsertParams{
+			Rows:       rows,
+			Tx:         tx,
+			Skip:       c.skipQueueRows(specs, rows, now),
+			ExplicitID: len(specs) == 1 && specs[0].opts.ID != "",
+		})
+		return err
 	})
+	return res, err
 }
 
 // skipQueueRows marks the SkipQueue jobs among rows that this client can

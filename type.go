@@ -45,6 +45,9 @@ type TypeOpts[I any] struct {
 	// before its attempt timeout. It is read on the client that runs the
 	// type and timed on its Config.Clock. Defaults to none.
 	HeartbeatTimeout time.Duration
+	// WorkMiddleware wrap this type's attempts, inside the client's
+	// Config.WorkMiddleware (see WorkMiddleware).
+	WorkMiddleware []WorkMiddleware
 	// Options computes per-instance options from the input.
 	Options func(in I) *InsertOpts
 	// Classify decides what a failed attempt leads to; it overrides the
@@ -123,6 +126,8 @@ type typeCore interface {
 	limit() *Limit
 	// heartbeatTimeout returns the type's HeartbeatTimeout (0: none).
 	heartbeatTimeout() time.Duration
+	// workMiddleware returns the type's own WorkMiddleware.
+	workMiddleware() []WorkMiddleware
 	// base returns the type's constant options (as client c applies them).
 	base(c *Client) InsertOpts
 	// computed returns the per-instance options computed from in (nil if none).
@@ -150,11 +155,12 @@ func (t *typeImpl[I, O]) codec(c *Client) Codec {
 	}
 	return c.codec
 }
-func (t *typeImpl[I, O]) classify() Classifier            { return t.opts.Classify }
-func (t *typeImpl[I, O]) onEvent() func(Event)            { return t.opts.OnEvent }
-func (t *typeImpl[I, O]) skipQueue() bool                 { return t.opts.SkipQueue }
-func (t *typeImpl[I, O]) limit() *Limit                   { return t.opts.Limit }
-func (t *typeImpl[I, O]) heartbeatTimeout() time.Duration { return t.opts.HeartbeatTimeout }
+func (t *typeImpl[I, O]) classify() Classifier             { return t.opts.Classify }
+func (t *typeImpl[I, O]) onEvent() func(Event)             { return t.opts.OnEvent }
+func (t *typeImpl[I, O]) skipQueue() bool                  { return t.opts.SkipQueue }
+func (t *typeImpl[I, O]) limit() *Limit                    { return t.opts.Limit }
+func (t *typeImpl[I, O]) heartbeatTimeout() time.Duration  { return t.opts.HeartbeatTimeout }
+func (t *typeImpl[I, O]) workMiddleware() []WorkMiddleware { return t.opts.WorkMiddleware }
 func (t *typeImpl[I, O]) base(*Client) InsertOpts {
 	return InsertOpts{
 		Queue:          t.opts.Queue,
@@ -255,5 +261,11 @@ func (b *boundType) OnEvent() func(hoppertype.Event)   { return b.t.onEvent() }
 func (b *boundType) HeartbeatTimeout() time.Duration   { return b.t.heartbeatTimeout() }
 func (b *boundType) Run(ctx context.Context, a *engine.Attempt) ([]byte, error) {
 	ctx = withJobContext(ctx, &JobContext{c: b.c, a: a, row: a.Row()})
-	return b.t.run(ctx, b.c, a.Row().Input)
+	var out []byte
+	err := b.c.withWorkMiddleware(ctx, b.t, a.Row(), func(ctx context.Context) error {
+		var err error
+		out, err = b.t.run(ctx, b.c, a.Row().Input)
+		return err
+	})
+	return out, err
 }

@@ -399,14 +399,15 @@ func (w *workflowImpl[I, O]) optsFor(c *Client) WorkflowOpts {
 	}
 	return o
 }
-func (w *workflowImpl[I, O]) queue() string                   { return w.opts.Queue }
-func (w *workflowImpl[I, O]) codec(c *Client) Codec           { return c.codec }
-func (w *workflowImpl[I, O]) classify() Classifier            { return nil }
-func (w *workflowImpl[I, O]) onEvent() func(Event)            { return nil }
-func (w *workflowImpl[I, O]) skipQueue() bool                 { return w.opts.SkipQueue }
-func (w *workflowImpl[I, O]) limit() *Limit                   { return nil }
-func (w *workflowImpl[I, O]) heartbeatTimeout() time.Duration { return 0 }
-func (w *workflowImpl[I, O]) computed(any) *InsertOpts        { return nil }
+func (w *workflowImpl[I, O]) queue() string                    { return w.opts.Queue }
+func (w *workflowImpl[I, O]) codec(c *Client) Codec            { return c.codec }
+func (w *workflowImpl[I, O]) classify() Classifier             { return nil }
+func (w *workflowImpl[I, O]) onEvent() func(Event)             { return nil }
+func (w *workflowImpl[I, O]) skipQueue() bool                  { return w.opts.SkipQueue }
+func (w *workflowImpl[I, O]) limit() *Limit                    { return nil }
+func (w *workflowImpl[I, O]) heartbeatTimeout() time.Duration  { return 0 }
+func (w *workflowImpl[I, O]) workMiddleware() []WorkMiddleware { return nil }
+func (w *workflowImpl[I, O]) computed(any) *InsertOpts         { return nil }
 
 // runCrashAllowance is how many executions of a run may be lost to
 // crashes (a lease expired: the worker died or stalled) on top of its

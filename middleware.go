@@ -1,0 +1,75 @@
+package hopper
+
+import (
+	"context"
+
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// InsertMiddleware intercepts a client's inserts (Enqueue, EnqueueMany,
+// EnqueueTx, EnqueueName): InsertMany gets the rows about to be stored and
+// doInner, which stores them. It may read and change the rows' Metadata
+// (to carry a trace context, a tenant, …), do work around doInner (a span,
+// a metric), or refuse the insert by returning an error without calling
+// doInner. Middleware run in the order Config.InsertMiddleware lists them,
+// each around the next.
+type InsertMiddleware interface {
+	InsertMany(ctx context.Context, rows []*JobRow, doInner func(ctx context.Context) error) error
+}
+
+// WorkMiddleware intercepts the attempts a client runs: Work gets the
+// attempt's context (JobFromContext works in it), the job's row as claimed
+// (read it, do not change it) and doInner, which runs the handler (and,
+// for a workflow run, one execution of it). What Work returns is the
+// attempt's outcome: doInner's error passed on, or its own; a Work that
+// returns nil without calling doInner ends the attempt a success with no
+// output. The client's Config.WorkMiddleware run first, in order, then
+// the type's TypeOpts.WorkMiddleware, each around the next.
+type WorkMiddleware interface {
+	Work(ctx context.Context, job *JobRow, doInner func(ctx context.Context) error) error
+}
+
+// InsertMiddlewareFunc is an InsertMiddleware made of a function.
+type InsertMiddlewareFunc func(ctx context.Context, rows []*JobRow, doInner func(ctx context.Context) error) error
+
+// InsertMany calls f.
+func (f InsertMiddlewareFunc) InsertMany(ctx context.Context, rows []*JobRow, doInner func(ctx context.Context) error) error {
+	return f(ctx, rows, doInner)
+}
+
+// WorkMiddlewareFunc is a WorkMiddleware made of a function.
+type WorkMiddlewareFunc func(ctx context.Context, job *JobRow, doInner func(ctx context.Context) error) error
+
+// Work calls f.
+func (f WorkMiddlewareFunc) Work(ctx context.Context, job *JobRow, doInner func(ctx context.Context) error) error {
+	return f(ctx, job, doInner)
+}
+
+// withInsertMiddleware runs store inside c's insert middleware.
+func (c *Client) withInsertMiddleware(ctx context.Context, rows []*hoppertype.JobRow, store func(ctx context.Context) error) error {
+	mws := c.cfg.InsertMiddleware
+	if len(mws) == 0 {
+		return store(ctx)
+	}
+	inner := store
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, next := mws[i], inner
+		inner = func(ctx context.Context) error { return mw.InsertMany(ctx, rows, next) }
+	}
+	return inner(ctx)
+}
+
+// withWorkMiddleware runs do inside c's and the type's work middleware.
+func (c *Client) withWorkMiddleware(ctx context.Context, t typeCore, row *hoppertype.JobRow, do func(ctx context.Context) error) error {
+	own := t.workMiddleware()
+	if len(c.cfg.WorkMiddleware) == 0 && len(own) == 0 {
+		return do(ctx)
+	}
+	mws := append(append([]WorkMiddleware(nil), c.cfg.WorkMiddleware...), own...)
+	inner := do
+	for i := len(mws) - 1; i >= 0; i-- {
+		mw, next := mws[i], inner
+		inner = func(ctx context.Context) error { return mw.Work(ctx, row.Clone(), next) }
+	}
+	return inner(ctx)
+}

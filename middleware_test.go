@@ -1,0 +1,102 @@
+package hopper_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+)
+
+// TestMiddleware: insert middleware run in order around the insert and
+// may add metadata (held to the rules of any metadata) or refuse it; work
+// middleware run the client's then the type's, in order, around the
+// handler, read the job's metadata, and decide the attempt's outcome.
+func TestMiddleware(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var trail []string
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		trail = append(trail, s)
+	}
+	insert := func(name string) hopper.InsertMiddleware {
+		return hopper.InsertMiddlewareFunc(func(ctx context.Context, rows []*hopper.JobRow, doInner func(context.Context) error) error {
+			note("insert " + name + " in")
+			for _, r := range rows {
+				if r.Metadata == nil {
+					r.Metadata = map[string]string{}
+				}
+				r.Metadata["seen-by"] += name
+			}
+			if rows[0].Metadata["refuse"] == "yes" {
+				return errors.New("refused by " + name)
+			}
+			err := doInner(ctx)
+			note("insert " + name + " out")
+			return err
+		})
+	}
+	work := func(name string) hopper.WorkMiddleware {
+		return hopper.WorkMiddlewareFunc(func(ctx context.Context, job *hopper.JobRow, doInner func(context.Context) error) error {
+			note("work " + name + " " + job.Metadata["seen-by"])
+			if job.Metadata["fail-in"] == name {
+				return errors.New("stopped by " + name)
+			}
+			return doInner(ctx)
+		})
+	}
+	typed := hopper.Define("mw", func(ctx context.Context, n int) (int, error) {
+		note("handler " + hopper.JobFromContext(ctx).Metadata()["seen-by"])
+		return n * 2, nil
+	}, &hopper.TypeOpts[int]{WorkMiddleware: []hopper.WorkMiddleware{work("type")}, Retry: hopper.RetryPolicy{Attempts: 1}})
+	c := newClient(t, hopper.Config{
+		InsertMiddleware: []hopper.InsertMiddleware{insert("a"), insert("b")},
+		WorkMiddleware:   []hopper.WorkMiddleware{work("client")},
+	})
+	require.NoError(t, c.Register(typed))
+	ctx := testCtx(t)
+
+	h, err := typed.Enqueue(ctx, c, 21, nil)
+	require.NoError(t, err)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 42, out)
+	row, err := c.JobGet(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, "ab", row.Metadata["seen-by"], "metadata added at insert is stored")
+	mu.Lock()
+	require.Equal(t, []string{"insert a in", "insert b in", "insert b out", "insert a out", "work client ab", "work type ab", "handler ab"}, trail)
+	trail = nil
+	mu.Unlock()
+
+	// A middleware may refuse an insert: nothing is stored.
+	_, err = typed.Enqueue(ctx, c, 1, &hopper.InsertOpts{ID: "refused", Metadata: map[string]string{"refuse": "yes"}})
+	require.ErrorContains(t, err, "refused by a")
+	_, err = c.JobGet(ctx, "refused")
+	require.ErrorIs(t, err, hopper.ErrNotFound)
+
+	// What a middleware adds is held to the rules of metadata.
+	bad := newClient(t, hopper.Config{InsertMiddleware: []hopper.InsertMiddleware{hopper.InsertMiddlewareFunc(
+		func(ctx context.Context, rows []*hopper.JobRow, doInner func(context.Context) error) error {
+			rows[0].Metadata = map[string]string{"k": "nul\x00byte"}
+			return doInner(ctx)
+		})}})
+	_, err = typed.Enqueue(ctx, bad, 1, nil)
+	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+
+	// A work middleware's error is the attempt's: the handler does not run.
+	h, err = typed.Enqueue(ctx, c, 1, &hopper.InsertOpts{Metadata: map[string]string{"fail-in": "type"}})
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	require.Error(t, err)
+	require.True(t, strings.Contains(err.Error(), "stopped by type"), err.Error())
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotContains(t, strings.Join(trail, "|"), "handler")
+}
