@@ -51,12 +51,14 @@ func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpt
 		}
 		row.ParentID = st.Run.ID
 		var res []driver.JobInsertResult
-		err = st.InTx(engine.EvActivityScheduled, name, engine.EventData{Job: jobID}, func(ctx context.Context, tx driver.Executor) error {
-			var err error
-			if res, err = tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}}); err != nil {
-				return err
-			}
-			return engine.NotifyQueues(ctx, tx, res)
+		err = st.c.withInsertMiddleware(st.Context(), []*hoppertype.JobRow{row}, func(context.Context) error {
+			return st.InTx(engine.EvActivityScheduled, name, engine.EventData{Job: jobID}, func(ctx context.Context, tx driver.Executor) error {
+				var err error
+				if res, err = tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}}); err != nil {
+					return err
+				}
+				return engine.NotifyQueues(ctx, tx, res)
+			})
 		})
 		if err != nil {
 			return zero, err

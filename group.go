@@ -24,7 +24,7 @@ func (j *JobContext) Spawn(specs ...*JobSpec) error {
 		}
 		rows = append(rows, row)
 	}
-	return j.a.Spawn(rows...)
+	return j.c.withInsertMiddleware(j.ctx, rows, func(context.Context) error { return j.a.Spawn(rows...) })
 }
 
 // FinalizeGroup makes this job's result the group's value for good: later

@@ -16,6 +16,9 @@ type JobContext struct {
 	// a is the attempt the engine runs; row is its claimed row.
 	a   *engine.Attempt
 	row *hoppertype.JobRow
+	// ctx is the context the handler was called with (inside the work
+	// middleware), for the insert middleware of what it spawns.
+	ctx context.Context
 }
 
 type jobCtxKey struct{}

@@ -7,7 +7,8 @@ import (
 )
 
 // InsertMiddleware intercepts a client's inserts (Enqueue, EnqueueMany,
-// EnqueueTx, EnqueueName): InsertMany gets the rows about to be stored and
+// EnqueueTx, EnqueueName, a workflow run's start, a handler's Spawn, a
+// workflow's Activity): InsertMany gets the rows about to be stored and
 // doInner, which stores them. It may read and change the rows' Metadata
 // (to carry a trace context, a tenant, …), do work around doInner (a span,
 // a metric), or refuse the insert by returning an error without calling
@@ -45,13 +46,21 @@ func (f WorkMiddlewareFunc) Work(ctx context.Context, job *JobRow, doInner func(
 	return f(ctx, job, doInner)
 }
 
-// withInsertMiddleware runs store inside c's insert middleware.
+// withInsertMiddleware runs store inside c's insert middleware; what
+// they changed of the rows is held to the rules of any row first.
 func (c *Client) withInsertMiddleware(ctx context.Context, rows []*hoppertype.JobRow, store func(ctx context.Context) error) error {
 	mws := c.cfg.InsertMiddleware
 	if len(mws) == 0 {
 		return store(ctx)
 	}
-	inner := store
+	inner := func(ctx context.Context) error {
+		for _, row := range rows {
+			if err := checkRow(row); err != nil {
+				return err
+			}
+		}
+		return store(ctx)
+	}
 	for i := len(mws) - 1; i >= 0; i-- {
 		mw, next := mws[i], inner
 		inner = func(ctx context.Context) error { return mw.InsertMany(ctx, rows, next) }

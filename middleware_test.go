@@ -99,4 +99,62 @@ func TestMiddleware(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotContains(t, strings.Join(trail, "|"), "handler")
+
+}
+
+// TestMiddlewareWrapsEveryInsert: what a handler spawns, a workflow run's
+// start and its activities go through the insert middleware too, with the
+// handler's or the run's context.
+func TestMiddlewareWrapsEveryInsert(t *testing.T) {
+	t.Parallel()
+	type ctxKey struct{}
+	stamp := hopper.InsertMiddlewareFunc(func(ctx context.Context, rows []*hopper.JobRow, doInner func(context.Context) error) error {
+		for _, r := range rows {
+			if r.Metadata == nil {
+				r.Metadata = map[string]string{}
+			}
+			r.Metadata["stamped"] = "yes"
+			if v, ok := ctx.Value(ctxKey{}).(string); ok {
+				r.Metadata["from"] = v
+			}
+		}
+		return doInner(ctx)
+	})
+	mark := hopper.WorkMiddlewareFunc(func(ctx context.Context, job *hopper.JobRow, doInner func(context.Context) error) error {
+		return doInner(context.WithValue(ctx, ctxKey{}, job.Type))
+	})
+	leaf := hopper.Define("mw-leaf", func(context.Context, int) (int, error) { return 1, nil }, nil)
+	parent := hopper.Define("mw-parent", func(ctx context.Context, _ int) (hopper.None, error) {
+		return hopper.None{}, hopper.JobFromContext(ctx).Spawn(leaf.Job(1, &hopper.InsertOpts{ID: "mw-child"}))
+	}, nil)
+	flow := hopper.Workflow("mw-flow", func(wf hopper.WorkflowContext, _ int) (int, error) {
+		return hopper.Activity(wf, leaf, 2, nil)
+	}, nil)
+	c := newClient(t, hopper.Config{InsertMiddleware: []hopper.InsertMiddleware{stamp}, WorkMiddleware: []hopper.WorkMiddleware{mark}})
+	require.NoError(t, c.Register(leaf, parent, flow))
+	ctx := testCtx(t)
+
+	h, err := parent.Enqueue(ctx, c, 0, nil)
+	require.NoError(t, err)
+	_, err = h.Group(ctx)
+	require.NoError(t, err)
+	child, err := c.JobGet(ctx, "mw-child")
+	require.NoError(t, err)
+	require.Equal(t, "yes", child.Metadata["stamped"], "a spawned job")
+	require.Equal(t, "mw-parent", child.Metadata["from"], "with the handler's context")
+
+	run, err := flow.Start(ctx, c, 0, &hopper.StartOpts{ID: "mw-run"})
+	require.NoError(t, err)
+	_, err = run.Result(ctx)
+	require.NoError(t, err)
+	runJob, err := c.JobGet(ctx, "mw-run")
+	require.NoError(t, err)
+	require.Equal(t, "yes", runJob.Metadata["stamped"], "a run's job")
+	info, err := c.RunGet(ctx, "mw-run")
+	require.NoError(t, err)
+	require.Len(t, info.Activities, 1)
+	act, err := c.JobGet(ctx, info.Activities[0].JobID)
+	require.NoError(t, err)
+	require.Equal(t, "yes", act.Metadata["stamped"], "an activity")
+	require.Equal(t, "workflow:mw-flow", act.Metadata["from"], "with the run's context")
 }

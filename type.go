@@ -260,9 +260,11 @@ func (b *boundType) Classifier() hoppertype.Classifier { return b.t.classify() }
 func (b *boundType) OnEvent() func(hoppertype.Event)   { return b.t.onEvent() }
 func (b *boundType) HeartbeatTimeout() time.Duration   { return b.t.heartbeatTimeout() }
 func (b *boundType) Run(ctx context.Context, a *engine.Attempt) ([]byte, error) {
-	ctx = withJobContext(ctx, &JobContext{c: b.c, a: a, row: a.Row()})
+	jc := &JobContext{c: b.c, a: a, row: a.Row(), ctx: ctx}
+	ctx = withJobContext(ctx, jc)
 	var out []byte
 	err := b.c.withWorkMiddleware(ctx, b.t, a.Row(), func(ctx context.Context) error {
+		jc.ctx = ctx
 		var err error
 		out, err = b.t.run(ctx, b.c, a.Row().Input)
 		return err

@@ -277,7 +277,12 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 	if tx != nil {
 		ex = tx
 	}
-	existing, err := ex.RunStart(ctx, &driver.RunStartParams{Run: run, Job: row})
+	var existing bool
+	err = c.withInsertMiddleware(ctx, []*hoppertype.JobRow{row}, func(ctx context.Context) error {
+		var err error
+		existing, err = ex.RunStart(ctx, &driver.RunStartParams{Run: run, Job: row})
+		return err
+	})
 	if errors.Is(err, ErrDuplicateID) {
 		// The id is a job's that is not a run.
 		return nil, false, fmt.Errorf("hopper: start workflow %s: %w: %q is the id of a job", wi.workflowName(), ErrDuplicateID, row.ID)
