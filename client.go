@@ -119,6 +119,9 @@ type Config struct {
 	// WorkMiddleware wrap the attempts this client runs, in order, around
 	// the types' own (see WorkMiddleware).
 	WorkMiddleware []WorkMiddleware
+	// StepMiddleware wrap each try of the workflow steps this client runs,
+	// in order (see StepMiddleware).
+	StepMiddleware []StepMiddleware
 	// OnError receives non-critical engine errors.
 	OnError func(err error, phase ErrorPhase)
 	// Visibility is the lease: a running job whose worker has not heartbeat

@@ -30,6 +30,24 @@ type WorkMiddleware interface {
 	Work(ctx context.Context, job *JobRow, doInner func(ctx context.Context) error) error
 }
 
+// StepMiddleware intercepts each try of a workflow step's function (not
+// a replay of a recorded step, which runs nothing): Step gets the try's
+// context (StepFromContext works in it), the step's metadata and doInner,
+// which calls the function. What it returns is the try's error; a Step
+// that returns nil without calling doInner makes the step's result its
+// zero value. Config.StepMiddleware run in order, each around the next.
+type StepMiddleware interface {
+	Step(ctx context.Context, step StepMetadata, doInner func(ctx context.Context) error) error
+}
+
+// StepMiddlewareFunc is a StepMiddleware made of a function.
+type StepMiddlewareFunc func(ctx context.Context, step StepMetadata, doInner func(ctx context.Context) error) error
+
+// Step calls f.
+func (f StepMiddlewareFunc) Step(ctx context.Context, step StepMetadata, doInner func(ctx context.Context) error) error {
+	return f(ctx, step, doInner)
+}
+
 // InsertMiddlewareFunc is an InsertMiddleware made of a function.
 type InsertMiddlewareFunc func(ctx context.Context, rows []*JobRow, doInner func(ctx context.Context) error) error
 
@@ -81,4 +99,25 @@ func (c *Client) withWorkMiddleware(ctx context.Context, t typeCore, row *hopper
 		inner = func(ctx context.Context) error { return mw.Work(ctx, row.Clone(), next) }
 	}
 	return inner(ctx)
+}
+
+// stepMiddleware wraps a step's function in c's step middleware.
+func stepMiddleware[T any](mws []StepMiddleware, meta StepMetadata, fn func(ctx context.Context) (T, error)) func(ctx context.Context) (T, error) {
+	if len(mws) == 0 {
+		return fn
+	}
+	return func(ctx context.Context) (T, error) {
+		var v T
+		inner := func(ctx context.Context) error {
+			var err error
+			v, err = fn(ctx)
+			return err
+		}
+		for i := len(mws) - 1; i >= 0; i-- {
+			mw, next := mws[i], inner
+			inner = func(ctx context.Context) error { return mw.Step(ctx, meta, next) }
+		}
+		err := inner(ctx)
+		return v, err
+	}
 }

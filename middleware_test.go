@@ -3,13 +3,16 @@ package hopper_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertest"
 )
 
 // TestMiddleware: insert middleware run in order around the insert and
@@ -157,4 +160,47 @@ func TestMiddlewareWrapsEveryInsert(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "yes", act.Metadata["stamped"], "an activity")
 	require.Equal(t, "workflow:mw-flow", act.Metadata["from"], "with the run's context")
+}
+
+// TestStepMiddleware: step middleware wrap each try of a step's function,
+// with the step's metadata, and not a replay of a recorded step.
+func TestStepMiddleware(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var tries []string
+	mw := hopper.StepMiddlewareFunc(func(ctx context.Context, step hopper.StepMetadata, doInner func(context.Context) error) error {
+		meta, ok := hopper.StepFromContext(ctx)
+		mu.Lock()
+		tries = append(tries, step.Name+"#"+strconv.Itoa(step.Attempt)+"/"+strconv.FormatBool(ok && meta == step))
+		mu.Unlock()
+		return doInner(ctx)
+	})
+	calls := 0
+	flow := hopper.Workflow("mw-steps", func(wf hopper.WorkflowContext, _ int) (int, error) {
+		v, err := hopper.Step(wf, "flaky", func(context.Context) (int, error) {
+			calls++
+			if calls == 1 {
+				return 0, errors.New("once")
+			}
+			return 7, nil
+		}, &hopper.StepOpts{Retry: hopper.RetryPolicy{Attempts: 2, Base: time.Second, Jitter: hopper.NoJitter}})
+		if err != nil {
+			return 0, err
+		}
+		if err := wf.Sleep(time.Hour); err != nil { // the run resumes by replaying "flaky"
+			return 0, err
+		}
+		return v, nil
+	}, nil)
+	c, clk := hoppertest.NewClient(t, hopper.Config{StepMiddleware: []hopper.StepMiddleware{mw}})
+	require.NoError(t, c.Register(flow))
+	ctx := testCtx(t)
+	run, err := flow.Start(ctx, c, 0, nil)
+	require.NoError(t, err)
+	out, err := hoppertest.RunUntilComplete(ctx, c, clk, run, nil)
+	require.NoError(t, err)
+	require.Equal(t, 7, out)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"flaky#1/true", "flaky#2/true"}, tries, "each try, not the replay")
 }

@@ -85,7 +85,7 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 	attempt := 1
 	for ; ; attempt++ {
 		meta.Attempt = attempt
-		v, err = runStep(context.WithValue(st.Context(), stepMetaKey{}, meta), fn)
+		v, err = runStep(context.WithValue(st.Context(), stepMetaKey{}, meta), stepMiddleware(st.c.cfg.StepMiddleware, meta, fn))
 		if err == nil || errors.Is(err, ErrAborted) || attempt >= p.Attempts || st.Context().Err() != nil {
 			break
 		}
