@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	randv2 "math/rand/v2"
 	"time"
 
@@ -58,6 +59,9 @@ type WorkflowContext interface {
 	Patch(name string) bool
 	// Stream is the run's append-only progress stream.
 	Stream() *Stream
+	// Logger is the client's logger with the run's attributes (run id,
+	// workflow, attempt, category "workflow").
+	Logger() *slog.Logger
 
 	state() *wfState
 }
