@@ -801,7 +801,7 @@ func testStopWhileEnqueueing(t *testing.T, newDriver func(*testing.T) driver.Dri
 	wg.Wait()
 
 	total := 0
-	for _, st := range hoppertype.AllJobStates {
+	for _, st := range hoppertype.JobStates() {
 		page, err := c.JobList(ctx, &hopper.ListParams{States: []hopper.JobState{st}, Limit: hopper.MaxListLimit})
 		require.NoError(t, err)
 		n := len(page.Jobs)

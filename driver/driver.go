@@ -596,13 +596,13 @@ func MergeLeases(a, b []*hoppertype.JobRow, limit int) []*hoppertype.JobRow {
 }
 
 // SortJobCounts puts counts in the order JobCountByState returns them: by
-// queue, then by state in hoppertype.AllJobStates order.
+// queue, then by state in hoppertype.JobStates() order.
 func SortJobCounts(counts []JobCount) {
 	rank := func(s hoppertype.JobState) int {
-		if i := slices.Index(hoppertype.AllJobStates, s); i >= 0 {
+		if i := slices.Index(hoppertype.JobStates(), s); i >= 0 {
 			return i
 		}
-		return len(hoppertype.AllJobStates)
+		return len(hoppertype.JobStates())
 	}
 	slices.SortFunc(counts, func(a, b JobCount) int {
 		if c := strings.Compare(a.Queue, b.Queue); c != 0 {

@@ -1,6 +1,9 @@
 package hoppertype
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // ChangeKind says what kind of entity a change is about.
 type ChangeKind string
@@ -89,6 +92,8 @@ func (c ChangeCursor) Before(ch *Change) bool {
 // CursorOf returns the cursor that stands at ch.
 func CursorOf(ch *Change) ChangeCursor { return ChangeCursor{Tx: ch.Tx, Position: ch.Position} }
 
-// ChangeFieldNames are the fields Change.Fields may name, in the order it
-// names them.
-var ChangeFieldNames = []string{"attempt", "run_at", "started_at", "ended_at", "worker", "result", "error", "stuck"}
+// ChangeFieldNames returns the fields Change.Fields may name, in the order
+// it names them (a fresh slice at each call).
+func ChangeFieldNames() []string { return slices.Clone(changeFieldNames) }
+
+var changeFieldNames = []string{"attempt", "run_at", "started_at", "ended_at", "worker", "result", "error", "stuck"}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -44,8 +45,11 @@ const (
 	JobStateStuck JobState = "stuck"
 )
 
-// AllJobStates lists every job state in lifecycle order.
-var AllJobStates = []JobState{
+// JobStates returns every job state in lifecycle order (a fresh slice
+// at each call).
+func JobStates() []JobState { return slices.Clone(allJobStates) }
+
+var allJobStates = []JobState{
 	JobStatePending, JobStateScheduled, JobStateRunning, JobStateRetrying,
 	JobStateSucceeded, JobStateDead, JobStateExpired, JobStateCancelled, JobStateStuck,
 }
@@ -62,7 +66,7 @@ func (s JobState) Terminal() bool {
 
 // Valid reports whether s is one of the job states.
 func (s JobState) Valid() bool {
-	for _, v := range AllJobStates {
+	for _, v := range allJobStates {
 		if s == v {
 			return true
 		}
@@ -366,8 +370,10 @@ const (
 	RunStuck        RunStatus = "stuck"
 )
 
-// AllRunStatuses lists every run status.
-var AllRunStatuses = []RunStatus{RunPending, RunRunning, RunWaiting, RunCompleted, RunFailed,
+// RunStatuses returns every run status (a fresh slice at each call).
+func RunStatuses() []RunStatus { return slices.Clone(allRunStatuses) }
+
+var allRunStatuses = []RunStatus{RunPending, RunRunning, RunWaiting, RunCompleted, RunFailed,
 	RunCompensating, RunCompensated, RunCancelled, RunQuarantined, RunStuck}
 
 // Terminal reports whether a run in status s is finished for good.
@@ -381,7 +387,7 @@ func (s RunStatus) Terminal() bool {
 
 // Valid reports whether s is a run status.
 func (s RunStatus) Valid() bool {
-	for _, v := range AllRunStatuses {
+	for _, v := range allRunStatuses {
 		if s == v {
 			return true
 		}

@@ -26,7 +26,7 @@ var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"short":  func(id string) string { return shortID(id) },
 	// seg escapes an id or a name as one path segment of a URL.
 	"seg":    url.PathEscape,
-	"states": func() []hoppertype.JobState { return hoppertype.AllJobStates },
+	"states": func() []hoppertype.JobState { return hoppertype.JobStates() },
 	"count":  func(m map[hopper.JobState]int, s hoppertype.JobState) int { return m[s] },
 	"query":  func(v url.Values) template.URL { return template.URL(v.Encode()) },
 	// attempts reads "2 of 3" (a workflow run's job: of the run's tries).
@@ -144,7 +144,7 @@ const runsPage = 50
 func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	data := map[string]any{"Status": q.Get("status"), "Workflow": q.Get("workflow"), "Workflows": s.c.Workflows(),
-		"Statuses": hoppertype.AllRunStatuses}
+		"Statuses": hoppertype.RunStatuses()}
 	rq, err := runQuery(q)
 	if err != nil {
 		data["Error"] = err.Error()

@@ -164,7 +164,7 @@ func testUniqueExisting(t *testing.T, f *fixture) {
 }
 
 func testUniqueByState(t *testing.T, f *fixture) {
-	for _, s := range hoppertype.AllJobStates {
+	for _, s := range hoppertype.JobStates() {
 		key := "k-" + string(s)
 		holder := f.insertOne(t, uniqueBy(key), inState(s))
 		next := f.job(uniqueBy(key))

@@ -420,7 +420,7 @@ func testClose(t *testing.T, f *fixture) {
 		},
 		"JobCancel": func() error { _, err := f.x.JobCancel(ctx, &driver.JobCancelParams{ID: j.ID, Now: base}); return err },
 		"JobRetry": func() error {
-			_, err := f.x.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{j.ID}, States: hoppertype.AllJobStates, Now: base})
+			_, err := f.x.JobRetry(ctx, &driver.JobRetryParams{IDs: []string{j.ID}, States: hoppertype.JobStates(), Now: base})
 			return err
 		},
 		"JobDeleteFinished": func() error {

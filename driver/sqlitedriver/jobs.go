@@ -409,7 +409,7 @@ func (r *runner) jobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driv
 // were. It writes several times; the caller makes it atomic.
 func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinishedParams) (int, error) {
 	var states []string
-	for _, s := range hoppertype.AllJobStates {
+	for _, s := range hoppertype.JobStates() {
 		if s.Terminal() && (len(p.States) == 0 || slices.Contains(p.States, s)) {
 			states = append(states, "'"+string(s)+"'")
 		}

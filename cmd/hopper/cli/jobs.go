@@ -180,7 +180,7 @@ func (p *listFlags) params() (*hopper.ListParams, error) {
 	for _, s := range p.states {
 		st := hopper.JobState(s)
 		if !st.Valid() {
-			return nil, fmt.Errorf("--state %q is not a job state (%s)", s, joinNames(hoppertype.AllJobStates))
+			return nil, fmt.Errorf("--state %q is not a job state (%s)", s, joinNames(hoppertype.JobStates()))
 		}
 		lp.States = append(lp.States, st)
 	}

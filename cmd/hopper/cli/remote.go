@@ -239,13 +239,13 @@ func printQueues(g *globals, qs []server.QueueJSON) error {
 		return writeJSON(g.out, map[string]any{"queues": qs})
 	}
 	header := []string{"QUEUE", "PAUSED"}
-	for _, s := range hoppertype.AllJobStates {
+	for _, s := range hoppertype.JobStates() {
 		header = append(header, strings.ToUpper(string(s)))
 	}
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
 		row := []string{q.Name, strconv.FormatBool(q.Paused)}
-		for _, s := range hoppertype.AllJobStates {
+		for _, s := range hoppertype.JobStates() {
 			row = append(row, strconv.Itoa(q.Counts[string(s)]))
 		}
 		rows[i] = row

@@ -35,7 +35,7 @@ func runsCmd(g *globals) *cobra.Command {
 			for _, s := range statuses {
 				st := hopper.RunStatus(s)
 				if !st.Valid() {
-					return fmt.Errorf("--status %q is not a run status (%s)", s, joinNames(hoppertype.AllRunStatuses))
+					return fmt.Errorf("--status %q is not a run status (%s)", s, joinNames(hoppertype.RunStatuses()))
 				}
 				q.Statuses = append(q.Statuses, st)
 			}
