@@ -302,9 +302,9 @@ func testWorkflowRetryOfARecordedRun(t *testing.T, newDriver func(*testing.T) dr
 	// on, and its activity and child are named by its key.
 	t.Run("in its second attempt", func(t *testing.T) {
 		second := &hopper.History{RunID: "compat-o-7", Workflow: "compat-order", Attempt: 3, Events: []hopper.HistoryEvent{
-			{Seq: 1, Kind: "workflow_started", At: hoppertest.Epoch},
-			{Seq: 2, Kind: "step", Name: "charge", Data: json.RawMessage(`{"output":"pay-o-7","attempts":1}`), At: hoppertest.Epoch},
-			{Seq: 3, Kind: "compensation_added", Name: "refund", At: hoppertest.Epoch},
+			{Seq: 1, Kind: "workflow_started", At: hoppertest.Epoch()},
+			{Seq: 2, Kind: "step", Name: "charge", Data: json.RawMessage(`{"output":"pay-o-7","attempts":1}`), At: hoppertest.Epoch()},
+			{Seq: 3, Kind: "compensation_added", Name: "refund", At: hoppertest.Epoch()},
 		}}
 		var l ledger
 		c, clk, _ := setup(t, &l, append(slices.Clone(recorded), second))

@@ -533,7 +533,7 @@ func TestSleepingWorkflowsHoldNoGoroutines(t *testing.T) {
 		asleep := map[string]bool{}
 		var slept changes
 		c, clk := hoppertest.NewClient(t, hopper.Config{Driver: d, MaxWorkers: 200, Visibility: 2 * time.Hour, OnEvent: func(e hopper.Event) {
-			if e.Kind == hopper.EventDeferred && e.RunAt.After(hoppertest.Epoch) {
+			if e.Kind == hopper.EventDeferred && e.RunAt.After(hoppertest.Epoch()) {
 				mu.Lock()
 				asleep[e.JobID] = true
 				mu.Unlock()

@@ -45,13 +45,13 @@ type Clock struct {
 	*hclock.Virtual
 }
 
-// Epoch is the time a new Clock starts at: 2030-01-01T00:00:00Z.
-var Epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+// Epoch returns the time a new Clock starts at: 2030-01-01T00:00:00Z.
+func Epoch() time.Time { return time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) }
 
 // NewClock returns a virtual clock at start (Epoch when zero).
 func NewClock(start time.Time) *Clock {
 	if start.IsZero() {
-		start = Epoch
+		start = Epoch()
 	}
 	return &Clock{hclock.NewVirtual(start)}
 }
