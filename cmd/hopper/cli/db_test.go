@@ -19,7 +19,7 @@ var readOnlyCommands = [][]string{
 	{"jobs", "list"}, {"jobs", "show", "x"}, {"jobs", "attempts", "x"}, {"jobs", "cancel", "x"}, {"jobs", "retry", "x"},
 	{"dead", "list"}, {"dead", "redrive", "--all"},
 	{"queues", "list"}, {"queues", "pause", "default"}, {"queues", "resume", "default"},
-	{"workers", "list"}, {"workers", "show", "x"},
+	{"workers", "list"}, {"workers", "show", "x"}, {"queues", "demand", "default"},
 	{"runs", "list"}, {"runs", "show", "x"}, {"runs", "history", "x"}, {"runs", "tail", "x"}, {"runs", "cancel", "x"},
 	{"hooks", "resume", "token", "null"},
 	{"schedules"}, {"schedules", "list"}, {"schedules", "pause", "x"}, {"schedules", "resume", "x"}, {"schedules", "delete", "x"},

@@ -429,7 +429,35 @@ it ahead of its first job (and creates the database when it does not exist).`
 		}
 		return c
 	}
-	cmd.AddCommand(list, setPaused("pause", "Stop every process from starting the queue's jobs", true),
+	demand := &cobra.Command{
+		Use:   "demand QUEUE",
+		Short: "How many worker processes the queue needs: due and running jobs, arrivals, run time, desired slots and workers",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var d hopper.QueueDemand
+			if r := g.remote(); r != nil {
+				if err := r.get(cmd.Context(), "/v1/queues/"+pathEsc(args[0])+"/demand", nil, &d); err != nil {
+					return err
+				}
+			} else if err := withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				got, err := c.QueueDemand(cmd.Context(), args[0])
+				if err == nil {
+					d = *got
+				}
+				return err
+			}); err != nil {
+				return err
+			}
+			if g.asJSON {
+				return writeJSON(g.out, d)
+			}
+			fmt.Fprintf(g.out, "queue %s%s: %d due, %d running, %.2f arrivals/s, mean run %s\n", d.Queue,
+				map[bool]string{true: " (paused)"}[d.Paused], d.Due, d.Running, d.ArrivalPerSecond, d.MeanRun)
+			fmt.Fprintf(g.out, "needs %d slots: %d workers of %d slots (%d working it now)\n", d.DesiredSlots, d.DesiredWorkers, d.SlotsPerWorker, d.Workers)
+			return nil
+		},
+	}
+	cmd.AddCommand(list, demand, setPaused("pause", "Stop every process from starting the queue's jobs", true),
 		setPaused("resume", "Let a paused queue's jobs start again", false))
 	return cmd
 }

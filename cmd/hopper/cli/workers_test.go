@@ -55,4 +55,14 @@ func TestWorkersCommands(t *testing.T) {
 	if _, errOut, code := run(t, "workers", "show", "nope", "--db", db); code == 0 || !strings.Contains(errOut, "not found") {
 		t.Fatalf("an unknown worker: %d %q", code, errOut)
 	}
+
+	out, _, code = run(t, "queues", "demand", "default", "--db", db)
+	if code != 0 || !strings.Contains(out, "queue default: 0 due, 0 running") || !strings.Contains(out, "needs 0 slots") {
+		t.Fatalf("queues demand: %d %q", code, out)
+	}
+	out, _, code = run(t, "queues", "demand", "default", "--db", db, "--json")
+	var demand hopper.QueueDemand
+	if code != 0 || json.Unmarshal([]byte(out), &demand) != nil || demand.Queue != "default" || demand.Workers != 1 || demand.SlotsPerWorker != 2 {
+		t.Fatalf("queues demand --json: %d %q", code, out)
+	}
 }
