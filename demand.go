@@ -85,6 +85,40 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 			d.Paused = q.Paused
 		}
 	}
+	workers, err := c.WorkerList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return d, c.fillDemand(ctx, d, workers)
+}
+
+// QueueDemands reads the demand of every queue QueueList lists, reading
+// the queues' counts and the workers once for all of them.
+func (c *Client) QueueDemands(ctx context.Context) ([]*QueueDemand, error) {
+	qs, err := c.QueueList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	workers, err := c.WorkerList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*QueueDemand, 0, len(qs))
+	for _, q := range qs {
+		d := &QueueDemand{Queue: q.Name, Paused: q.Paused, Due: q.Counts[StatePending], Running: q.Counts[StateRunning]}
+		if err := c.fillDemand(ctx, d, workers); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// fillDemand completes d, whose queue, pause and counts are read, with
+// its arrivals and run time from the store and the workers that work it,
+// and computes what it needs.
+func (c *Client) fillDemand(ctx context.Context, d *QueueDemand, workers []*WorkerInfo) error {
+	queue := d.Queue
 	now := c.now()
 	// Both listings walk only the ids minted in their window: hopper's ids
 	// (UUIDv7) sort by creation time, so a listing from the window's first
@@ -94,13 +128,13 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 	arrived, err := c.store().JobList(ctx, &driver.JobListParams{Queues: []string{queue}, QueuedAfter: now.Add(-demandWindow),
 		Cursor: idFloor(time.Now().Add(-demandWindow)), Ascending: true, Limit: demandArrivals})
 	if err != nil {
-		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
+		return fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}
 	d.ArrivalPerSecond = float64(len(arrived)) / demandWindow.Seconds()
 	done, err := c.store().JobList(ctx, &driver.JobListParams{Queues: []string{queue}, States: []JobState{StateSucceeded},
 		Cursor: idFloor(time.Now().Add(-demandRunWindow)), Ascending: true, Limit: demandSamples})
 	if err != nil {
-		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
+		return fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}
 	var total time.Duration
 	var n int
@@ -114,10 +148,6 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 	if n > 0 {
 		d.MeanRun = total / time.Duration(n)
 	}
-	workers, err := c.WorkerList(ctx)
-	if err != nil {
-		return nil, err
-	}
 	slots := 0
 	for _, w := range workers {
 		if w.Status != WorkerDead && slices.Contains(w.Queues, queue) && w.Slots > 0 {
@@ -130,7 +160,7 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 		d.SlotsPerWorker = max(slots/d.Workers, 1)
 	}
 	if d.Paused {
-		return d, nil
+		return nil
 	}
 	w := d.MeanRun.Seconds()
 	need := d.ArrivalPerSecond*w/demandUtilisation + float64(d.Due)*w/demandDrain.Seconds()
@@ -139,5 +169,5 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 		d.DesiredSlots = 1
 	}
 	d.DesiredWorkers = (d.DesiredSlots + d.SlotsPerWorker - 1) / d.SlotsPerWorker
-	return d, nil
+	return nil
 }

@@ -57,6 +57,15 @@ func TestQueueDemandFollowsBacklog(t *testing.T) {
 	require.Equal(t, 10, dm.SlotsPerWorker)
 	require.Equal(t, 45, dm.DesiredSlots, "10/s × 2 s ÷ 0.8 + 600 × 2 s ÷ 60 s")
 	require.Equal(t, 5, dm.DesiredWorkers)
+	all, err := c.QueueDemands(ctx)
+	require.NoError(t, err)
+	var bulk *hopper.QueueDemand
+	for _, x := range all {
+		if x.Queue == "bulk" {
+			bulk = x
+		}
+	}
+	require.Equal(t, dm, bulk, "every queue's demand at once reads the same")
 
 	// Two minutes on, nothing arrives: the backlog alone.
 	clk.Jump(clk.Now().Add(2 * time.Minute))

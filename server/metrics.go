@@ -114,13 +114,15 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			paused = 1
 		}
 		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, qu.Name)
-		d, err := q.c.QueueDemand(ctx, qu.Name)
-		if err != nil {
-			q.log.Warn("hopper server: metrics: reading a queue's demand failed", "queue", qu.Name, "err", err)
-			continue
-		}
-		ch <- prometheus.MustNewConstMetric(queueDesiredWorkersDesc, prometheus.GaugeValue, float64(d.DesiredWorkers), qu.Name)
-		ch <- prometheus.MustNewConstMetric(queueDesiredSlotsDesc, prometheus.GaugeValue, float64(d.DesiredSlots), qu.Name)
-		ch <- prometheus.MustNewConstMetric(queueDueDesc, prometheus.GaugeValue, float64(d.Due), qu.Name)
+	}
+	ds, err := q.c.QueueDemands(ctx)
+	if err != nil {
+		q.log.Warn("hopper server: metrics: reading the queues' demand failed", "err", err)
+		return
+	}
+	for _, d := range ds {
+		ch <- prometheus.MustNewConstMetric(queueDesiredWorkersDesc, prometheus.GaugeValue, float64(d.DesiredWorkers), d.Queue)
+		ch <- prometheus.MustNewConstMetric(queueDesiredSlotsDesc, prometheus.GaugeValue, float64(d.DesiredSlots), d.Queue)
+		ch <- prometheus.MustNewConstMetric(queueDueDesc, prometheus.GaugeValue, float64(d.Due), d.Queue)
 	}
 }
