@@ -93,6 +93,15 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify hoppertype.Class
 		ev.Kind, ev.RunAt, ev.Attempt = hoppertype.EventDeferred, now, row.Attempt-1
 		return outcome{params: p, event: ev}
 	}
+	if res.cancelRequested && isRunJob(row) {
+		if suspend := (*SuspendError)(nil); errors.As(err, &suspend) {
+			// The run suspended as its cancel came: it runs again at once,
+			// and that execution, seeing the cancel, runs the run's
+			// compensations and ends it. Cancelled here, it would end
+			// without them.
+			return deferTo(now)
+		}
+	}
 	if res.cancelRequested || errors.Is(res.cause, hoppertype.ErrCancelled) {
 		return terminal(hoppertype.JobStateCancelled, errInfo(hoppertype.ErrorKindCancelled, fmt.Errorf("%w: %w", hoppertype.ErrCancelled, err), ""), hoppertype.EventCancelled)
 	}

@@ -155,3 +155,21 @@ func TestDecideRescue(t *testing.T) {
 		t.Fatalf("rescue past deadline = %+v", o.params)
 	}
 }
+
+// TestDecideCancelOfASuspendingRun: a workflow run whose cancel arrives as
+// it suspends runs again at once, so its execution compensates and ends
+// it; a plain job cancelled while running ends cancelled.
+func TestDecideCancelOfASuspendingRun(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	run := decideRow(1)
+	run.Type = WorkflowTypePrefix + "saga"
+	o := decide(run, attemptResult{err: &SuspendError{Until: now.Add(time.Hour)}, cancelRequested: true}, nil, now, nil, nil)
+	if o.params.State == hoppertype.JobStateCancelled || !o.params.RunAt.Equal(now) {
+		t.Fatalf("a suspending run's cancel = %s at %v; want it run again now", o.params.State, o.params.RunAt)
+	}
+	o = decide(decideRow(1), attemptResult{err: &SuspendError{Until: now.Add(time.Hour)}, cancelRequested: true}, nil, now, nil, nil)
+	if o.params.State != hoppertype.JobStateCancelled {
+		t.Fatalf("a job's cancel while running = %s; want cancelled", o.params.State)
+	}
+}
