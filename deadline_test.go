@@ -75,7 +75,10 @@ func TestStopWithHangingStore(t *testing.T) {
 		d.hang()
 		<-d.hungOn("JobHeartbeat") // a heartbeat is stuck in the store
 
-		const timeout = time.Second
+		// Longer than the shortest call budget (a second): the stuck
+		// heartbeat times out and is reported before Stop's deadline
+		// cancels the attempt, not at the same virtual instant.
+		const timeout = 2 * time.Second
 		stopCtx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		begin := time.Now()
