@@ -270,6 +270,42 @@ const (
 	EventGroupDone EventKind = "group-done"
 )
 
+// Workflow run event kinds: a run's status changed (Event.RunID names the
+// run, Event.Status its new status). They come from the store's change
+// feed (Client.EventList, Client.TailEvents), which records every
+// process's runs.
+const (
+	// EventRunQueued: a run was started and waits for a worker.
+	EventRunQueued EventKind = "run-queued"
+	// EventRunStarted: a run began executing.
+	EventRunStarted EventKind = "run-started"
+	// EventRunWaiting: a run suspended on a durable sleep, a hook, a child
+	// or an activity.
+	EventRunWaiting EventKind = "run-waiting"
+	// EventRunResumed: a suspended run executes again.
+	EventRunResumed EventKind = "run-resumed"
+	// EventRunRetrying: an execution of a run failed and the run will be
+	// tried again (Error says why).
+	EventRunRetrying EventKind = "run-retrying"
+	// EventRunCompleted: a run returned its result.
+	EventRunCompleted EventKind = "run-completed"
+	// EventRunFailed: a run failed for good (Error says why).
+	EventRunFailed EventKind = "run-failed"
+	// EventRunCompensating: a failed run runs its compensations.
+	EventRunCompensating EventKind = "run-compensating"
+	// EventRunCompensated: a failed run's compensations ran.
+	EventRunCompensated EventKind = "run-compensated"
+	// EventRunCancelled: a run was cancelled.
+	EventRunCancelled EventKind = "run-cancelled"
+	// EventRunStuck: a run cannot go on without help.
+	EventRunStuck EventKind = "run-stuck"
+	// EventRunQuarantined: a run was set aside (its code no longer
+	// replays its history).
+	EventRunQuarantined EventKind = "run-quarantined"
+	// EventRunRestarted: a run that had ended was started again.
+	EventRunRestarted EventKind = "run-restarted"
+)
+
 // Event is a lifecycle event, delivered to Config.OnEvent and to the job
 // type's TypeOpts.OnEvent after the transition it reports has committed.
 // Hooks run on the engine's goroutines: keep them quick. A panicking hook is
@@ -301,7 +337,18 @@ type Event struct {
 	Result json.RawMessage
 	// Scaling is what an autoscaling decision saw and did (EventScaled).
 	Scaling *ScalingInfo
-	At      time.Time
+	// RunID is the workflow run of a run event, or of a run's own job.
+	RunID string
+	// Status is a run event's new status.
+	Status RunStatus
+	// Worker is the worker that started the attempt (started events from
+	// the store).
+	Worker string
+	// Cursor is the event's place in the store's change feed: resume a
+	// tail after it. It is zero for an event raised in-process
+	// (Config.OnEvent, Client.Subscribe).
+	Cursor ChangeCursor
+	At     time.Time
 }
 
 // ScalingInfo is one decision of a client's autoscaler: the workload it
