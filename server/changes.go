@@ -127,13 +127,7 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		from = id
 	}
-	var cur hoppertype.ChangeCursor
-	var err error
-	if from == "end" {
-		cur, err = s.c.ChangeTail(r.Context())
-	} else {
-		cur, err = parseCursor(from)
-	}
+	cur, err := s.feedStart(r, from)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -155,6 +149,44 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.followFeed(w, r, fl, cur, nudge, func(ch *hoppertype.Change) bool {
+		if !filter.Match(ch) {
+			return false
+		}
+		b, _ := json.Marshal(changeJSON(ch))
+		fmt.Fprintf(w, "id: %s\nevent: change\ndata: %s\n\n", formatCursor(hoppertype.CursorOf(ch)), b)
+		return true
+	}, nil)
+}
+
+// feedStart is where a read of the feed starts: from, a cursor, or "end"
+// for the feed's tail (only what comes next).
+func (s *Server) feedStart(r *http.Request, from string) (hoppertype.ChangeCursor, error) {
+	if from == "end" {
+		return s.c.ChangeTail(r.Context())
+	}
+	return parseCursor(from)
+}
+
+// pageLimit is a page's ?limit=: 1 to 1000, 100 when absent.
+func pageLimit(v string) (int, error) {
+	if v == "" {
+		return 100, nil
+	}
+	limit, err := strconv.Atoi(v)
+	if err != nil || limit < 1 || limit > 1000 {
+		return 0, badRequest("limit: %q (use 1 to 1000)", v)
+	}
+	return limit, nil
+}
+
+// followFeed writes the feed's changes after cur to an event stream, with
+// write (which reports whether it wrote anything), as they become final,
+// until the request or the server ends. Local carries this process's
+// events: each says "look now" (the others' changes are found by a poll),
+// and writeLocal, when set, may write it to the stream too.
+func (s *Server) followFeed(w http.ResponseWriter, r *http.Request, fl http.Flusher, cur hoppertype.ChangeCursor,
+	local <-chan hopper.Event, write func(*hoppertype.Change) bool, writeLocal func(hopper.Event) bool) {
 	poll := time.NewTicker(250 * time.Millisecond)
 	defer poll.Stop()
 	lastWrite := time.Now()
@@ -167,17 +199,14 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 				}
 				return
 			}
+			wrote := false
 			for _, ch := range chs {
 				cur = hoppertype.CursorOf(ch)
-				if !filter.Match(ch) {
-					continue
-				}
-				b, _ := json.Marshal(changeJSON(ch))
-				fmt.Fprintf(w, "id: %s\nevent: change\ndata: %s\n\n", formatCursor(cur), b)
-				lastWrite = time.Now()
+				wrote = write(ch) || wrote
 			}
-			if len(chs) > 0 {
+			if wrote {
 				fl.Flush()
+				lastWrite = time.Now()
 			}
 			if len(chs) < 500 {
 				break
@@ -188,11 +217,18 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-s.events.done:
 			return
-		case <-nudge:
+		case e := <-local:
+			if writeLocal != nil && writeLocal(e) {
+				fl.Flush()
+				lastWrite = time.Now()
+			}
 			// Let a burst of commits land before reading again.
 			time.Sleep(20 * time.Millisecond)
-			for len(nudge) > 0 {
-				<-nudge
+			for len(local) > 0 {
+				e := <-local
+				if writeLocal != nil && writeLocal(e) {
+					fl.Flush()
+				}
 			}
 		case <-poll.C:
 			if time.Since(lastWrite) > 15*time.Second {
@@ -213,12 +249,10 @@ func (s *Server) listChanges(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1000 {
-			s.fail(w, r, badRequest("limit: %q (use 1 to 1000)", v))
-			return
-		}
+	limit, err := pageLimit(q.Get("limit"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	chs, err := s.c.ChangeList(r.Context(), after, limit)
 	if err != nil {

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // EventJSON is a lifecycle event on the wire.
@@ -28,18 +30,29 @@ type EventJSON struct {
 	Deadline   *time.Time      `json:"deadline,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	Stuck      *StuckJSON      `json:"stuck,omitempty"`
-	At         time.Time       `json:"at"`
+	RunID      string          `json:"run_id,omitempty"`
+	Status     string          `json:"status,omitempty"`
+	Worker     string          `json:"worker,omitempty"`
+	Scaling    *hoppertype.ScalingInfo `json:"scaling,omitempty"`
+	// Cursor is the event's place in the change feed (empty for an event
+	// of this process only).
+	Cursor string    `json:"cursor,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 func eventJSON(e hopper.Event) EventJSON {
 	return EventJSON{Kind: string(e.Kind), JobID: e.JobID, Type: e.Type, Queue: e.Queue, GroupID: e.GroupID, ParentID: e.ParentID,
 		Dependents: e.Dependents, Attempt: e.Attempt, Error: e.Error, WillRetry: e.WillRetry, RunAt: timePtr(e.RunAt),
-		Deadline: timePtr(e.Deadline), Result: e.Result, Stuck: stuckJSON(e.Stuck), At: e.At}
+		Deadline: timePtr(e.Deadline), Result: e.Result, Stuck: stuckJSON(e.Stuck), RunID: e.RunID, Status: string(e.Status),
+		Worker: e.Worker, Scaling: e.Scaling, Cursor: cursorText(e.Cursor), At: e.At}
 }
 
-var eventKinds = []hopper.EventKind{
-	hopper.EventQueued, hopper.EventStarted, hopper.EventDeferred, hopper.EventSucceeded, hopper.EventFailed,
-	hopper.EventExpired, hopper.EventCancelled, hopper.EventStuck, hopper.EventRedriven, hopper.EventGroupDone,
+// cursorText is a cursor as the API writes it, empty for the zero cursor.
+func cursorText(c hoppertype.ChangeCursor) string {
+	if c == (hoppertype.ChangeCursor{}) {
+		return ""
+	}
+	return formatCursor(c)
 }
 
 // eventHub fans the client's events out to event streams. A stream that
@@ -89,52 +102,117 @@ func (h *eventHub) close() {
 	}
 }
 
-// streamEvents serves GET /v1/events as Server-Sent Events, filtered by
-// ?type= (job types) and ?kind= (event kinds; ?state= is a synonym).
+// eventFilter is an events request's ?kind= (?state=) and ?type=.
+type eventFilter struct {
+	kinds map[hopper.EventKind]bool
+	types []string
+}
+
+func parseEventFilter(q url.Values) (*eventFilter, error) {
+	f := &eventFilter{kinds: map[hopper.EventKind]bool{}, types: splitList(q["type"])}
+	for _, k := range append(splitList(q["kind"]), splitList(q["state"])...) {
+		if !slices.Contains(hopper.EventKinds(), hopper.EventKind(k)) {
+			return nil, badRequest("unknown event kind %q", k)
+		}
+		f.kinds[hopper.EventKind(k)] = true
+	}
+	return f, nil
+}
+
+func (f *eventFilter) match(e hopper.Event) bool {
+	return (len(f.kinds) == 0 || f.kinds[e.Kind]) && (len(f.types) == 0 || slices.Contains(f.types, e.Type))
+}
+
+// streamEvents serves GET /v1/events as Server-Sent Events: the lifecycle
+// events the store records, of every process sharing it, after ?after= (a
+// cursor; "end", the default, for only the events to come; a reconnecting
+// EventSource's Last-Event-ID wins), each with its cursor as id, then each
+// new one as its change becomes final. This process's autoscaling
+// decisions (scaled) come in between, without an id: they are not in the
+// store. ?kind= (?state= is a synonym) and ?type= filter.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	types := splitList(q["type"])
-	kinds := map[string]bool{}
-	for _, k := range append(splitList(q["kind"]), splitList(q["state"])...) {
-		valid := false
-		for _, ek := range eventKinds {
-			valid = valid || string(ek) == k
-		}
-		if !valid {
-			s.fail(w, r, badRequest("unknown event kind %q", k))
-			return
-		}
-		kinds[k] = true
+	filter, err := parseEventFilter(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
+	from := q.Get("after")
+	if from == "" {
+		from = "end"
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		from = id
+	}
+	cur, err := s.feedStart(r, from)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	local, unsub := s.events.subscribe()
+	defer unsub()
 	fl, ok := openSSE(w, "hopper events")
 	if !ok {
 		return
 	}
-	ch, unsub := s.events.subscribe()
-	defer unsub()
-	keepAlive := time.NewTicker(15 * time.Second)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-s.events.done:
-			return
-		case <-keepAlive.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			fl.Flush()
-		case e := <-ch:
-			if len(kinds) > 0 && !kinds[string(e.Kind)] {
-				continue
-			}
-			if len(types) > 0 && !slices.Contains(types, e.Type) {
-				continue
-			}
-			b, _ := json.Marshal(eventJSON(e))
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Kind, b)
-			fl.Flush()
+	s.followFeed(w, r, fl, cur, local, func(ch *hoppertype.Change) bool {
+		e, ok := hopper.EventOf(ch)
+		if !ok || !filter.match(e) {
+			return false
+		}
+		b, _ := json.Marshal(eventJSON(e))
+		fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", formatCursor(e.Cursor), e.Kind, b)
+		return true
+	}, func(e hopper.Event) bool {
+		if e.Kind != hopper.EventScaled || !filter.match(e) {
+			return false
+		}
+		b, _ := json.Marshal(eventJSON(e))
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Kind, b)
+		return true
+	})
+}
+
+// EventListJSON is a page of lifecycle events from the store.
+type EventListJSON struct {
+	Events []EventJSON `json:"events"`
+	// Next is the cursor to read on from (?after=): that of the last
+	// change read, which may have recorded no event.
+	Next string `json:"next"`
+}
+
+// listEvents serves GET /v1/events/list?after=CURSOR&limit=N: the
+// lifecycle events of up to N changes of the feed after the cursor, and
+// where to read on.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	filter, err := parseEventFilter(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	after, err := s.feedStart(r, q.Get("after"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	limit, err := pageLimit(q.Get("limit"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	evs, next, err := s.c.EventList(r.Context(), after, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := EventListJSON{Events: []EventJSON{}, Next: formatCursor(next)}
+	for _, e := range evs {
+		if filter.match(e) {
+			out.Events = append(out.Events, eventJSON(e))
 		}
 	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // openSSE starts a Server-Sent Events response with an opening comment; it
@@ -165,3 +243,14 @@ func splitList(vs []string) []string {
 	}
 	return out
 }
+
+// EventToJSON is a lifecycle event as the API writes it (the CLI prints
+// the same with --json).
+func EventToJSON(e hopper.Event) EventJSON { return eventJSON(e) }
+
+// ParseCursor reads a change feed cursor as the API writes it
+// (TX.POSITION); the empty string is the feed's beginning.
+func ParseCursor(s string) (hoppertype.ChangeCursor, error) { return parseCursor(s) }
+
+// FormatCursor writes a change feed cursor as the API does.
+func FormatCursor(c hoppertype.ChangeCursor) string { return formatCursor(c) }

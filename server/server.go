@@ -173,6 +173,7 @@ func (s *Server) routes() {
 		m.HandleFunc(method+" /v1/webhooks/{token}", s.webhook)
 	}
 	m.Handle("GET /v1/events", s.auth(http.HandlerFunc(s.streamEvents)))
+	m.Handle("GET /v1/events/list", s.auth(http.HandlerFunc(s.listEvents)))
 	m.Handle("GET /v1/stats", s.auth(http.HandlerFunc(s.getStats)))
 	m.Handle("/v1/", s.auth(http.HandlerFunc(s.noRoute)))
 	s.uiRoutes()

@@ -520,10 +520,13 @@ func TestAPIEventsAndMetrics(t *testing.T) {
 	var created server.EnqueueResponse
 	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"fail","input":{}}`, &created))
 	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":2,"b":3}}`, &created))
-	var evLine, dataLine string
+	var idLine, evLine, dataLine string
 	for {
 		line, err := rd.ReadString('\n')
 		require.NoError(t, err)
+		if strings.HasPrefix(line, "id: ") {
+			idLine = line
+		}
 		if strings.HasPrefix(line, "event: ") {
 			evLine = line
 			dataLine, err = rd.ReadString('\n')
@@ -535,7 +538,34 @@ func TestAPIEventsAndMetrics(t *testing.T) {
 	var ev server.EventJSON
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(dataLine, "data: ")), &ev))
 	require.Equal(t, created.ID, ev.JobID)
-	require.JSONEq(t, `5`, string(ev.Result))
+	require.Equal(t, "id: "+ev.Cursor+"\n", idLine, "the event's id is its cursor in the feed")
+	require.Equal(t, 1, ev.Attempt)
+
+	// The same events as a page, from the beginning of the feed; and a
+	// stream resumed with Last-Event-ID starts after the event it names.
+	var page server.EventListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/events/list?type=add", "", &page))
+	var kinds []string
+	for _, pe := range page.Events {
+		kinds = append(kinds, pe.Kind)
+	}
+	require.Equal(t, []string{"queued", "started", "succeeded"}, kinds)
+	require.Equal(t, 400, e.do("GET", "/v1/events/list?limit=0", "", nil))
+	require.Equal(t, 400, e.do("GET", "/v1/events/list?after=nope", "", nil))
+	rreq, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/events?type=add", nil)
+	rreq.Header.Set("Last-Event-ID", page.Events[0].Cursor)
+	rresp, err := http.DefaultClient.Do(rreq)
+	require.NoError(t, err)
+	defer rresp.Body.Close()
+	rrd := bufio.NewReader(rresp.Body)
+	for {
+		line, err := rrd.ReadString('\n')
+		require.NoError(t, err)
+		if strings.HasPrefix(line, "event: ") {
+			require.Equal(t, "event: started\n", line, "the resumed stream goes on after the queued event")
+			break
+		}
+	}
 
 	mreq, _ := http.NewRequest("GET", e.url+"/metrics", nil)
 	mresp, err := http.DefaultClient.Do(mreq)

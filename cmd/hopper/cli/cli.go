@@ -91,7 +91,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.asJSON, "json", false, "print JSON for scripts instead of tables")
 	root.PersistentFlags().StringVar(&g.server, "server", os.Getenv("HOPPER_SERVER"), "send jobs, dead, queues, runs, hooks and schedules commands to this hopper server (http://host:port; a bare host:port means http://) instead of --db [$HOPPER_SERVER]")
 	root.PersistentFlags().StringVar(&g.apiToken, "api-token", os.Getenv("HOPPER_API_TOKEN"), "the API token for --server [$HOPPER_API_TOKEN]")
-	root.AddCommand(versionCmd(g), benchCmd(g), jobsCmd(g), deadCmd(g), queuesCmd(g), workersCmd(g), runsCmd(g), hooksCmd(g), schedulesCmd(g), devCmd(g), serveCmd(g), migrateCmd(g))
+	root.AddCommand(versionCmd(g), benchCmd(g), jobsCmd(g), deadCmd(g), queuesCmd(g), workersCmd(g), eventsCmd(g), runsCmd(g), hooksCmd(g), schedulesCmd(g), devCmd(g), serveCmd(g), migrateCmd(g))
 	return root
 }
 
