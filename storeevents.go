@@ -44,9 +44,10 @@ func EventKinds() []EventKind {
 // EventOf returns the lifecycle event a change of the feed records, and
 // false for a change that records none (a heartbeat's message, a waiting
 // job moved to another waiting state). Events from the store carry less
-// than those raised in-process: no Result, RunAt, Deadline, group or
-// parent (read the job for them); they carry the Cursor, the Worker of a
-// start, and the error or stuck cause of the change.
+// than those raised in-process: no Result, Deadline, group or parent
+// (read the job for them); they carry the Cursor, the Worker and RunAt
+// (when the job was due: At − RunAt is the pickup lag) of a start, and the
+// error or stuck cause of the change.
 //
 // A job's change maps by its states: created → queued; into running →
 // started; running into retrying → failed, will retry; running into
@@ -85,7 +86,7 @@ func EventOf(ch *Change) (Event, bool) {
 		if prev == StateRunning {
 			return Event{}, false
 		}
-		e.Kind, e.Worker = EventStarted, ch.Worker
+		e.Kind, e.Worker, e.RunAt = EventStarted, ch.Worker, ch.DueAt
 	case prev == StateRunning && state == StateRetrying:
 		e.Kind, e.WillRetry = EventFailed, true
 	case prev == StateRunning && (state == StatePending || state == StateScheduled):

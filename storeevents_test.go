@@ -20,9 +20,10 @@ import (
 func TestEventOf(t *testing.T) {
 	t.Parallel()
 	boom := &hoppertype.ErrorInfo{Message: "boom"}
+	due := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	job := func(prev, state hopper.JobState) *hopper.Change {
 		return &hopper.Change{Tx: 7, Position: 9, Kind: hopper.ChangeJob, EntityID: "j", Type: "t", Queue: "q",
-			Prev: string(prev), State: string(state), Attempt: 2, Worker: "w1", Error: boom}
+			Prev: string(prev), State: string(state), Attempt: 2, Worker: "w1", Error: boom, DueAt: due}
 	}
 	run := func(prev, status hopper.RunStatus) *hopper.Change {
 		return &hopper.Change{Tx: 7, Position: 9, Kind: hopper.ChangeRun, EntityID: "r", Type: "wf", Queue: "q",
@@ -87,6 +88,7 @@ func TestEventOf(t *testing.T) {
 			require.Equal(t, 2, e.Attempt)
 			if tc.kind == hopper.EventStarted {
 				require.Equal(t, "w1", e.Worker)
+				require.Equal(t, due, e.RunAt, "a start says when the job was due")
 			}
 		})
 	}
@@ -155,6 +157,7 @@ func testTailEventsSeesTheFleet(t *testing.T, newDriver func(*testing.T) driver.
 			jobKinds = append(jobKinds, fmt.Sprintf("%s/%d", e.Kind, e.Attempt))
 			if e.Kind == hopper.EventStarted {
 				require.Equal(t, "worker-1", e.Worker, "the start names the worker of another client")
+				require.False(t, e.RunAt.IsZero(), "the start says when the job was due")
 			}
 		case e.RunID == rh.ID() && e.JobID == "":
 			runKinds = append(runKinds, string(e.Kind))

@@ -65,6 +65,10 @@ type Change struct {
 	Detail string
 	// At is when the store wrote the change, by the store's clock.
 	At time.Time
+	// DueAt is, on a job's change into running, when the job was due (its
+	// run_at before the claim): At − DueAt is the start's pickup lag. It
+	// is zero on every other change.
+	DueAt time.Time
 }
 
 // ChangeFieldHeartbeat is the one field a heartbeat change names.

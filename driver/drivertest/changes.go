@@ -86,6 +86,9 @@ func testChangesOfJob(t *testing.T, f *fixture) {
 	require.Equal(t, 1, chs[1].Attempt)
 	require.Equal(t, "worker-1", chs[1].Worker)
 	require.Equal(t, []string{"attempt", "started_at", "worker"}, chs[1].Fields)
+	require.True(t, chs[1].DueAt.Equal(j.RunAt), "a start records when the job was due: %v, want %v", chs[1].DueAt, j.RunAt)
+	require.True(t, chs[0].DueAt.IsZero(), "only a start records a due time")
+	require.True(t, chs[2].DueAt.IsZero(), "only a start records a due time")
 	require.Equal(t, 1, chs[2].Attempt)
 	require.Equal(t, []string{"ended_at", "worker", "result"}, chs[2].Fields)
 

@@ -67,6 +67,9 @@ func (t *tx) jobChanged(old, row *hoppertype.JobRow) {
 	if old != nil {
 		ch.Prev = string(old.State)
 		ch.Fields = jobFields(old, row)
+		if row.State == hoppertype.JobStateRunning {
+			ch.DueAt = trunc(old.RunAt)
+		}
 	}
 	t.appendChange(ch)
 }

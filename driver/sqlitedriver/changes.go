@@ -12,7 +12,7 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
-const changeColumns = `position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, detail`
+const changeColumns = `position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, detail, due_at`
 
 func scanChange(rows *sql.Rows) (*hoppertype.Change, error) {
 	var (
@@ -21,9 +21,10 @@ func scanChange(rows *sql.Rows) (*hoppertype.Change, error) {
 		errJSON, stuckJSON sql.NullString
 		detail             sql.NullString
 		at                 int64
+		due                sql.NullInt64
 	)
 	if err := rows.Scan(&ch.Position, &kind, &ch.EntityID, &ch.Type, &ch.Queue, &prev, &ch.State, &ch.Attempt,
-		&ch.Worker, &fields, &errJSON, &stuckJSON, &at, &detail); err != nil {
+		&ch.Worker, &fields, &errJSON, &stuckJSON, &at, &detail, &due); err != nil {
 		return nil, err
 	}
 	ch.Detail = detail.String
@@ -33,6 +34,9 @@ func scanChange(rows *sql.Rows) (*hoppertype.Change, error) {
 		ch.Fields = strings.Split(fields.String, ",")
 	}
 	ch.At = fromMicrosNN(at)
+	if due.Valid {
+		ch.DueAt = fromMicrosNN(due.Int64)
+	}
 	if errJSON.Valid && errJSON.String != "" {
 		e, err := hoppertype.UnmarshalErrorInfo([]byte(errJSON.String))
 		if err != nil {

@@ -1,0 +1,27 @@
+-- hopper PostgreSQL schema, version 15: a change into running records when
+-- the job was due (due_at, its run_at before the claim), so any process
+-- reads each start's pickup lag (at - due_at) from the feed, not only the
+-- process that claimed it. NULL for every other change.
+ALTER TABLE {schema}.changes ADD COLUMN due_at timestamptz;
+
+CREATE OR REPLACE FUNCTION {schema}.jobs_change_update() RETURNS trigger LANGUAGE plpgsql SET enable_nestloop = off AS $$
+BEGIN
+	INSERT INTO {schema}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, due_at)
+	SELECT greatest(pg_current_xact_id(), (SELECT c.tx FROM {schema}.changes c WHERE c.entity_id = n.id ORDER BY c.tx DESC LIMIT 1)),
+		CASE WHEN n.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, n.id, n.type, n.queue,
+		o.state, n.state, n.attempt, n.worker,
+		concat_ws(',',
+			CASE WHEN o.attempt IS DISTINCT FROM n.attempt THEN 'attempt' END,
+			CASE WHEN o.run_at IS DISTINCT FROM n.run_at THEN 'run_at' END,
+			CASE WHEN o.started_at IS DISTINCT FROM n.started_at THEN 'started_at' END,
+			CASE WHEN o.ended_at IS DISTINCT FROM n.ended_at THEN 'ended_at' END,
+			CASE WHEN o.worker IS DISTINCT FROM n.worker THEN 'worker' END,
+			CASE WHEN o.result IS DISTINCT FROM n.result THEN 'result' END,
+			CASE WHEN o.error IS DISTINCT FROM n.error THEN 'error' END,
+			CASE WHEN o.stuck IS DISTINCT FROM n.stuck THEN 'stuck' END),
+		n.error, n.stuck, statement_timestamp(),
+		CASE WHEN n.state = 'running' THEN o.run_at END
+	FROM new_rows n JOIN old_rows o ON o.id = n.id
+	WHERE o.state IS DISTINCT FROM n.state;
+	RETURN NULL;
+END $$;
