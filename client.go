@@ -232,6 +232,8 @@ type Client struct {
 	// eng runs the jobs: the engine behind this API.
 	eng   *engine.Engine
 	clock Clock
+	// stats folds the client's own events (Client.Stats).
+	stats *StatsRecorder
 	codec Codec
 	log   *slog.Logger
 
@@ -370,6 +372,8 @@ func newClient(cfg Config) (*Client, error) {
 		types: map[string]typeCore{gateTypeName: gateType.core()},
 	}
 	c.eng = engine.New(c.engineConfig())
+	c.stats = NewStatsRecorder(cfg.Clock)
+	c.eng.Subscribe(c.stats.Observe)
 	if err := c.eng.Register(c.bind(gateType.core())); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/server"
 )
 
 // Waiting in the API tests: a test waits for what it expects to happen —
@@ -35,6 +36,26 @@ func (e *env) await(t *testing.T, what string, cond func() bool) {
 	defer cancel()
 	for {
 		ch := next()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// awaitFleet waits until cond holds of what s's fleet follower folded: it
+// checks cond, then again at each event the follower folds from the store,
+// and fails the test after 30 s.
+func awaitFleet(t *testing.T, s *server.Server, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		ch := server.FleetNext(s)
 		if cond() {
 			return
 		}

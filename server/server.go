@@ -73,6 +73,7 @@ type Server struct {
 	events  *eventHub
 	metrics *metrics
 	stats   stats
+	fleet   *fleet
 	health  healthCache
 	unsub   func()
 	// misconfig, when set, is why the Server refuses to serve: its tokens
@@ -113,9 +114,10 @@ func New(c *hopper.Client, opts *Options) *Server {
 	s.metrics = newMetrics(c, s.opts.Logger)
 	s.unsub = c.Subscribe(func(e hopper.Event) {
 		s.metrics.observe(e)
-		s.stats.observe(e)
 		s.events.publish(e)
 	})
+	s.startFleet()
+	s.metrics.reg.MustRegister(&fleetCollector{s: s})
 	s.routes()
 	return s
 }
@@ -124,6 +126,7 @@ func New(c *hopper.Client, opts *Options) *Server {
 // streams.
 func (s *Server) Close() {
 	s.unsub()
+	s.fleet.stop()
 	s.events.close()
 }
 

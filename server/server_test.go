@@ -103,6 +103,11 @@ func setupOn(t *testing.T, d driver.Driver, opts *server.Options) *env {
 		defer cancel()
 		_ = c.Stop(ctx)
 	})
+	select {
+	case <-server.FleetReady(s): // what the test does next, the fleet's figures see
+	case <-time.After(20 * time.Second):
+		t.Fatal("the server did not begin following the store")
+	}
 	return &env{t: t, c: c, url: ts.URL, srv: s}
 }
 
@@ -584,12 +589,23 @@ func TestAPIEventsAndMetrics(t *testing.T) {
 	require.Positive(t, demand.SlotsPerWorker)
 
 	var st server.StatsJSON
-	require.Equal(t, 200, e.do("GET", "/v1/stats", "", &st))
-	total := 0
-	for _, n := range st.Succeeded {
-		total += n
+	succeeded := func() int {
+		st = server.StatsJSON{}
+		require.Equal(t, 200, e.do("GET", "/v1/stats", "", &st))
+		total := 0
+		for _, n := range st.Succeeded {
+			total += n
+		}
+		return total
 	}
-	require.Equal(t, 1, total)
+	awaitFleet(t, e.srv, "the success in the fleet's figures", func() bool { return succeeded() == 1 })
+	add, ok := st.Fleet.Type("default", "add")
+	require.True(t, ok, "the fleet's figures have the add jobs")
+	require.Equal(t, int64(1), add.Succeeded)
+	require.Equal(t, int64(1), add.Wait.Count, "the start's pickup lag, from the store")
+	proc, ok := st.Process.Type("default", "add")
+	require.True(t, ok, "the process's figures too")
+	require.Equal(t, int64(1), proc.Succeeded)
 	require.Len(t, st.LagP50, st.Seconds)
 	require.Len(t, st.LagP99, st.Seconds)
 	withLag := 0

@@ -13,7 +13,8 @@ import (
 const statsWindow = 300
 
 // stats keeps per-second throughput and pickup lag (due → started) of the
-// events this process sees, for the dashboard's charts and GET /v1/stats.
+// store's events — the whole fleet's — for the dashboard's charts and GET
+// /v1/stats.
 type stats struct {
 	mu      sync.Mutex
 	buckets [statsWindow]statBucket
@@ -63,6 +64,11 @@ type StatsJSON struct {
 	LagP99 []float64 `json:"lag_p99_ms"`
 	LagMs  LagJSON   `json:"pickup_lag_ms"`
 	Until  time.Time `json:"until"`
+	// Fleet are the seeds' figures of every process, from the store's
+	// events since the server started, with the live workers' slots;
+	// Process those of this process's own client (hopper.Client.Stats).
+	Fleet   *hopper.Stats `json:"fleet,omitempty"`
+	Process *hopper.Stats `json:"process,omitempty"`
 }
 
 // LagJSON is a latency summary in milliseconds.
@@ -114,5 +120,11 @@ func percentile(sorted []float64, p float64) float64 {
 }
 
 func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.stats.snapshot(time.Now(), 120))
+	out := s.stats.snapshot(time.Now(), 120)
+	fleet, process := s.fleet.rec.Stats(), s.c.Stats()
+	if ws, err := s.c.WorkerList(r.Context()); err == nil {
+		fleet.Workers = fleetWorkers(ws)
+	}
+	out.Fleet, out.Process = &fleet, &process
+	writeJSON(w, http.StatusOK, out)
 }

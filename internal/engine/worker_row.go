@@ -127,3 +127,13 @@ func (s *session) forgetWorker() {
 // WorkerRetained is how long after its last report retention deletes a
 // worker's row.
 const WorkerRetained = time.Hour
+
+// Report returns this process's worker report now, and false unless a
+// session runs.
+func (e *Engine) Report() (WorkerReport, bool) {
+	s := e.session()
+	if s == nil {
+		return WorkerReport{}, false
+	}
+	return s.report(), true
+}

@@ -1,0 +1,131 @@
+package hopper_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertest"
+)
+
+// TestStatsRecorder: events fold into the seeds' figures — counters,
+// last-seen times, running and its peak, wait, run and end-to-end
+// summaries, attempts, runs by workflow, and the last minute's throughput.
+func TestStatsRecorder(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(hoppertest.Epoch())
+	r := hopper.NewStatsRecorder(clk)
+	t0 := hoppertest.Epoch()
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	job := func(kind hopper.EventKind, id string, attempt int, when time.Duration) hopper.Event {
+		return hopper.Event{Kind: kind, JobID: id, Type: "mail", Queue: "q", Attempt: attempt, At: at(when)}
+	}
+	// a: queued at 0, due at 0, started at 1 s, fails at 2 s, retried,
+	// started at 5 s (due at 4 s), succeeds at 8 s.
+	r.Observe(job(hopper.EventQueued, "a", 0, 0))
+	st := job(hopper.EventStarted, "a", 1, time.Second)
+	st.RunAt = at(0)
+	r.Observe(st)
+	// b: queued at 0, started at 3 s while a runs, dead at 4 s.
+	r.Observe(job(hopper.EventQueued, "b", 0, 0))
+	f := job(hopper.EventFailed, "a", 1, 2*time.Second)
+	f.WillRetry = true
+	r.Observe(f)
+	st = job(hopper.EventStarted, "b", 1, 3*time.Second)
+	st.RunAt = at(time.Second)
+	r.Observe(st)
+	st = job(hopper.EventStarted, "a", 2, 5*time.Second)
+	st.RunAt = at(4 * time.Second)
+	r.Observe(st)
+	require.Equal(t, int64(2), stats(t, r).Running, "a and b run")
+	r.Observe(job(hopper.EventFailed, "b", 1, 6*time.Second))
+	r.Observe(job(hopper.EventSucceeded, "a", 2, 8*time.Second))
+	r.Observe(job(hopper.EventDeferred, "c", 0, 8*time.Second))
+	// Runs: one completes, one waits.
+	r.Observe(hopper.Event{Kind: hopper.EventRunQueued, RunID: "r1", Type: "order", Status: hopper.RunPending, At: at(0)})
+	r.Observe(hopper.Event{Kind: hopper.EventRunStarted, RunID: "r1", Type: "order", Status: hopper.RunRunning, At: at(time.Second)})
+	r.Observe(hopper.Event{Kind: hopper.EventRunCompleted, RunID: "r1", Type: "order", Status: hopper.RunCompleted, At: at(2 * time.Second)})
+	r.Observe(hopper.Event{Kind: hopper.EventRunQueued, RunID: "r2", Type: "order", Status: hopper.RunPending, At: at(0)})
+	r.Observe(hopper.Event{Kind: hopper.EventRunStarted, RunID: "r2", Type: "order", Status: hopper.RunRunning, At: at(time.Second)})
+	r.Observe(hopper.Event{Kind: hopper.EventRunWaiting, RunID: "r2", Type: "order", Status: hopper.RunWaiting, At: at(2 * time.Second)})
+	r.Observe(hopper.Event{Kind: hopper.EventRunQueued, RunID: "r3", Type: "order", Status: hopper.RunPending, At: at(0)})
+
+	clk.Advance(10 * time.Second)
+	s := r.Stats()
+	require.Equal(t, 10*time.Second, s.Uptime)
+	ts := stats(t, r)
+	require.Equal(t, int64(2), ts.Queued)
+	require.Equal(t, int64(3), ts.Started)
+	require.Equal(t, int64(1), ts.Succeeded)
+	require.Equal(t, int64(2), ts.Failed)
+	require.Equal(t, int64(1), ts.Retried)
+	require.Equal(t, int64(1), ts.Dead)
+	require.Equal(t, int64(1), ts.Deferred)
+	require.Equal(t, int64(0), ts.Running)
+	require.Equal(t, int64(2), ts.PeakRunning)
+	require.Equal(t, at(8*time.Second), ts.LastSucceededAt)
+	require.Equal(t, at(6*time.Second), ts.LastFailedAt)
+	require.Equal(t, at(5*time.Second), ts.LastStartedAt)
+	require.Equal(t, hopper.Summary{Count: 3, Sum: 4, Min: 1, Max: 2, Mean: 4.0 / 3, P50: 1, P95: 2, P99: 2}, ts.Wait)
+	require.Equal(t, hopper.Summary{Count: 1, Sum: 3, Min: 3, Max: 3, Mean: 3, P50: 3, P95: 3, P99: 3}, ts.Success)
+	require.Equal(t, int64(2), ts.Error.Count, "a's first attempt and b's")
+	require.Equal(t, 4.0, ts.Error.Sum, "1 s and 3 s")
+	require.Equal(t, hopper.Summary{Count: 2, Sum: 14, Min: 6, Max: 8, Mean: 7, P50: 6, P95: 8, P99: 8}, ts.Total)
+	require.Equal(t, 1.5, ts.Attempts.Mean)
+	require.Equal(t, hopper.Throughput{PerMinute: 2, PerHour: 120}, s.Throughput, "a and b ended in the last minute")
+
+	w, ok := s.Workflow("order")
+	require.True(t, ok)
+	require.Equal(t, hopper.WorkflowStats{Workflow: "order", Started: 2, Completed: 1, Queued: 1, Running: 1}, w)
+
+	clk.Advance(time.Minute)
+	require.Equal(t, hopper.Throughput{}, r.Stats().Throughput, "nothing ended in the last minute")
+	_, ok = s.Type("q", "nope")
+	require.False(t, ok)
+}
+
+func stats(t *testing.T, r *hopper.StatsRecorder) hopper.TypeStats {
+	t.Helper()
+	s := r.Stats()
+	ts, ok := s.Type("q", "mail")
+	require.True(t, ok)
+	return ts
+}
+
+// TestClientStats: a client's Stats count what it ran, and its slots.
+func TestClientStats(t *testing.T) {
+	t.Parallel()
+	fail := true
+	job := hopper.Define("once-fails", func(ctx context.Context, _ hopper.None) (int, error) {
+		if fail {
+			fail = false
+			return 0, errors.New("first")
+		}
+		return 1, nil
+	}, &hopper.TypeOpts[hopper.None]{Retry: hopper.RetryPolicy{Attempts: 2, Base: time.Millisecond, Max: time.Millisecond}})
+	c := newClient(t, hopper.Config{MaxWorkers: 4})
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	h, err := job.Enqueue(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	require.NoError(t, err)
+	wake := onEvents(t, c)
+	var ts hopper.TypeStats
+	await(t, "the success counted", func() bool {
+		s := c.Stats()
+		ts, _ = s.Type("default", "once-fails")
+		return ts.Succeeded == 1
+	}, wake)
+	require.Equal(t, int64(1), ts.Queued)
+	require.Equal(t, int64(2), ts.Started)
+	require.Equal(t, int64(1), ts.Retried)
+	require.Equal(t, int64(1), ts.Total.Count)
+	require.Equal(t, 2.0, ts.Attempts.Max)
+	s := c.Stats()
+	require.Equal(t, hopper.WorkerStats{Processes: 1, Total: 4, Busy: 0, Idle: 4}, s.Workers)
+}
