@@ -24,8 +24,9 @@
 // Each attempt makes one CONSUMER span "process <queue>". It starts a
 // trace of its own and links to the stored context rather than being its
 // child: an attempt may run days after the insert, and a job retried ten
-// times would otherwise make one long trace of them all (Options.
-// ParentFirstAttempt parents the first attempt instead). A workflow run's
+// times would otherwise make one long trace of them all
+// (Options.ParentFirstAttempt parents the first attempt instead). A
+// workflow run's
 // executions are attempts of its job: each is a "process" span, and the
 // steps that really run in it (not those replayed from its history) are
 // INTERNAL "step <name>" spans inside it. What a handler or a run inserts
