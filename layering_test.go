@@ -68,7 +68,8 @@ func moduleImports(t *testing.T) map[string][]string {
 // imports nothing of hopper's; driver only hoppertype; the drivers only
 // driver, hoppertype and internal helpers; internal packages never the
 // server or the command line; the root names no concrete driver but the
-// SQLite default; the server goes through the root's public API.
+// SQLite default; the server and hopperotel go through the root's public
+// API.
 func TestLayering(t *testing.T) {
 	t.Parallel()
 	allowed := func(pkg, imp string) bool {
@@ -91,6 +92,9 @@ func TestLayering(t *testing.T) {
 			return imp == "." || imp == "hoppertype"
 		case pkg == "hoppertest":
 			return imp == "." || imp == "hoppertype" || imp == "driver/memdriver" || imp == "internal/hclock" || imp == "internal/stubs"
+		case pkg == "hopperotel":
+			// Middleware on the public API, like any user's.
+			return imp == "." || imp == "hoppertype"
 		}
 		return true // cmd, examples: on top of everything
 	}
@@ -100,6 +104,52 @@ func TestLayering(t *testing.T) {
 				t.Errorf("%s imports %s, which its layer may not", pkg, imp)
 			}
 		}
+	}
+}
+
+// TestOpenTelemetryOnlyInHopperotel: no package but hopperotel imports
+// OpenTelemetry, in its code or its tests, so a program that does not use
+// hopperotel builds none of it, and the core never depends on a telemetry
+// SDK.
+func TestOpenTelemetryOnlyInHopperotel(t *testing.T) {
+	t.Parallel()
+	checked := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "testdata", ".git", "bench":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		pkg := filepath.ToSlash(filepath.Dir(path))
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if p != "go.opentelemetry.io" && !strings.HasPrefix(p, "go.opentelemetry.io/") {
+				continue
+			}
+			checked++
+			if pkg != "hopperotel" {
+				t.Errorf("%s imports %s: only hopperotel may import OpenTelemetry", path, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked == 0 {
+		t.Fatal("no import of OpenTelemetry found at all: the walk missed hopperotel")
 	}
 }
 

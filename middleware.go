@@ -24,8 +24,13 @@ type InsertMiddleware interface {
 // for a workflow run, one execution of it). What Work returns is the
 // attempt's outcome: doInner's error passed on, or its own; a Work that
 // returns nil without calling doInner ends the attempt a success with no
-// output. The client's Config.WorkMiddleware run first, in order, then
-// the type's TypeOpts.WorkMiddleware, each around the next.
+// output. An attempt that defers its job without using an attempt (a
+// handler's Snooze, or a workflow run's execution that ends waiting on a
+// sleep, a hook, a child or an activity) returns an error matching
+// *SnoozeError (errors.As), which is not a failure. A handler's panic
+// reaches Work as an error matching ErrPanic. The client's
+// Config.WorkMiddleware run first, in order, then the type's
+// TypeOpts.WorkMiddleware, each around the next.
 type WorkMiddleware interface {
 	Work(ctx context.Context, job *JobRow, doInner func(ctx context.Context) error) error
 }
@@ -35,7 +40,10 @@ type WorkMiddleware interface {
 // context (StepFromContext works in it), the step's metadata and doInner,
 // which calls the function. What it returns is the try's error; a Step
 // that returns nil without calling doInner makes the step's result its
-// zero value. Config.StepMiddleware run in order, each around the next.
+// zero value. A panic in the function unwinds through Step (it is
+// recovered outside the step middleware, into a try's error matching
+// ErrPanic): a Step that defers its bookkeeping sees it. Config.StepMiddleware
+// run in order, each around the next.
 type StepMiddleware interface {
 	Step(ctx context.Context, step StepMetadata, doInner func(ctx context.Context) error) error
 }

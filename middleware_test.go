@@ -204,3 +204,52 @@ func TestStepMiddleware(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, []string{"flaky#1/true", "flaky#2/true"}, tries, "each try, not the replay")
 }
+
+// TestWorkMiddlewareSeesWaitAsSnooze: a workflow run's execution that
+// ends waiting returns, to the work middleware, an error matching
+// *SnoozeError (a deferral, not a failure); a handler's panic one
+// matching ErrPanic.
+func TestWorkMiddlewareSeesWaitAsSnooze(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []error
+	mw := hopper.WorkMiddlewareFunc(func(ctx context.Context, job *hopper.JobRow, doInner func(context.Context) error) error {
+		err := doInner(ctx)
+		mu.Lock()
+		seen = append(seen, err)
+		mu.Unlock()
+		return err
+	})
+	flow := hopper.Workflow("mw-waits", func(wf hopper.WorkflowContext, _ int) (int, error) {
+		if err := wf.Sleep(time.Hour); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}, nil)
+	boom := hopper.Define("mw-panics", func(context.Context, int) (int, error) { panic("boom") },
+		&hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 1}})
+	c, clk := hoppertest.NewClient(t, hopper.Config{WorkMiddleware: []hopper.WorkMiddleware{mw}})
+	require.NoError(t, c.Register(flow, boom))
+	ctx := testCtx(t)
+	run, err := flow.Start(ctx, c, 0, nil)
+	require.NoError(t, err)
+	_, err = hoppertest.RunUntilComplete(ctx, c, clk, run, nil)
+	require.NoError(t, err)
+	mu.Lock()
+	require.Len(t, seen, 2, "one execution waits, the next completes")
+	var snooze *hopper.SnoozeError
+	require.ErrorAs(t, seen[0], &snooze)
+	require.Equal(t, clk.Now(), snooze.RunAt, "until the sleep's end")
+	require.NoError(t, seen[1])
+	seen = nil
+	mu.Unlock()
+
+	h, err := boom.Enqueue(ctx, c, 0, nil)
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrPanic)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 1)
+	require.ErrorIs(t, seen[0], hopper.ErrPanic)
+}

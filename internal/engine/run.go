@@ -105,3 +105,9 @@ type SuspendError struct{ Until time.Time }
 func (e *SuspendError) Error() string {
 	return "workflow waiting until " + e.Until.Format(time.RFC3339)
 }
+
+// Unwrap makes a suspension match *hoppertype.SnoozeError, the public
+// marker of a job deferred without using an attempt: work middleware
+// (which see the execution's error) tell a run that waits from one that
+// failed without knowing this type.
+func (e *SuspendError) Unwrap() error { return &hoppertype.SnoozeError{RunAt: e.Until} }

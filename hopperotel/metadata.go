@@ -1,0 +1,56 @@
+package hopperotel
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/hopper-go/hopper"
+)
+
+// inject stores the context of ctx's span under MetadataKey in each row
+// whose metadata does not hold the key yet. A row's metadata map is
+// replaced by a copy, never written to: rows of one call may share the
+// caller's map.
+func (m *Middleware) inject(ctx context.Context, rows []*hopper.JobRow) {
+	var value string
+	for _, r := range rows {
+		if _, ok := r.Metadata[MetadataKey]; ok {
+			continue // the caller's context wins
+		}
+		if value == "" {
+			carrier := propagation.MapCarrier{}
+			m.prop.Inject(ctx, carrier)
+			if len(carrier) == 0 {
+				return // no valid span: nothing to carry
+			}
+			b, err := json.Marshal(map[string]string(carrier))
+			if err != nil {
+				return
+			}
+			value = string(b)
+		}
+		md := make(map[string]string, len(r.Metadata)+1)
+		maps.Copy(md, r.Metadata)
+		md[MetadataKey] = value
+		r.Metadata = md
+	}
+}
+
+// extract returns the context stored in md under MetadataKey (its span
+// context and, with a baggage propagator, its baggage), on top of the
+// background context; nil when md holds none or holds something that is
+// not a JSON object of strings.
+func (m *Middleware) extract(md map[string]string) context.Context {
+	v, ok := md[MetadataKey]
+	if !ok || v == "" {
+		return nil
+	}
+	var fields map[string]string
+	if err := json.Unmarshal([]byte(v), &fields); err != nil || len(fields) == 0 {
+		return nil
+	}
+	return m.prop.Extract(context.Background(), propagation.MapCarrier(fields))
+}
