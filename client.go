@@ -544,8 +544,9 @@ func (c *Client) engineConfig() engine.Config {
 		CommitContext: func(ctx context.Context, tx driver.Executor) context.Context {
 			return context.WithValue(ctx, commitKey{}, &Commit{c: c, tx: tx})
 		},
-		WorkerInfo:     c.workerInfo,
-		StoredSchedule: c.storedScheduleEntry,
+		WorkerInfo:       c.workerInfo,
+		StoredSchedule:   c.storedScheduleEntry,
+		InsertMiddleware: c.withInsertMiddleware,
 	}
 	if bp := cfg.Backpressure; bp != nil {
 		h.Backpressure = func(ctx context.Context, queue string, active int) time.Duration {

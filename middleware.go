@@ -13,7 +13,11 @@ import (
 // (to carry a trace context, a tenant, …), do work around doInner (a span,
 // a metric), or refuse the insert by returning an error without calling
 // doInner. Middleware run in the order Config.InsertMiddleware lists them,
-// each around the next.
+// each around the next, then, inside them, each type's own
+// (TypeOpts.InsertMiddleware, WorkflowOpts.InsertMiddleware) with that
+// type's rows. Every insert a client makes goes through them: enqueues,
+// run starts, Spawn, Activity, Commit.Enqueue in an observer and the jobs
+// a schedule enqueues.
 type InsertMiddleware interface {
 	InsertMany(ctx context.Context, rows []*JobRow, doInner func(ctx context.Context) error) error
 }
@@ -72,14 +76,17 @@ func (f WorkMiddlewareFunc) Work(ctx context.Context, job *JobRow, doInner func(
 	return f(ctx, job, doInner)
 }
 
-// withInsertMiddleware runs store inside c's insert middleware; what
-// they changed of the rows is held to the rules of any row first.
+// withInsertMiddleware runs store inside c's insert middleware, then
+// inside each type's own with that type's rows (in the order the types
+// first appear in rows); what they changed of the rows is held to the
+// rules of any row first.
 func (c *Client) withInsertMiddleware(ctx context.Context, rows []*hoppertype.JobRow, store func(ctx context.Context) error) error {
-	mws := c.cfg.InsertMiddleware
-	if len(mws) == 0 {
+	inner := store
+	typed := c.typeInsertMiddleware(rows)
+	if len(c.cfg.InsertMiddleware) == 0 && len(typed) == 0 {
 		return store(ctx)
 	}
-	inner := func(ctx context.Context) error {
+	inner = func(ctx context.Context) error {
 		for _, row := range rows {
 			if err := checkRow(row); err != nil {
 				return err
@@ -87,11 +94,47 @@ func (c *Client) withInsertMiddleware(ctx context.Context, rows []*hoppertype.Jo
 		}
 		return store(ctx)
 	}
+	for i := len(typed) - 1; i >= 0; i-- {
+		inner = chainInsert(typed[i].mws, typed[i].rows, inner)
+	}
+	return chainInsert(c.cfg.InsertMiddleware, rows, inner)(ctx)
+}
+
+// typedInsert is a type's own insert middleware and its rows of a batch.
+type typedInsert struct {
+	mws  []InsertMiddleware
+	rows []*hoppertype.JobRow
+}
+
+// typeInsertMiddleware groups rows by type, for the types registered here
+// with insert middleware of their own.
+func (c *Client) typeInsertMiddleware(rows []*hoppertype.JobRow) []typedInsert {
+	var out []typedInsert
+	index := map[string]int{}
+	for _, row := range rows {
+		i, seen := index[row.Type]
+		if !seen {
+			i = -1
+			if t := c.lookupType(row.Type); t != nil && len(t.insertMiddleware()) > 0 {
+				i = len(out)
+				out = append(out, typedInsert{mws: t.insertMiddleware()})
+			}
+			index[row.Type] = i
+		}
+		if i >= 0 {
+			out[i].rows = append(out[i].rows, row)
+		}
+	}
+	return out
+}
+
+// chainInsert wraps inner in mws, the first outermost, each given rows.
+func chainInsert(mws []InsertMiddleware, rows []*hoppertype.JobRow, inner func(ctx context.Context) error) func(ctx context.Context) error {
 	for i := len(mws) - 1; i >= 0; i-- {
 		mw, next := mws[i], inner
 		inner = func(ctx context.Context) error { return mw.InsertMany(ctx, rows, next) }
 	}
-	return inner(ctx)
+	return inner
 }
 
 // withWorkMiddleware runs do inside c's and the type's work middleware.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver/memdriver"
 	"github.com/hopper-go/hopper/hoppertest"
 )
 
@@ -252,4 +253,108 @@ func TestWorkMiddlewareSeesWaitAsSnooze(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, seen, 1)
 	require.ErrorIs(t, seen[0], hopper.ErrPanic)
+}
+
+// TestInsertMiddlewarePerTypeAndPath: a type's own insert middleware runs
+// inside the client's with only that type's rows; a workflow's insert and
+// work middleware wrap its runs' starts and executions; the jobs a
+// schedule enqueues and those an in-commit observer enqueues go through
+// the insert middleware too.
+func TestInsertMiddlewarePerTypeAndPath(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var trail []string
+	stamp := func(name string) hopper.InsertMiddleware {
+		return hopper.InsertMiddlewareFunc(func(ctx context.Context, rows []*hopper.JobRow, doInner func(context.Context) error) error {
+			mu.Lock()
+			trail = append(trail, name+" "+strconv.Itoa(len(rows)))
+			mu.Unlock()
+			for _, r := range rows {
+				if r.Metadata == nil {
+					r.Metadata = map[string]string{}
+				}
+				r.Metadata["by"] += "[" + name + "]"
+			}
+			return doInner(ctx)
+		})
+	}
+	var worked []string
+	flowWork := hopper.WorkMiddlewareFunc(func(ctx context.Context, job *hopper.JobRow, doInner func(context.Context) error) error {
+		mu.Lock()
+		worked = append(worked, job.Type)
+		mu.Unlock()
+		return doInner(ctx)
+	})
+	own := hopper.Define("mw-own", func(context.Context, int) (int, error) { return 1, nil },
+		&hopper.TypeOpts[int]{InsertMiddleware: []hopper.InsertMiddleware{stamp("own")}})
+	plain := hopper.Define("mw-plain", func(context.Context, int) (int, error) { return 1, nil }, nil)
+	flow := hopper.Workflow("mw-own-flow", func(wf hopper.WorkflowContext, _ int) (int, error) { return 3, nil },
+		&hopper.WorkflowOpts{InsertMiddleware: []hopper.InsertMiddleware{stamp("flow")}, WorkMiddleware: []hopper.WorkMiddleware{flowWork}})
+	c, clk := hoppertest.NewClient(t, hopper.Config{InsertMiddleware: []hopper.InsertMiddleware{stamp("client")}})
+	require.NoError(t, c.Register(own, plain, flow))
+	ctx := testCtx(t)
+
+	hs, err := c.EnqueueMany(ctx, own.Job(1, &hopper.InsertOpts{ID: "own-1"}), plain.Job(1, &hopper.InsertOpts{ID: "plain-1"}),
+		own.Job(2, &hopper.InsertOpts{ID: "own-2"}))
+	require.NoError(t, err)
+	require.Len(t, hs, 3)
+	mu.Lock()
+	require.Equal(t, []string{"client 3", "own 2"}, trail, "the type's middleware inside the client's, with its rows")
+	trail = nil
+	mu.Unlock()
+	for id, want := range map[string]string{"own-1": "[client][own]", "own-2": "[client][own]", "plain-1": "[client]"} {
+		row, err := c.JobGet(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, row.Metadata["by"], id)
+	}
+
+	run, err := flow.Start(ctx, c, 0, &hopper.StartOpts{ID: "own-run"})
+	require.NoError(t, err)
+	out, err := hoppertest.RunUntilComplete(ctx, c, clk, run, nil)
+	require.NoError(t, err)
+	require.Equal(t, 3, out)
+	row, err := c.JobGet(ctx, "own-run")
+	require.NoError(t, err)
+	require.Equal(t, "[client][flow]", row.Metadata["by"], "a run's start")
+	mu.Lock()
+	require.Equal(t, []string{"workflow:mw-own-flow"}, worked, "the workflow's work middleware wraps its execution")
+	mu.Unlock()
+
+	// A schedule's occurrence.
+	stop, err := c.Schedule(hopper.Schedule{Name: "mw-every-minute", Cron: "* * * * *", Location: time.UTC,
+		Job: func(at time.Time) (*hopper.JobSpec, error) {
+			return plain.Job(1, &hopper.InsertOpts{ID: "tick-" + at.Format("1504")}), nil
+		}})
+	require.NoError(t, err)
+	defer stop()
+	next := clk.Now().Truncate(time.Minute).Add(time.Minute)
+	clk.AdvanceTo(next)
+	waitUntil(c, func() bool {
+		_, err := c.JobGet(ctx, "tick-"+next.Format("1504"))
+		return err == nil
+	})
+	tick, err := c.JobGet(ctx, "tick-"+next.Format("1504"))
+	require.NoError(t, err)
+	require.Equal(t, "[client]", tick.Metadata["by"], "a schedule's job")
+
+	// An in-commit observer's follow-up (observers are registered before
+	// Start, so on a client of its own).
+	od := memdriver.New()
+	t.Cleanup(func() { _ = od.Close() })
+	oc, err := hopper.New(hopper.Config{Driver: od, InsertMiddleware: []hopper.InsertMiddleware{stamp("client")}})
+	require.NoError(t, err)
+	require.NoError(t, oc.Register(own, plain))
+	require.NoError(t, oc.Observe("mw-follow-up", hopper.InCommit, hopper.ChangeFilter{Types: []string{"mw-own"}, States: []string{"succeeded"}},
+		func(ctx context.Context, ch hopper.Change) error {
+			return hopper.CommitFromContext(ctx).Enqueue(ctx, plain.Job(9, &hopper.InsertOpts{ID: "after-" + ch.EntityID}))
+		}))
+	require.NoError(t, oc.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, oc.Stop(context.Background())) })
+	h, err := own.Enqueue(ctx, oc, 3, &hopper.InsertOpts{ID: "own-3"})
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	require.NoError(t, err)
+	follow, err := oc.JobGet(ctx, "after-own-3")
+	require.NoError(t, err, "the follow-up commits with the success")
+	require.Equal(t, "[client]", follow.Metadata["by"], "a job enqueued in a commit")
 }

@@ -170,7 +170,11 @@ func (m *Commit) Enqueue(ctx context.Context, specs ...*JobSpec) error {
 		}
 		rows[i] = row
 	}
-	if _, err := m.c.eng.InsertIn(ctx, m.tx, &driver.JobInsertManyParams{Jobs: rows}); err != nil {
+	err := m.c.withInsertMiddleware(ctx, rows, func(ctx context.Context) error {
+		_, err := m.c.eng.InsertIn(ctx, m.tx, &driver.JobInsertManyParams{Jobs: rows})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("hopper: enqueue in commit: %w", err)
 	}
 	return nil

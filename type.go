@@ -48,6 +48,10 @@ type TypeOpts[I any] struct {
 	// WorkMiddleware wrap this type's attempts, inside the client's
 	// Config.WorkMiddleware (see WorkMiddleware).
 	WorkMiddleware []WorkMiddleware
+	// InsertMiddleware wrap the inserts of this type's jobs, inside the
+	// client's Config.InsertMiddleware, with only this type's rows (see
+	// InsertMiddleware). They run on the client that inserts.
+	InsertMiddleware []InsertMiddleware
 	// Options computes per-instance options from the input.
 	Options func(in I) *InsertOpts
 	// Classify decides what a failed attempt leads to; it overrides the
@@ -126,8 +130,10 @@ type typeCore interface {
 	limit() *Limit
 	// heartbeatTimeout returns the type's HeartbeatTimeout (0: none).
 	heartbeatTimeout() time.Duration
-	// workMiddleware returns the type's own WorkMiddleware.
+	// workMiddleware and insertMiddleware return the type's own
+	// middleware.
 	workMiddleware() []WorkMiddleware
+	insertMiddleware() []InsertMiddleware
 	// base returns the type's constant options (as client c applies them).
 	base(c *Client) InsertOpts
 	// computed returns the per-instance options computed from in (nil if none).
@@ -161,6 +167,9 @@ func (t *typeImpl[I, O]) skipQueue() bool                  { return t.opts.SkipQ
 func (t *typeImpl[I, O]) limit() *Limit                    { return t.opts.Limit }
 func (t *typeImpl[I, O]) heartbeatTimeout() time.Duration  { return t.opts.HeartbeatTimeout }
 func (t *typeImpl[I, O]) workMiddleware() []WorkMiddleware { return t.opts.WorkMiddleware }
+func (t *typeImpl[I, O]) insertMiddleware() []InsertMiddleware {
+	return t.opts.InsertMiddleware
+}
 func (t *typeImpl[I, O]) base(*Client) InsertOpts {
 	return InsertOpts{
 		Queue:          t.opts.Queue,

@@ -90,6 +90,12 @@ type WorkflowOpts struct {
 	// pickup latency; the start then bypasses the worker limit, so the
 	// callers bound the concurrency. Child runs always go through the queue.
 	SkipQueue bool
+	// WorkMiddleware wrap each execution of this workflow's runs, inside
+	// the client's Config.WorkMiddleware (see WorkMiddleware).
+	WorkMiddleware []WorkMiddleware
+	// InsertMiddleware wrap the starts of this workflow's runs (the run's
+	// own job row), inside the client's Config.InsertMiddleware.
+	InsertMiddleware []InsertMiddleware
 }
 
 // WorkflowFunc is a workflow's code: plain Go that survives crashes. It must
@@ -411,8 +417,11 @@ func (w *workflowImpl[I, O]) onEvent() func(Event)             { return nil }
 func (w *workflowImpl[I, O]) skipQueue() bool                  { return w.opts.SkipQueue }
 func (w *workflowImpl[I, O]) limit() *Limit                    { return nil }
 func (w *workflowImpl[I, O]) heartbeatTimeout() time.Duration  { return 0 }
-func (w *workflowImpl[I, O]) workMiddleware() []WorkMiddleware { return nil }
-func (w *workflowImpl[I, O]) computed(any) *InsertOpts         { return nil }
+func (w *workflowImpl[I, O]) workMiddleware() []WorkMiddleware { return w.opts.WorkMiddleware }
+func (w *workflowImpl[I, O]) insertMiddleware() []InsertMiddleware {
+	return w.opts.InsertMiddleware
+}
+func (w *workflowImpl[I, O]) computed(any) *InsertOpts { return nil }
 
 // runCrashAllowance is how many executions of a run may be lost to
 // crashes (a lease expired: the worker died or stalled) on top of its

@@ -16,23 +16,23 @@ import (
 
 // EventJSON is a lifecycle event on the wire.
 type EventJSON struct {
-	Kind       string          `json:"kind"`
-	JobID      string          `json:"job_id,omitempty"`
-	Type       string          `json:"type,omitempty"`
-	Queue      string          `json:"queue,omitempty"`
-	GroupID    string          `json:"group_id,omitempty"`
-	ParentID   string          `json:"parent_id,omitempty"`
-	Dependents []string        `json:"dependents,omitempty"`
-	Attempt    int             `json:"attempt,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	WillRetry  bool            `json:"will_retry,omitempty"`
-	RunAt      *time.Time      `json:"run_at,omitempty"`
-	Deadline   *time.Time      `json:"deadline,omitempty"`
-	Result     json.RawMessage `json:"result,omitempty"`
-	Stuck      *StuckJSON      `json:"stuck,omitempty"`
-	RunID      string          `json:"run_id,omitempty"`
-	Status     string          `json:"status,omitempty"`
-	Worker     string          `json:"worker,omitempty"`
+	Kind       string                  `json:"kind"`
+	JobID      string                  `json:"job_id,omitempty"`
+	Type       string                  `json:"type,omitempty"`
+	Queue      string                  `json:"queue,omitempty"`
+	GroupID    string                  `json:"group_id,omitempty"`
+	ParentID   string                  `json:"parent_id,omitempty"`
+	Dependents []string                `json:"dependents,omitempty"`
+	Attempt    int                     `json:"attempt,omitempty"`
+	Error      string                  `json:"error,omitempty"`
+	WillRetry  bool                    `json:"will_retry,omitempty"`
+	RunAt      *time.Time              `json:"run_at,omitempty"`
+	Deadline   *time.Time              `json:"deadline,omitempty"`
+	Result     json.RawMessage         `json:"result,omitempty"`
+	Stuck      *StuckJSON              `json:"stuck,omitempty"`
+	RunID      string                  `json:"run_id,omitempty"`
+	Status     string                  `json:"status,omitempty"`
+	Worker     string                  `json:"worker,omitempty"`
 	Scaling    *hoppertype.ScalingInfo `json:"scaling,omitempty"`
 	// Cursor is the event's place in the change feed (empty for an event
 	// of this process only).

@@ -132,6 +132,10 @@ type Hooks struct {
 	// name as def defines it, or an error: ErrScheduleNotHere when this
 	// process does not register its target.
 	StoredSchedule func(name string, def *driver.ScheduleDef) (*Schedule, error)
+	// InsertMiddleware runs store, which inserts rows, inside the public
+	// package's insert middleware (for the jobs the engine itself
+	// enqueues: schedules' occurrences).
+	InsertMiddleware func(ctx context.Context, rows []*hoppertype.JobRow, store func(ctx context.Context) error) error
 }
 
 // Engine runs jobs over a store. Make one with New.

@@ -412,15 +412,22 @@ func (e *Engine) enqueueOccurrence(ctx context.Context, sc *Schedule, at, next t
 	}
 	skip := e.SkipQueueRows([]*hoppertype.JobRow{row}, []bool{skipQueue}, now)
 	var res []driver.JobInsertResult
-	err = e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		res = nil
-		mine, err := claim(ctx, tx)
-		if err != nil || !mine {
+	store := func(ctx context.Context) error {
+		return e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			res = nil
+			mine, err := claim(ctx, tx)
+			if err != nil || !mine {
+				return err
+			}
+			res, err = e.InsertIn(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
 			return err
-		}
-		res, err = e.InsertIn(ctx, tx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}})
-		return err
-	})
+		})
+	}
+	if mw := e.cfg.Hooks.InsertMiddleware; mw != nil {
+		err = mw(ctx, []*hoppertype.JobRow{row}, store)
+	} else {
+		err = store(ctx)
+	}
 	if errors.Is(err, errDefinitionGone) {
 		return err
 	}
