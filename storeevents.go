@@ -2,9 +2,12 @@ package hopper
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/engine"
 )
@@ -28,6 +31,7 @@ const (
 	EventRunStuck        = hoppertype.EventRunStuck
 	EventRunQuarantined  = hoppertype.EventRunQuarantined
 	EventRunRestarted    = hoppertype.EventRunRestarted
+	EventRunStep         = hoppertype.EventRunStep
 )
 
 // EventKinds returns every lifecycle event kind, jobs' then runs' (a fresh
@@ -38,6 +42,7 @@ func EventKinds() []EventKind {
 		EventStuck, EventRedriven, EventGroupDone, EventScaled,
 		EventRunQueued, EventRunStarted, EventRunWaiting, EventRunResumed, EventRunRetrying, EventRunCompleted, EventRunFailed,
 		EventRunCompensating, EventRunCompensated, EventRunCancelled, EventRunStuck, EventRunQuarantined, EventRunRestarted,
+		EventRunStep,
 	}
 }
 
@@ -162,25 +167,40 @@ func runEventKind(prev, status RunStatus) EventKind {
 	return ""
 }
 
-// EventList returns the lifecycle events of up to limit (1 to 1000)
-// changes of the store's feed after the cursor, in delivery order, and the
-// cursor to read on from: that of the last change read, which may record
-// no event (pass it back as is). The events are every process's: jobs
-// enqueued, started and finished anywhere the store is shared, and every
-// workflow run's status. See EventOf for what each carries.
-func (c *Client) EventList(ctx context.Context, after ChangeCursor, limit int) ([]Event, ChangeCursor, error) {
-	chs, err := c.ChangeList(ctx, after, limit)
+// EventOpts tune a read of the store's events.
+type EventOpts struct {
+	// Limit caps the changes of the feed one EventList reads: 1 to 1000,
+	// 100 when 0. TailEvents reads pages of its own size.
+	Limit int
+	// Steps adds a run-step event (EventRunStep) before each run event
+	// that ends an execution of a workflow run (run-waiting, -completed,
+	// -failed, -retrying, …), for each step the execution completed,
+	// read from the run's history: one read of the history per
+	// execution. A reader reports each step once; separate EventList
+	// calls may report a run's earlier steps again.
+	Steps bool
+}
+
+// EventList returns the lifecycle events of up to opts.Limit changes of
+// the store's feed after the cursor, in delivery order, and the cursor to
+// read on from: that of the last change read, which may record no event
+// (pass it back as is). The events are every process's: jobs enqueued,
+// started and finished anywhere the store is shared, and every workflow
+// run's status. See EventOf for what each carries.
+func (c *Client) EventList(ctx context.Context, after ChangeCursor, opts *EventOpts) ([]Event, ChangeCursor, error) {
+	o := EventOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Limit == 0 {
+		o.Limit = 100
+	}
+	r := c.NewEventReader(after, &o)
+	evs, err := r.Next(ctx)
 	if err != nil {
 		return nil, after, err
 	}
-	var out []Event
-	for _, ch := range chs {
-		after = hoppertype.CursorOf(ch)
-		if e, ok := EventOf(ch); ok {
-			out = append(out, e)
-		}
-	}
-	return out, after, nil
+	return evs, r.at, nil
 }
 
 // TailEvents calls fn with each lifecycle event the store records after
@@ -190,10 +210,14 @@ func (c *Client) EventList(ctx context.Context, after ChangeCursor, limit int) (
 // last event's Cursor and pass it back (ChangeTail gives the cursor of
 // "from now on"; the zero cursor starts at the oldest change retention
 // kept). It reads the feed when this client commits something and every
-// PollInterval otherwise, on the client's clock.
-func (c *Client) TailEvents(ctx context.Context, after ChangeCursor, fn func(Event) error) error {
+// PollInterval otherwise, on the client's clock. opts may be nil.
+func (c *Client) TailEvents(ctx context.Context, after ChangeCursor, opts *EventOpts, fn func(Event) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: TailEvents needs a function", ErrInvalidInput)
+	}
+	o := EventOpts{Limit: 500}
+	if opts != nil {
+		o.Steps = opts.Steps
 	}
 	nudge := make(chan struct{}, 1)
 	unsub := c.Subscribe(func(Event) {
@@ -203,24 +227,21 @@ func (c *Client) TailEvents(ctx context.Context, after ChangeCursor, fn func(Eve
 		}
 	})
 	defer unsub()
-	const page = 500
+	r := c.NewEventReader(after, &o)
 	for {
-		chs, err := c.ChangeList(ctx, after, page)
+		evs, err := r.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		for _, ch := range chs {
-			after = hoppertype.CursorOf(ch)
-			if e, ok := EventOf(ch); ok {
-				if err := fn(e); err != nil {
-					return err
-				}
+		for _, e := range evs {
+			if err := fn(e); err != nil {
+				return err
 			}
 		}
-		if len(chs) == page {
+		if r.Full() {
 			continue
 		}
 		t := c.clock.NewTimer(c.cfg.PollInterval)
@@ -233,4 +254,126 @@ func (c *Client) TailEvents(ctx context.Context, after ChangeCursor, fn func(Eve
 		}
 		t.Stop()
 	}
+}
+
+// EventReader reads the store's events page after page, as EventList
+// does, remembering between pages what EventOpts.Steps needs (the last
+// step it reported of each live run). Make one with Client.NewEventReader.
+type EventReader struct {
+	c     *Client
+	at    ChangeCursor
+	limit int
+	steps map[string]stepMark // nil: no step events
+	read  int                 // changes the last page read
+}
+
+// stepMark is the last step a reader reported of a run: its attempt and
+// place in the history.
+type stepMark struct{ attempt, seq int }
+
+// stepMarks caps the runs a reader remembers; past it, a run's steps may
+// be reported again.
+const stepMarks = 1 << 16
+
+// NewEventReader returns a reader of the store's events after the cursor;
+// opts may be nil.
+func (c *Client) NewEventReader(after ChangeCursor, opts *EventOpts) *EventReader {
+	r := &EventReader{c: c, at: after, limit: 100}
+	if opts != nil {
+		if opts.Limit != 0 {
+			r.limit = opts.Limit
+		}
+		if opts.Steps {
+			r.steps = map[string]stepMark{}
+		}
+	}
+	return r
+}
+
+// Cursor is where the reader stands: the cursor of the last change it
+// read.
+func (r *EventReader) Cursor() ChangeCursor { return r.at }
+
+// Full reports whether the last page read as many changes as it could:
+// more may be there at once.
+func (r *EventReader) Full() bool { return r.read == r.limit }
+
+// Next reads the next page of changes and returns their events (none
+// when the page holds none; the reader still moves past its changes).
+func (r *EventReader) Next(ctx context.Context) ([]Event, error) {
+	r.read = 0
+	chs, err := r.c.ChangeList(ctx, r.at, r.limit)
+	if err != nil {
+		return nil, err
+	}
+	r.read = len(chs)
+	var out []Event
+	for _, ch := range chs {
+		e, ok := EventOf(ch)
+		if ok && r.steps != nil && ch.Kind == ChangeRun {
+			steps, err := r.runSteps(ctx, ch, e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, steps...)
+		}
+		r.at = hoppertype.CursorOf(ch)
+		if ok {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// runSteps returns the run-step events of the execution that the run's
+// change ch (its event e) ends, each with the cursor before ch: a reader
+// resumed from one reads ch again, and reports its steps again.
+func (r *EventReader) runSteps(ctx context.Context, ch *Change, e Event) ([]Event, error) {
+	if e.Status.Terminal() {
+		defer delete(r.steps, e.RunID)
+	}
+	if RunStatus(ch.Prev) != RunRunning && RunStatus(ch.Prev) != RunCompensating {
+		return nil, nil // no execution ended
+	}
+	hist, err := r.c.store().RunEventList(ctx, &driver.RunEventListParams{RunID: e.RunID})
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil // deleted since
+		}
+		return nil, fmt.Errorf("hopper: read the history of run %s: %w", e.RunID, err)
+	}
+	// The change says where the history stood when it was written: the
+	// execution it ends completed the steps up to there (a store without
+	// the mark, 0, gives the whole latest attempt).
+	attempt, upTo := ch.Attempt, ch.Seq
+	if upTo == 0 {
+		for _, ev := range hist {
+			attempt, upTo = max(attempt, ev.Attempt), max(upTo, ev.Seq)
+		}
+	}
+	mark, seen := r.steps[e.RunID]
+	if !seen || mark.attempt != attempt {
+		mark = stepMark{attempt: attempt}
+	}
+	var out []Event
+	for _, ev := range hist {
+		if ev.Attempt != attempt || ev.Seq <= mark.seq || ev.Seq > upTo {
+			continue
+		}
+		mark.seq = ev.Seq
+		if ev.Kind != engine.EvStep {
+			continue
+		}
+		se := Event{Kind: EventRunStep, RunID: e.RunID, Type: e.Type, Queue: e.Queue, Step: ev.Name, Attempt: attempt,
+			Status: e.Status, Cursor: r.at, At: ev.At}
+		var data engine.EventData
+		if json.Unmarshal(ev.Data, &data) == nil && data.Error != nil {
+			se.Error = data.Error.Message
+		}
+		out = append(out, se)
+	}
+	if !e.Status.Terminal() && (seen || len(r.steps) < stepMarks) {
+		r.steps[e.RunID] = mark
+	}
+	return out, nil
 }

@@ -134,7 +134,7 @@ func testTailEventsSeesTheFleet(t *testing.T, newDriver func(*testing.T) driver.
 	jobDone, runDone := false, false
 	tailCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	err = watcher.TailEvents(tailCtx, from, func(e hopper.Event) error {
+	err = watcher.TailEvents(tailCtx, from, nil, func(e hopper.Event) error {
 		seen = append(seen, e)
 		jobDone = jobDone || (e.JobID == jh.ID() && e.Kind == hopper.EventSucceeded)
 		runDone = runDone || (e.RunID == rh.ID() && e.Kind == hopper.EventRunCompleted)
@@ -168,7 +168,7 @@ func testTailEventsSeesTheFleet(t *testing.T, newDriver func(*testing.T) driver.
 
 	// Resume after the second event: the tail goes on from the third.
 	var again []hopper.Event
-	err = watcher.TailEvents(ctx, seen[1].Cursor, func(e hopper.Event) error {
+	err = watcher.TailEvents(ctx, seen[1].Cursor, nil, func(e hopper.Event) error {
 		again = append(again, e)
 		if len(again) == len(seen)-2 {
 			return errStopTail
@@ -179,7 +179,7 @@ func testTailEventsSeesTheFleet(t *testing.T, newDriver func(*testing.T) driver.
 	require.Equal(t, seen[2:], again)
 
 	// A page of EventList says the same, and where to read on.
-	page, next, err := watcher.EventList(ctx, from, 1000)
+	page, next, err := watcher.EventList(ctx, from, &hopper.EventOpts{Limit: 1000})
 	require.NoError(t, err)
 	require.Equal(t, seen, page[:len(seen)])
 	require.Equal(t, page[len(page)-1].Cursor, next)
@@ -193,9 +193,67 @@ func TestTailEventsRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	c := newClient(t, hopper.Config{})
 	ctx := testCtx(t)
-	require.ErrorIs(t, c.TailEvents(ctx, hopper.ChangeCursor{}, nil), hopper.ErrInvalidInput)
-	_, _, err := c.EventList(ctx, hopper.ChangeCursor{}, 0)
+	require.ErrorIs(t, c.TailEvents(ctx, hopper.ChangeCursor{}, nil, nil), hopper.ErrInvalidInput)
+	_, _, err := c.EventList(ctx, hopper.ChangeCursor{}, &hopper.EventOpts{Limit: -1})
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
-	_, _, err = c.EventList(ctx, hopper.ChangeCursor{Tx: -1}, 10)
+	_, _, err = c.EventList(ctx, hopper.ChangeCursor{Tx: -1}, nil)
 	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+}
+
+// TestTailEventsSteps: asked for, a run's steps come as run-step events,
+// each once, before the run event that ends the execution that completed
+// them — across a durable sleep, whose second execution reports only its
+// own steps.
+func TestTailEventsSteps(t *testing.T) { forEachDriver(t, testTailEventsSteps) }
+
+func testTailEventsSteps(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	wf := hopper.Workflow("two-parts", func(wf hopper.WorkflowContext, in int) (int, error) {
+		a, err := hopper.Step(wf, "first", func(context.Context) (int, error) { return in + 1, nil }, nil)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := hopper.Step(wf, "second", func(context.Context) (int, error) { return a + 1, nil }, nil); err != nil {
+			return 0, err
+		}
+		if err := wf.Sleep(time.Millisecond); err != nil {
+			return 0, err
+		}
+		return hopper.Step(wf, "third", func(context.Context) (int, error) { return a * 10, nil }, nil)
+	}, nil)
+	d := newDriver(t)
+	ctx := testCtx(t)
+	c := newClient(t, hopper.Config{Driver: d, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, c.Register(wf))
+	from, err := c.ChangeTail(ctx)
+	require.NoError(t, err)
+	rh, err := wf.Start(ctx, c, 1, nil)
+	require.NoError(t, err)
+
+	var got []string
+	tailCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	require.NoError(t, c.TailEvents(tailCtx, from, &hopper.EventOpts{Steps: true}, func(e hopper.Event) error {
+		if e.RunID != rh.ID() || e.JobID != "" {
+			return nil
+		}
+		if e.Kind == hopper.EventRunStep {
+			got = append(got, "step "+e.Step)
+			require.Empty(t, e.Error)
+		} else {
+			got = append(got, string(e.Kind))
+		}
+		if e.Kind == hopper.EventRunCompleted {
+			stop()
+		}
+		return nil
+	}))
+	require.Equal(t, []string{"run-queued", "run-started", "step first", "step second", "run-waiting",
+		"run-resumed", "step third", "run-completed"}, got)
+
+	// Without Steps, no step events.
+	evs, _, err := c.EventList(ctx, from, &hopper.EventOpts{Limit: 1000})
+	require.NoError(t, err)
+	for _, e := range evs {
+		require.NotEqual(t, hopper.EventRunStep, e.Kind)
+	}
 }

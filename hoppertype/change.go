@@ -45,8 +45,14 @@ type Change struct {
 	// State is the state after the change (a JobState for jobs and gates,
 	// a RunStatus for runs).
 	State string
-	// Attempt is the job's attempt number after the change (0 for runs).
+	// Attempt is the job's attempt number after the change; for a run,
+	// the attempt of the last entry of its history when the change was
+	// written (0 when it had none).
 	Attempt int
+	// Seq is, for a run, the place of the last entry of its history (in
+	// attempt Attempt) when the change was written: the entries up to it
+	// precede the change. 0 for jobs and gates.
+	Seq int
 	// Worker is the worker holding the job after the change (set on a
 	// change into running).
 	Worker string

@@ -304,6 +304,10 @@ const (
 	EventRunQuarantined EventKind = "run-quarantined"
 	// EventRunRestarted: a run that had ended was started again.
 	EventRunRestarted EventKind = "run-restarted"
+	// EventRunStep: an execution of a run completed a step (Step names
+	// it; Error is set when the step failed for good). Reported, when
+	// asked for, before the run event that ends the execution.
+	EventRunStep EventKind = "run-step"
 )
 
 // Event is a lifecycle event, delivered to Config.OnEvent and to the job
@@ -339,6 +343,8 @@ type Event struct {
 	Scaling *ScalingInfo
 	// RunID is the workflow run of a run event, or of a run's own job.
 	RunID string
+	// Step is the step of a run-step event.
+	Step string
 	// Status is a run event's new status.
 	Status RunStatus
 	// Worker is the worker that started the attempt (started events from

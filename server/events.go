@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ type EventJSON struct {
 	Status     string                  `json:"status,omitempty"`
 	Worker     string                  `json:"worker,omitempty"`
 	Scaling    *hoppertype.ScalingInfo `json:"scaling,omitempty"`
+	Step       string                  `json:"step,omitempty"`
 	// Cursor is the event's place in the change feed (empty for an event
 	// of this process only).
 	Cursor string    `json:"cursor,omitempty"`
@@ -43,7 +45,7 @@ type EventJSON struct {
 func eventJSON(e hopper.Event) EventJSON {
 	return EventJSON{Kind: string(e.Kind), JobID: e.JobID, Type: e.Type, Queue: e.Queue, GroupID: e.GroupID, ParentID: e.ParentID,
 		Dependents: e.Dependents, Attempt: e.Attempt, Error: e.Error, WillRetry: e.WillRetry, RunAt: timePtr(e.RunAt),
-		Deadline: timePtr(e.Deadline), Result: e.Result, Stuck: stuckJSON(e.Stuck), RunID: e.RunID, Status: string(e.Status),
+		Deadline: timePtr(e.Deadline), Result: e.Result, Stuck: stuckJSON(e.Stuck), RunID: e.RunID, Step: e.Step, Status: string(e.Status),
 		Worker: e.Worker, Scaling: e.Scaling, Cursor: cursorText(e.Cursor), At: e.At}
 }
 
@@ -155,22 +157,77 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.followFeed(w, r, fl, cur, local, func(ch *hoppertype.Change) bool {
-		e, ok := hopper.EventOf(ch)
-		if !ok || !filter.match(e) {
+	rd := s.c.NewEventReader(cur, &hopper.EventOpts{Limit: 500, Steps: wantSteps(q)})
+	writeEvent := func(e hopper.Event) bool {
+		if !filter.match(e) {
 			return false
 		}
 		b, _ := json.Marshal(eventJSON(e))
-		fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", formatCursor(e.Cursor), e.Kind, b)
-		return true
-	}, func(e hopper.Event) bool {
-		if e.Kind != hopper.EventScaled || !filter.match(e) {
-			return false
+		if e.Cursor == (hoppertype.ChangeCursor{}) {
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Kind, b) // this process's only: no place in the feed
+		} else {
+			fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", formatCursor(e.Cursor), e.Kind, b)
 		}
-		b, _ := json.Marshal(eventJSON(e))
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Kind, b)
 		return true
-	})
+	}
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	lastWrite := time.Now()
+	for {
+		for {
+			evs, err := rd.Next(r.Context())
+			if err != nil {
+				if r.Context().Err() == nil {
+					s.opts.Logger.Warn("hopper server: event stream", "err", err)
+				}
+				return
+			}
+			wrote := false
+			for _, e := range evs {
+				wrote = writeEvent(e) || wrote
+			}
+			if wrote {
+				fl.Flush()
+				lastWrite = time.Now()
+			}
+			if !rd.Full() {
+				break
+			}
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.events.done:
+			return
+		case e := <-local:
+			// This process's scaling decisions are not in the store; its
+			// other events say "look now".
+			for more := true; more; {
+				if e.Kind == hopper.EventScaled && writeEvent(e) {
+					fl.Flush()
+					lastWrite = time.Now()
+				}
+				select {
+				case e = <-local: // a burst of commits: one read for all
+				default:
+					more = false
+				}
+			}
+		case <-poll.C:
+			if time.Since(lastWrite) > 15*time.Second {
+				fmt.Fprint(w, ": keep-alive\n\n")
+				fl.Flush()
+				lastWrite = time.Now()
+			}
+		}
+	}
+}
+
+// wantSteps reports whether an events request asks for run-step events
+// (?steps=true).
+func wantSteps(q url.Values) bool {
+	v, _ := strconv.ParseBool(q.Get("steps"))
+	return v
 }
 
 // EventListJSON is a page of lifecycle events from the store.
@@ -201,7 +258,7 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	evs, next, err := s.c.EventList(r.Context(), after, limit)
+	evs, next, err := s.c.EventList(r.Context(), after, &hopper.EventOpts{Limit: limit, Steps: wantSteps(q)})
 	if err != nil {
 		s.fail(w, r, err)
 		return

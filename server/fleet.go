@@ -63,7 +63,7 @@ func (s *Server) startFleet() {
 				}
 			}
 			if started {
-				err := s.c.TailEvents(ctx, cur, func(e hopper.Event) error {
+				err := s.c.TailEvents(ctx, cur, nil, func(e hopper.Event) error {
 					s.fleet.rec.Observe(e)
 					s.stats.observe(e)
 					cur = e.Cursor

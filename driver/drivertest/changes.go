@@ -160,6 +160,29 @@ func testChangesOfGatesAndRuns(t *testing.T, f *fixture) {
 	require.Equal(t, "wf", chs[1].Type)
 	require.Equal(t, "no", chs[1].Error.Message)
 	require.Equal(t, []string{"ended_at", "error"}, chs[1].Fields)
+	require.Zero(t, chs[1].Seq, "a run with no history")
+
+	// A run's change records where its history stood: the attempt and
+	// place of its last entry, written in the change's transaction or
+	// before it.
+	lr, lj := f.leasedRun(t)
+	f.appendEvents(t, lr.ID, lj.LeaseToken, event(lr.ID, 1, 1, "step"), event(lr.ID, 1, 2, "step"))
+	f.runUpdate(t, driver.RunUpdateParams{ID: lr.ID, Status: hoppertype.RunWaiting, Now: at(time.Second)})
+	require.NoError(t, f.x.RunEventAppend(f.ctx, &driver.RunEventAppendParams{RunID: lr.ID, LeaseToken: lj.LeaseToken,
+		Events:    []*hoppertype.RunEvent{event(lr.ID, 2, 1, "step"), event(lr.ID, 2, 2, "step"), event(lr.ID, 2, 3, "step")},
+		RunStatus: hoppertype.RunCompleted, EndedAt: at(2 * time.Second), Now: at(2 * time.Second)}))
+	chs = nil
+	for _, ch := range f.entityChanges(t, lr.ID) {
+		if ch.Kind == hoppertype.ChangeRun { // not its job's
+			chs = append(chs, ch)
+		}
+	}
+	require.Len(t, chs, 3, "%v", transitions(chs))
+	waiting, done := chs[1], chs[2]
+	require.Equal(t, string(hoppertype.RunWaiting), waiting.State)
+	require.Equal(t, [2]int{1, 2}, [2]int{waiting.Attempt, waiting.Seq}, "the history up to the suspension")
+	require.Equal(t, string(hoppertype.RunCompleted), done.State)
+	require.Equal(t, [2]int{2, 3}, [2]int{done.Attempt, done.Seq}, "the entries appended with the status count")
 }
 
 func testChangesOnlyOnState(t *testing.T, f *fixture) {

@@ -133,6 +133,9 @@ func (t *tx) runChanged(old, row *hoppertype.RunRow) {
 	}
 	ch := &hoppertype.Change{Kind: hoppertype.ChangeRun, EntityID: row.ID, Type: row.Workflow,
 		State: string(row.Status), Error: cloneError(row.Error)}
+	for _, ev := range t.st.events[row.ID] { // in (Attempt, Seq) order: the last is where it stands
+		ch.Attempt, ch.Seq = ev.Attempt, ev.Seq
+	}
 	if old != nil {
 		ch.Prev = string(old.Status)
 		if !errorEqual(old.Error, row.Error) {

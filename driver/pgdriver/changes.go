@@ -17,7 +17,7 @@ import (
 
 // changeColumns are a change's columns; tx is read as a bigint under
 // another name, so that ORDER BY tx means the column (and its index).
-const changeColumns = `tx::text::bigint AS tx_key, position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, detail, due_at`
+const changeColumns = `tx::text::bigint AS tx_key, position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, detail, due_at, seq`
 
 func collectChanges(rows pgx.Rows, err error) ([]*hoppertype.Change, error) {
 	if err != nil {
@@ -35,7 +35,7 @@ func collectChanges(rows pgx.Rows, err error) ([]*hoppertype.Change, error) {
 			due            pgtype.Timestamptz
 		)
 		if err := rows.Scan(&ch.Tx, &ch.Position, &kind, &ch.EntityID, &ch.Type, &ch.Queue, &prev, &ch.State, &ch.Attempt,
-			&ch.Worker, &fields, &errInfo, &stuck, &at, &detail, &due); err != nil {
+			&ch.Worker, &fields, &errInfo, &stuck, &at, &detail, &due, &ch.Seq); err != nil {
 			return nil, err
 		}
 		ch.Kind, ch.Prev, ch.At, ch.Detail = hoppertype.ChangeKind(kind), prev.String, fromTime(at), detail.String

@@ -12,7 +12,7 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
-const changeColumns = `position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, detail, due_at`
+const changeColumns = `position, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, stuck, at, detail, due_at, seq`
 
 func scanChange(rows *sql.Rows) (*hoppertype.Change, error) {
 	var (
@@ -24,7 +24,7 @@ func scanChange(rows *sql.Rows) (*hoppertype.Change, error) {
 		due                sql.NullInt64
 	)
 	if err := rows.Scan(&ch.Position, &kind, &ch.EntityID, &ch.Type, &ch.Queue, &prev, &ch.State, &ch.Attempt,
-		&ch.Worker, &fields, &errJSON, &stuckJSON, &at, &detail, &due); err != nil {
+		&ch.Worker, &fields, &errJSON, &stuckJSON, &at, &detail, &due, &ch.Seq); err != nil {
 		return nil, err
 	}
 	ch.Detail = detail.String

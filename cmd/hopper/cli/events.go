@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ func eventsCmd(g *globals) *cobra.Command {
 		kinds  []string
 		types  []string
 		follow bool
+		steps  bool
 		every  time.Duration
 	)
 	tail := &cobra.Command{
@@ -53,7 +55,7 @@ func eventsCmd(g *globals) *cobra.Command {
 			}
 			if r := g.remote(); r != nil {
 				read := func(ctx context.Context, after string) (*server.EventListJSON, error) {
-					q := url.Values{"after": {after}, "limit": {"1000"}}
+					q := url.Values{"after": {after}, "limit": {"1000"}, "steps": {strconv.FormatBool(steps)}}
 					if len(kinds) > 0 {
 						q.Set("kind", strings.Join(kinds, ","))
 					}
@@ -67,7 +69,7 @@ func eventsCmd(g *globals) *cobra.Command {
 				return tailEvents(cmd.Context(), g, read, after, follow, every)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
-				return tailEvents(cmd.Context(), g, storeEvents(c, kinds, types), after, follow, every)
+				return tailEvents(cmd.Context(), g, storeEvents(c, kinds, types, steps), after, follow, every)
 			})
 		},
 	}
@@ -75,6 +77,7 @@ func eventsCmd(g *globals) *cobra.Command {
 	tail.Flags().StringSliceVar(&kinds, "kind", nil, "only events of these kinds (comma-separated)")
 	tail.Flags().StringSliceVar(&types, "type", nil, "only events of these job types or workflows (comma-separated)")
 	tail.Flags().BoolVar(&follow, "follow", true, "keep printing new events until interrupted")
+	tail.Flags().BoolVar(&steps, "steps", false, "also print each workflow step an execution completed (run-step; reads each execution's history)")
 	tail.Flags().DurationVar(&every, "poll", 250*time.Millisecond, "how often to look for new events while following")
 	cmd.AddCommand(tail)
 	return cmd
@@ -93,7 +96,7 @@ func kindList() string {
 type eventReader func(ctx context.Context, after string) (*server.EventListJSON, error)
 
 // storeEvents reads events from the store, filtered by kind and type.
-func storeEvents(c *hopper.Client, kinds, types []string) eventReader {
+func storeEvents(c *hopper.Client, kinds, types []string, steps bool) eventReader {
 	return func(ctx context.Context, after string) (*server.EventListJSON, error) {
 		var cur hopper.ChangeCursor
 		var err error
@@ -105,7 +108,7 @@ func storeEvents(c *hopper.Client, kinds, types []string) eventReader {
 		if err != nil {
 			return nil, err
 		}
-		evs, next, err := c.EventList(ctx, cur, 1000)
+		evs, next, err := c.EventList(ctx, cur, &hopper.EventOpts{Limit: 1000, Steps: steps})
 		if err != nil {
 			return nil, err
 		}
@@ -166,6 +169,9 @@ func eventLine(e server.EventJSON) string {
 	parts := []string{e.Cursor, e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.Type, id}
 	if e.Attempt > 0 {
 		parts = append(parts, fmt.Sprintf("attempt=%d", e.Attempt))
+	}
+	if e.Step != "" {
+		parts = append(parts, "step="+e.Step)
 	}
 	if e.Worker != "" {
 		parts = append(parts, "worker="+e.Worker)
