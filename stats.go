@@ -21,10 +21,12 @@ import (
 // quantiles.
 const statsSamples = 1024
 
-// statsPending caps the jobs a recorder remembers between events (queued
-// and not yet ended, started and not yet ended): past it, the end-to-end
-// and run times of further jobs are not sampled, so a recorder's memory
-// stays bounded whatever the backlog.
+// statsPending bounds the jobs a recorder remembers between events
+// (queued and not yet ended, started and not yet ended) and the live runs
+// it follows: past it, the oldest are forgotten (a job whose end another
+// process saw, or that ends after a long wait), so a recorder's memory
+// stays bounded whatever the backlog. A forgotten job's end-to-end or run
+// time is not sampled; a forgotten attempt no longer counts as running.
 const statsPending = 1 << 16
 
 // Summary sums up a series of samples (seconds, or attempts): their count,
@@ -171,9 +173,47 @@ type StatsRecorder struct {
 	types   map[statsKey]*typeAcc
 	flows   map[string]*WorkflowStats
 	runs    map[string]RunStatus // live runs seen, by id
-	queued  map[string]time.Time // jobs seen queued and not ended
-	started map[string]time.Time // attempts seen started and not ended
+	queued  pending // jobs seen queued and not ended
+	started pending // attempts seen started and not ended
 	ended   [60]endedSecond
+}
+
+// pending remembers jobs by id, in two generations: when the newer one is
+// full, the older one is forgotten and the newer takes its place.
+type pending struct{ cur, old map[string]pendingJob }
+
+type pendingJob struct {
+	at  time.Time
+	key statsKey
+}
+
+func (p *pending) get(id string) (pendingJob, bool) {
+	if j, ok := p.cur[id]; ok {
+		return j, true
+	}
+	j, ok := p.old[id]
+	return j, ok
+}
+
+// put remembers a job and returns the generation it forgot to make room
+// (nil when none).
+func (p *pending) put(id string, j pendingJob) (forgot map[string]pendingJob) {
+	if _, ok := p.old[id]; ok {
+		delete(p.old, id)
+	}
+	if p.cur == nil {
+		p.cur = map[string]pendingJob{}
+	}
+	if _, ok := p.cur[id]; !ok && len(p.cur) >= statsPending/2 {
+		forgot, p.old, p.cur = p.old, p.cur, map[string]pendingJob{}
+	}
+	p.cur[id] = j
+	return forgot
+}
+
+func (p *pending) del(id string) {
+	delete(p.cur, id)
+	delete(p.old, id)
 }
 
 type statsKey struct{ queue, typ string }
@@ -196,7 +236,7 @@ func NewStatsRecorder(clock Clock) *StatsRecorder {
 		now = clock.Now
 	}
 	return &StatsRecorder{since: now(), now: now, types: map[statsKey]*typeAcc{}, flows: map[string]*WorkflowStats{},
-		runs: map[string]RunStatus{}, queued: map[string]time.Time{}, started: map[string]time.Time{}}
+		runs: map[string]RunStatus{}}
 }
 
 // Observe folds one event in.
@@ -220,24 +260,23 @@ func (r *StatsRecorder) Observe(e Event) {
 	case EventQueued:
 		t.Queued++
 		t.LastQueuedAt = later(t.LastQueuedAt, e.At)
-		if len(r.queued) < statsPending {
-			r.queued[e.JobID] = e.At
-		}
+		r.queued.put(e.JobID, pendingJob{at: e.At, key: k})
 	case EventRedriven:
 		t.Redriven++
-		if len(r.queued) < statsPending {
-			r.queued[e.JobID] = e.At
-		}
+		r.queued.put(e.JobID, pendingJob{at: e.At, key: k})
 	case EventStarted:
 		t.Started++
 		t.LastStartedAt = later(t.LastStartedAt, e.At)
 		if !e.RunAt.IsZero() {
 			t.wait.add(max(e.At.Sub(e.RunAt), 0).Seconds())
 		}
-		if _, again := r.started[e.JobID]; again {
-			r.started[e.JobID] = e.At // its last attempt's end was not seen
-		} else if len(r.started) < statsPending {
-			r.started[e.JobID] = e.At
+		_, again := r.started.get(e.JobID) // its last attempt's end was not seen
+		for _, j := range r.started.put(e.JobID, pendingJob{at: e.At, key: k}) {
+			if ft := r.types[j.key]; ft != nil {
+				ft.Running = max(ft.Running-1, 0)
+			}
+		}
+		if !again {
 			t.Running++
 			t.PeakRunning = max(t.PeakRunning, t.Running)
 		}
@@ -276,14 +315,14 @@ func (r *StatsRecorder) Observe(e Event) {
 // attemptEnded ends the job's running attempt, sampling its run time in
 // into (when not nil).
 func (r *StatsRecorder) attemptEnded(t *typeAcc, e Event, into *summaryAcc) {
-	start, ok := r.started[e.JobID]
+	start, ok := r.started.get(e.JobID)
 	if !ok {
 		return
 	}
-	delete(r.started, e.JobID)
+	r.started.del(e.JobID)
 	t.Running = max(t.Running-1, 0)
 	if into != nil {
-		into.add(max(e.At.Sub(start), 0).Seconds())
+		into.add(max(e.At.Sub(start.at), 0).Seconds())
 	}
 }
 
@@ -291,10 +330,10 @@ func (r *StatsRecorder) attemptEnded(t *typeAcc, e Event, into *summaryAcc) {
 // attempts when it succeeded or was dead-lettered (sample), and counts it
 // in the throughput.
 func (r *StatsRecorder) jobEnded(t *typeAcc, e Event, sample bool) {
-	if q, ok := r.queued[e.JobID]; ok {
-		delete(r.queued, e.JobID)
+	if q, ok := r.queued.get(e.JobID); ok {
+		r.queued.del(e.JobID)
 		if sample {
-			t.total.add(max(e.At.Sub(q), 0).Seconds())
+			t.total.add(max(e.At.Sub(q.at), 0).Seconds())
 		}
 	}
 	if sample && e.Attempt > 0 {

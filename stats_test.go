@@ -3,6 +3,7 @@ package hopper_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -128,4 +129,29 @@ func TestClientStats(t *testing.T) {
 	require.Equal(t, 2.0, ts.Attempts.Max)
 	s := c.Stats()
 	require.Equal(t, hopper.WorkerStats{Processes: 1, Total: 4, Busy: 0, Idle: 4}, s.Workers)
+}
+
+// TestStatsRecorderForgets: a recorder fed starts that never end (their
+// ends seen by another process) forgets the oldest, so its memory — and
+// its running gauge — stay bounded; a job it still remembers ends as
+// usual.
+func TestStatsRecorderForgets(t *testing.T) {
+	t.Parallel()
+	r := hopper.NewStatsRecorder(nil)
+	const n = 200_000
+	at := hoppertest.Epoch()
+	for i := range n {
+		r.Observe(hopper.Event{Kind: hopper.EventStarted, JobID: strconv.Itoa(i), Type: "mail", Queue: "q", Attempt: 1, At: at})
+	}
+	ts := stats(t, r)
+	require.Equal(t, int64(n), ts.Started)
+	require.Less(t, ts.Running, int64(n/2), "the oldest starts are forgotten")
+	require.Positive(t, ts.Running)
+	running := ts.Running
+	r.Observe(hopper.Event{Kind: hopper.EventSucceeded, JobID: strconv.Itoa(n - 1), Type: "mail", Queue: "q", Attempt: 1, At: at.Add(time.Second)})
+	ts = stats(t, r)
+	require.Equal(t, running-1, ts.Running, "the newest start is remembered")
+	require.Equal(t, int64(1), ts.Success.Count)
+	r.Observe(hopper.Event{Kind: hopper.EventSucceeded, JobID: "0", Type: "mail", Queue: "q", Attempt: 1, At: at.Add(time.Second)})
+	require.Equal(t, int64(1), stats(t, r).Success.Count, "the oldest was forgotten: no run time")
 }
