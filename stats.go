@@ -173,8 +173,8 @@ type StatsRecorder struct {
 	types   map[statsKey]*typeAcc
 	flows   map[string]*WorkflowStats
 	runs    map[string]RunStatus // live runs seen, by id
-	queued  pending // jobs seen queued and not ended
-	started pending // attempts seen started and not ended
+	queued  pending              // jobs seen queued and not ended
+	started pending              // attempts seen started and not ended
 	ended   [60]endedSecond
 }
 

@@ -202,8 +202,8 @@ func TestTailEventsRefusesBadInput(t *testing.T) {
 
 // TestTailEventsSteps: asked for, a run's steps come as run-step events,
 // each once, before the run event that ends the execution that completed
-// them — across a durable sleep, whose second execution reports only its
-// own steps.
+// them — across a wait on a hook, after which the second execution
+// reports only its own steps.
 func TestTailEventsSteps(t *testing.T) { forEachDriver(t, testTailEventsSteps) }
 
 func testTailEventsSteps(t *testing.T, newDriver func(*testing.T) driver.Driver) {
@@ -215,7 +215,11 @@ func testTailEventsSteps(t *testing.T, newDriver func(*testing.T) driver.Driver)
 		if _, err := hopper.Step(wf, "second", func(context.Context) (int, error) { return a + 1, nil }, nil); err != nil {
 			return 0, err
 		}
-		if err := wf.Sleep(time.Millisecond); err != nil {
+		h, err := hopper.NewHook[int](wf, "go-on")
+		if err != nil {
+			return 0, err
+		}
+		if _, err := h.Wait(nil); err != nil {
 			return 0, err
 		}
 		return hopper.Step(wf, "third", func(context.Context) (int, error) { return a * 10, nil }, nil)
@@ -242,7 +246,13 @@ func testTailEventsSteps(t *testing.T, newDriver func(*testing.T) driver.Driver)
 		} else {
 			got = append(got, string(e.Kind))
 		}
-		if e.Kind == hopper.EventRunCompleted {
+		switch e.Kind {
+		case hopper.EventRunWaiting: // on the hook: resume it, the run goes on
+			info, err := c.RunGet(ctx, rh.ID())
+			require.NoError(t, err)
+			require.Len(t, info.Hooks, 1)
+			require.NoError(t, c.HookResume(ctx, info.Hooks[0].Token, []byte("1")))
+		case hopper.EventRunCompleted:
 			stop()
 		}
 		return nil

@@ -22,7 +22,7 @@ import (
 type discard struct{}
 
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discard) Shutdown(context.Context) error                            { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkObservabilityOverhead works no-op jobs on SQLite without and
 // with observability: OpenTelemetry spans (SDK, batched, every span
