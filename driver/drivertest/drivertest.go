@@ -16,7 +16,9 @@
 // (cancel, retry, delete), groups, keys, leader, queues, tx (transactions,
 // notifications, close), and the workflow operations: wake (JobWake), runs
 // (run rows, and the run state that retention and rollback take), events
-// (a run's history under its lease), hooks and streams. An operation a driver reports as
+// (a run's history under its lease), hooks and streams; and, for drivers
+// that implement driver.TxJoiner, apptx (operations through an
+// application's own transaction). An operation a driver reports as
 // driver.ErrNotImplemented fails the case that needs it, with that error in
 // the message: the suite never passes a missing capability silently.
 //
@@ -69,6 +71,7 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Workers", workerCases()},
 		{"Changes", changeCases()},
 		{"DeleteQueue", purgeCases()},
+		{"AppTx", appTxCases()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {

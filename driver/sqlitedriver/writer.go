@@ -505,7 +505,8 @@ func callFn(ctx context.Context, t *txExec, fn func(ctx context.Context, t *txEx
 var errTxDone = errors.New("sqlitedriver: transaction has already ended")
 
 // txExec is the executor handed to InTx functions: it runs on the writer's
-// transaction, inside the call's savepoint.
+// transaction, inside the call's savepoint; or, joined (TxJoiner), on an
+// application's own transaction, with no batch.
 type txExec struct {
 	r      *runner
 	single bool
@@ -521,8 +522,8 @@ func (t *txExec) check(ctx context.Context) error {
 	if t.done.Load() {
 		return errTxDone
 	}
-	if t.r.b.broken != nil {
-		return t.r.b.broken
+	if err := t.r.before(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }
