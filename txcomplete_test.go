@@ -133,12 +133,6 @@ func (a *appDB) createBank(ctx context.Context, accounts map[string]int) error {
 	return nil
 }
 
-// Transfer moves Amount from one account to another.
-type Transfer struct {
-	From, To string
-	Amount   int
-}
-
 // transfer writes t in tx: the ledger row of the job, then the two
 // balances.
 func transfer(ctx context.Context, tx *appTxn, jobID string, t Transfer) error {
