@@ -16,8 +16,9 @@ import (
 //
 // tx is a *sql.Tx on the SQLite file (begin it on the driver's DB(): its
 // one write connection, for which the driver's own writes wait meanwhile,
-// so no lock is fought over), or a pgx.Tx on the PostgreSQL database; out
-// has the job type's output type. The memory store refuses with an error
+// so no lock is fought over), or a pgx.Tx on the PostgreSQL database (or
+// a *sql.Tx opened through pgx's database/sql driver); out has the job
+// type's output type. The memory store refuses with an error
 // matching ErrTxUnsupported.
 //
 // Everything a success writes is written in tx, as the client would write

@@ -2,6 +2,7 @@ package hopper_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper"
@@ -30,6 +32,16 @@ type appDB struct {
 	prefix string // the schema and a dot on PostgreSQL
 	sqlite *sqlitedriver.Driver
 	pg     *pgdriver.Driver
+	// pgSQL, when set, is where the application begins its transactions
+	// on PostgreSQL: *sql.Tx through pgx's database/sql driver.
+	pgSQL *sql.DB
+}
+
+// sqlTxPG is a PostgreSQL store whose application opens its transactions
+// through pgx's database/sql driver, on db.
+type sqlTxPG struct {
+	*pgdriver.Driver
+	db *sql.DB
 }
 
 // appTxn is an application transaction: the transaction itself (what
@@ -48,6 +60,8 @@ func newAppDB(d driver.Driver) *appDB {
 		a.sqlite = d
 	case *pgdriver.Driver:
 		a.pg, a.prefix = d, `"`+d.Schema()+`".`
+	case sqlTxPG:
+		a.pg, a.prefix, a.pgSQL = d.Driver, `"`+d.Schema()+`".`, d.db
 	}
 	return a
 }
@@ -84,8 +98,12 @@ func (a *appDB) int(ctx context.Context, q string, args ...any) (int, error) {
 // begin opens a transaction: on SQLite on the driver's write handle, on
 // PostgreSQL a pgx.Tx on its pool.
 func (a *appDB) begin(ctx context.Context) (*appTxn, error) {
-	if a.sqlite != nil {
-		tx, err := a.sqlite.DB().BeginTx(ctx, nil)
+	if a.sqlite != nil || a.pgSQL != nil {
+		db := a.pgSQL
+		if a.sqlite != nil {
+			db = a.sqlite.DB()
+		}
+		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -145,11 +163,22 @@ func transfer(ctx context.Context, tx *appTxn, jobID string, t Transfer) error {
 	return tx.exec(ctx, `UPDATE %[1]saccounts SET balance = balance + $1 WHERE id = $2`, t.Amount, t.To)
 }
 
-// txDrivers are the stores that join an application's transaction.
+// txDrivers are the stores that join an application's transaction; on
+// PostgreSQL also with the application's transactions opened through
+// pgx's database/sql driver ("postgres-sql").
 func txDrivers() []driverCase {
 	var out []driverCase
 	for _, dc := range testDrivers() {
-		if dc.name != "memory" {
+		switch dc.name {
+		case "memory":
+		case "postgres":
+			out = append(out, dc, driverCase{"postgres-sql", func(t testing.TB) driver.Driver {
+				d := dc.open(t).(*pgdriver.Driver)
+				db := stdlib.OpenDBFromPool(d.Pool())
+				t.Cleanup(func() { _ = db.Close() })
+				return sqlTxPG{d, db}
+			}})
+		default:
 			out = append(out, dc)
 		}
 	}

@@ -76,12 +76,27 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
 			t.Parallel()
-			for _, c := range area.cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.fn(t, setup(t, newDriver))
-				})
-			}
+			runArea(t, area.cases, newDriver)
+		})
+	}
+}
+
+// RunAppTx runs the suite's AppTx area alone (operations through an
+// application's own transaction, see driver.TxJoiner), for a driver that
+// joins more than one kind of transaction: Run covers the kind its TxBegin
+// opens, and RunAppTx, given a driver whose TxBegin opens another kind,
+// covers that one.
+func RunAppTx(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
+	t.Helper()
+	runArea(t, appTxCases(), newDriver)
+}
+
+// runArea runs an area's cases in parallel, each on a fresh store.
+func runArea(t *testing.T, cases []testCase, newDriver func(t *testing.T) driver.Driver) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, setup(t, newDriver))
 		})
 	}
 }

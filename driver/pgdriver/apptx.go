@@ -2,6 +2,7 @@ package pgdriver
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -11,10 +12,11 @@ import (
 
 var _ driver.TxJoiner = (*Driver)(nil)
 
-// TxJoin joins tx, an application's pgx.Tx on the driver's database, so
-// that hopper's operations run through it and commit with the
-// application's writes; see driver.TxJoiner. Any other tx type is an error
-// wrapping driver.ErrTxType. Notifications made through the Executor are
+// TxJoin joins tx, an application's pgx.Tx on the driver's database, or a
+// *sql.Tx opened through pgx's database/sql driver (pgx/v5/stdlib), so that
+// hopper's operations run through it and commit with the application's
+// writes; see driver.TxJoiner. Any other tx type is an error wrapping
+// driver.ErrTxType. Notifications made through the Executor are
 // NOTIFYs in tx: PostgreSQL delivers them if and when tx commits, however
 // it is committed.
 func (d *Driver) TxJoin(ctx context.Context, tx any, _ *driver.TxJoinParams) (*driver.AppTx, error) {
@@ -26,8 +28,14 @@ func (d *Driver) TxJoin(ctx context.Context, tx any, _ *driver.TxJoinParams) (*d
 			return nil, fmt.Errorf("pgdriver: %s: a nil pgx.Tx: %w", op, driver.ErrTxType)
 		}
 		e = &executor{d: d, q: t, tx: t}
+	case *sql.Tx:
+		if t == nil {
+			return nil, fmt.Errorf("pgdriver: %s: a nil *sql.Tx: %w", op, driver.ErrTxType)
+		}
+		jt := joinSQLTx(t)
+		e = &executor{d: d, q: jt, tx: jt, callerSQLTx: true}
 	default:
-		return nil, fmt.Errorf("pgdriver: %s: %T is not a pgx.Tx: %w", op, tx, driver.ErrTxType)
+		return nil, fmt.Errorf("pgdriver: %s: %T is neither a pgx.Tx nor a *sql.Tx: %w", op, tx, driver.ErrTxType)
 	}
 	if err := e.check(ctx, op); err != nil {
 		return nil, err
