@@ -37,8 +37,8 @@ func (a *appDB) wrap(tx any) *appTxn {
 }
 
 // TestTxStep: a transactional step's writes and its record commit
-// together: a try that fails is rolled back and retried, the step's
-// writes exist once, and a replay (after the run waited for an activity) returns the
+// together: a try that fails is rolled back and retried, the step's writes
+// exist once, and a replay (after the run waited for a hook) returns the
 // recorded result without running the step again.
 func TestTxStep(t *testing.T) { forEachTxDriver(t, testTxStep) }
 
@@ -47,7 +47,7 @@ func testTxStep(t *testing.T, d driver.Driver) {
 	db := newAppDB(d)
 	require.NoError(t, db.createBank(ctx, map[string]int{"alice": 100, "bob": 0}))
 	var tries, bodies atomic.Int32
-	one := hopper.Define("one", func(context.Context, int) (int, error) { return 1, nil }, nil)
+	tokens := make(chan string, 4)
 	pay := hopper.Workflow("pay", func(wf hopper.WorkflowContext, amount int) (int, error) {
 		bodies.Add(1)
 		v, err := hopper.TxStep(wf, "move", func(ctx context.Context, tx any) (int, error) {
@@ -64,22 +64,34 @@ func testTxStep(t *testing.T, d driver.Driver) {
 		if err != nil {
 			return 0, err
 		}
-		// The run suspends until the activity is done, then is replayed.
-		w, err := hopper.Activity(wf, one, 0, nil)
+		// The run suspends until the test resumes the hook, then is
+		// replayed.
+		h, err := hopper.NewHook[int](wf, "go on")
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case tokens <- h.Token():
+		default:
+		}
+		w, err := h.Wait(nil)
 		if err != nil {
 			return 0, err
 		}
 		return v + w, nil
 	}, nil)
 	c := newClient(t, hopper.Config{Driver: d})
-	require.NoError(t, c.Register(pay, one))
+	require.NoError(t, c.Register(pay))
 	run, err := pay.Start(ctx, c, 10, nil)
 	require.NoError(t, err)
+	token := <-tokens
+	awaitRunStatus(t, c, run.ID(), hopper.RunWaiting)
+	require.NoError(t, c.HookResume(ctx, token, []byte(`1`)))
 	v, err := run.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 21, v)
 	require.EqualValues(t, 2, tries.Load(), "a failed try and the one that committed; the replay ran none")
-	require.GreaterOrEqual(t, bodies.Load(), int32(2), "the run was replayed")
+	require.EqualValues(t, 2, bodies.Load(), "the run was replayed once, after the hook")
 	n, err := db.int(ctx, `SELECT count(*) FROM %[1]sledger`)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the failed try's writes were rolled back")

@@ -208,19 +208,30 @@ func (st *RunState) InAppTx(ctx context.Context, kind, name string, fn func(ctx 
 	if err != nil {
 		return nil, err
 	}
-	atx, err := j.TxBegin(ctx, &driver.TxBeginParams{})
+	// The transaction does not end with ctx (a cancel of the run): once
+	// fn returned, its writes and its record commit together, within the
+	// lease's length. fn itself sees ctx.
+	life := st.a.HardLife()
+	tctx, cancel := within(ctx, life, 0)
+	defer cancel()
+	atx, err := j.TxBegin(tctx, &driver.TxBeginParams{})
 	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err(), nil // cancelled: a try that did not run
+		}
 		return nil, st.Fail(fmt.Errorf("hopper: workflow run %s: begin a transaction for %s %q: %w", st.Run.ID, kind, name, err))
 	}
 	// Whatever happens (fn may panic), the transaction ends: on SQLite it
 	// holds the one write connection. After a commit this is a no-op.
-	defer rollbackAppTx(ctx, st.a.HardLife(), atx)
+	defer rollbackAppTx(ctx, life, atx)
 	data, ferr := fn(ctx, atx.Tx)
 	if ferr != nil {
 		return ferr, nil
 	}
+	wctx, wcancel := within(ctx, life, e.cfg.Visibility)
+	defer wcancel()
 	var ev *hoppertype.RunEvent
-	err = e.inAppTx(ctx, atx.Executor, func(ctx context.Context, tx driver.Executor) error {
+	err = e.inAppTx(wctx, atx.Executor, func(ctx context.Context, tx driver.Executor) error {
 		var err error
 		if ev, err = st.Event(kind, name, data); err != nil {
 			return err
@@ -230,7 +241,7 @@ func (st *RunState) InAppTx(ctx context.Context, kind, name string, fn func(ctx 
 	if err != nil {
 		return nil, st.Fail(err)
 	}
-	if err := atx.Commit(ctx); err != nil {
+	if err := atx.Commit(wctx); err != nil {
 		return nil, st.Fail(fmt.Errorf("hopper: workflow run %s: commit %s %q: %w", st.Run.ID, kind, name, err))
 	}
 	st.Accept(ev)
