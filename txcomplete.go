@@ -27,9 +27,12 @@ import (
 // spawned, the gates watching it, the run its end wakes, the change feed
 // and the InCommit observers. A worker whose lease was lost (its job was
 // rescued and may run elsewhere) writes nothing: CompleteTx returns an
-// error matching ErrLeaseLost. On any error CompleteTx rolls tx back, so
-// the handler's writes cannot commit without the job's success; the
-// handler should return the error.
+// error matching ErrLeaseLost. When its writes fail (a lost lease, an
+// observer's veto, a store error) CompleteTx rolls tx back, so the
+// handler's writes cannot commit without the job's success; the handler
+// should return the error. Arguments it refuses before writing (an error
+// matching ErrInvalidInput, driver.ErrTxType or ErrTxUnsupported) leave tx
+// as it is.
 //
 // Call it last, just before committing tx, and commit or roll back before
 // the handler returns. Once tx committed the job has succeeded, whatever

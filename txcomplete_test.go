@@ -473,7 +473,8 @@ func testCompleteTxLeaseLost(t *testing.T, d driver.Driver) {
 
 // TestCompleteTxRefused: CompleteTx refuses, writing nothing, outside a
 // handler, with a nil transaction, one of another kind, or an output of
-// another type; the memory store refuses with ErrTxUnsupported.
+// another type, and Spawn is refused after it; the memory store refuses
+// with ErrTxUnsupported.
 func TestCompleteTxRefused(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -503,8 +504,12 @@ func TestCompleteTxRefused(t *testing.T) {
 			t.Parallel()
 			d := dc.open(t)
 			db := newAppDB(d)
-			errs := make(chan error, 4)
-			job := hopper.Define("job", func(ctx context.Context, _ int) (int, error) {
+			errs := make(chan error, 6)
+			var job *hopper.Type[int, int]
+			job = hopper.Define("job", func(ctx context.Context, n int) (int, error) {
+				if n > 0 {
+					return n, nil
+				}
 				errs <- hopper.CompleteTx(ctx, nil, 1)
 				errs <- hopper.CompleteTx(ctx, "not a tx", 1)
 				tx, err := db.begin(ctx)
@@ -512,6 +517,8 @@ func TestCompleteTxRefused(t *testing.T) {
 					return 0, err
 				}
 				errs <- hopper.CompleteTx(ctx, tx.tx, "one")
+				errs <- hopper.CompleteTx(ctx, tx.tx, 2)
+				errs <- hopper.JobFromContext(ctx).Spawn(job.Job(1, nil))
 				errs <- tx.commit(ctx)
 				return 1, nil
 			}, nil)
@@ -522,10 +529,15 @@ func TestCompleteTxRefused(t *testing.T) {
 			require.ErrorIs(t, <-errs, hopper.ErrInvalidInput, "a nil transaction")
 			require.ErrorIs(t, <-errs, driver.ErrTxType, "not a transaction")
 			require.ErrorIs(t, <-errs, hopper.ErrInvalidInput, "an output of another type")
-			require.NoError(t, <-errs, "the refused transaction is left to its owner")
+			require.NoError(t, <-errs, "the refused calls left the transaction usable")
+			require.ErrorIs(t, <-errs, hopper.ErrInvalidInput, "a spawn after the completion")
+			require.NoError(t, <-errs)
 			v, err := h.Result(ctx)
 			require.NoError(t, err)
-			require.Equal(t, 1, v)
+			require.Equal(t, 2, v)
+			g, err := c.GroupGet(ctx, h.ID())
+			require.NoError(t, err)
+			require.True(t, g.Settled, "no child joined the job's group")
 		})
 	}
 }
