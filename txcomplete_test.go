@@ -541,3 +541,61 @@ func TestCompleteTxRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestCompleteTxVetoed: an InCommit observer that refuses the success
+// written in the handler's transaction fails CompleteTx with ErrVetoed and
+// rolls the transaction back; the job runs again.
+func TestCompleteTxVetoed(t *testing.T) { forEachTxDriver(t, testCompleteTxVetoed) }
+
+func testCompleteTxVetoed(t *testing.T, d driver.Driver) {
+	ctx := testCtx(t)
+	db := newAppDB(d)
+	require.NoError(t, db.createBank(ctx, map[string]int{"alice": 100, "bob": 0}))
+	errs := make(chan error, 2)
+	move := hopper.Define("move", func(ctx context.Context, in Transfer) (int, error) {
+		tx, err := db.begin(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer tx.rollback(ctx) //nolint:errcheck // a no-op after the commit
+		if err := transfer(ctx, tx, fmt.Sprint(hopper.JobFromContext(ctx).ID(), "/", hopper.JobFromContext(ctx).Attempt()), in); err != nil {
+			return 0, err
+		}
+		err = hopper.CompleteTx(ctx, tx.tx, in.Amount)
+		errs <- err
+		if err != nil {
+			return 0, err
+		}
+		return 0, tx.commit(ctx)
+	}, &hopper.TypeOpts[Transfer]{Retry: hopper.RetryPolicy{Base: time.Millisecond}})
+	var vetoed atomic.Bool
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	require.NoError(t, c.Observe("veto-once", hopper.InCommit, hopper.ChangeFilter{Types: []string{"move"}, States: []string{"succeeded"}},
+		func(context.Context, hopper.Change) error {
+			if vetoed.CompareAndSwap(false, true) {
+				return errors.New("not now")
+			}
+			return nil
+		}))
+	require.NoError(t, c.Register(move))
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, c.Stop(sctx))
+	})
+	h, err := move.Enqueue(ctx, c, Transfer{"alice", "bob", 10}, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, <-errs, hopper.ErrVetoed)
+	require.NoError(t, <-errs)
+	v, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 10, v)
+	n, err := db.int(ctx, `SELECT count(*) FROM %[1]sledger`)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the vetoed attempt's transfer was rolled back")
+	n, err = db.int(ctx, `SELECT count(*) FROM %[1]sledger WHERE job_id = $1`, h.ID()+"/2")
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the second attempt's transfer committed")
+}
