@@ -440,7 +440,11 @@ func testExactlyOnceKilled(t *testing.T, d driver.Driver, db, schema string) {
 	points := reached.counts()
 	t.Logf("%d transfers; workers killed at the crash points %v, and %d at random", total, points, kills)
 	for _, p := range slices.Concat(eoJobCrashes, eoFlowCrashes) {
-		require.Equal(t, perPoint, points[p], "crash point %s reached by each transfer told to crash there", p)
+		// Each transfer told to crash at a point does, once; but a random
+		// kill between a commit and a point after it leaves that point to
+		// no one (the work is done), so those may fall short.
+		require.Positive(t, points[p], "crash point %s reached", p)
+		require.LessOrEqual(t, points[p], perPoint, "crash point %s reached once per transfer told to crash there", p)
 	}
 
 	n, err := app.int(ctx, `SELECT count(*) FROM %[1]sledger`)
