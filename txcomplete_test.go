@@ -504,7 +504,7 @@ func TestCompleteTxRefused(t *testing.T) {
 			t.Parallel()
 			d := dc.open(t)
 			db := newAppDB(d)
-			errs := make(chan error, 6)
+			errs := make(chan error, 8)
 			var job *hopper.Type[int, int]
 			job = hopper.Define("job", func(ctx context.Context, n int) (int, error) {
 				if n > 0 {
@@ -518,6 +518,7 @@ func TestCompleteTxRefused(t *testing.T) {
 				}
 				errs <- hopper.CompleteTx(ctx, tx.tx, "one")
 				errs <- hopper.CompleteTx(ctx, tx.tx, 2)
+				errs <- hopper.CompleteTx(ctx, tx.tx, 3)
 				errs <- hopper.JobFromContext(ctx).Spawn(job.Job(1, nil))
 				errs <- tx.commit(ctx)
 				return 1, nil
@@ -530,6 +531,7 @@ func TestCompleteTxRefused(t *testing.T) {
 			require.ErrorIs(t, <-errs, driver.ErrTxType, "not a transaction")
 			require.ErrorIs(t, <-errs, hopper.ErrInvalidInput, "an output of another type")
 			require.NoError(t, <-errs, "the refused calls left the transaction usable")
+			require.ErrorIs(t, <-errs, hopper.ErrInvalidInput, "a second completion in the transaction")
 			require.ErrorIs(t, <-errs, hopper.ErrInvalidInput, "a spawn after the completion")
 			require.NoError(t, <-errs)
 			v, err := h.Result(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -76,10 +77,11 @@ func rollbackAppTx(ctx, life context.Context, atx *driver.AppTx) {
 }
 
 // txFinish is an attempt's success written through an application's
-// transaction (CompleteTx), until the engine learns whether it committed;
-// notes are the notifications the store holds for that commit.
+// transaction tx (CompleteTx), until the engine learns whether it
+// committed; notes are the notifications the store holds for that commit.
 type txFinish struct {
 	f     finished
+	tx    any
 	notes []driver.NotifyParams
 }
 
@@ -117,6 +119,9 @@ func (a *Attempt) CompleteTx(ctx context.Context, tx any, result []byte) error {
 	}
 	a.txMu.Lock()
 	defer a.txMu.Unlock()
+	if a.tx != nil && sameTx(a.tx.tx, tx) {
+		return fmt.Errorf("%w: complete job %s in a transaction: it is completed in this transaction already", hoppertype.ErrInvalidInput, a.row.ID)
+	}
 	o := decide(a.row, attemptResult{out: result}, nil, e.now(), nil, nil)
 	it := finishItem{row: a.row, outcome: o, group: a.groupEffect(), run: a.run, effects: a.effects}
 	f := finished{item: it}
@@ -137,12 +142,19 @@ func (a *Attempt) CompleteTx(ctx context.Context, tx any, result []byte) error {
 		rollbackAppTx(ctx, a.HardLife(), atx)
 		return fmt.Errorf("hopper: complete job %s in a transaction: %w", a.row.ID, err)
 	}
-	tf := &txFinish{f: f}
+	tf := &txFinish{f: f, tx: tx}
 	if atx.Pending != nil {
 		tf.notes = atx.Pending()
 	}
 	a.tx = tf
 	return nil
+}
+
+// sameTx says whether x and y are the same transaction (a transaction of
+// a kind that does not compare is never taken for another).
+func sameTx(x, y any) bool {
+	t := reflect.TypeOf(x)
+	return t != nil && t == reflect.TypeOf(y) && t.Comparable() && x == y
 }
 
 // txDone returns the success CompleteTx wrote last, nil if none.
