@@ -134,8 +134,9 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 // with ErrTxUnsupported (a step stub of the name, from hoppertest, runs
 // as a plain step there). On SQLite the transaction holds the one write
 // connection, and the client's other writes wait for it: keep fn short.
-// fn must write only through tx, and must not call the client (its
-// writes would wait for tx).
+// fn must write only through tx: on SQLite a write of the client's own
+// under fn's context (an Enqueue, a heartbeat) would wait for tx, and
+// fails at once instead.
 //
 // A try whose fn returns an error is rolled back and retried under opts'
 // policy, as Step's; the final error is recorded (in a transaction of

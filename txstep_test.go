@@ -15,6 +15,7 @@ import (
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/driver/sqlitedriver"
 	"github.com/hopper-go/hopper/hoppertest"
 )
 
@@ -181,4 +182,33 @@ func TestTxStepMemory(t *testing.T) {
 	v, err := run.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 42, v)
+}
+
+// TestTxStepClientWrite: a step's function that writes through the client
+// instead of its transaction does not hang: on SQLite, where the client's
+// writes wait for the step's transaction, the write fails at once; on
+// PostgreSQL it is a write of its own.
+func TestTxStepClientWrite(t *testing.T) { forEachTxDriver(t, testTxStepClientWrite) }
+
+func testTxStepClientWrite(t *testing.T, d driver.Driver) {
+	ctx := testCtx(t)
+	one := hopper.Define("one", func(context.Context, int) (int, error) { return 1, nil }, nil)
+	var c *hopper.Client
+	wf := hopper.Workflow("writes", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		return hopper.TxStep(wf, "enqueue", func(ctx context.Context, tx any) (string, error) {
+			_, err := one.Enqueue(ctx, c, 1, nil)
+			return fmt.Sprint(err), nil
+		}, nil)
+	}, nil)
+	c = newClient(t, hopper.Config{Driver: d})
+	require.NoError(t, c.Register(wf, one))
+	run, err := wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	out, err := run.Result(ctx)
+	require.NoError(t, err)
+	if _, ok := d.(*sqlitedriver.Driver); ok {
+		require.Contains(t, out, "would wait for")
+	} else {
+		require.Equal(t, "<nil>", out)
+	}
 }

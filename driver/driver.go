@@ -209,6 +209,11 @@ type AppTx struct {
 	// those the operations send) are delivered only if Tx commits: with
 	// it, where they travel in Tx, else by Commit (see Pending).
 	Executor Executor
+	// Bind, when set, returns ctx marked as the context of work done inside
+	// Tx: a write the driver would make outside Tx under it, which would
+	// wait for Tx to end (a store with a single writer), fails at once
+	// instead of deadlocking.
+	Bind func(ctx context.Context) context.Context
 	// Pending, when set, returns the notifications made through Executor
 	// that the driver holds for Commit to deliver: an application that
 	// commits Tx itself sends them once it knows Tx committed. It is nil

@@ -28,6 +28,7 @@ func appTxCases() []testCase {
 		{"NotifyAfterCommit", testAppTxNotify},
 		{"NotifyDroppedOnRollback", testAppTxNotifyRollback},
 		{"DriverWritesWaitForTheTransaction", testAppTxWriterWaits},
+		{"BoundWritesFailInsteadOfWaiting", testAppTxBound},
 		{"JoinRefusesOtherTypes", testAppTxJoinType},
 	}
 }
@@ -273,6 +274,23 @@ func testAppTxWriterWaits(t *testing.T, f *fixture) {
 	require.NoError(t, <-done)
 	requireJob(t, a, f.get(t, a.ID))
 	requireJob(t, b, f.get(t, b.ID))
+}
+
+// testAppTxBound: a driver whose own writes would wait for an open
+// application transaction (AppTx.Bind set) refuses them at once under a
+// context bound to it, instead of waiting for ever.
+func testAppTxBound(t *testing.T, f *fixture) {
+	app := f.appBegin(t)
+	if app.Bind == nil {
+		t.Skipf("%s's writes do not wait for an application's transaction", f.d.Name())
+	}
+	ctx := app.Bind(f.ctx)
+	_, err := f.x.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{f.job()}})
+	require.Error(t, err, "a write that would wait for the transaction it runs in")
+	err = f.x.InTx(ctx, func(context.Context, driver.Executor) error { return nil })
+	require.Error(t, err)
+	require.NoError(t, app.Commit(f.ctx))
+	f.insert(t, f.job())
 }
 
 func testAppTxJoinType(t *testing.T, f *fixture) {

@@ -75,6 +75,9 @@ func (d *Driver) appTx(stx *sql.Tx) *driver.AppTx {
 			t.done.Store(true)
 			return stx.Rollback()
 		},
+		Bind: func(ctx context.Context) context.Context {
+			return context.WithValue(ctx, inWriterKey{}, d)
+		},
 		Pending: func() []driver.NotifyParams {
 			out := make([]driver.NotifyParams, len(t.notes))
 			for i, n := range t.notes {

@@ -81,13 +81,14 @@ func newWriter(d *Driver) *writer {
 }
 
 // inWriterKey marks the context handed to functions running in the writer,
-// so a write called on the Driver from inside one fails instead of
-// deadlocking.
+// or in a transaction on the write connection the writer waits for
+// (AppTx.Bind), so a write called on the Driver from inside one fails
+// instead of deadlocking.
 type inWriterKey struct{}
 
 // errReentrant is returned for a write called on the Driver from a function
-// already running in the writer.
-var errReentrant = errors.New("sqlitedriver: write called on the Driver from inside InTx (use the transaction's executor)")
+// already running in the writer, or in a transaction the writer waits for.
+var errReentrant = errors.New("sqlitedriver: write called on the Driver from inside a transaction it would wait for (InTx, or a transaction on DB()): write through the transaction")
 
 // do queues fn as one top-level call and waits for the commit that includes
 // it. It re-panics in the caller when fn panicked.

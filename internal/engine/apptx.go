@@ -236,7 +236,11 @@ func (st *RunState) InAppTx(ctx context.Context, kind, name string, fn func(ctx 
 	// Whatever happens (fn may panic), the transaction ends: on SQLite it
 	// holds the one write connection. After a commit this is a no-op.
 	defer rollbackAppTx(ctx, life, atx)
-	data, ferr := fn(ctx, atx.Tx)
+	fctx := ctx
+	if atx.Bind != nil {
+		fctx = atx.Bind(ctx) // a write of the client's own in fn fails, not deadlocks
+	}
+	data, ferr := fn(fctx, atx.Tx)
 	if ferr != nil {
 		return ferr, nil
 	}
