@@ -123,6 +123,13 @@
 // Guard side effects that must not repeat with JobContext.Claim, which
 // returns true exactly once across the fleet.
 //
+// A handler whose effect is a write to the store's own database makes it
+// exactly once with CompleteTx: called in the transaction that writes it,
+// just before the commit, it records the job's success in that transaction,
+// so the writes and the success commit together or not at all. TxStep does
+// the same for a workflow step: its function writes through a transaction
+// that commits with the step's record.
+//
 // # Workflows
 //
 // A workflow is plain Go that survives crashes. Workflow makes one; each

@@ -60,6 +60,10 @@ var (
 	// ErrStateConflict is returned when an operation does not apply to the
 	// job's current state (cancelling a finished job, say).
 	ErrStateConflict = hoppertype.ErrStateConflict
+	// ErrTxUnsupported matches the error of CompleteTx and TxStep on a
+	// store that cannot write through the application's transaction: the
+	// memory store. It also matches driver.ErrNotImplemented.
+	ErrTxUnsupported = hoppertype.ErrTxUnsupported
 	// ErrPayloadTooLarge matches an input or payload past
 	// Config.MaxPayloadBytes. It also matches ErrInvalidInput.
 	ErrPayloadTooLarge error = payloadTooLarge{}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/engine"
@@ -116,6 +117,112 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 		return zero, err
 	}
 	return v, nil
+}
+
+// TxStep runs fn as a checkpointed step in a transaction on the client's
+// store: fn writes through tx, and its writes and the step's record in the
+// run's history commit together, or neither does. A replay returns the
+// recorded result without running fn again; a crash before the commit
+// leaves neither, and the step runs again. Where Step's effect happens at
+// least once, the effect of TxStep on the store's own database happens
+// exactly once (effects outside it, an e-mail say, are still at least
+// once: keep them out of fn).
+//
+// Tx is the store's transaction as fn receives it: *sql.Tx on SQLite,
+// pgx.Tx on PostgreSQL; a function taking another type fails the step
+// with an error matching ErrInvalidInput, and the memory store refuses
+// with ErrTxUnsupported (a step stub of the name, from hoppertest, runs
+// as a plain step there). On SQLite the transaction holds the one write
+// connection, and the client's other writes wait for it: keep fn short.
+// fn must write only through tx: on SQLite a write of the client's own
+// under fn's context (an Enqueue, a heartbeat) would wait for tx, and
+// fails at once instead.
+//
+// A try whose fn returns an error is rolled back and retried under opts'
+// policy, as Step's; the final error is recorded (in a transaction of
+// its own) and returned as a *StepError. The record is fenced by the
+// run's lease: a worker that lost its run commits nothing.
+func TxStep[T, Tx any](wf WorkflowContext, name string, fn func(ctx context.Context, tx Tx) (T, error), opts *StepOpts) (T, error) {
+	st := wf.state()
+	var zero T
+	if _, ok := stubs.Step(st.c, name); ok {
+		// Stubbed in a test: the stub stands for the whole step.
+		return Step(wf, name, func(context.Context) (T, error) { return zero, errors.New("hopper: stub not found") }, opts)
+	}
+	if err := st.Check(); err != nil {
+		return zero, err
+	}
+	ev, err := st.Next(name, engine.EvStep)
+	if err != nil {
+		return zero, err
+	}
+	if ev != nil {
+		return decodeStep[T](st, name, ev)
+	}
+	if err := st.Live(); err != nil {
+		return zero, err
+	}
+	var policy RetryPolicy
+	if opts != nil {
+		policy = opts.Retry
+	}
+	if err := policy.Validate(); err != nil {
+		return zero, err
+	}
+	p := policy.resolved()
+	meta := StepMetadata{RunID: st.Run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.Scope(), name, st.NextSeq)}
+	attempt := 1
+	var stepErr error // the last try's
+	for ; ; attempt++ {
+		meta.Attempt = attempt
+		var v T
+		ctx := context.WithValue(st.Context(), stepMetaKey{}, meta)
+		ferr, err := st.InAppTx(ctx, engine.EvStep, name, func(ctx context.Context, tx any) (engine.EventData, error) {
+			t, ok := tx.(Tx)
+			if !ok {
+				return engine.EventData{}, Abort(fmt.Errorf("%w: TxStep %q takes a %v, the %s store's transactions are %T",
+					ErrInvalidInput, name, reflect.TypeFor[Tx](), st.c.eng.Driver().Name(), tx))
+			}
+			var err error
+			v, err = runStep(ctx, stepMiddleware(st.c.cfg.StepMiddleware, meta, func(ctx context.Context) (T, error) { return fn(ctx, t) }))
+			if err != nil {
+				return engine.EventData{}, err
+			}
+			b, err := st.c.codec.Marshal(v)
+			if err != nil {
+				return engine.EventData{}, Abort(fmt.Errorf("%w: step %q: %w", ErrEncode, name, err))
+			}
+			return engine.EventData{Output: b, Attempts: attempt}, nil
+		})
+		if errors.Is(err, ErrTxUnsupported) {
+			return zero, Abort(err) // no try will do better
+		} else if err != nil {
+			return zero, err
+		}
+		if ferr == nil {
+			return v, nil
+		}
+		stepErr = ferr
+		if errors.Is(ferr, ErrAborted) || attempt >= p.Attempts || st.Context().Err() != nil {
+			break
+		}
+		d := p.Delay(attempt, nil)
+		var ra *hoppertype.RetryAfterError
+		if errors.As(ferr, &ra) && ra.Delay > d {
+			d = ra.Delay
+		}
+		if hclock.Sleep(st.Context(), st.c.clock, d) != nil {
+			break
+		}
+	}
+	if st.Context().Err() != nil && st.Live() != nil {
+		return zero, ErrCancelled
+	}
+	ei := engine.ErrorInfo(stepErr, st.Attempt(), st.c.now())
+	if rerr := st.Record(st.Context(), nil, engine.EvStep, name, engine.EventData{Error: ei, Attempts: attempt}); rerr != nil {
+		return zero, rerr
+	}
+	return zero, &StepError{Step: name, Kind: ei.Kind, Message: ei.Message}
 }
 
 // StepMetadata describes the step whose function is running.

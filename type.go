@@ -145,6 +145,9 @@ type typeCore interface {
 	encodeInput(c *Client, in any) ([]byte, error)
 	// run decodes input, runs the handler and encodes the output.
 	run(ctx context.Context, c *Client, input []byte) ([]byte, error)
+	// encodeOutput encodes an output of the type's output type (as run
+	// encodes the handler's), for CompleteTx.
+	encodeOutput(c *Client, out any) ([]byte, error)
 }
 
 func (t *Type[I, O]) core() typeCore { return (*typeImpl[I, O])(t) }

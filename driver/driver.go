@@ -170,6 +170,63 @@ type TxInserter interface {
 	RunStartInTx(ctx context.Context, tx any, params *RunStartParams) (existing bool, err error)
 }
 
+// TxJoiner is implemented by drivers whose operations can run through an
+// application's own transaction on the store, so that the application's
+// writes and hopper's commit together or not at all: a job finished in the
+// transaction that wrote its effect, a workflow step's effect and its
+// history record. memdriver does not implement it.
+type TxJoiner interface {
+	// TxJoin returns tx, an open transaction of the application on this
+	// store (of a kind TxInserter takes), as an AppTx whose Executor runs
+	// operations through it. tx of another kind is an error wrapping
+	// ErrTxType. The application commits or rolls back tx itself (or
+	// through the AppTx); the Executor must not be used after that.
+	TxJoin(ctx context.Context, tx any, params *TxJoinParams) (*AppTx, error)
+
+	// TxBegin begins a transaction on the store of the kind TxJoin takes,
+	// for the application to write through (AppTx.Tx) beside hopper's
+	// operations (AppTx.Executor), and to end with AppTx.Commit or
+	// AppTx.Rollback. It must not wait for a transaction of the driver's
+	// own that waits for it: on a store with a single writer, the writer
+	// waits for the application's transaction instead.
+	TxBegin(ctx context.Context, params *TxBeginParams) (*AppTx, error)
+}
+
+// TxJoinParams are the arguments of TxJoin (none yet).
+type TxJoinParams struct{}
+
+// TxBeginParams are the arguments of TxBegin (none yet).
+type TxBeginParams struct{}
+
+// AppTx is an application's transaction joined by a driver (TxJoiner).
+type AppTx struct {
+	// Tx is the transaction as the application holds it: a *sql.Tx for
+	// SQLite; a pgx.Tx (TxBegin's kind) or a *sql.Tx opened through pgx's
+	// database/sql driver for PostgreSQL.
+	Tx any
+	// Executor runs the store's operations through Tx. InTx on it is a
+	// savepoint. Its writes commit with Tx; its notifications (Notify, and
+	// those the operations send) are delivered only if Tx commits: with
+	// it, where they travel in Tx, else by Commit (see Pending).
+	Executor Executor
+	// Bind, when set, returns ctx marked as the context of work done inside
+	// Tx: a write the driver would make outside Tx under it, which would
+	// wait for Tx to end (a store with a single writer), fails at once
+	// instead of deadlocking.
+	Bind func(ctx context.Context) context.Context
+	// Pending, when set, returns the notifications made through Executor
+	// that the driver holds for Commit to deliver: an application that
+	// commits Tx itself sends them once it knows Tx committed. It is nil
+	// where notifications travel in Tx (PostgreSQL's NOTIFY).
+	Pending func() []NotifyParams
+	// Commit commits Tx (and then delivers the notifications the driver
+	// holds). An error may leave it unknown whether Tx committed.
+	Commit func(ctx context.Context) error
+	// Rollback rolls Tx back; on a transaction that has ended already it
+	// is a no-op that may return an error.
+	Rollback func(ctx context.Context) error
+}
+
 // Executor runs operations, either on their own (each one atomic) or inside a
 // transaction begun with InTx.
 type Executor interface {

@@ -23,6 +23,7 @@ func TestMethodsTakeParams(t *testing.T) {
 	ifaces := []reflect.Type{
 		reflect.TypeFor[driver.Executor](),
 		reflect.TypeFor[driver.TxInserter](),
+		reflect.TypeFor[driver.TxJoiner](),
 		reflect.TypeFor[driver.QueueDeleter](),
 	}
 	ctxType := reflect.TypeFor[context.Context]()

@@ -330,6 +330,10 @@ var (
 	ErrVetoed = errors.New("hopper: vetoed by an observer")
 	// ErrDuplicateID is returned when an inserted id already exists.
 	ErrDuplicateID = errors.New("hopper: duplicate id")
+	// ErrTxUnsupported is returned when hopper is asked to write through
+	// an application's transaction on a store that cannot (the memory
+	// store).
+	ErrTxUnsupported = errors.New("hopper: the store cannot write through an application's transaction")
 )
 
 // MarshalErrorInfo encodes e for storage; nil encodes as nil.

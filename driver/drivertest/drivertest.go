@@ -16,7 +16,9 @@
 // (cancel, retry, delete), groups, keys, leader, queues, tx (transactions,
 // notifications, close), and the workflow operations: wake (JobWake), runs
 // (run rows, and the run state that retention and rollback take), events
-// (a run's history under its lease), hooks and streams. An operation a driver reports as
+// (a run's history under its lease), hooks and streams; and, for drivers
+// that implement driver.TxJoiner, apptx (operations through an
+// application's own transaction). An operation a driver reports as
 // driver.ErrNotImplemented fails the case that needs it, with that error in
 // the message: the suite never passes a missing capability silently.
 //
@@ -69,16 +71,32 @@ func Run(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Workers", workerCases()},
 		{"Changes", changeCases()},
 		{"DeleteQueue", purgeCases()},
+		{"AppTx", appTxCases()},
 	}
 	for _, area := range areas {
 		t.Run(area.name, func(t *testing.T) {
 			t.Parallel()
-			for _, c := range area.cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.fn(t, setup(t, newDriver))
-				})
-			}
+			runArea(t, area.cases, newDriver)
+		})
+	}
+}
+
+// RunAppTx runs the suite's AppTx area alone (operations through an
+// application's own transaction, see driver.TxJoiner), for a driver that
+// joins more than one kind of transaction: Run covers the kind its TxBegin
+// opens, and RunAppTx, given a driver whose TxBegin opens another kind,
+// covers that one.
+func RunAppTx(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
+	t.Helper()
+	runArea(t, appTxCases(), newDriver)
+}
+
+// runArea runs an area's cases in parallel, each on a fresh store.
+func runArea(t *testing.T, cases []testCase, newDriver func(t *testing.T) driver.Driver) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, setup(t, newDriver))
 		})
 	}
 }

@@ -81,13 +81,14 @@ func newWriter(d *Driver) *writer {
 }
 
 // inWriterKey marks the context handed to functions running in the writer,
-// so a write called on the Driver from inside one fails instead of
-// deadlocking.
+// or in a transaction on the write connection the writer waits for
+// (AppTx.Bind), so a write called on the Driver from inside one fails
+// instead of deadlocking.
 type inWriterKey struct{}
 
 // errReentrant is returned for a write called on the Driver from a function
-// already running in the writer.
-var errReentrant = errors.New("sqlitedriver: write called on the Driver from inside InTx (use the transaction's executor)")
+// already running in the writer, or in a transaction the writer waits for.
+var errReentrant = errors.New("sqlitedriver: write called on the Driver from inside a transaction it would wait for (InTx, or a transaction on DB()): write through the transaction")
 
 // do queues fn as one top-level call and waits for the commit that includes
 // it. It re-panics in the caller when fn panicked.
@@ -505,7 +506,8 @@ func callFn(ctx context.Context, t *txExec, fn func(ctx context.Context, t *txEx
 var errTxDone = errors.New("sqlitedriver: transaction has already ended")
 
 // txExec is the executor handed to InTx functions: it runs on the writer's
-// transaction, inside the call's savepoint.
+// transaction, inside the call's savepoint; or, joined (TxJoiner), on an
+// application's own transaction, with no batch.
 type txExec struct {
 	r      *runner
 	single bool
@@ -521,8 +523,8 @@ func (t *txExec) check(ctx context.Context) error {
 	if t.done.Load() {
 		return errTxDone
 	}
-	if t.r.b.broken != nil {
-		return t.r.b.broken
+	if err := t.r.before(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }

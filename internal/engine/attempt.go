@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -28,6 +29,10 @@ type Attempt struct {
 	// life holds the lifetimes of the session running the attempt (nil
 	// outside one).
 	life *lifetimes
+	// tx is the success CompleteTx wrote through an application's
+	// transaction, under txMu.
+	txMu sync.Mutex
+	tx   *txFinish
 }
 
 // NewAttempt returns an attempt of row outside a session: a handler run
@@ -81,6 +86,9 @@ func (a *Attempt) Claim(ctx context.Context, key string) (bool, error) {
 // Spawn adds children to the attempt's group effect: they join the job's
 // group and are stored with its success. An id given twice is refused.
 func (a *Attempt) Spawn(rows ...*hoppertype.JobRow) error {
+	if a.txDone() != nil {
+		return fmt.Errorf("%w: spawn: job %s was completed in a transaction already (spawn before completing it)", hoppertype.ErrInvalidInput, a.row.ID)
+	}
 	for _, r := range rows {
 		r.GroupID = a.row.GroupID
 		r.ParentID = a.row.ID

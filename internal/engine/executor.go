@@ -85,6 +85,9 @@ func (s *session) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) {
 	stopDeadline()
 	cancel(nil)
 
+	if tf := at.txDone(); tf != nil && s.confirmTx(at, tf) {
+		return // completed in the application's transaction
+	}
 	classify := t.Classifier()
 	if classify == nil {
 		classify = e.cfg.Hooks.Classify
