@@ -23,7 +23,8 @@ import (
 type QueueDemand struct {
 	Queue  string `json:"queue"`
 	Paused bool   `json:"paused,omitempty"`
-	// Due counts the jobs waiting to run now; Running those running.
+	// Due counts the jobs waiting to run now (as QueueDepth counts them:
+	// up to QueueDepthCap+1); Running those running.
 	Due     int `json:"due"`
 	Running int `json:"running"`
 	// ArrivalPerSecond is the jobs queued in the last minute, a second (at
@@ -64,17 +65,12 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 		return nil, err
 	}
 	d := &QueueDemand{Queue: queue}
-	counts, err := c.store().JobCountByState(ctx, &driver.JobCountParams{Queue: queue})
+	depths, err := c.store().QueueDepthList(ctx, &driver.QueueDepthListParams{Queue: queue, Cap: QueueDepthCap, Now: c.now()})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}
-	for _, n := range counts {
-		switch n.State {
-		case StatePending:
-			d.Due += n.Count
-		case StateRunning:
-			d.Running += n.Count
-		}
+	for _, r := range depths {
+		d.Due, d.Running = r.Due, r.Running
 	}
 	stored, err := c.store().QueueList(ctx, &driver.QueueListParams{})
 	if err != nil {
@@ -92,20 +88,20 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 	return d, c.fillDemand(ctx, d, workers)
 }
 
-// QueueDemands reads the demand of every queue QueueList lists, reading
-// the queues' counts and the workers once for all of them.
+// QueueDemands reads the demand of every queue QueueDepths lists, reading
+// the queues' depths and the workers once for all of them.
 func (c *Client) QueueDemands(ctx context.Context) ([]*QueueDemand, error) {
-	qs, err := c.QueueList(ctx)
+	workers, err := c.WorkerList(ctx)
 	if err != nil {
 		return nil, err
 	}
-	workers, err := c.WorkerList(ctx)
+	qs, err := c.queueDepths(ctx, workers)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*QueueDemand, 0, len(qs))
 	for _, q := range qs {
-		d := &QueueDemand{Queue: q.Name, Paused: q.Paused, Due: q.Counts[StatePending], Running: q.Counts[StateRunning]}
+		d := &QueueDemand{Queue: q.Queue, Paused: q.Paused, Due: q.Due, Running: q.Running}
 		if err := c.fillDemand(ctx, d, workers); err != nil {
 			return nil, err
 		}
