@@ -18,7 +18,8 @@ import (
 
 // TestMetricsQueueDepth: /metrics exports each queue's depth by state and
 // the age of its oldest due job, on the client's clock, and no longer the
-// count of every job (hopper_queue_jobs).
+// count of every job (hopper_queue_jobs); GET /v1/queues and the
+// dashboard's overview show the same depths.
 func TestMetricsQueueDepth(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
@@ -62,4 +63,29 @@ func TestMetricsQueueDepth(t *testing.T) {
 		require.Contains(t, string(body), line+"\n")
 	}
 	require.NotContains(t, string(body), "hopper_queue_jobs")
+
+	// GET /v1/queues gives the same depths, and the counts of every state
+	// only when asked for.
+	e := &env{t: t, c: c, url: ts.URL, srv: s}
+	var qs struct {
+		Queues   []server.QueueJSON `json:"queues"`
+		DepthCap int                `json:"depth_cap"`
+	}
+	require.Equal(t, 200, e.do("GET", "/v1/queues", "", &qs))
+	require.Equal(t, hopper.QueueDepthCap, qs.DepthCap)
+	require.Len(t, qs.Queues, 2)
+	mail := qs.Queues[1]
+	require.Equal(t, "mail", mail.Name)
+	at := t0.UTC()
+	require.Equal(t, server.QueueDepthJSON{Due: 2, Delayed: 1, OldestDueAt: &at, OldestDueAge: int64(90 * time.Second)}, mail.Depth)
+	require.Nil(t, mail.Counts)
+	require.Equal(t, 200, e.do("GET", "/v1/queues?counts=true", "", &qs))
+	require.Equal(t, map[string]int{"pending": 2, "scheduled": 1}, qs.Queues[1].Counts)
+	require.Equal(t, 2, qs.Queues[1].Depth.Due)
+	require.Equal(t, 400, e.do("GET", "/v1/queues?counts=maybe", "", nil))
+
+	// The dashboard's overview shows the depths.
+	code, page := e.page("/")
+	require.Equal(t, 200, code)
+	require.Contains(t, page, `<td>mail</td><td class="num">2</td><td class="num">1</td><td class="num">0</td><td><span title="due since 2030-01-01 09:00:00.000">2m0s</span></td>`)
 }
