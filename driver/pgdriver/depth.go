@@ -29,8 +29,12 @@ import (
 //     and the earliest scheduled or retrying job (one probe of
 //     jobs_due_queue; it is due when its run_at <= $2).
 //
-// QueueDepthList runs it with bitmap and sequential scans off and without
-// JIT (see sqlDepthPlan).
+// The reads of jobs_due_queue bound their range with row comparisons of
+// (queue, run_at), which jobs_due (run_at) cannot bound: written as
+// queue = … AND run_at <= …, the planner may read jobs_due instead and
+// fetch each row to filter out the other queues' jobs, a read as long as
+// every queue's waiting jobs. QueueDepthList runs the statement with the
+// planner settings of sqlDepthPlan.
 func queueDepthSQL(one bool) string {
 	qs := `qs(queue) AS (SELECT $3::text)`
 	if !one {
@@ -59,10 +63,12 @@ r(queue, n) AS (SELECT queue, count(*) FROM {s}.jobs WHERE state = 'running' GRO
 SELECT qs.queue,
 	(SELECT count(*) FROM (SELECT 1 FROM {s}.jobs j WHERE j.queue = qs.queue AND j.state = 'pending'
 		ORDER BY j.priority DESC, j.run_at LIMIT $1) c),
-	(SELECT count(*) FROM (SELECT 1 FROM {s}.jobs j WHERE j.queue = qs.queue AND j.state IN {due} AND j.run_at <= $2
-		ORDER BY j.run_at LIMIT $1) c),
-	(SELECT count(*) FROM (SELECT 1 FROM {s}.jobs j WHERE j.queue = qs.queue AND j.state IN {due} AND j.run_at > $2
-		ORDER BY j.run_at LIMIT $1) c),
+	(SELECT count(*) FROM (SELECT 1 FROM {s}.jobs j WHERE j.state IN {due}
+		AND (j.queue, j.run_at) >= (qs.queue, '-infinity') AND (j.queue, j.run_at) <= (qs.queue, $2)
+		ORDER BY j.queue, j.run_at LIMIT $1) c),
+	(SELECT count(*) FROM (SELECT 1 FROM {s}.jobs j WHERE j.state IN {due}
+		AND (j.queue, j.run_at) > (qs.queue, $2) AND (j.queue, j.run_at) <= (qs.queue, 'infinity')
+		ORDER BY j.queue, j.run_at LIMIT $1) c),
 	coalesce((SELECT r.n FROM r WHERE r.queue = qs.queue), 0),
 	(WITH RECURSIVE pr(priority, run_at, n) AS (
 		(SELECT j.priority, j.run_at, 1 FROM {s}.jobs j WHERE j.queue = qs.queue AND j.state = 'pending'
@@ -74,19 +80,25 @@ SELECT qs.queue,
 			ORDER BY j.priority DESC, j.run_at LIMIT 1) x
 		WHERE pr.n < $1
 	) SELECT min(run_at) FROM pr),
-	(SELECT j.run_at FROM {s}.jobs j WHERE j.queue = qs.queue AND j.state IN {due} ORDER BY j.run_at LIMIT 1)
+	(SELECT j.run_at FROM {s}.jobs j WHERE j.state IN {due}
+		AND (j.queue, j.run_at) >= (qs.queue, '-infinity') AND (j.queue, j.run_at) <= (qs.queue, 'infinity')
+		ORDER BY j.queue, j.run_at LIMIT 1)
 FROM qs
 ORDER BY qs.queue`, "{qs}", qs, 1)
 }
 
 // sqlDepthPlan holds QueueDepthList's reads to their indexes, for its own
-// transaction: with a queue's jobs fewer than the cap in the statistics,
-// the planner would rather read the whole range of a count with a bitmap
-// scan and sort it, or scan the table; and the statement's estimated cost
-// (a subplan per queue, each up to the cap) would set off JIT compilation,
-// which takes longer than the statement.
+// transaction. With a queue's jobs fewer than the cap in the statistics,
+// the planner would rather read a count's whole range with a bitmap scan
+// and sort it, or scan the table. Before a vacuum, when an index-only scan
+// still visits the table, it would rather read jobs_due, whose order
+// follows the table's, than jobs_due_queue, whose order does not: random
+// reads cost as much as sequential ones here (the reads are few, and
+// cached), so the index that reads fewer rows wins. And the statement's
+// estimated cost (a subplan per queue, each up to the cap) would set off
+// JIT compilation, which takes longer than the statement.
 const sqlDepthPlan = "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true), " +
-	"set_config('jit', 'off', true)"
+	"set_config('random_page_cost', current_setting('seq_page_cost'), true), set_config('jit', 'off', true)"
 
 // QueueDepthList reads the queues' backlog in one statement; see
 // driver.Executor. In a caller's transaction it leaves the transaction's
