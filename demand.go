@@ -21,12 +21,9 @@ import (
 // run now: ceil(λ·W ÷ 0.8 + Due·W ÷ 60 s) ≥ Running. DesiredWorkers is
 // that over the slots of one process. A paused queue needs none.
 type QueueDemand struct {
-	Queue  string `json:"queue"`
-	Paused bool   `json:"paused,omitempty"`
-	// Due counts the jobs waiting to run now (as QueueDepth counts them:
-	// up to QueueDepthCap+1); Running those running.
-	Due     int `json:"due"`
-	Running int `json:"running"`
+	// QueueDepth is the queue's backlog: the demand reads Due, the jobs
+	// waiting to run now (counted up to QueueDepthCap+1), and Running.
+	QueueDepth
 	// ArrivalPerSecond is the jobs queued in the last minute, a second (at
 	// most 1,000 counted).
 	ArrivalPerSecond float64 `json:"arrival_per_second"`
@@ -64,13 +61,14 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 	if err := checkText("queue name", queue); err != nil {
 		return nil, err
 	}
-	d := &QueueDemand{Queue: queue}
-	depths, err := c.store().QueueDepthList(ctx, &driver.QueueDepthListParams{Queue: queue, Cap: QueueDepthCap, Now: c.now()})
+	d := &QueueDemand{QueueDepth: QueueDepth{Queue: queue}}
+	now := c.now()
+	depths, err := c.store().QueueDepthList(ctx, &driver.QueueDepthListParams{Queue: queue, Cap: QueueDepthCap, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}
 	for _, r := range depths {
-		d.Due, d.Running = r.Due, r.Running
+		d.QueueDepth = depthOf(r, now)
 	}
 	stored, err := c.store().QueueList(ctx, &driver.QueueListParams{})
 	if err != nil {
@@ -88,8 +86,8 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 	return d, c.fillDemand(ctx, d, workers)
 }
 
-// QueueDemands reads the demand of every queue QueueDepths lists, reading
-// the queues' depths and the workers once for all of them.
+// QueueDemands reads the demand of every queue QueueDepths lists, with its
+// depth, reading the queues' depths and the workers once for all of them.
 func (c *Client) QueueDemands(ctx context.Context) ([]*QueueDemand, error) {
 	workers, err := c.WorkerList(ctx)
 	if err != nil {
@@ -101,7 +99,7 @@ func (c *Client) QueueDemands(ctx context.Context) ([]*QueueDemand, error) {
 	}
 	out := make([]*QueueDemand, 0, len(qs))
 	for _, q := range qs {
-		d := &QueueDemand{Queue: q.Queue, Paused: q.Paused, Due: q.Due, Running: q.Running}
+		d := &QueueDemand{QueueDepth: q}
 		if err := c.fillDemand(ctx, d, workers); err != nil {
 			return nil, err
 		}

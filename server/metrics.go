@@ -70,10 +70,11 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// The queues' figures come from Client.QueueDepths, whose reads stop at
-// hopper.QueueDepthCap jobs a count: a scrape costs the same with a
-// million jobs stored. (hopper_queue_jobs, a count of every job in every
-// state, read the whole jobs table at each scrape; it is gone.)
+// The queues' figures come from Client.QueueDemands, each with its queue's
+// QueueDepth, whose reads stop at hopper.QueueDepthCap jobs a count: a
+// scrape costs the same with a million jobs stored. (hopper_queue_jobs, a
+// count of every job in every state, read the whole jobs table at each
+// scrape; it is gone.)
 var (
 	queueDepthDesc = prometheus.NewDesc("hopper_queue_depth",
 		"Jobs of the queue in the store, by state: due (waiting for a worker now), delayed (scheduled or retrying, due later), running. "+
@@ -111,33 +112,27 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	qs, err := q.c.QueueDepths(ctx)
+	// One read gives the queues' depths and their demand.
+	ds, err := q.c.QueueDemands(ctx)
 	if err != nil {
 		q.log.Warn("hopper server: metrics: reading the queues failed", "err", err)
 		ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 1)
-	for _, qu := range qs {
+	for _, d := range ds {
 		for _, n := range []struct {
 			state string
 			jobs  int
-		}{{"due", qu.Due}, {"delayed", qu.Delayed}, {"running", qu.Running}} {
-			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n.jobs), qu.Queue, n.state)
+		}{{"due", d.Due}, {"delayed", d.Delayed}, {"running", d.Running}} {
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n.jobs), d.Queue, n.state)
 		}
-		ch <- prometheus.MustNewConstMetric(queueOldestDueDesc, prometheus.GaugeValue, qu.OldestDueAge.Seconds(), qu.Queue)
+		ch <- prometheus.MustNewConstMetric(queueOldestDueDesc, prometheus.GaugeValue, d.OldestDueAge.Seconds(), d.Queue)
 		paused := 0.0
-		if qu.Paused {
+		if d.Paused {
 			paused = 1
 		}
-		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, qu.Queue)
-	}
-	ds, err := q.c.QueueDemands(ctx)
-	if err != nil {
-		q.log.Warn("hopper server: metrics: reading the queues' demand failed", "err", err)
-		return
-	}
-	for _, d := range ds {
+		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, d.Queue)
 		ch <- prometheus.MustNewConstMetric(queueDesiredWorkersDesc, prometheus.GaugeValue, float64(d.DesiredWorkers), d.Queue)
 		ch <- prometheus.MustNewConstMetric(queueDesiredSlotsDesc, prometheus.GaugeValue, float64(d.DesiredSlots), d.Queue)
 		ch <- prometheus.MustNewConstMetric(queueDueDesc, prometheus.GaugeValue, float64(d.Due), d.Queue)
