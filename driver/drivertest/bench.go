@@ -89,14 +89,21 @@ func BenchBacklog(b *testing.B) int {
 	return n
 }
 
+// BacklogRunning is how many jobs of a benchmark's backlog run: as many as
+// a fleet's slots, whatever the backlog.
+const BacklogRunning = 100
+
 // BacklogState is the state of job i of a benchmark's backlog, and whether
-// it is due, the same in every driver's fill: per thousand jobs of a
-// queue, 880 pending, 60 scheduled ahead, 15 retrying overdue and 15
-// ahead, one running and 29 succeeded. Drivers fill their stores with SQL
-// of their own that follows it (queue 'q' || i % 4, the state of
-// (i / 4) % 1000, priority i % 3); BenchQueueDepth checks the counts it
-// reads against it.
+// it is due, the same in every driver's fill: the first BacklogRunning
+// jobs run; of the others, per thousand jobs of a queue, 880 are pending,
+// 60 scheduled ahead, 15 retrying overdue and 15 ahead, and 30 succeeded.
+// Drivers fill their stores with SQL of their own that follows it (queue
+// 'q' || i % 4, the state of (i / 4) % 1000, priority i % 3);
+// BenchQueueDepth checks the counts it reads against it.
 func BacklogState(i int) (state hoppertype.JobState, due bool) {
+	if i < BacklogRunning {
+		return hoppertype.JobStateRunning, false
+	}
 	switch k := (i / 4) % 1000; {
 	case k < 880:
 		return hoppertype.JobStatePending, true
@@ -106,8 +113,6 @@ func BacklogState(i int) (state hoppertype.JobState, due bool) {
 		return hoppertype.JobStateRetrying, true
 	case k < 970:
 		return hoppertype.JobStateRetrying, false
-	case k < 971:
-		return hoppertype.JobStateRunning, false
 	}
 	return hoppertype.JobStateSucceeded, false
 }

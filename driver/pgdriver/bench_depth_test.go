@@ -43,17 +43,17 @@ func fillBacklog(t testing.TB, pool *pgxpool.Pool, s string, n int) {
 	t.Helper()
 	_, err := pool.Exec(t.Context(), `INSERT INTO `+s+`.jobs (id, type, queue, state, priority, queued_at, run_at, retry, lease_expires_at, ended_at, input)
 SELECT format('backlog-%s', lpad(i::text, 8, '0')), 'bench', 'q' || (i % 4),
-	CASE WHEN k < 880 THEN 'pending' WHEN k < 940 THEN 'scheduled' WHEN k < 970 THEN 'retrying'
-		WHEN k < 971 THEN 'running' ELSE 'succeeded' END,
+	CASE WHEN i < $3 THEN 'running' WHEN k < 880 THEN 'pending' WHEN k < 940 THEN 'scheduled'
+		WHEN k < 970 THEN 'retrying' ELSE 'succeeded' END,
 	i % 3, $1::timestamptz - interval '1 hour',
 	CASE WHEN k < 880 THEN $1::timestamptz - (i % 100000 + 1) * interval '1 millisecond'
 		WHEN k < 940 THEN $1::timestamptz + (k - 879) * interval '1 minute'
 		WHEN k < 955 THEN $1::timestamptz - (k - 939) * interval '1 second'
 		WHEN k < 970 THEN $1::timestamptz + (k - 954) * interval '1 second'
 		ELSE $1::timestamptz - interval '1 minute' END,
-	'{}', CASE WHEN k = 970 THEN $1::timestamptz + interval '1 minute' END,
-	CASE WHEN k > 970 THEN $1::timestamptz END, convert_to('{"n":42}', 'UTF8')
-FROM generate_series(0, $2::int - 1) i, LATERAL (SELECT (i / 4) % 1000 AS k) x`, testBase, n)
+	'{}', CASE WHEN i < $3 THEN $1::timestamptz + interval '1 minute' END,
+	CASE WHEN i >= $3 AND k >= 970 THEN $1::timestamptz END, convert_to('{"n":42}', 'UTF8')
+FROM generate_series(0, $2::int - 1) i, LATERAL (SELECT (i / 4) % 1000 AS k) x`, testBase, n, drivertest.BacklogRunning)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,16 +22,16 @@ func BenchmarkQueueDepth(b *testing.B) {
 	b(i, k) AS (SELECT i, (i / 4) % 1000 FROM n)
 	INSERT INTO jobs (id, type, queue, state, priority, queued_at, run_at, retry, lease_expires_at, ended_at, input)
 	SELECT printf('backlog-%08d', i), 'bench', 'q' || (i % 4),
-		CASE WHEN k < 880 THEN 'pending' WHEN k < 940 THEN 'scheduled' WHEN k < 970 THEN 'retrying'
-			WHEN k < 971 THEN 'running' ELSE 'succeeded' END,
+		CASE WHEN i < ?5 THEN 'running' WHEN k < 880 THEN 'pending' WHEN k < 940 THEN 'scheduled'
+			WHEN k < 970 THEN 'retrying' ELSE 'succeeded' END,
 		i % 3, ?2 - 60 * ?4,
 		CASE WHEN k < 880 THEN ?2 - (i % 100000 + 1) * 1000
 			WHEN k < 940 THEN ?2 + (k - 879) * ?4
 			WHEN k < 955 THEN ?2 - (k - 939) * ?3
 			WHEN k < 970 THEN ?2 + (k - 954) * ?3
 			ELSE ?2 - ?4 END,
-		'{}', CASE WHEN k = 970 THEN ?2 + ?4 END, CASE WHEN k > 970 THEN ?2 END, CAST('{"n":42}' AS BLOB)
-	FROM b`, n, now, second, minute)
+		'{}', CASE WHEN i < ?5 THEN ?2 + ?4 END, CASE WHEN i >= ?5 AND k >= 970 THEN ?2 END, CAST('{"n":42}' AS BLOB)
+	FROM b`, n, now, second, minute, drivertest.BacklogRunning)
 	if err != nil {
 		b.Fatal(err)
 	}
