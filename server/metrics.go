@@ -72,7 +72,7 @@ func (m *metrics) handler() http.Handler {
 
 // The queues' figures come from Client.QueueDemands, each with its queue's
 // QueueDepth, whose reads stop at hopper.QueueDepthCap jobs a count: a
-// scrape costs the same with a million jobs stored. (hopper_queue_jobs, a
+// scrape's cost does not grow with the jobs stored. (hopper_queue_jobs, a
 // count of every job in every state, read the whole jobs table at each
 // scrape; it is gone.)
 var (
