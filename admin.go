@@ -257,7 +257,10 @@ type QueueInfo struct {
 	Counts map[JobState]int
 }
 
-// QueueList returns every queue that holds jobs or a stored state, by name.
+// QueueList returns every queue that holds jobs or a stored state, by name,
+// with its jobs counted in every state. It counts every job stored (on
+// PostgreSQL and SQLite a scan of the whole jobs table): to watch queues,
+// read QueueDepths, whose cost does not grow with the jobs stored.
 func (c *Client) QueueList(ctx context.Context) ([]QueueInfo, error) {
 	counts, err := c.store().JobCountByState(ctx, &driver.JobCountParams{})
 	if err != nil {

@@ -21,11 +21,9 @@ import (
 // run now: ceil(λ·W ÷ 0.8 + Due·W ÷ 60 s) ≥ Running. DesiredWorkers is
 // that over the slots of one process. A paused queue needs none.
 type QueueDemand struct {
-	Queue  string `json:"queue"`
-	Paused bool   `json:"paused,omitempty"`
-	// Due counts the jobs waiting to run now; Running those running.
-	Due     int `json:"due"`
-	Running int `json:"running"`
+	// QueueDepth is the queue's backlog: the demand reads Due, the jobs
+	// waiting to run now (counted up to QueueDepthCap+1), and Running.
+	QueueDepth
 	// ArrivalPerSecond is the jobs queued in the last minute, a second (at
 	// most 1,000 counted).
 	ArrivalPerSecond float64 `json:"arrival_per_second"`
@@ -63,18 +61,14 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 	if err := checkText("queue name", queue); err != nil {
 		return nil, err
 	}
-	d := &QueueDemand{Queue: queue}
-	counts, err := c.store().JobCountByState(ctx, &driver.JobCountParams{Queue: queue})
+	d := &QueueDemand{QueueDepth: QueueDepth{Queue: queue}}
+	now := c.now()
+	depths, err := c.store().QueueDepthList(ctx, &driver.QueueDepthListParams{Queue: queue, Cap: QueueDepthCap, Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}
-	for _, n := range counts {
-		switch n.State {
-		case StatePending:
-			d.Due += n.Count
-		case StateRunning:
-			d.Running += n.Count
-		}
+	for _, r := range depths {
+		d.QueueDepth = depthOf(r, now)
 	}
 	stored, err := c.store().QueueList(ctx, &driver.QueueListParams{})
 	if err != nil {
@@ -92,20 +86,20 @@ func (c *Client) QueueDemand(ctx context.Context, queue string) (*QueueDemand, e
 	return d, c.fillDemand(ctx, d, workers)
 }
 
-// QueueDemands reads the demand of every queue QueueList lists, reading
-// the queues' counts and the workers once for all of them.
+// QueueDemands reads the demand of every queue QueueDepths lists, with its
+// depth, reading the queues' depths and the workers once for all of them.
 func (c *Client) QueueDemands(ctx context.Context) ([]*QueueDemand, error) {
-	qs, err := c.QueueList(ctx)
+	workers, err := c.WorkerList(ctx)
 	if err != nil {
 		return nil, err
 	}
-	workers, err := c.WorkerList(ctx)
+	qs, err := c.queueDepths(ctx, workers)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*QueueDemand, 0, len(qs))
 	for _, q := range qs {
-		d := &QueueDemand{Queue: q.Name, Paused: q.Paused, Due: q.Counts[StatePending], Running: q.Counts[StateRunning]}
+		d := &QueueDemand{QueueDepth: q}
 		if err := c.fillDemand(ctx, d, workers); err != nil {
 			return nil, err
 		}

@@ -255,6 +255,10 @@ func (d *hangingDriver) QueueList(ctx context.Context, params *driver.QueueListP
 	return hang(d, ctx, "QueueList", func() ([]*driver.QueueRow, error) { return d.baseExec.QueueList(ctx, params) })
 }
 
+func (d *hangingDriver) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
+	return hang(d, ctx, "QueueDepthList", func() ([]*driver.QueueDepthRow, error) { return d.baseExec.QueueDepthList(ctx, params) })
+}
+
 func (d *hangingDriver) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
 	return d.do(ctx, "QueueSetPaused", func() error { return d.baseExec.QueueSetPaused(ctx, params) })
 }

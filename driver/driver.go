@@ -381,6 +381,22 @@ type Executor interface {
 	// QueueList returns the queues that have a stored state, by name.
 	QueueList(ctx context.Context, params *QueueListParams) ([]*QueueRow, error)
 
+	// QueueDepthList reads the backlog of queues at a cost bounded by Cap
+	// (and by the running jobs), not by the jobs stored: the store walks
+	// the indexes the claim reads, never the whole table. For each queue
+	// it returns the due jobs (pending, and scheduled or retrying whose
+	// RunAt <= Now) and the delayed ones (scheduled or retrying, RunAt
+	// after Now), each counted up to Cap+1, so Cap+1 means more than Cap;
+	// the running jobs, all counted (their number is bounded by the
+	// workers' slots, not by the backlog); and OldestDueAt, the earliest
+	// RunAt among the due jobs (zero when none is due; a store may read
+	// the pending jobs of the Cap+1 highest priorities only). Stuck and
+	// terminal jobs are not read. With Queue it returns that queue alone
+	// (a row of zeros when it holds nothing); without, every queue that
+	// holds a due, delayed or running job or has a stored state
+	// (QueueSetPaused), by name.
+	QueueDepthList(ctx context.Context, params *QueueDepthListParams) ([]*QueueDepthRow, error)
+
 	// ScheduleUpsert stores a schedule's registration: it creates the
 	// schedule's row (not paused, no occurrences, FirstSeenAt = Now) or sets
 	// its Spec, NextAt and UpdatedAt (and FirstSeenAt when it has none),
@@ -629,6 +645,25 @@ type WorkerListParams struct {
 
 // QueueListParams are the arguments of QueueList (none yet).
 type QueueListParams struct{}
+
+// QueueDepthListParams are the arguments of QueueDepthList.
+type QueueDepthListParams struct {
+	// Queue, when set, is the one queue to read.
+	Queue string
+	// Cap bounds each count (see QueueDepthList); it must be > 0.
+	Cap int
+	// Now tells due jobs from delayed ones.
+	Now time.Time
+}
+
+// QueueDepthRow is one queue's backlog (see QueueDepthList).
+type QueueDepthRow struct {
+	Queue string
+	// Due and Delayed are counted up to Cap+1; Running is exact.
+	Due, Delayed, Running int
+	// OldestDueAt is the earliest RunAt of a due job; zero when none is.
+	OldestDueAt time.Time
+}
 
 // MergeLeases merges two listings of running jobs (expired leases, and the
 // jobs of dead workers) into one, each job once, by lease expiry then id,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -293,28 +294,83 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"redriven": n})
 }
 
-// QueueJSON is a queue's state and job counts.
+// QueueJSON is a queue's state, its backlog and, when asked for, its job
+// counts.
 type QueueJSON struct {
 	Name   string         `json:"name"`
 	Paused bool           `json:"paused"`
-	Counts map[string]int `json:"counts"`
+	Depth  QueueDepthJSON `json:"depth"`
+	// Counts counts the queue's jobs in every state (GET /v1/queues?counts=true):
+	// a read of every job stored.
+	Counts map[string]int `json:"counts,omitempty"`
 }
 
+// QueueDepthJSON is a queue's backlog (hopper.QueueDepth): due and delayed
+// jobs are counted up to hopper.QueueDepthCap, and one more means more.
+type QueueDepthJSON struct {
+	Due          int        `json:"due"`
+	Delayed      int        `json:"delayed"`
+	Running      int        `json:"running"`
+	OldestDueAt  *time.Time `json:"oldest_due_at,omitempty"`
+	OldestDueAge int64      `json:"oldest_due_age_ns"`
+}
+
+// QueuesToJSON puts queues on the wire, by name: their depths, with the
+// counts of those that have any (nil: none asked for).
+func QueuesToJSON(depths []hopper.QueueDepth, counts []hopper.QueueInfo) []QueueJSON {
+	byName := map[string]*QueueJSON{}
+	get := func(name string) *QueueJSON {
+		q := byName[name]
+		if q == nil {
+			q = &QueueJSON{Name: name}
+			byName[name] = q
+		}
+		return q
+	}
+	for _, d := range depths {
+		q := get(d.Queue)
+		q.Paused = d.Paused
+		q.Depth = QueueDepthJSON{Due: d.Due, Delayed: d.Delayed, Running: d.Running, OldestDueAt: timePtr(d.OldestDueAt.UTC()),
+			OldestDueAge: int64(d.OldestDueAge)}
+	}
+	for _, c := range counts {
+		q := get(c.Name)
+		q.Paused = c.Paused
+		q.Counts = map[string]int{}
+		for st, n := range c.Counts {
+			q.Counts[string(st)] = n
+		}
+	}
+	out := make([]QueueJSON, 0, len(byName))
+	for _, q := range byName {
+		out = append(out, *q)
+	}
+	slices.SortFunc(out, func(a, b QueueJSON) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// listQueues serves GET /v1/queues: every queue's depth, read at a cost
+// that does not grow with the jobs stored, and with ?counts=true its jobs
+// counted in every state, a read of every job.
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	qs, err := s.c.QueueList(r.Context())
+	withCounts, err := boolParam(r, "counts")
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := make([]QueueJSON, len(qs))
-	for i, q := range qs {
-		counts := map[string]int{}
-		for st, n := range q.Counts {
-			counts[string(st)] = n
-		}
-		out[i] = QueueJSON{Name: q.Name, Paused: q.Paused, Counts: counts}
+	depths, err := s.c.QueueDepths(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": out})
+	var counts []hopper.QueueInfo
+	if withCounts {
+		if counts, err = s.c.QueueList(r.Context()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": QueuesToJSON(depths, counts), "depth_cap": hopper.QueueDepthCap})
 }
 
 // createHint and forceHint end the message of a refused unknown name: what

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,7 +70,19 @@ func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-var queueJobsDesc = prometheus.NewDesc("hopper_queue_jobs", "Jobs in the store, by queue and state.", []string{"queue", "state"}, nil)
+// The queues' figures come from Client.QueueDemands, each with its queue's
+// QueueDepth, whose reads stop at hopper.QueueDepthCap jobs a count: a
+// scrape's cost does not grow with the jobs stored. (hopper_queue_jobs, a
+// count of every job in every state, read the whole jobs table at each
+// scrape; it is gone.)
+var (
+	queueDepthDesc = prometheus.NewDesc("hopper_queue_depth",
+		"Jobs of the queue in the store, by state: due (waiting for a worker now), delayed (scheduled or retrying, due later), running. "+
+			"Due and delayed are counted up to "+strconv.Itoa(hopper.QueueDepthCap)+"; "+strconv.Itoa(hopper.QueueDepthCap+1)+" means more.",
+		[]string{"queue", "state"}, nil)
+	queueOldestDueDesc = prometheus.NewDesc("hopper_queue_oldest_due_age_seconds",
+		"Seconds since the queue's longest-waiting due job became due; 0 when no job is due.", []string{"queue"}, nil)
+)
 var queuePausedDesc = prometheus.NewDesc("hopper_queue_paused", "1 when the queue is paused.", []string{"queue"}, nil)
 var (
 	queueDesiredWorkersDesc = prometheus.NewDesc("hopper_queue_desired_workers",
@@ -87,7 +100,8 @@ type queueCollector struct {
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- queueJobsDesc
+	ch <- queueDepthDesc
+	ch <- queueOldestDueDesc
 	ch <- queuePausedDesc
 	ch <- queueDesiredWorkersDesc
 	ch <- queueDesiredSlotsDesc
@@ -98,29 +112,27 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	qs, err := q.c.QueueList(ctx)
+	// One read gives the queues' depths and their demand.
+	ds, err := q.c.QueueDemands(ctx)
 	if err != nil {
 		q.log.Warn("hopper server: metrics: reading the queues failed", "err", err)
 		ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(storeUpDesc, prometheus.GaugeValue, 1)
-	for _, qu := range qs {
-		for st, n := range qu.Counts {
-			ch <- prometheus.MustNewConstMetric(queueJobsDesc, prometheus.GaugeValue, float64(n), qu.Name, string(st))
+	for _, d := range ds {
+		for _, n := range []struct {
+			state string
+			jobs  int
+		}{{"due", d.Due}, {"delayed", d.Delayed}, {"running", d.Running}} {
+			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n.jobs), d.Queue, n.state)
 		}
+		ch <- prometheus.MustNewConstMetric(queueOldestDueDesc, prometheus.GaugeValue, d.OldestDueAge.Seconds(), d.Queue)
 		paused := 0.0
-		if qu.Paused {
+		if d.Paused {
 			paused = 1
 		}
-		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, qu.Name)
-	}
-	ds, err := q.c.QueueDemands(ctx)
-	if err != nil {
-		q.log.Warn("hopper server: metrics: reading the queues' demand failed", "err", err)
-		return
-	}
-	for _, d := range ds {
+		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, paused, d.Queue)
 		ch <- prometheus.MustNewConstMetric(queueDesiredWorkersDesc, prometheus.GaugeValue, float64(d.DesiredWorkers), d.Queue)
 		ch <- prometheus.MustNewConstMetric(queueDesiredSlotsDesc, prometheus.GaugeValue, float64(d.DesiredSlots), d.Queue)
 		ch <- prometheus.MustNewConstMetric(queueDueDesc, prometheus.GaugeValue, float64(d.Due), d.Queue)

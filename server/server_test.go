@@ -579,7 +579,7 @@ func TestAPIEventsAndMetrics(t *testing.T) {
 	mresp.Body.Close()
 	require.Contains(t, string(body), `hopper_work_succeeded_total{type="add"} 1`)
 	require.Contains(t, string(body), `hopper_work_dead_total{type="fail"} 1`)
-	require.Contains(t, string(body), `hopper_queue_jobs{queue="default",state="succeeded"} 1`)
+	require.Contains(t, string(body), `hopper_queue_depth{queue="default",state="due"} 0`)
 	require.Contains(t, string(body), `hopper_queue_desired_workers{queue="default"} 1`, "nothing due, but jobs arrived in the last minute")
 	require.Contains(t, string(body), `hopper_queue_due_jobs{queue="default"} 0`)
 	var demand hopper.QueueDemand

@@ -489,6 +489,13 @@ func (d *faultyDriver) JobCountByState(ctx context.Context, p *driver.JobCountPa
 	return d.baseExec.JobCountByState(ctx, p)
 }
 
+func (d *faultyDriver) QueueDepthList(ctx context.Context, p *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
+	if err := d.fault(); err != nil {
+		return nil, err
+	}
+	return d.baseExec.QueueDepthList(ctx, p)
+}
+
 // baseExec is a driver's Executor embedded in a test's spy, which is its
 // own Executor and overrides the operations it watches.
 type baseExec = driver.Executor

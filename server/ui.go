@@ -27,8 +27,16 @@ var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	// seg escapes an id or a name as one path segment of a URL.
 	"seg":    url.PathEscape,
 	"states": func() []hoppertype.JobState { return hoppertype.JobStates() },
-	"count":  func(m map[hopper.JobState]int, s hoppertype.JobState) int { return m[s] },
-	"query":  func(v url.Values) template.URL { return template.URL(v.Encode()) },
+	// depth prints a queue's count of due or delayed jobs, which stops
+	// past hopper.QueueDepthCap.
+	"depth": func(n int) string {
+		if n > hopper.QueueDepthCap {
+			return "over " + strconv.Itoa(hopper.QueueDepthCap)
+		}
+		return strconv.Itoa(n)
+	},
+	"roundDur": roundDur,
+	"query":    func(v url.Values) template.URL { return template.URL(v.Encode()) },
 	// attempts reads "2 of 3" (a workflow run's job: of the run's tries).
 	"attempts": func(j *hopper.JobRow) string {
 		return strconv.Itoa(j.Attempt) + " of " + strconv.Itoa(hopper.MaxAttempts(j))
@@ -108,7 +116,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 }
 
 func (s *Server) uiOverview(w http.ResponseWriter, r *http.Request) {
-	qs, err := s.c.QueueList(r.Context())
+	qs, err := s.c.QueueDepths(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -3,6 +3,8 @@ package drivertest
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -67,4 +69,104 @@ func BenchStepCheckpoint(b *testing.B, drv driver.Driver) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
+}
+
+// BacklogEnv names the size of the backlog BenchQueueDepth reads.
+const BacklogEnv = "HOPPER_BENCH_BACKLOG"
+
+// BenchBacklog returns the number of jobs a driver's BenchmarkQueueDepth
+// stores: $HOPPER_BENCH_BACKLOG, or 10,000 so that go test -bench . stays
+// quick (docs/BENCHMARKS.md measures 1,000,000).
+func BenchBacklog(b *testing.B) int {
+	v := os.Getenv(BacklogEnv)
+	if v == "" {
+		return 10_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1000 {
+		b.Fatalf("%s=%q: want a number of jobs, at least 1000", BacklogEnv, v)
+	}
+	return n
+}
+
+// BacklogRunning is how many jobs of a benchmark's backlog run: as many as
+// a fleet's slots, whatever the backlog.
+const BacklogRunning = 100
+
+// BacklogState is the state of job i of a benchmark's backlog, and whether
+// it is due, the same in every driver's fill: the first BacklogRunning
+// jobs run; of the others, per thousand jobs of a queue, 880 are pending,
+// 60 scheduled ahead, 15 retrying overdue and 15 ahead, and 30 succeeded.
+// Drivers fill their stores with SQL of their own that follows it (queue
+// 'q' || i % 4, the state of (i / 4) % 1000, priority i % 3);
+// BenchQueueDepth checks the counts it reads against it.
+func BacklogState(i int) (state hoppertype.JobState, due bool) {
+	if i < BacklogRunning {
+		return hoppertype.JobStateRunning, false
+	}
+	switch k := (i / 4) % 1000; {
+	case k < 880:
+		return hoppertype.JobStatePending, true
+	case k < 940:
+		return hoppertype.JobStateScheduled, false
+	case k < 955:
+		return hoppertype.JobStateRetrying, true
+	case k < 970:
+		return hoppertype.JobStateRetrying, false
+	}
+	return hoppertype.JobStateSucceeded, false
+}
+
+// BenchQueueDepth measures the two reads of a backlog of n jobs (see
+// BacklogState) stored in d, at now: "count", the count of every job by
+// queue and state (JobCountByState, what /metrics read at each scrape
+// before QueueDepthList), and "depth", QueueDepthList at hopper's cap
+// (10,000) and at 1,000. It first checks that the depths match the
+// backlog.
+func BenchQueueDepth(b *testing.B, drv driver.Driver, n int, now time.Time) {
+	d := drv.Executor()
+	ctx := b.Context()
+	const queues = 4
+	for _, capped := range []int{10_000, 1000} {
+		rows, err := d.QueueDepthList(ctx, &driver.QueueDepthListParams{Cap: capped, Now: now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rows) != queues {
+			b.Fatalf("%d queues, want %d", len(rows), queues)
+		}
+		for q, r := range rows {
+			var due, delayed, running int
+			for i := q; i < n; i += queues {
+				switch st, isDue := BacklogState(i); {
+				case st == hoppertype.JobStateRunning:
+					running++
+				case isDue:
+					due++
+				case st != hoppertype.JobStateSucceeded:
+					delayed++
+				}
+			}
+			want := [3]int{min(due, capped+1), min(delayed, capped+1), running}
+			if got := [3]int{r.Due, r.Delayed, r.Running}; got != want || r.OldestDueAt.IsZero() {
+				b.Fatalf("queue %s at cap %d: due, delayed, running %v (oldest due %v), want %v", r.Queue, capped, got, r.OldestDueAt, want)
+			}
+		}
+	}
+	b.Run("count", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := d.JobCountByState(ctx, &driver.JobCountParams{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, capped := range []int{10_000, 1000} {
+		b.Run(fmt.Sprintf("depth-cap-%d", capped), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := d.QueueDepthList(ctx, &driver.QueueDepthListParams{Cap: capped, Now: now}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

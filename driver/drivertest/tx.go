@@ -448,6 +448,10 @@ func testClose(t *testing.T, f *fixture) {
 			return f.x.QueueSetPaused(ctx, &driver.QueueSetPausedParams{Name: "q", Paused: true, Now: base})
 		},
 		"QueueList": func() error { _, err := f.x.QueueList(ctx, &driver.QueueListParams{}); return err },
+		"QueueDepthList": func() error {
+			_, err := f.x.QueueDepthList(ctx, &driver.QueueDepthListParams{Cap: 10, Now: base})
+			return err
+		},
 		"ScheduleUpsert": func() error {
 			_, err := f.x.ScheduleUpsert(ctx, &driver.ScheduleUpsertParams{Name: "s", Now: base})
 			return err

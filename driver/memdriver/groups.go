@@ -161,6 +161,69 @@ func (t *tx) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*drive
 	return out, nil
 }
 
+// QueueDepthList reads each queue's backlog. The memory store walks its
+// jobs (it holds no more than fit in memory), counting as the contract
+// says, so its figures match the other stores'.
+func (t *tx) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	if params.Cap <= 0 {
+		return nil, fmt.Errorf("queue depth: cap must be > 0")
+	}
+	now := trunc(params.Now)
+	rows := map[string]*driver.QueueDepthRow{}
+	get := func(q string) *driver.QueueDepthRow {
+		r := rows[q]
+		if r == nil {
+			r = &driver.QueueDepthRow{Queue: q}
+			rows[q] = r
+		}
+		return r
+	}
+	if params.Queue != "" {
+		get(params.Queue)
+	} else {
+		for name := range t.st.queueRows {
+			get(name)
+		}
+	}
+	for _, e := range t.st.jobs {
+		j := e.row
+		if params.Queue != "" && j.Queue != params.Queue {
+			continue
+		}
+		due := false
+		switch j.State {
+		case hoppertype.JobStatePending:
+			due = true
+		case hoppertype.JobStateScheduled, hoppertype.JobStateRetrying:
+			if j.RunAt.After(now) {
+				get(j.Queue).Delayed++
+				continue
+			}
+			due = true
+		case hoppertype.JobStateRunning:
+			get(j.Queue).Running++
+		}
+		if due {
+			r := get(j.Queue)
+			r.Due++
+			if r.OldestDueAt.IsZero() || j.RunAt.Before(r.OldestDueAt) {
+				r.OldestDueAt = j.RunAt
+			}
+		}
+	}
+	out := make([]*driver.QueueDepthRow, 0, len(rows))
+	for _, r := range rows {
+		r.Due = min(r.Due, params.Cap+1)
+		r.Delayed = min(r.Delayed, params.Cap+1)
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *driver.QueueDepthRow) int { return strings.Compare(a.Queue, b.Queue) })
+	return out, nil
+}
+
 // KeyDeleteExpired deletes keys that expired before Before, at most Limit.
 func (t *tx) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
 	if err := t.check(ctx); err != nil {

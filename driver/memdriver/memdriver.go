@@ -263,6 +263,11 @@ func (d *pool) QueueList(ctx context.Context, params *driver.QueueListParams) ([
 	return call(ctx, d.Driver, func(tx *tx) ([]*driver.QueueRow, error) { return tx.QueueList(ctx, params) })
 }
 
+// QueueDepthList reads the queues' backlog; see driver.Executor.
+func (d *pool) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*driver.QueueDepthRow, error) { return tx.QueueDepthList(ctx, params) })
+}
+
 // JobWake makes waiting jobs due now; see driver.Executor.
 func (d *pool) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
 	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.JobRow, error) { return tx.JobWake(ctx, params) })

@@ -94,6 +94,9 @@ type queries struct {
 	lockKey, runningOfKey, unclaim                                       string
 	notify, notifyMany                                                   string
 
+	// QueueDepthList's statements: every queue, and one queue.
+	queueDepth, queueDepthOne string
+
 	wake                                  string
 	runInsert, runStart, runGet, runLoad  string
 	runUpdate                             string
@@ -543,6 +546,9 @@ LIMIT $3`),
 
 		notify:     `SELECT pg_notify($1, $2)`,
 		notifyMany: `SELECT pg_notify(n.c, n.p) FROM unnest($1::text[], $2::text[]) AS n(c, p)`,
+
+		queueDepth:    q(queueDepthSQL(false)),
+		queueDepthOne: q(queueDepthSQL(true)),
 
 		gates: newGateQueries(q),
 	}

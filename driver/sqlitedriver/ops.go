@@ -209,6 +209,11 @@ func (d *pool) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*dri
 	return read(ctx, d.Driver, func(r *runner) ([]*driver.QueueRow, error) { return r.queueList(ctx) })
 }
 
+// QueueDepthList reads the queues' backlog; see driver.Executor.
+func (d *pool) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]*driver.QueueDepthRow, error) { return r.queueDepthList(ctx, params) })
+}
+
 // JobWake makes waiting jobs due now; see driver.Executor.
 func (d *pool) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
 	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobWake(ctx, params) })
@@ -549,6 +554,14 @@ func (t *txExec) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*d
 		return nil, err
 	}
 	return t.r.queueList(ctx)
+}
+
+// QueueDepthList reads the queues' backlog in the transaction.
+func (t *txExec) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.queueDepthList(ctx, params)
 }
 
 // JobWake makes waiting jobs due now, in one statement.

@@ -35,6 +35,7 @@ var noChangeRows = map[string]string{
 	"WorkerDelete":         "worker rows are not in the feed",
 	"QueueSetPaused":       "queue rows are not in the feed",
 	"QueueList":            "read",
+	"QueueDepthList":       "read",
 	"ScheduleUpsert":       "schedule rows are not in the feed",
 	"ScheduleRecord":       "schedule rows are not in the feed (an occurrence's job is inserted through JobInsertMany)",
 	"ScheduleDefine":       "schedule rows are not in the feed",

@@ -366,18 +366,15 @@ func queuesCmd(g *globals) *cobra.Command {
 				return remoteQueues(cmd.Context(), g, r)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error {
+				depths, err := c.QueueDepths(cmd.Context())
+				if err != nil {
+					return err
+				}
 				qs, err := c.QueueList(cmd.Context())
 				if err != nil {
 					return err
 				}
-				out := make([]server.QueueJSON, len(qs))
-				for i, q := range qs {
-					out[i] = server.QueueJSON{Name: q.Name, Paused: q.Paused, Counts: map[string]int{}}
-					for st, n := range q.Counts {
-						out[i].Counts[string(st)] = n
-					}
-				}
-				return printQueues(g, out)
+				return printQueues(g, server.QueuesToJSON(depths, qs))
 			})
 		},
 	}

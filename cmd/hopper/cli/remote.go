@@ -227,24 +227,29 @@ func remoteQueues(ctx context.Context, g *globals, r *remote) error {
 	var wrapped struct {
 		Queues []server.QueueJSON `json:"queues"`
 	}
-	if err := r.get(ctx, "/v1/queues", nil, &wrapped); err != nil {
+	if err := r.get(ctx, "/v1/queues", url.Values{"counts": {"true"}}, &wrapped); err != nil {
 		return err
 	}
 	return printQueues(g, wrapped.Queues)
 }
 
-// printQueues prints queues as the API lists them (--json), or as a table.
+// printQueues prints queues as the API lists them (--json), or as a table:
+// how long the oldest due job has waited, then the jobs in each state.
 func printQueues(g *globals, qs []server.QueueJSON) error {
 	if g.asJSON {
 		return writeJSON(g.out, map[string]any{"queues": qs})
 	}
-	header := []string{"QUEUE", "PAUSED"}
+	header := []string{"QUEUE", "PAUSED", "OLDEST DUE"}
 	for _, s := range hoppertype.JobStates() {
 		header = append(header, strings.ToUpper(string(s)))
 	}
 	rows := make([][]string, len(qs))
 	for i, q := range qs {
-		row := []string{q.Name, strconv.FormatBool(q.Paused)}
+		oldest := "-"
+		if q.Depth.OldestDueAt != nil {
+			oldest = time.Duration(q.Depth.OldestDueAge).Round(time.Second).String()
+		}
+		row := []string{q.Name, strconv.FormatBool(q.Paused), oldest}
 		for _, s := range hoppertype.JobStates() {
 			row = append(row, strconv.Itoa(q.Counts[string(s)]))
 		}
