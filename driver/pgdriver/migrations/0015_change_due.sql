@@ -31,15 +31,19 @@ BEGIN
 END $$;
 
 CREATE OR REPLACE FUNCTION {schema}.runs_change_update() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	last_attempt integer := 0;
+	last_seq integer := 0;
 BEGIN
+	-- Where the history stands: one probe of its primary key, backwards.
+	SELECT e.attempt, e.seq INTO last_attempt, last_seq FROM {schema}.run_events e
+	WHERE e.run_id = NEW.id ORDER BY e.attempt DESC, e.seq DESC LIMIT 1;
 	INSERT INTO {schema}.changes (tx, kind, entity_id, type, queue, prev_state, state, fields, error, at, attempt, seq)
 	VALUES (greatest(pg_current_xact_id(), (SELECT c.tx FROM {schema}.changes c WHERE c.entity_id = NEW.id ORDER BY c.tx DESC LIMIT 1)),
 		'run', NEW.id, NEW.workflow, coalesce((SELECT j.queue FROM {schema}.jobs j WHERE j.id = NEW.id), ''), OLD.status, NEW.status,
 		concat_ws(',',
 			CASE WHEN OLD.ended_at IS DISTINCT FROM NEW.ended_at THEN 'ended_at' END,
 			CASE WHEN OLD.error IS DISTINCT FROM NEW.error THEN 'error' END),
-		NEW.error, statement_timestamp(),
-		coalesce((SELECT e.attempt FROM {schema}.run_events e WHERE e.run_id = NEW.id ORDER BY e.attempt DESC, e.seq DESC LIMIT 1), 0),
-		coalesce((SELECT e.seq FROM {schema}.run_events e WHERE e.run_id = NEW.id ORDER BY e.attempt DESC, e.seq DESC LIMIT 1), 0));
+		NEW.error, statement_timestamp(), coalesce(last_attempt, 0), coalesce(last_seq, 0));
 	RETURN NULL;
 END $$;
