@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -228,7 +229,9 @@ func (c *Client) TailEvents(ctx context.Context, after ChangeCursor, opts *Event
 	})
 	defer unsub()
 	r := c.NewEventReader(after, &o)
+	var read time.Time // when the last page was read, by the wall clock
 	for {
+		read = time.Now()
 		evs, err := r.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -250,11 +253,26 @@ func (c *Client) TailEvents(ctx context.Context, after ChangeCursor, opts *Event
 			t.Stop()
 			return nil
 		case <-nudge:
+			// A busy client commits thousands of times a second: read the
+			// burst in one page, at most one read per tailBatch. The wall
+			// clock, not the client's: it paces reads, decides nothing.
+			if wait := tailBatch - time.Since(read); wait > 0 {
+				pause := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+				case <-pause.C:
+				}
+				pause.Stop()
+			}
 		case <-t.C():
 		}
 		t.Stop()
 	}
 }
+
+// tailBatch is the least time between two reads of the feed by a tail
+// nudged by its client's commits.
+const tailBatch = 20 * time.Millisecond
 
 // EventReader reads the store's events page after page, as EventList
 // does, remembering between pages what EventOpts.Steps needs (the last

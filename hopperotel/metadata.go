@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // inject stores the context of ctx's span under MetadataKey in each row
@@ -48,8 +49,8 @@ func (m *Middleware) extract(md map[string]string) context.Context {
 	if !ok || v == "" {
 		return nil
 	}
-	var fields map[string]string
-	if err := json.Unmarshal([]byte(v), &fields); err != nil || len(fields) == 0 {
+	fields, err := hoppertype.UnmarshalMetadata([]byte(v)) // a JSON object of strings, read without reflection
+	if err != nil || len(fields) == 0 {
 		return nil
 	}
 	return m.prop.Extract(context.Background(), propagation.MapCarrier(fields))

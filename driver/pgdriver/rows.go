@@ -68,7 +68,7 @@ func (s *jobScanner) scan(row pgx.Row) (*hoppertype.JobRow, error) {
 		return nil, fmt.Errorf("job %s: decode retry policy: %w", r.ID, err)
 	}
 	if b := s.metadata.bytes(); b != nil {
-		if err := json.Unmarshal(b, &r.Metadata); err != nil {
+		if r.Metadata, err = hoppertype.UnmarshalMetadata(b); err != nil {
 			return nil, fmt.Errorf("job %s: decode metadata: %w", r.ID, err)
 		}
 	}

@@ -233,7 +233,7 @@ func scanJob(rows *sql.Rows) (*hoppertype.JobRow, error) {
 		}
 	}
 	if meta.Valid && meta.String != "" {
-		if err := json.Unmarshal([]byte(meta.String), &j.Metadata); err != nil {
+		if j.Metadata, err = hoppertype.UnmarshalMetadata([]byte(meta.String)); err != nil {
 			return nil, fmt.Errorf("decode metadata of job %s: %w", j.ID, err)
 		}
 	}
