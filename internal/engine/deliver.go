@@ -128,8 +128,9 @@ func (d *deliverer) run(ctx context.Context) {
 		if got {
 			continue
 		}
-		soon := quick > 0 && d.held.Load()
-		if soon {
+		var soon time.Duration
+		if quick > 0 && d.held.Load() {
+			soon = min(quickFirst<<(quickReads-quick), quickMax)
 			quick--
 		}
 		nudged, done := d.wait(ctx, soon)
@@ -137,22 +138,33 @@ func (d *deliverer) run(ctx context.Context) {
 			return
 		}
 		if nudged {
-			quick = 5
+			quick = quickReads
 		}
 	}
 }
 
-// wait waits for a nudge, the poll interval, or (soon) a short re-read
-// delay; it reports whether a nudge came and whether ctx ended.
-func (d *deliverer) wait(ctx context.Context, soon bool) (nudged, done bool) {
+// After a nudge that found nothing final, the deliverer reads again
+// quickReads times, quickFirst after the nudge and doubling up to
+// quickMax (about 3 s in all): long enough for a transaction of the
+// database that began before the commit to end.
+const (
+	quickReads = 8
+	quickFirst = 20 * time.Millisecond
+	quickMax   = time.Second
+)
+
+// wait waits for a nudge, the poll interval, or (soon, when not 0) a
+// short re-read delay; it reports whether a nudge came and whether ctx
+// ended.
+func (d *deliverer) wait(ctx context.Context, soon time.Duration) (nudged, done bool) {
 	e := d.e
 	var tick, fallback <-chan time.Time
-	if soon {
+	if soon > 0 {
 		// A change committed here may not be final yet (an older
 		// transaction still runs): look again soon. (A poll on real time,
 		// as the fallback below: waiting for finality is not a delay of
 		// the engine's.)
-		s := time.NewTimer(20 * time.Millisecond)
+		s := time.NewTimer(soon)
 		defer s.Stop()
 		fallback = s.C
 	} else {

@@ -36,7 +36,7 @@ func TestNudgedReadsWaitTheObserversGap(t *testing.T) {
 		d := &deliverer{e: e, o: o, nudge: make(chan struct{}, 1), ttl: e.cfg.Visibility}
 		d.nudge <- struct{}{}
 		start := time.Now()
-		nudged, done := d.wait(t.Context(), false)
+		nudged, done := d.wait(t.Context(), 0)
 		if !nudged || done {
 			t.Fatalf("%s: wait = nudged %v, done %v; want a nudge", o.Name, nudged, done)
 		}
