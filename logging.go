@@ -6,14 +6,24 @@ import (
 )
 
 // Logger returns the client's logger (Config.Logger) with the job's
-// attributes attached — category "worker" (seed 004's categories), job
-// id, type, queue and attempt, and the workflow run's id for a run's
-// execution — so a handler's lines say which job wrote them. Logging
-// through it costs nothing the logger's level filters out.
+// attributes attached — category "worker" ("activity" for a workflow's
+// activity; seed 004's categories), job id, type, queue and attempt, and
+// the workflow run's id for a run's execution or an activity — so a
+// handler's lines say which job wrote them. Logging through it costs
+// nothing the logger's level filters out. (The engine's own lines carry
+// category "system", its autoscaler's "world".)
 func (j *JobContext) Logger() *slog.Logger {
-	attrs := []any{slog.String("category", "worker"), slog.String("job_id", j.row.ID), slog.String("type", j.row.Type),
+	category := "worker"
+	run, activity := j.row.Metadata[wakeKey]
+	if activity {
+		category = "activity"
+	}
+	attrs := []any{slog.String("category", category), slog.String("job_id", j.row.ID), slog.String("type", j.row.Type),
 		slog.String("queue", j.row.Queue), slog.Int("attempt", j.row.Attempt)}
-	if _, run, ok := RunOf(j.row); ok {
+	if _, id, ok := RunOf(j.row); ok {
+		run = id
+	}
+	if run != "" {
 		attrs = append(attrs, slog.String("run_id", run))
 	}
 	return j.c.log.With(attrs...)

@@ -51,13 +51,20 @@ func TestHandlerLoggers(t *testing.T) {
 		hopper.LoggerFromContext(ctx).Info("from a job")
 		return 1, nil
 	}, nil)
+	act := hopper.Define("logged-activity", func(ctx context.Context, _ int) (int, error) {
+		hopper.LoggerFromContext(ctx).Info("from an activity")
+		return 3, nil
+	}, nil)
 	flow := hopper.Workflow("logged-flow", func(wf hopper.WorkflowContext, _ int) (int, error) {
-		v, err := hopper.Step(wf, "s", func(context.Context) (int, error) { return 2, nil }, nil)
+		_, err := hopper.Step(wf, "s", func(context.Context) (int, error) { return 2, nil }, nil)
 		wf.Logger().Info("from a run")
-		return v, err
+		if err != nil {
+			return 0, err
+		}
+		return hopper.Activity(wf, act, 0, nil)
 	}, nil)
 	c := newClient(t, hopper.Config{Logger: log})
-	require.NoError(t, c.Register(job, flow))
+	require.NoError(t, c.Register(job, act, flow))
 	ctx := testCtx(t)
 	h, err := job.Enqueue(ctx, c, 0, &hopper.InsertOpts{ID: "logged-1"})
 	require.NoError(t, err)
@@ -79,5 +86,31 @@ func TestHandlerLoggers(t *testing.T) {
 	require.Equal(t, "workflow", lines[0]["category"])
 	require.Equal(t, "logged-run", lines[0]["run_id"])
 	require.Equal(t, "logged-flow", lines[0]["workflow"])
+	lines = buf.lines(t, "from an activity")
+	require.Len(t, lines, 1)
+	require.Equal(t, "activity", lines[0]["category"])
+	require.Equal(t, "logged-run", lines[0]["run_id"], "an activity's lines name its run")
 	require.Same(t, slog.Default(), hopper.LoggerFromContext(context.Background()), "outside a handler: the default logger")
+}
+
+// TestEngineLogCategory: the engine's own lines carry category "system".
+func TestEngineLogCategory(t *testing.T) {
+	t.Parallel()
+	var buf lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	job := hopper.Define("logged-engine", func(context.Context, int) (int, error) { return 1, nil }, nil)
+	c := newClient(t, hopper.Config{Logger: log, OnEvent: func(e hopper.Event) {
+		if e.Kind == hopper.EventQueued {
+			panic("a hook that breaks")
+		}
+	}})
+	require.NoError(t, c.Register(job))
+	ctx := testCtx(t)
+	h, err := job.Enqueue(ctx, c, 0, nil)
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	require.NoError(t, err)
+	lines := buf.lines(t, "hopper: engine error")
+	require.NotEmpty(t, lines, "the panicking hook is reported")
+	require.Equal(t, "system", lines[0]["category"])
 }

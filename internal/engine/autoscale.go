@@ -81,7 +81,7 @@ func (s *session) scaleOnce(a *Autoscale) {
 		s.scalings = slices.Delete(s.scalings, 0, len(s.scalings)-reportedScalings)
 	}
 	s.mu.Unlock()
-	e.log.Info("hopper: autoscaled", "workload", workload, "busy", busy, "from", cur, "to", next)
+	e.log.Info("hopper: autoscaled", "category", "world", "workload", workload, "busy", busy, "from", cur, "to", next)
 	e.emit(hoppertype.Event{Kind: hoppertype.EventScaled, At: now, Scaling: &info})
 	s.workerChanged()
 }

@@ -403,7 +403,7 @@ func (e *Engine) reportError(err error, phase hoppertype.ErrorPhase) {
 	if err == nil {
 		return
 	}
-	e.log.Warn("hopper: engine error", "phase", string(phase), "err", err)
+	e.log.Warn("hopper: engine error", "category", "system", "phase", string(phase), "err", err)
 	if e.cfg.Hooks.OnError == nil {
 		return
 	}
