@@ -49,7 +49,11 @@ const fleetRetry = 2 * time.Second
 func (s *Server) startFleet() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.fleet = &fleet{rec: hopper.NewStatsRecorder(nil), cancel: cancel, ready: make(chan struct{})}
-	s.fleet.done.Add(1)
+	s.fleet.done.Add(2)
+	go func() {
+		defer s.fleet.done.Done()
+		s.sampleDepthsEvery(ctx)
+	}()
 	go func() {
 		defer s.fleet.done.Done()
 		started := false

@@ -606,8 +606,10 @@ func TestAPIEventsAndMetrics(t *testing.T) {
 	proc, ok := st.Process.Type("default", "add")
 	require.True(t, ok, "the process's figures too")
 	require.Equal(t, int64(1), proc.Succeeded)
-	require.Len(t, st.LagP50, st.Seconds)
-	require.Len(t, st.LagP99, st.Seconds)
+	require.Equal(t, "2m", st.Window)
+	require.Equal(t, 120, st.Buckets)
+	require.Len(t, st.LagP50, st.Buckets)
+	require.Len(t, st.LagP99, st.Buckets)
 	withLag := 0
 	for i := range st.LagP99 {
 		require.GreaterOrEqual(t, st.LagP99[i], st.LagP50[i])
@@ -616,6 +618,31 @@ func TestAPIEventsAndMetrics(t *testing.T) {
 		}
 	}
 	require.Positive(t, withLag, "the seconds in which jobs started have a lag")
+	require.Contains(t, st.Types, "add")
+	require.Contains(t, st.Queues, "default")
+
+	// Other windows, per type; a window that is none is refused.
+	var hour server.StatsJSON
+	require.Equal(t, 200, e.do("GET", "/v1/stats?window=1h&type=add", "", &hour))
+	require.Equal(t, 60, hour.StepSeconds)
+	require.Equal(t, 60, hour.Buckets)
+	sum := func(xs []int) (n int) {
+		for _, x := range xs {
+			n += x
+		}
+		return n
+	}
+	require.Equal(t, 1, sum(hour.Succeeded), "the add job, in its minute")
+	require.Equal(t, 0, sum(hour.Failed), "the failed job is another type's")
+	var other server.StatsJSON
+	awaitFleet(t, e.srv, "the failed job in the fleet's figures", func() bool {
+		other = server.StatsJSON{}
+		require.Equal(t, 200, e.do("GET", "/v1/stats?window=24h&type=fail", "", &other))
+		return sum(other.Failed) == 1
+	})
+	require.Equal(t, 1440, other.Buckets)
+	require.Equal(t, 0, sum(other.Succeeded))
+	require.Equal(t, 400, e.do("GET", "/v1/stats?window=1y", "", nil))
 }
 
 func TestDashboardPages(t *testing.T) {

@@ -172,12 +172,34 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("browser: %v", err)
 	}
 
-	// Back to the overview for the screenshot: the chart and the queue table.
+	// Back to the overview for the screenshot: the charts, with axes, and
+	// the queue table. A window chosen goes into the URL.
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#chart-throughput polyline")),
 	); err != nil {
 		t.Fatalf("browser: %v", err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`(function(){var s=document.querySelector('#chart-controls select[name=window]');s.value='1h';s.dispatchEvent(new Event('change',{bubbles:true}));return true})()`)); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`location.search.indexOf('window=1h') >= 0 && document.querySelector('#tp-unit').textContent.indexOf('per-minute') >= 0`)); err != nil {
+		t.Fatalf("browser: the 1 h window: %v", err)
+	}
+	axisLabels, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll('#chart-throughput text').length`))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	search, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.search`))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	firstLabel, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#chart-throughput text').textContent`))
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if axisLabels < 8 || !strings.Contains(search, "window=1h") || !strings.HasSuffix(firstLabel, "0") {
+		t.Fatalf("charts: %d axis labels, URL %q, first label %q; want a y and a time axis and the window in the URL", axisLabels, search, firstLabel)
 	}
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {

@@ -92,32 +92,118 @@
     });
   }
 
+  // Charts: the fleet's figures over a window, with axes; the window,
+  // queue and type are in the URL, so a view can be shared.
+  function niceMax(v) {
+    if (v <= 0) return 1;
+    var p = Math.pow(10, Math.floor(Math.log10(v))), m = v / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+  }
+  function fmtNum(v) {
+    if (v >= 1e6) return (v / 1e6).toFixed(1) + "M";
+    if (v >= 1e3) return (v / 1e3).toFixed(v >= 1e4 ? 0 : 1) + "k";
+    if (v === 0) return "0";
+    if (v < 1) return String(+v.toPrecision(2));
+    return v >= 10 ? v.toFixed(0) : v.toFixed(1);
+  }
+  function fmtTime(d, step) {
+    var h = String(d.getHours()).padStart(2, "0"), m = String(d.getMinutes()).padStart(2, "0");
+    return step < 60 ? h + ":" + m + ":" + String(d.getSeconds()).padStart(2, "0") : h + ":" + m;
+  }
+  // draw renders lines (each {v: [...], c: color}) of n points spread from
+  // t0 to t1 (ms) into svg, with a y axis from 0 to a rounded maximum and
+  // five time labels; it returns the maximum.
+  function draw(svg, lines, t0, t1, step, unit) {
+    var L = 44, R = 594, T = 8, B = 118, max = 0;
+    lines.forEach(function (l) { l.v.forEach(function (y) { max = Math.max(max, y); }); });
+    var top = niceMax(max), out = "";
+    for (var g = 0; g <= 2; g++) {
+      var gy = B - g * (B - T) / 2;
+      out += '<line class="grid" x1="' + L + '" x2="' + R + '" y1="' + gy + '" y2="' + gy + '"/>';
+      out += '<text x="' + (L - 4) + '" y="' + (gy + 3) + '" text-anchor="end">' + fmtNum(top * g / 2) + (g === 2 ? " " + unit : "") + "</text>";
+    }
+    for (var k = 0; k <= 4; k++) {
+      var tx = L + k * (R - L) / 4;
+      out += '<text x="' + tx.toFixed(1) + '" y="134" text-anchor="' + (k === 0 ? "start" : k === 4 ? "end" : "middle") + '">' + fmtTime(new Date(t0 + k * (t1 - t0) / 4), step) + "</text>";
+    }
+    lines.forEach(function (l) {
+      var n = l.v.length;
+      if (!n) return;
+      var pts = l.v.map(function (y, i) {
+        var x = l.t ? L + (l.t[i] - t0) * (R - L) / Math.max(t1 - t0, 1) : L + i * (R - L) / Math.max(n - 1, 1);
+        return x.toFixed(1) + "," + (B - y * (B - T) / top).toFixed(1);
+      });
+      out += '<polyline fill="none" stroke-width="1.5" stroke="' + l.c + '" points="' + pts.join(" ") + '"/>';
+    });
+    svg.innerHTML = out;
+    return max;
+  }
+  function chartQuery() {
+    var q = new URLSearchParams(location.search), out = new URLSearchParams();
+    ["window", "queue", "type"].forEach(function (k) { if (q.get(k)) out.set(k, q.get(k)); });
+    if (!out.get("window")) out.set("window", "5m");
+    return out;
+  }
+  function fillSelect(sel, names, value) {
+    if (!sel) return;
+    var have = Array.prototype.map.call(sel.options, function (o) { return o.value; });
+    names.forEach(function (n) {
+      if (have.indexOf(n) < 0) { var o = document.createElement("option"); o.value = n; o.textContent = n; sel.append(o); }
+    });
+    sel.value = value || "";
+  }
   function chart() {
     var svg = document.getElementById("chart-throughput");
     if (!svg) return;
-    fetch("/v1/stats", { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (s) {
-      var n = s.seconds, max = 1;
-      for (var i = 0; i < n; i++) max = Math.max(max, s.succeeded[i], s.failed[i]);
-      function line(arr, cls) {
-        var pts = arr.map(function (v, i) { return (i * 600 / (n - 1)).toFixed(1) + "," + (115 - v * 110 / max).toFixed(1); });
-        return '<polyline fill="none" stroke-width="2" stroke="' + cls + '" points="' + pts.join(" ") + '"/>';
+    var q = chartQuery(), form = document.getElementById("chart-controls");
+    if (form && !form.wired) {
+      form.wired = true;
+      form.onchange = function () {
+        var next = new URLSearchParams(location.search);
+        ["window", "queue", "type"].forEach(function (k) { if (form[k].value) next.set(k, form[k].value); else next.delete(k); });
+        history.replaceState(null, "", location.pathname + "?" + next.toString());
+        chart();
+      };
+    }
+    fetch("/v1/stats?" + q.toString(), { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (s) {
+      if (form) {
+        form.window.value = s.window;
+        fillSelect(form.queue, s.queues, q.get("queue"));
+        fillSelect(form.type, s.types, q.get("type"));
       }
-      svg.innerHTML = line(s.succeeded, "#2b8a3e") + line(s.failed, "#c92a2a");
-      var last = s.succeeded[n - 2] || 0;
-      document.getElementById("tp-now").textContent = "· now " + last + "/s · peak " + max + "/s";
+      var step = s.step_seconds, t1 = new Date(s.until).getTime(), t0 = t1 - (s.buckets - 1) * step * 1000;
+      var perS = function (a) { return a.map(function (v) { return v / step; }); };
+      var unit = step === 1 ? "/s" : "/s (per-minute mean)";
+      document.getElementById("tp-unit").textContent = "jobs" + unit;
+      var max = draw(svg, [{ v: perS(s.succeeded), c: "#2b8a3e" }, { v: perS(s.failed), c: "#c92a2a" }], t0, t1, step, "/s");
+      document.getElementById("tp-now").textContent = "· peak " + fmtNum(max) + "/s";
       var lagSvg = document.getElementById("chart-lag");
-      if (lagSvg && s.lag_p99_ms) {
-        var lmax = 1;
-        for (var j = 0; j < n; j++) lmax = Math.max(lmax, s.lag_p99_ms[j]);
-        var lline = function (arr, cls) {
-          var pts = arr.map(function (v, i) { return (i * 600 / (n - 1)).toFixed(1) + "," + (115 - v * 110 / lmax).toFixed(1); });
-          return '<polyline fill="none" stroke-width="2" stroke="' + cls + '" points="' + pts.join(" ") + '"/>';
-        };
-        lagSvg.innerHTML = lline(s.lag_p50_ms, "#2b8a3e") + lline(s.lag_p99_ms, "#c92a2a");
-        document.getElementById("lag-peak").textContent = "· peak p99 " + lmax.toFixed(1) + " ms";
+      if (lagSvg) {
+        var lmax = draw(lagSvg, [{ v: s.lag_p50_ms, c: "#2b8a3e" }, { v: s.lag_p99_ms, c: "#c92a2a" }], t0, t1, step, "ms");
+        document.getElementById("lag-peak").textContent = "· peak p99 " + fmtNum(lmax) + " ms";
       }
       var lag = document.getElementById("lag");
-      if (lag) lag.textContent = s.pickup_lag_ms.samples ? ("p50 " + s.pickup_lag_ms.p50.toFixed(1) + " ms · p99 " + s.pickup_lag_ms.p99.toFixed(1) + " ms") : "no jobs started in the last minute";
+      if (lag) lag.textContent = s.pickup_lag_ms.samples ? ("last minute: p50 " + s.pickup_lag_ms.p50.toFixed(1) + " ms · p99 " + s.pickup_lag_ms.p99.toFixed(1) + " ms") : "no jobs started in the last minute";
+      var dSvg = document.getElementById("chart-depth");
+      if (dSvg) {
+        // Samples per queue at the same instant sum to the fleet's depth.
+        var at = [], due = {}, age = {};
+        s.depths.forEach(function (d) {
+          var t = new Date(d.at).getTime();
+          if (!(t in due)) { at.push(t); due[t] = 0; age[t] = 0; }
+          due[t] += d.due;
+          age[t] = Math.max(age[t], d.oldest_due_age_seconds);
+        });
+        draw(dSvg, [{ v: at.map(function (t) { return due[t]; }), t: at, c: "#2b8a3e" },
+          { v: at.map(function (t) { return age[t]; }), t: at, c: "#c92a2a" }], t0, t1, step, "");
+        var last = at[at.length - 1];
+        document.getElementById("depth-now").textContent = last === undefined ? "· no sample yet" : "· now " + fmtNum(due[last]) + " due, oldest " + fmtNum(age[last]) + " s";
+      }
+      var rSvg = document.getElementById("chart-runs");
+      if (rSvg) {
+        document.getElementById("runs-unit").textContent = "runs" + unit;
+        draw(rSvg, [{ v: perS(s.runs_completed), c: "#2b8a3e" }, { v: perS(s.runs_failed), c: "#c92a2a" }, { v: perS(s.runs_compensated), c: "#e67700" }], t0, t1, step, "/s");
+      }
     }).catch(function () {});
   }
 
