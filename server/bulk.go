@@ -1,8 +1,10 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/hopper-go/hopper"
 )
@@ -139,4 +141,32 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, bulkResultJSON(res))
+}
+
+// ParseJobFilter reads job filters as GET /v1/jobs takes them (state,
+// type, queue, group_id, parent_id, meta=key=value, unique_key, error,
+// queued_after, queued_before, and limit, cursor and order). A bad value
+// is an error wrapping hopper.ErrInvalidInput.
+func ParseJobFilter(q url.Values) (*hopper.ListParams, error) {
+	p, err := listParams(q)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", hopper.ErrInvalidInput, strings.TrimPrefix(err.Error(), errBadRequest.Error()+": "))
+	}
+	return p, nil
+}
+
+// JobFilterOf is q (as ParseJobFilter reads it) as a bulk action's filter.
+func JobFilterOf(q url.Values) *JobFilterJSON {
+	f := &JobFilterJSON{State: splitList(q["state"]), Type: splitList(q["type"]), Queue: splitList(q["queue"]),
+		GroupID: q.Get("group_id"), ParentID: q.Get("parent_id"), UniqueKey: q.Get("unique_key"), Error: q.Get("error"),
+		QueuedAfter: q.Get("queued_after"), QueuedBefore: q.Get("queued_before")}
+	for _, kv := range q["meta"] {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			if f.Metadata == nil {
+				f.Metadata = map[string]string{}
+			}
+			f.Metadata[k] = v
+		}
+	}
+	return f
 }
