@@ -41,6 +41,19 @@ func TestAPIBulkAndSearch(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, e.do("GET", "/v1/jobs?meta=tenant", "", &apiErr))
 	require.Contains(t, apiErr.Error.Message, "key=value")
 
+	// The Dead letters page: the search in its fields, the error column,
+	// and the action bar's filter (dead jobs, as searched).
+	_, page := e.page("/dead?error=always&meta=" + url.QueryEscape("tenant=<acme>"))
+	require.Contains(t, page, `<input name="error" value="always"`)
+	require.Contains(t, page, `data-query="error=always&amp;meta=tenant%3D%3Cacme%3E&amp;state=dead"`)
+	require.Contains(t, page, `No jobs.`, "no tenant is <acme>")
+	_, page = e.page("/dead?error=always")
+	require.Contains(t, page, `<td class="err"><span title="always fails">always fails</span></td>`)
+	require.Contains(t, page, `<button type="button" class="bulk-act" data-action="redrive" disabled>Redrive</button>`)
+	code, page := e.page("/dead?queued_after=soon")
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, page, "queued_after must be")
+
 	// Bulk: a dry run counts, an action by filter needs its max.
 	filter := `"filter":{"type":["fail"],"meta":{"tenant":"acme"},"error":"always"}`
 	var res server.BulkResultJSON
