@@ -67,6 +67,20 @@ type ListParams struct {
 	// exclusive).
 	QueuedAfter  time.Time
 	QueuedBefore time.Time
+	// Metadata keeps the jobs whose metadata holds every key with exactly
+	// its value.
+	Metadata map[string]string
+	// UniqueKey keeps the jobs with that unique key (InsertOpts.UniqueKey),
+	// of any type.
+	UniqueKey string
+	// ErrorContains keeps the jobs whose last error's message contains it
+	// (case-sensitive).
+	//
+	// No index serves Metadata, UniqueKey or ErrorContains: a listing
+	// reads the jobs the other filters select, newest first, until its
+	// page is full. Narrow them by state, type, queue or time to keep a
+	// search over a large store quick.
+	ErrorContains string
 	// Cursor continues a listing from a JobPage's NextCursor.
 	Cursor string
 	// Ascending lists oldest first; the default is newest first.
@@ -81,12 +95,27 @@ func (p *ListParams) check() error {
 		checkTexts("type filter", p.Types), checkTexts("queue filter", p.Queues), checkText("group id filter", p.GroupID),
 		checkText("parent id filter", p.ParentID), checkText("cursor", p.Cursor),
 		checkTime("queued-after filter", p.QueuedAfter), checkTime("queued-before filter", p.QueuedBefore),
+		checkText("unique key filter", p.UniqueKey), checkText("error filter", p.ErrorContains),
 	} {
 		if err != nil {
 			return err
 		}
 	}
+	for k, v := range p.Metadata {
+		if err := errors.Join(checkText("metadata filter key", k), checkText("metadata filter value", v)); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// driverParams is p as the store takes it (its Limit aside).
+func (p *ListParams) driverParams() driver.JobListParams {
+	return driver.JobListParams{
+		States: p.States, Types: p.Types, Queues: p.Queues, GroupID: p.GroupID, ParentID: p.ParentID,
+		QueuedAfter: p.QueuedAfter, QueuedBefore: p.QueuedBefore, Metadata: p.Metadata, UniqueKey: p.UniqueKey,
+		ErrorContains: p.ErrorContains, Cursor: p.Cursor, Ascending: p.Ascending,
+	}
 }
 
 // JobPage is one page of a listing.
@@ -122,11 +151,9 @@ func (c *Client) JobList(ctx context.Context, p *ListParams) (*JobPage, error) {
 	case limit > MaxListLimit:
 		limit = MaxListLimit
 	}
-	rows, err := c.store().JobList(ctx, &driver.JobListParams{
-		States: p.States, Types: p.Types, Queues: p.Queues, GroupID: p.GroupID, ParentID: p.ParentID,
-		QueuedAfter: p.QueuedAfter, QueuedBefore: p.QueuedBefore, Cursor: p.Cursor, Ascending: p.Ascending,
-		Limit: limit + 1,
-	})
+	dp := p.driverParams()
+	dp.Limit = limit + 1
+	rows, err := c.store().JobList(ctx, &dp)
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list jobs: %w", err)
 	}

@@ -326,8 +326,9 @@ type Executor interface {
 	JobRetry(ctx context.Context, params *JobRetryParams) ([]JobRetryResult, error)
 
 	// JobDeleteFinished deletes terminal jobs of the given States whose EndedAt
-	// is before Before, at most Limit, and returns how many it deleted. A
-	// deleted job that is a workflow run takes its run row, history, hooks
+	// is before Before, at most Limit, and returns how many it deleted. With
+	// IDs set it deletes only those of the ids that match (a zero Before then
+	// bounds nothing): non-terminal jobs among them stay. A deleted job that is a workflow run takes its run row, history, hooks
 	// and stream chunks with it; a settled group whose last jobs it deleted
 	// (no job with that GroupID remains) takes its group row.
 	JobDeleteFinished(ctx context.Context, params *JobDeleteFinishedParams) (int, error)
@@ -731,6 +732,15 @@ type JobListParams struct {
 	// QueuedAfter and QueuedBefore bound QueuedAt (inclusive, exclusive).
 	QueuedAfter  time.Time
 	QueuedBefore time.Time
+	// Metadata keeps the jobs whose metadata holds every key with exactly
+	// its value. UniqueKey keeps the jobs with that unique key (of any
+	// type). ErrorContains keeps the jobs whose last error's message
+	// contains it (case-sensitive). No index serves these three: a driver
+	// reads the jobs the other filters select, in id order, until the page
+	// is full.
+	Metadata      map[string]string
+	UniqueKey     string
+	ErrorContains string
 	// Cursor is the id to continue after.
 	Cursor    string
 	Ascending bool
@@ -862,6 +872,9 @@ type JobDeleteFinishedParams struct {
 	States []hoppertype.JobState
 	Before time.Time
 	Limit  int
+	// IDs, when set, narrows the deletion to these jobs; Before then
+	// bounds EndedAt only when it is not zero.
+	IDs []string
 }
 
 // GroupUpdateParams change a group. When Contribute is set and the group is

@@ -115,6 +115,21 @@ func listParams(q map[string][]string) (*hopper.ListParams, error) {
 	p.Queues = split("queue")
 	p.GroupID = get("group_id")
 	p.ParentID = get("parent_id")
+	p.UniqueKey = get("unique_key")
+	p.ErrorContains = get("error")
+	for _, kv := range q["meta"] {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, badRequest("meta %q must be key=value", kv)
+		}
+		if p.Metadata == nil {
+			p.Metadata = map[string]string{}
+		}
+		p.Metadata[k] = v
+	}
 	p.Cursor = get("cursor")
 	if v := get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -125,9 +140,9 @@ func listParams(q map[string][]string) (*hopper.ListParams, error) {
 	}
 	for k, dst := range map[string]*time.Time{"queued_after": &p.QueuedAfter, "queued_before": &p.QueuedBefore} {
 		if v := get(k); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
+			t, err := parseFilterTime(v)
 			if err != nil {
-				return nil, badRequest("%s must be an RFC 3339 time", k)
+				return nil, badRequest("%s must be an RFC 3339 time (or 2006-01-02T15:04 in UTC)", k)
 			}
 			*dst = t
 		}
@@ -140,6 +155,20 @@ func listParams(q map[string][]string) (*hopper.ListParams, error) {
 		return nil, badRequest("order must be asc or desc")
 	}
 	return p, nil
+}
+
+// parseFilterTime reads a time filter: RFC 3339, or what a browser's
+// datetime-local field sends (minutes or seconds, no zone), read as UTC.
+func parseFilterTime(v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("not a time")
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {

@@ -179,6 +179,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/events/list", s.auth(http.HandlerFunc(s.listEvents)))
 	m.Handle("GET /v1/stats", s.auth(http.HandlerFunc(s.getStats)))
 	m.Handle("/v1/", s.auth(http.HandlerFunc(s.noRoute)))
+	s.bulkRoutes() // server/bulk.go
 	s.uiRoutes()
 }
 

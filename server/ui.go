@@ -21,7 +21,8 @@ var uiFS embed.FS
 
 var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"ago":    ago,
-	"stamp":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
+	"stamp":  stamp,
+	"iso":    func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
 	"pretty": prettyJSON,
 	"short":  func(id string) string { return shortID(id) },
 	// seg escapes an id or a name as one path segment of a URL.
@@ -175,7 +176,7 @@ func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
 		next.Set("cursor", page.NextCursor)
 		data["HasNext"], data["Next"] = true, next
 	}
-	data["Runs"] = runs
+	data["Runs"], data["Bar"] = runs, runsBar(q) // bulk actions: ui_bulk.go
 	s.render(w, r, http.StatusOK, "runs", data)
 }
 
@@ -201,7 +202,9 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p, err := listParams(q)
 	if err != nil {
-		s.render(w, r, http.StatusBadRequest, "jobs", map[string]any{"Error": err.Error(), "Q": q})
+		data := searchForm(q, s.c.Types())
+		data["Error"], data["Q"] = err.Error(), q
+		s.render(w, r, http.StatusBadRequest, "jobs", data)
 		return
 	}
 	if p.Limit == 0 {
@@ -217,10 +220,10 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
 		next[k] = v
 	}
 	next.Set("cursor", pg.NextCursor)
-	s.render(w, r, http.StatusOK, "jobs", map[string]any{
-		"Jobs": pg.Jobs, "Q": q, "Next": next, "HasNext": pg.NextCursor != "", "Types": s.c.Types(),
-		"State": q.Get("state"), "Type": q.Get("type"), "Queue": q.Get("queue"),
-	})
+	data := searchForm(q, s.c.Types())
+	data["Q"], data["Next"], data["HasNext"] = q, next, pg.NextCursor != ""
+	data["Rows"], data["Bar"] = selRows{Jobs: pg.Jobs, Errors: showsErrors(p)}, jobsBar(q) // bulk and search: ui_bulk.go
+	s.render(w, r, http.StatusOK, "jobs", data)
 }
 
 func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
@@ -253,15 +256,6 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "job", data)
 }
 
-func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
-	pg, err := s.c.JobList(r.Context(), &hopper.ListParams{States: []hopper.JobState{hopper.StateDead}, Limit: 100, Cursor: r.URL.Query().Get("cursor")})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.render(w, r, http.StatusOK, "dead", map[string]any{"Jobs": pg.Jobs, "Next": pg.NextCursor})
-}
-
 // slotsSteps draws a worker's slots over its autoscaler's latest
 // decisions as the points of an SVG polyline in a 120×24 box: a step at
 // each decision, on a time axis from the first decision to the worker's
@@ -289,18 +283,39 @@ func slotsSteps(w *hopper.WorkerInfo) string {
 	return b.String()
 }
 
+// stamp is the one format of a time the dashboard shows in full, with its
+// zone (UTC).
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000 MST") }
+
+// ago says how long before now t was, as people say it: "just now",
+// "42 s ago", "27 min ago", "3 h ago", "2 days ago"; "in 5 min" ahead.
 func ago(t time.Time) string {
 	if t.IsZero() {
 		return "—"
 	}
 	d := time.Since(t)
 	switch {
-	case d < 0:
-		return "in " + roundDur(-d)
+	case d < 0 && -d >= time.Second:
+		return "in " + spoken(-d)
 	case d < time.Second:
 		return "just now"
 	default:
-		return roundDur(d) + " ago"
+		return spoken(d) + " ago"
+	}
+}
+
+// spoken is d rounded down to its largest unit.
+func spoken(d time.Duration) string {
+	n := func(u time.Duration) int64 { return int64(d / u) }
+	switch {
+	case d < time.Minute:
+		return strconv.FormatInt(n(time.Second), 10) + " s"
+	case d < time.Hour:
+		return strconv.FormatInt(n(time.Minute), 10) + " min"
+	case d < 48*time.Hour:
+		return strconv.FormatInt(n(time.Hour), 10) + " h"
+	default:
+		return strconv.FormatInt(n(24*time.Hour), 10) + " days"
 	}
 }
 

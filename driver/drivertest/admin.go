@@ -27,6 +27,7 @@ func adminCases() []testCase {
 		{"RetryStuckJobKeepsItsOwnKey", testRetryStuckOwnKey},
 		{"DeleteFinished", testDeleteFinished},
 		{"DeleteFinishedTakesEmptySettledGroups", testDeleteFinishedGroups},
+		{"DeleteFinishedByIDs", testDeleteFinishedByIDs},
 	}
 }
 
@@ -369,4 +370,35 @@ func testDeleteFinishedGroups(t *testing.T, f *fixture) {
 	require.ErrorIs(t, err, errBoom)
 	f.get(t, root.ID)
 	f.groupGet(t, root.ID)
+}
+
+// testDeleteFinishedByIDs: with IDs, only the terminal jobs among them go
+// (of the states asked for, ended before Before when it is set); the
+// settled group whose last job goes takes its row.
+func testDeleteFinishedByIDs(t *testing.T, f *fixture) {
+	dead := f.insertOne(t, inState(hoppertype.JobStateDead), endedAt(at(-time.Hour)))
+	done := f.insertOne(t, inState(hoppertype.JobStateSucceeded), endedAt(at(time.Hour)))
+	other := f.insertOne(t, inState(hoppertype.JobStateDead), endedAt(at(-time.Hour)))
+	pending := f.insertOne(t)
+	running := f.insertOne(t, inState(hoppertype.JobStateRunning))
+	require.NoError(t, f.x.GroupInsert(f.ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: dead.ID, State: hoppertype.GroupSettled,
+		CreatedAt: at(-2 * time.Hour), SettledAt: at(-time.Hour)}}))
+	del := func(p driver.JobDeleteFinishedParams) int {
+		t.Helper()
+		n, err := f.x.JobDeleteFinished(f.ctx, &p)
+		require.NoError(t, err)
+		return n
+	}
+	ids := []string{dead.ID, done.ID, pending.ID, running.ID, f.id()}
+	require.Equal(t, 0, del(driver.JobDeleteFinishedParams{IDs: ids, States: []hoppertype.JobState{hoppertype.JobStateExpired}}))
+	require.Equal(t, 1, del(driver.JobDeleteFinishedParams{IDs: ids, Before: base}), "Before bounds when set")
+	f.requireMissing(t, dead.ID)
+	_, err := f.x.GroupGet(f.ctx, &driver.GroupGetParams{ID: dead.ID})
+	require.ErrorIs(t, err, hoppertype.ErrNotFound)
+	require.Equal(t, 1, del(driver.JobDeleteFinishedParams{IDs: ids}), "a zero Before bounds nothing")
+	f.requireMissing(t, done.ID)
+	f.requireState(t, other.ID, hoppertype.JobStateDead)
+	f.requireState(t, pending.ID, hoppertype.JobStatePending)
+	f.requireState(t, running.ID, hoppertype.JobStateRunning)
+	require.Equal(t, 0, del(driver.JobDeleteFinishedParams{IDs: ids}))
 }

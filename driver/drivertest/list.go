@@ -19,6 +19,7 @@ func listCases() []testCase {
 		{"CursorPagingAscending", testListPagingAsc},
 		{"CursorWithFilter", testListCursorWithFilter},
 		{"GroupWithItsRoot", testListGroupWithItsRoot},
+		{"SearchMetadataUniqueKeyError", testListSearch},
 	}
 }
 
@@ -200,4 +201,63 @@ func idsAt(rows []*hoppertype.JobRow, idx ...int) []string {
 		out[i] = rows[x].ID
 	}
 	return out
+}
+
+// testListSearch: the filters no index serves — metadata key/value, unique
+// key, error text — alone, together and beside the others, with paging.
+func testListSearch(t *testing.T, f *fixture) {
+	failed := func(msg string) func(*hoppertype.JobRow) {
+		return func(r *hoppertype.JobRow) {
+			r.State = hoppertype.JobStateDead
+			r.Error = &hoppertype.ErrorInfo{Kind: "error", Message: msg, Attempt: 3, At: base}
+		}
+	}
+	meta := func(kv ...string) func(*hoppertype.JobRow) {
+		return func(r *hoppertype.JobRow) {
+			r.Metadata = map[string]string{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				r.Metadata[kv[i]] = kv[i+1]
+			}
+		}
+	}
+	j := []*hoppertype.JobRow{
+		f.job(meta("tenant", "acme", "region", "eu"), failed(`dial tcp 10.0.0.1:5432: connection refused`)),
+		f.job(meta("tenant", "acme", "region", "us"), uniqueBy("order-17")),
+		f.job(meta("tenant", "globex"), failed(`payment "declined" <card>`)),
+		f.job(uniqueBy("order-18"), failed("Connection Refused by peer")),
+		f.job(meta("tenant", "acme", "region", "eu"), ofType("other")),
+		f.job(meta("tenant", "")),
+	}
+	f.insert(t, j[4], j[2], j[0], j[5], j[3], j[1])
+	pick := func(idx ...int) []string { return idsAt(j, idx...) }
+	cases := []struct {
+		name string
+		p    driver.JobListParams
+		want []string
+	}{
+		{"metadata key and value", driver.JobListParams{Metadata: map[string]string{"tenant": "acme"}}, pick(4, 1, 0)},
+		{"metadata, every pair", driver.JobListParams{Metadata: map[string]string{"tenant": "acme", "region": "eu"}}, pick(4, 0)},
+		{"metadata, no such value", driver.JobListParams{Metadata: map[string]string{"tenant": "initech"}}, nil},
+		{"metadata, an empty value is a value", driver.JobListParams{Metadata: map[string]string{"tenant": ""}}, pick(5)},
+		{"metadata and type", driver.JobListParams{Metadata: map[string]string{"region": "eu"}, Types: []string{"test-job"}}, pick(0)},
+		{"unique key", driver.JobListParams{UniqueKey: "order-17"}, pick(1)},
+		{"error text", driver.JobListParams{ErrorContains: "connection refused"}, pick(0)},
+		{"error text is case-sensitive", driver.JobListParams{ErrorContains: "Connection Refused"}, pick(3)},
+		{"error text with characters JSON escapes", driver.JobListParams{ErrorContains: `"declined" <card>`}, pick(2)},
+		{"error text and state", driver.JobListParams{ErrorContains: "e", States: []hoppertype.JobState{hoppertype.JobStateDead}}, pick(3, 2, 0)},
+		{"error text and unique key", driver.JobListParams{ErrorContains: "Refused", UniqueKey: "order-18"}, pick(3)},
+		{"error text, ascending, limit", driver.JobListParams{ErrorContains: "e", Ascending: true, Limit: 2}, pick(0, 2)},
+		{"error text after a cursor", driver.JobListParams{ErrorContains: "e", Cursor: j[3].ID}, pick(2, 0)},
+	}
+	for _, c := range cases {
+		if c.p.Limit == 0 {
+			c.p.Limit = 100
+		}
+		got := f.list(t, c.p)
+		if len(c.want) == 0 {
+			require.Empty(t, got, c.name)
+			continue
+		}
+		require.Equal(t, c.want, got, c.name)
+	}
 }

@@ -89,8 +89,15 @@ func (t *tx) JobList(ctx context.Context, params *driver.JobListParams) ([]*hopp
 			!params.QueuedAfter.IsZero() && r.QueuedAt.Before(trunc(params.QueuedAfter)),
 			!params.QueuedBefore.IsZero() && !r.QueuedAt.Before(trunc(params.QueuedBefore)),
 			params.Cursor != "" && params.Ascending && r.ID <= params.Cursor,
-			params.Cursor != "" && !params.Ascending && r.ID >= params.Cursor:
+			params.Cursor != "" && !params.Ascending && r.ID >= params.Cursor,
+			params.UniqueKey != "" && r.UniqueKey != params.UniqueKey,
+			params.ErrorContains != "" && (r.Error == nil || !strings.Contains(r.Error.Message, params.ErrorContains)):
 			return false
+		}
+		for k, v := range params.Metadata {
+			if got, ok := r.Metadata[k]; !ok || got != v {
+				return false
+			}
 		}
 		return true
 	}
@@ -247,11 +254,24 @@ func (t *tx) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFini
 	}
 	states := stateSet(params.States)
 	before := trunc(params.Before)
+	match := func(r *hoppertype.JobRow) bool {
+		return r.State.Terminal() && (len(states) == 0 || states[r.State]) &&
+			(r.EndedAt.Before(before) || (len(params.IDs) > 0 && params.Before.IsZero()))
+	}
 	var victims []*hoppertype.JobRow
-	for _, e := range t.st.jobs {
-		r := e.row
-		if r.State.Terminal() && (len(states) == 0 || states[r.State]) && r.EndedAt.Before(before) {
-			victims = append(victims, r)
+	if len(params.IDs) > 0 {
+		seen := make(map[string]bool, len(params.IDs))
+		for _, id := range params.IDs {
+			if e := t.st.jobs[id]; e != nil && !seen[id] && match(e.row) {
+				seen[id] = true
+				victims = append(victims, e.row)
+			}
+		}
+	} else {
+		for _, e := range t.st.jobs {
+			if match(e.row) {
+				victims = append(victims, e.row)
+			}
 		}
 	}
 	slices.SortFunc(victims, func(a, b *hoppertype.JobRow) int {

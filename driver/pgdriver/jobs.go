@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +118,19 @@ func (q *queries) jobList(p *driver.JobListParams) (string, []any) {
 	}
 	if !p.QueuedBefore.IsZero() {
 		add("queued_at < $?", p.QueuedBefore)
+	}
+	if p.UniqueKey != "" {
+		add("unique_key = $?", p.UniqueKey)
+	}
+	// error and metadata are JSON text; a row with a \u0000 escape, which
+	// json's text operators refuse, does not match rather than fail the
+	// listing (CASE keeps the operator from reading it).
+	if p.ErrorContains != "" {
+		add(`CASE WHEN strpos(error, '\u0000') = 0 THEN strpos(error::json ->> 'message', $?) > 0 ELSE false END`, p.ErrorContains)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Metadata)) {
+		args = append(args, k, p.Metadata[k])
+		where = append(where, fmt.Sprintf(`CASE WHEN strpos(metadata, '\u0000') = 0 THEN metadata::json ->> $%d::text = $%d ELSE false END`, len(args)-1, len(args)))
 	}
 	order := "DESC"
 	if p.Ascending {
@@ -245,7 +259,11 @@ func (e *executor) JobDeleteFinished(ctx context.Context, p *driver.JobDeleteFin
 		states = []string{"succeeded", "dead", "expired", "cancelled"}
 	}
 	var n int
-	if err := e.q.QueryRow(ctx, e.d.q.deleteFinished, states, ts(p.Before), limitArg(p.Limit)).Scan(&n); err != nil {
+	sql, args := e.d.q.deleteFinished, []any{states, ts(p.Before), limitArg(p.Limit)}
+	if len(p.IDs) > 0 {
+		sql, args = e.d.q.deleteFinishedIDs, append(args, p.IDs)
+	}
+	if err := e.q.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 		return 0, e.d.fail("delete finished jobs", err)
 	}
 	return n, nil

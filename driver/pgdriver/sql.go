@@ -84,7 +84,7 @@ type queries struct {
 	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
 	workersLeases                                                        string
 	heartbeat, heartbeatNote, finish, finishOne, existingIDs, cancel     string
-	retryMove, retryHolders, deleteFinished                              string
+	retryMove, retryHolders, deleteFinished, deleteFinishedIDs           string
 	groupInsert, groupGet, groupLock, groupUpdate                        string
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
 	keyDeleteExpired                                                     string
@@ -297,6 +297,43 @@ RETURNING r.ord, {jcols}`),
 	SELECT id FROM {s}.jobs
 	WHERE state = ANY($1::text[]) AND state IN {terminal} AND ended_at < $2
 	ORDER BY ended_at
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED
+), del AS (
+	DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id
+	RETURNING j.id, j.group_id
+), gone AS MATERIALIZED (
+	SELECT array_agg(id) AS ids, array_agg(DISTINCT group_id) AS groups FROM del
+), del_groups AS (
+	DELETE FROM {s}.groups g
+	WHERE g.id = ANY((SELECT groups FROM gone)::text[]) AND g.state = 'settled'
+	  AND (SELECT j.id FROM {s}.jobs j WHERE j.id = g.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[])) IS NULL
+	  AND (SELECT j.id FROM {s}.jobs j WHERE j.group_id = g.id AND j.group_id <> j.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[]) LIMIT 1) IS NULL
+), del_runs AS (
+	DELETE FROM {s}.runs WHERE id = ANY((SELECT ids FROM gone)::text[])
+), del_events AS (
+	DELETE FROM {s}.run_events WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_hooks AS (
+	DELETE FROM {s}.hooks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_chunks AS (
+	DELETE FROM {s}.stream_chunks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_gates AS (
+	DELETE FROM {s}.gates WHERE id = ANY((SELECT ids FROM gone)::text[])
+), del_waits AS (
+	DELETE FROM {s}.gate_waits WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
+), del_queued AS (
+	DELETE FROM {s}.gate_queues WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
+)
+SELECT coalesce(cardinality(ids), 0) FROM gone`),
+		// deleteFinished for the jobs among $4, found by key; a NULL $2
+		// bounds no end time.
+		deleteFinishedIDs: q(`WITH victims AS MATERIALIZED (
+	SELECT id FROM {s}.jobs
+	WHERE id = ANY($4::text[]) AND state = ANY($1::text[]) AND state IN {terminal}
+	  AND ($2::timestamptz IS NULL OR ended_at < $2)
+	ORDER BY id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
 ), del AS (

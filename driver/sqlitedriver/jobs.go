@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -223,6 +224,15 @@ func (r *runner) jobList(ctx context.Context, p *driver.JobListParams) ([]*hoppe
 	if !p.QueuedBefore.IsZero() {
 		add("queued_at < ?", trunc(p.QueuedBefore).UnixMicro())
 	}
+	if p.UniqueKey != "" {
+		add("unique_key = ?", p.UniqueKey)
+	}
+	if p.ErrorContains != "" {
+		add("instr(json_extract(error, '$.message'), ?) > 0", p.ErrorContains)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Metadata)) {
+		add("EXISTS (SELECT 1 FROM json_each(metadata) WHERE key = ? AND value = ?)", k, p.Metadata[k])
+	}
 	order := "DESC"
 	if p.Ascending {
 		order = "ASC"
@@ -422,13 +432,21 @@ func (r *runner) jobDeleteFinished(ctx context.Context, p *driver.JobDeleteFinis
 		limit = -1
 	}
 	var ids, groups []string
-	err := r.each(ctx, deleteFinishedSQL(states), func(rows *sql.Rows) error {
+	q, args := deleteFinishedSQL(states), []any{trunc(p.Before).UnixMicro(), limit}
+	if len(p.IDs) > 0 {
+		before := any(nil)
+		if !p.Before.IsZero() {
+			before = trunc(p.Before).UnixMicro()
+		}
+		q, args = deleteFinishedIDsSQL(states), []any{before, limit, jsonList(p.IDs)}
+	}
+	err := r.each(ctx, q, func(rows *sql.Rows) error {
 		var id, group string
 		err := rows.Scan(&id, &group)
 		ids = append(ids, id)
 		groups = append(groups, group)
 		return err
-	}, trunc(p.Before).UnixMicro(), limit)
+	}, args...)
 	if err != nil {
 		return 0, fmt.Errorf("delete finished jobs: %w", err)
 	}
@@ -457,6 +475,14 @@ func deleteFinishedSQL(states []string) string {
 	return `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_retention
 	WHERE state IN ` + terminalStates + ` AND state IN (` + strings.Join(states, ", ") + `)
 	AND ended_at < ?1 LIMIT ?2) RETURNING id, group_id`
+}
+
+// deleteFinishedIDsSQL is deleteFinishedSQL for the jobs among ?3 (a JSON
+// list of ids), looked up by key; a NULL ?1 bounds no end time.
+func deleteFinishedIDsSQL(states []string) string {
+	return `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs
+	WHERE id IN (SELECT value FROM json_each(?3)) AND state IN (` + strings.Join(states, ", ") + `)
+	AND (?1 IS NULL OR ended_at < ?1) LIMIT ?2) RETURNING id, group_id`
 }
 
 // RunStartInTx stores a run and its job through tx, a *sql.Tx on the

@@ -56,27 +56,8 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*hoppertype.JobRow, 
 	)
 	err := e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		var err error
-		settled = nil
-		row, err = tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now,
-			Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancelled", At: now}})
-		if err != nil {
-			return err
-		}
-		switch row.State {
-		case hoppertype.JobStateCancelled:
-			if _, settled, err = e.applyGroup(ctx, tx, row, nil); err != nil {
-				return err
-			}
-			if isRunJob(row) {
-				if err := e.applyRunEffects(ctx, tx, row, nil); err != nil {
-					return err
-				}
-			}
-			return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobDone, Payload: row.ID})
-		case hoppertype.JobStateRunning:
-			return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobCancel, Payload: row.ID})
-		}
-		return nil
+		row, settled, err = e.cancelIn(ctx, tx, id, now)
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, hoppertype.ErrStateConflict) {
@@ -84,6 +65,69 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*hoppertype.JobRow, 
 		}
 		return nil, err
 	}
+	e.cancelled(ctx, row, settled, now)
+	return row, nil
+}
+
+// CancelJobs cancels the jobs ids in one transaction, as CancelJob cancels
+// one, and returns those it cancelled or asked to stop. A job that is
+// finished or gone is passed over.
+func (e *Engine) CancelJobs(ctx context.Context, ids []string) ([]*hoppertype.JobRow, error) {
+	now := e.now()
+	var (
+		rows    []*hoppertype.JobRow
+		settled [][]*hoppertype.GroupRow
+	)
+	err := e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		rows, settled = rows[:0], settled[:0]
+		for _, id := range ids {
+			row, st, err := e.cancelIn(ctx, tx, id, now)
+			switch {
+			case errors.Is(err, hoppertype.ErrStateConflict), errors.Is(err, hoppertype.ErrNotFound):
+				continue
+			case err != nil:
+				return err
+			}
+			rows, settled = append(rows, row), append(settled, st)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, row := range rows {
+		e.cancelled(ctx, row, settled[i], now)
+	}
+	return rows, nil
+}
+
+// cancelIn cancels the job id through tx: see CancelJob.
+func (e *Engine) cancelIn(ctx context.Context, tx driver.Executor, id string, now time.Time) (*hoppertype.JobRow, []*hoppertype.GroupRow, error) {
+	row, err := tx.JobCancel(ctx, &driver.JobCancelParams{ID: id, Now: now,
+		Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancelled", At: now}})
+	if err != nil {
+		return row, nil, err
+	}
+	var settled []*hoppertype.GroupRow
+	switch row.State {
+	case hoppertype.JobStateCancelled:
+		if _, settled, err = e.applyGroup(ctx, tx, row, nil); err != nil {
+			return nil, nil, err
+		}
+		if isRunJob(row) {
+			if err := e.applyRunEffects(ctx, tx, row, nil); err != nil {
+				return nil, nil, err
+			}
+		}
+		return row, settled, tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobDone, Payload: row.ID})
+	case hoppertype.JobStateRunning:
+		return row, nil, tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobCancel, Payload: row.ID})
+	}
+	return row, nil, nil
+}
+
+// cancelled tells this process of a committed cancel.
+func (e *Engine) cancelled(ctx context.Context, row *hoppertype.JobRow, settled []*hoppertype.GroupRow, now time.Time) {
 	switch row.State {
 	case hoppertype.JobStateCancelled:
 		e.waiters.jobDone(row.ID)
@@ -95,7 +139,6 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*hoppertype.JobRow, 
 	case hoppertype.JobStateRunning:
 		e.CancelLocal(row.ID)
 	}
-	return row, nil
 }
 
 // RetryRun runs a run that ended without completing again from the start

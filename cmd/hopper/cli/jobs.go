@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -153,7 +154,7 @@ func jobsCmd(g *globals) *cobra.Command {
 	for _, c := range []*cobra.Command{show, cancel, retry, attempts} {
 		reword(c, "job", "hopper jobs list")
 	}
-	cmd.AddCommand(list, show, cancel, retry, attempts)
+	cmd.AddCommand(list, show, cancel, retry, attempts, jobsBulkCmd(g))
 	return cmd
 }
 
@@ -162,6 +163,42 @@ type listFlags struct {
 	states, types, queues []string
 	limit                 int
 	cursor                string
+	search                searchFlags
+}
+
+// searchFlags are the filters of a job search, beside state, type and
+// queue.
+type searchFlags struct {
+	meta                      []string
+	uniqueKey, errText        string
+	queuedAfter, queuedBefore string
+}
+
+func (s *searchFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringArrayVar(&s.meta, "meta", nil, "metadata key=value the jobs hold (repeatable: every pair)")
+	f.StringVar(&s.uniqueKey, "unique-key", "", "jobs with this unique key")
+	f.StringVar(&s.errText, "error", "", "jobs whose last error contains this text (case-sensitive)")
+	f.StringVar(&s.queuedAfter, "queued-after", "", "jobs enqueued at or after this time (RFC 3339, or 2006-01-02T15:04 in UTC)")
+	f.StringVar(&s.queuedBefore, "queued-before", "", "jobs enqueued before this time")
+}
+
+// values puts the filters in a listing's query, as GET /v1/jobs takes it.
+func (s *searchFlags) values(q url.Values, states, types, queues []string) url.Values {
+	for k, v := range map[string][]string{"state": states, "type": types, "queue": queues} {
+		if len(v) > 0 {
+			q.Set(k, strings.Join(v, ","))
+		}
+	}
+	for k, v := range map[string]string{"unique_key": s.uniqueKey, "error": s.errText, "queued_after": s.queuedAfter, "queued_before": s.queuedBefore} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	for _, kv := range s.meta {
+		q.Add("meta", kv)
+	}
+	return q
 }
 
 func (p *listFlags) add(cmd *cobra.Command, withState bool) {
@@ -173,21 +210,28 @@ func (p *listFlags) add(cmd *cobra.Command, withState bool) {
 	f.StringSliceVar(&p.queues, "queue", nil, "queues to list")
 	f.IntVar(&p.limit, "limit", 50, "page size (at most 1000)")
 	f.StringVar(&p.cursor, "cursor", "", "continue after this cursor")
+	p.search.add(cmd)
+}
+
+// values is the listing's query (states as given).
+func (p *listFlags) values(states []string) url.Values {
+	q := url.Values{"limit": {strconv.Itoa(p.limit)}}
+	if p.cursor != "" {
+		q.Set("cursor", p.cursor)
+	}
+	return p.search.values(q, states, p.types, p.queues)
 }
 
 func (p *listFlags) params() (*hopper.ListParams, error) {
-	lp := &hopper.ListParams{Types: p.types, Queues: p.queues, Limit: p.limit, Cursor: p.cursor}
 	for _, s := range p.states {
-		st := hopper.JobState(s)
-		if !st.Valid() {
+		if !hopper.JobState(s).Valid() {
 			return nil, fmt.Errorf("--state %q is not a job state (%s)", s, joinNames(hoppertype.JobStates()))
 		}
-		lp.States = append(lp.States, st)
 	}
 	if p.limit < 1 || p.limit > hopper.MaxListLimit {
 		return nil, fmt.Errorf("--limit must be between 1 and %d", hopper.MaxListLimit)
 	}
-	return lp, nil
+	return server.ParseJobFilter(p.values(p.states))
 }
 
 func printPage(ctx context.Context, g *globals, c *hopper.Client, p *hopper.ListParams) error {

@@ -170,20 +170,7 @@ func compact(b []byte) string {
 // Jobs over the API.
 
 func remoteJobList(ctx context.Context, g *globals, r *remote, p *listFlags, states []string) error {
-	q := url.Values{}
-	if len(states) > 0 {
-		q.Set("state", strings.Join(states, ","))
-	}
-	if len(p.types) > 0 {
-		q.Set("type", strings.Join(p.types, ","))
-	}
-	if len(p.queues) > 0 {
-		q.Set("queue", strings.Join(p.queues, ","))
-	}
-	q.Set("limit", strconv.Itoa(p.limit))
-	if p.cursor != "" {
-		q.Set("cursor", p.cursor)
-	}
+	q := p.values(states)
 	var page server.JobListJSON
 	if err := r.get(ctx, "/v1/jobs", q, &page); err != nil {
 		return err

@@ -183,7 +183,7 @@ func runsCmd(g *globals) *cobra.Command {
 	for _, c := range []*cobra.Command{show, history, cancel, retry, tail} {
 		reword(c, "run", "hopper runs list")
 	}
-	cmd.AddCommand(list, show, history, cancel, retry, tail)
+	cmd.AddCommand(list, show, history, cancel, retry, tail, runsBulkCmd(g))
 	return cmd
 }
 

@@ -16,6 +16,7 @@
         if (!fresh) return;
         var keep = document.activeElement && main.contains(document.activeElement) && document.activeElement.tagName !== "BUTTON";
         if (keep) return; // do not disturb someone typing
+        if (bulkHeld()) return; // nor someone selecting rows
         main.innerHTML = fresh.innerHTML;
         wire();
         chart();
@@ -90,6 +91,7 @@
     jsonForm("enqueue", "enqueue-result", "/v1/jobs", function (f, input) { return { type: f.type.value, input: input }; }, function (j, out) {
       show(out, "Enqueued ", link("enqueued-link", "/jobs/", j.id), " (" + j.state + ")");
     });
+    wireBulk();
   }
 
   // Charts: the fleet's figures over a window, with axes; the window,
@@ -152,6 +154,146 @@
     });
     sel.value = value || "";
   }
+
+  // ---- Bulk actions: the Jobs, Dead letters and Runs tables ----------------
+  // Rows are picked with their checkboxes, or every row matching the page's
+  // filter; an action asks first, saying how many (a dry run counts the
+  // filter's matches, and the action is confirmed for at most that many),
+  // then says what it did. One JSON request per action: the server pages.
+
+  var bulkNote = ""; // the last result, kept across live refreshes
+
+  // bulkHeld reports whether rows are picked or an action is being asked or
+  // sent: the live refresh waits, so a selection is not lost.
+  function bulkHeld() {
+    var bar = document.getElementById("bulkbar");
+    return !!bar && (bar.getAttribute("data-busy") === "1" || bar.getAttribute("data-mode") === "filter" ||
+      document.querySelectorAll("input.sel:checked").length > 0);
+  }
+
+  // bulkFilter turns a page's query string into a bulk action's filter.
+  function bulkFilter(kind, qs) {
+    var lists = kind === "runs" ? ["status"] : ["state", "type", "queue"];
+    var paging = ["cursor", "limit", "order", "offset"];
+    var f = {};
+    new URLSearchParams(qs).forEach(function (v, k) {
+      if (v === "" || paging.indexOf(k) >= 0) return;
+      if (lists.indexOf(k) >= 0) {
+        f[k] = (f[k] || []).concat(v.split(",").map(function (s) { return s.trim(); }).filter(Boolean));
+      } else if (k === "meta") {
+        var i = v.indexOf("=");
+        if (i > 0) { f.meta = f.meta || {}; f.meta[v.slice(0, i)] = v.slice(i + 1); }
+      } else {
+        f[k] = v;
+      }
+    });
+    return f;
+  }
+
+  var bulkPast = { cancel: "cancelled", retry: "retried", redrive: "redriven", delete: "deleted" };
+
+  function wireBulk() {
+    var bar = document.getElementById("bulkbar");
+    if (!bar) return;
+    var $ = function (id) { return document.getElementById(id); };
+    var boxes = [].slice.call(document.querySelectorAll("input.sel"));
+    var page = $("sel-page"), all = $("bulk-all"), count = $("bulk-count"), result = $("bulk-result");
+    var confirmBox = $("bulk-confirm"), question = $("bulk-question"), yes = $("bulk-yes"), no = $("bulk-no");
+    var noun = bar.getAttribute("data-noun"), acts = [].slice.call(bar.querySelectorAll(".bulk-act"));
+    var pending = null;
+    var plural = function (n) { return n.toLocaleString() + " " + noun + (n === 1 ? "" : "s"); };
+    var picked = function () { return boxes.filter(function (b) { return b.checked; }).map(function (b) { return b.value; }); };
+    var byFilter = function () { return bar.getAttribute("data-mode") === "filter"; };
+    var setBusy = function (on) { bar.setAttribute("data-busy", on ? "1" : ""); };
+    result.textContent = bulkNote;
+
+    function update() {
+      var n = picked().length;
+      count.textContent = byFilter() ? "All " + noun + "s matching this filter" : n ? plural(n) + " selected" : "Select " + noun + "s to act on them";
+      all.hidden = byFilter() || !(page && page.checked && boxes.length > 0);
+      acts.forEach(function (b) { b.disabled = !(n || byFilter()) || !confirmBox.hidden; });
+    }
+    function reset() {
+      boxes.forEach(function (b) { b.checked = false; });
+      if (page) page.checked = false;
+      bar.setAttribute("data-mode", "ids");
+      pending = null;
+      confirmBox.hidden = true;
+      setBusy(false);
+      update();
+    }
+    function fail(e) {
+      setBusy(false);
+      confirmBox.hidden = true;
+      bulkNote = "";
+      result.textContent = e.message;
+      result.className = "note error";
+      update();
+    }
+    function ask(text, body) {
+      pending = body;
+      question.textContent = text;
+      confirmBox.hidden = false;
+      setBusy(true);
+      update();
+      yes.disabled = false;
+      yes.focus();
+    }
+    boxes.forEach(function (b) {
+      b.onchange = function () {
+        if (!b.checked) { bar.setAttribute("data-mode", "ids"); if (page) page.checked = false; }
+        update();
+      };
+    });
+    if (page) page.onchange = function () {
+      boxes.forEach(function (b) { b.checked = page.checked; });
+      if (!page.checked) bar.setAttribute("data-mode", "ids");
+      update();
+    };
+    all.onclick = function () { bar.setAttribute("data-mode", "filter"); update(); };
+    acts.forEach(function (btn) {
+      btn.onclick = function () {
+        var action = btn.getAttribute("data-action"), label = btn.textContent;
+        bulkNote = "";
+        result.textContent = "";
+        result.className = "note";
+        if (!byFilter()) {
+          var ids = picked();
+          ask(label + " " + plural(ids.length) + "?", { action: action, ids: ids });
+          return;
+        }
+        var filter = bulkFilter(bar.getAttribute("data-kind"), bar.getAttribute("data-query"));
+        setBusy(true);
+        post(bar.getAttribute("data-endpoint"), JSON.stringify({ action: action, filter: filter, dry_run: true })).then(function (r) {
+          if (!r.matched) {
+            setBusy(false);
+            result.textContent = "No " + noun + " matching this filter can be " + bulkPast[action] + ".";
+            return;
+          }
+          ask(label + " all " + plural(r.matched) + " matching this filter?", { action: action, filter: filter, max: r.matched });
+        }).catch(fail);
+      };
+    });
+    no.onclick = function () { pending = null; confirmBox.hidden = true; setBusy(false); update(); };
+    yes.onclick = function () {
+      var body = pending;
+      if (!body) return;
+      yes.disabled = true;
+      post(bar.getAttribute("data-endpoint"), JSON.stringify(body)).then(function (r) {
+        var past = bulkPast[r.action] || r.action;
+        bulkNote = past.charAt(0).toUpperCase() + past.slice(1) + " " + r.changed.toLocaleString() + " of " + plural(r.matched) +
+          (r.skipped ? " (" + r.skipped.toLocaleString() + " skipped: changed meanwhile, or their unique key is taken)" : "") +
+          (r.more ? "; more matched than were confirmed and were left as they are" : "") + ".";
+        result.textContent = bulkNote;
+        result.className = "note";
+        reset();
+        refresh();
+      }).catch(fail);
+    };
+    update();
+  }
+  // ---- end of bulk actions --------------------------------------------------
+
   function chart() {
     var svg = document.getElementById("chart-throughput");
     if (!svg) return;
