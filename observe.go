@@ -26,6 +26,10 @@ const (
 	ChangeJob  = hoppertype.ChangeJob
 	ChangeGate = hoppertype.ChangeGate
 	ChangeRun  = hoppertype.ChangeRun
+	// ChangeWorker and ChangeSchedule record workers joining and leaving
+	// and schedules firing (see hoppertype).
+	ChangeWorker   = hoppertype.ChangeWorker
+	ChangeSchedule = hoppertype.ChangeSchedule
 )
 
 // ObserverPhase says when an observer sees a change: inside the
@@ -79,6 +83,9 @@ func (p ObserverPhase) String() string {
 // ChangeFilter selects the changes an observer receives. Empty fields do
 // not filter.
 type ChangeFilter struct {
+	// Kinds keeps changes of these kinds. An observer's filter without
+	// kinds keeps jobs', gates' and runs' changes: workers' and
+	// schedules' go only to observers that name them.
 	Kinds []ChangeKind
 	// Types are job types or workflow names.
 	Types []string
@@ -122,6 +129,9 @@ func (c *Client) observe(name string, phase ObserverPhase, filter ChangeFilter, 
 	}
 	if phase != InCommit && phase != AfterCommit {
 		return fmt.Errorf("%w: unknown observer phase %d", ErrInvalidInput, int(phase))
+	}
+	if len(filter.Kinds) == 0 {
+		filter.Kinds = []ChangeKind{ChangeJob, ChangeGate, ChangeRun}
 	}
 	for _, err := range []error{checkText("observer name", name), checkTexts("observer kind filter", filter.Kinds),
 		checkTexts("observer type filter", filter.Types), checkTexts("observer state filter", filter.States)} {

@@ -33,6 +33,9 @@ const (
 	EventRunQuarantined  = hoppertype.EventRunQuarantined
 	EventRunRestarted    = hoppertype.EventRunRestarted
 	EventRunStep         = hoppertype.EventRunStep
+	EventWorkerJoined    = hoppertype.EventWorkerJoined
+	EventWorkerLeft      = hoppertype.EventWorkerLeft
+	EventScheduleFired   = hoppertype.EventScheduleFired
 )
 
 // EventKinds returns every lifecycle event kind, jobs' then runs' (a fresh
@@ -43,7 +46,7 @@ func EventKinds() []EventKind {
 		EventStuck, EventRedriven, EventGroupDone, EventScaled,
 		EventRunQueued, EventRunStarted, EventRunWaiting, EventRunResumed, EventRunRetrying, EventRunCompleted, EventRunFailed,
 		EventRunCompensating, EventRunCompensated, EventRunCancelled, EventRunStuck, EventRunQuarantined, EventRunRestarted,
-		EventRunStep,
+		EventRunStep, EventWorkerJoined, EventWorkerLeft, EventScheduleFired,
 	}
 }
 
@@ -63,7 +66,8 @@ func EventKinds() []EventKind {
 // to the run-… kind of its new status (run-started when it leaves
 // pending, run-resumed when it leaves waiting, run-retrying when a failed
 // execution sends it back to pending, run-restarted when an ended run runs
-// again).
+// again). A worker's change is worker-joined or worker-left (Worker); a
+// schedule's is schedule-fired (Schedule, RunAt the occurrence).
 func EventOf(ch *Change) (Event, bool) {
 	if ch == nil || ch.IsHeartbeat() {
 		return Event{}, false
@@ -71,6 +75,17 @@ func EventOf(ch *Change) (Event, bool) {
 	e := Event{Type: ch.Type, Queue: ch.Queue, Cursor: hoppertype.CursorOf(ch), At: ch.At}
 	if ch.Error != nil {
 		e.Error = ch.Error.Message
+	}
+	switch ch.Kind {
+	case ChangeWorker:
+		e.Worker, e.Kind = ch.EntityID, EventWorkerJoined
+		if ch.State == hoppertype.ChangeStateLeft {
+			e.Kind = EventWorkerLeft
+		}
+		return e, true
+	case ChangeSchedule:
+		e.Kind, e.Schedule, e.RunAt, e.Attempt = EventScheduleFired, ch.EntityID, ch.DueAt, ch.Attempt
+		return e, true
 	}
 	if ch.Kind == ChangeRun {
 		e.RunID, e.Status = ch.EntityID, RunStatus(ch.State)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertest"
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
@@ -66,6 +67,14 @@ func TestEventOf(t *testing.T) {
 		{"run quarantined", run(hopper.RunRunning, hopper.RunQuarantined), hopper.EventRunQuarantined, false, "boom"},
 		{"run retried by hand", run(hopper.RunFailed, hopper.RunPending), hopper.EventRunRestarted, false, "boom"},
 	}
+	joined, ok := hopper.EventOf(&hopper.Change{Kind: hopper.ChangeWorker, EntityID: "w9", State: hoppertype.ChangeStateJoined})
+	require.True(t, ok)
+	require.Equal(t, hopper.Event{Kind: hopper.EventWorkerJoined, Worker: "w9"}, joined)
+	left, _ := hopper.EventOf(&hopper.Change{Kind: hopper.ChangeWorker, EntityID: "w9", Prev: hoppertype.ChangeStateJoined, State: hoppertype.ChangeStateLeft})
+	require.Equal(t, hopper.EventWorkerLeft, left.Kind)
+	fired, ok := hopper.EventOf(&hopper.Change{Kind: hopper.ChangeSchedule, EntityID: "nightly", State: hoppertype.ChangeStateFired, Attempt: 3, DueAt: due})
+	require.True(t, ok)
+	require.Equal(t, hopper.Event{Kind: hopper.EventScheduleFired, Schedule: "nightly", RunAt: due, Attempt: 3}, fired)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e, ok := hopper.EventOf(tc.ch)
@@ -92,7 +101,7 @@ func TestEventOf(t *testing.T) {
 			}
 		})
 	}
-	_, ok := hopper.EventOf(nil)
+	_, ok = hopper.EventOf(nil)
 	require.False(t, ok)
 }
 
@@ -266,4 +275,61 @@ func testTailEventsSteps(t *testing.T, newDriver func(*testing.T) driver.Driver)
 	for _, e := range evs {
 		require.NotEqual(t, hopper.EventRunStep, e.Kind)
 	}
+}
+
+// TestFleetEvents: from the store, a watcher sees a worker join, its
+// schedule fire, and the worker leave.
+func TestFleetEvents(t *testing.T) { forEachDriver(t, testFleetEvents) }
+
+func testFleetEvents(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	ctx := testCtx(t)
+	watcher, err := hopper.New(hopper.Config{Driver: d, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	from, err := watcher.ChangeTail(ctx)
+	require.NoError(t, err)
+
+	tick := hopper.Define("fleet-tick", func(context.Context, int) (int, error) { return 0, nil }, nil)
+	clk := hoppertest.NewClock(hoppertest.Epoch().Add(30 * time.Second)) // between two occurrences
+	w, err := hopper.New(hopper.Config{Driver: d, Clock: clk, WorkerID: "fleet-w1", LeaderTTL: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, w.Register(tick))
+	_, err = w.Schedule(hopper.Schedule{Name: "fleet-every-minute", Cron: "* * * * *", Location: time.UTC,
+		Job: func(at time.Time) (*hopper.JobSpec, error) { return tick.Job(0, nil), nil }})
+	require.NoError(t, err)
+	require.NoError(t, w.Start(ctx))
+	leads(t, w)
+	next := clk.Now().Truncate(time.Minute).Add(time.Minute)
+	clk.AdvanceTo(next)
+	waitUntil(w, func() bool {
+		page, err := w.JobList(ctx, &hopper.ListParams{Types: []string{"fleet-tick"}, Limit: 1})
+		return err == nil && len(page.Jobs) == 1
+	})
+	require.NoError(t, w.Stop(ctx))
+
+	var kinds []string
+	var fired hopper.Event
+	tailCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	// A tail, not a page: on PostgreSQL a change is listed once final,
+	// which a transaction of another test may hold back a moment.
+	require.NoError(t, watcher.TailEvents(tailCtx, from, nil, func(e hopper.Event) error {
+		switch e.Kind {
+		case hopper.EventWorkerJoined, hopper.EventWorkerLeft:
+			require.Equal(t, "fleet-w1", e.Worker)
+			kinds = append(kinds, string(e.Kind))
+			if e.Kind == hopper.EventWorkerLeft {
+				stop()
+			}
+		case hopper.EventScheduleFired:
+			fired = e
+			kinds = append(kinds, string(e.Kind))
+		}
+		return nil
+	}))
+	require.NoError(t, ctx.Err(), "the tail saw the worker leave")
+	require.Equal(t, []string{"worker-joined", "schedule-fired", "worker-left"}, kinds)
+	require.Equal(t, "fleet-every-minute", fired.Schedule)
+	require.True(t, fired.RunAt.Equal(next), "the occurrence: %v, want %v", fired.RunAt, next)
+	require.Equal(t, 1, fired.Attempt)
 }

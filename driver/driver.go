@@ -943,6 +943,9 @@ type WorkerRow struct {
 type WorkerDeleteParams struct {
 	ID     string
 	Before time.Time
+	// ChangesBefore, when set, also deletes the feed's worker and schedule
+	// changes written before it (retention of changes that have no job).
+	ChangesBefore time.Time
 }
 
 // LeaderResignParams are the arguments of LeaderResign.

@@ -16,6 +16,21 @@ const (
 	ChangeGate ChangeKind = "gate"
 	// ChangeRun is a workflow run's status change.
 	ChangeRun ChangeKind = "run"
+	// ChangeWorker is a worker process joining (its row stored: State
+	// "joined") or leaving (its row deleted, at Stop or by retention when
+	// it died: State "left", Prev "joined"); EntityID is the worker's id.
+	ChangeWorker ChangeKind = "worker"
+	// ChangeSchedule is a schedule firing an occurrence: EntityID is the
+	// schedule's name, State "fired", DueAt the occurrence, Attempt how
+	// many occurrences it fired in all.
+	ChangeSchedule ChangeKind = "schedule"
+)
+
+// Worker and schedule change states.
+const (
+	ChangeStateJoined = "joined"
+	ChangeStateLeft   = "left"
+	ChangeStateFired  = "fired"
 )
 
 // GateType is the job type of gates.

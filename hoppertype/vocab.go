@@ -310,6 +310,18 @@ const (
 	EventRunStep EventKind = "run-step"
 )
 
+// Fleet event kinds, from the store's change feed.
+const (
+	// EventWorkerJoined: a worker process started (Worker names it).
+	EventWorkerJoined EventKind = "worker-joined"
+	// EventWorkerLeft: a worker process stopped, or retention removed one
+	// that died (Worker names it).
+	EventWorkerLeft EventKind = "worker-left"
+	// EventScheduleFired: a schedule fired an occurrence (Schedule names
+	// it, RunAt is the occurrence, Attempt how many it fired in all).
+	EventScheduleFired EventKind = "schedule-fired"
+)
+
 // Event is a lifecycle event, delivered to Config.OnEvent and to the job
 // type's TypeOpts.OnEvent after the transition it reports has committed.
 // Hooks run on the engine's goroutines: keep them quick. A panicking hook is
@@ -345,6 +357,8 @@ type Event struct {
 	RunID string
 	// Step is the step of a run-step event.
 	Step string
+	// Schedule is the schedule of a schedule-fired event.
+	Schedule string
 	// Status is a run event's new status.
 	Status RunStatus
 	// Worker is the worker that started the attempt (started events from

@@ -135,10 +135,10 @@ func (s *Server) streamChanges(w http.ResponseWriter, r *http.Request) {
 	filter := hopper.ChangeFilter{Types: splitList(q["type"]), States: splitList(q["state"])}
 	for _, k := range splitList(q["kind"]) {
 		switch hoppertype.ChangeKind(k) {
-		case hoppertype.ChangeJob, hoppertype.ChangeGate, hoppertype.ChangeRun:
+		case hoppertype.ChangeJob, hoppertype.ChangeGate, hoppertype.ChangeRun, hoppertype.ChangeWorker, hoppertype.ChangeSchedule:
 			filter.Kinds = append(filter.Kinds, hoppertype.ChangeKind(k))
 		default:
-			s.fail(w, r, badRequest("unknown change kind %q (job, gate, run)", k))
+			s.fail(w, r, badRequest("unknown change kind %q (job, gate, run, worker, schedule)", k))
 			return
 		}
 	}

@@ -36,6 +36,7 @@ type EventJSON struct {
 	Worker     string                  `json:"worker,omitempty"`
 	Scaling    *hoppertype.ScalingInfo `json:"scaling,omitempty"`
 	Step       string                  `json:"step,omitempty"`
+	Schedule   string                  `json:"schedule,omitempty"`
 	// Cursor is the event's place in the change feed (empty for an event
 	// of this process only).
 	Cursor string    `json:"cursor,omitempty"`
@@ -45,7 +46,7 @@ type EventJSON struct {
 func eventJSON(e hopper.Event) EventJSON {
 	return EventJSON{Kind: string(e.Kind), JobID: e.JobID, Type: e.Type, Queue: e.Queue, GroupID: e.GroupID, ParentID: e.ParentID,
 		Dependents: e.Dependents, Attempt: e.Attempt, Error: e.Error, WillRetry: e.WillRetry, RunAt: timePtr(e.RunAt),
-		Deadline: timePtr(e.Deadline), Result: e.Result, Stuck: stuckJSON(e.Stuck), RunID: e.RunID, Step: e.Step, Status: string(e.Status),
+		Deadline: timePtr(e.Deadline), Result: e.Result, Stuck: stuckJSON(e.Stuck), RunID: e.RunID, Step: e.Step, Schedule: e.Schedule, Status: string(e.Status),
 		Worker: e.Worker, Scaling: e.Scaling, Cursor: cursorText(e.Cursor), At: e.At}
 }
 

@@ -161,7 +161,12 @@ func testServerSeesTheFleet(t *testing.T, kind, where string) {
 			}
 		}
 		w, _ := st.Fleet.Workflow("fleet-double")
-		return w.Completed == 2*runs
+		total := 0
+		for _, n := range st.Succeeded {
+			total += n
+		}
+		// A run's own job ends after the run's completion in the feed.
+		return w.Completed == 2*runs && total == 2*jobs+2*runs
 	})
 	for _, name := range []string{"w1", "w2"} {
 		ts, _ := st.Fleet.Type("q-"+name, "fleet-add")

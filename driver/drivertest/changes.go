@@ -19,6 +19,7 @@ func changeCases() []testCase {
 		{"JobTransitions", testChangesOfJob},
 		{"AttemptsAreChanges", testChangesCountAttempts},
 		{"GatesAndRuns", testChangesOfGatesAndRuns},
+		{"WorkersAndSchedules", testChangesOfWorkersAndSchedules},
 		{"NoStateNoChange", testChangesOnlyOnState},
 		{"HeartbeatMessage", testChangesHeartbeatMessage},
 		{"RollbackWritesNone", testChangesRollback},
@@ -514,4 +515,48 @@ func testChangesTail(t *testing.T, f *fixture) {
 		return len(got) == 1
 	}, finalWait, 5*time.Millisecond)
 	require.Equal(t, later.ID, got[0].EntityID, "after the tail: only what came since")
+}
+
+// Workers joining and leaving, and schedules firing, are changes too;
+// retention deletes them by age, and no job's changes with them.
+func testChangesOfWorkersAndSchedules(t *testing.T, f *fixture) {
+	w := "w-" + f.id()
+	for _, seen := range []time.Time{base, at(time.Minute)} { // stored, then refreshed
+		require.NoError(t, f.x.WorkerUpsert(f.ctx, &driver.WorkerUpsertParams{Row: &driver.WorkerRow{ID: w, StartedAt: base, SeenAt: seen}}))
+	}
+	_, err := f.x.WorkerDelete(f.ctx, &driver.WorkerDeleteParams{ID: w})
+	require.NoError(t, err)
+	chs := f.entityChanges(t, w)
+	require.Equal(t, []string{">joined", "joined>left"}, transitions(chs), "a refresh is no change")
+	for _, ch := range chs {
+		require.Equal(t, hoppertype.ChangeWorker, ch.Kind)
+	}
+
+	name := "sch-" + f.id()
+	f.record(t, name, at(time.Hour), at(2*time.Hour), at(time.Hour))
+	require.NoError(t, f.x.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: name, Paused: true, Now: at(90 * time.Minute)}))
+	f.record(t, name, at(2*time.Hour), at(3*time.Hour), at(2*time.Hour)) // paused: not fired
+	require.NoError(t, f.x.ScheduleSetPaused(f.ctx, &driver.ScheduleSetPausedParams{Name: name, Paused: false, Now: at(150 * time.Minute)}))
+	f.record(t, name, at(3*time.Hour), at(4*time.Hour), at(3*time.Hour))
+	chs = f.entityChanges(t, name)
+	require.Equal(t, []string{">fired", ">fired"}, transitions(chs), "each occurrence fired, not the paused one")
+	for i, ch := range chs {
+		require.Equal(t, hoppertype.ChangeSchedule, ch.Kind)
+		require.Equal(t, i+1, ch.Attempt, "the occurrences fired so far")
+	}
+	requireTime(t, at(time.Hour), chs[0].DueAt, "the occurrence")
+	requireTime(t, at(3*time.Hour), chs[1].DueAt)
+	require.Len(t, f.feed(t, 4), 4, "in the feed")
+
+	// Retention by age: the changes written before ChangesBefore go (the
+	// store stamps changes by its own clock), a job's stay.
+	j := f.insertOne(t)
+	_, err = f.x.WorkerDelete(f.ctx, &driver.WorkerDeleteParams{Before: base.Add(-time.Hour), ChangesBefore: time.Now().Add(-time.Hour)})
+	require.NoError(t, err)
+	require.Len(t, f.entityChanges(t, name), 2, "written since: kept")
+	_, err = f.x.WorkerDelete(f.ctx, &driver.WorkerDeleteParams{Before: base.Add(-time.Hour), ChangesBefore: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, f.entityChanges(t, name))
+	require.Empty(t, f.entityChanges(t, w))
+	require.Len(t, f.entityChanges(t, j.ID), 1, "a job's changes go with the job, not by age")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -173,6 +174,29 @@ func (t *tx) dropChanges(id string) {
 	})
 }
 
+// dropUnownedChanges removes the worker and schedule changes written
+// before before, recording how to restore them.
+func (t *tx) dropUnownedChanges(before time.Time) {
+	f := t.st.feed
+	var dropped []*changeEntry
+	for _, e := range f.entries {
+		if !e.gone && (e.ch.Kind == hoppertype.ChangeWorker || e.ch.Kind == hoppertype.ChangeSchedule) && e.ch.At.Before(before) {
+			e.gone = true
+			dropped = append(dropped, e)
+		}
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	f.gone += len(dropped)
+	t.undo = append(t.undo, func() {
+		for _, e := range dropped {
+			e.gone = false
+		}
+		f.gone -= len(dropped)
+	})
+}
+
 // compact drops deleted entries from the feed once they are many. It runs
 // after a commit, never inside a transaction (whose undo log may point at
 // entries).
@@ -211,7 +235,7 @@ func (t *tx) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([
 	var out []*hoppertype.Change
 	if params.EntityID != "" {
 		for _, e := range f.byEntity[params.EntityID] {
-			if e.ch.Position > params.After.Position && len(out) < params.Limit {
+			if !e.gone && e.ch.Position > params.After.Position && len(out) < params.Limit {
 				out = append(out, cloneChange(e.ch))
 			}
 		}

@@ -255,6 +255,9 @@ func (t *tx) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams
 	}
 	c := *params.Row
 	c.StartedAt, c.SeenAt, c.Info = trunc(c.StartedAt), trunc(c.SeenAt), cloneBytes(c.Info)
+	if _, ok := t.st.workers[c.ID]; !ok {
+		t.appendChange(&hoppertype.Change{Kind: hoppertype.ChangeWorker, EntityID: c.ID, State: hoppertype.ChangeStateJoined})
+	}
 	put(t, t.st.workers, c.ID, &c)
 	return nil
 }
@@ -287,10 +290,15 @@ func (t *tx) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams
 			victims = append(victims, id)
 		}
 	}
+	slices.Sort(victims)
 	for _, id := range victims {
 		old := t.st.workers[id]
 		delete(t.st.workers, id)
 		t.undo = append(t.undo, func() { t.st.workers[id] = old })
+		t.appendChange(&hoppertype.Change{Kind: hoppertype.ChangeWorker, EntityID: id, Prev: hoppertype.ChangeStateJoined, State: hoppertype.ChangeStateLeft})
+	}
+	if !params.ChangesBefore.IsZero() {
+		t.dropUnownedChanges(trunc(params.ChangesBefore))
 	}
 	return len(victims), nil
 }

@@ -88,6 +88,8 @@ func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordPa
 	if !row.Paused {
 		row.Occurrences++
 		row.LastAt = trunc(params.At)
+		t.appendChange(&hoppertype.Change{Kind: hoppertype.ChangeSchedule, EntityID: row.Name, State: hoppertype.ChangeStateFired,
+			Attempt: int(row.Occurrences), DueAt: row.LastAt})
 	}
 	if row.Def == nil {
 		row.Spec = params.Spec

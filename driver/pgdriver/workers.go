@@ -62,5 +62,11 @@ func (e *executor) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParam
 	if err != nil {
 		return 0, e.d.fail("delete workers", err)
 	}
+	if !p.ChangesBefore.IsZero() {
+		if _, err := e.q.Exec(ctx, `DELETE FROM `+e.d.q.schema+`.changes WHERE kind IN ('worker', 'schedule') AND at < $1`,
+			trunc(p.ChangesBefore)); err != nil {
+			return 0, e.d.fail("delete worker and schedule changes", err)
+		}
+	}
 	return int(tag.RowsAffected()), nil
 }

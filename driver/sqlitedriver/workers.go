@@ -64,7 +64,16 @@ func (t *txExec) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParams)
 		return 0, fmt.Errorf("delete workers: %w", err)
 	}
 	n, err := res.RowsAffected()
-	return int(n), err
+	if err != nil {
+		return 0, err
+	}
+	if !p.ChangesBefore.IsZero() {
+		if _, err := t.r.exec(ctx, `DELETE FROM changes INDEXED BY changes_unowned WHERE kind IN ('worker', 'schedule') AND at < ?`,
+			trunc(p.ChangesBefore).UnixMicro()); err != nil {
+			return 0, fmt.Errorf("delete worker and schedule changes: %w", err)
+		}
+	}
+	return int(n), nil
 }
 
 // WorkerUpsert stores or refreshes a worker's row; see driver.Executor.

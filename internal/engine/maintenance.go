@@ -302,7 +302,13 @@ func (e *Engine) retain(ctx context.Context) error {
 	}
 	// Workers that stopped without saying so (killed) go after a while.
 	wctx, cancel := call(ctx, retentionBudget)
-	_, err := e.drv.WorkerDelete(wctx, &driver.WorkerDeleteParams{Before: now.Add(-WorkerRetained)})
+	// The feed's worker and schedule changes, which have no job to go
+	// with, go when succeeded jobs' changes would (never when those stay).
+	var changesBefore time.Time
+	if keep := e.cfg.Retention.Succeeded; keep >= 0 {
+		changesBefore = now.Add(-keep)
+	}
+	_, err := e.drv.WorkerDelete(wctx, &driver.WorkerDeleteParams{Before: now.Add(-WorkerRetained), ChangesBefore: changesBefore})
 	cancel()
 	if err != nil {
 		return err

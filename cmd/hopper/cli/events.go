@@ -163,8 +163,10 @@ func tailEvents(ctx context.Context, g *globals, read eventReader, after string,
 // eventLine is an event as one line of text.
 func eventLine(e server.EventJSON) string {
 	id := e.JobID
-	if id == "" {
-		id = e.RunID
+	for _, other := range []string{e.RunID, e.Schedule, e.Worker} {
+		if id == "" {
+			id = other
+		}
 	}
 	parts := []string{e.Cursor, e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.Type, id}
 	if e.Attempt > 0 {
