@@ -115,12 +115,21 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#define-schedule")),
 		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=name]"), "browser-every-5"),
 		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=cron]"), "*/5 * * * *"),
-		chromedp.SetValue(chromedp.CSS("#define-schedule select[name=type]"), "add"),
+		chromedp.SetValue(chromedp.CSS("#define-schedule select[name=target]"), "type:add"),
 		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=input]"), `{"a":1,"b":1}`),
 		chromedp.Click(chromedp.CSS("#define-schedule button[type=submit]")),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="browser-every-5"] button`)),
 		chromedp.Click(chromedp.CSS(`tr[data-schedule="browser-every-5"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="browser-every-5"] .s-paused`)),
+		// A workflow's schedule, from the same form.
+		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=name]"), "browser-orders"),
+		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=cron]"), "0 3 * * *"),
+		chromedp.SetValue(chromedp.CSS("#define-schedule select[name=target]"), "workflow:order"),
+		chromedp.SetValue(chromedp.CSS("#define-schedule input[name=input]"), `{"order_id":"nightly","amount":1}`),
+		chromedp.Click(chromedp.CSS("#define-schedule button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="browser-orders"] button`)),
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="browser-orders"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="browser-orders"] .s-paused`)),
 	); err != nil {
 		t.Fatalf("browser: define and pause a schedule: %v", err)
 	}
@@ -128,13 +137,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var defined bool
+	var defined, definedRun bool
 	for _, in := range infos {
 		if in.Name == "browser-every-5" {
 			defined = in.Stored && in.Paused && in.Registered && in.Type == "add" && string(in.Input) == `{"a":1,"b":1}`
 		}
+		if in.Name == "browser-orders" {
+			definedRun = in.Stored && in.Paused && in.Workflow == "order"
+		}
 	}
-	if !defined {
+	if !defined || !definedRun {
 		t.Fatalf("the schedule defined in the browser: %+v", infos)
 	}
 

@@ -86,7 +86,10 @@
       show(out, "Started ", link("started-link", "/runs/", j.run_id), "");
     });
     jsonForm("define-schedule", "define-result", "/v1/schedules", function (f, input) {
-      return { name: f.name.value, cron: f.cron.value, type: f.type.value, input: input };
+      // The target is "type:NAME" or "workflow:NAME".
+      var t = f.target.value, i = t.indexOf(":"), body = { name: f.name.value, cron: f.cron.value, input: input };
+      body[t.slice(0, i) === "workflow" ? "workflow" : "type"] = t.slice(i + 1);
+      return body;
     }, function () { location.reload(); });
     jsonForm("enqueue", "enqueue-result", "/v1/jobs", function (f, input) { return { type: f.type.value, input: input }; }, function (j, out) {
       show(out, "Enqueued ", link("enqueued-link", "/jobs/", j.id), " (" + j.state + ")");
