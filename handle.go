@@ -87,7 +87,10 @@ type GroupValue struct {
 	Set   bool
 	// Settled is set once every job in the group is terminal.
 	Settled bool
-	codec   Codec
+	// Open counts the group's jobs that are not terminal yet (GroupGet
+	// and GroupWait fill it): 0 once it settled.
+	Open  int
+	codec Codec
 }
 
 // Decode decodes the value into v with the client's codec.
@@ -117,7 +120,7 @@ func (c *Client) GroupGet(ctx context.Context, groupID string) (*GroupValue, err
 	}
 	g, err := c.store().GroupGet(ctx, &driver.GroupGetParams{ID: groupID})
 	if err == nil {
-		return &GroupValue{ID: groupID, Value: g.Value, Set: g.ValueSet, Settled: g.State == hoppertype.GroupSettled, codec: c.codec}, nil
+		return &GroupValue{ID: groupID, Value: g.Value, Set: g.ValueSet, Settled: g.State == hoppertype.GroupSettled, Open: g.Open, codec: c.codec}, nil
 	}
 	if !errors.Is(err, hoppertype.ErrNotFound) {
 		return nil, err
@@ -127,6 +130,9 @@ func (c *Client) GroupGet(ctx context.Context, groupID string) (*GroupValue, err
 		return nil, fmt.Errorf("hopper: group %s: %w", groupID, err)
 	}
 	gv := &GroupValue{ID: groupID, Settled: row.State.Terminal(), codec: c.codec}
+	if !gv.Settled {
+		gv.Open = 1
+	}
 	if row.State == hoppertype.JobStateSucceeded && row.Result != nil {
 		gv.Value, gv.Set = row.Result, true
 	}

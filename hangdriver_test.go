@@ -127,6 +127,10 @@ func (d *hangingDriver) GateEdges(ctx context.Context, params *driver.GateEdgesP
 	return hang(d, ctx, "GateEdges", func() (map[string][]string, error) { return d.baseExec.GateEdges(ctx, params) })
 }
 
+func (d *hangingDriver) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
+	return hang(d, ctx, "GateWatcherList", func() ([]string, error) { return d.baseExec.GateWatcherList(ctx, params) })
+}
+
 func (d *hangingDriver) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
 	return hang(d, ctx, "GateGet", func() (*hoppertype.GateRow, error) { return d.baseExec.GateGet(ctx, params) })
 }

@@ -31,6 +31,12 @@ type GateInfo struct {
 	// Total is how many distinct jobs it watches; Done how many it saw
 	// terminal; Succeeded how many it saw succeed.
 	Total, Done, Succeeded int
+	// State is the state of the gate's job: scheduled while it waits,
+	// succeeded once it fired, stuck when it cannot fire (Stuck says why),
+	// expired past its timeout. ParseGate and GateGet fill it.
+	State JobState
+	// Stuck is the stuck slot of a stuck gate.
+	Stuck *StuckInfo
 }
 
 // GateNext is one job a gate queues when it fires.
@@ -73,6 +79,110 @@ func (g *GateInfo) Describe() string {
 	}
 }
 
+// Explain says where the gate stands, in words: "fired", "waits: 1 of 3
+// jobs succeeded; 2 more must succeed", "stuck: job x failed, so all 3 jobs
+// can no longer succeed". It reads what GateGet filled in.
+func (g *GateInfo) Explain() string {
+	c := g.Condition.Normalize()
+	total := g.Total
+	if total == 0 {
+		total = len(g.On)
+	}
+	jobs := func(k int) string {
+		if k == 1 {
+			return "1 job"
+		}
+		return fmt.Sprintf("%d jobs", k)
+	}
+	ids := func(list []string) string {
+		if len(list) == 1 {
+			return "job " + list[0]
+		}
+		const most = 5
+		shown := list[:min(len(list), most)]
+		s := "jobs " + strings.Join(shown, ", ")
+		if len(list) > most {
+			s += fmt.Sprintf(" and %d more", len(list)-most)
+		}
+		return s
+	}
+	switch g.State {
+	case hoppertype.JobStateSucceeded:
+		return fmt.Sprintf("fired: %s queued when %d of %s had finished (%d succeeded)", jobs(len(g.Next)), g.Done, jobs(total), g.Succeeded)
+	case hoppertype.JobStateExpired:
+		return "expired before its condition held: the jobs it queues never run"
+	case hoppertype.JobStateCancelled:
+		return "cancelled: the jobs it queues never run"
+	case hoppertype.JobStateDead:
+		return "failed (a store error, again and again): retry it to look again"
+	case hoppertype.JobStateStuck:
+		if g.Stuck == nil {
+			return "stuck"
+		}
+		switch g.Stuck.Cause {
+		case hoppertype.StuckFailedBlocker:
+			failed := "a job it waits on"
+			if len(g.Stuck.BlockerIDs) > 0 {
+				failed = ids(g.Stuck.BlockerIDs)
+			}
+			return fmt.Sprintf("stuck: %s failed, so it can no longer fire (it needs %s); retry or redrive the failed jobs and it waits again", failed, g.Describe())
+		case hoppertype.StuckCycle:
+			return "stuck: it waits on itself through other gates (" + g.Stuck.Detail + "), so it can never fire"
+		default:
+			return fmt.Sprintf("stuck (%s): %s", g.Stuck.Cause, g.Stuck.Detail)
+		}
+	}
+	need := func(have, want int, verb string) string {
+		if have >= want {
+			return "its condition holds: it fires as soon as a worker takes it"
+		}
+		return fmt.Sprintf("%d more must %s", want-have, verb)
+	}
+	seen := fmt.Sprintf("waits: %d of %s finished, %d succeeded; ", g.Done, jobs(total), g.Succeeded)
+	switch c.Kind {
+	case hoppertype.GateAllDone:
+		return seen + need(g.Done, total, "finish")
+	case hoppertype.GateCount:
+		if c.Of == hoppertype.GateOfSuccess {
+			return seen + need(g.Succeeded, c.Count, "succeed")
+		}
+		return seen + need(g.Done, c.Count, "finish")
+	default:
+		return seen + need(g.Succeeded, total, "succeed")
+	}
+}
+
+// GatesWatching returns the gates that watch the job id (as GateGet reads
+// each), in id order, at most limit (1 to MaxListLimit; 0 means 100). A job
+// no gate watches has none; the job need not exist.
+func (c *Client) GatesWatching(ctx context.Context, id string, limit int) ([]*GateInfo, error) {
+	if err := checkText("job id", id); err != nil {
+		return nil, err
+	}
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 0 || limit > MaxListLimit:
+		return nil, fmt.Errorf("%w: limit %d out of range 1..%d", ErrInvalidInput, limit, MaxListLimit)
+	}
+	ids, err := c.store().GateWatcherList(ctx, &driver.GateWatcherListParams{JobID: id, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: gates watching %s: %w", id, err)
+	}
+	out := make([]*GateInfo, 0, len(ids))
+	for _, gid := range ids {
+		g, err := c.GateGet(ctx, gid)
+		if errors.Is(err, ErrNotFound) {
+			continue // its job deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
 // IsGate reports whether row is a gate's job.
 func IsGate(row *JobRow) bool { return row != nil && row.Type == gateTypeName }
 
@@ -85,9 +195,9 @@ func ParseGate(row *JobRow) (info *GateInfo, ok bool) {
 	}
 	var in engine.GateInput
 	if err := json.Unmarshal(row.Input, &in); err != nil {
-		return &GateInfo{ID: row.ID}, true
+		return &GateInfo{ID: row.ID, State: row.State, Stuck: row.Stuck}, true
 	}
-	info = &GateInfo{ID: row.ID, Condition: in.Cond.Normalize(), On: in.On}
+	info = &GateInfo{ID: row.ID, Condition: in.Cond.Normalize(), On: in.On, State: row.State, Stuck: row.Stuck}
 	for _, n := range in.Next {
 		if n == nil {
 			continue

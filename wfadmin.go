@@ -201,8 +201,19 @@ func (c *Client) RunGet(ctx context.Context, id string) (*RunInfo, error) {
 	if info.Activities, err = c.activities(ctx, info.History); err != nil {
 		return nil, err
 	}
-	if info.Hooks, err = c.store().HookListByRun(ctx, &driver.HookListByRunParams{RunID: id}); err != nil {
+	if err := c.completeRun(ctx, info, engine.Generations(all)); err != nil {
 		return nil, err
+	}
+	return info, nil
+}
+
+// completeRun fills in the views of a run read with its history and
+// activities: its hooks, timeline, steps and the compensations of every
+// attempt (gens).
+func (c *Client) completeRun(ctx context.Context, info *RunInfo, gens []engine.Generation) error {
+	var err error
+	if info.Hooks, err = c.store().HookListByRun(ctx, &driver.HookListByRunParams{RunID: info.ID}); err != nil {
+		return err
 	}
 	info.Timeline = timeline(info.History, info.Activities)
 	for _, ev := range info.History {
@@ -217,8 +228,8 @@ func (c *Client) RunGet(ctx context.Context, id string) (*RunInfo, error) {
 		}
 		info.Steps = append(info.Steps, StepInfo{Name: ev.Name, Kind: kind, Output: data.Output, Error: data.Error, Attempts: data.Attempts, At: ev.At})
 	}
-	info.Compensations = compensations(engine.Generations(all))
-	return info, nil
+	info.Compensations = compensations(gens)
+	return nil
 }
 
 // compensations lists the compensations a run's attempts registered: those

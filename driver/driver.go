@@ -594,6 +594,12 @@ type Executor interface {
 	// in the graph of gates: for a gate, the jobs it watches; for a job that
 	// a gate will queue, that gate. It is what cycle detection walks.
 	GateEdges(ctx context.Context, params *GateEdgesParams) (map[string][]string, error)
+
+	// GateWatcherList returns the ids of the gates that watch the job
+	// JobID, in id order, at most Limit (> 0). It reads the same waits
+	// GateWaitList does, from the job's side: a gate watching a job not
+	// stored yet, or one retention deleted, is listed too.
+	GateWatcherList(ctx context.Context, params *GateWatcherListParams) ([]string, error)
 }
 
 // JobWakeParams are the arguments of JobWake.

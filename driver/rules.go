@@ -31,6 +31,12 @@ type GateEdgesParams struct {
 	IDs []string
 }
 
+// GateWatcherListParams are the arguments of GateWatcherList.
+type GateWatcherListParams struct {
+	JobID string
+	Limit int
+}
+
 // GateObserveParams are the arguments of GateObserve.
 type GateObserveParams struct {
 	Jobs []GateObservation

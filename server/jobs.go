@@ -248,10 +248,21 @@ type GroupJSON struct {
 	GroupID string          `json:"group_id"`
 	State   string          `json:"state"`
 	Value   json.RawMessage `json:"value"`
+	// Open counts the group's jobs that are not terminal yet.
+	Open int `json:"open"`
+	// Counts counts the group's jobs by state (?counts=true), reading at
+	// most 1000 of them; CountsCapped says there are more.
+	Counts       map[string]int `json:"counts,omitempty"`
+	CountsCapped bool           `json:"counts_capped,omitempty"`
 }
 
 func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 	wait, err := parseWait(r.URL.Query().Get("wait"), s.opts.MaxWait)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	withCounts, err := boolParam(r, "counts")
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -279,9 +290,15 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	out := GroupJSON{GroupID: id, State: "open", Value: json.RawMessage("null")}
+	out := GroupJSON{GroupID: id, State: "open", Value: json.RawMessage("null"), Open: g.Open}
 	if g.Settled {
 		out.State = "settled"
+	}
+	if withCounts {
+		if out.Counts, out.CountsCapped, err = s.groupCounts(r.Context(), id); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 	}
 	if g.Set {
 		out.Value = payload(g.Value)

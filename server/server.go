@@ -178,6 +178,7 @@ func (s *Server) routes() {
 	m.Handle("GET /v1/events", s.auth(http.HandlerFunc(s.streamEvents)))
 	m.Handle("GET /v1/events/list", s.auth(http.HandlerFunc(s.listEvents)))
 	m.Handle("GET /v1/stats", s.auth(http.HandlerFunc(s.getStats)))
+	s.inspectRoutes() // fan-outs, gates and run timelines (pipeline.go)
 	m.Handle("/v1/", s.auth(http.HandlerFunc(s.noRoute)))
 	s.bulkRoutes() // server/bulk.go
 	s.uiRoutes()

@@ -181,7 +181,7 @@ func (s *Server) uiRuns(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) uiRun(w http.ResponseWriter, r *http.Request) {
-	info, err := s.c.RunGet(r.Context(), r.PathValue("id"))
+	tl, err := s.c.RunTimeline(r.Context(), r.PathValue("id"))
 	if err != nil {
 		if errorsIsNotFound(err) {
 			s.render(w, r, http.StatusNotFound, "notfound", map[string]any{"ID": r.PathValue("id")})
@@ -190,12 +190,14 @@ func (s *Server) uiRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	info := tl.Run
 	chunks, err := s.c.StreamRead(r.Context(), info.ID, 0, hopper.MaxListLimit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "run", map[string]any{"Run": info, "Chunks": chunks})
+	s.render(w, r, http.StatusOK, "run", map[string]any{"Run": info, "Chunks": chunks,
+		"Timeline": layoutTimeline(buildTimeline(tl, time.Now()))}) // timeline.go
 }
 
 func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
@@ -252,6 +254,10 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 	}
 	if wf, run, ok := hopper.RunOf(row); ok {
 		data["Workflow"], data["RunID"] = wf, run
+	}
+	if err := s.jobPipeline(r.Context(), row, r.URL.Query(), data); err != nil { // pipeline.go
+		s.fail(w, r, err)
+		return
 	}
 	s.render(w, r, http.StatusOK, "job", data)
 }

@@ -54,6 +54,13 @@ type JobJSON struct {
 
 // GateJSON is a gate as the API shows it.
 type GateJSON struct {
+	// ID and State are the gate's job's; Explain says where the gate
+	// stands in words ("waits: 1 of 3 jobs finished, …", "stuck: job x
+	// failed, so …"). GET /v1/jobs/{id} of a gate and GET
+	// /v1/jobs/{id}/gates set them; lists leave them out.
+	ID        string           `json:"id,omitempty"`
+	State     string           `json:"state,omitempty"`
+	Explain   string           `json:"explain,omitempty"`
 	Condition hopper.Condition `json:"condition"`
 	// WaitsUntil says the condition in words ("all 3 jobs succeed").
 	WaitsUntil string `json:"waits_until"`
@@ -91,6 +98,7 @@ func gateJSON(g *hopper.GateInfo) *GateJSON {
 			out.Seen[i] = string(st)
 		}
 		out.Done, out.Succeeded = &g.Done, &g.Succeeded
+		out.ID, out.State, out.Explain = g.ID, string(g.State), g.Explain()
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func gateCases() []testCase {
 		{"RetryUnobservesAndUnsticks", testGateRetry},
 		{"RunningGateNotWoken", testGateRunningNotWoken},
 		{"Edges", testGateEdges},
+		{"Watchers", testGateWatchers},
 		{"DeleteKeepsObservedStates", testGateDelete},
 		{"RollsBackWithTx", testGateRollback},
 		{"ConcurrentFinishesAreExact", testGateConcurrent},
@@ -309,6 +311,31 @@ func testGateEdges(t *testing.T, f *fixture) {
 	require.Len(t, edges, 2, "only ids with edges: %v", edges)
 	require.ElementsMatch(t, []string{a.ID, missing}, edges[g.ID], "a gate waits on its watched jobs")
 	require.Equal(t, []string{g.ID}, edges[queued], "a queued job waits on its gate")
+}
+
+func testGateWatchers(t *testing.T, f *fixture) {
+	a := f.ownQueueJob(t)
+	missing := f.id()
+	g1, g2 := f.gateJob(t), f.gateJob(t)
+	f.gateInsert(t,
+		&driver.GateSpec{ID: g1.ID, On: []string{a.ID, missing}, Queues: []string{f.id()}},
+		&driver.GateSpec{ID: g2.ID, On: []string{a.ID}, Queues: []string{f.id()}})
+	want := []string{g1.ID, g2.ID}
+	slices.Sort(want)
+	got, err := f.x.GateWatcherList(f.ctx, &driver.GateWatcherListParams{JobID: a.ID, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, want, got, "both gates watch the job, in id order")
+	got, err = f.x.GateWatcherList(f.ctx, &driver.GateWatcherListParams{JobID: a.ID, Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, want[:1], got, "at most Limit")
+	got, err = f.x.GateWatcherList(f.ctx, &driver.GateWatcherListParams{JobID: missing, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{g1.ID}, got, "a job not stored yet is watched too")
+	got, err = f.x.GateWatcherList(f.ctx, &driver.GateWatcherListParams{JobID: g1.ID, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, got, "nothing watches the gate")
+	_, err = f.x.GateWatcherList(f.ctx, &driver.GateWatcherListParams{JobID: a.ID})
+	require.ErrorIs(t, err, hoppertype.ErrInvalidInput, "a limit is required")
 }
 
 func testGateDelete(t *testing.T, f *fixture) {

@@ -117,6 +117,18 @@ func (t *tx) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map
 	return out, nil
 }
 
+// GateWatcherList returns the gates watching a job.
+func (t *tx) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	if params.Limit <= 0 {
+		return nil, fmt.Errorf("list gate watchers: limit %d: %w", params.Limit, hoppertype.ErrInvalidInput)
+	}
+	out := slices.Sorted(slices.Values(t.st.gatesByJob[params.JobID]))
+	return out[:min(len(out), params.Limit)], nil
+}
+
 // observeGates records a job's move from old to new state in the gates
 // watching it, and wakes those that the move decides.
 func (t *tx) observeGates(id string, old, new hoppertype.JobState, now time.Time) {

@@ -370,6 +370,11 @@ func (d *pool) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (m
 	return call(ctx, d.Driver, func(tx *tx) (map[string][]string, error) { return tx.GateEdges(ctx, params) })
 }
 
+// GateWatcherList implements driver.Executor.
+func (d *pool) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]string, error) { return tx.GateWatcherList(ctx, params) })
+}
+
 // KeyDeleteExpired deletes expired keys; see driver.Executor.
 func (d *pool) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
 	return call(ctx, d.Driver, func(tx *tx) (int, error) { return tx.KeyDeleteExpired(ctx, params) })

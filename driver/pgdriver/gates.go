@@ -20,6 +20,7 @@ import (
 type gateQueries struct {
 	insert, insertWaits, insertQueues, count, get, waits string
 	watched, setWaits, addCounts, gateJobs, wake, edges  string
+	watchers                                             string
 }
 
 const gateColumns = "id, cond_kind, cond_count, cond_of, total, done, succeeded, created_at"
@@ -43,8 +44,9 @@ FROM (SELECT count(*) AS total, count(state) AS done, count(*) FILTER (WHERE sta
 	FROM {s}.gate_waits WHERE gate_id = $1) c
 WHERE g.id = $1
 RETURNING ` + prefixCols("g.", gateColumns)),
-		get:   q(`SELECT ` + gateColumns + ` FROM {s}.gates WHERE id = $1`),
-		waits: q(`SELECT gate_id, job_id, state FROM {s}.gate_waits WHERE gate_id = $1 ORDER BY job_id`),
+		get:      q(`SELECT ` + gateColumns + ` FROM {s}.gates WHERE id = $1`),
+		waits:    q(`SELECT gate_id, job_id, state FROM {s}.gate_waits WHERE gate_id = $1 ORDER BY job_id`),
+		watchers: q(`SELECT gate_id FROM {s}.gate_waits WHERE job_id = $1 ORDER BY gate_id LIMIT $2`),
 		// watched locks the waits on the jobs of $1, in one order for
 		// every transaction.
 		watched: q(`SELECT gate_id, job_id, state FROM {s}.gate_waits WHERE job_id = ANY($1::text[])
@@ -399,6 +401,27 @@ func (e *executor) GateEdges(ctx context.Context, params *driver.GateEdgesParams
 	_, err = pgx.ForEachRow(rows, []any{&from, &to}, func() error { out[from] = append(out[from], to); return nil })
 	if err != nil {
 		return nil, e.d.fail("gate edges", err)
+	}
+	return out, nil
+}
+
+// GateWatcherList returns the gates watching a job; see driver.Executor.
+func (e *executor) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
+	if err := e.check(ctx, "list gate watchers"); err != nil {
+		return nil, err
+	}
+	if params.Limit <= 0 {
+		return nil, fmt.Errorf("list gate watchers: limit %d: %w", params.Limit, hoppertype.ErrInvalidInput)
+	}
+	rows, err := e.q.Query(ctx, e.d.q.gates.watchers, params.JobID, params.Limit)
+	if err != nil {
+		return nil, e.d.fail("list gate watchers", err)
+	}
+	out := []string{}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { out = append(out, id); return nil })
+	if err != nil {
+		return nil, e.d.fail("list gate watchers", err)
 	}
 	return out, nil
 }

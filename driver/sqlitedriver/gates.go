@@ -28,6 +28,7 @@ const (
 	insertGateQueueSQL = `INSERT INTO gate_queues (job_id, gate_id) VALUES (?, ?)`
 	getGateSQL         = `SELECT ` + gateCols + ` FROM gates WHERE id = ?`
 	listGateWaitsSQL   = `SELECT gate_id, job_id, state FROM gate_waits WHERE gate_id = ? ORDER BY job_id`
+	gateWatchersSQL    = `SELECT gate_id FROM gate_waits WHERE job_id = ? ORDER BY gate_id LIMIT ?`
 	// watchedSQL lists the waits on the jobs of the JSON array ?1.
 	watchedSQL      = `SELECT gate_id, job_id, state FROM gate_waits WHERE job_id IN (SELECT value FROM json_each(?1))`
 	setWaitSQL      = `UPDATE gate_waits SET state = ?3 WHERE gate_id = ?1 AND job_id = ?2`
@@ -242,6 +243,25 @@ func (r *runner) gateWaitList(ctx context.Context, gateID string) ([]*hoppertype
 	return out, nil
 }
 
+func (r *runner) gateWatchers(ctx context.Context, p *driver.GateWatcherListParams) ([]string, error) {
+	if p.Limit <= 0 {
+		return nil, fmt.Errorf("list gate watchers: limit %d: %w", p.Limit, hoppertype.ErrInvalidInput)
+	}
+	out := []string{}
+	err := r.each(ctx, gateWatchersSQL, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		out = append(out, id)
+		return nil
+	}, p.JobID, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list gates watching %q: %w", p.JobID, err)
+	}
+	return out, nil
+}
+
 func (r *runner) gateEdges(ctx context.Context, ids []string) (map[string][]string, error) {
 	out := map[string][]string{}
 	if len(ids) == 0 {
@@ -328,6 +348,20 @@ func (t *txExec) GateEdges(ctx context.Context, params *driver.GateEdgesParams) 
 		return nil, err
 	}
 	return t.r.gateEdges(ctx, params.IDs)
+}
+
+// GateWatcherList returns the gates watching a job, as this transaction
+// sees them.
+func (t *txExec) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.gateWatchers(ctx, params)
+}
+
+// GateWatcherList returns the gates watching a job; see driver.Executor.
+func (d *pool) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
+	return read(ctx, d.Driver, func(r *runner) ([]string, error) { return r.gateWatchers(ctx, params) })
 }
 
 // GateInsert stores gates; see driver.Executor.

@@ -55,6 +55,7 @@ var noChangeRows = map[string]string{
 	"GateGet":              "read",
 	"GateWaitList":         "read",
 	"GateEdges":            "read",
+	"GateWatcherList":      "read",
 	"ChangeList":           "read",
 	"ChangeScan":           "read",
 	"ChangeTail":           "read",

@@ -3,15 +3,18 @@ package cli
 import (
 	"context"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
 	"github.com/hopper-go/hopper/server"
 )
@@ -179,10 +182,85 @@ func TestDashboardInBrowser(t *testing.T) {
 	if runStatus != "completed" || !strings.Contains(output, `"shipment": "ship-o1-42"`) {
 		t.Fatalf("run page shows %q with output %q; want completed with a shipment", runStatus, output)
 	}
+
+	// Fan-outs: nested fan-outs and a pipeline whose chunks two chained
+	// gates wait on. Open the pipeline's page, a child from its children,
+	// and the gate from the child's gates.
+	nested, err := exampleFanout.Enqueue(ctx, c, FanoutInput{N: 3, Depth: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := examplePipeline.Enqueue(ctx, c, PipelineInput{Chunks: 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*hopper.Handle[hopper.None]{nested, pipe} {
+		if _, err := h.Group(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var explain string
+	// follow opens the link sel on the current page (its href read from
+	// the page, the way a click would go) and waits for want there.
+	follow := func(sel, want string) {
+		t.Helper()
+		href, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).getAttribute("href")`))
+		if err != nil || !strings.HasPrefix(href, "/") {
+			t.Fatalf("browser: link %s: %q, %v", sel, href, err)
+		}
+		if err := chromedp.Do(bctx, chromedp.Navigate(base+href), chromedp.WaitReady(chromedp.CSS(want))); err != nil {
+			t.Fatalf("browser: open %s for %s: %v", href, want, err)
+		}
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/jobs/"+url.PathEscape(nested.ID())),
+		chromedp.WaitReady(chromedp.CSS("#pipeline svg a[data-node]")),
+		chromedp.WaitVisible(chromedp.CSS("#group")),
+		chromedp.Navigate(base+"/jobs/"+url.PathEscape(pipe.ID())),
+		chromedp.WaitVisible(chromedp.CSS(`#children tr[data-type="stage"] a`)),
+	); err != nil {
+		t.Fatalf("browser: a fan-out's pages: %v", err)
+	}
+	follow(`#children tr[data-type="stage"] a`, "#watching a")
+	follow("#watching a", "#gate-explain")
+	if explain, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#gate-explain"))); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if !strings.HasPrefix(explain, "fired") {
+		t.Fatalf("the gate's page says %q; want it fired", explain)
+	}
+
+	// A saga retried twice and compensated: its timeline shows every
+	// attempt, the activity's retried tries and the compensations.
+	trip, err := exampleTrip.Start(ctx, c, TripInput{Trip: "lisbon", FailAttempts: 3}, &hopper.StartOpts{ID: "trip-lisbon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.RunWait(ctx, trip.ID()); err != nil || info.Status != hopper.RunCompensated {
+		t.Fatalf("trip run: %+v, %v; want compensated", info, err)
+	}
+	var attempts, comps, retries int
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/runs/trip-lisbon"),
+		chromedp.WaitReady(chromedp.CSS("#timeline svg .k-compensation")),
+	); err != nil {
+		t.Fatalf("browser: a run's timeline: %v", err)
+	}
+	for sel, n := range map[string]*int{".k-attempt": &attempts, ".k-compensation": &comps, ".b-retry": &retries} {
+		if *n, err = chromedp.Run(bctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline svg `+sel+`").length`)); err != nil {
+			t.Fatalf("browser: %v", err)
+		}
+	}
+	if attempts != 3 || comps != 6 || retries != 3 {
+		t.Fatalf("the timeline shows %d attempts, %d compensations, %d backoffs; want 3, 6, 3", attempts, comps, retries)
+	}
 	runShot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("browser: %v", err)
 	}
+	// The run links its job, whose page links back to the run.
+	follow("#run-job", "#run-link a")
+	follow("#run-link a", "#timeline svg")
 
 	// Back to the overview for the screenshot: the charts, with axes, and
 	// the queue table. A window chosen goes into the URL.
@@ -259,6 +337,10 @@ func newBrowser(t *testing.T, ctx context.Context, chrome string) context.Contex
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
+		// A page kept in the back-forward cache keeps its event stream
+		// open: a few navigations would use up the browser's six
+		// connections to the server.
+		chromedp.Flag("disable-features", "BackForwardCache"),
 		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 900),
 	)

@@ -26,6 +26,9 @@ type FlakyInput struct {
 // FanoutInput is the input of the "fanout" example.
 type FanoutInput struct {
 	N int `json:"n"`
+	// Depth nests the fan-out: above 0, the children are fan-outs of N
+	// with Depth-1, down to add jobs.
+	Depth int `json:"depth,omitempty"`
 }
 
 // exampleAdd adds; inside a fan-out group it also folds its sum into the
@@ -37,17 +40,30 @@ var exampleAdd = hopper.Define("add", func(ctx context.Context, in AddInput) (in
 
 // exampleFanout fans out add jobs {a: i, b: 0} for i = 1..n; their sums fold
 // into the group value, n(n+1)/2.
-var exampleFanout = hopper.Define("fanout", func(ctx context.Context, in FanoutInput) (hopper.None, error) {
+var exampleFanout *hopper.Type[FanoutInput, hopper.None]
+
+// The fanout type is defined in init: its handler spawns fanout jobs when
+// nested.
+func init() { exampleFanout = hopper.Define("fanout", fanout, nil) }
+
+func fanout(ctx context.Context, in FanoutInput) (hopper.None, error) {
 	if in.N < 0 || in.N > 10_000 {
 		return hopper.None{}, hopper.Abort(fmt.Errorf("fanout: n must be between 0 and 10000, got %d", in.N))
+	}
+	if in.Depth < 0 || in.Depth > 3 {
+		return hopper.None{}, hopper.Abort(fmt.Errorf("fanout: depth must be between 0 and 3, got %d", in.Depth))
 	}
 	job := hopper.JobFromContext(ctx)
 	children := make([]*hopper.JobSpec, in.N)
 	for i := range children {
+		if in.Depth > 0 {
+			children[i] = exampleFanout.Job(FanoutInput{N: in.N, Depth: in.Depth - 1}, nil)
+			continue
+		}
 		children[i] = exampleAdd.Job(AddInput{A: i + 1}, nil)
 	}
 	return hopper.None{}, job.Spawn(children...)
-}, nil)
+}
 
 // PipelineInput is the input of the "pipeline" example.
 type PipelineInput struct {
@@ -216,6 +232,43 @@ var exampleReport = hopper.Workflow("report", func(wf hopper.WorkflowContext, in
 	return hopper.Activity(wf, exampleRender, in, nil)
 }, nil)
 
+// TripInput is the input of the "trip" workflow.
+type TripInput struct {
+	Trip string `json:"trip"`
+	// FailAttempts makes the first attempts fail at payment: each is
+	// undone (the flight cancelled, the hotel released) before the next
+	// one; past its retries the run ends compensated.
+	FailAttempts int `json:"fail_attempts"`
+}
+
+// exampleTrip is a retried saga: a step, an activity whose job fails once
+// and retries, a durable sleep, then payment; a failed attempt is undone
+// before the next one starts (StrategyRetry), and every attempt shows on
+// the run's timeline.
+var exampleTrip = hopper.Workflow("trip", func(wf hopper.WorkflowContext, in TripInput) (string, error) {
+	flight, err := hopper.Step(wf, "book-flight", func(ctx context.Context) (string, error) {
+		return "flight-" + in.Trip, nil
+	}, nil)
+	if err != nil {
+		return "", err
+	}
+	wf.Compensate("cancel-flight", func(ctx context.Context) error { return nil })
+	hotel, err := hopper.Activity(wf, exampleFlaky, FlakyInput{FailTimes: 1}, nil)
+	if err != nil {
+		return "", err
+	}
+	wf.Compensate("release-hotel", func(ctx context.Context) error { return nil })
+	if err := wf.Sleep(300 * time.Millisecond); err != nil { // waiting for the fare to settle
+		return "", err
+	}
+	if wf.Attempt() <= in.FailAttempts {
+		return "", fmt.Errorf("payment declined on attempt %d", wf.Attempt())
+	}
+	return hopper.Step(wf, "pay", func(ctx context.Context) (string, error) {
+		return fmt.Sprintf("paid %s, %s (hotel %s)", in.Trip, flight, hotel), nil
+	}, nil)
+}, &hopper.WorkflowOpts{Strategy: hopper.StrategyRetry, MaxRetries: 2, Retry: hopper.RetryPolicy{Base: 200 * time.Millisecond, Max: time.Second, Jitter: hopper.NoJitter}})
+
 // exampleSchedules are registered by hopper dev (and hopper serve
 // --examples): an add job at the top of every minute, its input the
 // occurrence's hour and minute.
@@ -232,5 +285,5 @@ func exampleSchedules() []hopper.Schedule {
 // exampleTypes are registered by hopper dev (and hopper serve --examples).
 func exampleTypes() []hopper.AnyType {
 	return []hopper.AnyType{exampleAdd, exampleFlaky, exampleFanout, exampleStage, examplePipeline, exampleOrder, exampleApproval,
-		exampleSleepy, exampleRender, exampleReport}
+		exampleSleepy, exampleRender, exampleReport, exampleTrip}
 }
