@@ -81,6 +81,11 @@ type ListParams struct {
 	// page is full. Narrow them by state, type, queue or time to keep a
 	// search over a large store quick.
 	ErrorContains string
+	// HideCompensated leaves out the jobs of workflow runs that ended
+	// compensated: a saga that failed and undid its work needs no
+	// operator, so dead-letter listings hide it (its run stays in the
+	// runs listings).
+	HideCompensated bool
 	// Cursor continues a listing from a JobPage's NextCursor.
 	Cursor string
 	// Ascending lists oldest first; the default is newest first.
@@ -111,11 +116,15 @@ func (p *ListParams) check() error {
 
 // driverParams is p as the store takes it (its Limit aside).
 func (p *ListParams) driverParams() driver.JobListParams {
-	return driver.JobListParams{
+	dp := driver.JobListParams{
 		States: p.States, Types: p.Types, Queues: p.Queues, GroupID: p.GroupID, ParentID: p.ParentID,
 		QueuedAfter: p.QueuedAfter, QueuedBefore: p.QueuedBefore, Metadata: p.Metadata, UniqueKey: p.UniqueKey,
 		ErrorContains: p.ErrorContains, Cursor: p.Cursor, Ascending: p.Ascending,
 	}
+	if p.HideCompensated {
+		dp.SkipRunStatuses = []RunStatus{RunCompensated}
+	}
+	return dp
 }
 
 // JobPage is one page of a listing.

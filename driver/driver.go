@@ -747,6 +747,9 @@ type JobListParams struct {
 	Metadata      map[string]string
 	UniqueKey     string
 	ErrorContains string
+	// SkipRunStatuses leaves out the jobs of workflow runs whose status is
+	// one of these (a compensated saga's job in a dead-letter listing).
+	SkipRunStatuses []hoppertype.RunStatus
 	// Cursor is the id to continue after.
 	Cursor    string
 	Ascending bool

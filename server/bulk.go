@@ -30,13 +30,15 @@ type JobFilterJSON struct {
 	Error        string            `json:"error,omitempty"`
 	QueuedAfter  string            `json:"queued_after,omitempty"`
 	QueuedBefore string            `json:"queued_before,omitempty"`
+	// HideCompensated ("true") leaves out compensated sagas' jobs.
+	HideCompensated string `json:"hide_compensated,omitempty"`
 }
 
 // values is f as a listing's query.
 func (f *JobFilterJSON) values() url.Values {
 	q := url.Values{"state": f.State, "type": f.Type, "queue": f.Queue}
 	for k, v := range map[string]string{"group_id": f.GroupID, "parent_id": f.ParentID, "unique_key": f.UniqueKey,
-		"error": f.Error, "queued_after": f.QueuedAfter, "queued_before": f.QueuedBefore} {
+		"error": f.Error, "queued_after": f.QueuedAfter, "queued_before": f.QueuedBefore, "hide_compensated": f.HideCompensated} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -45,7 +45,7 @@ func TestAPIBulkAndSearch(t *testing.T) {
 	// and the action bar's filter (dead jobs, as searched).
 	_, page := e.page("/dead?error=always&meta=" + url.QueryEscape("tenant=<acme>"))
 	require.Contains(t, page, `<input name="error" value="always"`)
-	require.Contains(t, page, `data-query="error=always&amp;meta=tenant%3D%3Cacme%3E&amp;state=dead"`)
+	require.Contains(t, page, `data-query="error=always&amp;hide_compensated=true&amp;meta=tenant%3D%3Cacme%3E&amp;state=dead"`)
 	require.Contains(t, page, `No jobs.`, "no tenant is <acme>")
 	_, page = e.page("/dead?error=always")
 	require.Contains(t, page, `<td class="err"><span title="always fails">always fails</span></td>`)

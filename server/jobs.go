@@ -117,6 +117,13 @@ func listParams(q map[string][]string) (*hopper.ListParams, error) {
 	p.ParentID = get("parent_id")
 	p.UniqueKey = get("unique_key")
 	p.ErrorContains = get("error")
+	if v := get("hide_compensated"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, badRequest("hide_compensated: %q (true or false)", v)
+		}
+		p.HideCompensated = b
+	}
 	for _, kv := range q["meta"] {
 		if kv = strings.TrimSpace(kv); kv == "" {
 			continue
@@ -315,6 +322,9 @@ func (s *Server) listDead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.States = []hopper.JobState{hopper.StateDead}
+	if q.Get("hide_compensated") == "" {
+		p.HideCompensated = true // a compensated saga is no dead letter
+	}
 	s.writePage(w, r, p)
 }
 

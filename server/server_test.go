@@ -781,6 +781,17 @@ func TestAPIRuns(t *testing.T) {
 	require.Equal(t, "compensated", run.Status)
 	require.Equal(t, []server.CompensationJSON{{Name: "undo-reserve", Attempt: 1, Executed: true}, {Name: "undo-charge", Attempt: 1, Executed: true}}, run.Compensations)
 	require.NotNil(t, run.Error)
+	// A compensated saga is no dead letter: its job is dead, but the
+	// dead-letter listing and its page leave it out unless asked.
+	job, err := e.c.JobGet(context.Background(), started.RunID)
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateDead, job.State)
+	var dead server.JobListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/dead?type=workflow:saga", "", &dead))
+	require.Empty(t, dead.Jobs, "the compensated saga's job is not listed")
+	require.Equal(t, 200, e.do("GET", "/v1/dead?type=workflow:saga&hide_compensated=false", "", &dead))
+	require.Len(t, dead.Jobs, 1, "unless asked for")
+	require.Equal(t, 400, e.do("GET", "/v1/dead?hide_compensated=maybe", "", nil))
 
 	var list server.RunListJSON
 	require.Equal(t, 200, e.do("GET", "/v1/runs?workflow=saga&status=completed,compensated&limit=10", "", &list))

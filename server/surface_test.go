@@ -891,6 +891,8 @@ func TestInternalJobsReadable(t *testing.T) {
 	require.Contains(t, html, `href="/runs/`+run.RunID+`"`)
 	require.Contains(t, html, "1 of 1")
 	_, dead := e.page("/dead")
+	require.NotContains(t, dead, run.RunID, "a compensated saga is no dead letter")
+	_, dead = e.page("/dead?hide_compensated=false")
 	require.Contains(t, dead, "workflow saga")
 	require.Contains(t, dead, `href="/runs/`+run.RunID+`"`)
 	require.NotRegexp(t, `\d+ of 101`, dead)

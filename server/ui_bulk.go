@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -65,6 +66,9 @@ func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.States = []hopper.JobState{hopper.StateDead}
+	if q.Get("hide_compensated") == "" {
+		p.HideCompensated = true // a compensated saga is no dead letter
+	}
 	if p.Limit == 0 {
 		p.Limit = 50
 	}
@@ -78,6 +82,7 @@ func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
 		fq[k] = v
 	}
 	fq.Set("state", string(hoppertype.JobStateDead))
+	fq.Set("hide_compensated", strconv.FormatBool(p.HideCompensated))
 	data["Rows"] = selRows{Jobs: pg.Jobs, Errors: true}
 	data["Bar"] = bulkBar{Endpoint: "/v1/jobs/bulk", Kind: "jobs", Noun: "job", Query: filterQuery(fq),
 		Actions: []bulkAction{{"redrive", "Redrive"}, {"delete", "Delete"}}}

@@ -229,6 +229,10 @@ func testListSearch(t *testing.T, f *fixture) {
 		f.job(meta("tenant", "")),
 	}
 	f.insert(t, j[4], j[2], j[0], j[5], j[3], j[1])
+	// j[2] and j[3] are the jobs of workflow runs, j[2]'s compensated.
+	for i, st := range map[int]hoppertype.RunStatus{2: hoppertype.RunCompensated, 3: hoppertype.RunFailed} {
+		require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: f.runRow(func(r *hoppertype.RunRow) { r.ID, r.Status = j[i].ID, st })}))
+	}
 	pick := func(idx ...int) []string { return idsAt(j, idx...) }
 	cases := []struct {
 		name string
@@ -248,6 +252,10 @@ func testListSearch(t *testing.T, f *fixture) {
 		{"error text and unique key", driver.JobListParams{ErrorContains: "Refused", UniqueKey: "order-18"}, pick(3)},
 		{"error text, ascending, limit", driver.JobListParams{ErrorContains: "e", Ascending: true, Limit: 2}, pick(0, 2)},
 		{"error text after a cursor", driver.JobListParams{ErrorContains: "e", Cursor: j[3].ID}, pick(2, 0)},
+		{"dead, without compensated runs' jobs", driver.JobListParams{States: []hoppertype.JobState{hoppertype.JobStateDead},
+			SkipRunStatuses: []hoppertype.RunStatus{hoppertype.RunCompensated}}, pick(3, 0)},
+		{"without the jobs of runs in either status", driver.JobListParams{ErrorContains: "e",
+			SkipRunStatuses: []hoppertype.RunStatus{hoppertype.RunCompensated, hoppertype.RunFailed}}, pick(0)},
 	}
 	for _, c := range cases {
 		if c.p.Limit == 0 {

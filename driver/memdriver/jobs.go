@@ -91,7 +91,8 @@ func (t *tx) JobList(ctx context.Context, params *driver.JobListParams) ([]*hopp
 			params.Cursor != "" && params.Ascending && r.ID <= params.Cursor,
 			params.Cursor != "" && !params.Ascending && r.ID >= params.Cursor,
 			params.UniqueKey != "" && r.UniqueKey != params.UniqueKey,
-			params.ErrorContains != "" && (r.Error == nil || !strings.Contains(r.Error.Message, params.ErrorContains)):
+			params.ErrorContains != "" && (r.Error == nil || !strings.Contains(r.Error.Message, params.ErrorContains)),
+			len(params.SkipRunStatuses) > 0 && t.st.runs[r.ID] != nil && slices.Contains(params.SkipRunStatuses, t.st.runs[r.ID].Status):
 			return false
 		}
 		for k, v := range params.Metadata {

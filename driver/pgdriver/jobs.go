@@ -122,6 +122,13 @@ func (q *queries) jobList(p *driver.JobListParams) (string, []any) {
 	if p.UniqueKey != "" {
 		add("unique_key = $?", p.UniqueKey)
 	}
+	if len(p.SkipRunStatuses) > 0 {
+		statuses := make([]string, len(p.SkipRunStatuses))
+		for i, st := range p.SkipRunStatuses {
+			statuses[i] = string(st)
+		}
+		add("NOT EXISTS (SELECT 1 FROM "+q.schema+".runs r WHERE r.id = jobs.id AND r.status = ANY($?::text[]))", statuses)
+	}
 	// error and metadata are JSON text; a row with a \u0000 escape, which
 	// json's text operators refuse, does not match rather than fail the
 	// listing (CASE keeps the operator from reading it).

@@ -227,6 +227,9 @@ func (r *runner) jobList(ctx context.Context, p *driver.JobListParams) ([]*hoppe
 	if p.UniqueKey != "" {
 		add("unique_key = ?", p.UniqueKey)
 	}
+	if len(p.SkipRunStatuses) > 0 {
+		add("NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.id AND r.status IN (SELECT value FROM json_each(?)))", jsonList(p.SkipRunStatuses))
+	}
 	if p.ErrorContains != "" {
 		add("instr(json_extract(error, '$.message'), ?) > 0", p.ErrorContains)
 	}

@@ -353,6 +353,7 @@ func deadCmd(g *globals) *cobra.Command {
 				return err
 			}
 			params.States = []hopper.JobState{hopper.StateDead}
+			params.HideCompensated = true // a compensated saga is no dead letter
 			if r := g.remote(); r != nil {
 				return remoteJobList(cmd.Context(), g, r, &p, []string{"dead"})
 			}
