@@ -144,7 +144,10 @@ func testFairLimitSharesAcrossGroups(t *testing.T, newDriver func(*testing.T) dr
 		}
 	}
 	require.GreaterOrEqual(t, firstB, 0)
-	require.Less(t, firstB, 3, "tenant b starts among the first jobs, not after a's flood: %v", order)
+	// Without fairness b would start 13th, after a's flood; with it, among
+	// the first few (how few depends on how the first claims interleave
+	// with the first attempts on a busy machine).
+	require.Less(t, firstB, 6, "tenant b starts among the first jobs, not after a's flood: %v", order)
 }
 
 func TestRateLimitSpacesStarts(t *testing.T) { forEachDriver(t, testRateLimitSpacesStarts) }

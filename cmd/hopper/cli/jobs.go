@@ -343,6 +343,7 @@ func printJobText(g *globals, j *server.JobJSON) error {
 func deadCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "dead", Short: "List and redrive dead-lettered jobs", Long: "List and redrive dead-lettered jobs." + existingNote}
 	var p listFlags
+	var compensated bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List dead jobs",
@@ -353,14 +354,24 @@ func deadCmd(g *globals) *cobra.Command {
 				return err
 			}
 			params.States = []hopper.JobState{hopper.StateDead}
-			params.HideCompensated = true // a compensated saga is no dead letter
+			params.HideCompensated = !compensated // a compensated saga is no dead letter
 			if r := g.remote(); r != nil {
-				return remoteJobList(cmd.Context(), g, r, &p, []string{"dead"})
+				q := p.values([]string{"dead"})
+				q.Set("hide_compensated", strconv.FormatBool(!compensated))
+				var page server.JobListJSON
+				if err := r.get(cmd.Context(), "/v1/jobs", q, &page); err != nil {
+					return err
+				}
+				if g.asJSON {
+					return writeJSON(g.out, page)
+				}
+				return printJobTable(g, page.Jobs, page.NextCursor)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error { return printPage(cmd.Context(), g, c, params) })
 		},
 	}
 	p.add(list, false)
+	list.Flags().BoolVar(&compensated, "compensated", false, "also list the jobs of workflow runs that ended compensated (sagas that undid their work)")
 	var ids []string
 	var typ string
 	var all bool

@@ -39,7 +39,12 @@ func TestJobTextReadsAsTheAPI(t *testing.T) {
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	for _, via := range [][]string{{"--db", db}, {"--server", hs.URL}} {
-		for _, args := range [][]string{{"dead", "list"}, {"jobs", "show", h.ID()}} {
+		// A compensated saga is listed as dead only when asked for.
+		out, _, code := run(t, append([]string{"dead", "list"}, via...)...)
+		if code != 0 || strings.Contains(out, h.ID()[24:]) {
+			t.Fatalf("dead list %v lists the compensated order: %d\n%s", via, code, out)
+		}
+		for _, args := range [][]string{{"dead", "list", "--compensated"}, {"jobs", "show", h.ID()}} {
 			out, errOut, code := run(t, append(args, via...)...)
 			if code != 0 {
 				t.Fatalf("%v %v: %d %s", args, via, code, errOut)
