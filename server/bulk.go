@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/hopper-go/hopper"
 )
@@ -89,7 +91,9 @@ func (s *Server) jobBulk(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Filter = lp
 	}
-	res, err := s.c.JobBulk(r.Context(), p)
+	ctx, cancel := bulkContext(r)
+	defer cancel()
+	res, err := s.c.JobBulk(ctx, p)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -137,7 +141,9 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Filter = rq
 	}
-	res, err := s.c.RunBulk(r.Context(), p)
+	ctx, cancel := bulkContext(r)
+	defer cancel()
+	res, err := s.c.RunBulk(ctx, p)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -171,4 +177,15 @@ func JobFilterOf(q url.Values) *JobFilterJSON {
 		}
 	}
 	return f
+}
+
+// bulkMaxDuration bounds a bulk action.
+const bulkMaxDuration = time.Hour
+
+// bulkContext is a bulk action's context: it outlives the request, so a
+// client that goes away (a proxy's timeout on a million-row action) does
+// not stop the action half-way; the pages already done stay done either
+// way, and the action ends within bulkMaxDuration.
+func bulkContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), bulkMaxDuration)
 }

@@ -1,12 +1,20 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/server"
 )
 
@@ -82,4 +90,72 @@ func TestAPIBulkAndSearch(t *testing.T) {
 	require.Equal(t, server.BulkResultJSON{Action: "retry", DryRun: true}, res)
 	require.Equal(t, http.StatusBadRequest, e.do("POST", "/v1/runs/bulk", `{"action":"redrive","ids":["r"]}`, &apiErr))
 	require.Equal(t, http.StatusBadRequest, e.do("POST", "/v1/runs/bulk", `{"action":"cancel","filter":{"status":["asleep"]},"max":1}`, &apiErr))
+}
+
+// gatedDriver holds the first job listing of a bulk action (of type add)
+// until the test lets it go.
+type gatedDriver struct {
+	driver.Driver
+	baseExec
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (d *gatedDriver) Executor() driver.Executor { return d }
+
+func (d *gatedDriver) JobList(ctx context.Context, p *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	if slices.Contains(p.Types, "add") && slices.Contains(p.States, hoppertype.JobStateScheduled) {
+		d.once.Do(func() {
+			close(d.entered)
+			<-d.release
+		})
+	}
+	return d.baseExec.JobList(ctx, p)
+}
+
+// TestBulkOutlivesItsRequest: a bulk action goes on when its client goes
+// away (a proxy's timeout on a long action): every job it confirmed is
+// acted on.
+func TestBulkOutlivesItsRequest(t *testing.T) {
+	t.Parallel()
+	base := newDriver(t)
+	d := &gatedDriver{Driver: base, baseExec: base.Executor(), entered: make(chan struct{}), release: make(chan struct{})}
+	e := setupOn(t, d, &server.Options{Tokens: []string{token}})
+	var ids []string
+	for range 3 {
+		var out server.EnqueueResponse
+		require.Equal(t, http.StatusCreated, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"delay":"1h"}}`, &out))
+		ids = append(ids, out.ID)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "POST", e.url+"/v1/jobs/bulk",
+		strings.NewReader(`{"action":"cancel","filter":{"type":["add"],"state":["scheduled"]},"max":3}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	select {
+	case <-d.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the bulk action did not list the jobs")
+	}
+	cancel() // the client gives up
+	require.Error(t, <-done)
+	close(d.release)
+	e.await(t, "every confirmed job cancelled", func() bool {
+		for _, id := range ids {
+			j, err := e.c.JobGet(context.Background(), id)
+			if err != nil || j.State != hopper.StateCancelled {
+				return false
+			}
+		}
+		return true
+	})
 }
