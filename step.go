@@ -53,27 +53,10 @@ func Fatal(err error) error { return Abort(err) }
 func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (T, error), opts *StepOpts) (T, error) {
 	st := wf.state()
 	var zero T
-	if err := st.Check(); err != nil {
-		return zero, err
+	v, done, p, err := stepBegin[T](st, name, opts)
+	if done || err != nil {
+		return v, err
 	}
-	ev, err := st.Next(name, engine.EvStep)
-	if err != nil {
-		return zero, err
-	}
-	if ev != nil {
-		return decodeStep[T](st, name, ev)
-	}
-	if err := st.Live(); err != nil {
-		return zero, err
-	}
-	var policy RetryPolicy
-	if opts != nil {
-		policy = opts.Retry
-	}
-	if err := policy.Validate(); err != nil {
-		return zero, err
-	}
-	p := policy.resolved()
 	if stub, ok := stubs.Step(st.c, name); ok {
 		f, ok := stub.(func(context.Context) (T, error))
 		if !ok {
@@ -81,7 +64,6 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 		}
 		fn = f
 	}
-	var v T
 	meta := StepMetadata{RunID: st.Run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.Scope(), name, st.NextSeq)}
 	attempt := 1
 	for ; ; attempt++ {
@@ -149,27 +131,10 @@ func TxStep[T, Tx any](wf WorkflowContext, name string, fn func(ctx context.Cont
 		// Stubbed in a test: the stub stands for the whole step.
 		return Step(wf, name, func(context.Context) (T, error) { return zero, errors.New("hopper: stub not found") }, opts)
 	}
-	if err := st.Check(); err != nil {
-		return zero, err
+	v, done, p, err := stepBegin[T](st, name, opts)
+	if done || err != nil {
+		return v, err
 	}
-	ev, err := st.Next(name, engine.EvStep)
-	if err != nil {
-		return zero, err
-	}
-	if ev != nil {
-		return decodeStep[T](st, name, ev)
-	}
-	if err := st.Live(); err != nil {
-		return zero, err
-	}
-	var policy RetryPolicy
-	if opts != nil {
-		policy = opts.Retry
-	}
-	if err := policy.Validate(); err != nil {
-		return zero, err
-	}
-	p := policy.resolved()
 	meta := StepMetadata{RunID: st.Run.ID, Name: name, ID: fmt.Sprintf("%s/%s#%d", st.Scope(), name, st.NextSeq)}
 	attempt := 1
 	var stepErr error // the last try's
@@ -274,4 +239,32 @@ func decodeStep[T any](st *wfState, name string, ev *hoppertype.RunEvent) (T, er
 		}
 	}
 	return v, nil
+}
+
+// stepBegin is what Step and TxStep do before running their function:
+// check the run, answer a recorded step from its history (done), and
+// resolve the retry policy of opts.
+func stepBegin[T any](st *wfState, name string, opts *StepOpts) (v T, done bool, p RetryPolicy, err error) {
+	if err := st.Check(); err != nil {
+		return v, true, p, err
+	}
+	ev, err := st.Next(name, engine.EvStep)
+	if err != nil {
+		return v, true, p, err
+	}
+	if ev != nil {
+		v, err = decodeStep[T](st, name, ev)
+		return v, true, p, err
+	}
+	if err := st.Live(); err != nil {
+		return v, true, p, err
+	}
+	var policy RetryPolicy
+	if opts != nil {
+		policy = opts.Retry
+	}
+	if err := policy.Validate(); err != nil {
+		return v, true, p, err
+	}
+	return v, false, policy.resolved(), nil
 }
