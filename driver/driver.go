@@ -142,12 +142,6 @@ type QueueDeleter interface {
 	JobDeleteQueue(ctx context.Context, params *JobDeleteQueueParams) (int, error)
 }
 
-// JobDeleteQueueParams are the arguments of JobDeleteQueue.
-type JobDeleteQueueParams struct {
-	Queue string
-	Limit int
-}
-
 // TxInserter is implemented by drivers that can insert jobs inside a caller's
 // own database transaction, so a job exists if and only if the caller's data
 // committed (transactional enqueue).
@@ -191,12 +185,6 @@ type TxJoiner interface {
 	// waits for the application's transaction instead.
 	TxBegin(ctx context.Context, params *TxBeginParams) (*AppTx, error)
 }
-
-// TxJoinParams are the arguments of TxJoin (none yet).
-type TxJoinParams struct{}
-
-// TxBeginParams are the arguments of TxBegin (none yet).
-type TxBeginParams struct{}
 
 // AppTx is an application's transaction joined by a driver (TxJoiner).
 type AppTx struct {
@@ -602,67 +590,6 @@ type Executor interface {
 	GateWatcherList(ctx context.Context, params *GateWatcherListParams) ([]string, error)
 }
 
-// JobWakeParams are the arguments of JobWake.
-type JobWakeParams struct {
-	IDs []string
-	Now time.Time
-}
-
-// NotifyParams are the arguments of Notify.
-type NotifyParams struct {
-	Topic   string
-	Payload string
-}
-
-// JobGetParams are the arguments of JobGet and JobGetTx.
-type JobGetParams struct {
-	ID string
-}
-
-// JobGetManyParams are the arguments of JobGetMany.
-type JobGetManyParams struct {
-	IDs []string
-}
-
-// JobNextRunAtParams are the arguments of JobNextRunAt.
-type JobNextRunAtParams struct {
-	Queue string
-}
-
-// GroupInsertParams are the arguments of GroupInsert.
-type GroupInsertParams struct {
-	Row *hoppertype.GroupRow
-}
-
-// GroupGetParams are the arguments of GroupGet.
-type GroupGetParams struct {
-	ID string
-}
-
-// WorkerUpsertParams are the arguments of WorkerUpsert.
-type WorkerUpsertParams struct {
-	Row *WorkerRow
-}
-
-// WorkerListParams are the arguments of WorkerList.
-type WorkerListParams struct {
-	// SeenAfter is the earliest last-seen time of the workers listed.
-	SeenAfter time.Time
-}
-
-// QueueListParams are the arguments of QueueList (none yet).
-type QueueListParams struct{}
-
-// QueueDepthListParams are the arguments of QueueDepthList.
-type QueueDepthListParams struct {
-	// Queue, when set, is the one queue to read.
-	Queue string
-	// Cap bounds each count (see QueueDepthList); it must be > 0.
-	Cap int
-	// Now tells due jobs from delayed ones.
-	Now time.Time
-}
-
 // QueueDepthRow is one queue's backlog (see QueueDepthList).
 type QueueDepthRow struct {
 	Queue string
@@ -714,52 +641,12 @@ func SortJobCounts(counts []JobCount) {
 	})
 }
 
-// JobInsertManyParams are the jobs to insert, fully formed by the engine.
-type JobInsertManyParams struct {
-	Jobs []*hoppertype.JobRow
-}
-
 // JobInsertResult is the outcome of inserting one job.
 type JobInsertResult struct {
 	Job *hoppertype.JobRow
 	// Existing is set when Job is a non-terminal job that already held the
 	// unique key, returned instead of inserting a new one.
 	Existing bool
-}
-
-// JobListParams filter JobList. Empty fields do not filter.
-type JobListParams struct {
-	IDs      []string
-	States   []hoppertype.JobState
-	Types    []string
-	Queues   []string
-	GroupID  string
-	ParentID string
-	// QueuedAfter and QueuedBefore bound QueuedAt (inclusive, exclusive).
-	QueuedAfter  time.Time
-	QueuedBefore time.Time
-	// Metadata keeps the jobs whose metadata holds every key with exactly
-	// its value. UniqueKey keeps the jobs with that unique key (of any
-	// type). ErrorContains keeps the jobs whose last error's message
-	// contains it (case-sensitive). No index serves these three: a driver
-	// reads the jobs the other filters select, in id order, until the page
-	// is full.
-	Metadata      map[string]string
-	UniqueKey     string
-	ErrorContains string
-	// SkipRunStatuses leaves out the jobs of workflow runs whose status is
-	// one of these (a compensated saga's job in a dead-letter listing).
-	SkipRunStatuses []hoppertype.RunStatus
-	// Cursor is the id to continue after.
-	Cursor    string
-	Ascending bool
-	// Limit caps the rows returned; it must be > 0.
-	Limit int
-}
-
-// JobCountParams filter JobCountByState; an empty Queue counts every queue.
-type JobCountParams struct {
-	Queue string
 }
 
 // JobCount is the number of jobs of one queue in one state.
@@ -769,37 +656,10 @@ type JobCount struct {
 	Count int
 }
 
-// JobClaimParams are the arguments of JobClaim.
-type JobClaimParams struct {
-	Queue          string
-	Types          []string
-	Limit          int
-	Now            time.Time
-	LeaseExpiresAt time.Time
-	Worker         string
-}
-
-// JobPromoteParams are the arguments of JobPromote.
-type JobPromoteParams struct {
-	Now   time.Time
-	Limit int
-}
-
 // Lease names one claimed attempt.
 type Lease struct {
 	ID    string
 	Token int64
-}
-
-// JobHeartbeatParams are the arguments of JobHeartbeat.
-type JobHeartbeatParams struct {
-	Leases    []Lease
-	ExpiresAt time.Time
-	// Message, when set, is recorded for each lease still held as a
-	// heartbeat change in the change feed (hoppertype.Change.Detail), in
-	// the heartbeat's transaction. Heartbeats without a message write no
-	// change.
-	Message string
 }
 
 // JobHeartbeatResult reports one lease.
@@ -809,65 +669,11 @@ type JobHeartbeatResult struct {
 	CancelRequested bool
 }
 
-// JobFinishManyParams are the transitions of JobFinishMany.
-type JobFinishManyParams struct {
-	Items []JobFinishParams
-}
-
-// JobFinishParams is one worker transition: the new values of the job's
-// mutable fields. The lease is always released (token kept, expiry and worker
-// cleared).
-type JobFinishParams struct {
-	ID         string
-	LeaseToken int64
-	// RequireLeaseExpiredBefore, when set, makes the write apply only if the
-	// lease expires before this time (used by the rescuer, so a heartbeat that
-	// landed in between wins).
-	RequireLeaseExpiredBefore time.Time
-
-	State   hoppertype.JobState
-	Attempt int
-	RunAt   time.Time
-	// Result replaces the stored result (nil clears it).
-	Result []byte
-	// Error replaces the stored error (nil clears it).
-	Error   *hoppertype.ErrorInfo
-	EndedAt time.Time
-	Stuck   *hoppertype.StuckInfo
-}
-
 // JobFinishResult is the outcome of one transition: the updated job, or Err
 // (hoppertype.ErrLeaseLost, or hoppertype.ErrNotFound) with Job nil.
 type JobFinishResult struct {
 	Job *hoppertype.JobRow
 	Err error
-}
-
-// JobListExpiredLeasesParams are the arguments of JobListExpiredLeases.
-type JobListExpiredLeasesParams struct {
-	Now   time.Time
-	Limit int
-	// Workers, when set, adds the running jobs these workers hold,
-	// whatever their lease's expiry: workers known to be dead, whose jobs
-	// need not wait for their leases to lapse.
-	Workers []string
-}
-
-// JobCancelParams are the arguments of JobCancel.
-type JobCancelParams struct {
-	ID    string
-	Now   time.Time
-	Error *hoppertype.ErrorInfo
-}
-
-// JobRetryParams select the jobs JobRetry moves back to pending.
-type JobRetryParams struct {
-	IDs    []string
-	Type   string
-	All    bool
-	States []hoppertype.JobState
-	Now    time.Time
-	Limit  int
 }
 
 // JobRetryResult is one job moved back to pending, with the state it left.
@@ -876,59 +682,11 @@ type JobRetryResult struct {
 	PrevState hoppertype.JobState
 }
 
-// JobDeleteFinishedParams are the arguments of JobDeleteFinished.
-type JobDeleteFinishedParams struct {
-	States []hoppertype.JobState
-	Before time.Time
-	Limit  int
-	// IDs, when set, narrows the deletion to these jobs; Before then
-	// bounds EndedAt only when it is not zero.
-	IDs []string
-}
-
-// GroupUpdateParams change a group. When Contribute is set and the group is
-// not final, the value becomes Fold(existing, set) if Fold is non-nil, else
-// Value; Final then locks it. The driver calls Fold while it holds the group
-// row, so folds are exact under concurrency; an error from Fold fails the
-// update.
-type GroupUpdateParams struct {
-	ID         string
-	OpenDelta  int
-	Contribute bool
-	Value      []byte
-	Final      bool
-	Fold       func(existing []byte, set bool) ([]byte, error)
-	Now        time.Time
-}
-
 // GroupUpdateResult is a group after GroupUpdate.
 type GroupUpdateResult struct {
 	Group *hoppertype.GroupRow
 	// Settled is set when this update settled the group.
 	Settled bool
-}
-
-// KeyDeleteExpiredParams are the arguments of KeyDeleteExpired.
-type KeyDeleteExpiredParams struct {
-	Before time.Time
-	Limit  int
-}
-
-// KeySetIfAbsentParams are the arguments of KeySetIfAbsent.
-type KeySetIfAbsentParams struct {
-	Key   string
-	Value []byte
-	Now   time.Time
-	// ExpiresAt, when set, lets the key be taken again after that time.
-	ExpiresAt time.Time
-}
-
-// LeaderAttemptParams are the arguments of LeaderAttempt.
-type LeaderAttemptParams struct {
-	Name  string
-	Owner string
-	Now   time.Time
-	TTL   time.Duration
 }
 
 // LeaderRow is the current holder of a leadership.
@@ -946,28 +704,6 @@ type WorkerRow struct {
 	SeenAt    time.Time
 	// Info is what the worker reports of itself, as JSON.
 	Info []byte
-}
-
-// WorkerDeleteParams are the arguments of WorkerDelete.
-type WorkerDeleteParams struct {
-	ID     string
-	Before time.Time
-	// ChangesBefore, when set, also deletes the feed's worker and schedule
-	// changes written before it (retention of changes that have no job).
-	ChangesBefore time.Time
-}
-
-// LeaderResignParams are the arguments of LeaderResign.
-type LeaderResignParams struct {
-	Name  string
-	Owner string
-}
-
-// QueueSetPausedParams are the arguments of QueueSetPaused.
-type QueueSetPausedParams struct {
-	Name   string
-	Paused bool
-	Now    time.Time
 }
 
 // QueueRow is a queue's stored state.
