@@ -299,34 +299,7 @@ RETURNING r.ord, {jcols}`),
 	ORDER BY ended_at
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
-), del AS (
-	DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id
-	RETURNING j.id, j.group_id
-), gone AS MATERIALIZED (
-	SELECT array_agg(id) AS ids, array_agg(DISTINCT group_id) AS groups FROM del
-), del_groups AS (
-	DELETE FROM {s}.groups g
-	WHERE g.id = ANY((SELECT groups FROM gone)::text[]) AND g.state = 'settled'
-	  AND (SELECT j.id FROM {s}.jobs j WHERE j.id = g.id
-		AND j.id <> ALL((SELECT ids FROM gone)::text[])) IS NULL
-	  AND (SELECT j.id FROM {s}.jobs j WHERE j.group_id = g.id AND j.group_id <> j.id
-		AND j.id <> ALL((SELECT ids FROM gone)::text[]) LIMIT 1) IS NULL
-), del_runs AS (
-	DELETE FROM {s}.runs WHERE id = ANY((SELECT ids FROM gone)::text[])
-), del_events AS (
-	DELETE FROM {s}.run_events WHERE run_id = ANY((SELECT ids FROM gone)::text[])
-), del_hooks AS (
-	DELETE FROM {s}.hooks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
-), del_chunks AS (
-	DELETE FROM {s}.stream_chunks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
-), del_gates AS (
-	DELETE FROM {s}.gates WHERE id = ANY((SELECT ids FROM gone)::text[])
-), del_waits AS (
-	DELETE FROM {s}.gate_waits WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
-), del_queued AS (
-	DELETE FROM {s}.gate_queues WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
-)
-SELECT coalesce(cardinality(ids), 0) FROM gone`),
+` + deleteVictimsSQL),
 		// deleteFinished for the jobs among $4, found by key; a NULL $2
 		// bounds no end time.
 		deleteFinishedIDs: q(`WITH victims AS MATERIALIZED (
@@ -336,34 +309,7 @@ SELECT coalesce(cardinality(ids), 0) FROM gone`),
 	ORDER BY id
 	LIMIT $3
 	FOR UPDATE SKIP LOCKED
-), del AS (
-	DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id
-	RETURNING j.id, j.group_id
-), gone AS MATERIALIZED (
-	SELECT array_agg(id) AS ids, array_agg(DISTINCT group_id) AS groups FROM del
-), del_groups AS (
-	DELETE FROM {s}.groups g
-	WHERE g.id = ANY((SELECT groups FROM gone)::text[]) AND g.state = 'settled'
-	  AND (SELECT j.id FROM {s}.jobs j WHERE j.id = g.id
-		AND j.id <> ALL((SELECT ids FROM gone)::text[])) IS NULL
-	  AND (SELECT j.id FROM {s}.jobs j WHERE j.group_id = g.id AND j.group_id <> j.id
-		AND j.id <> ALL((SELECT ids FROM gone)::text[]) LIMIT 1) IS NULL
-), del_runs AS (
-	DELETE FROM {s}.runs WHERE id = ANY((SELECT ids FROM gone)::text[])
-), del_events AS (
-	DELETE FROM {s}.run_events WHERE run_id = ANY((SELECT ids FROM gone)::text[])
-), del_hooks AS (
-	DELETE FROM {s}.hooks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
-), del_chunks AS (
-	DELETE FROM {s}.stream_chunks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
-), del_gates AS (
-	DELETE FROM {s}.gates WHERE id = ANY((SELECT ids FROM gone)::text[])
-), del_waits AS (
-	DELETE FROM {s}.gate_waits WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
-), del_queued AS (
-	DELETE FROM {s}.gate_queues WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
-)
-SELECT coalesce(cardinality(ids), 0) FROM gone`),
+` + deleteVictimsSQL),
 
 		groupInsert: q(`INSERT INTO {s}.groups (id, open, state, value_set, final, created_at, settled_at, value)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -733,3 +679,35 @@ func (q *queries) claimStmt(typed bool, limit int) (sql string, limitArg bool) {
 	s, _ := q.claimLiteral.LoadOrStore(key, q.r.Replace(claimSQL(typed, limit)))
 	return s.(string), false
 }
+
+// deleteVictimsSQL ends the statements that delete finished jobs (those
+// in the CTE victims) with what is kept beside them, as deleteFinished
+// describes, and returns how many jobs went.
+const deleteVictimsSQL = `), del AS (
+	DELETE FROM {s}.jobs j USING victims v WHERE j.id = v.id
+	RETURNING j.id, j.group_id
+), gone AS MATERIALIZED (
+	SELECT array_agg(id) AS ids, array_agg(DISTINCT group_id) AS groups FROM del
+), del_groups AS (
+	DELETE FROM {s}.groups g
+	WHERE g.id = ANY((SELECT groups FROM gone)::text[]) AND g.state = 'settled'
+	  AND (SELECT j.id FROM {s}.jobs j WHERE j.id = g.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[])) IS NULL
+	  AND (SELECT j.id FROM {s}.jobs j WHERE j.group_id = g.id AND j.group_id <> j.id
+		AND j.id <> ALL((SELECT ids FROM gone)::text[]) LIMIT 1) IS NULL
+), del_runs AS (
+	DELETE FROM {s}.runs WHERE id = ANY((SELECT ids FROM gone)::text[])
+), del_events AS (
+	DELETE FROM {s}.run_events WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_hooks AS (
+	DELETE FROM {s}.hooks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_chunks AS (
+	DELETE FROM {s}.stream_chunks WHERE run_id = ANY((SELECT ids FROM gone)::text[])
+), del_gates AS (
+	DELETE FROM {s}.gates WHERE id = ANY((SELECT ids FROM gone)::text[])
+), del_waits AS (
+	DELETE FROM {s}.gate_waits WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
+), del_queued AS (
+	DELETE FROM {s}.gate_queues WHERE gate_id = ANY((SELECT ids FROM gone)::text[])
+)
+SELECT coalesce(cardinality(ids), 0) FROM gone`
