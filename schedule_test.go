@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -317,8 +318,22 @@ func TestScheduleNoOverlapWithAUniqueKey(t *testing.T) {
 	t.Parallel()
 	clk := hoppertest.NewClock(time.Time{})
 	start := clk.Now()
+	// The occurrences whose insert has returned (a conflict included): the
+	// schedule's Job is called before its insert, so its call alone does
+	// not say that the occurrence's unique key was already tried.
+	var inserted sync.Map
+	var insertedCh changes
+	tried := hopper.InsertMiddlewareFunc(func(ctx context.Context, rows []*hopper.JobRow, doInner func(context.Context) error) error {
+		err := doInner(ctx)
+		for _, r := range rows {
+			inserted.Store(string(r.Input), true)
+		}
+		insertedCh.notify()
+		return err
+	})
 	// A lease longer than the test's jumps: the running report keeps it.
-	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Visibility: time.Hour})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Visibility: time.Hour,
+		InsertMiddleware: []hopper.InsertMiddleware{tried}})
 	release := make(chan struct{})
 	var ran sync.Map
 	var running changes
@@ -345,6 +360,11 @@ func TestScheduleNoOverlapWithAUniqueKey(t *testing.T) {
 		clk.AdvanceTo(at)
 		// It makes the next occurrence's job only after this one's try.
 		calls.awaitOnce(t, "the occurrence "+at.Format(time.TimeOnly), at)
+		args := fmt.Sprint(at.Unix())
+		await(t, "the occurrence's insert "+at.Format(time.TimeOnly), func() bool {
+			_, ok := inserted.Load(args)
+			return ok
+		}, insertedCh.next)
 	}
 	page, err := c.JobList(testCtx(t), &hopper.ListParams{Types: []string{slow.Name()}})
 	require.NoError(t, err)
