@@ -187,6 +187,7 @@ if want sqlite; then
 			one "$G" "river-sqlite, default fetch" peer "river-sqlite default" sqlite -- "$RB" --driver sqlite --jobs "$JOBS" --workers "$W"
 			one "$G" "river-sqlite, tuned fetch" peer "river-sqlite tuned" sqlite -- "$RB" --driver sqlite --jobs "$JOBS" --workers "$W" "${TUNED[@]}"
 			if [ "$W" = 100 ]; then
+				one "$G" "floor-sqlite realistic (a queue's row, indexes and change feed)" peer "floor-sqlite realistic" sqlite -- "$FL" --driver sqlite --shape realistic --jobs "$JOBS"
 				one "$G" "floor-sqlite (synchronous=FULL)" peer "floor-sqlite FULL" sqlite -- "$FL" --driver sqlite --jobs "$JOBS"
 				one "$G" "floor-sqlite (synchronous=NORMAL, extra row)" peer "floor-sqlite NORMAL" sqlite -- "$FL" --driver sqlite --jobs "$JOBS" --synchronous NORMAL
 			fi

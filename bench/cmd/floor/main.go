@@ -21,6 +21,10 @@
 // SQLite in WAL mode with synchronous=FULL over one writer connection
 // (--synchronous NORMAL for an extra row). At the end the store must hold
 // exactly --jobs completed jobs.
+//
+// --shape realistic (SQLite) is the floor of a queue with a change feed
+// instead: what such a queue must write, with no engine around it (see
+// realistic.go).
 package main
 
 import (
@@ -54,6 +58,7 @@ type opts struct {
 	claim       int
 	backlog     int
 	synchronous string
+	shape       string
 	asJSON      bool
 }
 
@@ -74,8 +79,16 @@ func main() {
 	flag.IntVar(&o.claim, "claim", 1000, "jobs claimed (and then completed) per statement")
 	flag.IntVar(&o.backlog, "backlog", 0, "rows in a never-due state, stored before the run")
 	flag.StringVar(&o.synchronous, "synchronous", "FULL", "sqlite: PRAGMA synchronous (FULL or NORMAL); postgres: FULL keeps the server's synchronous_commit, NORMAL sets it off for the session")
+	flag.StringVar(&o.shape, "shape", "minimal", "minimal (a 3-column table) or realistic (sqlite: a queue's job row, its indexes and a change row per transition; claims and finishes of --claim jobs per transaction, default 100)")
 	flag.BoolVar(&o.asJSON, "json", false, "print JSON")
 	flag.Parse()
+	if o.shape == "realistic" {
+		claimSet := false
+		flag.Visit(func(f *flag.Flag) { claimSet = claimSet || f.Name == "claim" })
+		if !claimSet {
+			o.claim = 100
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -88,11 +101,12 @@ func main() {
 	}
 }
 
-// store is what the throughput loop needs of a database.
+// store is what the throughput loop needs of a database. A claim returns
+// the claimed jobs' ids ([]int64 or []string) and how many there are.
 type store interface {
 	insert(ctx context.Context, n int, state int) error
-	claim(ctx context.Context, n int) ([]int64, error)
-	complete(ctx context.Context, ids []int64) (int, error)
+	claim(ctx context.Context, n int) (ids any, claimed int, err error)
+	complete(ctx context.Context, ids any) (int, error)
 	count(ctx context.Context, state int) (int, error)
 }
 
@@ -105,6 +119,15 @@ func run(ctx context.Context, o *opts) (*common.ThroughputResult, error) {
 	}
 	if o.synchronous != "FULL" && o.synchronous != "NORMAL" {
 		return nil, errors.New("--synchronous must be FULL or NORMAL")
+	}
+	switch o.shape {
+	case "minimal":
+	case "realistic":
+		if o.driver != "sqlite" {
+			return nil, errors.New("--shape realistic is SQLite's floor only")
+		}
+	default:
+		return nil, fmt.Errorf("--shape %q: minimal or realistic", o.shape)
 	}
 	var (
 		st     store
@@ -167,6 +190,15 @@ func run(ctx context.Context, o *opts) (*common.ThroughputResult, error) {
 		}
 		defer db.Close()
 		db.SetMaxOpenConns(1) // one writer connection
+		if o.shape == "realistic" {
+			if st, err = newRealistic(ctx, db); err != nil {
+				return nil, err
+			}
+			name = "floor-sqlite-realistic"
+			config = fmt.Sprintf("raw SQL on modernc.org/sqlite: one writer connection, %d claiming goroutines; %s; WAL, synchronous=%s, fresh file",
+				o.workers, realisticConfig(o.claim), o.synchronous)
+			break
+		}
 		if _, err := db.ExecContext(ctx, `
 			CREATE TABLE jobs (id INTEGER PRIMARY KEY, state INTEGER NOT NULL DEFAULT 0, payload BLOB NOT NULL);
 			CREATE INDEX jobs_available ON jobs (id) WHERE state = 0;`); err != nil {
@@ -208,12 +240,12 @@ func run(ctx context.Context, o *opts) (*common.ThroughputResult, error) {
 	for range o.workers {
 		wg.Go(func() {
 			for wctx.Err() == nil && done.Load() < int64(o.jobs) {
-				ids, err := st.claim(wctx, o.claim)
+				ids, claimed, err := st.claim(wctx, o.claim)
 				if err != nil {
 					fail(fmt.Errorf("claim: %w", err))
 					return
 				}
-				if len(ids) == 0 {
+				if claimed == 0 {
 					// Others hold the last rows: wait for them to finish.
 					time.Sleep(time.Millisecond)
 					continue
@@ -262,19 +294,20 @@ func (s *pgStore) insert(ctx context.Context, n, state int) error {
 	return err
 }
 
-func (s *pgStore) claim(ctx context.Context, n int) ([]int64, error) {
+func (s *pgStore) claim(ctx context.Context, n int) (any, int, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH c AS MATERIALIZED (
 			SELECT id FROM jobs WHERE state = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
 		UPDATE jobs SET state = 1 FROM c WHERE jobs.id = c.id RETURNING jobs.id`, n)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	return ids, len(ids), err
 }
 
-func (s *pgStore) complete(ctx context.Context, ids []int64) (int, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE jobs SET state = 2 WHERE id = ANY($1) AND state = 1`, ids)
+func (s *pgStore) complete(ctx context.Context, ids any) (int, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE jobs SET state = 2 WHERE id = ANY($1) AND state = 1`, ids.([]int64))
 	return int(tag.RowsAffected()), err
 }
 
@@ -311,26 +344,26 @@ func (s *liteStore) insert(ctx context.Context, n, state int) error {
 	return tx.Commit()
 }
 
-func (s *liteStore) claim(ctx context.Context, n int) ([]int64, error) {
+func (s *liteStore) claim(ctx context.Context, n int) (any, int, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		UPDATE jobs SET state = 1 WHERE id IN (
 			SELECT id FROM jobs WHERE state = 0 ORDER BY id LIMIT ?) RETURNING id`, n)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer rows.Close()
 	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		ids = append(ids, id)
 	}
-	return ids, rows.Err()
+	return ids, len(ids), rows.Err()
 }
 
-func (s *liteStore) complete(ctx context.Context, ids []int64) (int, error) {
+func (s *liteStore) complete(ctx context.Context, ids any) (int, error) {
 	arr, err := json.Marshal(ids)
 	if err != nil {
 		return 0, err
