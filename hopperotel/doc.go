@@ -19,7 +19,11 @@
 // caller's context. Its context is written into each row's metadata under
 // MetadataKey, so the jobs carry it through retries, deferrals, rescues
 // and redrives to whichever process runs them. A row whose metadata holds
-// MetadataKey already keeps it: the caller's context wins.
+// MetadataKey already keeps it: the caller's context wins. A send span that
+// is not sampled stores nothing (its jobs' attempts start their own trace
+// either way, and a link to a span never exported leads nowhere), unless
+// the attempts would use the context: under Options.ParentFirstAttempt, or
+// when it holds baggage.
 //
 // Each attempt makes one CONSUMER span "process <queue>". It starts a
 // trace of its own and links to the stored context rather than being its

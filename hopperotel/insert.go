@@ -65,13 +65,24 @@ func (m *Middleware) countSent(ctx context.Context, rows []*hopper.JobRow, errTy
 		counts[series{r.Queue, r.Type}]++
 	}
 	for s, n := range counts {
-		attrs := make([]attribute.KeyValue, 0, 5)
-		attrs = append(attrs, system, semconv.MessagingOperationName("send"), semconv.MessagingDestinationName(s.queue), KindKey.String(s.kind))
-		if errType != "" {
-			attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
-		}
-		m.sent.Add(ctx, n, metric.WithAttributes(attrs...))
+		m.sent.Add(ctx, n, m.sendSet(s.queue, s.kind, errType))
 	}
+}
+
+// sendSet returns the attributes of sent.messages for a queue, a type and
+// an error.type, made once per series and kept.
+func (m *Middleware) sendSet(queue, kind, errType string) metric.MeasurementOption {
+	k := seriesKey{op: "send", queue: queue, kind: kind, errType: errType}
+	if v, ok := m.sets.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, system, semconv.MessagingOperationName("send"), semconv.MessagingDestinationName(queue), KindKey.String(kind))
+	if errType != "" {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
+	}
+	v, _ := m.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	return v.(metric.MeasurementOption)
 }
 
 // insertErrorType names, with few values, why an insert failed.

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"maps"
 
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/hoppertype"
@@ -15,7 +17,15 @@ import (
 // whose metadata does not hold the key yet. A row's metadata map is
 // replaced by a copy, never written to: rows of one call may share the
 // caller's map.
+//
+// The context of a span that is not sampled is stored only where an
+// attempt would use it (carries reports which): otherwise its attempts
+// start their own trace, sampled on its own, and a link to a span that was
+// never exported leads nowhere, so the jobs carry nothing.
 func (m *Middleware) inject(ctx context.Context, rows []*hopper.JobRow) {
+	if !m.carries(ctx) {
+		return
+	}
 	var value string
 	for _, r := range rows {
 		if _, ok := r.Metadata[MetadataKey]; ok {
@@ -54,4 +64,12 @@ func (m *Middleware) extract(md map[string]string) context.Context {
 		return nil
 	}
 	return m.prop.Extract(context.Background(), propagation.MapCarrier(fields))
+}
+
+// carries reports whether the context of ctx's span is worth storing in the
+// jobs it sends: the span is sampled; or its attempts would use the context
+// anyway, as their parent (Options.ParentFirstAttempt, so they follow its
+// sampling decision) or for the baggage it holds.
+func (m *Middleware) carries(ctx context.Context) bool {
+	return trace.SpanContextFromContext(ctx).IsSampled() || m.parentFirst || baggage.FromContext(ctx).Len() > 0
 }

@@ -1,6 +1,8 @@
 package hopperotel
 
 import (
+	"sync"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -104,6 +106,8 @@ type Middleware struct {
 	sent     metric.Int64Counter
 	consumed metric.Int64Counter
 	duration metric.Float64Histogram
+	// sets holds each metric series' attributes by seriesKey, made once.
+	sets sync.Map
 }
 
 var (

@@ -81,15 +81,31 @@ func (m *Middleware) endAttempt(ctx context.Context, span trace.Span, job *hoppe
 		fail(span, err, errType)
 	}
 	span.End()
+	set := m.processSet(job.Queue, job.Type, outcome, errType)
+	m.consumed.Add(ctx, 1, set)
+	m.duration.Record(ctx, took, set)
+}
+
+// seriesKey names one series of the Middleware's metrics: bounded values
+// only (see the package doc).
+type seriesKey struct{ op, queue, kind, outcome, errType string }
+
+// processSet returns the attributes of an attempt's metrics, made once per
+// series and kept (sorting and hashing a set for every attempt costs more
+// than the count it labels).
+func (m *Middleware) processSet(queue, kind, outcome, errType string) metric.MeasurementOption {
+	k := seriesKey{op: "process", queue: queue, kind: kind, outcome: outcome, errType: errType}
+	if v, ok := m.sets.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
 	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, system, semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(job.Queue),
-		KindKey.String(job.Type), OutcomeKey.String(outcome))
+	attrs = append(attrs, system, semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(queue),
+		KindKey.String(kind), OutcomeKey.String(outcome))
 	if errType != "" {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
 	}
-	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	m.consumed.Add(ctx, 1, set)
-	m.duration.Record(ctx, took, set)
+	v, _ := m.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	return v.(metric.MeasurementOption)
 }
 
 // Step implements hopper.StepMiddleware: one INTERNAL span "step <name>"

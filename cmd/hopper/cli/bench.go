@@ -69,7 +69,12 @@ type ThroughputResult struct {
 	Backlog        int     `json:"backlog,omitempty"`
 	InsertJobsPerS float64 `json:"insert_jobs_per_s"`
 	WorkJobsPerS   float64 `json:"work_jobs_per_s"`
-	Completed      int     `json:"completed"`
+	// WorkCPUPerJobUs is this process's CPU time (user and system) during
+	// the work phase, per job, in microseconds: the whole client (and, on
+	// SQLite and memory, the store it embeds); zero where the platform
+	// does not say.
+	WorkCPUPerJobUs float64 `json:"work_cpu_us_per_job,omitempty"`
+	Completed       int     `json:"completed"`
 	Leftovers
 }
 
@@ -81,9 +86,12 @@ type WorkflowResult struct {
 	Workers       int     `json:"workers"`
 	WorkflowsPerS float64 `json:"workflows_per_s"`
 	StepsPerS     float64 `json:"steps_per_s"`
-	SeqP50Ms      float64 `json:"seq_p50_ms"`
-	SeqP99Ms      float64 `json:"seq_p99_ms"`
-	Config        string  `json:"config"`
+	// CPUPerRunUs is this process's CPU time during the concurrent phase,
+	// per run, in microseconds (zero where the platform does not say).
+	CPUPerRunUs float64 `json:"cpu_us_per_run,omitempty"`
+	SeqP50Ms    float64 `json:"seq_p50_ms"`
+	SeqP99Ms    float64 `json:"seq_p99_ms"`
+	Config      string  `json:"config"`
 	Leftovers
 }
 
@@ -236,9 +244,15 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 	case *ThroughputResult:
 		fmt.Fprintf(g.out, "%s throughput: %d jobs, %d workers, backlog %d\n  insert: %.0f jobs/s\n  work:   %.0f jobs/s (%d completed)\n",
 			r.Driver, r.Jobs, r.Workers, r.Backlog, r.InsertJobsPerS, r.WorkJobsPerS, r.Completed)
+		if r.WorkCPUPerJobUs > 0 {
+			fmt.Fprintf(g.out, "  cpu:    %.1f µs per job (this process, work phase)\n", r.WorkCPUPerJobUs)
+		}
 	case *WorkflowResult:
 		fmt.Fprintf(g.out, "%s workflow: %d 3-step workflows, %d workers\n  %.0f workflows/s, %.0f steps/s\n  sequential p50 %.2f ms  p99 %.2f ms\n",
 			r.Driver, r.Workflows, o.workers, r.WorkflowsPerS, r.StepsPerS, r.SeqP50Ms, r.SeqP99Ms)
+		if r.CPUPerRunUs > 0 {
+			fmt.Fprintf(g.out, "  cpu:    %.0f µs per run (this process, concurrent phase)\n", r.CPUPerRunUs)
+		}
 	case *LatencyResult:
 		fmt.Fprintf(g.out, "%s latency at %.0f jobs/s: %d jobs\n  p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 			r.Driver, r.Rate, r.Jobs, r.P50Ms, r.P95Ms, r.P99Ms, r.MaxMs)
@@ -422,6 +436,7 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 	if err != nil {
 		return nil, err
 	}
+	cpu0, cpuOK := processCPU()
 	start = time.Now()
 	if err := c.Start(ctx); err != nil {
 		return nil, err
@@ -433,6 +448,7 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 		return nil, ctx.Err()
 	}
 	workElapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	stopProfile()
 	if err := c.Stop(ctx); err != nil {
 		return nil, err
@@ -446,9 +462,10 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 	}
 	return &ThroughputResult{
 		Mode: "throughput", Driver: drv.Name(), Jobs: o.jobs, Workers: o.workers, Autoscale: o.autoscaleText(), Backlog: o.backlog,
-		InsertJobsPerS: float64(o.jobs) / insertElapsed.Seconds(),
-		WorkJobsPerS:   float64(o.jobs) / workElapsed.Seconds(),
-		Completed:      completed,
+		InsertJobsPerS:  float64(o.jobs) / insertElapsed.Seconds(),
+		WorkJobsPerS:    float64(o.jobs) / workElapsed.Seconds(),
+		WorkCPUPerJobUs: perUnitMicros(cpu1-cpu0, cpuOK, o.jobs),
+		Completed:       completed,
 	}, nil
 }
 
@@ -603,6 +620,7 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 	if err != nil {
 		return nil, err
 	}
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	var (
 		next     atomic.Int64
@@ -633,6 +651,7 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 		return nil, ctx.Err()
 	}
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	stopProfile()
 	// Each run is a job: count those that succeeded in the store.
 	completed, err := countState(ctx, c, o.queue, hopper.StateSucceeded)
@@ -664,8 +683,18 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 		Mode: "workflow", Driver: drv.Name(), Workflows: o.jobs, Workers: o.workers,
 		WorkflowsPerS: float64(o.jobs) / elapsed.Seconds(),
 		StepsPerS:     3 * float64(o.jobs) / elapsed.Seconds(),
+		CPUPerRunUs:   perUnitMicros(cpu1-cpu0, cpuOK, o.jobs),
 		SeqP50Ms:      pct(0.50), SeqP99Ms: pct(0.99),
 		Config: fmt.Sprintf("%d workflows of 3 no-op steps started from %d goroutines (Start, through the queue), %d workers, timed from the first Start to the last run's completion; %d sequential workflows via Start + Result of a SkipQueue workflow (first execution in the starting process, no queue)",
 			o.jobs, starters, o.workers, benchSeq),
 	}, nil
+}
+
+// perUnitMicros is cpu spread over n units, in microseconds; zero when the
+// platform did not say.
+func perUnitMicros(cpu time.Duration, ok bool, n int) float64 {
+	if !ok || n <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / float64(n)
 }

@@ -39,6 +39,10 @@ func testBenchTwice(t *testing.T, driverName, db string) {
 	if kept.Completed != 40 || kept.LeftJobs != 40 || kept.RemovedJobs != 0 || !strings.HasPrefix(kept.Queue, "bench-") {
 		t.Fatalf("the kept run: %+v", kept)
 	}
+	_, saysCPU := processCPU()
+	if saysCPU && kept.WorkCPUPerJobUs <= 0 {
+		t.Fatalf("the run reports no CPU per job: %+v", kept)
+	}
 	// Twice more on the same database, beside the 40 kept jobs: each
 	// counts its own 30, and deletes them.
 	var queues []string
@@ -56,6 +60,9 @@ func testBenchTwice(t *testing.T, driverName, db string) {
 	var wr WorkflowResult
 	if code != 0 || json.Unmarshal([]byte(out), &wr) != nil || wr.Workflows != 5 || wr.RemovedJobs != 5+benchSeq {
 		t.Fatalf("a workflow run: %d %q %q", code, out, errOut)
+	}
+	if saysCPU && wr.CPUPerRunUs <= 0 {
+		t.Fatalf("the workflow run reports no CPU per run: %q", out)
 	}
 	out, errOut, code = run(t, "bench", "--driver", driverName, "--db", db, "--jobs", "10")
 	if code != 0 || !strings.Contains(out, "removed its 10 jobs (queue bench-") {
