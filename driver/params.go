@@ -175,6 +175,17 @@ type JobFinishParams struct {
 	Error   *hoppertype.ErrorInfo
 	EndedAt time.Time
 	Stuck   *hoppertype.StuckInfo
+
+	// Claimed, when set, is the job's row as the caller read it while
+	// holding LeaseToken (its claim). A driver may build the finished row
+	// from it instead of reading the row back: every column keeps its
+	// claimed value except those the transition sets (above, and the
+	// lease's expiry and worker, cleared) and those another caller may
+	// change under a held lease (CancelRequested), which it must read. A
+	// Claimed whose ID or LeaseToken differ from the item's is ignored, as
+	// is Claimed by a driver that reads the row back anyway. The driver
+	// does not keep or change it.
+	Claimed *hoppertype.JobRow
 }
 
 // JobListExpiredLeasesParams are the arguments of JobListExpiredLeases.

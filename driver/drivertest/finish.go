@@ -24,6 +24,8 @@ func finishCases() []testCase {
 		{"RaceRescueAgainstCompletion", testFinishRace},
 		{"TerminalReleasesUniqueKey", testFinishReleasesKey},
 		{"SnoozedJobIsClaimableLater", testFinishSnooze},
+		{"ClaimedRowGivesTheStoredRow", testFinishClaimed},
+		{"ClaimedRowOfAnotherLeaseIsIgnored", testFinishClaimedStale},
 	}
 }
 
@@ -224,7 +226,7 @@ func testFinishRace(t *testing.T, f *fixture) {
 			<-start
 			res, err := f.x.JobFinishMany(f.ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{
 				ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 1,
-				RunAt: base, Result: []byte(`"done"`), EndedAt: at(10 * time.Second),
+				RunAt: base, Result: []byte(`"done"`), EndedAt: at(10 * time.Second), Claimed: j,
 			}}})
 			if err != nil || len(res) != 1 {
 				errs <- err
@@ -297,4 +299,90 @@ func testFinishSnooze(t *testing.T, f *fixture) {
 	rows := f.claim(t, j.Queue, at(time.Hour), 1)
 	require.Equal(t, []string{j.ID}, ids(rows))
 	require.Equal(t, 1, rows[0].Attempt, "the claim counts from the Attempt the finish wrote")
+}
+
+// testFinishClaimed: items that pass their claimed row (Claimed) return
+// the row as stored, the same as a read of it: the columns the transition
+// writes, the rest as claimed, and what changed under the lease since the
+// claim (a cancel's request) as stored. Mixed with items that pass none, in
+// one call; a lost lease is still refused.
+func testFinishClaimed(t *testing.T, f *fixture) {
+	q := "q-" + f.id()
+	rich := func(r *hoppertype.JobRow) {
+		r.Queue = q
+		r.Metadata = map[string]string{"k": "v", "trace": `{"a":"b"}`}
+		r.Deadline = nanos(at(time.Hour))
+		r.Priority = 3
+		r.AttemptTimeout = 90 * time.Second
+		r.FairKey = "tenant-1"
+		r.UniqueKey = "u-" + r.ID
+		r.ConcurrencyKey, r.ConcurrencyLimit = "k-"+r.ID, 5
+		r.Input = []byte(`{"n":1}`)
+	}
+	var rows []*hoppertype.JobRow
+	for range 5 {
+		j := f.job()
+		rich(j)
+		rows = append(rows, j)
+	}
+	f.insert(t, rows...)
+	claimed := f.claim(t, q, base, 5)
+	require.Len(t, claimed, 5)
+	// Cancel the first while it runs: only its request is recorded.
+	_, err := f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: claimed[0].ID, Now: at(time.Second)})
+	require.NoError(t, err)
+	retry := true
+	items := []driver.JobFinishParams{
+		{ID: claimed[0].ID, LeaseToken: claimed[0].LeaseToken, State: hoppertype.JobStateCancelled, Attempt: 1, RunAt: claimed[0].RunAt,
+			EndedAt: nanos(at(2 * time.Second)), Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindCancelled, Message: "cancelled", Attempt: 1, At: nanos(at(2 * time.Second))}},
+		{ID: claimed[1].ID, LeaseToken: claimed[1].LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 1, RunAt: claimed[1].RunAt,
+			Result: []byte(`{"ok":true}`), EndedAt: nanos(at(3 * time.Second))},
+		{ID: claimed[2].ID, LeaseToken: claimed[2].LeaseToken, State: hoppertype.JobStateRetrying, Attempt: 1, RunAt: nanos(at(time.Minute)),
+			Error: &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindHandler, Message: "boom", Stack: "stack", Attempt: 1, At: nanos(at(4 * time.Second))}},
+		{ID: claimed[3].ID, LeaseToken: claimed[3].LeaseToken, State: hoppertype.JobStateStuck, Attempt: 1, RunAt: claimed[3].RunAt,
+			Stuck: &hoppertype.StuckInfo{Cause: hoppertype.StuckEngineFailure, Retryable: &retry, Detail: "d", ObservedAt: nanos(at(5 * time.Second))}},
+		{ID: claimed[4].ID, LeaseToken: claimed[4].LeaseToken + 1, State: hoppertype.JobStateSucceeded, Attempt: 1, RunAt: claimed[4].RunAt,
+			EndedAt: at(6 * time.Second)},
+	}
+	for i := range items {
+		if i != 2 { // the third passes none
+			items[i].Claimed = claimed[i]
+		}
+	}
+	items[4].Claimed = claimed[4].Clone()
+	items[4].Claimed.LeaseToken = items[4].LeaseToken // a copy that claims a lease it does not hold
+	res := f.finish(t, items...)
+	for i, r := range res[:4] {
+		require.NoError(t, r.Err, "item %d", i)
+		stored := f.get(t, items[i].ID)
+		requireJob(t, stored, r.Job, "item %d: the result is the stored row", i)
+		require.Equal(t, items[i].State, r.Job.State)
+	}
+	require.True(t, res[0].Job.CancelRequested, "the cancel's request, recorded after the claim, is in the result")
+	require.False(t, res[1].Job.CancelRequested)
+	require.Equal(t, claimed[1].Metadata, res[1].Job.Metadata)
+	require.Equal(t, claimed[1].Input, res[1].Job.Input)
+	require.ErrorIs(t, res[4].Err, hoppertype.ErrLeaseLost, "a claimed row does not stand in for the lease")
+	require.Nil(t, res[4].Job)
+	f.requireState(t, items[4].ID, hoppertype.JobStateRunning)
+}
+
+// testFinishClaimedStale: a claimed row kept from an earlier lease (the
+// job was rescued and claimed again since) is not taken for the row: the
+// result is the row as stored under the new lease.
+func testFinishClaimedStale(t *testing.T, f *fixture) {
+	j := f.claimOne(t, func(r *hoppertype.JobRow) { r.Metadata = map[string]string{"k": "v"} })
+	f.finishOK(t, driver.JobFinishParams{
+		ID: j.ID, LeaseToken: j.LeaseToken, RequireLeaseExpiredBefore: at(time.Minute),
+		State: hoppertype.JobStateRetrying, Attempt: 1, RunAt: at(time.Minute),
+	})
+	again := f.claim(t, j.Queue, at(time.Minute), 1)
+	require.Len(t, again, 1)
+	got := f.finishOK(t, driver.JobFinishParams{
+		ID: j.ID, LeaseToken: again[0].LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 2, RunAt: again[0].RunAt,
+		EndedAt: at(2 * time.Minute), Claimed: j,
+	})
+	requireJob(t, f.get(t, j.ID), got, "the stored row, not the stale claim's")
+	require.Equal(t, 2, got.Attempt)
+	require.Equal(t, again[0].StartedAt, got.StartedAt, "started at the second claim")
 }

@@ -62,17 +62,27 @@ func finishJobsSQL(n int) string {
 	RETURNING ` + jobCols
 }
 
+// finishClaimedSQL is finishJobsSQL for items whose claimed rows the caller
+// passed (JobFinishParams.Claimed): it returns only what the driver cannot
+// take from them.
+func finishClaimedSQL(n int) string {
+	return strings.Replace(finishJobsSQL(n), "RETURNING "+jobCols, "RETURNING id, cancel_requested", 1)
+}
+
 var (
-	insertJobsSQLs = map[int]string{}
-	finishJobsSQLs = map[int]string{}
+	insertJobsSQLs    = map[int]string{}
+	finishJobsSQLs    = map[int]string{}
+	finishClaimedSQLs = map[int]string{}
 )
 
 func init() {
 	for _, n := range chunkSizes {
 		insertJobsSQLs[n] = insertJobsSQL(n)
 		finishJobsSQLs[n] = finishJobsSQL(n)
+		finishClaimedSQLs[n] = finishClaimedSQL(n)
 		hotStatements[insertJobsSQLs[n]] = true
 		hotStatements[finishJobsSQLs[n]] = true
+		hotStatements[finishClaimedSQLs[n]] = true
 	}
 }
 

@@ -123,7 +123,7 @@ func BenchmarkClaimFinish(b *testing.B) {
 				items = items[:0]
 				for _, r := range rows {
 					items = append(items, driver.JobFinishParams{ID: r.ID, LeaseToken: r.LeaseToken,
-						State: hoppertype.JobStateSucceeded, Attempt: r.Attempt, RunAt: r.RunAt, Result: []byte(`"ok"`), EndedAt: now})
+						State: hoppertype.JobStateSucceeded, Attempt: r.Attempt, RunAt: r.RunAt, Result: []byte(`"ok"`), EndedAt: now, Claimed: r})
 				}
 				res, err := d.Executor().JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
 				if err != nil {

@@ -256,24 +256,53 @@ func (r *runner) jobFinishMany(ctx context.Context, p *driver.JobFinishManyParam
 		}
 		index[p.Items[i].ID] = i
 	}
-	items := p.Items
-	for _, n := range chunks(len(items)) {
-		chunk := items[:n]
-		items = items[n:]
-		args := make([]any, 0, n*finishCols)
-		for i := range chunk {
-			a, err := finishArgs(&chunk[i])
-			if err != nil {
-				return nil, err
-			}
-			args = append(args, a...)
+	// Items whose claimed rows the caller passed return only what the
+	// store may have changed since; the others return their whole row.
+	var claimed, whole []*driver.JobFinishParams
+	for i := range p.Items {
+		if it := &p.Items[i]; it.Claimed != nil && it.Claimed.ID == it.ID && it.Claimed.LeaseToken == it.LeaseToken {
+			claimed = append(claimed, it)
+		} else {
+			whole = append(whole, it)
 		}
+	}
+	for items := whole; len(items) > 0; {
+		n := chunks(len(items))[0]
+		args, err := finishChunkArgs(items[:n])
+		if err != nil {
+			return nil, err
+		}
+		items = items[n:]
 		rows, err := r.jobs(ctx, finishJobsSQLs[n], args...)
 		if err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 		for _, j := range rows {
 			out[index[j.ID]].Job = j
+		}
+	}
+	for items := claimed; len(items) > 0; {
+		n := chunks(len(items))[0]
+		args, err := finishChunkArgs(items[:n])
+		if err != nil {
+			return nil, err
+		}
+		items = items[n:]
+		err = r.each(ctx, finishClaimedSQLs[n], func(rows *sql.Rows) error {
+			var id string
+			var cancel bool
+			if err := rows.Scan(&id, &cancel); err != nil {
+				return err
+			}
+			i, ok := index[id]
+			if !ok {
+				return fmt.Errorf("finished a job not asked for: %q", id)
+			}
+			out[i].Job = finishedRow(&p.Items[i], cancel)
+			return nil
+		}, args...)
+		if err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 	}
 	// Not applied: tell a missing job from a lost lease.
@@ -306,6 +335,60 @@ func (r *runner) jobFinishMany(ctx context.Context, p *driver.JobFinishManyParam
 		}
 	}
 	return out, nil
+}
+
+// finishChunkArgs returns the values of items for one finishJobsSQL (or
+// finishClaimedSQL) statement.
+func finishChunkArgs(items []*driver.JobFinishParams) ([]any, error) {
+	args := make([]any, 0, len(items)*finishCols)
+	for _, it := range items {
+		a, err := finishArgs(it)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, a...)
+	}
+	return args, nil
+}
+
+// finishedRow is the row finishSQL leaves, built from the item's claimed
+// row, without reading it back: the transition's columns as the store
+// keeps and decodes them, the lease's expiry and worker cleared, and
+// cancel_requested as read. Every other column is written only at insert
+// and at claim.
+func finishedRow(it *driver.JobFinishParams, cancelRequested bool) *hoppertype.JobRow {
+	j := it.Claimed.Clone()
+	// A claimed row read from this store has these as read already; one
+	// the caller kept from its insert may not.
+	j.Deadline, j.QueuedAt, j.StartedAt = asRead(j.Deadline), asRead(j.QueuedAt), asRead(j.StartedAt)
+	j.State = it.State
+	j.Attempt = it.Attempt
+	j.RunAt = asRead(it.RunAt)
+	j.Result = nil
+	if it.Result != nil {
+		j.Result = append([]byte{}, it.Result...)
+	}
+	j.Error = nil
+	if it.Error != nil {
+		e := *it.Error
+		e.At = asRead(e.At)
+		j.Error = &e
+	}
+	j.EndedAt = asRead(it.EndedAt)
+	j.Stuck = storedStuck(it.Stuck)
+	if j.Stuck != nil {
+		j.Stuck.ObservedAt = asRead(j.Stuck.ObservedAt)
+	}
+	j.LeaseExpiresAt = time.Time{}
+	j.Worker = ""
+	j.CancelRequested = cancelRequested
+	return j
+}
+
+// asRead returns t as the store returns it once written: microseconds, in
+// UTC, the zero time for the zero time.
+func asRead(t time.Time) time.Time {
+	return fromMicros(sql.NullInt64{Int64: t.UnixMicro(), Valid: !t.IsZero()})
 }
 
 // finishArgs returns the values of one item of finishJobsSQL (and, in the

@@ -37,6 +37,7 @@ func decide(row *hoppertype.JobRow, res attemptResult, classify hoppertype.Class
 		RunAt:      row.RunAt,
 		Error:      row.Error,
 		Result:     nil,
+		Claimed:    row,
 	}
 	ev := hoppertype.Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
 		Dependents: row.Dependents, Attempt: row.Attempt, At: now}

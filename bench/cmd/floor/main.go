@@ -59,6 +59,7 @@ type opts struct {
 	backlog     int
 	synchronous string
 	shape       string
+	extras      string
 	asJSON      bool
 }
 
@@ -80,6 +81,7 @@ func main() {
 	flag.IntVar(&o.backlog, "backlog", 0, "rows in a never-due state, stored before the run")
 	flag.StringVar(&o.synchronous, "synchronous", "FULL", "sqlite: PRAGMA synchronous (FULL or NORMAL); postgres: FULL keeps the server's synchronous_commit, NORMAL sets it off for the session")
 	flag.StringVar(&o.shape, "shape", "minimal", "minimal (a 3-column table) or realistic (sqlite: a queue's job row, its indexes and a change row per transition; claims and finishes of --claim jobs per transaction, default 100)")
+	flag.StringVar(&o.extras, "extra", "", "with --shape realistic: what hopper's store writes beyond the floor, comma-separated: state-index, more-indexes, trigger-feed, wide-returning (needs more-indexes)")
 	flag.BoolVar(&o.asJSON, "json", false, "print JSON")
 	flag.Parse()
 	if o.shape == "realistic" {
@@ -128,6 +130,9 @@ func run(ctx context.Context, o *opts) (*common.ThroughputResult, error) {
 		}
 	default:
 		return nil, fmt.Errorf("--shape %q: minimal or realistic", o.shape)
+	}
+	if o.extras != "" && o.shape != "realistic" {
+		return nil, errors.New("--extra needs --shape realistic")
 	}
 	var (
 		st     store
@@ -191,12 +196,20 @@ func run(ctx context.Context, o *opts) (*common.ThroughputResult, error) {
 		defer db.Close()
 		db.SetMaxOpenConns(1) // one writer connection
 		if o.shape == "realistic" {
-			if st, err = newRealistic(ctx, db); err != nil {
+			var extras []string
+			if o.extras != "" {
+				extras = strings.Split(o.extras, ",")
+			}
+			if st, err = newRealistic(ctx, db, extras); err != nil {
 				return nil, err
 			}
 			name = "floor-sqlite-realistic"
 			config = fmt.Sprintf("raw SQL on modernc.org/sqlite: one writer connection, %d claiming goroutines; %s; WAL, synchronous=%s, fresh file",
 				o.workers, realisticConfig(o.claim), o.synchronous)
+			if len(extras) > 0 {
+				name += "+" + strings.Join(extras, "+")
+				config += "; with " + strings.Join(extras, ", ")
+			}
 			break
 		}
 		if _, err := db.ExecContext(ctx, `
