@@ -365,6 +365,33 @@ func testFinishClaimed(t *testing.T, f *fixture) {
 	require.ErrorIs(t, res[4].Err, hoppertype.ErrLeaseLost, "a claimed row does not stand in for the lease")
 	require.Nil(t, res[4].Job)
 	f.requireState(t, items[4].ID, hoppertype.JobStateRunning)
+
+	// Every item of a call with its claimed row, one of them cancelled
+	// since its claim; and one item alone.
+	rows = rows[:0]
+	for range 4 {
+		j := f.job()
+		rich(j)
+		rows = append(rows, j)
+	}
+	f.insert(t, rows...)
+	claimed = f.claim(t, q, at(time.Minute), 4)
+	require.Len(t, claimed, 4)
+	_, err = f.x.JobCancel(f.ctx, &driver.JobCancelParams{ID: claimed[1].ID, Now: at(time.Minute)})
+	require.NoError(t, err)
+	items = items[:0]
+	for i, c := range claimed {
+		items = append(items, driver.JobFinishParams{ID: c.ID, LeaseToken: c.LeaseToken, State: hoppertype.JobStateSucceeded, Attempt: 1,
+			RunAt: c.RunAt, Result: []byte(`"r"`), EndedAt: nanos(at(time.Minute + time.Duration(i)*time.Second)), Claimed: c})
+	}
+	items[2].State, items[2].Result = hoppertype.JobStateDead, nil
+	items[2].Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindHandler, Message: "dead", Attempt: 1, At: nanos(at(2 * time.Minute))}
+	res = append(f.finish(t, items[:3]...), f.finish(t, items[3])...)
+	for i, r := range res {
+		require.NoError(t, r.Err, "item %d", i)
+		requireJob(t, f.get(t, items[i].ID), r.Job, "all claimed, item %d: the result is the stored row", i)
+		require.Equal(t, i == 1, r.Job.CancelRequested, "item %d", i)
+	}
 }
 
 // testFinishClaimedStale: a claimed row kept from an earlier lease (the

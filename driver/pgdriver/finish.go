@@ -62,14 +62,25 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		results[k] = it.Result
 		errInfo[k], stuck[k] = text(marshalError(it.Error)), text(marshalStuck(it.Stuck))
 	}
+	// When every item passes the row it claimed, the statement returns
+	// only what may have changed since (see driver.FinishedRow).
+	claimed := true
+	for i := range items {
+		c := items[i].Claimed
+		claimed = claimed && c != nil && c.ID == items[i].ID && c.LeaseToken == items[i].LeaseToken
+	}
+	one, many := e.d.q.finishOne, e.d.q.finish
+	if claimed {
+		one, many = e.d.q.finishOneClaimed, e.d.q.finishClaimed
+	}
 	b := &pgx.Batch{}
 	if n == 1 {
-		b.Queue(e.d.q.finishOne, idx[0], ids[0], tokens[0], states[0], attempts[0], runAt[0], results[0], errInfo[0],
+		b.Queue(one, idx[0], ids[0], tokens[0], states[0], attempts[0], runAt[0], results[0], errInfo[0],
 			endedAt[0], stuck[0], expBefore[0], string(hoppertype.JobStateRunning))
 	} else {
 		// Its arrays would have it planned at every call.
 		queueGeneric(b, func() {
-			b.Queue(e.d.q.finish, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore, runningStates(n))
+			b.Queue(many, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore, runningStates(n))
 		})
 	}
 	b.Queue(e.d.q.gates.watched, ids)
@@ -87,15 +98,27 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 			return err
 		}
 		var i int32
-		sc := newJobScanner(&i)
-		for rows.Next() {
-			job, err := sc.scan(rows)
-			if err != nil {
-				rows.Close()
-				return err
+		if claimed {
+			var cancel bool
+			for rows.Next() {
+				if err := rows.Scan(&i, &cancel); err != nil {
+					rows.Close()
+					return err
+				}
+				out[i].Job = driver.FinishedRow(&items[i], cancel)
+				applied++
 			}
-			out[i].Job = job
-			applied++
+		} else {
+			sc := newJobScanner(&i)
+			for rows.Next() {
+				job, err := sc.scan(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				out[i].Job = job
+				applied++
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

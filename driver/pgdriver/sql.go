@@ -84,15 +84,19 @@ type queries struct {
 	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
 	workersLeases                                                        string
 	heartbeat, heartbeatNote, finish, finishOne, existingIDs, cancel     string
-	retryMove, retryHolders, deleteFinished, deleteFinishedIDs           string
-	groupInsert, groupGet, groupLock, groupUpdate                        string
-	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList  string
-	keyDeleteExpired                                                     string
-	scheduleUpsert, scheduleRecord, schedulePause, scheduleList          string
-	scheduleDelete, scheduleDefine, scheduleUpsertStored                 string
-	scheduleRecordStored                                                 string
-	lockKey, runningOfKey, unclaim                                       string
-	notify, notifyMany                                                   string
+	// finishClaimed and finishOneClaimed are finish and finishOne for
+	// items whose claimed rows the caller passed: they return what the
+	// driver cannot take from them.
+	finishClaimed, finishOneClaimed                                     string
+	retryMove, retryHolders, deleteFinished, deleteFinishedIDs          string
+	groupInsert, groupGet, groupLock, groupUpdate                       string
+	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList string
+	keyDeleteExpired                                                    string
+	scheduleUpsert, scheduleRecord, schedulePause, scheduleList         string
+	scheduleDelete, scheduleDefine, scheduleUpsertStored                string
+	scheduleRecordStored                                                string
+	lockKey, runningOfKey, unclaim                                      string
+	notify, notifyMany                                                  string
 
 	// QueueDepthList's statements: every queue, and one queue.
 	queueDepth, queueDepthOne string
@@ -132,7 +136,7 @@ func newQueries(schema string) *queries {
 		"{runcols}", runColumns, "{hookcols}", hookColumns,
 		"{terminal}", terminalStates, "{due}", dueStates, "{live}", liveUnique)
 	q := func(sql string) string { return r.Replace(sql) }
-	return &queries{
+	qs := &queries{
 		schema: s,
 		r:      r,
 
@@ -535,6 +539,12 @@ LIMIT $3`),
 
 		gates: newGateQueries(q),
 	}
+	qs.finishClaimed = strings.Replace(qs.finish, "RETURNING u.idx, "+cols("j."), "RETURNING u.idx, j.cancel_requested", 1)
+	qs.finishOneClaimed = strings.Replace(qs.finishOne, "RETURNING $1::int4, "+cols("j."), "RETURNING $1::int4, j.cancel_requested", 1)
+	if qs.finishClaimed == qs.finish || qs.finishOneClaimed == qs.finishOne {
+		panic("pgdriver: the finish statements' RETURNING lists changed: finishClaimed no longer narrows them")
+	}
+	return qs
 }
 
 // eventAppendSQL is RunEventAppend's statement: one INSERT … SELECT from

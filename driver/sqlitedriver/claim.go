@@ -298,7 +298,7 @@ func (r *runner) jobFinishMany(ctx context.Context, p *driver.JobFinishManyParam
 			if !ok {
 				return fmt.Errorf("finished a job not asked for: %q", id)
 			}
-			out[i].Job = finishedRow(&p.Items[i], cancel)
+			out[i].Job = driver.FinishedRow(&p.Items[i], cancel)
 			return nil
 		}, args...)
 		if err != nil {
@@ -349,46 +349,6 @@ func finishChunkArgs(items []*driver.JobFinishParams) ([]any, error) {
 		args = append(args, a...)
 	}
 	return args, nil
-}
-
-// finishedRow is the row finishSQL leaves, built from the item's claimed
-// row, without reading it back: the transition's columns as the store
-// keeps and decodes them, the lease's expiry and worker cleared, and
-// cancel_requested as read. Every other column is written only at insert
-// and at claim.
-func finishedRow(it *driver.JobFinishParams, cancelRequested bool) *hoppertype.JobRow {
-	j := it.Claimed.Clone()
-	// A claimed row read from this store has these as read already; one
-	// the caller kept from its insert may not.
-	j.Deadline, j.QueuedAt, j.StartedAt = asRead(j.Deadline), asRead(j.QueuedAt), asRead(j.StartedAt)
-	j.State = it.State
-	j.Attempt = it.Attempt
-	j.RunAt = asRead(it.RunAt)
-	j.Result = nil
-	if it.Result != nil {
-		j.Result = append([]byte{}, it.Result...)
-	}
-	j.Error = nil
-	if it.Error != nil {
-		e := *it.Error
-		e.At = asRead(e.At)
-		j.Error = &e
-	}
-	j.EndedAt = asRead(it.EndedAt)
-	j.Stuck = storedStuck(it.Stuck)
-	if j.Stuck != nil {
-		j.Stuck.ObservedAt = asRead(j.Stuck.ObservedAt)
-	}
-	j.LeaseExpiresAt = time.Time{}
-	j.Worker = ""
-	j.CancelRequested = cancelRequested
-	return j
-}
-
-// asRead returns t as the store returns it once written: microseconds, in
-// UTC, the zero time for the zero time.
-func asRead(t time.Time) time.Time {
-	return fromMicros(sql.NullInt64{Int64: t.UnixMicro(), Valid: !t.IsZero()})
 }
 
 // finishArgs returns the values of one item of finishJobsSQL (and, in the
