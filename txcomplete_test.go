@@ -480,8 +480,11 @@ func TestCompleteTxRefused(t *testing.T) {
 	ctx := testCtx(t)
 	require.ErrorIs(t, hopper.CompleteTx(ctx, struct{}{}, 1), hopper.ErrInvalidInput, "outside a handler")
 
+	// Each subtest has its own context: a parallel subtest may wait for
+	// its turn long after this function returned.
 	t.Run("memory", func(t *testing.T) {
 		t.Parallel()
+		ctx := testCtx(t)
 		errs := make(chan error, 1)
 		job := hopper.Define("job", func(ctx context.Context, _ int) (int, error) {
 			errs <- hopper.CompleteTx(ctx, struct{}{}, 1)
@@ -502,6 +505,7 @@ func TestCompleteTxRefused(t *testing.T) {
 	for _, dc := range txDrivers() {
 		t.Run(dc.name, func(t *testing.T) {
 			t.Parallel()
+			ctx := testCtx(t)
 			d := dc.open(t)
 			db := newAppDB(d)
 			errs := make(chan error, 8)
