@@ -70,19 +70,16 @@ func (m *Middleware) countSent(ctx context.Context, rows []*hopper.JobRow, errTy
 }
 
 // sendSet returns the attributes of sent.messages for a queue, a type and
-// an error.type, made once per series and kept.
+// an error.type.
 func (m *Middleware) sendSet(queue, kind, errType string) metric.MeasurementOption {
-	k := seriesKey{op: "send", queue: queue, kind: kind, errType: errType}
-	if v, ok := m.sets.Load(k); ok {
-		return v.(metric.MeasurementOption)
-	}
-	attrs := make([]attribute.KeyValue, 0, 5)
-	attrs = append(attrs, system, semconv.MessagingOperationName("send"), semconv.MessagingDestinationName(queue), KindKey.String(kind))
-	if errType != "" {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
-	}
-	v, _ := m.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
-	return v.(metric.MeasurementOption)
+	return m.series(seriesKey{op: "send", queue: queue, kind: kind, errType: errType}, func() []attribute.KeyValue {
+		attrs := make([]attribute.KeyValue, 0, 5)
+		attrs = append(attrs, system, semconv.MessagingOperationName("send"), semconv.MessagingDestinationName(queue), KindKey.String(kind))
+		if errType != "" {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
+		}
+		return attrs
+	})
 }
 
 // insertErrorType names, with few values, why an insert failed.

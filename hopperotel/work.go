@@ -90,21 +90,27 @@ func (m *Middleware) endAttempt(ctx context.Context, span trace.Span, job *hoppe
 // only (see the package doc).
 type seriesKey struct{ op, queue, kind, outcome, errType string }
 
-// processSet returns the attributes of an attempt's metrics, made once per
-// series and kept (sorting and hashing a set for every attempt costs more
-// than the count it labels).
+// processSet returns the attributes of an attempt's metrics.
 func (m *Middleware) processSet(queue, kind, outcome, errType string) metric.MeasurementOption {
-	k := seriesKey{op: "process", queue: queue, kind: kind, outcome: outcome, errType: errType}
+	return m.series(seriesKey{op: "process", queue: queue, kind: kind, outcome: outcome, errType: errType}, func() []attribute.KeyValue {
+		attrs := make([]attribute.KeyValue, 0, 6)
+		attrs = append(attrs, system, semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(queue),
+			KindKey.String(kind), OutcomeKey.String(outcome))
+		if errType != "" {
+			attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
+		}
+		return attrs
+	})
+}
+
+// series returns the attributes of the series k, made by attrs once and
+// kept (sorting and hashing a set for every measurement costs more than
+// the measurement it labels).
+func (m *Middleware) series(k seriesKey, attrs func() []attribute.KeyValue) metric.MeasurementOption {
 	if v, ok := m.sets.Load(k); ok {
 		return v.(metric.MeasurementOption)
 	}
-	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, system, semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(queue),
-		KindKey.String(kind), OutcomeKey.String(outcome))
-	if errType != "" {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(errType))
-	}
-	v, _ := m.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
+	v, _ := m.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs()...)))
 	return v.(metric.MeasurementOption)
 }
 

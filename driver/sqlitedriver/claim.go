@@ -266,29 +266,20 @@ func (r *runner) jobFinishMany(ctx context.Context, p *driver.JobFinishManyParam
 			whole = append(whole, it)
 		}
 	}
-	for items := whole; len(items) > 0; {
-		n := chunks(len(items))[0]
-		args, err := finishChunkArgs(items[:n])
-		if err != nil {
-			return nil, err
-		}
-		items = items[n:]
-		rows, err := r.jobs(ctx, finishJobsSQLs[n], args...)
-		if err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", err)
-		}
-		for _, j := range rows {
-			out[index[j.ID]].Job = j
-		}
-	}
-	for items := claimed; len(items) > 0; {
-		n := chunks(len(items))[0]
-		args, err := finishChunkArgs(items[:n])
-		if err != nil {
-			return nil, err
-		}
-		items = items[n:]
-		err = r.each(ctx, finishClaimedSQLs[n], func(rows *sql.Rows) error {
+	// Each group in chunks: its statements, and how a returned row is read.
+	groups := []struct {
+		items []*driver.JobFinishParams
+		sqls  map[int]string
+		read  func(rows *sql.Rows) error
+	}{
+		{whole, finishJobsSQLs, func(rows *sql.Rows) error {
+			j, err := scanJob(rows)
+			if err == nil {
+				out[index[j.ID]].Job = j
+			}
+			return err
+		}},
+		{claimed, finishClaimedSQLs, func(rows *sql.Rows) error {
 			var id string
 			var cancel bool
 			if err := rows.Scan(&id, &cancel); err != nil {
@@ -300,9 +291,19 @@ func (r *runner) jobFinishMany(ctx context.Context, p *driver.JobFinishManyParam
 			}
 			out[i].Job = driver.FinishedRow(&p.Items[i], cancel)
 			return nil
-		}, args...)
-		if err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", err)
+		}},
+	}
+	for _, g := range groups {
+		for items := g.items; len(items) > 0; {
+			n := chunks(len(items))[0]
+			args, err := finishChunkArgs(items[:n])
+			if err != nil {
+				return nil, err
+			}
+			items = items[n:]
+			if err := r.each(ctx, g.sqls[n], g.read, args...); err != nil {
+				return nil, fmt.Errorf("finish jobs: %w", err)
+			}
 		}
 	}
 	// Not applied: tell a missing job from a lost lease.
