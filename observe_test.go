@@ -616,6 +616,14 @@ func TestAfterCommitBackoffKeepsTheLease(t *testing.T) {
 	forEachDriver(t, testAfterCommitBackoffKeepsTheLease)
 }
 
+// nextTimer is when clk's next timer is due, for a failure's message.
+func nextTimer(clk *hoppertest.Clock) string {
+	if due, ok := clk.NextTimer(); ok {
+		return due.String()
+	}
+	return "none"
+}
+
 func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var mu sync.Mutex
 	var errs []error
@@ -650,6 +658,7 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 	require.NoError(t, c.Start(testCtx(t)))
 	t.Cleanup(func() { require.NoError(t, c.Stop(context.Background())) })
 	step := hopper.Define("later", func(context.Context, int) (int, error) { return 0, nil }, nil)
+	next := tried.next()
 	_, err = step.Enqueue(testCtx(t), c, 0, &hopper.InsertOpts{Queue: "nobody-works-this"})
 	require.NoError(t, err)
 	isDelivered := func() bool {
@@ -664,25 +673,27 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 	}
 	// After each failed try the deliverer records how far it got (which
 	// renews its lease) and sleeps, on the clock, 100 ms doubling but never
-	// more than a third of the 3 s lease (a round that ends, on a nudge,
-	// starts the doubling over). Every other timer of the engine's is
-	// seconds or an hour away, so the clock moves to each timer due within
-	// a second, once armed, and never further: the lease is renewed in
-	// time whatever the backoff was.
+	// more than a third of the 3 s lease. The test waits for each try, then
+	// for that sleep's timer, and moves the clock to it and no further: other
+	// timers of the engine's (maintenance every few seconds) may fire on the
+	// way, but the clock never runs ahead of a deliverer that has not yet
+	// woken. A backoff past a third of the lease never gets its timer found.
 	ctx := testCtx(t)
-	for !isDelivered() {
-		armed, next := clk.TimerArmed(), tried.next()
-		now := clk.Now()
-		if due, ok := clk.NextTimer(); ok && due.After(now) && !due.After(now.Add(time.Second)) {
-			clk.AdvanceTo(due)
-			continue
-		}
+	for try := 1; ; try++ {
 		select {
-		case <-armed:
 		case <-next:
 		case <-ctx.Done():
-			t.Fatalf("no delivery after %d tries", tries())
+			t.Fatalf("try %d never came (%d tries so far)", try, tries())
 		}
+		if isDelivered() {
+			break
+		}
+		next = tried.next()
+		due := clk.Now().Add(min(100*time.Millisecond<<(try-1), time.Second))
+		if err := clk.WaitArmedAt(ctx, due); err != nil {
+			t.Fatalf("after try %d no backoff timer at %v (the next timer is at %v)", try, due, nextTimer(clk))
+		}
+		clk.AdvanceTo(due)
 	}
 	mu.Lock()
 	defer mu.Unlock()
