@@ -79,8 +79,9 @@ func (e *executor) InTx(ctx context.Context, fn func(ctx context.Context, tx dri
 	if err := tx.Commit(ctx); err != nil {
 		return e.d.fail("commit", err)
 	}
-	// Notifications go after the commit (see postCommit).
-	_ = e.d.sendAfterCommit(ctx, inner.notes.notes)
+	// Notifications go after the commit, in the background (see
+	// postCommit).
+	e.d.sendLater(inner.notes.notes)
 	return nil
 }
 
@@ -130,7 +131,7 @@ func (e *executor) Notify(ctx context.Context, params *driver.NotifyParams) erro
 		return nil
 	}
 	if e.tx == nil {
-		return e.d.fail("notify", e.d.sendAfterCommit(ctx, []note{{channel: ch, payload: params.Payload}}))
+		return e.d.fail("notify", e.d.sendNow(ctx, []note{{channel: ch, payload: params.Payload}}))
 	}
 	_, err := e.q.Exec(ctx, e.d.q.notify, ch, params.Payload)
 	return e.d.fail("notify", err)

@@ -20,6 +20,11 @@ import (
 // everything pending, including what others added meanwhile, and the
 // others return at once.
 //
+// The send runs in the background: the committer returns as soon as its
+// commit does, and what waits in this process for the transition (a
+// Result, the next step of a workflow) is not held up by a round trip that
+// only other processes need. Close waits for a send in flight.
+//
 // A notification is a hint: one lost because the process stopped between a
 // commit and its send is made good by the listeners' poll fallback, as any
 // missed notification is. A caller's own transaction (JobInsertManyTx)
@@ -28,14 +33,45 @@ type postCommit struct {
 	mu      sync.Mutex
 	pending noteBuf
 	busy    bool
+	// sending counts the background sends in flight (Close waits for
+	// them).
+	sending sync.WaitGroup
 }
 
 // sendTimeout bounds one send; a send that fails is dropped (see above).
 const sendTimeout = 5 * time.Second
 
-// send queues notes and sends them, with whatever else is pending, unless
-// a send is in flight: that one sends them when it is done.
-func (d *Driver) sendAfterCommit(ctx context.Context, notes []note) error {
+// sendLater queues notes and, unless a send is in flight (which sends them
+// when it is done), sends them with whatever else is pending in the
+// background.
+func (d *Driver) sendLater(notes []note) {
+	if len(notes) == 0 {
+		return
+	}
+	p := &d.post
+	p.mu.Lock()
+	for _, n := range notes {
+		p.pending.add(n.channel, n.payload)
+	}
+	if p.busy || d.closed.Load() {
+		p.mu.Unlock()
+		return
+	}
+	p.busy = true
+	p.sending.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.sending.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+		defer cancel()
+		_ = d.drain(ctx) // a hint: listeners poll too
+	}()
+}
+
+// sendNow queues notes and sends them, with whatever else is pending,
+// before it returns, unless a send is in flight: that one sends them when
+// it is done.
+func (d *Driver) sendNow(ctx context.Context, notes []note) error {
 	if len(notes) == 0 {
 		return nil
 	}
@@ -49,15 +85,24 @@ func (d *Driver) sendAfterCommit(ctx context.Context, notes []note) error {
 		return nil
 	}
 	p.busy = true
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
+	return d.drain(ctx)
+}
+
+// drain sends what is pending until nothing is, then clears busy; the
+// caller set busy. It returns the first send's error.
+func (d *Driver) drain(ctx context.Context) error {
+	p := &d.post
 	var first error
+	p.mu.Lock()
 	for len(p.pending.notes) > 0 {
 		batch := p.pending
 		p.pending = noteBuf{}
 		p.mu.Unlock()
 		if err := batch.flush(ctx, d.pool, d.q.notifyMany); err != nil && first == nil {
-			first = err // a hint: listeners poll too
+			first = err
 		}
 		p.mu.Lock()
 	}

@@ -161,6 +161,11 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.lis.close()
+	// A notification send in flight ends before the pool does (and, past
+	// the lock, none starts: sendLater sees closed under it).
+	d.post.mu.Lock()
+	d.post.mu.Unlock() //nolint:staticcheck // an empty critical section orders Close after sendLater's check
+	d.post.sending.Wait()
 	if d.owned {
 		d.pool.Close()
 	}

@@ -156,7 +156,7 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 		return false, nil
 	}
 	if e.tx == nil {
-		_ = e.d.sendAfterCommit(ctx, []note{{e.d.channel(driver.TopicJobAvailable), p.Job.Queue}})
+		e.d.sendLater([]note{{e.d.channel(driver.TopicJobAvailable), p.Job.Queue}})
 		return false, nil
 	}
 	if err := e.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: p.Job.Queue}); err != nil {
