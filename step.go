@@ -42,10 +42,12 @@ func (e *StepError) Unwrap() error {
 func Fatal(err error) error { return Abort(err) }
 
 // Step runs fn as a checkpointed step: its output (or final error) is
-// recorded before the workflow goes on, and a replay returns the recorded
-// result without running fn again. fn runs inline, retried under opts'
-// policy. A step's effect happens at least once: a crash after the effect
-// and before the record runs it again, so make effects idempotent (the
+// recorded before the workflow's next operation goes live (or with the
+// run's end, when the step is its last: one commit fewer), and a replay
+// returns the recorded result without running fn again. fn runs inline,
+// retried under opts' policy. A step's effect happens at least once: a
+// crash after the effect and before the record runs it again, so make
+// effects idempotent (the
 // step's identity, StepMetadata.ID from StepFromContext, which names the
 // run's attempt, makes a good key). Names must be stable: a replay that
 // reaches a different step at a position fails with a NonDeterminismError
@@ -86,7 +88,7 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 			return zero, ErrCancelled
 		}
 		ei := engine.ErrorInfo(err, st.Attempt(), st.c.now())
-		if rerr := st.Record(st.Context(), nil, engine.EvStep, name, engine.EventData{Error: ei, Attempts: attempt}); rerr != nil {
+		if rerr := st.RecordLater(engine.EvStep, name, engine.EventData{Error: ei, Attempts: attempt}); rerr != nil {
 			return zero, rerr
 		}
 		return zero, &StepError{Step: name, Kind: ei.Kind, Message: ei.Message}
@@ -95,7 +97,9 @@ func Step[T any](wf WorkflowContext, name string, fn func(ctx context.Context) (
 	if err != nil {
 		return zero, fmt.Errorf("hopper: step %q: encode output: %w", name, err)
 	}
-	if err := st.Record(st.Context(), nil, engine.EvStep, name, engine.EventData{Output: b, Attempts: attempt}); err != nil {
+	// Stored with the run's next append: before its next operation, or
+	// with its end (see RunState.RecordLater).
+	if err := st.RecordLater(engine.EvStep, name, engine.EventData{Output: b, Attempts: attempt}); err != nil {
 		return zero, err
 	}
 	return v, nil

@@ -57,14 +57,18 @@ type wfCrashPoint struct {
 // each step as it starts, after its effect and after its checkpoint.
 func wfCrashPoints() []wfCrashPoint {
 	pts := []wfCrashPoint{{label: "after-start", kind: "workflow_started"}}
-	for _, s := range wfCrashSteps {
+	for i, s := range wfCrashSteps {
 		pts = append(pts,
 			wfCrashPoint{label: "before-" + s, beforeStep: s},
-			wfCrashPoint{label: "in-" + s, inStep: s, twice: s},
-			wfCrashPoint{label: "after-" + s, kind: "step", name: s})
+			wfCrashPoint{label: "in-" + s, inStep: s, twice: s})
+		if i < len(wfCrashSteps)-1 {
+			pts = append(pts, wfCrashPoint{label: "after-" + s, kind: "step", name: s})
+		}
 	}
-	// (The run's completion is recorded in the transaction that completes
-	// its job: there is no point between the two.)
+	// (A step's checkpoint is stored as the next step goes live; the last
+	// step's, and the run's completion, in the transaction that completes
+	// its job: there is no point between the last step's and the run's
+	// end, and a kill after the last step's effect is "in-" it.)
 	return pts
 }
 

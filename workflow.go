@@ -304,7 +304,7 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 		}
 	}
 	if !existing && tx == nil {
-		c.eng.AfterInsert([]driver.JobInsertResult{{Job: row}}, skip)
+		c.eng.AfterRunStart(row, run, skip)
 	}
 	return row, existing, nil
 }

@@ -20,6 +20,10 @@ type Attempt struct {
 	group jobGroup
 	// run is set when the job is a workflow run's execution.
 	run *RunEffect
+	// fresh is the run this process just started, with no history yet,
+	// when the attempt is its first execution, skipping the queue: the
+	// execution need not read it back.
+	fresh *hoppertype.RunRow
 	// effects, when set, run in the transaction that records the attempt.
 	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
 	// hb is the heartbeat watchdog of a type with a HeartbeatTimeout

@@ -274,7 +274,7 @@ func (e *Engine) finishTx(ctx context.Context, items []finishItem) ([]finished, 
 func (e *Engine) finishOwn(ctx context.Context, tx driver.Executor, it finishItem, f *finished) error {
 	err := tx.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		if p := lastRecord(it, e.now()); p != nil {
-			it.run.ended = p.RunStatus != ""
+			it.run.ended = p.RunStatus == hoppertype.RunCompleted
 			err := tx.RunEventAppend(ctx, p)
 			if errors.Is(err, hoppertype.ErrLeaseLost) {
 				f.err = err
@@ -330,7 +330,10 @@ func lastRecord(it finishItem, now time.Time) *driver.RunEventAppendParams {
 		return nil
 	}
 	p := &driver.RunEventAppendParams{RunID: it.row.ID, LeaseToken: it.row.LeaseToken, Events: it.run.Events}
-	if it.outcome.params.State == hoppertype.JobStateSucceeded {
+	switch {
+	case it.run.unstarted:
+		p.RunStatus, p.Now = hoppertype.RunRunning, now
+	case it.outcome.params.State == hoppertype.JobStateSucceeded:
 		p.RunStatus, p.Now, p.EndedAt = hoppertype.RunCompleted, now, now
 	}
 	return p
@@ -380,7 +383,7 @@ func (e *Engine) finishRuns(ctx context.Context, tx driver.Executor, items []fin
 				out[i].err, lost[i] = errs[k], true
 			case errs[k] != nil:
 				return errs[k]
-			case appends[k].RunStatus != "":
+			case appends[k].RunStatus == hoppertype.RunCompleted:
 				items[i].run.ended = true
 			}
 		}
@@ -493,7 +496,7 @@ func (e *Engine) afterFinish(life context.Context, f finished) {
 	}
 	e.emit(it.outcome.event)
 	if len(f.spawned) > 0 {
-		e.afterInsert(f.spawned, nil)
+		e.afterInsert(f.spawned, nil, nil)
 	}
 	for _, g := range f.settled {
 		e.groupSettled(life, g, g.SettledAt)

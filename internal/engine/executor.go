@@ -10,7 +10,8 @@ import (
 )
 
 // execute runs one claimed attempt and submits its outcome to the completer.
-func (s *session) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) {
+func (s *session) execute(it dispatchItem) {
+	row, holdsSlot, done := it.row, it.holdsSlot, it.done
 	defer s.execs.Done()
 	if holdsSlot {
 		defer s.slots.Release(1)
@@ -40,7 +41,7 @@ func (s *session) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) {
 	}
 
 	ctx, cancel := context.WithCancelCause(s.workCtx)
-	at := &Attempt{e: e, row: row, life: s.life}
+	at := &Attempt{e: e, row: row, life: s.life, fresh: it.fresh}
 	var (
 		deadline time.Time
 		cause    error
@@ -101,10 +102,11 @@ func (s *session) execute(row *hoppertype.JobRow, holdsSlot bool, done func()) {
 }
 
 // runSkipQueue runs the first attempt of a SkipQueue job, inserted already
-// claimed by this engine, at once in this process.
-func (e *Engine) runSkipQueue(row *hoppertype.JobRow) {
+// claimed by this engine, at once in this process; fresh is its run's row
+// when the job is a run this process just started.
+func (e *Engine) runSkipQueue(row *hoppertype.JobRow, fresh *hoppertype.RunRow) {
 	s := e.session()
-	if s == nil || !s.dispatch(row, false, nil) {
+	if s == nil || !s.dispatchItem(dispatchItem{row: row, fresh: fresh}) {
 		return // the engine stopped: the lease lapses and the rescuer retries it
 	}
 }

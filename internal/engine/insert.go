@@ -69,7 +69,7 @@ func (e *Engine) Insert(ctx context.Context, p *InsertParams) ([]driver.JobInser
 	if err != nil {
 		return nil, fmt.Errorf("hopper: enqueue: %w", err)
 	}
-	e.afterInsert(res, p.Skip)
+	e.afterInsert(res, p.Skip, nil)
 	if notify {
 		e.notifyAfterInsert(ctx, res)
 	}
@@ -187,12 +187,20 @@ func notifyQueueNames(ctx context.Context, tx driver.Executor, queues []string) 
 // AfterInsert runs what follows an insert the caller committed itself:
 // local wake-ups, queued events, the first attempts of skip's jobs.
 func (e *Engine) AfterInsert(res []driver.JobInsertResult, skip map[string]bool) {
-	e.afterInsert(res, skip)
+	e.afterInsert(res, skip, nil)
+}
+
+// AfterRunStart is AfterInsert for the job of a run the caller started
+// (run is its row as stored, with no history): a first execution that
+// skips the queue begins from run without reading it back.
+func (e *Engine) AfterRunStart(job *hoppertype.JobRow, run *hoppertype.RunRow, skip map[string]bool) {
+	e.afterInsert([]driver.JobInsertResult{{Job: job}}, skip, run)
 }
 
 // afterInsert runs after the insert committed: local wake-ups, events, and
-// the in-process first attempt of SkipQueue jobs.
-func (e *Engine) afterInsert(res []driver.JobInsertResult, skip map[string]bool) {
+// the in-process first attempt of SkipQueue jobs (with fresh, the run row
+// of a run just started, when res is its job).
+func (e *Engine) afterInsert(res []driver.JobInsertResult, skip map[string]bool, fresh *hoppertype.RunRow) {
 	for _, r := range res {
 		if r.Existing {
 			continue
@@ -202,7 +210,11 @@ func (e *Engine) afterInsert(res []driver.JobInsertResult, skip map[string]bool)
 			ParentID: j.ParentID, Dependents: j.Dependents, RunAt: j.RunAt, At: j.QueuedAt})
 		switch {
 		case skip[j.ID] && j.State == hoppertype.JobStateRunning:
-			e.runSkipQueue(j)
+			var run *hoppertype.RunRow
+			if fresh != nil && fresh.ID == j.ID {
+				run = fresh
+			}
+			e.runSkipQueue(j, run)
 		case j.State == hoppertype.JobStatePending:
 			e.wakeQueue(j.Queue, time.Time{})
 		case j.State == hoppertype.JobStateScheduled:

@@ -249,6 +249,12 @@ func (p *producer) hold(d time.Duration) {
 // takes it, or a new one starts. Workers are kept between jobs (their stacks
 // stay grown) and exit after a while idle or when the session stops.
 func (s *session) dispatch(row *hoppertype.JobRow, holdsSlot bool, done func()) bool {
+	return s.dispatchItem(dispatchItem{row: row, holdsSlot: holdsSlot, done: done})
+}
+
+// dispatchItem hands it to a pooled worker or a new one; it reports false
+// once the session drains.
+func (s *session) dispatchItem(it dispatchItem) bool {
 	s.mu.Lock()
 	if s.draining {
 		s.mu.Unlock()
@@ -256,7 +262,6 @@ func (s *session) dispatch(row *hoppertype.JobRow, holdsSlot bool, done func()) 
 	}
 	s.execs.Add(1)
 	s.mu.Unlock()
-	it := dispatchItem{row: row, holdsSlot: holdsSlot, done: done}
 	select {
 	case s.pool <- it:
 	default:
@@ -271,6 +276,9 @@ type dispatchItem struct {
 	holdsSlot bool
 	// done, if set, runs once the attempt returned (a limiter's turn ends).
 	done func()
+	// fresh is the run row of a run this process just started (see
+	// Attempt.fresh).
+	fresh *hoppertype.RunRow
 }
 
 // workerIdle is how long a pooled worker waits for another job.
@@ -281,7 +289,7 @@ func (s *session) worker(it dispatchItem) {
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
-		s.execute(it.row, it.holdsSlot, it.done)
+		s.execute(it)
 		idle.Reset(workerIdle)
 		select {
 		case it = <-s.pool:

@@ -96,6 +96,11 @@ type RunEffect struct {
 	// ended says the append of Events also stored the run's end (status
 	// completed), so the outcome's run update is not needed.
 	ended bool
+	// unstarted says no record of the execution marked the run running
+	// (its operations were all stored with its end): the append of Events
+	// marks it running, and the outcome's run update ends it, so the run's
+	// changes read pending, running, then its end, as every execution's do.
+	unstarted bool
 }
 
 // SuspendError carries a run's suspension from its execution to the

@@ -19,6 +19,11 @@ import (
 // execution that cannot record (its lease lost) stops there, so the one
 // that takes the run over runs each of the others once.
 func (e *Engine) compensate(st *RunState) error {
+	// A step's record still pending is stored before any compensation
+	// runs.
+	if err := st.Flush(); err != nil {
+		return err
+	}
 	ctx, cancel := Within(st.ctx, st.a.HardLife(), 0)
 	defer cancel()
 	done := map[string]bool{}

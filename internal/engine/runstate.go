@@ -71,9 +71,12 @@ type RunState struct {
 	// Fatal is non-determinism or a lost lease: nothing more may run.
 	Fatal     error
 	cancelled bool
-	// pending is an event to store with the next one appended (the run's
-	// start), already counted in NextSeq.
-	pending *hoppertype.RunEvent
+	// pending are events to store with the next one appended (the run's
+	// start, a step's record), already counted in NextSeq. deferred says
+	// they hold a step's record, which is stored before the run does
+	// anything else (see RecordLater).
+	pending  []*hoppertype.RunEvent
+	deferred bool
 	// markRunning asks the next append to set the run's status to running.
 	markRunning bool
 	// Replay is set for an offline replay: the end of the history ends
@@ -119,9 +122,17 @@ func (st *RunState) StartedAt() time.Time { return st.Run.CreatedAt }
 func (e *Engine) ExecuteRun(ctx context.Context, a *Attempt, opts RunOptions, body func(*RunState) ([]byte, error)) (out []byte, err error) {
 	row := a.Row()
 	runID := row.ID
-	// One read: the run and its whole history.
-	run, all, err := e.drv.RunLoad(ctx, &driver.RunLoadParams{ID: runID})
-	if err != nil {
+	// One read: the run and its whole history; none for a run this process
+	// just started, which has none (its row is as the start stored it).
+	var (
+		run *hoppertype.RunRow
+		all []*hoppertype.RunEvent
+	)
+	if f := a.fresh; f != nil && f.ID == runID {
+		r := *f
+		r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+		run = &r
+	} else if run, all, err = e.drv.RunLoad(ctx, &driver.RunLoadParams{ID: runID}); err != nil {
 		return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
 	}
 	st := &RunState{e: e, ctx: ctx, a: a, Run: run}
@@ -151,7 +162,7 @@ func (e *Engine) ExecuteRun(ctx context.Context, a *Attempt, opts RunOptions, bo
 		if err != nil {
 			return nil, err
 		}
-		st.pending = ev
+		st.pending = append(st.pending, ev)
 		st.NextSeq++
 	}
 
@@ -161,6 +172,10 @@ func (e *Engine) ExecuteRun(ctx context.Context, a *Attempt, opts RunOptions, bo
 	case st.Fatal != nil:
 		return nil, st.FatalErr()
 	case st.Suspended:
+		// What is still pending goes with the suspension (an operation
+		// stores it before it suspends: see Next).
+		eff.Events = append(eff.Events, st.pending...)
+		eff.unstarted = st.markRunning && len(st.pending) > 0
 		eff.Recheck = st.Recheck
 		return nil, &SuspendError{Until: st.Until}
 	case err == nil && !st.cancelled:
@@ -175,15 +190,15 @@ func (e *Engine) ExecuteRun(ctx context.Context, a *Attempt, opts RunOptions, bo
 			return nil, st.FatalErr()
 		}
 		// The end is recorded in the transaction that completes the run's
-		// job, saving a commit.
+		// job, saving a commit, with what is pending (the last step's
+		// record: another commit saved).
 		ev, eerr := st.Event(EvWorkflowCompleted, "", EventData{Output: out})
 		if eerr != nil {
 			return nil, eerr
 		}
-		if st.pending != nil {
-			eff.Events = append(eff.Events, st.pending)
-		}
+		eff.Events = append(eff.Events, st.pending...)
 		eff.Events = append(eff.Events, ev)
+		eff.unstarted = st.markRunning
 		return out, nil
 	}
 	if err == nil {
@@ -349,6 +364,11 @@ func (st *RunState) Next(name string, kinds ...string) (*hoppertype.RunEvent, er
 			st.Suspended = true
 			return nil, ErrSuspended
 		}
+		// The operation goes live: a step's record still pending is
+		// stored first, before anything the operation does.
+		if err := st.Flush(); err != nil {
+			return nil, err
+		}
 		return nil, nil
 	}
 	ev := st.Events[st.Pos]
@@ -395,6 +415,47 @@ func (st *RunState) Record(ctx context.Context, tx driver.Executor, kind, name s
 	return nil
 }
 
+// RecordLater records a step's outcome as Record does, but stores it with
+// the run's next append rather than at once: with the run's end when the
+// step was its last operation (one commit fewer), else before the next
+// operation goes live (Next) or a compensation runs. Nothing the run does
+// comes between the step and its record but the workflow function's own
+// code, so the step's effect stays at least once, as with Record: a crash
+// before the record runs the step again.
+func (st *RunState) RecordLater(kind, name string, data EventData) error {
+	ev, err := st.Event(kind, name, data)
+	if err != nil {
+		return err
+	}
+	st.pending = append(st.pending, ev)
+	st.NextSeq++
+	st.deferred = true
+	return nil
+}
+
+// Flush stores the step records RecordLater left pending, fenced by the
+// run's lease; a failure is fatal for the run, as Record's is.
+func (st *RunState) Flush() error {
+	if !st.deferred {
+		return nil
+	}
+	p := &driver.RunEventAppendParams{RunID: st.Run.ID, LeaseToken: st.a.Row().LeaseToken, Events: st.pending}
+	if st.markRunning {
+		p.RunStatus, p.Now = hoppertype.RunRunning, st.pending[len(st.pending)-1].At
+	}
+	if err := st.e.AppendHistory(st.ctx, st.a.HardLife(), p); err != nil {
+		if errors.Is(err, hoppertype.ErrLeaseLost) {
+			return st.Fail(fmt.Errorf("hopper: workflow run %s: %w", st.Run.ID, hoppertype.ErrLeaseLost))
+		}
+		return st.Fail(fmt.Errorf("hopper: workflow run %s: record %s: %w", st.Run.ID, st.pending[len(st.pending)-1].Kind, err))
+	}
+	st.markRunning = false
+	st.Events = append(st.Events, st.pending...)
+	st.pending, st.deferred = nil, false
+	st.Pos = len(st.Events)
+	return nil
+}
+
 // Event builds the next event of the run's history.
 func (st *RunState) Event(kind, name string, data EventData) (*hoppertype.RunEvent, error) {
 	if err := CheckText(kind+" name", name); err != nil {
@@ -417,8 +478,8 @@ func newEvent(runID string, attempt, seq int, kind, name string, data EventData,
 // history writer, which shares a statement between runs.
 func (st *RunState) AppendEvent(ctx context.Context, ex driver.Executor, ev *hoppertype.RunEvent) error {
 	events := []*hoppertype.RunEvent{ev}
-	if st.pending != nil {
-		events = []*hoppertype.RunEvent{st.pending, ev}
+	if len(st.pending) > 0 {
+		events = append(slices.Clip(st.pending), ev)
 	}
 	p := &driver.RunEventAppendParams{RunID: st.Run.ID, LeaseToken: st.a.Row().LeaseToken, Events: events}
 	if st.markRunning {
@@ -446,10 +507,8 @@ func (st *RunState) AppendEvent(ctx context.Context, ex driver.Executor, ev *hop
 // Accept takes a committed event into the run's state.
 func (st *RunState) Accept(ev *hoppertype.RunEvent) {
 	st.markRunning = false
-	if st.pending != nil {
-		st.Events = append(st.Events, st.pending)
-		st.pending = nil
-	}
+	st.Events = append(st.Events, st.pending...)
+	st.pending, st.deferred = nil, false
 	st.NextSeq++
 	st.Events = append(st.Events, ev)
 	st.Pos = len(st.Events)

@@ -402,7 +402,7 @@ func (e *Engine) enqueueOccurrence(ctx context.Context, sc *Schedule, at, next t
 			return fmt.Errorf("hopper: start run: %w", err)
 		}
 		if row != nil {
-			e.afterInsert([]driver.JobInsertResult{{Job: row}}, nil)
+			e.afterInsert([]driver.JobInsertResult{{Job: row}}, nil, nil)
 		}
 		return nil
 	}
@@ -435,7 +435,7 @@ func (e *Engine) enqueueOccurrence(ctx context.Context, sc *Schedule, at, next t
 		return fmt.Errorf("hopper: enqueue: %w", err)
 	}
 	if len(res) > 0 {
-		e.afterInsert(res, skip)
+		e.afterInsert(res, skip, nil)
 	}
 	return nil
 }
