@@ -152,7 +152,9 @@ func testStepRecordedBeforeTheNextOperation(t *testing.T, newDriver func(*testin
 // this process, skipping the queue, does not read the run back, and sees it
 // as the store has it (its start time, to the microsecond and in UTC, is
 // what a replay reads).
-func TestSkipQueueRunStartsFromItsRow(t *testing.T) { forEachDriver(t, testSkipQueueRunStartsFromItsRow) }
+func TestSkipQueueRunStartsFromItsRow(t *testing.T) {
+	forEachDriver(t, testSkipQueueRunStartsFromItsRow)
+}
 
 func testSkipQueueRunStartsFromItsRow(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	spy := newAppendSpy(newDriver(t))
