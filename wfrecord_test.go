@@ -22,10 +22,12 @@ type appendSpy struct {
 	mu      sync.Mutex
 	appends map[string]int // run id → appends
 	loads   map[string]int // run id → RunLoad calls
+	gets    map[string]int // job id → JobGet calls
+	got     changes
 }
 
 func newAppendSpy(d driver.Driver) *appendSpy {
-	return &appendSpy{Driver: d, baseExec: d.Executor(), appends: map[string]int{}, loads: map[string]int{}}
+	return &appendSpy{Driver: d, baseExec: d.Executor(), appends: map[string]int{}, loads: map[string]int{}, gets: map[string]int{}}
 }
 
 // Executor is the spy itself.
@@ -52,6 +54,21 @@ func (s *appendSpy) RunLoad(ctx context.Context, p *driver.RunLoadParams) (*hopp
 	s.loads[p.ID]++
 	s.mu.Unlock()
 	return s.baseExec.RunLoad(ctx, p)
+}
+
+func (s *appendSpy) JobGet(ctx context.Context, p *driver.JobGetParams) (*hoppertype.JobRow, error) {
+	row, err := s.baseExec.JobGet(ctx, p)
+	s.mu.Lock()
+	s.gets[p.ID]++
+	s.mu.Unlock()
+	s.got.notify()
+	return row, err
+}
+
+func (s *appendSpy) jobGets(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gets[id]
 }
 
 func (s *appendSpy) counts(id string) (appends, loads int) {
@@ -177,4 +194,65 @@ func testSkipQueueRunStartsFromItsRow(t *testing.T, newDriver func(*testing.T) d
 	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, info.CreatedAt.UTC().Format(time.RFC3339Nano)+" UTC", at, "the execution's start time is the stored one")
+}
+
+// TestWaitOfALocalFinishReadsNothing: a wait this process's finish of the
+// job ends gets the row the finish committed, without reading it again,
+// and that row is the stored one.
+func TestWaitOfALocalFinishReadsNothing(t *testing.T) {
+	forEachDriver(t, testWaitOfALocalFinishReadsNothing)
+}
+
+func testWaitOfALocalFinishReadsNothing(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	spy := newAppendSpy(newDriver(t))
+	// No poll of the wait's own (its fallback for a missed notification):
+	// only the wake-up ends it.
+	c := newClient(t, hopper.Config{Driver: spy, WaitPollInterval: time.Hour})
+	ctx := testCtx(t)
+	release := make(chan struct{})
+	double := hopper.Define("double-later", func(ctx context.Context, n int) (int, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		return 2 * n, nil
+	}, nil)
+	require.NoError(t, c.Register(double))
+	h, err := double.Enqueue(ctx, c, 21, nil)
+	require.NoError(t, err)
+
+	type waited struct {
+		row *hoppertype.JobRow
+		err error
+	}
+	done := make(chan waited, 1)
+	next := spy.got.next()
+	go func() {
+		row, err := h.Wait(ctx)
+		done <- waited{row, err}
+	}()
+	// The wait read the job once, found it running, and waits: finish it.
+	for spy.jobGets(h.ID()) == 0 {
+		select {
+		case <-next:
+			next = spy.got.next()
+		case <-ctx.Done():
+			t.Fatal("the wait never read the job")
+		}
+	}
+	close(release)
+	var w waited
+	select {
+	case w = <-done:
+	case <-ctx.Done():
+		t.Fatal("the wait did not end")
+	}
+	require.NoError(t, w.err)
+	require.Equal(t, 1, spy.jobGets(h.ID()), "woken by its own finish, the wait reads nothing more")
+	require.Equal(t, hopper.StateSucceeded, w.row.State)
+	require.JSONEq(t, "42", string(w.row.Result))
+	stored, err := c.JobGet(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, stored, w.row, "the row the wait returns is the stored one")
 }

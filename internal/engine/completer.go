@@ -113,6 +113,14 @@ var errItemLost = errors.New("lease lost")
 func (e *Engine) recordFinished(life context.Context, items []finishItem) {
 	ctx, cancel := call(life, e.cfg.Visibility)
 	defer cancel()
+	// The store's own notice that these jobs are done would wake their
+	// waiters here before the rows below do: they get the rows instead.
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.row.ID
+	}
+	e.waiters.finishing(ids, 1)
+	defer e.waiters.finishing(ids, -1)
 	var out []finished
 	var err error
 	for try := 0; ; try++ {
@@ -126,6 +134,7 @@ func (e *Engine) recordFinished(life context.Context, items []finishItem) {
 	}
 	if err != nil {
 		for _, it := range items {
+			e.waiters.jobDone(it.row.ID) // (see the lost lease in afterFinish)
 			e.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), hoppertype.PhaseCommit)
 			if it.done != nil {
 				it.done <- err
@@ -481,6 +490,9 @@ func (e *Engine) afterFinish(life context.Context, f finished) {
 		if f.err != nil && !errors.Is(f.err, hoppertype.ErrLeaseLost) {
 			e.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, f.err), hoppertype.PhaseCommit)
 		}
+		// Another process may have finished it meanwhile, its notice
+		// passed over (see finishing): its waiters look again.
+		e.waiters.jobDone(it.row.ID)
 		return
 	}
 	job := f.job
@@ -492,7 +504,7 @@ func (e *Engine) afterFinish(life context.Context, f finished) {
 		e.failed.Add(1)
 	}
 	if job.State.Terminal() {
-		e.waiters.jobDone(job.ID)
+		e.waiters.jobFinished(job)
 	}
 	e.emit(it.outcome.event)
 	if len(f.spawned) > 0 {

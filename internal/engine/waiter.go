@@ -14,18 +14,23 @@ import (
 
 // WaitJob waits for a job to be terminal, in any process.
 func (e *Engine) WaitJob(ctx context.Context, id string) (*hoppertype.JobRow, error) {
+	var known *hoppertype.JobRow // the row a local finish woke this wait with
 	for {
 		ch, release := e.waiters.watch(waitJob, id)
-		row, err := e.drv.JobGet(ctx, &driver.JobGetParams{ID: id})
-		if err != nil {
-			release()
-			return nil, err
+		row := known
+		if row == nil {
+			var err error
+			if row, err = e.drv.JobGet(ctx, &driver.JobGetParams{ID: id}); err != nil {
+				release()
+				return nil, err
+			}
 		}
 		if row.State.Terminal() {
 			release()
 			return row, nil
 		}
-		err = e.waitSignal(ctx, ch)
+		err := e.waitSignal(ctx, ch)
+		known = e.waiters.finished(ch)
 		release()
 		if err != nil {
 			return nil, err
@@ -121,6 +126,9 @@ type waitKey struct {
 type waitEntry struct {
 	ch   chan struct{}
 	refs int
+	// row is the job's row as this process's finish committed it, set
+	// before ch is closed (nil when another process finished it).
+	row *hoppertype.JobRow
 }
 
 // waiterHub wakes local waiters when a job or group they wait for finishes,
@@ -130,6 +138,13 @@ type waiterHub struct {
 	e       *Engine
 	mu      sync.Mutex
 	entries map[waitKey]*waitEntry
+	// held finds an entry by its channel while a waiter holds it (done
+	// removes it from entries).
+	held map[<-chan struct{}]*waitEntry
+	// busy counts, per job id, the finishes of this process in progress:
+	// the store's notice that such a job is done is passed over, as the
+	// finish wakes its waiters with the row it committed.
+	busy    map[string]int
 	refs    int
 	cancel  context.CancelFunc
 	stopped chan struct{}
@@ -144,7 +159,7 @@ type waiterHub struct {
 const waitLinger = time.Second
 
 func newWaiterHub(e *Engine) *waiterHub {
-	return &waiterHub{e: e, entries: map[waitKey]*waitEntry{}}
+	return &waiterHub{e: e, entries: map[waitKey]*waitEntry{}, held: map[<-chan struct{}]*waitEntry{}, busy: map[string]int{}}
 }
 
 // watch registers interest in id and returns a channel closed when it is
@@ -156,6 +171,7 @@ func (h *waiterHub) watch(kind waitKind, id string) (<-chan struct{}, func()) {
 	if e == nil {
 		e = &waitEntry{ch: make(chan struct{})}
 		h.entries[k] = e
+		h.held[e.ch] = e
 	}
 	e.refs++
 	h.refs++
@@ -175,8 +191,11 @@ func (h *waiterHub) watch(kind waitKind, id string) (<-chan struct{}, func()) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			e.refs--
-			if e.refs == 0 && h.entries[k] == e {
-				delete(h.entries, k)
+			if e.refs == 0 {
+				if h.entries[k] == e {
+					delete(h.entries, k)
+				}
+				delete(h.held, e.ch)
 			}
 			h.refs--
 			if h.refs == 0 && h.cancel != nil && h.linger == nil {
@@ -214,14 +233,57 @@ func (h *waiterHub) close() {
 	}
 }
 
-func (h *waiterHub) done(kind waitKind, id string) {
+func (h *waiterHub) done(kind waitKind, id string, row *hoppertype.JobRow) {
 	k := waitKey{kind, id}
 	h.mu.Lock()
 	if e := h.entries[k]; e != nil {
+		e.row = row
 		close(e.ch)
 		delete(h.entries, k)
 	}
 	h.mu.Unlock()
+}
+
+// finishing marks ids as being finished by this process (delta 1) or no
+// longer (-1).
+func (h *waiterHub) finishing(ids []string, delta int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		if h.busy[id] += delta; h.busy[id] <= 0 {
+			delete(h.busy, id)
+		}
+	}
+}
+
+// noticed wakes the waiters of a notice from the store, unless this
+// process is finishing the job (it wakes them itself, with the row).
+func (h *waiterHub) noticed(kind waitKind, id string) {
+	h.mu.Lock()
+	skip := kind == waitJob && h.busy[id] > 0
+	h.mu.Unlock()
+	if !skip {
+		h.done(kind, id, nil)
+	}
+}
+
+// finished returns a copy of the row a local finish closed ch with (a
+// channel watch returned, not yet released), or nil: ch is open, or
+// another process finished the job.
+func (h *waiterHub) finished(ch <-chan struct{}) *hoppertype.JobRow {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.held[ch]
+	if e == nil || e.row == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+	default:
+		return nil
+	}
+	r := *e.row
+	return &r
 }
 
 // doneAll wakes every waiter of kind so it looks again.
@@ -236,9 +298,16 @@ func (h *waiterHub) doneAll(kind waitKind) {
 	h.mu.Unlock()
 }
 
-func (h *waiterHub) jobDone(id string) { h.done(waitJob, id) }
+func (h *waiterHub) jobDone(id string) { h.done(waitJob, id, nil) }
 
-func (h *waiterHub) groupDone(id string) { h.done(waitGroup, id) }
+// jobFinished wakes the waiters of a job this process finished, handing
+// them (a copy of) its row as committed.
+func (h *waiterHub) jobFinished(row *hoppertype.JobRow) {
+	r := *row
+	h.done(waitJob, row.ID, &r)
+}
+
+func (h *waiterHub) groupDone(id string) { h.done(waitGroup, id, nil) }
 
 // startListening subscribes to done notifications; h.mu is held.
 func (h *waiterHub) startListening() {
@@ -273,7 +342,7 @@ func (h *waiterHub) startListening() {
 						continue
 					}
 					for _, id := range splitIDs(p) {
-						h.done(w.kind, id)
+						h.noticed(w.kind, id)
 					}
 				}
 			}
