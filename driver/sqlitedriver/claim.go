@@ -31,18 +31,18 @@ const (
 
 	// claimSQL claims up to ?6 pending jobs of queue ?5 in claim order
 	// (jobs_claim) unless the queue is paused. Each job's new lease token is
-	// the token counter ?1 plus its rank, or one more than its current token
-	// if that is higher. %s is an optional type filter on ?7.
+	// one more than the token counter ?1, or one more than its current token
+	// if that is higher: a token is unique per job, not per claim (the
+	// fence is the pair), and one value for the whole claim spares the
+	// statement a window over its rows. %s is an optional type filter on ?7.
 	claimSQL = `UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1,
-	lease_token = max(?1 + c.rn, jobs.lease_token + 1), lease_expires_at = max(?2, jobs.run_at + (?2 - ?4)), worker = ?3, started_at = max(?4, jobs.run_at)
-	FROM (SELECT rid, row_number() OVER (ORDER BY priority DESC, run_at, id) AS rn FROM (
-		SELECT rowid AS rid, priority, run_at, id FROM jobs INDEXED BY jobs_claim
+	lease_token = max(?1 + 1, jobs.lease_token + 1), lease_expires_at = max(?2, jobs.run_at + (?2 - ?4)), worker = ?3, started_at = max(?4, jobs.run_at)
+	WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_claim
 		WHERE state = 'pending' AND queue = ?5 %s
 		AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ?5 AND paused = 1)
 		AND (concurrency_key IS NULL OR concurrency_limit <= 0 OR concurrency_limit >
 			(SELECT count(*) FROM jobs AS r WHERE r.concurrency_key = jobs.concurrency_key AND r.state = 'running'))
-		ORDER BY priority DESC, run_at, id LIMIT ?6)) AS c
-	WHERE jobs.rowid = c.rid
+		ORDER BY priority DESC, run_at, id LIMIT ?6)
 	RETURNING ` + jobCols
 
 	claimTypesFilter = `AND type IN (SELECT value FROM json_each(?7))`
