@@ -116,7 +116,8 @@ func (s *session) stopObservers() {
 func (d *deliverer) run(ctx context.Context) {
 	e := d.e
 	defer d.release()
-	quick := 0 // re-reads left after a nudge found nothing final yet
+	quick := 0  // re-reads left after a nudge found nothing final yet
+	failed := 0 // rounds in a row that a store call failed
 	for {
 		got, err := d.round(ctx)
 		if ctx.Err() != nil {
@@ -124,12 +125,21 @@ func (d *deliverer) run(ctx context.Context) {
 		}
 		if err != nil {
 			e.reportError(fmt.Errorf("observer %q: %w", d.o.Name, err), hoppertype.PhaseObserver)
+			failed++
+		} else {
+			failed = 0
 		}
-		if got {
+		if got && err == nil {
 			continue
 		}
 		var soon time.Duration
-		if quick > 0 && d.held.Load() {
+		switch {
+		case failed > 0:
+			// A store call failed (a slow or lost connection): try again
+			// soon, on the wall clock as the call's budget is, rather than
+			// at the next poll.
+			soon = min(quickFirst<<min(failed-1, 6), max(e.cfg.PollInterval, quickFirst))
+		case quick > 0 && d.held.Load():
 			soon = min(quickFirst<<(quickReads-quick), quickMax)
 			quick--
 		}
@@ -234,7 +244,9 @@ func (d *deliverer) lease(ctx context.Context) (bool, error) {
 	defer cancel()
 	row, err := e.drv.CursorLease(ctx, &driver.CursorLeaseParams{Name: d.o.Name, Owner: e.worker, Now: now, TTL: d.ttl})
 	if err != nil {
+		// Who holds the cursor is unknown: ask again at the next round.
 		d.held.Store(false)
+		d.tried = time.Time{}
 		return false, err
 	}
 	if row.Owner != e.worker {
@@ -264,6 +276,12 @@ func (d *deliverer) save(cur hoppertype.ChangeCursor) error {
 	err := e.drv.CursorAdvance(ctx, &driver.CursorAdvanceParams{Name: d.o.Name, Owner: e.worker, At: cur, Now: now, TTL: d.ttl})
 	if err != nil {
 		d.held.Store(false)
+		if !errors.Is(err, hoppertype.ErrLeaseLost) {
+			// The call failed, not the lease: this process may hold the
+			// cursor still, and asks for it again at the next round
+			// rather than after a poll interval.
+			d.tried = time.Time{}
+		}
 		return err
 	}
 	d.cur, d.saved, d.renewed = cur, cur, now
