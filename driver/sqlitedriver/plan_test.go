@@ -41,6 +41,7 @@ func TestQueryPlans(t *testing.T) {
 	cases := []planCase{
 		{"claim", claimSQLAny, []any{int64(0), now, "w", now, "q1", 100}, "jobs_claim"},
 		{"claim with types", claimSQLTypes, []any{int64(0), now, "w", now, "q1", 100, `["type-1","type-2"]`}, "jobs_claim"},
+		{"claimed rows", claimedRowsSQL, []any{`[1,2,3]`}, "rowid"},
 		{"promote queue", promoteQueueSQL, []any{"q1", now, 1000}, "jobs_due"},
 		{"promote all", promoteAllSQL, []any{now, 1000}, "jobs_due_all"},
 		{"next run at", nextRunAtSQL, []any{"q1"}, "jobs_due"},
@@ -200,8 +201,11 @@ func checkPlans(t *testing.T, d *Driver, analyzed bool, cases []planCase) {
 			}
 		}
 		use := "INDEX " + c.index + " "
-		if c.index == "PRIMARY KEY" { // of a WITHOUT ROWID table
+		switch c.index {
+		case "PRIMARY KEY": // of a WITHOUT ROWID table
 			use = "USING PRIMARY KEY ("
+		case "rowid":
+			use = "USING INTEGER PRIMARY KEY ("
 		}
 		// A line may end with the index name.
 		if !strings.Contains(strings.ReplaceAll(all, "\n", " \n")+" ", use) {

@@ -266,5 +266,6 @@ var hotStatements = map[string]bool{
 	promoteQueueSQL: true, promoteAllSQL: true, claimSQLAny: true, claimSQLTypes: true,
 	leaseCounterSQL: true, setLeaseCounterSQL: true, nextRunAtSQL: true, heartbeatSQL: true,
 	finishSQL: true, expiredLeasesSQL: true, getGroupSQL: true, updateGroupSQL: true,
-	watchedSQL: true, // every finish looks for gates watching its jobs
+	watchedSQL:     true, // every finish looks for gates watching its jobs
+	claimedRowsSQL: true,
 }
