@@ -704,13 +704,6 @@ func testAfterCommitSurvivesAFailedCursorCall(t *testing.T, newDriver func(*test
 	require.Contains(t, fmt.Sprint(errs), "connection reset by peer")
 }
 
-// closedChan returns a closed channel.
-func closedChan() <-chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
-}
-
 // nextTimer is when clk's next timer is due, for a failure's message.
 func nextTimer(clk *hoppertest.Clock) string {
 	if due, ok := clk.NextTimer(); ok {
@@ -774,11 +767,14 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 	// way, but the clock never runs ahead of a deliverer that has not yet
 	// woken. A backoff past a third of the lease never gets its timer found.
 	ctx := testCtx(t)
+	came := false // the next try came already, while waiting for a timer
 	for {
-		select {
-		case <-next:
-		case <-ctx.Done():
-			t.Fatalf("no try after try %d", tries())
+		if !came {
+			select {
+			case <-next:
+			case <-ctx.Done():
+				t.Fatalf("no try after try %d", tries())
+			}
 		}
 		if isDelivered() {
 			break
@@ -789,26 +785,22 @@ func testAfterCommitBackoffKeepsTheLease(t *testing.T, newDriver func(*testing.T
 		// Wait for the backoff's timer, unless the next try comes first: a
 		// store call that failed (slow under load) makes the deliverer try
 		// again at once, on the wall clock, without a backoff.
-		armed := false
-		for !armed {
+		came = false
+		for !came && !clk.ArmedAt(due) {
 			timer := clk.TimerArmed()
-			if armed = clk.ArmedAt(due); armed {
+			if clk.ArmedAt(due) {
 				break
 			}
 			select {
 			case <-timer:
 			case <-next:
-				armed = true
-				due = time.Time{}
+				came = true
 			case <-ctx.Done():
 				t.Fatalf("after try %d no backoff timer at %v (the next timer is at %v)", n, due, nextTimer(clk))
 			}
 		}
-		if !due.IsZero() {
+		if !came {
 			clk.AdvanceTo(due)
-		} else {
-			// The try that came is handled at the top of the loop.
-			next = closedChan()
 		}
 	}
 	mu.Lock()

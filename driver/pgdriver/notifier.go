@@ -45,23 +45,11 @@ const sendTimeout = 5 * time.Second
 // when it is done), sends them with whatever else is pending in the
 // background.
 func (d *Driver) sendLater(notes []note) {
-	if len(notes) == 0 {
+	if !d.queueNotes(notes, true) {
 		return
 	}
-	p := &d.post
-	p.mu.Lock()
-	for _, n := range notes {
-		p.pending.add(n.channel, n.payload)
-	}
-	if p.busy || d.closed.Load() {
-		p.mu.Unlock()
-		return
-	}
-	p.busy = true
-	p.sending.Add(1)
-	p.mu.Unlock()
 	go func() {
-		defer p.sending.Done()
+		defer d.post.sending.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
 		defer cancel()
 		_ = d.drain(ctx) // a hint: listeners poll too
@@ -72,23 +60,35 @@ func (d *Driver) sendLater(notes []note) {
 // before it returns, unless a send is in flight: that one sends them when
 // it is done.
 func (d *Driver) sendNow(ctx context.Context, notes []note) error {
-	if len(notes) == 0 {
+	if !d.queueNotes(notes, false) {
 		return nil
 	}
-	p := &d.post
-	p.mu.Lock()
-	for _, n := range notes {
-		p.pending.add(n.channel, n.payload)
-	}
-	if p.busy {
-		p.mu.Unlock()
-		return nil
-	}
-	p.busy = true
-	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendTimeout)
 	defer cancel()
 	return d.drain(ctx)
+}
+
+// queueNotes adds notes to what is pending and reports whether the caller
+// is to send (no send is in flight; it is then marked busy, and, for a
+// background send, counted in sending unless the driver is closed).
+func (d *Driver) queueNotes(notes []note, background bool) bool {
+	if len(notes) == 0 {
+		return false
+	}
+	p := &d.post
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, n := range notes {
+		p.pending.add(n.channel, n.payload)
+	}
+	if p.busy || background && d.closed.Load() {
+		return false
+	}
+	p.busy = true
+	if background {
+		p.sending.Add(1)
+	}
+	return true
 }
 
 // drain sends what is pending until nothing is, then clears busy; the

@@ -125,15 +125,7 @@ func (r *runner) jobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hop
 	if len(p.Types) > 0 {
 		q, args = claimSQLTypes, append(args, jsonList(p.Types))
 	}
-	var rowids []int64
-	err := r.each(ctx, q, func(rows *sql.Rows) error {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		rowids = append(rowids, id)
-		return nil
-	}, args...)
+	rowids, err := column[int64](ctx, r, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
@@ -343,15 +335,13 @@ func (r *runner) jobFinishMany(ctx context.Context, p *driver.JobFinishManyParam
 	if len(missed) == 0 {
 		return out, nil
 	}
-	exists := make(map[string]bool, len(missed))
-	err := r.each(ctx, `SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?))`, func(rows *sql.Rows) error {
-		var id string
-		err := rows.Scan(&id)
-		exists[id] = true
-		return err
-	}, jsonList(missed))
+	found, err := column[string](ctx, r, `SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?))`, jsonList(missed))
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	exists := make(map[string]bool, len(found))
+	for _, id := range found {
+		exists[id] = true
 	}
 	for i := range out {
 		if out[i].Job == nil {

@@ -247,17 +247,12 @@ func (r *runner) gateWatchers(ctx context.Context, p *driver.GateWatcherListPara
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("list gate watchers: limit %d: %w", p.Limit, hoppertype.ErrInvalidInput)
 	}
-	out := []string{}
-	err := r.each(ctx, gateWatchersSQL, func(rows *sql.Rows) error {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		out = append(out, id)
-		return nil
-	}, p.JobID, p.Limit)
+	out, err := column[string](ctx, r, gateWatchersSQL, p.JobID, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list gates watching %q: %w", p.JobID, err)
+	}
+	if out == nil {
+		out = []string{}
 	}
 	return out, nil
 }

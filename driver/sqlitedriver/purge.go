@@ -2,7 +2,6 @@ package sqlitedriver
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/hopper-go/hopper/driver"
@@ -32,14 +31,8 @@ func (r *runner) jobDeleteQueue(ctx context.Context, p *driver.JobDeleteQueuePar
 	if limit <= 0 {
 		limit = -1
 	}
-	var ids []string
-	err := r.each(ctx, `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_queue_id
-	WHERE queue = ?1 AND state <> 'running' LIMIT ?2) RETURNING id`, func(rows *sql.Rows) error {
-		var id string
-		err := rows.Scan(&id)
-		ids = append(ids, id)
-		return err
-	}, p.Queue, limit)
+	ids, err := column[string](ctx, r, `DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs INDEXED BY jobs_queue_id
+	WHERE queue = ?1 AND state <> 'running' LIMIT ?2) RETURNING id`, p.Queue, limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete the jobs of queue %q: %w", p.Queue, err)
 	}

@@ -154,6 +154,20 @@ func (r *runner) jobs(ctx context.Context, query string, args ...any) ([]*hopper
 	return out, err
 }
 
+// column runs query, which returns one column, and returns its values.
+func column[T any](ctx context.Context, r *runner, query string, args ...any) ([]T, error) {
+	var out []T
+	err := r.each(ctx, query, func(rows *sql.Rows) error {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	}, args...)
+	return out, err
+}
+
 // job runs query, whose columns are jobCols, and returns its first row or
 // sql.ErrNoRows.
 func (r *runner) job(ctx context.Context, query string, args ...any) (*hoppertype.JobRow, error) {

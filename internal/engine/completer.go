@@ -115,12 +115,7 @@ func (e *Engine) recordFinished(life context.Context, items []finishItem) {
 	defer cancel()
 	// The store's own notice that these jobs are done would wake their
 	// waiters here before the rows below do: they get the rows instead.
-	ids := make([]string, len(items))
-	for i, it := range items {
-		ids[i] = it.row.ID
-	}
-	e.waiters.finishing(ids, 1)
-	defer e.waiters.finishing(ids, -1)
+	defer e.waiters.finishedAll(e.waiters.finishing(items))
 	var out []finished
 	var err error
 	for try := 0; ; try++ {

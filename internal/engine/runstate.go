@@ -439,20 +439,10 @@ func (st *RunState) Flush() error {
 	if !st.deferred {
 		return nil
 	}
-	p := &driver.RunEventAppendParams{RunID: st.Run.ID, LeaseToken: st.a.Row().LeaseToken, Events: st.pending}
-	if st.markRunning {
-		p.RunStatus, p.Now = hoppertype.RunRunning, st.pending[len(st.pending)-1].At
+	if err := st.appendEvents(st.ctx, nil, st.pending); err != nil {
+		return st.Fail(err)
 	}
-	if err := st.e.AppendHistory(st.ctx, st.a.HardLife(), p); err != nil {
-		if errors.Is(err, hoppertype.ErrLeaseLost) {
-			return st.Fail(fmt.Errorf("hopper: workflow run %s: %w", st.Run.ID, hoppertype.ErrLeaseLost))
-		}
-		return st.Fail(fmt.Errorf("hopper: workflow run %s: record %s: %w", st.Run.ID, st.pending[len(st.pending)-1].Kind, err))
-	}
-	st.markRunning = false
-	st.Events = append(st.Events, st.pending...)
-	st.pending, st.deferred = nil, false
-	st.Pos = len(st.Events)
+	st.acceptPending()
 	return nil
 }
 
@@ -477,13 +467,16 @@ func newEvent(runID string, attempt, seq int, kind, name string, data EventData,
 // through ex, a transaction, or, when ex is nil, through the engine's
 // history writer, which shares a statement between runs.
 func (st *RunState) AppendEvent(ctx context.Context, ex driver.Executor, ev *hoppertype.RunEvent) error {
-	events := []*hoppertype.RunEvent{ev}
-	if len(st.pending) > 0 {
-		events = append(slices.Clip(st.pending), ev)
-	}
+	return st.appendEvents(ctx, ex, append(slices.Clip(st.pending), ev))
+}
+
+// appendEvents appends events, the last one new, under the run's lease
+// (see AppendEvent).
+func (st *RunState) appendEvents(ctx context.Context, ex driver.Executor, events []*hoppertype.RunEvent) error {
+	last := events[len(events)-1]
 	p := &driver.RunEventAppendParams{RunID: st.Run.ID, LeaseToken: st.a.Row().LeaseToken, Events: events}
 	if st.markRunning {
-		p.RunStatus, p.Now = hoppertype.RunRunning, ev.At
+		p.RunStatus, p.Now = hoppertype.RunRunning, last.At
 	}
 	var err error
 	if ex == nil {
@@ -500,17 +493,23 @@ func (st *RunState) AppendEvent(ctx context.Context, ex driver.Executor, ev *hop
 	case errors.Is(err, hoppertype.ErrLeaseLost):
 		return fmt.Errorf("hopper: workflow run %s: %w", st.Run.ID, hoppertype.ErrLeaseLost)
 	default:
-		return fmt.Errorf("hopper: workflow run %s: record %s: %w", st.Run.ID, ev.Kind, err)
+		return fmt.Errorf("hopper: workflow run %s: record %s: %w", st.Run.ID, last.Kind, err)
 	}
 }
 
 // Accept takes a committed event into the run's state.
 func (st *RunState) Accept(ev *hoppertype.RunEvent) {
+	st.NextSeq++
+	st.pending = append(st.pending, ev)
+	st.acceptPending()
+}
+
+// acceptPending takes the pending events, stored now, into the run's
+// state.
+func (st *RunState) acceptPending() {
 	st.markRunning = false
 	st.Events = append(st.Events, st.pending...)
 	st.pending, st.deferred = nil, false
-	st.NextSeq++
-	st.Events = append(st.Events, ev)
 	st.Pos = len(st.Events)
 }
 

@@ -16,7 +16,7 @@ import (
 func (e *Engine) WaitJob(ctx context.Context, id string) (*hoppertype.JobRow, error) {
 	var known *hoppertype.JobRow // the row a local finish woke this wait with
 	for {
-		ch, release := e.waiters.watch(waitJob, id)
+		w, release := e.waiters.watch(waitJob, id)
 		row := known
 		if row == nil {
 			var err error
@@ -29,8 +29,8 @@ func (e *Engine) WaitJob(ctx context.Context, id string) (*hoppertype.JobRow, er
 			release()
 			return row, nil
 		}
-		err := e.waitSignal(ctx, ch)
-		known = e.waiters.finished(ch)
+		err := e.waitSignal(ctx, w.ch)
+		known = e.waiters.finished(w)
 		release()
 		if err != nil {
 			return nil, err
@@ -54,8 +54,8 @@ func (e *Engine) WaitGroup(ctx context.Context, id string) (*GroupResult, error)
 		return nil, fmt.Errorf("hopper: wait for group %s: %w", id, err)
 	}
 	for {
-		gch, grelease := e.waiters.watch(waitGroup, id)
-		jch, jrelease := e.waiters.watch(waitJob, id)
+		gw, grelease := e.waiters.watch(waitGroup, id)
+		jw, jrelease := e.waiters.watch(waitJob, id)
 		release := func() { grelease(); jrelease() }
 		g, err := e.drv.GroupGet(ctx, &driver.GroupGetParams{ID: id})
 		switch {
@@ -88,7 +88,7 @@ func (e *Engine) WaitGroup(ctx context.Context, id string) (*GroupResult, error)
 			release()
 			return nil, err
 		}
-		err = e.waitSignal(ctx, gch, jch)
+		err = e.waitSignal(ctx, gw.ch, jw.ch)
 		release()
 		if err != nil {
 			return nil, err
@@ -138,9 +138,6 @@ type waiterHub struct {
 	e       *Engine
 	mu      sync.Mutex
 	entries map[waitKey]*waitEntry
-	// held finds an entry by its channel while a waiter holds it (done
-	// removes it from entries).
-	held map[<-chan struct{}]*waitEntry
 	// busy counts, per job id, the finishes of this process in progress:
 	// the store's notice that such a job is done is passed over, as the
 	// finish wakes its waiters with the row it committed.
@@ -159,19 +156,19 @@ type waiterHub struct {
 const waitLinger = time.Second
 
 func newWaiterHub(e *Engine) *waiterHub {
-	return &waiterHub{e: e, entries: map[waitKey]*waitEntry{}, held: map[<-chan struct{}]*waitEntry{}, busy: map[string]int{}}
+	return &waiterHub{e: e, entries: map[waitKey]*waitEntry{}, busy: map[string]int{}}
 }
 
-// watch registers interest in id and returns a channel closed when it is
-// done, and a release function to call once no longer waiting.
-func (h *waiterHub) watch(kind waitKind, id string) (<-chan struct{}, func()) {
+// watch registers interest in id and returns its entry, whose channel is
+// closed when it is done, and a release function to call once no longer
+// waiting.
+func (h *waiterHub) watch(kind waitKind, id string) (*waitEntry, func()) {
 	k := waitKey{kind, id}
 	h.mu.Lock()
 	e := h.entries[k]
 	if e == nil {
 		e = &waitEntry{ch: make(chan struct{})}
 		h.entries[k] = e
-		h.held[e.ch] = e
 	}
 	e.refs++
 	h.refs++
@@ -186,16 +183,13 @@ func (h *waiterHub) watch(kind waitKind, id string) (<-chan struct{}, func()) {
 	}
 	h.mu.Unlock()
 	var once sync.Once
-	return e.ch, func() {
+	return e, func() {
 		once.Do(func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			e.refs--
-			if e.refs == 0 {
-				if h.entries[k] == e {
-					delete(h.entries, k)
-				}
-				delete(h.held, e.ch)
+			if e.refs == 0 && h.entries[k] == e {
+				delete(h.entries, k)
 			}
 			h.refs--
 			if h.refs == 0 && h.cancel != nil && h.linger == nil {
@@ -244,13 +238,34 @@ func (h *waiterHub) done(kind waitKind, id string, row *hoppertype.JobRow) {
 	h.mu.Unlock()
 }
 
-// finishing marks ids as being finished by this process (delta 1) or no
-// longer (-1).
-func (h *waiterHub) finishing(ids []string, delta int) {
+// finishing marks the jobs of items that someone here waits for as being
+// finished by this process, and returns their ids for finished to unmark. A
+// wait that begins later is woken by the store's notice and reads the row.
+func (h *waiterHub) finishing(items []finishItem) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refs == 0 {
+		return nil
+	}
+	var ids []string
+	for _, it := range items {
+		if id := it.row.ID; h.entries[waitKey{waitJob, id}] != nil {
+			h.busy[id]++
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// finishedAll unmarks what finishing marked.
+func (h *waiterHub) finishedAll(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range ids {
-		if h.busy[id] += delta; h.busy[id] <= 0 {
+		if h.busy[id]--; h.busy[id] <= 0 {
 			delete(h.busy, id)
 		}
 	}
@@ -267,22 +282,20 @@ func (h *waiterHub) noticed(kind waitKind, id string) {
 	}
 }
 
-// finished returns a copy of the row a local finish closed ch with (a
-// channel watch returned, not yet released), or nil: ch is open, or
-// another process finished the job.
-func (h *waiterHub) finished(ch <-chan struct{}) *hoppertype.JobRow {
+// finished returns a copy of the row a local finish closed w's channel
+// with, or nil: the channel is open, or another process finished the job.
+func (h *waiterHub) finished(w *waitEntry) *hoppertype.JobRow {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	e := h.held[ch]
-	if e == nil || e.row == nil {
+	if w.row == nil {
 		return nil
 	}
 	select {
-	case <-ch:
+	case <-w.ch:
 	default:
 		return nil
 	}
-	r := *e.row
+	r := *w.row
 	return &r
 }
 
