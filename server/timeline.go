@@ -256,7 +256,7 @@ func buildTimeline(tl *hopper.RunTimeline, now time.Time) *TimelineJSON {
 					cls = "failed"
 				}
 				add(&TimelineRowJSON{Kind: "end", Label: label, Note: errMsg,
-					Bars: []TimelineBarJSON{{Start: ev.At, End: ev.At, Class: cls, Title: label + " at " + ev.At.UTC().Format(time.RFC3339Nano) + errSuffix(errMsg)}}})
+					Bars: []TimelineBarJSON{{Start: ev.At, End: ev.At, Class: cls, Title: label + " at " + ev.At.UTC().Format("15:04:05.000 UTC") + errSuffix(errMsg)}}})
 			}
 		}
 		// What is still going: until now, or until the attempt's last

@@ -111,9 +111,11 @@
     if (v < 1) return String(+v.toPrecision(2));
     return v >= 10 ? v.toFixed(0) : v.toFixed(1);
   }
+  // fmtTime labels the time axis in UTC, the zone every table and page
+  // of the dashboard uses; the last label names it.
   function fmtTime(d, step) {
-    var h = String(d.getHours()).padStart(2, "0"), m = String(d.getMinutes()).padStart(2, "0");
-    return step < 60 ? h + ":" + m + ":" + String(d.getSeconds()).padStart(2, "0") : h + ":" + m;
+    var h = String(d.getUTCHours()).padStart(2, "0"), m = String(d.getUTCMinutes()).padStart(2, "0");
+    return step < 60 ? h + ":" + m + ":" + String(d.getUTCSeconds()).padStart(2, "0") : h + ":" + m;
   }
   // draw renders lines (each {v: [...], c: color}) of n points spread from
   // t0 to t1 (ms) into svg, with a y axis from 0 to a rounded maximum and
@@ -129,7 +131,7 @@
     }
     for (var k = 0; k <= 4; k++) {
       var tx = L + k * (R - L) / 4;
-      out += '<text x="' + tx.toFixed(1) + '" y="134" text-anchor="' + (k === 0 ? "start" : k === 4 ? "end" : "middle") + '">' + fmtTime(new Date(t0 + k * (t1 - t0) / 4), step) + "</text>";
+      out += '<text x="' + tx.toFixed(1) + '" y="134" text-anchor="' + (k === 0 ? "start" : k === 4 ? "end" : "middle") + '">' + fmtTime(new Date(t0 + k * (t1 - t0) / 4), step) + (k === 4 ? " UTC" : "") + "</text>";
     }
     lines.forEach(function (l) {
       var n = l.v.length;
