@@ -263,7 +263,8 @@ type RedriveParams struct {
 
 // JobRedrive moves dead jobs back to pending as fresh jobs (attempt 1 next) and
 // returns how many it moved. Jobs whose unique key another live job holds
-// stay dead.
+// stay dead, and so does the job of a workflow run that ended compensated:
+// a saga that undid its work is no dead letter (RunRetry runs it again).
 func (c *Client) JobRedrive(ctx context.Context, p *RedriveParams) (int, error) {
 	if p == nil || (len(p.IDs) == 0 && p.Type == "" && !p.All) {
 		return 0, fmt.Errorf("%w: redrive needs IDs, a Type or All", ErrInvalidInput)

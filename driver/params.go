@@ -211,8 +211,11 @@ type JobRetryParams struct {
 	Type   string
 	All    bool
 	States []hoppertype.JobState
-	Now    time.Time
-	Limit  int
+	// SkipRunStatuses leaves out the jobs of workflow runs whose status is
+	// one of these (a compensated saga's job in a redrive of dead letters).
+	SkipRunStatuses []hoppertype.RunStatus
+	Now             time.Time
+	Limit           int
 }
 
 // JobDeleteFinishedParams are the arguments of JobDeleteFinished.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"fmt"
 	"html/template"
@@ -39,20 +40,21 @@ var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"roundDur": roundDur,
 	"query":    func(v url.Values) template.URL { return template.URL(v.Encode()) },
 	// attempts reads "2 of 3" (a workflow run's job: of the run's tries).
-	"attempts": func(j *hopper.JobRow) string {
+	"attempts": func(v any) string {
+		j := rowOf(v)
 		return strconv.Itoa(j.Attempt) + " of " + strconv.Itoa(hopper.MaxAttempts(j))
 	},
-	"runOf": func(j *hopper.JobRow) string {
-		if _, run, ok := hopper.RunOf(j); ok {
+	"runOf": func(v any) string {
+		if _, run, ok := hopper.RunOf(rowOf(v)); ok {
 			return run
 		}
 		return ""
 	},
-	"workflowOf": func(j *hopper.JobRow) string {
-		wf, _, _ := hopper.RunOf(j)
+	"workflowOf": func(v any) string {
+		wf, _, _ := hopper.RunOf(rowOf(v))
 		return wf
 	},
-	"isGate":     hopper.IsGate,
+	"isGate":     func(v any) bool { return hopper.IsGate(rowOf(v)) },
 	"slotsSteps": slotsSteps,
 	"seenAt": func(g *hopper.GateInfo, i int) hopper.JobState {
 		if i < len(g.Seen) {
@@ -143,7 +145,7 @@ func (s *Server) uiOverview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "overview", map[string]any{
-		"Queues": qs, "Recent": recent.Jobs, "Types": s.c.Types(), "Started": s.c.Started(), "Active": len(s.c.Active()),
+		"Queues": qs, "Recent": s.lines(r.Context(), recent.Jobs), "Types": s.c.Types(), "Started": s.c.Started(), "Active": len(s.c.Active()),
 		"Workflows": s.c.Workflows(), "Runs": runs.Runs, "Workers": workers, "Schedules": schedules,
 	})
 }
@@ -224,7 +226,7 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
 	next.Set("cursor", pg.NextCursor)
 	data := searchForm(q, s.c.Types())
 	data["Q"], data["Next"], data["HasNext"] = q, next, pg.NextCursor != ""
-	data["Rows"], data["Bar"] = selRows{Jobs: pg.Jobs, Errors: showsErrors(p)}, jobsBar(q) // bulk and search: ui_bulk.go
+	data["Rows"], data["Bar"] = selRows{Jobs: s.lines(r.Context(), pg.Jobs), Errors: showsErrors(p)}, jobsBar(q) // bulk and search: ui_bulk.go
 	s.render(w, r, http.StatusOK, "jobs", data)
 }
 
@@ -255,6 +257,7 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 	if wf, run, ok := hopper.RunOf(row); ok {
 		data["Workflow"], data["RunID"] = wf, run
 	}
+	data["Line"] = s.lines(r.Context(), []*hopper.JobRow{row})[0]
 	if err := s.jobPipeline(r.Context(), row, r.URL.Query(), data); err != nil { // pipeline.go
 		s.fail(w, r, err)
 		return
@@ -352,4 +355,36 @@ func shortID(id string) string {
 		return id[len(id)-12:]
 	}
 	return id
+}
+
+// jobLine is a job as a table shows it: with whether it is the job of a
+// workflow run that ended compensated, which ends dead but is no dead
+// letter (its run undid its work on purpose).
+type jobLine struct {
+	*hopper.JobRow
+	Compensated bool
+}
+
+// rowOf is the job of a table's line or the job itself.
+func rowOf(v any) *hopper.JobRow {
+	if l, ok := v.(jobLine); ok {
+		return l.JobRow
+	}
+	return v.(*hopper.JobRow)
+}
+
+// lines reads, for the dead jobs of workflow runs among jobs, whether their
+// runs ended compensated (a read of one run each). A run that cannot be
+// read leaves its job shown as it is.
+func (s *Server) lines(ctx context.Context, jobs []*hopper.JobRow) []jobLine {
+	out := make([]jobLine, len(jobs))
+	for i, j := range jobs {
+		out[i].JobRow = j
+		if _, run, ok := hopper.RunOf(j); ok && j.State == hopper.StateDead {
+			if info, err := s.c.RunGet(ctx, run); err == nil && info.Status == hopper.RunCompensated {
+				out[i].Compensated = true
+			}
+		}
+	}
+	return out
 }

@@ -28,7 +28,7 @@ type bulkAction struct{ Name, Label string }
 // selRows is a table of jobs with a checkbox per row; Errors adds the last
 // error's column.
 type selRows struct {
-	Jobs   []*hopper.JobRow
+	Jobs   []jobLine
 	Errors bool
 }
 
@@ -83,7 +83,7 @@ func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
 	}
 	fq.Set("state", string(hoppertype.JobStateDead))
 	fq.Set("hide_compensated", strconv.FormatBool(p.HideCompensated))
-	data["Rows"] = selRows{Jobs: pg.Jobs, Errors: true}
+	data["Rows"] = selRows{Jobs: s.lines(r.Context(), pg.Jobs), Errors: true}
 	data["Bar"] = bulkBar{Endpoint: "/v1/jobs/bulk", Kind: "jobs", Noun: "job", Query: filterQuery(fq),
 		Actions: []bulkAction{{"redrive", "Redrive"}, {"delete", "Delete"}}}
 	if pg.NextCursor != "" {

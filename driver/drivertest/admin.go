@@ -20,6 +20,7 @@ func adminCases() []testCase {
 		{"CancelNotFound", testCancelNotFound},
 		{"RetryByIDs", testRetryByIDs},
 		{"RetryByType", testRetryByType},
+		{"RetrySkipsRunStatuses", testRetrySkipsRunStatuses},
 		{"RetryAll", testRetryAll},
 		{"RetryLimit", testRetryLimit},
 		{"RetrySkipsHeldUniqueKey", testRetryUniqueHeld},
@@ -190,6 +191,35 @@ func testRetryByType(t *testing.T, f *fixture) {
 	requireRedriven(t, x1, got[x1.ID].Job, base)
 	f.requireState(t, x3.ID, hoppertype.JobStateSucceeded)
 	f.requireState(t, y.ID, hoppertype.JobStateDead)
+}
+
+// testRetrySkipsRunStatuses: the jobs of runs in a skipped status stay
+// where they are, whichever way the jobs are picked.
+func testRetrySkipsRunStatuses(t *testing.T, f *fixture) {
+	skip := []hoppertype.RunStatus{hoppertype.RunCompensated}
+	dead := []hoppertype.JobState{hoppertype.JobStateDead}
+	pick := func(st hoppertype.RunStatus) *hoppertype.JobRow {
+		j := f.finished(t, hoppertype.JobStateDead, ofType("saga"))
+		if st != "" {
+			require.NoError(t, f.x.RunInsert(f.ctx, &driver.RunInsertParams{Row: f.runRow(func(r *hoppertype.RunRow) { r.ID, r.Status = j.ID, st })}))
+		}
+		return j
+	}
+	for _, by := range []string{"ids", "type", "all"} {
+		compensated, failed, plain := pick(hoppertype.RunCompensated), pick(hoppertype.RunFailed), pick("")
+		p := driver.JobRetryParams{States: dead, SkipRunStatuses: skip, Now: base}
+		switch by {
+		case "ids":
+			p.IDs = []string{compensated.ID, failed.ID, plain.ID}
+		case "type":
+			p.Type = "saga"
+		case "all":
+			p.All = true
+		}
+		got := f.retry(t, p)
+		require.ElementsMatch(t, []string{failed.ID, plain.ID}, keys(got), "by %s", by)
+		f.requireState(t, compensated.ID, hoppertype.JobStateDead)
+	}
 }
 
 func testRetryAll(t *testing.T, f *fixture) {

@@ -197,7 +197,12 @@ func (t *tx) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]dri
 		return nil, err
 	}
 	states := stateSet(params.States)
-	inStates := func(r *hoppertype.JobRow) bool { return len(states) == 0 || states[r.State] }
+	inStates := func(r *hoppertype.JobRow) bool {
+		if run := t.st.runs[r.ID]; run != nil && slices.Contains(params.SkipRunStatuses, run.Status) {
+			return false
+		}
+		return len(states) == 0 || states[r.State]
+	}
 	var candidates []*hoppertype.JobRow
 	switch {
 	case len(params.IDs) > 0:

@@ -369,6 +369,13 @@ func (e *executor) retryCandidates(ctx context.Context, p *driver.JobRetryParams
 	if len(states) > 0 {
 		add("state = ANY($?::text[])", states)
 	}
+	if len(p.SkipRunStatuses) > 0 {
+		statuses := make([]string, len(p.SkipRunStatuses))
+		for i, st := range p.SkipRunStatuses {
+			statuses[i] = string(st)
+		}
+		add("NOT EXISTS (SELECT 1 FROM "+e.d.q.schema+".runs r WHERE r.id = jobs.id AND r.status = ANY($?::text[]))", statuses)
+	}
 	if !byIDs && after != "" {
 		add("id > $?", after)
 	}

@@ -261,7 +261,7 @@ func jobListSQL(p *driver.JobListParams) (string, []any) {
 		add("unique_key = ?", p.UniqueKey)
 	}
 	if len(p.SkipRunStatuses) > 0 {
-		add("NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.id AND r.status IN (SELECT value FROM json_each(?)))", jsonList(p.SkipRunStatuses))
+		add(skipRunsSQL, jsonList(p.SkipRunStatuses))
 	}
 	if p.ErrorContains != "" {
 		add("instr(json_extract(error, '$.message'), ?) > 0", p.ErrorContains)
@@ -361,6 +361,18 @@ const retryJobSQL = `UPDATE jobs SET state = 'pending', attempt = 0, run_at = ?2
 const retryPage = 256
 
 // jobRetry moves the selected jobs back to pending as fresh jobs.
+// skipRunsSQL leaves out the jobs of runs whose status is in a JSON list.
+const skipRunsSQL = "NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.id AND r.status IN (SELECT value FROM json_each(?)))"
+
+// runStatusIn says whether id is a run whose status is one of statuses.
+func (r *runner) runStatusIn(ctx context.Context, id string, statuses []hoppertype.RunStatus) (bool, error) {
+	if len(statuses) == 0 {
+		return false, nil
+	}
+	n, err := column[int](ctx, r, "SELECT count(*) FROM runs WHERE id = ? AND status IN (SELECT value FROM json_each(?))", id, jsonList(statuses))
+	return err == nil && len(n) == 1 && n[0] > 0, err
+}
+
 func (r *runner) jobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
 	now := trunc(p.Now).UnixMicro()
 	inStates := func(s hoppertype.JobState) bool { return len(p.States) == 0 || slices.Contains(p.States, s) }
@@ -405,6 +417,11 @@ func (r *runner) jobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driv
 			if !inStates(cur.State) {
 				continue
 			}
+			if skip, err := r.runStatusIn(ctx, id, p.SkipRunStatuses); err != nil {
+				return nil, fmt.Errorf("retry jobs: %w", err)
+			} else if skip {
+				continue
+			}
 			if err := apply(cur); err != nil {
 				return nil, fmt.Errorf("retry job %q: %w", id, err)
 			}
@@ -420,6 +437,10 @@ func (r *runner) jobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driv
 			cond, vs := stateFilter(p.States)
 			where = append(where, cond)
 			args = append(args, vs...)
+		}
+		if len(p.SkipRunStatuses) > 0 {
+			where = append(where, skipRunsSQL)
+			args = append(args, jsonList(p.SkipRunStatuses))
 		}
 		where = append(where, "id > ?")
 		q := "SELECT " + jobCols + " FROM jobs WHERE " + strings.Join(where, " AND ") + " ORDER BY id LIMIT ?"

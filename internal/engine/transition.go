@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -11,9 +12,15 @@ import (
 )
 
 // Redrive moves jobs back to pending in one transaction with their group
-// bookkeeping, then announces them.
+// bookkeeping, then announces them. The job of a workflow run that ended
+// compensated is never moved: the saga undid its work on purpose, it is no
+// dead letter, and moving its job alone would leave the run compensated
+// (RetryRun runs it again).
 func (e *Engine) Redrive(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
 	p.Now = e.now()
+	if !slices.Contains(p.SkipRunStatuses, hoppertype.RunCompensated) {
+		p.SkipRunStatuses = append(slices.Clip(p.SkipRunStatuses), hoppertype.RunCompensated)
+	}
 	var res []driver.JobRetryResult
 	err := e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		var err error
