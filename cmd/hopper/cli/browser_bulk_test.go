@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/hopper-go/hopper"
 	"github.com/hopper-go/hopper/driver"
@@ -153,7 +154,21 @@ func TestDashboardBulkInBrowser(t *testing.T) {
 	if q := question("pick two rows"); q != "Cancel 2 jobs?" {
 		t.Fatalf("the confirmation asks %q", q)
 	}
-	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#bulk-yes"))); err != nil {
+	// Escape answers no and gives the focus back to the action asked; the
+	// keyboard alone then asks again and confirms.
+	if err := chromedp.Do(bctx, chromedp.KeyEvent(kb.Escape), chromedp.WaitNotVisible(chromedp.CSS("#bulk-confirm"))); err != nil {
+		t.Fatalf("browser: escape the confirmation: %v", err)
+	}
+	if focus, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.activeElement.getAttribute("data-action") || document.activeElement.id`)); err != nil || focus != "cancel" {
+		t.Fatalf("after Escape the focus is on %q (%v); want the cancel action", focus, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.CSS("#bulk-confirm"))); err != nil {
+		t.Fatalf("browser: ask again from the keyboard: %v", err)
+	}
+	if focus, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.activeElement.id`)); err != nil || focus != "bulk-yes" {
+		t.Fatalf("the confirmation's focus is on %q (%v); want #bulk-yes", focus, err)
+	}
+	if err := chromedp.Do(bctx, chromedp.KeyEvent(kb.Enter)); err != nil {
 		t.Fatal(err)
 	}
 	if r := result("cancel two"); r != "Cancelled 2 of 2 jobs." {
@@ -236,21 +251,39 @@ func TestDashboardBulkInBrowser(t *testing.T) {
 		t.Fatalf("charges: %d dead, %d pending; want the 150 timeouts dead and the 250 declined pending", dead, pending)
 	}
 
-	// The dead letters left, on a phone's width: nothing wider than the
-	// screen but the table, which scrolls in its box.
-	if err := chromedp.Do(bctx,
-		chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(base+"/dead"),
-		chromedp.WaitVisible(chromedp.CSS("td.err")),
-	); err != nil {
-		t.Fatalf("browser: narrow: %v", err)
+	// The first Tab on a page reaches the link that skips the header.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(chromedp.CSS("table.sel")), chromedp.KeyEvent(kb.Tab)); err != nil {
+		t.Fatalf("browser: tab: %v", err)
 	}
-	width, err := chromedp.Run(bctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
-	if err != nil {
-		t.Fatal(err)
+	if skip, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.activeElement.className + " " + document.activeElement.getAttribute("href")`)); err != nil || skip != "skip #main" {
+		t.Fatalf("the first Tab reaches %q (%v); want the skip link", skip, err)
 	}
-	if width > 390 {
-		t.Fatalf("at 390 px the page is %d px wide", width)
+
+	// On a phone's width nothing is wider than the screen but the
+	// tables, which scroll in their boxes: the overview with its charts,
+	// the job listing, a job's page and the dead letters left.
+	page, err := c.JobList(ctx, &hopper.ListParams{Types: []string{"charge"}, Limit: 1})
+	if err != nil || len(page.Jobs) != 1 {
+		t.Fatalf("a charge to open: %v", err)
+	}
+	for _, p := range []struct{ path, ready string }{
+		{"/", "#chart-throughput text"}, {"/jobs", "table.sel"}, {"/runs", "main"},
+		{"/jobs/" + page.Jobs[0].ID, "main section.card"}, {"/dead", "td.err"},
+	} {
+		if err := chromedp.Do(bctx,
+			chromedp.EmulateViewport(390, 844),
+			chromedp.Navigate(base+p.path),
+			chromedp.WaitVisible(chromedp.CSS(p.ready)),
+		); err != nil {
+			t.Fatalf("browser: narrow %s: %v", p.path, err)
+		}
+		width, err := chromedp.Run(bctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if width > 390 {
+			t.Fatalf("at 390 px %s is %d px wide; wider than the screen:\n%s", p.path, width, wideElements(bctx))
+		}
 	}
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(90))
 	if err != nil {

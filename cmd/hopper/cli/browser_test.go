@@ -258,9 +258,39 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser: %v", err)
 	}
-	// The run links its job, whose page links back to the run.
+	// The run links its job, whose page links back to the run; the job
+	// reads compensated, not dead, there and in the job table.
 	follow("#run-job", "#run-link a")
+	if badge, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main h2 .state"))); err != nil || badge != "compensated" {
+		t.Fatalf("the saga's job page reads %q (%v); want compensated", badge, err)
+	}
 	follow("#run-link a", "#timeline svg")
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/jobs?type=workflow:trip"), chromedp.WaitVisible(chromedp.CSS("table.sel"))); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	if badge, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`tr:has(a[href="/jobs/trip-lisbon"]) .state`))); err != nil || badge != "compensated" {
+		t.Fatalf("the saga's row reads %q (%v); want compensated", badge, err)
+	}
+
+	// A phone's width: the timeline, a fan-out's page with its graph and
+	// the overview fit the screen; wide tables scroll in their boxes.
+	for _, p := range []struct{ path, ready string }{
+		{"/runs/trip-lisbon", "#timeline svg"}, {"/jobs/" + url.PathEscape(nested.ID()), "#pipeline svg"}, {"/", "#chart-throughput text"},
+	} {
+		if err := chromedp.Do(bctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready))); err != nil {
+			t.Fatalf("browser: narrow %s: %v", p.path, err)
+		}
+		width, err := chromedp.Run(bctx, chromedp.Evaluate[int]("document.documentElement.scrollWidth"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if width > 390 {
+			t.Fatalf("at 390 px %s is %d px wide; wider than the screen:\n%s", p.path, width, wideElements(bctx))
+		}
+	}
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatal(err)
+	}
 
 	// Back to the overview for the screenshot: the charts, with axes, and
 	// the queue table. A window chosen goes into the URL.
@@ -310,6 +340,20 @@ func TestDashboardInBrowser(t *testing.T) {
 	if len(shot) < 10_000 {
 		t.Fatalf("screenshot of %d bytes looks empty", len(shot))
 	}
+}
+
+// wideElements names the first elements that reach past a 390 px screen,
+// for a failure's message.
+func wideElements(bctx context.Context) string {
+	out, err := chromedp.Run(bctx, chromedp.Evaluate[string](`[].slice.call(document.querySelectorAll("*")).filter(function (e) {
+		return e.getBoundingClientRect().right > 392;
+	}).slice(0, 12).map(function (e) {
+		return e.tagName + "." + e.className + "#" + e.id + " " + Math.round(e.getBoundingClientRect().right);
+	}).join("\n")`))
+	if err != nil {
+		return err.Error()
+	}
+	return out
 }
 
 // newBrowser starts headless Chromium for ctx and returns its context.

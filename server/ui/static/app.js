@@ -259,6 +259,7 @@
     acts.forEach(function (btn) {
       btn.onclick = function () {
         var action = btn.getAttribute("data-action"), label = btn.textContent;
+        opener = btn;
         bulkNote = "";
         result.textContent = "";
         result.className = "note";
@@ -279,7 +280,18 @@
         }).catch(fail);
       };
     });
-    no.onclick = function () { pending = null; confirmBox.hidden = true; setBusy(false); update(); };
+    var opener = null; // the action button that asked, which gets the focus back
+    no.onclick = function () {
+      pending = null;
+      confirmBox.hidden = true;
+      setBusy(false);
+      update();
+      if (opener) opener.focus();
+    };
+    // Escape answers no, as a dialog's Escape does.
+    document.addEventListener("keydown", function (ev) {
+      if (ev.key === "Escape" && !confirmBox.hidden && !yes.disabled) { ev.preventDefault(); no.onclick(); }
+    });
     yes.onclick = function () {
       var body = pending;
       if (!body) return;
