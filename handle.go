@@ -112,6 +112,38 @@ func (c *Client) GroupWait(ctx context.Context, groupID string) (*GroupValue, er
 	return c.waitGroup(ctx, groupID)
 }
 
+// GroupCounts are a fan-out group's jobs counted by state (GroupCount).
+type GroupCounts struct {
+	// ByState counts the jobs counted, its root among them, in each state.
+	ByState map[JobState]int
+	// Counted is how many jobs were counted; Capped says the count stopped
+	// at the maximum asked for, so the group may hold more.
+	Counted int
+	Capped  bool
+}
+
+// GroupCount counts the jobs of a fan-out group by state: the group's root
+// (the job whose id the group bears) and its members, at most limit of
+// them, the first in id order (limit <= 0: all). It reads the group's index, not
+// the jobs' rows: a count of a few thousand is cheap, a count of millions
+// is not.
+func (c *Client) GroupCount(ctx context.Context, groupID string, limit int) (*GroupCounts, error) {
+	if err := checkText("group id", groupID); err != nil {
+		return nil, err
+	}
+	res, err := c.store().JobCountByState(ctx, &driver.JobCountParams{GroupID: groupID, Limit: max(limit, 0)})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: count group %s: %w", groupID, err)
+	}
+	out := &GroupCounts{ByState: map[JobState]int{}}
+	for _, r := range res {
+		out.ByState[r.State] += r.Count
+		out.Counted += r.Count
+	}
+	out.Capped = limit > 0 && out.Counted >= limit
+	return out, nil
+}
+
 // GroupGet returns a group's state and value now, without waiting:
 // Settled says whether every job in it is terminal.
 func (c *Client) GroupGet(ctx context.Context, groupID string) (*GroupValue, error) {

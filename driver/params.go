@@ -119,8 +119,13 @@ type JobListParams struct {
 }
 
 // JobCountParams filter JobCountByState; an empty Queue counts every queue.
+// GroupID counts the jobs of one fan-out group (its root among them) and
+// Limit, with GroupID, counts at most that many of them, the first in id
+// order (0: all).
 type JobCountParams struct {
-	Queue string
+	Queue   string
+	GroupID string
+	Limit   int
 }
 
 // JobClaimParams are the arguments of JobClaim.

@@ -257,8 +257,9 @@ type GroupJSON struct {
 	Value   json.RawMessage `json:"value"`
 	// Open counts the group's jobs that are not terminal yet.
 	Open int `json:"open"`
-	// Counts counts the group's jobs by state (?counts=true), reading at
-	// most 1000 of them; CountsCapped says there are more.
+	// Counts counts the group's jobs by state (?counts=true), the first
+	// 10,000 in id order at most; CountsCapped says the count stopped
+	// there.
 	Counts       map[string]int `json:"counts,omitempty"`
 	CountsCapped bool           `json:"counts_capped,omitempty"`
 }
@@ -302,10 +303,12 @@ func (s *Server) getGroup(w http.ResponseWriter, r *http.Request) {
 		out.State = "settled"
 	}
 	if withCounts {
-		if out.Counts, out.CountsCapped, err = s.groupCounts(r.Context(), id); err != nil {
+		gc, err := s.c.GroupCount(r.Context(), id, groupCountCap)
+		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
+		out.Counts, out.CountsCapped = byStateName(gc.ByState), gc.Capped
 	}
 	if g.Set {
 		out.Value = payload(g.Value)

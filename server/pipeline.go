@@ -52,23 +52,9 @@ func (s *Server) listGates(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// groupCountCap is how many of a group's jobs are read to count them by
-// state.
-const groupCountCap = 1000
-
-// groupCounts counts the jobs of a group by state, reading at most
-// groupCountCap of them; capped says there are more.
-func (s *Server) groupCounts(ctx context.Context, groupID string) (counts map[string]int, capped bool, err error) {
-	pg, err := s.c.JobList(ctx, &hopper.ListParams{GroupID: groupID, Limit: groupCountCap})
-	if err != nil {
-		return nil, false, err
-	}
-	counts = map[string]int{}
-	for _, j := range pg.Jobs {
-		counts[string(j.State)]++
-	}
-	return counts, pg.NextCursor != "", nil
-}
+// groupCountCap is how many of a group's jobs the job page counts by
+// state, from the group's index: a few milliseconds on either store.
+const groupCountCap = 10_000
 
 // childrenPage is how many children the job page lists at a time.
 const childrenPage = 25
@@ -95,11 +81,12 @@ func (s *Server) jobPipeline(ctx context.Context, row *hopper.JobRow, q url.Valu
 			return err
 		}
 		if g != nil {
-			counts, capped, err := s.groupCounts(ctx, row.GroupID)
+			gc, err := s.c.GroupCount(ctx, row.GroupID, groupCountCap)
 			if err != nil {
 				return err
 			}
-			data["Group"], data["GroupCounts"], data["GroupCapped"] = g, stateCounts(counts), capped
+			data["Group"], data["GroupCounts"], data["GroupCounted"] = g, stateCounts(byStateName(gc.ByState)), gc
+
 		}
 	}
 	watching, err := s.c.GatesWatching(ctx, row.ID, 20)
@@ -124,6 +111,15 @@ func (s *Server) jobPipeline(ctx context.Context, row *hopper.JobRow, q url.Valu
 		data["Graph"] = gr
 	}
 	return nil
+}
+
+// byStateName keys counts by their states' names.
+func byStateName(m map[hopper.JobState]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for st, n := range m {
+		out[string(st)] = n
+	}
+	return out
 }
 
 // stateCount is one state's count, in the order of hopper's states.

@@ -32,6 +32,7 @@ func jobCases() []testCase {
 		{"GetNotFound", testGetNotFound},
 		{"GetManyOrderAndMissing", testGetMany},
 		{"CountByState", testCountByState},
+		{"CountByGroup", testCountByGroup},
 	}
 }
 
@@ -297,6 +298,38 @@ func testCountByState(t *testing.T, f *fixture) {
 
 	require.Len(t, f.claim(t, "q1", base, 1), 1)
 	require.Equal(t, map[string]int{"q1/pending": 1, "q1/running": 1, "q1/dead": 1}, count("q1"))
+}
+
+// testCountByGroup: a group's jobs, its root among them, counted by state,
+// in one queue or all, at most Limit of them in id order.
+func testCountByGroup(t *testing.T, f *fixture) {
+	root := f.job(inQueue("q1"), inState(hoppertype.JobStateSucceeded))
+	inGroup := func(r *hoppertype.JobRow) { r.GroupID = root.ID }
+	other := f.job(inQueue("q1"))
+	f.insert(t, root, other,
+		f.job(inGroup, inQueue("q1")), f.job(inGroup, inQueue("q1"), inState(hoppertype.JobStateDead)),
+		f.job(inGroup, inQueue("q2")), f.job(inGroup, inQueue("q2"), inState(hoppertype.JobStateDead)),
+		f.job(func(r *hoppertype.JobRow) { r.GroupID = other.ID }, inQueue("q1")))
+	count := func(p driver.JobCountParams) map[string]int {
+		t.Helper()
+		res, err := f.x.JobCountByState(f.ctx, &p)
+		require.NoError(t, err)
+		m := make(map[string]int)
+		for _, c := range res {
+			m[fmt.Sprintf("%s/%s", c.Queue, c.State)] += c.Count
+		}
+		return m
+	}
+	require.Equal(t, map[string]int{"q1/succeeded": 1, "q1/pending": 1, "q1/dead": 1, "q2/pending": 1, "q2/dead": 1},
+		count(driver.JobCountParams{GroupID: root.ID}), "the root and its four members")
+	require.Equal(t, map[string]int{"q2/pending": 1, "q2/dead": 1}, count(driver.JobCountParams{GroupID: root.ID, Queue: "q2"}))
+	require.Equal(t, map[string]int{"q1/pending": 2}, count(driver.JobCountParams{GroupID: other.ID}))
+	require.Empty(t, count(driver.JobCountParams{GroupID: "no-such-group"}))
+	n := 0
+	for _, c := range count(driver.JobCountParams{GroupID: root.ID, Limit: 3}) {
+		n += c
+	}
+	require.Equal(t, 3, n, "a limit counts that many")
 }
 
 // testDuplicateIDInTx checks that a failed insert inserts nothing even inside

@@ -144,11 +144,19 @@ func (t *tx) JobCountByState(ctx context.Context, params *driver.JobCountParams)
 		queue string
 		state hoppertype.JobState
 	}
-	counts := make(map[qs]int)
+	var rows []*hoppertype.JobRow
 	for _, e := range t.st.jobs {
-		if params.Queue == "" || e.row.Queue == params.Queue {
-			counts[qs{e.row.Queue, e.row.State}]++
+		if (params.Queue == "" || e.row.Queue == params.Queue) && (params.GroupID == "" || e.row.GroupID == params.GroupID) {
+			rows = append(rows, e.row)
 		}
+	}
+	if params.GroupID != "" && params.Limit > 0 && len(rows) > params.Limit {
+		slices.SortFunc(rows, func(a, b *hoppertype.JobRow) int { return strings.Compare(a.ID, b.ID) })
+		rows = rows[:params.Limit]
+	}
+	counts := make(map[qs]int)
+	for _, r := range rows {
+		counts[qs{r.Queue, r.State}]++
 	}
 	out := make([]driver.JobCount, 0, len(counts))
 	for k, n := range counts {

@@ -182,9 +182,18 @@ func (e *executor) JobCountByState(ctx context.Context, p *driver.JobCountParams
 	}
 	var rows pgx.Rows
 	var err error
-	if p.Queue == "" {
+	switch {
+	case p.GroupID != "":
+		// The members by jobs_group (see jobListSQL) and the root by its
+		// key, up to the limit (NULL: none).
+		var limit *int
+		if p.Limit > 0 {
+			limit = &p.Limit
+		}
+		rows, err = e.q.Query(ctx, e.d.q.countGroup, p.GroupID, p.Queue, limit)
+	case p.Queue == "":
 		rows, err = e.q.Query(ctx, e.d.q.countAll)
-	} else {
+	default:
 		rows, err = e.q.Query(ctx, e.d.q.countQueue, p.Queue)
 	}
 	if err != nil {

@@ -80,7 +80,7 @@ type queries struct {
 	claimLiteral sync.Map // int -> string
 
 	insertJobs, insertOne, holders                                       string
-	getJob, getJobs, countAll, countQueue                                string
+	getJob, getJobs, countAll, countQueue, countGroup                    string
 	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
 	workersLeases                                                        string
 	heartbeat, heartbeatNote, finish, finishOne, existingIDs, cancel     string
@@ -185,6 +185,10 @@ WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 		getJobs:    q(`SELECT {cols} FROM {s}.jobs WHERE id = ANY($1::text[])`),
 		countAll:   q(`SELECT queue, state, count(*) FROM {s}.jobs GROUP BY queue, state`),
 		countQueue: q(`SELECT queue, state, count(*) FROM {s}.jobs WHERE queue = $1 GROUP BY queue, state`),
+		countGroup: q(`SELECT queue, state, count(*) FROM (SELECT queue, state FROM (
+			(SELECT id, queue, state FROM {s}.jobs WHERE group_id = $1 AND group_id <> id AND ($2 = '' OR queue = $2) ORDER BY id LIMIT $3)
+			UNION ALL (SELECT id, queue, state FROM {s}.jobs WHERE id = $1 AND group_id = $1 AND ($2 = '' OR queue = $2))) g
+			ORDER BY id LIMIT $3) g GROUP BY queue, state`),
 
 		// promoteQueue runs in a claim, on its generic plan: its limit is
 		// in its text (as an argument the planner guesses a tenth of the

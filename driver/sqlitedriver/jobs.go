@@ -1,6 +1,7 @@
 package sqlitedriver
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -298,7 +299,12 @@ func jobListSQL(p *driver.JobListParams) (string, []any) {
 func (r *runner) jobCountByState(ctx context.Context, p *driver.JobCountParams) ([]driver.JobCount, error) {
 	q := `SELECT queue, state, count(*) FROM jobs GROUP BY queue, state`
 	var args []any
-	if p.Queue != "" {
+	switch {
+	case p.GroupID != "":
+		// jobs_group, in id order, up to the limit (-1: none).
+		q = countGroupSQL
+		args = append(args, p.GroupID, p.Queue, cmp.Or(p.Limit, -1))
+	case p.Queue != "":
 		q = `SELECT queue, state, count(*) FROM jobs WHERE queue = ? GROUP BY queue, state`
 		args = append(args, p.Queue)
 	}
@@ -361,6 +367,10 @@ const retryJobSQL = `UPDATE jobs SET state = 'pending', attempt = 0, run_at = ?2
 const retryPage = 256
 
 // jobRetry moves the selected jobs back to pending as fresh jobs.
+// countGroupSQL counts a group's jobs (in one queue or, with '', all) by
+// queue and state, the first ?3 in id order (-1: all).
+const countGroupSQL = `SELECT queue, state, count(*) FROM (SELECT queue, state FROM jobs WHERE group_id = ?1 AND (?2 = '' OR queue = ?2) ORDER BY id LIMIT ?3) GROUP BY queue, state`
+
 // skipRunsSQL leaves out the jobs of runs whose status is in a JSON list.
 const skipRunsSQL = "NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = jobs.id AND r.status IN (SELECT value FROM json_each(?)))"
 

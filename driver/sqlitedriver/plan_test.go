@@ -55,6 +55,7 @@ func TestQueryPlans(t *testing.T) {
 			"job-000008", 1, "succeeded", 1, now, nil, nil, now, nil, nil}, "sqlite_autoindex_jobs_1"},
 		{"heartbeat", heartbeatSQL, []any{"job-000002", 1, now}, "sqlite_autoindex_jobs_1"},
 		{"retention", deleteFinishedSQL([]string{"'succeeded'", "'dead'"}), []any{now, 1000}, "jobs_retention"},
+		{"a group's counts", countGroupSQL, []any{"job-000001", "", 10000}, "jobs_group"},
 		{"retention's groups", deleteEmptyGroupsSQL, []any{`["job-000001","job-000002"]`}, "jobs_group"},
 		{"wake", wakeSQL, []any{`["job-000001","job-000003"]`, now}, "sqlite_autoindex_jobs_1"},
 	}
@@ -75,6 +76,7 @@ func TestQueryPlans(t *testing.T) {
 		cases = append(cases, planCase{c.name, q, args, c.index})
 		sortingCases[c.name] = c.sorts
 	}
+	sortingCases["a group's counts"] = true // groups the (at most Limit) rows it read in id order
 	cases = append(cases, workflowPlanCases(t, d, now)...)
 	// Without statistics (the driver never runs ANALYZE itself) and with them.
 	for _, analyzed := range []bool{false, true} {
