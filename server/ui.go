@@ -56,12 +56,6 @@ var uiTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	},
 	"isGate":     func(v any) bool { return hopper.IsGate(rowOf(v)) },
 	"slotsSteps": slotsSteps,
-	"seenAt": func(g *hopper.GateInfo, i int) hopper.JobState {
-		if i < len(g.Seen) {
-			return g.Seen[i]
-		}
-		return ""
-	},
 }).ParseFS(uiFS, "ui/templates/*.html"))
 
 func (s *Server) uiRoutes() {
@@ -253,6 +247,7 @@ func (s *Server) uiJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		data["Gate"] = g
+		data["Watched"] = watchedPage(g, r.URL.Query().Get("watched"))
 	}
 	if wf, run, ok := hopper.RunOf(row); ok {
 		data["Workflow"], data["RunID"] = wf, run
@@ -385,6 +380,47 @@ func (s *Server) lines(ctx context.Context, jobs []*hopper.JobRow) []jobLine {
 				out[i].Compensated = true
 			}
 		}
+	}
+	return out
+}
+
+// watchedPageSize is how many of a gate's watched jobs its page lists at
+// a time.
+const watchedPageSize = 50
+
+// watched is one page of the jobs a gate watches, with what it saw of
+// each; From (1-based) and To number them, Next is the next page's offset
+// (0: none), Prev whether there is a page before.
+type watched struct {
+	Rows     []watchedRow
+	From, To int
+	Next     int
+	Prev     bool
+}
+
+type watchedRow struct {
+	ID   string
+	Seen hopper.JobState
+}
+
+// watchedPage pages g.On from the offset in the query (its start when the
+// offset is missing or not a number in range).
+func watchedPage(g *hopper.GateInfo, offset string) watched {
+	start, err := strconv.Atoi(offset)
+	if err != nil || start < 0 || start >= len(g.On) {
+		start = 0
+	}
+	end := min(start+watchedPageSize, len(g.On))
+	out := watched{From: start + 1, To: end, Prev: start > 0}
+	for i := start; i < end; i++ {
+		row := watchedRow{ID: g.On[i]}
+		if i < len(g.Seen) {
+			row.Seen = g.Seen[i]
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	if end < len(g.On) {
+		out.Next = end
 	}
 	return out
 }
