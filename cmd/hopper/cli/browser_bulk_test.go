@@ -294,4 +294,98 @@ func TestDashboardBulkInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Jobs searched by metadata, the search in the URL; the matches
+	// retried in bulk: acme's 50 gateway timeouts (globex has 100).
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/jobs?state=dead"),
+		chromedp.WaitVisible(chromedp.CSS("#job-search")),
+		chromedp.SetValue(chromedp.CSS(`#job-search input[name="type"]`), "charge"),
+		chromedp.SetValue(chromedp.CSS(`#job-search input[name="meta"]`), "tenant=acme"),
+		chromedp.Click(chromedp.CSS(`#job-search button[type="submit"]`)),
+		// The page the search loads fills its form from the URL.
+		chromedp.WaitVisible(chromedp.CSS(`#job-search input[name="meta"][value="tenant=acme"]`)),
+	); err != nil {
+		t.Fatalf("browser: search jobs by metadata: %v", err)
+	}
+	if loc, err := chromedp.Run(bctx, chromedp.Location()); err != nil || !strings.Contains(loc, "meta=tenant%3Dacme") || !strings.Contains(loc, "type=charge") {
+		t.Fatalf("the metadata search is not in the URL: %s (%v)", loc, err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS("#sel-page")),
+		chromedp.WaitVisible(chromedp.CSS("#bulk-all")),
+		chromedp.Click(chromedp.CSS("#bulk-all")),
+		chromedp.Click(chromedp.CSS(`.bulk-act[data-action="retry"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#bulk-confirm")),
+	); err != nil {
+		t.Fatalf("browser: select the metadata search: %v", err)
+	}
+	if q := question("retry the search"); q != "Retry all 50 jobs matching this filter?" {
+		t.Fatalf("the confirmation asks %q", q)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#bulk-yes"))); err != nil {
+		t.Fatal(err)
+	}
+	if r := result("retry the search"); r != "Retried 50 of 50 jobs." {
+		t.Fatalf("after retrying the search the bar says %q", r)
+	}
+
+	// The dead letters left, filtered by queue and error, deleted.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/dead?queue=default&error=gateway+timeout"),
+		chromedp.WaitVisible(chromedp.CSS("td.err")),
+		chromedp.Click(chromedp.CSS("#sel-page")),
+		chromedp.WaitVisible(chromedp.CSS("#bulk-all")),
+		chromedp.Click(chromedp.CSS("#bulk-all")),
+		chromedp.Click(chromedp.CSS(`.bulk-act[data-action="delete"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#bulk-confirm")),
+	); err != nil {
+		t.Fatalf("browser: select the timeouts left: %v", err)
+	}
+	if q := question("delete the timeouts"); q != "Delete all 100 jobs matching this filter?" {
+		t.Fatalf("the confirmation asks %q", q)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#bulk-yes"))); err != nil {
+		t.Fatal(err)
+	}
+	if r := result("delete the timeouts"); r != "Deleted 100 of 100 jobs." {
+		t.Fatalf("after deleting the timeouts the bar says %q", r)
+	}
+	if dead, pending := countJobs(t, ctx, c, "charge", hopper.StateDead), countJobs(t, ctx, c, "charge", hopper.StatePending); dead != 0 || pending != 300 {
+		t.Fatalf("charges: %d dead, %d pending; want none dead and 250 + 50 pending", dead, pending)
+	}
+
+	// Runs of a workflow that waits on a hook, picked on the Runs page and
+	// cancelled, whether they wait yet or not.
+	for i := range 3 {
+		if _, err := exampleApproval.Start(ctx, c, ApprovalInput{}, &hopper.StartOpts{ID: fmt.Sprintf("approve-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(base+"/runs?workflow=approval"),
+		chromedp.WaitVisible(chromedp.CSS("table.runs tbody input.sel")),
+		chromedp.Click(chromedp.CSS("#sel-page")),
+		chromedp.Click(chromedp.CSS(`.bulk-act[data-action="cancel"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#bulk-confirm")),
+	); err != nil {
+		t.Fatalf("browser: pick the waiting runs: %v", err)
+	}
+	if q := question("cancel the runs"); q != "Cancel 3 runs?" {
+		t.Fatalf("the confirmation asks %q", q)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#bulk-yes"))); err != nil {
+		t.Fatal(err)
+	}
+	if r := result("cancel the runs"); r != "Cancelled 3 of 3 runs." {
+		t.Fatalf("after cancelling the runs the bar says %q", r)
+	}
+	for i := range 3 {
+		if info, err := c.RunWait(ctx, fmt.Sprintf("approve-%d", i)); err != nil || info.Status != hopper.RunCancelled {
+			t.Fatalf("run approve-%d: %+v, %v; want cancelled", i, info, err)
+		}
+	}
 }
