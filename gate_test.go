@@ -409,3 +409,27 @@ func testGateRecheckRepairs(t *testing.T, newDriver func(*testing.T) driver.Driv
 	require.Equal(t, hopper.StateSucceeded, row.State, "the recheck fired the gate")
 	awaitJobState(t, c, final.ID(), hopper.StateSucceeded)
 }
+
+// TestGateDescribe: a gate's condition reads as a sentence, whatever the
+// number of jobs it watches.
+func TestGateDescribe(t *testing.T) {
+	for _, c := range []struct {
+		cond hopper.Condition
+		on   int
+		want string
+	}{
+		{hopper.AllSuccess(), 1, "its job succeeds"},
+		{hopper.AllSuccess(), 3, "all 3 jobs succeed"},
+		{hopper.AllDone(), 1, "its job finishes, however it ends"},
+		{hopper.AllDone(), 2, "all 2 jobs finish, however they end"},
+		{hopper.CountDone(1), 1, "1 of 1 job finishes"},
+		{hopper.CountDone(2), 4, "2 of 4 jobs finish"},
+		{hopper.CountSuccess(1), 1, "1 of 1 job succeeds"},
+		{hopper.CountSuccess(1), 3, "1 of 3 jobs succeed"},
+	} {
+		g := &hopper.GateInfo{Condition: c.cond, On: make([]string, c.on)}
+		if got := g.Describe(); got != c.want {
+			t.Errorf("%+v of %d: %q, want %q", c.cond, c.on, got, c.want)
+		}
+	}
+}

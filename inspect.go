@@ -64,11 +64,17 @@ func (g *GateInfo) Describe() string {
 	}
 	switch c.Kind {
 	case hoppertype.GateAllDone:
+		if n == 1 {
+			return "its job finishes, however it ends"
+		}
 		return "all " + jobs(n) + " finish, however they end"
 	case hoppertype.GateCount:
-		verb := "finish"
+		verb, verbOfOne := "finish", "finishes"
 		if c.Of == hoppertype.GateOfSuccess {
-			verb = "succeed"
+			verb, verbOfOne = "succeed", "succeeds"
+		}
+		if n == 1 {
+			verb = verbOfOne
 		}
 		return fmt.Sprintf("%d of %s %s", c.Count, jobs(n), verb)
 	default:

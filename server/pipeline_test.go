@@ -222,6 +222,8 @@ func TestAPIRunTimeline(t *testing.T) {
 		require.Contains(t, body, want)
 	}
 	require.Regexp(t, `<text class="tick"[^>]*>[0-9.]+ (ms|s)</text>`, body, "the axis has units")
+	require.Contains(t, body, `<td>2 of 3</td>`, "the hotel activity's attempts read as words")
+	require.NotRegexp(t, `<td>\d+/\d+</td>`, body)
 	code, body = e.page("/jobs/trip-1")
 	require.Equal(t, 200, code)
 	require.Contains(t, body, `href="/runs/trip-1"`, "the run's job links back to the run")

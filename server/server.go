@@ -106,7 +106,7 @@ func New(c *hopper.Client, opts *Options) *Server {
 	if s.opts.Title == "" {
 		s.opts.Title = "hopper"
 	}
-	if err := checkTokens(s.opts.Tokens); err != nil {
+	if err := CheckTokens(s.opts.Tokens); err != nil {
 		s.misconfig = err
 		s.opts.Logger.Error("hopper server: refusing to serve: " + err.Error())
 	}
@@ -253,7 +253,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 
 // checkExposure refuses to serve addr with tokens that protect nothing.
 func (s *Server) checkExposure(addr string) error {
-	if err := checkTokens(s.opts.Tokens); err != nil {
+	if err := CheckTokens(s.opts.Tokens); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	if len(s.opts.Tokens) == 0 && !IsLoopback(addr) {

@@ -763,6 +763,14 @@ func TestAPIRuns(t *testing.T) {
 	require.Equal(t, "run-ok", started.RunID)
 	require.Equal(t, 200, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{},"id":"run-ok"}`, &started), "same id twice: the existing run")
 	require.True(t, started.Existing)
+	var eb errBody
+	require.Equal(t, 409, e.do("POST", "/v1/runs", `{"workflow":"approval","input":null,"id":"run-ok"}`, &eb), "another workflow's run id")
+	require.Equal(t, "duplicate_id", eb.Error.Code)
+	require.Contains(t, eb.Error.Message, `run "run-ok" is a run of workflow "saga"`)
+	require.Equal(t, 201, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"id":"job-1"}}`, nil))
+	require.Equal(t, 409, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{},"id":"job-1"}`, &eb), "a job's id")
+	require.Equal(t, "duplicate_id", eb.Error.Code)
+	require.Contains(t, eb.Error.Message, `"job-1" is the id of`)
 	run := waitRun(t, e, "run-ok")
 	require.Equal(t, "completed", run.Status)
 	require.JSONEq(t, `"done"`, string(run.Output))
@@ -838,7 +846,6 @@ func TestAPIRuns(t *testing.T) {
 		require.Contains(t, string(body), `event: end`)
 	}
 
-	var eb errBody
 	for _, tc := range []struct {
 		method, path, body string
 		status             int

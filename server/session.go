@@ -26,9 +26,12 @@ const sessionCookie = "hopper_session"
 // sessionTTL is how long a dashboard sign-in lasts.
 const sessionTTL = 12 * time.Hour
 
-// checkTokens refuses tokens that protect nothing: empty, short, or with
-// spaces or control characters (a token pasted with its newline).
-func checkTokens(tokens []string) error {
+// CheckTokens refuses tokens that protect nothing: empty, shorter than
+// MinTokenLength, or with spaces or control characters (a token pasted
+// with its newline). The error says which token and why. New, Serve and
+// ListenAndServe refuse such tokens; a program can check them before it
+// opens anything else.
+func CheckTokens(tokens []string) error {
 	for i, t := range tokens {
 		switch {
 		case t == "":

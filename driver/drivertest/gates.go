@@ -164,8 +164,12 @@ func testGateInsertDuplicates(t *testing.T, f *fixture) {
 	f.gateInsert(t, &driver.GateSpec{ID: g1.ID, On: []string{f.id()}, Queues: []string{queued}})
 	_, err := f.x.GateInsert(f.ctx, &driver.GateInsertParams{Gates: []*driver.GateSpec{{ID: g1.ID}}, Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID, "an existing gate id")
+	require.NotContains(t, err.Error(), "Key (", "the error names no database internals")
 	_, err = f.x.GateInsert(f.ctx, &driver.GateInsertParams{Gates: []*driver.GateSpec{{ID: g2.ID, Queues: []string{f.id(), queued}}}, Now: base})
 	require.ErrorIs(t, err, hoppertype.ErrDuplicateID, "a job another gate queues")
+	for _, internal := range []string{"Key (", ")=(", "pkey", "SQLSTATE", "gate_queues"} {
+		require.NotContains(t, err.Error(), internal, "the error names no database internals")
+	}
 	_, err = f.x.GateGet(f.ctx, &driver.GateGetParams{ID: g2.ID})
 	require.ErrorIs(t, err, hoppertype.ErrNotFound, "a failed GateInsert stores nothing")
 	requireJob(t, g2, f.get(t, g2.ID))

@@ -149,12 +149,13 @@ func (e *executor) GateInsert(ctx context.Context, p *driver.GateInsertParams) (
 }
 
 // gateDup maps a primary key violation of gates or gate_queues to
-// hoppertype.ErrDuplicateID.
+// hoppertype.ErrDuplicateID, saying what op was. Not the server's Detail:
+// it quotes the row's key values, the database's words for them.
 func gateDup(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == codeUniqueViolation &&
 		(pgErr.ConstraintName == "gates_pkey" || pgErr.ConstraintName == "gate_queues_pkey") {
-		return fmt.Errorf("pgdriver: %s: %w: %s", op, hoppertype.ErrDuplicateID, pgErr.Detail)
+		return fmt.Errorf("%s: %w", op, hoppertype.ErrDuplicateID)
 	}
 	return err
 }

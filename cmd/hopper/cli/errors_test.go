@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +146,42 @@ func TestDevBusyPort(t *testing.T) {
 		t.Fatalf("dev on a busy port: %d %q: want a hint to pass --addr", code, errOut)
 	}
 	checkErrorLine(t, []string{"dev"}, errOut)
+}
+
+// TestServeRefusesWeakTokensFirst: hopper serve and dev refuse an empty,
+// short or missing token before they bind the address, create the
+// database or start anything, and say why once, naming the flag.
+func TestServeRefusesWeakTokensFirst(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"serve", "--token", "", "--addr", "0.0.0.0:0"}, []string{"--token", "empty"}},
+		{[]string{"serve", "--token", "short", "--addr", "0.0.0.0:0"}, []string{"--token", "at least 16"}},
+		{[]string{"serve", "--token", "short", "--addr", "127.0.0.1:0"}, []string{"--token", "at least 16"}},
+		{[]string{"dev", "--token", "", "--addr", "127.0.0.1:0"}, []string{"--token", "empty"}},
+		{[]string{"serve", "--addr", "0.0.0.0:0"}, []string{"--token", "without an API token", "127.0.0.1"}},
+	} {
+		db := filepath.Join(t.TempDir(), "hopper.db")
+		args := append(c.args, "--db", db)
+		out, errOut, code := run(t, args...)
+		if code == 0 {
+			t.Errorf("%v: accepted", c.args)
+			continue
+		}
+		if out != "" {
+			t.Errorf("%v: said %q on stdout: nothing was served", c.args, out)
+		}
+		checkErrorLine(t, args, errOut)
+		for _, w := range c.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%v: stderr %q lacks %q", c.args, errOut, w)
+			}
+		}
+		if _, err := os.Stat(db); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%v: the database was created before the refusal (%v)", c.args, err)
+		}
+	}
 }
 
 // TestDevStopsCleanly: a stop (what SIGINT does) makes hopper dev say that

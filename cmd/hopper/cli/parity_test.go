@@ -152,6 +152,23 @@ func TestJSONSameBothWays(t *testing.T) {
 			t.Errorf("%v: the values differ:\n database: %s\n server:   %s", args, a, b)
 		}
 	}
+	// Workers and demand move on between two reads (heartbeats, rates):
+	// their keys are the same both ways.
+	ws, err := c.WorkerList(ctx)
+	if err != nil || len(ws) == 0 {
+		t.Fatalf("workers: %v, %v", ws, err)
+	}
+	for _, args := range [][]string{{"workers", "list"}, {"workers", "show", ws[0].ID}, {"queues", "demand", "default"}} {
+		a, errA, codeA := run(t, append(args, "--json", "--db", s.db)...)
+		b, errB, codeB := run(t, append(args, "--json", "--server", s.url)...)
+		if codeA != 0 || codeB != 0 {
+			t.Errorf("%v: %d %q / %d %q", args, codeA, errA, codeB, errB)
+			continue
+		}
+		if ka, kb := jsonKeys(t, a), jsonKeys(t, b); !slices.Equal(ka, kb) {
+			t.Errorf("%v: the keys differ:\n database: %v\n server:   %v", args, ka, kb)
+		}
+	}
 	// The schedules as a client that runs none reads them from the
 	// store: the server's is registered, with its catch-up.
 	out, _, _ := run(t, "schedules", "--json", "--db", s.db)

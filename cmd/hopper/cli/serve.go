@@ -75,8 +75,13 @@ into this binary: the examples, with --examples.`,
 }
 
 func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error {
+	// The server refuses these too, but only once it is built: here, before
+	// anything is bound, created or started.
+	if err := server.CheckTokens(o.tokens); err != nil {
+		return fmt.Errorf("--token: %w", err)
+	}
 	if len(o.tokens) == 0 && !server.IsLoopback(o.addr) {
-		return fmt.Errorf("refusing to serve %s without an API token: pass --token (or $HOPPER_TOKENS) or bind to 127.0.0.1", o.addr)
+		return fmt.Errorf("refusing to serve %s without an API token: pass --token (or $HOPPER_TOKENS) with at least %d characters, or bind to 127.0.0.1", o.addr, server.MinTokenLength)
 	}
 	if o.stopWait <= 0 {
 		return errors.New("--stop-timeout must be positive")
