@@ -67,6 +67,11 @@ type ListParams struct {
 	// exclusive).
 	QueuedAfter  time.Time
 	QueuedBefore time.Time
+	// EndedAfter and EndedBefore bound when the job ended — for a dead
+	// letter, when it died — (inclusive, exclusive); either leaves out
+	// the jobs that have not ended.
+	EndedAfter  time.Time
+	EndedBefore time.Time
 	// Metadata keeps the jobs whose metadata holds every key with exactly
 	// its value.
 	Metadata map[string]string
@@ -100,6 +105,7 @@ func (p *ListParams) check() error {
 		checkTexts("type filter", p.Types), checkTexts("queue filter", p.Queues), checkText("group id filter", p.GroupID),
 		checkText("parent id filter", p.ParentID), checkText("cursor", p.Cursor),
 		checkTime("queued-after filter", p.QueuedAfter), checkTime("queued-before filter", p.QueuedBefore),
+		checkTime("ended-after filter", p.EndedAfter), checkTime("ended-before filter", p.EndedBefore),
 		checkText("unique key filter", p.UniqueKey), checkText("error filter", p.ErrorContains),
 	} {
 		if err != nil {
@@ -118,7 +124,8 @@ func (p *ListParams) check() error {
 func (p *ListParams) driverParams() driver.JobListParams {
 	dp := driver.JobListParams{
 		States: p.States, Types: p.Types, Queues: p.Queues, GroupID: p.GroupID, ParentID: p.ParentID,
-		QueuedAfter: p.QueuedAfter, QueuedBefore: p.QueuedBefore, Metadata: p.Metadata, UniqueKey: p.UniqueKey,
+		QueuedAfter: p.QueuedAfter, QueuedBefore: p.QueuedBefore, EndedAfter: p.EndedAfter, EndedBefore: p.EndedBefore,
+		Metadata: p.Metadata, UniqueKey: p.UniqueKey,
 		ErrorContains: p.ErrorContains, Cursor: p.Cursor, Ascending: p.Ascending,
 	}
 	if p.HideCompensated {

@@ -15,7 +15,9 @@ import (
 // ends dead, but no redrive moves it — by id, by type, of every dead
 // letter, or in bulk — and the dead-letter listing leaves it out; the run
 // is retried as a run.
-func TestCompensatedSagaIsNoDeadLetter(t *testing.T) { forEachDriver(t, testCompensatedSagaIsNoDeadLetter) }
+func TestCompensatedSagaIsNoDeadLetter(t *testing.T) {
+	forEachDriver(t, testCompensatedSagaIsNoDeadLetter)
+}
 
 func testCompensatedSagaIsNoDeadLetter(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	var l ledger

@@ -99,6 +99,10 @@ type JobListParams struct {
 	// QueuedAfter and QueuedBefore bound QueuedAt (inclusive, exclusive).
 	QueuedAfter  time.Time
 	QueuedBefore time.Time
+	// EndedAfter and EndedBefore bound EndedAt (inclusive, exclusive); a
+	// job that has not ended is left out by either.
+	EndedAfter  time.Time
+	EndedBefore time.Time
 	// Metadata keeps the jobs whose metadata holds every key with exactly
 	// its value. UniqueKey keeps the jobs with that unique key (of any
 	// type). ErrorContains keeps the jobs whose last error's message

@@ -32,6 +32,8 @@ type JobFilterJSON struct {
 	Error        string            `json:"error,omitempty"`
 	QueuedAfter  string            `json:"queued_after,omitempty"`
 	QueuedBefore string            `json:"queued_before,omitempty"`
+	EndedAfter   string            `json:"ended_after,omitempty"`
+	EndedBefore  string            `json:"ended_before,omitempty"`
 	// HideCompensated ("true") leaves out compensated sagas' jobs.
 	HideCompensated string `json:"hide_compensated,omitempty"`
 }
@@ -40,7 +42,8 @@ type JobFilterJSON struct {
 func (f *JobFilterJSON) values() url.Values {
 	q := url.Values{"state": f.State, "type": f.Type, "queue": f.Queue}
 	for k, v := range map[string]string{"group_id": f.GroupID, "parent_id": f.ParentID, "unique_key": f.UniqueKey,
-		"error": f.Error, "queued_after": f.QueuedAfter, "queued_before": f.QueuedBefore, "hide_compensated": f.HideCompensated} {
+		"error": f.Error, "queued_after": f.QueuedAfter, "queued_before": f.QueuedBefore, "ended_after": f.EndedAfter,
+		"ended_before": f.EndedBefore, "hide_compensated": f.HideCompensated} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -167,7 +170,8 @@ func ParseJobFilter(q url.Values) (*hopper.ListParams, error) {
 func JobFilterOf(q url.Values) *JobFilterJSON {
 	f := &JobFilterJSON{State: splitList(q["state"]), Type: splitList(q["type"]), Queue: splitList(q["queue"]),
 		GroupID: q.Get("group_id"), ParentID: q.Get("parent_id"), UniqueKey: q.Get("unique_key"), Error: q.Get("error"),
-		QueuedAfter: q.Get("queued_after"), QueuedBefore: q.Get("queued_before")}
+		QueuedAfter: q.Get("queued_after"), QueuedBefore: q.Get("queued_before"), EndedAfter: q.Get("ended_after"),
+		EndedBefore: q.Get("ended_before")}
 	for _, kv := range q["meta"] {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			if f.Metadata == nil {

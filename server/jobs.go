@@ -145,7 +145,8 @@ func listParams(q map[string][]string) (*hopper.ListParams, error) {
 		}
 		p.Limit = n
 	}
-	for k, dst := range map[string]*time.Time{"queued_after": &p.QueuedAfter, "queued_before": &p.QueuedBefore} {
+	for k, dst := range map[string]*time.Time{"queued_after": &p.QueuedAfter, "queued_before": &p.QueuedBefore,
+		"ended_after": &p.EndedAfter, "ended_before": &p.EndedBefore} {
 		if v := get(k); v != "" {
 			t, err := parseFilterTime(v)
 			if err != nil {

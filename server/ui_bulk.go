@@ -50,7 +50,7 @@ func filterQuery(q url.Values) string {
 func searchForm(q url.Values, types []string) map[string]any {
 	return map[string]any{"State": q.Get("state"), "Type": q.Get("type"), "Queue": q.Get("queue"), "Meta": q.Get("meta"),
 		"UniqueKey": q.Get("unique_key"), "ErrorText": q.Get("error"), "QueuedAfter": q.Get("queued_after"),
-		"QueuedBefore": q.Get("queued_before"), "Types": types}
+		"QueuedBefore": q.Get("queued_before"), "EndedAfter": q.Get("ended_after"), "EndedBefore": q.Get("ended_before"), "Types": types}
 }
 
 // uiDead serves the Dead letters page: the dead jobs matching the search,
@@ -59,6 +59,7 @@ func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	q.Del("state")
 	data := searchForm(q, s.c.Types())
+	data["Dead"] = true // the search's end times read "died"
 	p, err := listParams(q)
 	if err != nil {
 		data["Error"] = err.Error()

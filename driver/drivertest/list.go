@@ -54,6 +54,9 @@ func (f *fixture) listData(t *testing.T) []*hoppertype.JobRow {
 				r.ParentID = f.prefix + s.parent
 			}
 			r.QueuedAt = at(time.Duration(i) * time.Minute)
+			if s.state.Terminal() {
+				r.EndedAt = at(time.Duration(10+i) * time.Minute) // 2 at base+12m, 4 at base+14m
+			}
 		})
 	}
 	// Insert out of id order so an implementation cannot lean on insertion order.
@@ -91,6 +94,11 @@ func testListFilters(t *testing.T, f *fixture) {
 		{"queued after is inclusive", driver.JobListParams{Limit: 100, QueuedAfter: at(2 * time.Minute)}, pick(5, 4, 3, 2)},
 		{"queued before is exclusive", driver.JobListParams{Limit: 100, QueuedBefore: at(2 * time.Minute)}, pick(1, 0)},
 		{"queued window", driver.JobListParams{Limit: 100, QueuedAfter: at(time.Minute), QueuedBefore: at(4 * time.Minute)}, pick(3, 2, 1)},
+		{"ended after is inclusive, and leaves out what has not ended", driver.JobListParams{Limit: 100, EndedAfter: at(12 * time.Minute)}, pick(4, 2)},
+		{"ended after", driver.JobListParams{Limit: 100, EndedAfter: at(13 * time.Minute)}, pick(4)},
+		{"ended before is exclusive, and leaves out what has not ended", driver.JobListParams{Limit: 100, EndedBefore: at(14 * time.Minute)}, pick(2)},
+		{"ended window and state", driver.JobListParams{Limit: 100, EndedAfter: at(time.Minute), EndedBefore: at(time.Hour),
+			States: []hoppertype.JobState{hoppertype.JobStateDead}}, pick(2)},
 		{"combined", driver.JobListParams{Limit: 100, Types: []string{"a"}, Queues: []string{"q1"}}, pick(4, 0)},
 		{"combined with states", driver.JobListParams{Limit: 100, Types: []string{"a"}, States: []hoppertype.JobState{hoppertype.JobStateSucceeded}}, pick(4)},
 		{"combined, limit", driver.JobListParams{Limit: 1, Queues: []string{"q2"}, Ascending: true}, pick(2)},

@@ -88,6 +88,8 @@ func (t *tx) JobList(ctx context.Context, params *driver.JobListParams) ([]*hopp
 			params.ParentID != "" && r.ParentID != params.ParentID,
 			!params.QueuedAfter.IsZero() && r.QueuedAt.Before(trunc(params.QueuedAfter)),
 			!params.QueuedBefore.IsZero() && !r.QueuedAt.Before(trunc(params.QueuedBefore)),
+			!params.EndedAfter.IsZero() && (r.EndedAt.IsZero() || r.EndedAt.Before(trunc(params.EndedAfter))),
+			!params.EndedBefore.IsZero() && (r.EndedAt.IsZero() || !r.EndedAt.Before(trunc(params.EndedBefore))),
 			params.Cursor != "" && params.Ascending && r.ID <= params.Cursor,
 			params.Cursor != "" && !params.Ascending && r.ID >= params.Cursor,
 			params.UniqueKey != "" && r.UniqueKey != params.UniqueKey,

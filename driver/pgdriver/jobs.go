@@ -119,6 +119,12 @@ func (q *queries) jobList(p *driver.JobListParams) (string, []any) {
 	if !p.QueuedBefore.IsZero() {
 		add("queued_at < $?", p.QueuedBefore)
 	}
+	if !p.EndedAfter.IsZero() {
+		add("ended_at >= $?", p.EndedAfter)
+	}
+	if !p.EndedBefore.IsZero() {
+		add("ended_at < $?", p.EndedBefore)
+	}
 	if p.UniqueKey != "" {
 		add("unique_key = $?", p.UniqueKey)
 	}

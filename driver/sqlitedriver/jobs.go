@@ -258,6 +258,12 @@ func jobListSQL(p *driver.JobListParams) (string, []any) {
 	if !p.QueuedBefore.IsZero() {
 		add("queued_at < ?", trunc(p.QueuedBefore).UnixMicro())
 	}
+	if !p.EndedAfter.IsZero() {
+		add("ended_at >= ?", trunc(p.EndedAfter).UnixMicro())
+	}
+	if !p.EndedBefore.IsZero() {
+		add("ended_at < ?", trunc(p.EndedBefore).UnixMicro())
+	}
 	if p.UniqueKey != "" {
 		add("unique_key = ?", p.UniqueKey)
 	}
@@ -366,9 +372,8 @@ const retryJobSQL = `UPDATE jobs SET state = 'pending', attempt = 0, run_at = ?2
 // by type or all jobs.
 const retryPage = 256
 
-// jobRetry moves the selected jobs back to pending as fresh jobs.
-// countGroupSQL counts a group's jobs (in one queue or, with '', all) by
-// queue and state, the first ?3 in id order (-1: all).
+// countGroupSQL counts a group's jobs (in the queue ?2, or every queue
+// when ?2 is empty) by queue and state, the first ?3 in id order (-1: all).
 const countGroupSQL = `SELECT queue, state, count(*) FROM (SELECT queue, state FROM jobs WHERE group_id = ?1 AND (?2 = '' OR queue = ?2) ORDER BY id LIMIT ?3) GROUP BY queue, state`
 
 // skipRunsSQL leaves out the jobs of runs whose status is in a JSON list.
@@ -383,6 +388,7 @@ func (r *runner) runStatusIn(ctx context.Context, id string, statuses []hopperty
 	return err == nil && len(n) == 1 && n[0] > 0, err
 }
 
+// jobRetry moves the selected jobs back to pending as fresh jobs.
 func (r *runner) jobRetry(ctx context.Context, p *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
 	now := trunc(p.Now).UnixMicro()
 	inStates := func(s hoppertype.JobState) bool { return len(p.States) == 0 || slices.Contains(p.States, s) }

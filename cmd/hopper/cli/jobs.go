@@ -172,6 +172,7 @@ type searchFlags struct {
 	meta                      []string
 	uniqueKey, errText        string
 	queuedAfter, queuedBefore string
+	endedAfter, endedBefore   string
 }
 
 func (s *searchFlags) add(cmd *cobra.Command) {
@@ -181,6 +182,8 @@ func (s *searchFlags) add(cmd *cobra.Command) {
 	f.StringVar(&s.errText, "error", "", "jobs whose last error contains this text (case-sensitive)")
 	f.StringVar(&s.queuedAfter, "queued-after", "", "jobs enqueued at or after this time (RFC 3339, or 2006-01-02T15:04 in UTC)")
 	f.StringVar(&s.queuedBefore, "queued-before", "", "jobs enqueued before this time")
+	f.StringVar(&s.endedAfter, "ended-after", "", "jobs that ended (a dead letter: died) at or after this time")
+	f.StringVar(&s.endedBefore, "ended-before", "", "jobs that ended before this time")
 }
 
 // values puts the filters in a listing's query, as GET /v1/jobs takes it.
@@ -190,7 +193,8 @@ func (s *searchFlags) values(q url.Values, states, types, queues []string) url.V
 			q.Set(k, strings.Join(v, ","))
 		}
 	}
-	for k, v := range map[string]string{"unique_key": s.uniqueKey, "error": s.errText, "queued_after": s.queuedAfter, "queued_before": s.queuedBefore} {
+	for k, v := range map[string]string{"unique_key": s.uniqueKey, "error": s.errText, "queued_after": s.queuedAfter, "queued_before": s.queuedBefore,
+		"ended_after": s.endedAfter, "ended_before": s.endedBefore} {
 		if v != "" {
 			q.Set(k, v)
 		}
