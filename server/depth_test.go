@@ -87,5 +87,5 @@ func TestMetricsQueueDepth(t *testing.T) {
 	// The dashboard's overview shows the depths.
 	code, page := e.page("/")
 	require.Equal(t, 200, code)
-	require.Contains(t, page, `<td>mail</td><td class="num">2</td><td class="num">1</td><td class="num">0</td><td><span title="due since 2030-01-01 09:00:00.000 UTC">2m0s</span></td>`)
+	require.Contains(t, page, `<td>mail</td><td class="num">2</td><td class="num">1</td><td class="num">0</td><td><span title="due since 2030-01-01 09:00:00.000 UTC">2 min</span></td>`)
 }

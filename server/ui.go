@@ -323,15 +323,16 @@ func spoken(d time.Duration) string {
 	}
 }
 
+// roundDur reads a length of time, rounded to its unit, as ago does
+// without "ago": "42 s", "27 min", "3 h".
 func roundDur(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return d.Round(time.Second).String()
-	case d < time.Hour:
-		return d.Round(time.Minute).String()
-	default:
-		return d.Round(time.Hour).String()
+	r := max(d, 0).Round(time.Second)
+	for _, unit := range []time.Duration{time.Minute, time.Hour} {
+		if r >= unit {
+			r = max(d, 0).Round(unit)
+		}
 	}
+	return spoken(r)
 }
 
 func prettyJSON(b []byte) string {
@@ -345,9 +346,14 @@ func prettyJSON(b []byte) string {
 	return buf.String()
 }
 
+// shortID is an id as a table shows it: a UUID's random tail, an id a
+// person chose whole up to 24 bytes, the end of a longer one.
 func shortID(id string) string {
-	if len(id) > 13 {
+	switch {
+	case len(id) == 36 && id[8] == '-' && id[13] == '-' && id[18] == '-' && id[23] == '-': // a UUID: its random tail
 		return id[len(id)-12:]
+	case len(id) > 24:
+		return "…" + id[len(id)-20:]
 	}
 	return id
 }

@@ -34,3 +34,14 @@ func TestStampNamesItsZone(t *testing.T) {
 	at := time.Date(2026, 3, 4, 5, 6, 7, 890_000_000, time.FixedZone("CET", 3600))
 	require.Equal(t, "2026-03-04 04:06:07.890 UTC", stamp(at))
 }
+
+// TestShortIDs: a UUID by its tail, a chosen id whole, a long one by its
+// end; a backlog's age in words.
+func TestShortIDs(t *testing.T) {
+	require.Equal(t, "1d3c5e7f9a0b", shortID("01a21efd-bf4f-7245-9666-1d3c5e7f9a0b"))
+	require.Equal(t, "trip-lisbon@3.a4", shortID("trip-lisbon@3.a4"))
+	require.Equal(t, "…0123456789abcdefghij", shortID("a-very-long-job-id-0123456789abcdefghij"))
+	require.Equal(t, "1 h", roundDur(time.Hour+2*time.Minute))
+	require.Equal(t, "28 min", roundDur(27*time.Minute+40*time.Second))
+	require.Equal(t, "0 s", roundDur(-time.Second))
+}

@@ -45,13 +45,17 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Skip("no Chromium found (install chromium or set HOPPER_CHROMIUM); skipping the browser test")
 	}
 
-	// hopper dev's set-up on a temporary SQLite file.
+	// hopper dev's set-up on a temporary SQLite file, holding what a day
+	// of work leaves (seedStore: thousands of jobs, dead letters, a
+	// backlog); the test adds nested fan-outs and a retried, compensated
+	// saga.
 	d, err := sqlitedriver.Open(filepath.Join(t.TempDir(), "hopper.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	seedStore(t, ctx, d)
 	c := startExamples(t, ctx, d)
 	s := server.New(c, nil)
 	defer s.Close()
