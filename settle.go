@@ -46,3 +46,15 @@ func (c *Client) Settle(ctx context.Context, quiet time.Duration) (Settled, erro
 	st, err := c.eng.Settle(ctx, quiet)
 	return Settled{Idle: st.Idle, Running: st.Running, Due: st.Due, Next: st.Next, NextSchedule: st.NextSchedule}, err
 }
+
+// HoldLeases renews the leases of the attempts running in the started
+// client to last Config.Visibility past until, as its heartbeats would
+// have by then.
+//
+// It is for test harnesses that jump a virtual clock to until while
+// attempts wait on that clock (a step's backoff, Retry): called before the
+// jump, the rescuer the jump wakes finds those attempts' leases held
+// (hoppertest.RunUntilIdle does so).
+func (c *Client) HoldLeases(ctx context.Context, until time.Time) error {
+	return c.eng.HoldLeases(ctx, until)
+}

@@ -13,15 +13,18 @@
 // handler or a step, and also the backoff between the tries of a workflow
 // step, which runs inside the run's worker. The memory store stamps its
 // change feed with it, so attempts' times compare with jobs' times.
-// A step that fails and retries therefore waits, holding its worker, until
-// the test advances the clock past its backoff (or give the step a policy
-// with Attempts: 1 in such a test).
+// Moving the clock by hand, a step that fails and retries waits, holding
+// its worker, until the test advances the clock past its backoff.
 //
 // Rather than move the clock by hand, let the harness do it:
 // RunUntilIdle runs everything due and jumps the clock to the next thing
-// due until nothing is left; RunUntilComplete does so until a workflow run
-// ends (a run waiting on a hook is an error naming it); AutoAdvance does
-// it in the background. Work runs one attempt of a job through the engine
+// due until nothing is left — also straight to the end of a backoff that
+// an attempt in flight waits on (a step's retry, Retry in a handler), over
+// the client's polls and heartbeats; RunUntilComplete does so until a
+// workflow run ends (a run waiting on a hook is an error naming it);
+// AutoAdvance does it in the background. When work is left past the limit
+// or stops moving, the error names the jobs and runs still waiting and
+// what on. Work runs one attempt of a job through the engine
 // and reports what it did (state, output, children, heartbeats).
 // StubType and StubWorkflow stand in for a workflow's activities and
 // children, StubStep for a step's function.
