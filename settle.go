@@ -11,7 +11,8 @@ import (
 // Settled is what Client.Settle found at the client's clock's now.
 type Settled struct {
 	// Idle says nothing is left to do now: no job running or due in the
-	// client's queues (paused ones left out), no outcome being recorded.
+	// client's queues (paused ones left out), no outcome being recorded,
+	// no schedule occurrence due and not yet stored.
 	Idle bool
 	// Running counts the jobs running (claimed) in the store.
 	Running int
@@ -21,8 +22,8 @@ type Settled struct {
 	// is due (a delay, a retry's backoff, a workflow's sleep or hook
 	// timeout); zero when there is none.
 	Next time.Time
-	// NextSchedule is the next occurrence of the client's schedules; zero
-	// when there is none.
+	// NextSchedule is the next occurrence the client's running schedules
+	// wait for; zero when there is none.
 	NextSchedule time.Time
 }
 

@@ -310,3 +310,62 @@ func TestAutoAdvance(t *testing.T) {
 		t.Fatalf("the clock moved only %s", clk.Now().Sub(start))
 	}
 }
+
+// TestRunUntilIdleSchedule: an hourly schedule fires at each hour while a
+// job delayed 5.5 hours remains: 01:00 to 05:00, five times, each stored
+// before the clock moves on.
+func TestRunUntilIdleSchedule(t *testing.T) {
+	t.Parallel()
+	var fired atomic.Int32
+	tick := hopper.Define("tick", func(context.Context, int) (int, error) { fired.Add(1); return 0, nil }, nil)
+	later := hopper.Define("later", func(context.Context, int) (int, error) { return 0, nil }, nil)
+	c, clk := hoppertest.NewClient(t, hopper.Config{Clock: hoppertest.NewClock(hoppertest.Epoch().Add(time.Minute))})
+	if err := c.Register(tick, later); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Schedule(hopper.Schedule{Name: "hourly", Cron: "@hourly", Location: time.UTC,
+		Job: func(time.Time) (*hopper.JobSpec, error) { return tick.Job(0, nil), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := later.Enqueue(ctx, c, 0, &hopper.InsertOpts{Delay: 5*time.Hour + 30*time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hoppertest.RunUntilIdle(ctx, c, clk, fewAdvances); err != nil {
+		t.Fatal(err)
+	}
+	if got := fired.Load(); got != 5 {
+		t.Fatalf("the hourly schedule fired %d times over 5.5 hours, want 5", got)
+	}
+}
+
+// TestRunUntilCompleteHookTimeout: a hook nobody resumes times out after
+// two days of virtual time, and the run goes on.
+func TestRunUntilCompleteHookTimeout(t *testing.T) {
+	t.Parallel()
+	wf := hopper.Workflow("approval-or-not", func(wf hopper.WorkflowContext, _ string) (string, error) {
+		v, err := hopper.WaitHook[string](wf, "approve", &hopper.HookWaitOpts{Timeout: 48 * time.Hour})
+		if errors.Is(err, hopper.ErrHookTimeout) {
+			return "timed out", nil
+		}
+		return v, err
+	}, nil)
+	c, clk := hoppertest.NewClient(t, hopper.Config{})
+	if err := c.Register(wf); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := clk.Now()
+	run, err := wf.Start(ctx, c, "o-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := hoppertest.RunUntilComplete(ctx, c, clk, run, fewAdvances)
+	if err != nil || out != "timed out" {
+		t.Fatalf("got %q, %v", out, err)
+	}
+	if got := clk.Now().Sub(start); got != 48*time.Hour {
+		t.Fatalf("the clock moved %s, want the hook's timeout (48h)", got)
+	}
+}
