@@ -25,7 +25,8 @@
 // AutoAdvance does it in the background. When work is left past the limit
 // or stops moving, the error names the jobs and runs still waiting and
 // what on. Work runs one attempt of a job through the engine
-// and reports what it did (state, output, children, heartbeats).
+// and reports what it did (state, output, children, Claim calls and
+// heartbeats, with or without a message).
 // StubType and StubWorkflow stand in for a workflow's activities and
 // children, StubStep for a step's function.
 // RequireEnqueued, RequireNotEnqueued, RequireRunCompleted, RequireHistory

@@ -103,3 +103,41 @@ func TestWork(t *testing.T) {
 		t.Fatalf("state %s, want dead", aborted.Job.State)
 	}
 }
+
+// TestWorkRecordsCalls: Work reports the handler's Claim calls (won and
+// lost) and its heartbeats, those without a message too, in order.
+func TestWorkRecordsCalls(t *testing.T) {
+	t.Parallel()
+	once := hopper.Define("once", func(ctx context.Context, key string) (bool, error) {
+		job := hopper.JobFromContext(ctx)
+		if err := job.Heartbeat(ctx); err != nil {
+			return false, err
+		}
+		first, err := job.Claim(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		again, err := job.Claim(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		if err := job.HeartbeatMessage(ctx, "sent"); err != nil {
+			return false, err
+		}
+		return first && !again, nil
+	}, nil)
+	w := hoppertest.Work(t, once, "mail:1", nil)
+	if !w.Output {
+		t.Fatalf("state %s, output %v", w.Job.State, w.Output)
+	}
+	want := []hoppertest.ClaimCall{{Key: "mail:1", Won: true}, {Key: "mail:1"}}
+	if len(w.Claims) != 2 || w.Claims[0] != want[0] || w.Claims[1] != want[1] {
+		t.Fatalf("claims %+v, want %+v", w.Claims, want)
+	}
+	if hb := w.Heartbeats; len(hb) != 2 || hb[0].Message != "" || hb[1].Message != "sent" || hb[0].Err != nil || !hb[0].At.Equal(w.Attempt.StartedAt) {
+		t.Fatalf("heartbeats %+v, want one without a message then one saying sent, at the attempt's start %s", hb, w.Attempt.StartedAt)
+	}
+	if len(w.Attempt.Heartbeats) != 1 {
+		t.Fatalf("the store recorded %d heartbeat messages, want 1", len(w.Attempt.Heartbeats))
+	}
+}
