@@ -3,6 +3,7 @@ package hoppertest_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,5 +140,28 @@ func TestWorkRecordsCalls(t *testing.T) {
 	}
 	if len(w.Attempt.Heartbeats) != 1 {
 		t.Fatalf("the store recorded %d heartbeat messages, want 1", len(w.Attempt.Heartbeats))
+	}
+}
+
+// TestWorkRetryInHandler: an attempt whose handler backs off an hour with
+// hopper.Retry completes, the clock jumping over the backoff.
+func TestWorkRetryInHandler(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	patient := hopper.Define("patient-work", func(ctx context.Context, _ int) (int32, error) {
+		err := hopper.Retry(ctx, func(context.Context) error {
+			if calls.Add(1) < 2 {
+				return errors.New("busy")
+			}
+			return nil
+		}, hopper.RetryPolicy{Attempts: 2, Base: time.Hour, Max: 24 * time.Hour, Jitter: hopper.NoJitter})
+		return calls.Load(), err
+	}, nil)
+	w := hoppertest.Work(t, patient, 0, nil)
+	if w.Job.State != hopper.StateSucceeded || w.Output != 2 || w.Job.Attempt != 1 {
+		t.Fatalf("state %s, output %d, attempt %d; want succeeded, 2, 1", w.Job.State, w.Output, w.Job.Attempt)
+	}
+	if got := w.Attempt.EndedAt.Sub(w.Attempt.StartedAt); got != time.Hour {
+		t.Fatalf("the attempt took %s of the clock, want the hour's backoff", got)
 	}
 }
