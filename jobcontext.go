@@ -7,6 +7,7 @@ import (
 
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/engine"
+	"github.com/hopper-go/hopper/internal/stubs"
 )
 
 // JobContext is what a running handler knows about its job. Get it with
@@ -93,7 +94,9 @@ func (j *JobContext) heartbeat(ctx context.Context, message string) error {
 	if err := checkText("heartbeat message", message); err != nil {
 		return err
 	}
-	return j.a.Heartbeat(ctx, message)
+	err := j.a.Heartbeat(ctx, message)
+	stubs.Record(j.c, stubs.JobCall{JobID: j.row.ID, Message: message, Err: err})
+	return err
 }
 
 // Claim wins a one-time, fleet-wide claim on key: it returns true exactly
@@ -107,7 +110,9 @@ func (j *JobContext) Claim(ctx context.Context, key string) (bool, error) {
 	if err := checkText("claim key", key); err != nil {
 		return false, err
 	}
-	return j.a.Claim(ctx, key)
+	won, err := j.a.Claim(ctx, key)
+	stubs.Record(j.c, stubs.JobCall{JobID: j.row.ID, Claim: true, Key: key, Won: won, Err: err})
+	return won, err
 }
 
 // hardLife is the lifetime of the work that finishes what the attempt

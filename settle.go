@@ -11,7 +11,8 @@ import (
 // Settled is what Client.Settle found at the client's clock's now.
 type Settled struct {
 	// Idle says nothing is left to do now: no job running or due in the
-	// client's queues (paused ones left out), no outcome being recorded.
+	// client's queues (paused ones left out), no outcome being recorded,
+	// no schedule occurrence due and not yet stored.
 	Idle bool
 	// Running counts the jobs running (claimed) in the store.
 	Running int
@@ -21,8 +22,8 @@ type Settled struct {
 	// is due (a delay, a retry's backoff, a workflow's sleep or hook
 	// timeout); zero when there is none.
 	Next time.Time
-	// NextSchedule is the next occurrence of the client's schedules; zero
-	// when there is none.
+	// NextSchedule is the next occurrence the client's running schedules
+	// wait for; zero when there is none.
 	NextSchedule time.Time
 }
 
@@ -45,4 +46,16 @@ func (c *Client) Settle(ctx context.Context, quiet time.Duration) (Settled, erro
 	}
 	st, err := c.eng.Settle(ctx, quiet)
 	return Settled{Idle: st.Idle, Running: st.Running, Due: st.Due, Next: st.Next, NextSchedule: st.NextSchedule}, err
+}
+
+// HoldLeases renews the leases of the attempts running in the started
+// client to last Config.Visibility past until, as its heartbeats would
+// have by then.
+//
+// It is for test harnesses that jump a virtual clock to until while
+// attempts wait on that clock (a step's backoff, Retry): called before the
+// jump, the rescuer the jump wakes finds those attempts' leases held
+// (hoppertest.RunUntilIdle does so).
+func (c *Client) HoldLeases(ctx context.Context, until time.Time) error {
+	return c.eng.HoldLeases(ctx, until)
 }

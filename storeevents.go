@@ -11,6 +11,7 @@ import (
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/hoppertype"
 	"github.com/hopper-go/hopper/internal/engine"
+	"github.com/hopper-go/hopper/internal/hclock"
 )
 
 // This file derives lifecycle events from the store's change feed: the
@@ -262,7 +263,7 @@ func (c *Client) TailEvents(ctx context.Context, after ChangeCursor, opts *Event
 		if r.Full() {
 			continue
 		}
-		t := c.clock.NewTimer(c.cfg.PollInterval)
+		t := hclock.NewBackgroundTimer(c.clock, c.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
 			t.Stop()

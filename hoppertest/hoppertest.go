@@ -13,20 +13,37 @@
 // handler or a step, and also the backoff between the tries of a workflow
 // step, which runs inside the run's worker. The memory store stamps its
 // change feed with it, so attempts' times compare with jobs' times.
-// A step that fails and retries therefore waits, holding its worker, until
-// the test advances the clock past its backoff (or give the step a policy
-// with Attempts: 1 in such a test).
+// Moving the clock by hand, a step that fails and retries waits, holding
+// its worker, until the test advances the clock past its backoff.
 //
 // Rather than move the clock by hand, let the harness do it:
 // RunUntilIdle runs everything due and jumps the clock to the next thing
-// due until nothing is left; RunUntilComplete does so until a workflow run
-// ends (a run waiting on a hook is an error naming it); AutoAdvance does
-// it in the background. Work runs one attempt of a job through the engine
-// and reports what it did (state, output, children, heartbeats).
+// due until nothing is left — also straight to the end of a backoff that
+// an attempt in flight waits on (a step's retry, Retry in a handler), over
+// the client's polls and heartbeats; RunUntilComplete does so until a
+// workflow run ends (a run waiting on a hook is an error naming it);
+// AutoAdvance does it in the background. When work is left past the limit
+// or stops moving, the error names the jobs and runs still waiting and
+// what on. Work runs one attempt of a job through the engine
+// and reports what it did (state, output, children, Claim calls and
+// heartbeats, with or without a message).
 // StubType and StubWorkflow stand in for a workflow's activities and
 // children, StubStep for a step's function.
 // RequireEnqueued, RequireNotEnqueued, RequireRunCompleted, RequireHistory
 // and RequireReplay check what jobs and workflows did.
+//
+// A workflow runs on the test's client, not inline against a made-up
+// history as in Temporal's test environment: on the memory store and the
+// virtual clock that costs about as much, and the code goes through the
+// engine's real suspension and replay. The stubs give what a fake history
+// would: StubStep, StubType and StubWorkflow decide what a step, an
+// activity or a child returns (a stubbed step returns what the history
+// would hold), and they record their calls. To put a run at a given point
+// (past a sleep, waiting on a hook, after a failed step), start it and
+// drive it there with RunUntilComplete, HookResume or the clock, then
+// check it with RequireHistory; to check new code against the history of a
+// real run, RequireReplay. A run cannot start from a history written by
+// hand.
 package hoppertest
 
 import (

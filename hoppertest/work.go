@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/internal/stubs"
 )
 
 // WorkOpts configure Work. The zero value is usable.
@@ -34,13 +35,35 @@ type Worked[O any] struct {
 	// Spawned are the children the attempt stored with Spawn (stored only
 	// when it succeeded), as JobList lists them. They are not run.
 	Spawned []*hopper.JobRow
+	// Claims are the handler's JobContext.Claim calls, in order.
+	Claims []ClaimCall
+	// Heartbeats are the heartbeats the handler sent, in order: with
+	// JobContext.Heartbeat (no message) and HeartbeatMessage. (Attempt's
+	// Heartbeats are the messages, as the store recorded them.)
+	Heartbeats []HeartbeatCall
+}
+
+// ClaimCall is a JobContext.Claim call: its key, whether the claim was
+// won, and its error.
+type ClaimCall struct {
+	Key string
+	Won bool
+	Err error
+}
+
+// HeartbeatCall is a heartbeat a handler sent: its message (empty for
+// JobContext.Heartbeat), the clock's time, and its error.
+type HeartbeatCall struct {
+	At      time.Time
+	Message string
+	Err     error
 }
 
 // Work runs one attempt of a job of typ with input in through the whole
 // engine — JobFromContext, Claim, Spawn, FoldGroup, heartbeats, the retry
 // policy, Snooze and Abort behave as in production — on a client of its
 // own (the memory store and a virtual clock), and returns what the attempt
-// did. Nothing else runs: the client's queues are paused as the attempt
+// did, with the Claim and heartbeat calls its handler made. Nothing else runs: the client's queues are paused as the attempt
 // starts, so the children it spawns and its retry stay where they are, for
 // the test to look at. It is River's rivertest.Worker for hopper.
 func Work[I, O any](t T, typ *hopper.Type[I, O], in I, opts *WorkOpts) *Worked[O] {
@@ -92,6 +115,28 @@ func Work[I, O any](t T, typ *hopper.Type[I, O], in I, opts *WorkOpts) *Worked[O
 	})
 	defer unsubscribe()
 
+	// The handler's Claim and heartbeat calls, as it makes them.
+	var calls struct {
+		sync.Mutex
+		claims     []ClaimCall
+		heartbeats []HeartbeatCall
+	}
+	defer stubs.SetRecorder(c, func(call stubs.JobCall) {
+		idMu.Lock()
+		mine := call.JobID == id
+		idMu.Unlock()
+		if !mine {
+			return
+		}
+		calls.Lock()
+		defer calls.Unlock()
+		if call.Claim {
+			calls.claims = append(calls.claims, ClaimCall{Key: call.Key, Won: call.Won, Err: call.Err})
+		} else {
+			calls.heartbeats = append(calls.heartbeats, HeartbeatCall{At: clk.Now(), Message: call.Message, Err: call.Err})
+		}
+	})()
+
 	// The job is inserted before its type is registered, so no attempt
 	// can start before the subscription knows its id.
 	ins := hopper.InsertOpts{}
@@ -124,7 +169,11 @@ func Work[I, O any](t T, typ *hopper.Type[I, O], in I, opts *WorkOpts) *Worked[O
 	if err := runUntil(ctx, c, clk, (*RunOpts)(nil).withDefaults(), nil); err != nil {
 		t.Fatalf("hoppertest: work %s: %v", typ.Name(), err)
 	}
-	return worked(t, c, typ, h)
+	w := worked(t, c, typ, h)
+	calls.Lock()
+	w.Claims, w.Heartbeats = calls.claims, calls.heartbeats
+	calls.Unlock()
+	return w
 }
 
 // worked reads what the attempt of h left.

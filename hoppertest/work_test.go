@@ -3,6 +3,7 @@ package hoppertest_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,5 +102,66 @@ func TestWork(t *testing.T) {
 	aborted := hoppertest.Work(t, fanout, batchIn{Mode: "abort"}, nil)
 	if aborted.Job.State != hopper.StateDead {
 		t.Fatalf("state %s, want dead", aborted.Job.State)
+	}
+}
+
+// TestWorkRecordsCalls: Work reports the handler's Claim calls (won and
+// lost) and its heartbeats, those without a message too, in order.
+func TestWorkRecordsCalls(t *testing.T) {
+	t.Parallel()
+	once := hopper.Define("once", func(ctx context.Context, key string) (bool, error) {
+		job := hopper.JobFromContext(ctx)
+		if err := job.Heartbeat(ctx); err != nil {
+			return false, err
+		}
+		first, err := job.Claim(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		again, err := job.Claim(ctx, key)
+		if err != nil {
+			return false, err
+		}
+		if err := job.HeartbeatMessage(ctx, "sent"); err != nil {
+			return false, err
+		}
+		return first && !again, nil
+	}, nil)
+	w := hoppertest.Work(t, once, "mail:1", nil)
+	if !w.Output {
+		t.Fatalf("state %s, output %v", w.Job.State, w.Output)
+	}
+	want := []hoppertest.ClaimCall{{Key: "mail:1", Won: true}, {Key: "mail:1"}}
+	if len(w.Claims) != 2 || w.Claims[0] != want[0] || w.Claims[1] != want[1] {
+		t.Fatalf("claims %+v, want %+v", w.Claims, want)
+	}
+	if hb := w.Heartbeats; len(hb) != 2 || hb[0].Message != "" || hb[1].Message != "sent" || hb[0].Err != nil || !hb[0].At.Equal(w.Attempt.StartedAt) {
+		t.Fatalf("heartbeats %+v, want one without a message then one saying sent, at the attempt's start %s", hb, w.Attempt.StartedAt)
+	}
+	if len(w.Attempt.Heartbeats) != 1 {
+		t.Fatalf("the store recorded %d heartbeat messages, want 1", len(w.Attempt.Heartbeats))
+	}
+}
+
+// TestWorkRetryInHandler: an attempt whose handler backs off an hour with
+// hopper.Retry completes, the clock jumping over the backoff.
+func TestWorkRetryInHandler(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	patient := hopper.Define("patient-work", func(ctx context.Context, _ int) (int32, error) {
+		err := hopper.Retry(ctx, func(context.Context) error {
+			if calls.Add(1) < 2 {
+				return errors.New("busy")
+			}
+			return nil
+		}, hopper.RetryPolicy{Attempts: 2, Base: time.Hour, Max: 24 * time.Hour, Jitter: hopper.NoJitter})
+		return calls.Load(), err
+	}, nil)
+	w := hoppertest.Work(t, patient, 0, nil)
+	if w.Job.State != hopper.StateSucceeded || w.Output != 2 || w.Job.Attempt != 1 {
+		t.Fatalf("state %s, output %d, attempt %d; want succeeded, 2, 1", w.Job.State, w.Output, w.Job.Attempt)
+	}
+	if got := w.Attempt.EndedAt.Sub(w.Attempt.StartedAt); got != time.Hour {
+		t.Fatalf("the attempt took %s of the clock, want the hour's backoff", got)
 	}
 }

@@ -178,7 +178,7 @@ func (d *deliverer) wait(ctx context.Context, soon time.Duration) (nudged, done 
 		defer s.Stop()
 		fallback = s.C
 	} else {
-		t := e.clock.NewTimer(e.cfg.PollInterval)
+		t := hclock.NewBackgroundTimer(e.clock, e.cfg.PollInterval)
 		defer t.Stop()
 		tick = t.C()
 		if _, real := e.clock.(hclock.Real); !real {

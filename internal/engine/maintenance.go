@@ -58,7 +58,7 @@ func (m *maintenance) run() {
 		m.mu.Unlock()
 	}
 	defer stopLeading()
-	t := e.clock.NewTimer(0)
+	t := hclock.NewBackgroundTimer(e.clock, 0)
 	defer t.Stop()
 	for {
 		select {
@@ -126,9 +126,9 @@ type leadTimers struct{ rescue, promote, retention hclock.Timer }
 func (m *maintenance) leadTimers() leadTimers {
 	e := m.e
 	return leadTimers{
-		rescue:    e.clock.NewTimer(e.cfg.RescueInterval),
-		promote:   e.clock.NewTimer(e.cfg.PollInterval),
-		retention: e.clock.NewTimer(time.Minute),
+		rescue:    hclock.NewBackgroundTimer(e.clock, e.cfg.RescueInterval),
+		promote:   hclock.NewBackgroundTimer(e.clock, e.cfg.PollInterval),
+		retention: hclock.NewBackgroundTimer(e.clock, time.Minute),
 	}
 }
 

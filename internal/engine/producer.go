@@ -133,7 +133,7 @@ func (p *producer) sleep(next time.Time) {
 	if d <= 0 {
 		return
 	}
-	t := e.clock.NewTimer(d)
+	t := hclock.NewBackgroundTimer(e.clock, d)
 	defer t.Stop()
 	// Under a virtual clock the poll that makes up for a missed
 	// notification still runs on the wall clock.
@@ -237,7 +237,7 @@ func (p *producer) sleepForSlot() {
 // session stops. The producer leaves the line for slots meanwhile.
 func (p *producer) hold(d time.Duration) {
 	p.s.slots.Withdraw(&p.slot)
-	t := p.s.e.clock.NewTimer(d)
+	t := hclock.NewBackgroundTimer(p.s.e.clock, d)
 	defer t.Stop()
 	select {
 	case <-p.s.ctx.Done():

@@ -65,6 +65,28 @@ type Schedule struct {
 	// returns at once); cancel only ends it. Guarded by Engine.schedMu.
 	stop   func()
 	cancel func()
+	// due is the occurrence the schedule's goroutine waits for or is
+	// firing (Unix nanoseconds; 0: none), for Settle: one due and not
+	// yet stored is work in flight.
+	due atomic.Int64
+}
+
+// setDue records the occurrence the schedule's goroutine waits for or is
+// firing (zero: none).
+func (sc *Schedule) setDue(at time.Time) {
+	var n int64
+	if !at.IsZero() {
+		n = at.UnixNano()
+	}
+	sc.due.Store(n)
+}
+
+// dueAt returns what setDue recorded.
+func (sc *Schedule) dueAt() time.Time {
+	if n := sc.due.Load(); n != 0 {
+		return time.Unix(0, n).UTC()
+	}
+	return time.Time{}
 }
 
 // End ends the schedule for err (a Next that did not move forward): its
@@ -196,6 +218,7 @@ func (rt *schedRun) startSchedule(sc *Schedule) {
 	notBefore := sc.NotBefore
 	at := firstDue(sc, now, notBefore)
 	timer := arm(at)
+	sc.setDue(at)
 	reg := &driver.ScheduleUpsertParams{Name: sc.Name, Spec: sc.Cron, NextAt: at, Stored: sc.Stored, Version: sc.Version}
 	rt.s.workerChanged() // the row reports the schedules run here
 	go func() {
@@ -203,6 +226,8 @@ func (rt *schedRun) startSchedule(sc *Schedule) {
 		defer close(done)
 		defer rt.s.workerChanged()
 		defer cancel()
+		defer e.progressed()
+		defer sc.setDue(time.Time{})
 		defer func() {
 			if err := sc.stuck.Load(); err != nil && ctx.Err() == nil {
 				e.reportError(*err, hoppertype.PhaseSchedule)
@@ -233,6 +258,7 @@ func (rt *schedRun) startSchedule(sc *Schedule) {
 			}
 			at = firstDue(sc, now, notBefore)
 			timer = arm(at)
+			sc.setDue(at)
 		}
 		for timer != nil {
 			select {
@@ -253,6 +279,8 @@ func (rt *schedRun) startSchedule(sc *Schedule) {
 				// Too late for this one, and none later is due yet.
 				at = sc.Next(now)
 				timer = arm(at)
+				sc.setDue(at)
+				e.progressed()
 				continue
 			}
 			fire := at
@@ -261,6 +289,9 @@ func (rt *schedRun) startSchedule(sc *Schedule) {
 			at = sc.Next(fire)
 			timer = arm(at)
 			rt.fireOccurrence(ctx, sc, fire, at)
+			// Stored (or given up): Settle may move the clock on.
+			sc.setDue(at)
+			e.progressed()
 		}
 	}()
 }

@@ -140,12 +140,12 @@ func startSession(ctx context.Context, e *Engine) (*session, error) {
 	s.startScheduler(ctx)
 	// Timers are armed before Start returns, so a virtual clock moved right
 	// after Start finds them.
-	hb := e.clock.NewTimer(e.cfg.HeartbeatInterval)
+	hb := hclock.NewBackgroundTimer(e.clock, e.cfg.HeartbeatInterval)
 	s.loops.Add(1)
 	go s.heartbeatLoop(hb)
 	if a := e.cfg.Autoscale; a != nil {
 		s.slots.Measure(e.clock.Now)
-		t := e.clock.NewTimer(a.Interval)
+		t := hclock.NewBackgroundTimer(e.clock, a.Interval)
 		s.loops.Add(1)
 		go func() {
 			defer s.loops.Done()
@@ -370,7 +370,7 @@ func (s *session) heartbeatLoop(t hclock.Timer) {
 // with the producers' last dispatches).
 func (s *session) drainHeartbeats() {
 	done := s.execsDone
-	t := s.e.clock.NewTimer(s.e.cfg.HeartbeatInterval)
+	t := hclock.NewBackgroundTimer(s.e.clock, s.e.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -388,30 +388,34 @@ func (s *session) drainHeartbeats() {
 // not answer in time is reported and tried again at the next beat; a lease
 // never renewed expires and the rescuer retries its job.
 func (s *session) heartbeatOnce() {
+	e := s.e
+	ctx, cancel := call(s.life.drained, e.cfg.HeartbeatInterval)
+	defer cancel()
+	if err := s.renewLeases(ctx, e.now().Add(e.cfg.Visibility)); err != nil && s.life.drained.Err() == nil {
+		e.reportError(fmt.Errorf("heartbeat: %w", err), hoppertype.PhaseQueue)
+	}
+}
+
+// renewLeases moves the leases of the running attempts to expire at
+// expires, cancelling the attempts whose lease was lost or whose cancel
+// was requested from another process.
+func (s *session) renewLeases(ctx context.Context, expires time.Time) error {
 	s.mu.Lock()
 	if len(s.active) == 0 {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	leases := make([]driver.Lease, 0, len(s.active))
 	for l := range s.active {
 		leases = append(leases, l)
 	}
 	s.mu.Unlock()
-	e := s.e
-	ctx, cancel := call(s.life.drained, e.cfg.HeartbeatInterval)
-	defer cancel()
-	res, err := e.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: leases, ExpiresAt: e.now().Add(e.cfg.Visibility)})
+	res, err := s.e.drv.JobHeartbeat(ctx, &driver.JobHeartbeatParams{Leases: leases, ExpiresAt: expires})
 	if err != nil {
-		if s.life.drained.Err() != nil {
-			return // the attempts have drained: no lease to keep
-		}
-		e.reportError(fmt.Errorf("heartbeat: %w", err), hoppertype.PhaseQueue)
-		return
+		return err
 	}
 	if len(res) != len(leases) {
-		e.reportError(fmt.Errorf("heartbeat: %d results for %d leases", len(res), len(leases)), hoppertype.PhaseQueue)
-		return
+		return fmt.Errorf("%d results for %d leases", len(res), len(leases))
 	}
 	for i, r := range res {
 		switch {
@@ -426,6 +430,7 @@ func (s *session) heartbeatOnce() {
 			s.cancelLocal(r.ID)
 		}
 	}
+	return nil
 }
 
 // limiters holds a session's limiters, made on first use.

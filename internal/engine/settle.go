@@ -13,7 +13,7 @@ import (
 type Settled struct {
 	// Idle says nothing is left to do now: no job running (claimed) or
 	// due in the queues the engine works, no claim under way, no outcome
-	// being recorded.
+	// being recorded, no schedule occurrence due and not yet stored.
 	Idle bool
 	// Running counts the jobs running (claimed) in the store.
 	Running int
@@ -23,9 +23,12 @@ type Settled struct {
 	// Next is when the earliest scheduled or retrying job of those queues
 	// is due, after now (zero: none).
 	Next time.Time
-	// NextSchedule is the next occurrence of the engine's schedules
-	// (zero: none).
+	// NextSchedule is the next occurrence the engine's running schedules
+	// wait for (zero: none).
 	NextSchedule time.Time
+	// Firing counts the schedules whose occurrence is due and not yet
+	// stored.
+	Firing int
 }
 
 // ErrNotStarted is returned by Settle before Start or after Stop.
@@ -70,6 +73,18 @@ func (e *Engine) Settle(ctx context.Context, quiet time.Duration) (Settled, erro
 			return st, ctx.Err()
 		}
 	}
+}
+
+// HoldLeases renews the leases of the attempts running in this engine to
+// last Visibility past until, as its heartbeats would have by then. A
+// harness about to jump a virtual clock to until while attempts wait on it
+// calls it first, so the rescuer the jump wakes finds their leases held.
+func (e *Engine) HoldLeases(ctx context.Context, until time.Time) error {
+	s := e.session()
+	if s == nil {
+		return ErrNotStarted
+	}
+	return s.renewLeases(ctx, until.Add(e.cfg.Visibility))
 }
 
 // settled reads what is running and due in the store, and what the
@@ -117,14 +132,18 @@ func (e *Engine) settled(ctx context.Context, s *session) (Settled, error) {
 		}
 	}
 	for _, sc := range e.Schedules() {
-		if sc.Next == nil {
-			continue
-		}
-		if n := sc.Next(now); !n.IsZero() && (st.NextSchedule.IsZero() || n.Before(st.NextSchedule)) {
-			st.NextSchedule = n
+		// The occurrence its goroutine waits for: one due is fired
+		// (stored) before the clock may move on, or the next move would
+		// leave it behind its catch-up window.
+		switch at := sc.dueAt(); {
+		case at.IsZero():
+		case !at.After(now):
+			st.Firing++
+		case st.NextSchedule.IsZero() || at.Before(st.NextSchedule):
+			st.NextSchedule = at
 		}
 	}
-	st.Idle = st.Running == 0 && st.Due == 0 && s.completer.pending.Load() == 0 && s.rounds.Load() == 0
+	st.Idle = st.Running == 0 && st.Due == 0 && st.Firing == 0 && s.completer.pending.Load() == 0 && s.rounds.Load() == 0
 	return st, nil
 }
 

@@ -30,6 +30,20 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
+// NewBackgroundTimer returns a timer of clk that fires once after d, for
+// periodic housekeeping no attempt waits on (polls, heartbeats,
+// maintenance): a harness moving a virtual clock may jump over such timers
+// to the next one work waits on. Clocks that do not tell timers apart
+// return an ordinary timer.
+func NewBackgroundTimer(clk Clock, d time.Duration) Timer {
+	if b, ok := clk.(interface {
+		NewBackgroundTimer(time.Duration) Timer
+	}); ok {
+		return b.NewBackgroundTimer(d)
+	}
+	return clk.NewTimer(d)
+}
+
 // Real is the wall clock.
 type Real struct{}
 
@@ -144,6 +158,15 @@ func (v *Virtual) NewTimer(d time.Duration) Timer {
 	return t
 }
 
+// NewBackgroundTimer returns a timer firing when virtual time reaches
+// now+d, marked as periodic housekeeping: NextForegroundTimer passes over
+// it.
+func (v *Virtual) NewBackgroundTimer(d time.Duration) Timer {
+	t := &vtimer{v: v, c: make(chan time.Time, 1), background: true}
+	v.arm(t, d)
+	return t
+}
+
 // AfterFunc calls f when virtual time reaches now+d.
 func (v *Virtual) AfterFunc(d time.Duration, f func()) Timer {
 	t := &vtimer{v: v, f: f}
@@ -214,11 +237,23 @@ func (v *Virtual) WaitArmedAt(ctx context.Context, t time.Time) error {
 }
 
 // NextTimer returns the due time of the earliest armed timer.
-func (v *Virtual) NextTimer() (time.Time, bool) {
+func (v *Virtual) NextTimer() (time.Time, bool) { return v.next(true) }
+
+// NextForegroundTimer returns the due time of the earliest armed timer
+// that is not a background one (NewBackgroundTimer): one that work waits
+// on, such as a backoff, a sleep or a deadline.
+func (v *Virtual) NextForegroundTimer() (time.Time, bool) { return v.next(false) }
+
+// next returns the due time of the earliest armed timer, background ones
+// included when all is set.
+func (v *Virtual) next(all bool) (time.Time, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var best *vtimer
 	for t := range v.timers {
+		if t.background && !all {
+			continue
+		}
 		if best == nil || t.when.Before(best.when) || (t.when.Equal(best.when) && t.seq < best.seq) {
 			best = t
 		}
@@ -295,6 +330,8 @@ type vtimer struct {
 	when   time.Time
 	seq    int
 	active bool
+	// background marks periodic housekeeping (NewBackgroundTimer).
+	background bool
 }
 
 func (t *vtimer) C() <-chan time.Time { return t.c }

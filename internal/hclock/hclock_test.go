@@ -144,3 +144,30 @@ func TestVirtualJump(t *testing.T) {
 		t.Errorf("now: %v and %v", jumped.Now(), walked.Now())
 	}
 }
+
+// TestNextForegroundTimer: background timers (periodic housekeeping) are
+// passed over, also once reset; NewBackgroundTimer on a clock that does
+// not tell them apart makes an ordinary timer.
+func TestNextForegroundTimer(t *testing.T) {
+	t.Parallel()
+	v := NewVirtual(t0)
+	poll := NewBackgroundTimer(v, time.Second)
+	if _, ok := v.NextForegroundTimer(); ok {
+		t.Fatal("a background timer counted as foreground")
+	}
+	if at, ok := v.NextTimer(); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("NextTimer = %v, %v; want the poll", at, ok)
+	}
+	backoff := v.NewTimer(time.Hour)
+	poll.Reset(2 * time.Second)
+	if at, ok := v.NextForegroundTimer(); !ok || !at.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("NextForegroundTimer = %v, %v; want the backoff", at, ok)
+	}
+	backoff.Stop()
+	poll.Stop()
+	real := NewBackgroundTimer(Real{}, time.Hour)
+	defer real.Stop()
+	if _, ok := real.(realTimer); !ok {
+		t.Fatalf("on the wall clock: a %T", real)
+	}
+}
