@@ -725,6 +725,84 @@ func testWorkflowRetryHooksAndStreams(t *testing.T, newDriver func(*testing.T) d
 	}
 }
 
+// TestWorkflowRetrySleepsAgain: a durable sleep belongs to its attempt.
+// Attempt 1 sleeps an hour and fails; attempt 2 does not take attempt 1's
+// recorded sleep as its own: it sleeps an hour from its own start, holding
+// no worker, is not woken before, and completes when its sleep ends. Each
+// attempt's history records its own wake-up time.
+func TestWorkflowRetrySleepsAgain(t *testing.T) { forEachDriver(t, testWorkflowRetrySleepsAgain) }
+
+func testWorkflowRetrySleepsAgain(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var l ledger
+	var clk *hoppertest.Clock
+	var start time.Time
+	wf := hopper.Workflow("retry-sleep", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		if _, err := hopper.Step(wf, "before", func(context.Context) (int, error) { l.add(wf.Attempt(), "before"); return 1, nil }, nil); err != nil {
+			return "", err
+		}
+		if err := wf.Sleep(time.Hour); err != nil {
+			return "", err
+		}
+		if _, err := hopper.Step(wf, "after", func(context.Context) (int, error) {
+			l.add(wf.Attempt(), "woke at +"+clk.Now().Sub(start).String())
+			return 2, nil
+		}, nil); err != nil {
+			return "", err
+		}
+		if wf.Attempt() == 1 {
+			return "", errors.New("missed the pickup")
+		}
+		return fmt.Sprintf("done on attempt %d", wf.Attempt()), nil
+	}, &hopper.WorkflowOpts{Retry: retryNow})
+	d := newDriver(t)
+	var c *hopper.Client
+	c, clk = hoppertest.NewClient(t, hopper.Config{Driver: d})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	start = clk.Now()
+	h, err := wf.Start(ctx, c, hopper.None{}, &hopper.StartOpts{ID: "rs"})
+	require.NoError(t, err)
+
+	// sleepsUntil waits until the run sleeps in attempt, due at until.
+	sleepsUntil := func(attempt int, until time.Time) {
+		t.Helper()
+		await(t, fmt.Sprintf("attempt %d asleep until %v", attempt, until), func() bool {
+			info, err := c.RunGet(ctx, h.ID())
+			if err != nil || info.Status != hopper.RunWaiting || len(info.History) == 0 || info.History[0].Attempt != attempt {
+				return false
+			}
+			row, err := c.JobGet(ctx, h.ID())
+			return err == nil && row.RunAt.Equal(until)
+		}, onEvents(t, c))
+		require.Empty(t, c.Active(), "a sleeping run holds no worker")
+	}
+	sleepsUntil(1, start.Add(time.Hour))
+	clk.Advance(time.Hour) // attempt 1 wakes, fails; attempt 2 begins at once
+	sleepsUntil(2, start.Add(2*time.Hour))
+	require.Equal(t, []string{"1 before", "1 woke at +1h0m0s", "2 before"}, l.all(), "attempt 2 sleeps before going on")
+	clk.Advance(59 * time.Minute)
+	info, err := c.RunGet(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunWaiting, info.Status, "not woken early")
+	clk.Advance(time.Minute)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "done on attempt 2", out)
+	require.Equal(t, []string{"1 before", "1 woke at +1h0m0s", "2 before", "2 woke at +2h0m0s"}, l.all())
+
+	for attempt, until := range []time.Time{start.Add(time.Hour), start.Add(2 * time.Hour)} {
+		evs, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: h.ID(), Attempt: attempt + 1})
+		require.NoError(t, err)
+		i := slices.IndexFunc(evs, func(ev *hoppertype.RunEvent) bool { return ev.Kind == "sleep" })
+		require.GreaterOrEqual(t, i, 0, "attempt %d's history holds its sleep", attempt+1)
+		var data struct {
+			Until time.Time `json:"until"`
+		}
+		require.NoError(t, json.Unmarshal(evs[i].Data, &data))
+		require.True(t, until.Equal(data.Until), "attempt %d sleeps until %v, not %v", attempt+1, until, data.Until)
+	}
+}
+
 // TestWorkflowEveryStrategy: the same saga — a charge with its refund, a
 // child, an activity, then a failure — under each failure strategy, with a
 // ledger of what each attempt did and undid: retry undoes every attempt
