@@ -905,3 +905,58 @@ func testWorkflowEveryStrategy(t *testing.T, newDriver func(*testing.T) driver.D
 		}, l.all())
 	})
 }
+
+// TestWorkflowCascadeCancelsUnfinishedChildren: a run that fails under
+// the cascade strategy cancels its children that are still going, and
+// they undo what they did. A running child of a failing run: the run's
+// child failed, so did the run (cascade), then an operator retried the
+// child, which now waits on a hook, and the run, which fails again.
+func TestWorkflowCascadeCancelsUnfinishedChildren(t *testing.T) {
+	forEachDriver(t, testWorkflowCascadeCancelsUnfinishedChildren)
+}
+
+func testWorkflowCascadeCancelsUnfinishedChildren(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var l ledger
+	kid := hopper.Workflow("cascade-kid", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		if wf.Attempt() == 1 {
+			l.add(wf.Attempt(), "kid "+wf.RunID()+" fails")
+			return "", errors.New("label printer jammed")
+		}
+		if _, err := hopper.Step(wf, "print", func(context.Context) (int, error) { l.add(wf.Attempt(), "kid "+wf.RunID()+" prints"); return 1, nil }, nil); err != nil {
+			return "", err
+		}
+		wf.Compensate("shred", func(context.Context) error { l.add(wf.Attempt(), "kid "+wf.RunID()+" shreds"); return nil })
+		h, err := hopper.NewHook[string](wf, "approval")
+		if err != nil {
+			return "", err
+		}
+		return h.Wait(nil)
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyIgnore})
+	run := hopper.Workflow("cascade-run", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		return hopper.Child(wf, kid, hopper.None{}, nil)
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyCascade})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(kid, run))
+	ctx := testCtx(t)
+
+	h, err := run.Start(ctx, c, hopper.None{}, &hopper.StartOpts{ID: "cr"})
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled, "its child failed: the run cascades")
+	require.NoError(t, c.RunRetry(ctx, "cr.2"))
+	awaitRunStatus(t, c, "cr.2", hopper.RunWaiting) // the child waits on its hook
+	require.NoError(t, c.RunRetry(ctx, "cr"))
+	_, err = h.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled, "its new child failed: the run cascades again")
+	info, err := c.RunGet(ctx, "cr.2")
+	require.NoError(t, err)
+	require.NotNil(t, info.Error, "the cascade asked the unfinished child to stop before the run ended")
+	require.Equal(t, hoppertype.ErrorKindCancelled, info.Error.Kind)
+	awaitRunStatus(t, c, "cr.2", hopper.RunCancelled)
+	require.Equal(t, []string{
+		"1 kid cr.2 fails",
+		"2 kid cr.2 prints",
+		"1 kid cr@2.2 fails",
+		"2 kid cr.2 shreds", // cancelled by the cascade, the child undoes its print
+	}, l.all())
+}
