@@ -90,7 +90,7 @@ func requireInvalid(t *testing.T, err error, msgAndArgs ...any) {
 
 // TestCallerIDsAreChecked: every way a caller gives an id — a job's
 // (Enqueue, EnqueueMany, EnqueueTx, EnqueueName, Spawn), a run's (Start,
-// StartName, a child's) or a schedule's name — refuses one that breaks
+// StartTx, StartName, a child's) or a schedule's name — refuses one that breaks
 // ValidateID's rule with ErrInvalidInput, storing nothing; ids hopper
 // derives from a caller's (an activity's, a child's) are not held to it.
 func TestCallerIDsAreChecked(t *testing.T) {
@@ -118,6 +118,8 @@ func TestCallerIDsAreChecked(t *testing.T) {
 		require.NoError(t, err)
 		_, err = add.EnqueueTx(ctx, c, tx, addIn{}, o)
 		requireInvalid(t, err, "EnqueueTx %q", id)
+		_, err = wf.StartTx(ctx, c, tx, 1, &hopper.StartOpts{ID: id})
+		requireInvalid(t, err, "StartTx %q", id)
 		require.NoError(t, tx.Rollback())
 		_, err = wf.Start(ctx, c, 1, &hopper.StartOpts{ID: id})
 		requireInvalid(t, err, "Start %q", id)
