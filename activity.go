@@ -13,7 +13,10 @@ import (
 // Activity runs a job of type t as a step of the workflow: the job is
 // queued with its own queue, limits, timeout, retries and heartbeats, and
 // the workflow waits (suspended, holding no goroutine) until it finishes.
-// Its output, or its final error as a *StepError, is recorded.
+// Its output, or its final error as a *StepError, is recorded. The job's
+// id is derived from the run's, the attempt's and the position
+// ("order-1.a3", "order-1@2.a3" in the run's second attempt): opts.ID is
+// not used, and no id a caller gives can take it (see ValidateID).
 func Activity[I, O any](wf WorkflowContext, t *Type[I, O], in I, opts *InsertOpts) (O, error) {
 	st := wf.state()
 	var zero O

@@ -34,8 +34,10 @@ func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *Chil
 		return zero, err
 	}
 	if opts != nil && opts.ID != "" {
-		// Refused alike on every replay, before the history is read.
-		if err := ValidateID(opts.ID); err != nil {
+		// Refused alike on every replay, before the history is read,
+		// unless the history holds the child: started before the rule
+		// refused its id, it reads on.
+		if err := ValidateID(opts.ID); err != nil && !recordedChild(st, w.wfName, opts.ID) {
 			return zero, fmt.Errorf("hopper: child %s: %w", w.wfName, err)
 		}
 	}
@@ -103,6 +105,17 @@ func Child[I, O any](wf WorkflowContext, w *WorkflowType[I, O], in I, opts *Chil
 		return zero, err
 	}
 	return decodeChild[O](st, childID, st.Events[len(st.Events)-1])
+}
+
+// recordedChild says whether the history's next event is the start of
+// child id of workflow name.
+func recordedChild(st *wfState, name, id string) bool {
+	ev := st.Peek()
+	if ev == nil || ev.Kind != engine.EvChildStarted || ev.Name != name {
+		return false
+	}
+	var data engine.EventData
+	return json.Unmarshal(ev.Data, &data) == nil && data.Child == id
 }
 
 func decodeChild[O any](st *wfState, childID string, ev *hoppertype.RunEvent) (O, error) {

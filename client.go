@@ -177,7 +177,10 @@ type Config struct {
 	// Clock replaces the wall clock (tests).
 	Clock Clock
 	// IDGenerator mints job ids. Defaults to NewID (UUIDv7). Ids must be
-	// unique; ids that sort by creation time keep listings in order.
+	// unique; ids that sort by creation time keep listings in order. They
+	// are not checked, so they must keep ValidateID's rule themselves: an
+	// id ending as hopper's derived ids do ("x@2", "x.5") could take the
+	// name of another run's attempt or child.
 	IDGenerator func() string
 	// Codec encodes inputs and outputs. Defaults to JSONCodec.
 	Codec Codec

@@ -27,7 +27,8 @@ import (
 type Schedule struct {
 	// Name identifies the schedule across the fleet: processes that
 	// register a schedule of the same name share its occurrences. It is
-	// held to ValidateID's rule (it names the schedule in URLs).
+	// one URL path segment, as ValidateID has it, but may end in '@' or
+	// '.' and digits (it names no job or run).
 	Name string
 	// Cron is a standard 5-field cron expression, read in Location:
 	// minute (0-59), hour (0-23), day of month (1-31), month (1-12 or
@@ -288,7 +289,7 @@ func (c *Client) Schedule(s Schedule) (cancel func(), err error) {
 	if s.Name == "" {
 		return nil, fmt.Errorf("%w: a schedule needs a name", ErrInvalidInput)
 	}
-	if err := ValidateID(s.Name); err != nil {
+	if err := validateSegment(s.Name); err != nil {
 		return nil, fmt.Errorf("schedule name: %w", err)
 	}
 	if err := checkText("cron expression", s.Cron); err != nil {

@@ -21,8 +21,8 @@ import (
 // enqueueing that job (or starting that run) with Input at each occurrence,
 // once across the fleet. Define it with Client.ScheduleDefine.
 type StoredSchedule struct {
-	// Name identifies the schedule (held to ValidateID's rule); it must
-	// not be the name of a schedule registered in code.
+	// Name identifies the schedule (one URL path segment, as Schedule.Name);
+	// it must not be the name of a schedule registered in code.
 	Name string
 	// Cron is a cron expression as Schedule.Cron takes it, without a
 	// CRON_TZ prefix (Location gives the zone).
@@ -95,7 +95,7 @@ func (c *Client) scheduleDef(s StoredSchedule) (driver.ScheduleDef, func(time.Ti
 	if s.Name == "" {
 		return def, nil, fmt.Errorf("%w: a schedule needs a name", ErrInvalidInput)
 	}
-	if err := ValidateID(s.Name); err != nil {
+	if err := validateSegment(s.Name); err != nil {
 		return def, nil, fmt.Errorf("schedule name: %w", err)
 	}
 	for _, f := range []struct{ name, v string }{{"cron expression", s.Cron}, {"location", s.Location}, {"type name", s.Type}, {"workflow name", s.Workflow}} {

@@ -18,14 +18,32 @@ import (
 const MaxIDLength = 255
 
 // ValidateID reports whether id may be given by a caller to a new job
-// (InsertOpts.ID), run (StartOpts.ID, ChildOpts.ID) or schedule (its
-// name): 1 to MaxIDLength bytes of printable UTF-8 characters, without
-// '/', '?', '#' or '\', without "..", and not ".", so the id is one path
-// segment of a URL as it is. An id that breaks the rule is an error
-// wrapping ErrInvalidInput, naming the rule. Ids hopper mints (UUIDs)
-// keep it; ids of jobs and runs stored before the rule may not, and stay
-// readable.
+// (InsertOpts.ID) or run (StartOpts.ID, ChildOpts.ID): 1 to MaxIDLength
+// bytes of printable UTF-8 characters, without '/', '?', '#' or '\',
+// without "..", and not ".", so the id is one path segment of a URL as it
+// is; and not ending in '@', '.' or ".a" followed by digits ("order@2",
+// "order.5", "order.a3"). Those endings are the ids hopper derives: a
+// retried run's attempt 2 is "<run>@2", and the child and the activity an
+// attempt starts at position 5 are the run "<attempt>.5" and the job
+// "<attempt>.a5", so a run a caller named "order@2" would take the
+// children and activities of run "order"'s second attempt. An id that
+// breaks the rule is an error wrapping ErrInvalidInput, naming the rule.
+// Ids hopper mints (UUIDs) keep it; ids of jobs and runs stored before the
+// rule may not, and stay readable. A schedule's name is held to the first
+// half only (one URL path segment): it names no job or run.
 func ValidateID(id string) error {
+	if err := validateSegment(id); err != nil {
+		return err
+	}
+	if derivedEnding(id) {
+		return fmt.Errorf("%w: id %s ends in '@', '.' or \".a\" followed by digits, as the ids hopper derives for a run's attempts, children and activities do", ErrInvalidInput, quoteShort(id))
+	}
+	return nil
+}
+
+// validateSegment is ValidateID's rule for a schedule's name: one URL path
+// segment as it is.
+func validateSegment(id string) error {
 	switch {
 	case id == "":
 		return fmt.Errorf("%w: an empty id", ErrInvalidInput)
@@ -44,6 +62,21 @@ func ValidateID(id string) error {
 		}
 	}
 	return nil
+}
+
+// derivedEnding reports whether id ends as the ids hopper derives from a
+// run's: '@' (an attempt), '.' (a child) or ".a" (an activity) followed by
+// digits.
+func derivedEnding(id string) bool {
+	i := len(id)
+	for i > 0 && id[i-1] >= '0' && id[i-1] <= '9' {
+		i--
+	}
+	if i == len(id) {
+		return false
+	}
+	head := id[:i]
+	return strings.HasSuffix(head, "@") || strings.HasSuffix(head, ".") || strings.HasSuffix(head, ".a")
 }
 
 // quoteShort quotes s for an error message, cut after 64 bytes.

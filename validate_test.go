@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,12 +19,14 @@ import (
 )
 
 // TestValidateID: the ids a caller may give are 1–255 bytes of printable
-// UTF-8 without / ? # \, "..", control characters or NUL.
+// UTF-8 without / ? # \, "..", control characters or NUL, and not ending
+// as hopper's derived ids do: '@', '.' or ".a" and digits.
 func TestValidateID(t *testing.T) {
 	t.Parallel()
 	good := []string{
 		"a", "order-1", "order_1.v2", "01J9Z3Q4", "user@example.com", "a:b;c=d&e+f", "café", "日本語", "a b",
 		"~tilde", "%41", "x.y.z", ".hidden", "trailing.", strings.Repeat("x", 255), strings.Repeat("é", 127),
+		"12345", "order-2", "o@x", "o@", "o.a", "o.b5", "o.ab5", "o@2x", "o.5x", "o.a5.pdf", "v1.2-beta", "a@b@c",
 	}
 	for _, id := range good {
 		if err := hopper.ValidateID(id); err != nil {
@@ -35,6 +38,7 @@ func TestValidateID(t *testing.T) {
 		"a/b", "/", "a?b", "a#b", `a\b`, "..", "a..b", "../etc", "a/..", ".",
 		"a\x00b", "\x00", "a\nb", "a\tb", "a\rb", "\x7f", "a\u0085b", "a\u200bb", "a\u2028b", "a\ufeffb",
 		"\xff", "a\xc3", "\xed\xa0\x80",
+		"o@2", "o.5", "o.a5", "o@12", "o.a0", "ada@example.com@2", "order.v1.2", "o@2.a3", "@1", ".5", ".a5",
 	}
 	for _, id := range bad {
 		err := hopper.ValidateID(id)
@@ -86,7 +90,7 @@ func requireInvalid(t *testing.T, err error, msgAndArgs ...any) {
 
 // TestCallerIDsAreChecked: every way a caller gives an id — a job's
 // (Enqueue, EnqueueMany, EnqueueTx, EnqueueName, Spawn), a run's (Start,
-// StartName, a child's) or a schedule's name — refuses one that breaks
+// StartTx, StartName, a child's) or a schedule's name — refuses one that breaks
 // ValidateID's rule with ErrInvalidInput, storing nothing; ids hopper
 // derives from a caller's (an activity's, a child's) are not held to it.
 func TestCallerIDsAreChecked(t *testing.T) {
@@ -99,7 +103,10 @@ func TestCallerIDsAreChecked(t *testing.T) {
 	wf := hopper.Workflow("wf", func(wf hopper.WorkflowContext, in int) (int, error) { return in, nil }, nil)
 	c := idleClient(t, d, add, wf)
 	badIDs := []string{"a/b", "a..b", "a?b", "a#b", `a\b`, "a\x00b", "a\nb", strings.Repeat("x", 256), "\xff"}
-	for _, id := range badIDs {
+	// Ids ending as the ids hopper derives: refused for jobs and runs; a
+	// schedule names no job or run, and may be named so.
+	derived := []string{"o@2", "o.5", "o.a5"}
+	for _, id := range append(slices.Clone(badIDs), derived...) {
 		o := &hopper.InsertOpts{ID: id}
 		_, err := add.Enqueue(ctx, c, addIn{}, o)
 		requireInvalid(t, err, "Enqueue %q", id)
@@ -111,11 +118,16 @@ func TestCallerIDsAreChecked(t *testing.T) {
 		require.NoError(t, err)
 		_, err = add.EnqueueTx(ctx, c, tx, addIn{}, o)
 		requireInvalid(t, err, "EnqueueTx %q", id)
+		_, err = wf.StartTx(ctx, c, tx, 1, &hopper.StartOpts{ID: id})
+		requireInvalid(t, err, "StartTx %q", id)
 		require.NoError(t, tx.Rollback())
 		_, err = wf.Start(ctx, c, 1, &hopper.StartOpts{ID: id})
 		requireInvalid(t, err, "Start %q", id)
 		_, err = c.StartName(ctx, "wf", []byte(`1`), &hopper.StartOpts{ID: id})
 		requireInvalid(t, err, "StartName %q", id)
+		if slices.Contains(derived, id) {
+			continue
+		}
 		_, err = c.Schedule(hopper.Schedule{Name: id, Cron: "* * * * *", Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
 		requireInvalid(t, err, "Schedule %q", id)
 		err = c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: id, Cron: "* * * * *", Type: "add"})
@@ -127,10 +139,16 @@ func TestCallerIDsAreChecked(t *testing.T) {
 	scheds, err := c.ScheduleList(ctx)
 	require.NoError(t, err)
 	require.Empty(t, scheds)
+	for _, id := range derived {
+		_, err = c.Schedule(hopper.Schedule{Name: id, Cron: "* * * * *", Job: func(time.Time) (*hopper.JobSpec, error) { return nil, nil }})
+		require.NoError(t, err, "Schedule %q", id)
+		require.NoError(t, c.ScheduleDefine(ctx, hopper.StoredSchedule{Name: "stored-" + id, Cron: "* * * * *", Type: "add"}), "ScheduleDefine %q", id)
+	}
 }
 
 // TestCallerIDsAreCheckedInWorkers: Spawn and Child refuse a bad id given
-// in code that runs in a worker, and an activity's id, derived from a run
+// in code that runs in a worker (one that is no URL path segment, one that
+// ends as a derived id), and an activity's id, derived from a run
 // id of the longest length, is not refused.
 func TestCallerIDsAreCheckedInWorkers(t *testing.T) { forEachDriver(t, testCallerIDsInWorkers) }
 
@@ -154,17 +172,25 @@ func testCallerIDsInWorkers(t *testing.T, newDriver func(*testing.T) driver.Driv
 	c := newClient(t, hopper.Config{Driver: newDriver(t)})
 	require.NoError(t, c.Register(add, spawner, child, parent))
 	ctx := testCtx(t)
-	h, err := spawner.Enqueue(ctx, c, "a/b", nil)
+	for _, id := range []string{"a/b", "a.a3"} {
+		h, err := spawner.Enqueue(ctx, c, id, nil)
+		require.NoError(t, err)
+		v, err := h.Result(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "refused", v, "Spawn %q", id)
+	}
+	// A child's id ending as a derived one.
+	ph, err := parent.Start(ctx, c, "kid@2", nil)
 	require.NoError(t, err)
-	v, err := h.Result(ctx)
+	n, err := ph.Result(ctx)
 	require.NoError(t, err)
-	require.Equal(t, "refused", v)
+	require.Equal(t, 5, n)
 
 	// The run's id is as long as an id may be: its activity's is longer.
 	long := strings.Repeat("r", hopper.MaxIDLength-1) + "."
 	rh, err := parent.Start(ctx, c, "x..y", &hopper.StartOpts{ID: long})
 	require.NoError(t, err)
-	n, err := rh.Result(ctx)
+	n, err = rh.Result(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 5, n)
 }

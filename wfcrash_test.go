@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/driver/pgdriver"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // The workflow crash test kills a process running a 5-step workflow with
@@ -146,16 +148,70 @@ type wfKillDriver struct {
 	baseExec
 	run, kind, name, label string
 	attempt                int
+	dying                  atomic.Bool
 }
 
 func (d *wfKillDriver) RunEventAppend(ctx context.Context, p *driver.RunEventAppendParams) error {
 	err := d.baseExec.RunEventAppend(ctx, p)
-	if err == nil && p.RunID == d.run {
-		for _, ev := range p.Events {
-			if ev.Kind == d.kind && ev.Name == d.name && (d.attempt == 0 || ev.Attempt == d.attempt) {
-				wfCrashDie(d.label)
-			}
+	if err == nil && d.chosen(p) {
+		wfCrashDie(d.label)
+	}
+	return err
+}
+
+// chosen says whether p appends the chosen event.
+func (d *wfKillDriver) chosen(p *driver.RunEventAppendParams) bool {
+	if p.RunID != d.run {
+		return false
+	}
+	for _, ev := range p.Events {
+		if ev.Kind == d.kind && ev.Name == d.name && (d.attempt == 0 || ev.Attempt == d.attempt) {
+			return true
 		}
+	}
+	return false
+}
+
+// InTx kills the process once a transaction that appended the chosen event
+// committed: an activity's schedule or a child's start, recorded in the
+// transaction that inserts the activity's job or the child's run.
+func (d *wfKillDriver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	var hit bool
+	err := d.baseExec.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		hit = false
+		return fn(ctx, &wfKillTx{Executor: tx, d: d, hit: &hit})
+	})
+	if err == nil && hit {
+		wfCrashDie(d.label)
+	}
+	return err
+}
+
+// JobClaim claims nothing once the chosen event is on its way to the
+// store: the job or run inserted with it is not started by the process
+// about to die (which would do its effect once more than the test counts).
+func (d *wfKillDriver) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if d.dying.Load() {
+		return nil, nil
+	}
+	return d.baseExec.JobClaim(ctx, p)
+}
+
+// wfKillTx is a transaction of a wfKillDriver: it notes the chosen event's
+// append, for InTx to kill the process after the commit.
+type wfKillTx struct {
+	driver.Executor
+	d   *wfKillDriver
+	hit *bool
+}
+
+func (t *wfKillTx) RunEventAppend(ctx context.Context, p *driver.RunEventAppendParams) error {
+	if t.d.chosen(p) {
+		t.d.dying.Store(true)
+	}
+	err := t.Executor.RunEventAppend(ctx, p)
+	if err == nil && t.d.chosen(p) {
+		*t.hit = true
 	}
 	return err
 }

@@ -137,6 +137,86 @@ func testWorkflowRetryRunsChildrenAgain(t *testing.T, newDriver func(*testing.T)
 	require.Len(t, kids, 2)
 }
 
+// TestWorkflowRetryIDsCannotBeTaken: no id a caller gives takes the name
+// of something a retried run derives. A run started as "o@2" would have
+// taken run "o"'s second attempt: its activity would be the job "o@2.a2"
+// too, and "o"'s attempt 2 would go stuck on a duplicate id; a run
+// started as "q.4" would take the id of run "q"'s child, and "q" would go
+// stuck (or, were it of the child's workflow, read it as its own). Such
+// starts are refused, and each run retries its activity and child as its
+// own. An id with '@' and '.' elsewhere (an email address) is a run's id
+// like any other, through retries.
+func TestWorkflowRetryIDsCannotBeTaken(t *testing.T) {
+	forEachDriver(t, testWorkflowRetryIDsCannotBeTaken)
+}
+
+func testWorkflowRetryIDsCannotBeTaken(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var l ledger
+	ship := hopper.Define("taken-ship", func(ctx context.Context, attempt int) (string, error) {
+		l.add(attempt, "ship "+hopper.JobFromContext(ctx).ID())
+		return "shipped", nil
+	}, nil)
+	label := hopper.Workflow("taken-label", func(wf hopper.WorkflowContext, attempt int) (string, error) {
+		l.add(attempt, "label "+wf.RunID())
+		return "label", nil
+	}, nil)
+	wf := hopper.Workflow("taken", func(wf hopper.WorkflowContext, failUntil int) (string, error) {
+		if _, err := hopper.Activity(wf, ship, wf.Attempt(), nil); err != nil {
+			return "", err
+		}
+		if _, err := hopper.Child(wf, label, wf.Attempt(), nil); err != nil {
+			return "", err
+		}
+		if wf.Attempt() < failUntil {
+			return "", fmt.Errorf("attempt %d fails", wf.Attempt())
+		}
+		return fmt.Sprintf("done on attempt %d", wf.Attempt()), nil
+	}, &hopper.WorkflowOpts{MaxRetries: 2, Retry: retryNow})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(ship, label, wf))
+	ctx := testCtx(t)
+
+	for _, tc := range []struct {
+		taken, run string
+		want       []string
+	}{
+		{"o@2", "o", []string{"1 ship o.a2", "1 label o.4", "2 ship o@2.a2", "2 label o@2.4"}},
+		{"q.4", "q", []string{"1 ship q.a2", "1 label q.4", "2 ship q@2.a2", "2 label q@2.4"}},
+	} {
+		// The caller's start comes first: were it taken, its run would
+		// hold ids the other run derives later.
+		th, errTaken := wf.Start(ctx, c, 1, &hopper.StartOpts{ID: tc.taken})
+		if errTaken == nil {
+			_, _ = th.Result(ctx)
+		}
+		l.reset()
+		h, err := wf.Start(ctx, c, 2, &hopper.StartOpts{ID: tc.run})
+		require.NoError(t, err)
+		var info *hopper.RunInfo
+		await(t, "run "+tc.run+" to end", func() bool {
+			info, err = c.RunGet(ctx, tc.run)
+			return err == nil && (info.Status.Terminal() || info.Status == hopper.RunStuck)
+		}, onEvents(t, c))
+		require.Equal(t, hopper.RunCompleted, info.Status, "%+v", info.Error)
+		out, err := h.Result(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "done on attempt 2", out)
+		require.Equal(t, tc.want, l.all())
+		requireInvalid(t, errTaken, "start %q", tc.taken)
+	}
+
+	l.reset()
+	h, err := wf.Start(ctx, c, 2, &hopper.StartOpts{ID: "ada@example.com"})
+	require.NoError(t, err)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "done on attempt 2", out)
+	require.Equal(t, []string{
+		"1 ship ada@example.com.a2", "1 label ada@example.com.4",
+		"2 ship ada@example.com@2.a2", "2 label ada@example.com@2.4",
+	}, l.all())
+}
+
 // The workflow of testdata/histories/runs/compat-order-v1.json: a run that
 // hopper recorded before the attempts of a run had identities of their own
 // (its activity is the job "compat-o-7.a4", its child the run
@@ -253,15 +333,20 @@ func testWorkflowRetryOfARecordedRun(t *testing.T, newDriver func(*testing.T) dr
 		c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk})
 		require.NoError(t, c.Register(email, ship, order))
 		ctx := testCtx(t)
-		eh, err := email.Enqueue(ctx, c, "o-7@example.com", &hopper.InsertOpts{ID: "compat-o-7.a4"})
+		// Stored through the driver: their ids end as derived ids do,
+		// which no caller may give.
+		now := clk.Now()
+		done := func(id, typ, result string) *hoppertype.JobRow {
+			return &hoppertype.JobRow{ID: id, Type: typ, Queue: hopper.DefaultQueue, State: hopper.StateSucceeded, GroupID: id, ParentID: "compat-o-7",
+				Input: []byte(`"o-7"`), Result: []byte(result), Retry: hoppertype.RetryPolicy{Attempts: 1}, Attempt: 1, QueuedAt: now, RunAt: now, EndedAt: now}
+		}
+		_, err = d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{done("compat-o-7.a4", "compat-email", `"sent to o-7@example.com"`)}})
 		require.NoError(t, err)
-		_, err = eh.Result(ctx)
+		_, err = d.Executor().RunStart(ctx, &driver.RunStartParams{
+			Run: &hoppertype.RunRow{ID: "compat-o-7.6", Workflow: "compat-ship", Status: hopper.RunCompleted, ParentID: "compat-o-7", CreatedAt: now, UpdatedAt: now, EndedAt: now},
+			Job: done("compat-o-7.6", "workflow:compat-ship", `"label-o-7"`),
+		})
 		require.NoError(t, err)
-		sh, err := ship.Start(ctx, c, "o-7", &hopper.StartOpts{ID: "compat-o-7.6"})
-		require.NoError(t, err)
-		_, err = sh.Result(ctx)
-		require.NoError(t, err)
-		l.reset()
 		return c, clk, d
 	}
 	result := func(t *testing.T, c *hopper.Client) (string, error) {
@@ -334,6 +419,42 @@ func testWorkflowRetryOfARecordedRun(t *testing.T, newDriver func(*testing.T) dr
 		require.Contains(t, info.Error.Message, `(attempt 1): history event 2 is step "charge-card", but the code now reaches step "charge"`)
 		require.Empty(t, l.all(), "nothing undone, nothing done")
 	})
+}
+
+// TestWorkflowChildIDOfARecordedRun: a run whose history started a child
+// under an id given in ChildOpts.ID that ends as a derived id, recorded
+// before such ids were refused, replays and reads its child, while a new
+// start of a child under such an id is refused (TestCallerIDsAreCheckedInWorkers).
+func TestWorkflowChildIDOfARecordedRun(t *testing.T) {
+	forEachDriver(t, testWorkflowChildIDOfARecordedRun)
+}
+
+func testWorkflowChildIDOfARecordedRun(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	kid := hopper.Workflow("legacy-kid", func(wf hopper.WorkflowContext, in string) (string, error) { return "label-" + in, nil }, nil)
+	parent := hopper.Workflow("legacy-parent", func(wf hopper.WorkflowContext, in string) (string, error) {
+		out, err := hopper.Child(wf, kid, in, &hopper.ChildOpts{ID: "label-" + in + ".1"})
+		if err != nil {
+			return "", err
+		}
+		return "got " + out, nil
+	}, &hopper.WorkflowOpts{Retry: hopper.RetryPolicy{Base: time.Hour, Jitter: hopper.NoJitter}})
+	d := newDriver(t)
+	clk := hoppertest.NewClock(time.Time{})
+	recorder, err := hopper.New(hopper.Config{Driver: d, Clock: clk}) // never started: runs nothing
+	require.NoError(t, err)
+	at := hoppertest.Epoch()
+	loadRecordedRun(t, recorder, clk, parent, []*hopper.History{{RunID: "legacy-p", Workflow: "legacy-parent", Attempt: 1, Input: json.RawMessage(`"o-8"`),
+		Events: []hopper.HistoryEvent{
+			{Seq: 1, Kind: "workflow_started", At: at},
+			{Seq: 2, Kind: "child_started", Name: "legacy-kid", Data: json.RawMessage(`{"child":"label-o-8.1"}`), At: at},
+			{Seq: 3, Kind: "child_completed", Name: "legacy-kid", Data: json.RawMessage(`{"child":"label-o-8.1","status":"completed","output":"label-o-8"}`), At: at},
+		}}})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clk})
+	require.NoError(t, c.Register(kid, parent))
+	clk.Advance(time.Hour) // the run's job is due again: it replays
+	out, err := parent.Handle(c, "legacy-p").Result(testCtx(t))
+	require.NoError(t, err)
+	require.Equal(t, "got label-o-8", out)
 }
 
 // retrySaga is an order workflow that charges and reserves, registering a
@@ -604,6 +725,84 @@ func testWorkflowRetryHooksAndStreams(t *testing.T, newDriver func(*testing.T) d
 	}
 }
 
+// TestWorkflowRetrySleepsAgain: a durable sleep belongs to its attempt.
+// Attempt 1 sleeps an hour and fails; attempt 2 does not take attempt 1's
+// recorded sleep as its own: it sleeps an hour from its own start, holding
+// no worker, is not woken before, and completes when its sleep ends. Each
+// attempt's history records its own wake-up time.
+func TestWorkflowRetrySleepsAgain(t *testing.T) { forEachDriver(t, testWorkflowRetrySleepsAgain) }
+
+func testWorkflowRetrySleepsAgain(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var l ledger
+	var clk *hoppertest.Clock
+	var start time.Time
+	wf := hopper.Workflow("retry-sleep", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		if _, err := hopper.Step(wf, "before", func(context.Context) (int, error) { l.add(wf.Attempt(), "before"); return 1, nil }, nil); err != nil {
+			return "", err
+		}
+		if err := wf.Sleep(time.Hour); err != nil {
+			return "", err
+		}
+		if _, err := hopper.Step(wf, "after", func(context.Context) (int, error) {
+			l.add(wf.Attempt(), "woke at +"+clk.Now().Sub(start).String())
+			return 2, nil
+		}, nil); err != nil {
+			return "", err
+		}
+		if wf.Attempt() == 1 {
+			return "", errors.New("missed the pickup")
+		}
+		return fmt.Sprintf("done on attempt %d", wf.Attempt()), nil
+	}, &hopper.WorkflowOpts{Retry: retryNow})
+	d := newDriver(t)
+	var c *hopper.Client
+	c, clk = hoppertest.NewClient(t, hopper.Config{Driver: d})
+	require.NoError(t, c.Register(wf))
+	ctx := testCtx(t)
+	start = clk.Now()
+	h, err := wf.Start(ctx, c, hopper.None{}, &hopper.StartOpts{ID: "rs"})
+	require.NoError(t, err)
+
+	// sleepsUntil waits until the run sleeps in attempt, due at until.
+	sleepsUntil := func(attempt int, until time.Time) {
+		t.Helper()
+		await(t, fmt.Sprintf("attempt %d asleep until %v", attempt, until), func() bool {
+			info, err := c.RunGet(ctx, h.ID())
+			if err != nil || info.Status != hopper.RunWaiting || len(info.History) == 0 || info.History[0].Attempt != attempt {
+				return false
+			}
+			row, err := c.JobGet(ctx, h.ID())
+			return err == nil && row.RunAt.Equal(until)
+		}, onEvents(t, c))
+		require.Empty(t, c.Active(), "a sleeping run holds no worker")
+	}
+	sleepsUntil(1, start.Add(time.Hour))
+	clk.Advance(time.Hour) // attempt 1 wakes, fails; attempt 2 begins at once
+	sleepsUntil(2, start.Add(2*time.Hour))
+	require.Equal(t, []string{"1 before", "1 woke at +1h0m0s", "2 before"}, l.all(), "attempt 2 sleeps before going on")
+	clk.Advance(59 * time.Minute)
+	info, err := c.RunGet(ctx, h.ID())
+	require.NoError(t, err)
+	require.Equal(t, hopper.RunWaiting, info.Status, "not woken early")
+	clk.Advance(time.Minute)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "done on attempt 2", out)
+	require.Equal(t, []string{"1 before", "1 woke at +1h0m0s", "2 before", "2 woke at +2h0m0s"}, l.all())
+
+	for attempt, until := range []time.Time{start.Add(time.Hour), start.Add(2 * time.Hour)} {
+		evs, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: h.ID(), Attempt: attempt + 1})
+		require.NoError(t, err)
+		i := slices.IndexFunc(evs, func(ev *hoppertype.RunEvent) bool { return ev.Kind == "sleep" })
+		require.GreaterOrEqual(t, i, 0, "attempt %d's history holds its sleep", attempt+1)
+		var data struct {
+			Until time.Time `json:"until"`
+		}
+		require.NoError(t, json.Unmarshal(evs[i].Data, &data))
+		require.True(t, until.Equal(data.Until), "attempt %d sleeps until %v, not %v", attempt+1, until, data.Until)
+	}
+}
+
 // TestWorkflowEveryStrategy: the same saga — a charge with its refund, a
 // child, an activity, then a failure — under each failure strategy, with a
 // ledger of what each attempt did and undid: retry undoes every attempt
@@ -705,4 +904,59 @@ func testWorkflowEveryStrategy(t *testing.T, newDriver func(*testing.T) driver.D
 			"1 parent release", // the cancelled parent undoes what it did
 		}, l.all())
 	})
+}
+
+// TestWorkflowCascadeCancelsUnfinishedChildren: a run that fails under
+// the cascade strategy cancels its children that are still going, and
+// they undo what they did. A running child of a failing run: the run's
+// child failed, so did the run (cascade), then an operator retried the
+// child, which now waits on a hook, and the run, which fails again.
+func TestWorkflowCascadeCancelsUnfinishedChildren(t *testing.T) {
+	forEachDriver(t, testWorkflowCascadeCancelsUnfinishedChildren)
+}
+
+func testWorkflowCascadeCancelsUnfinishedChildren(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	var l ledger
+	kid := hopper.Workflow("cascade-kid", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		if wf.Attempt() == 1 {
+			l.add(wf.Attempt(), "kid "+wf.RunID()+" fails")
+			return "", errors.New("label printer jammed")
+		}
+		if _, err := hopper.Step(wf, "print", func(context.Context) (int, error) { l.add(wf.Attempt(), "kid "+wf.RunID()+" prints"); return 1, nil }, nil); err != nil {
+			return "", err
+		}
+		wf.Compensate("shred", func(context.Context) error { l.add(wf.Attempt(), "kid "+wf.RunID()+" shreds"); return nil })
+		h, err := hopper.NewHook[string](wf, "approval")
+		if err != nil {
+			return "", err
+		}
+		return h.Wait(nil)
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyIgnore})
+	run := hopper.Workflow("cascade-run", func(wf hopper.WorkflowContext, _ hopper.None) (string, error) {
+		return hopper.Child(wf, kid, hopper.None{}, nil)
+	}, &hopper.WorkflowOpts{Strategy: hopper.StrategyCascade})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, c.Register(kid, run))
+	ctx := testCtx(t)
+
+	h, err := run.Start(ctx, c, hopper.None{}, &hopper.StartOpts{ID: "cr"})
+	require.NoError(t, err)
+	_, err = h.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled, "its child failed: the run cascades")
+	require.NoError(t, c.RunRetry(ctx, "cr.2"))
+	awaitRunStatus(t, c, "cr.2", hopper.RunWaiting) // the child waits on its hook
+	require.NoError(t, c.RunRetry(ctx, "cr"))
+	_, err = h.Result(ctx)
+	require.ErrorIs(t, err, hopper.ErrCancelled, "its new child failed: the run cascades again")
+	info, err := c.RunGet(ctx, "cr.2")
+	require.NoError(t, err)
+	require.NotNil(t, info.Error, "the cascade asked the unfinished child to stop before the run ended")
+	require.Equal(t, hoppertype.ErrorKindCancelled, info.Error.Kind)
+	awaitRunStatus(t, c, "cr.2", hopper.RunCancelled)
+	require.Equal(t, []string{
+		"1 kid cr.2 fails",
+		"2 kid cr.2 prints",
+		"1 kid cr@2.2 fails",
+		"2 kid cr.2 shreds", // cancelled by the cascade, the child undoes its print
+	}, l.all())
 }

@@ -21,19 +21,22 @@ import (
 )
 
 // The retried-saga crash test kills a process with SIGKILL in the middle
-// of a retried run — inside or after a step of its second attempt, inside
+// of a retried run — inside or after a step of its second attempt, after
+// its second attempt scheduled its activity or started its child, inside
 // or after a compensation undoing an attempt, after an attempt's failure
 // was recorded — one run per kill point, then a fresh client recovers every
-// run. Each effect of the saga (a charge, a reservation, their undoing)
-// appends "<run> <attempt> <effect>" to an effects file (fsync'd) before it
-// returns, so the file is a ledger of what each attempt did and undid.
+// run. Each effect of the saga (a charge, a reservation, their undoing, the
+// activity's notice, the child's label) appends "<run> <attempt> <effect>"
+// to an effects file (fsync'd) before it returns, so the file is a ledger
+// of what each attempt did and undid.
 //
 // The guarantee checked: the run ends as it would have without the crash
 // (completed by its third attempt, or compensated after three); every
 // effect happens once per attempt — every charge of a failed attempt has
 // exactly one refund, a compensation recorded before the kill never runs
-// again — except the one the kill cut off between its effect and its
-// record, which happens twice (at least once).
+// again, each attempt has one activity job and one child run, its own —
+// except the one the kill cut off between its effect and its record, which
+// happens twice (at least once).
 
 // wfSagaCrashPoint is a place to kill a run of the crash-saga workflow:
 // inside an effect, after it happened ("2 charge": attempt 2's charge), or
@@ -54,6 +57,10 @@ func wfSagaCrashPoints() []wfSagaCrashPoint {
 		// In the middle of a retry: the second attempt's charge.
 		{label: "in-a2-charge", okFrom: 3, effect: "2 charge", twice: "2 charge"},
 		{label: "after-a2-charge", okFrom: 3, kind: "step", name: "charge", attempt: 2},
+		// The second attempt's activity and child: started (their job and
+		// run inserted with the event), not yet run.
+		{label: "after-a2-notify-scheduled", okFrom: 3, kind: "activity_scheduled", name: "crash-saga-notify", attempt: 2},
+		{label: "after-a2-label-started", okFrom: 3, kind: "child_started", name: "crash-saga-label", attempt: 2},
 		// Between an attempt's failure and the next attempt.
 		{label: "after-a1-failed", okFrom: 3, kind: "workflow_failed", attempt: 1},
 		// In the middle of the compensations undoing a retried attempt.
@@ -82,9 +89,28 @@ func wfSagaEffect(wf hopper.WorkflowContext, effect string) error {
 	return nil
 }
 
+// wfSagaSide is the input of the saga's activity and child: the run and
+// attempt whose effect they do.
+type wfSagaSide struct {
+	Run     string `json:"run"`
+	Attempt int    `json:"attempt"`
+}
+
+// wfSagaNotify is the saga's activity; wfSagaLabel its child.
+var (
+	wfSagaNotify = hopper.Define("crash-saga-notify", func(ctx context.Context, in wfSagaSide) (string, error) {
+		return "noticed", wfCrashEffect(in.Run, fmt.Sprintf("%d notify", in.Attempt))
+	}, nil)
+	wfSagaLabel = hopper.Workflow("crash-saga-label", func(wf hopper.WorkflowContext, in wfSagaSide) (string, error) {
+		return hopper.Step(wf, "print", func(ctx context.Context) (string, error) {
+			return "label", wfCrashEffect(in.Run, fmt.Sprintf("%d label", in.Attempt))
+		}, nil)
+	}, nil)
+)
+
 // wfCrashSaga charges and reserves, registering a refund and a release,
-// then fails in every attempt before okFrom; the workflow retries it twice
-// (three attempts).
+// runs an activity and a child, then fails in every attempt before okFrom;
+// the workflow retries it twice (three attempts).
 var wfCrashSaga = hopper.Workflow("crash-saga", func(wf hopper.WorkflowContext, okFrom int) (string, error) {
 	for _, s := range []struct{ do, undo string }{{"charge", "refund"}, {"reserve", "release"}} {
 		if _, err := hopper.Step(wf, s.do, func(ctx context.Context) (string, error) {
@@ -93,6 +119,13 @@ var wfCrashSaga = hopper.Workflow("crash-saga", func(wf hopper.WorkflowContext, 
 			return "", err
 		}
 		wf.Compensate(s.undo, func(ctx context.Context) error { return wfSagaEffect(wf, s.undo) })
+	}
+	side := wfSagaSide{Run: wf.RunID(), Attempt: wf.Attempt()}
+	if _, err := hopper.Activity(wf, wfSagaNotify, side, nil); err != nil {
+		return "", err
+	}
+	if _, err := hopper.Child(wf, wfSagaLabel, side, nil); err != nil {
+		return "", err
 	}
 	if wf.Attempt() < okFrom {
 		return "", fmt.Errorf("attempt %d: carrier unavailable", wf.Attempt())
@@ -137,11 +170,13 @@ func TestWorkflowSagaCrashChild(t *testing.T) {
 		d = &wfKillDriver{Driver: d, baseExec: d.Executor(), run: runID, kind: pt.kind, name: pt.name, attempt: pt.attempt, label: pt.label}
 	}
 	wfSagaKillRun, wfSagaKillEffect = runID, pt.effect
-	c, err := hopper.New(wfCrashConfig(d, []string{queue}))
+	cfg := wfCrashConfig(d, []string{queue})
+	cfg.DefaultQueue = queue // the run's activities and children too: no other process's
+	c, err := hopper.New(cfg)
 	if err != nil {
 		fail("new", err)
 	}
-	if err := c.Register(wfCrashSaga); err != nil {
+	if err := c.Register(wfCrashSaga, wfSagaNotify, wfSagaLabel); err != nil {
 		fail("register", err)
 	}
 	ctx := context.Background()
@@ -214,7 +249,7 @@ func testWorkflowSagaCrash(t *testing.T, db, schema string, open func() driver.D
 	d := open()
 	c, err := hopper.New(wfCrashConfig(d, queues))
 	require.NoError(t, err)
-	require.NoError(t, c.Register(wfCrashSaga))
+	require.NoError(t, c.Register(wfCrashSaga, wfSagaNotify, wfSagaLabel))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, c.Start(ctx))
@@ -233,6 +268,20 @@ func testWorkflowSagaCrash(t *testing.T, db, schema string, open func() driver.D
 		} else {
 			require.Equal(t, hopper.RunCompensated, info.Status, "kill point %s: %+v; %s", pt.label, info.Error, wfCrashAllHistory(ctx, d, runID(i)))
 		}
+		// One activity job and one child run per attempt, each its own.
+		for a, scope := range []string{runID(i), runID(i) + "@2", runID(i) + "@3"} {
+			job, err := c.JobGet(ctx, scope+".a6")
+			require.NoError(t, err, "kill point %s: attempt %d's activity", pt.label, a+1)
+			require.Equal(t, hopper.StateSucceeded, job.State, "kill point %s: attempt %d's activity", pt.label, a+1)
+		}
+		kids, err := runsOf(c.RunList(ctx, &hopper.RunQuery{ParentID: runID(i)}))
+		require.NoError(t, err)
+		var kidIDs []string
+		for _, k := range kids {
+			require.Equal(t, hopper.RunCompleted, k.Status, "kill point %s: child %s", pt.label, k.ID)
+			kidIDs = append(kidIDs, k.ID)
+		}
+		require.ElementsMatch(t, []string{runID(i) + ".8", runID(i) + "@2.8", runID(i) + "@3.8"}, kidIDs, "kill point %s", pt.label)
 		full, err := c.RunGet(ctx, runID(i))
 		require.NoError(t, err)
 		for _, ci := range full.Compensations {
@@ -253,7 +302,7 @@ func testWorkflowSagaCrash(t *testing.T, db, schema string, open func() driver.D
 	for i, pt := range pts {
 		want := map[string]int{}
 		for a := 1; a <= 3; a++ {
-			for _, e := range []string{"charge", "reserve"} {
+			for _, e := range []string{"charge", "reserve", "notify", "label"} {
 				want[strconv.Itoa(a)+" "+e] = 1
 			}
 			if a < 3 || pt.okFrom == 99 {

@@ -673,6 +673,26 @@ func TestEnqueueRefusesWorkflowTypes(t *testing.T) {
 	require.Empty(t, page.Jobs, "nothing was stored")
 }
 
+// TestAPIRefusesDerivedIDs: an id ending as the ids hopper derives for a
+// run's attempts, children and activities ("o@2", "o.4", "o.a2") is a 400
+// naming the rule, from POST /v1/jobs and POST /v1/runs, and nothing is
+// stored; an id with '@' and '.' elsewhere is taken.
+func TestAPIRefusesDerivedIDs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &server.Options{Tokens: []string{token}})
+	for _, id := range []string{"o@2", "o.4", "o.a2"} {
+		var eb errBody
+		require.Equal(t, 400, e.do("POST", "/v1/jobs", `{"type":"add","input":{"a":1,"b":2},"opts":{"id":"`+id+`"}}`, &eb), id)
+		require.Contains(t, eb.Error.Message, "followed by digits", id)
+		require.Equal(t, 400, e.do("POST", "/v1/runs", `{"workflow":"saga","input":{},"id":"`+id+`"}`, &eb), id)
+		require.Contains(t, eb.Error.Message, "followed by digits", id)
+	}
+	var page server.JobListJSON
+	require.Equal(t, 200, e.do("GET", "/v1/jobs", "", &page))
+	require.Empty(t, page.Jobs, "nothing was stored")
+	require.Equal(t, 201, e.do("POST", "/v1/runs", `{"workflow":"approval","input":null,"id":"ada@example.com"}`, nil))
+}
+
 // TestPostgresOutage runs the server on PostgreSQL through a TCP proxy and
 // cuts the proxy: the API answers 503 with Retry-After and /healthz says
 // the store is unreachable; when the proxy is back, both recover.
