@@ -206,7 +206,7 @@ func runClassifier(f hoppertype.Classifier, err error, info hoppertype.FailureIn
 		if r := recover(); r != nil {
 			ok = false
 			if onPanic != nil {
-				onPanic(fmt.Errorf("classifier panicked for job %s: %v", info.ID, r))
+				onPanic(fmt.Errorf("classifier panicked for job %s: %w", info.ID, PanicCause(r)))
 			}
 		}
 	}()
