@@ -187,7 +187,7 @@ func (b *batcher[I, O]) run(r *batchRun[I, O]) {
 func (b *batcher[I, O]) call(ctx context.Context, ins []I) (outs []O, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &engine.KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %v", ErrPanic, p), Stack: string(debug.Stack())}
+			err = &engine.KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %w", ErrPanic, engine.PanicCause(p)), Stack: string(debug.Stack())}
 		}
 	}()
 	return b.def.run(ctx, ins)

@@ -231,6 +231,9 @@ func (t *Type[I, O]) EnqueueMany(ctx context.Context, c *Client, ins []I, opts *
 // the job exists if and only if tx commits. tx must be a transaction of the
 // client's driver kind (*sql.Tx for SQLite; pgx.Tx, or *sql.Tx opened
 // through pgx's database/sql driver, for PostgreSQL). Workers notice the job at their next poll after the commit.
+// The InCommit observers see the job inside tx; when one vetoes it, the
+// call fails with an error matching ErrVetoed and hopper's writes are
+// undone (a savepoint of tx), leaving tx usable.
 func (t *Type[I, O]) EnqueueTx(ctx context.Context, c *Client, tx any, in I, opts *InsertOpts) (*Handle[O], error) {
 	if tx == nil {
 		return nil, fmt.Errorf("%w: EnqueueTx with a nil transaction", ErrInvalidInput)

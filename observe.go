@@ -45,14 +45,15 @@ const (
 	// not shown to InCommit observers again (no re-entry); AfterCommit
 	// observers see them. They see every transition the engine makes
 	// through the client they are registered on — inserts, claims,
-	// finishes, rescues, cancels, retries, wake-ups — but not the jobs a
-	// caller inserts through its own transaction (EnqueueTx), and not the
-	// transitions other processes make. Keep them quick: the transaction
-	// (and on SQLite, every writer) waits for them. While a client has
-	// InCommit observers, the transitions a store makes in one statement
-	// (claims, single finishes, appends) run in a transaction of their own
-	// so the observers can see them, and each finished attempt gets a
-	// savepoint of its own so a veto undoes it alone: throughput is lower.
+	// finishes, rescues, cancels, retries, wake-ups, and the jobs and runs
+	// a caller writes through its own transaction (EnqueueTx, StartTx), in
+	// that transaction — but not the transitions other processes make.
+	// Keep them quick: the transaction (and on SQLite, every writer) waits
+	// for them. While a client has InCommit observers, the transitions a
+	// store makes in one statement (claims, single finishes, appends) run in
+	// a transaction of their own so the observers can see them, and each
+	// finished attempt gets a savepoint of its own so a veto undoes it
+	// alone: throughput is lower.
 	InCommit ObserverPhase = 1
 	// AfterCommit observers (phase 2) receive each committed change at least
 	// once, in the feed's order (so in order for each entity), from whichever

@@ -132,7 +132,7 @@ func ReplayHistory[I, O any](ctx context.Context, w *WorkflowType[I, O], h *Hist
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				err = fmt.Errorf("%w: replaying run %s: %v", ErrPanic, h.RunID, r)
+				err = fmt.Errorf("%w: replaying run %s: %w", ErrPanic, h.RunID, engine.PanicCause(r))
 			}
 		}()
 		_, err = w.fn(st, in)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -186,4 +188,94 @@ func testSkipQueuePerInstance(t *testing.T, newDriver func(*testing.T) driver.Dr
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	_, err = r.Result(short)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+}
+
+// testInCommitObserversSeeCallerTx: the InCommit observers see what
+// EnqueueTx and StartTx write, inside the caller's transaction, as they see
+// every other transition; a veto fails the call with ErrVetoed and undoes
+// hopper's writes alone, so the transaction stays usable and what it wrote
+// besides commits.
+func testInCommitObserversSeeCallerTx(t *testing.T, d driver.Driver, kinds []txKind) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	add := hopper.Define("add", addHandler, nil)
+	flow := hopper.Workflow("obs-flow", func(wf hopper.WorkflowContext, n int) (int, error) { return n, nil }, nil)
+	c, err := hopper.New(hopper.Config{Driver: d})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(add, flow))
+	require.NoError(t, c.Observe("gatekeeper", hopper.InCommit, hopper.ChangeFilter{}, func(_ context.Context, ch hopper.Change) error {
+		mu.Lock()
+		seen[string(ch.Kind)+" "+ch.EntityID] = true
+		mu.Unlock()
+		if strings.HasPrefix(ch.EntityID, "refused-") {
+			return errors.New("not this one")
+		}
+		return nil
+	}))
+	ctx := testCtx(t)
+	for _, k := range kinds {
+		tx := k.begin()
+		_, err := add.EnqueueTx(ctx, c, tx, addIn{A: 1}, &hopper.InsertOpts{ID: "refused-job-" + k.name})
+		require.ErrorIs(t, err, hopper.ErrVetoed, k.name)
+		_, err = flow.StartTx(ctx, c, tx, 1, &hopper.StartOpts{ID: "refused-run-" + k.name})
+		require.ErrorIs(t, err, hopper.ErrVetoed, k.name)
+		_, err = add.EnqueueTx(ctx, c, tx, addIn{A: 1}, &hopper.InsertOpts{ID: "job-" + k.name})
+		require.NoError(t, err, "%s: the transaction is usable after a veto", k.name)
+		_, err = flow.StartTx(ctx, c, tx, 1, &hopper.StartOpts{ID: "run-" + k.name})
+		require.NoError(t, err, k.name)
+		k.commit(tx)
+
+		mu.Lock()
+		for _, ch := range []string{"job refused-job-", "run refused-run-", "job job-", "run run-", "job run-"} {
+			require.True(t, seen[ch+k.name], "%s: the observer saw %s", k.name, ch+k.name)
+		}
+		mu.Unlock()
+		for _, id := range []string{"refused-job-", "refused-run-"} {
+			_, err := c.JobGet(ctx, id+k.name)
+			require.ErrorIs(t, err, hopper.ErrNotFound, "%s: the vetoed %s is not stored", k.name, id)
+		}
+		for _, id := range []string{"job-", "run-"} {
+			_, err := c.JobGet(ctx, id+k.name)
+			require.NoError(t, err, "%s: %s committed with the transaction", k.name, id)
+		}
+	}
+}
+
+func TestInCommitObserversSeeCallerTxSQLite(t *testing.T) {
+	t.Parallel()
+	d, err := sqlitedriver.Open(filepath.Join(t.TempDir(), "tx.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	db := d.DB()
+	ctx := testCtx(t)
+	testInCommitObserversSeeCallerTx(t, d, []txKind{{"sql.Tx",
+		func() any { tx, err := db.BeginTx(ctx, nil); require.NoError(t, err); return tx },
+		func(tx any) { require.NoError(t, tx.(*sql.Tx).Rollback()) },
+		func(tx any) { require.NoError(t, tx.(*sql.Tx).Commit()) }}})
+}
+
+func TestInCommitObserversSeeCallerTxPostgres(t *testing.T) {
+	url := os.Getenv("HOPPER_TEST_POSTGRES_URL")
+	if url == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("HOPPER_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run under CI")
+		}
+		t.Skip("set HOPPER_TEST_POSTGRES_URL to run the PostgreSQL transactional observer test")
+	}
+	t.Parallel()
+	d := openPostgres(t, url).(*pgdriver.Driver)
+	ctx := testCtx(t)
+	pool := d.Pool()
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	testInCommitObserversSeeCallerTx(t, d, []txKind{
+		{"pgx.Tx",
+			func() any { tx, err := pool.Begin(ctx); require.NoError(t, err); return tx },
+			func(tx any) { require.NoError(t, tx.(pgx.Tx).Rollback(ctx)) },
+			func(tx any) { require.NoError(t, tx.(pgx.Tx).Commit(ctx)) }},
+		{"sql.Tx",
+			func() any { tx, err := db.BeginTx(ctx, nil); require.NoError(t, err); return tx },
+			func(tx any) { require.NoError(t, tx.(*sql.Tx).Rollback()) },
+			func(tx any) { require.NoError(t, tx.(*sql.Tx).Commit()) }},
+	})
 }

@@ -221,7 +221,7 @@ func StepFromContext(ctx context.Context) (StepMetadata, bool) {
 func runStep[T any](ctx context.Context, fn func(ctx context.Context) (T, error)) (v T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", ErrPanic, r)
+			err = fmt.Errorf("%w: %w", ErrPanic, engine.PanicCause(r))
 		}
 	}()
 	return fn(ctx)

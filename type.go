@@ -229,7 +229,7 @@ func (t *typeImpl[I, O]) run(ctx context.Context, c *Client, input []byte) (out 
 		defer func() {
 			if r := recover(); r != nil {
 				stack := debug.Stack()
-				err = &engine.KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %v", ErrPanic, r), Stack: string(stack)}
+				err = &engine.KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %w", ErrPanic, engine.PanicCause(r)), Stack: string(stack)}
 			}
 		}()
 		res, err = t.handler(ctx, in)

@@ -343,7 +343,10 @@ func (c *Client) runRows(t typeCore, in any, opts *StartOpts, parentID string) (
 // the memory driver refuses with an error matching driver.ErrNotImplemented.
 // Workers notice the run at their next poll after the commit (at once on
 // PostgreSQL). opts.SkipQueue does not apply: the run cannot execute before
-// tx commits. Starting an id that exists returns the existing run.
+// tx commits. Starting an id that exists returns the existing run. The
+// InCommit observers see the run and its job inside tx; a veto fails the
+// call with an error matching ErrVetoed and undoes hopper's writes alone,
+// as for EnqueueTx.
 func (w *WorkflowType[I, O]) StartTx(ctx context.Context, c *Client, tx any, in I, opts *StartOpts) (*RunHandle[O], error) {
 	id, existing, err := c.startRunTx(ctx, tx, w.core(), in, opts)
 	if err != nil {
@@ -365,7 +368,12 @@ func (c *Client) startRunTx(ctx context.Context, tx any, t typeCore, in any, opt
 	if err != nil {
 		return "", false, err
 	}
-	existing, err := ti.RunStartInTx(ctx, tx, &driver.RunStartParams{Run: run, Job: row})
+	var existing bool
+	err = c.eng.InCallerTx(ctx, tx, func(ctx context.Context) error {
+		var err error
+		existing, err = ti.RunStartInTx(ctx, tx, &driver.RunStartParams{Run: run, Job: row})
+		return err
+	})
 	if errors.Is(err, ErrDuplicateID) {
 		return "", false, fmt.Errorf("hopper: start workflow %s: %w: %q is the id of a job", wi.workflowName(), ErrDuplicateID, row.ID)
 	}

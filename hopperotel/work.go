@@ -63,7 +63,7 @@ func (m *Middleware) Work(ctx context.Context, job *hopper.JobRow, doInner func(
 			m.endAttempt(ctx, span, job, start, OutcomeFailed, "goexit", errors.New("the attempt's goroutine exited"))
 			return
 		}
-		m.endAttempt(ctx, span, job, start, OutcomeFailed, string(hoppertype.ErrorKindPanic), fmt.Errorf("%w: %v", hopper.ErrPanic, r))
+		m.endAttempt(ctx, span, job, start, OutcomeFailed, string(hoppertype.ErrorKindPanic), panicError(r))
 		panic(r)
 	}()
 	err := doInner(ctx)
@@ -134,7 +134,7 @@ func (m *Middleware) Step(ctx context.Context, step hopper.StepMetadata, doInner
 			span.End()
 			return
 		}
-		fail(span, fmt.Errorf("%w: %v", hopper.ErrPanic, r), string(hoppertype.ErrorKindPanic))
+		fail(span, panicError(r), string(hoppertype.ErrorKindPanic))
 		span.End()
 		panic(r)
 	}()
@@ -218,4 +218,13 @@ func fail(span trace.Span, err error, errType string) {
 	span.RecordError(err)
 	span.SetStatus(codes.Error, err.Error())
 	span.SetAttributes(semconv.ErrorTypeKey.String(errType))
+}
+
+// panicError is the error a recovered panic value r is reported as: it
+// matches hopper.ErrPanic and, when r is an error, r too.
+func panicError(r any) error {
+	if err, ok := r.(error); ok {
+		return fmt.Errorf("%w: %w", hopper.ErrPanic, err)
+	}
+	return fmt.Errorf("%w: %v", hopper.ErrPanic, r)
 }

@@ -2,6 +2,8 @@ package pgdriver
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,17 +26,32 @@ func TestChangeFeedFinality(t *testing.T) {
 	slow, fast := newJob("q"), newJob("q")
 
 	wrote, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	end := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(end)   // a failed assertion must not leave the transaction open
+	var slowTx int64 // the open transaction's id, read in it
 	go func() {
 		done <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{slow}}); err != nil {
 				return err
 			}
+			own, err := tx.ChangeList(ctx, &driver.ChangeListParams{Own: true, Limit: 10})
+			if err != nil {
+				return err
+			}
+			if len(own) != 1 {
+				return fmt.Errorf("the transaction lists %d changes of its own, want 1", len(own))
+			}
+			slowTx = own[0].Tx
 			close(wrote)
 			<-release
 			return nil
 		})
 	}()
-	<-wrote
+	select {
+	case <-wrote:
+	case err := <-done:
+		t.Fatalf("the open transaction ended early: %v", err)
+	}
 	insert(t, d.Executor(), fast)
 
 	list := func() []*hoppertype.Change {
@@ -42,14 +59,16 @@ func TestChangeFeedFinality(t *testing.T) {
 		require.NoError(t, err)
 		return chs
 	}
-	// Other tests share the cluster; give their transactions time to end.
-	time.Sleep(200 * time.Millisecond)
-	require.Empty(t, list(), "nothing is final while an older transaction runs")
+	// The committed change was written by a later transaction than the
+	// open one: that alone must hold it back, whatever the transactions of
+	// other tests sharing the cluster do (they can only hold back more).
 	own, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: fast.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, own, 1, "the committed change exists all the same")
+	require.Greater(t, own[0].Tx, slowTx, "written after the open transaction began")
+	require.Empty(t, list(), "nothing is final while an older transaction runs")
 
-	close(release)
+	end()
 	require.NoError(t, <-done)
 	var chs []*hoppertype.Change
 	require.Eventually(t, func() bool { chs = list(); return len(chs) == 2 }, 10*time.Second, 10*time.Millisecond)

@@ -45,7 +45,7 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 			return err
 		})
 	})
-	poll(t, "two queued calls", func() bool { return d.w.queued() == 2 })
+	awaitQueued(t, d, 2)
 	laxBefore := d.w.laxBatches.Load()
 	release()
 	wg.Wait()
@@ -73,7 +73,7 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 			return err
 		})
 	})
-	poll(t, "two queued calls", func() bool { return d.w.queued() == 2 })
+	awaitQueued(t, d, 2)
 	laxBefore = d.w.laxBatches.Load()
 	release()
 	wg.Wait()

@@ -108,12 +108,12 @@ func TestDiskFull(t *testing.T) {
 		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{small}})
 		errs <- err
 	}()
-	poll(t, "small queued", func() bool { return d.w.queued() == 1 })
+	awaitQueued(t, d, 1)
 	go func() {
 		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{big}})
 		errs <- err
 	}()
-	poll(t, "big queued", func() bool { return d.w.queued() == 2 })
+	awaitQueued(t, d, 2)
 	release()
 	var failed int
 	for range 2 {

@@ -69,10 +69,29 @@ func countJobs(t testing.TB, d *Driver) int {
 	return n
 }
 
+// awaitQueued waits until n calls wait in the writer's queue (behind a
+// writer the test holds: each caller blocks inside the driver), woken by
+// each change of the queue; it fails the test after a minute.
+func awaitQueued(t testing.TB, d *Driver, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		changed := d.w.queueChanged()
+		if d.w.queued() == n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %d queued calls (%d are)", n, d.w.queued())
+		}
+	}
+}
+
 // poll waits until cond holds, checking it every millisecond, and fails
-// the test after a minute. It is for what nothing announces: a call
-// reaching the queue of a writer the test holds (the caller then blocks
-// inside the driver), the file growing under a background checkpoint.
+// the test after a minute. It is for what nothing announces: the file
+// growing under a background checkpoint.
 func poll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -51,9 +51,12 @@ type writer struct {
 	mu     sync.Mutex
 	queue  []*request // guarded by mu
 	closed bool       // guarded by mu
-	wake   chan struct{}
-	quit   chan struct{}
-	exited chan struct{}
+	// changed, once asked for (queueChanged), is closed at the queue's
+	// next change; guarded by mu.
+	changed chan struct{}
+	wake    chan struct{}
+	quit    chan struct{}
+	exited  chan struct{}
 
 	// stmts holds statements prepared on the write handle, by query text.
 	// Only the writer goroutine uses it until closeStmts.
@@ -106,6 +109,7 @@ func (w *writer) do(ctx context.Context, single, lax bool, fn func(ctx context.C
 		return driver.ErrClosed
 	}
 	w.queue = append(w.queue, r)
+	w.queueChangedLocked()
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
@@ -123,6 +127,26 @@ func (w *writer) do(ctx context.Context, single, lax bool, fn func(ctx context.C
 		panic(r.panicVal)
 	}
 	return r.err
+}
+
+// queueChanged returns a channel closed the next time a request joins or
+// leaves the queue: what a test waits on for calls to queue up behind a
+// writer it holds.
+func (w *writer) queueChanged() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.changed == nil {
+		w.changed = make(chan struct{})
+	}
+	return w.changed
+}
+
+// queueChangedLocked closes the channel queueChanged handed out, if any.
+func (w *writer) queueChangedLocked() {
+	if w.changed != nil {
+		close(w.changed)
+		w.changed = nil
+	}
 }
 
 // queued returns how many requests wait for the writer.
@@ -145,6 +169,7 @@ func (w *writer) take() (reqs []*request, closed bool) {
 	rest := copy(w.queue, w.queue[n:])
 	clear(w.queue[rest:])
 	w.queue = w.queue[:rest]
+	w.queueChangedLocked()
 	return reqs, w.closed
 }
 

@@ -45,7 +45,7 @@ func TestGroupCommitManyInserts(t *testing.T) {
 			_, errs[i] = d.Executor().JobInsertMany(context.Background(), &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("gc")}})
 		})
 	}
-	poll(t, "200 queued calls", func() bool { return d.w.queued() == n })
+	awaitQueued(t, d, n)
 	release()
 	wg.Wait()
 	for i, err := range errs {
@@ -109,11 +109,11 @@ func TestGroupCommitFailedCallRollsBackAlone(t *testing.T) {
 		}{name, err}
 	}
 	go run("a", a, false)
-	poll(t, "a queued", func() bool { return d.w.queued() == 1 })
+	awaitQueued(t, d, 1)
 	go run("b", b, true)
-	poll(t, "b queued", func() bool { return d.w.queued() == 2 })
+	awaitQueued(t, d, 2)
 	go run("c", c, false)
-	poll(t, "c queued", func() bool { return d.w.queued() == 3 })
+	awaitQueued(t, d, 3)
 	release()
 	for range 3 {
 		r := <-results
@@ -183,7 +183,7 @@ func TestCancelledCallerWhileQueued(t *testing.T) {
 		_, err := d.Executor().JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{j}})
 		done <- err
 	}()
-	poll(t, "call queued", func() bool { return d.w.queued() == 1 })
+	awaitQueued(t, d, 1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled call returned %v", err)

@@ -51,6 +51,30 @@ func (e *Engine) inAppTx(ctx context.Context, ex driver.Executor, fn func(ctx co
 	return e.runInCommit(ctx, w)
 }
 
+// InCallerTx runs write, a write through tx, the caller's own transaction
+// (a driver.TxInserter method: EnqueueTx, StartTx), as the engine's InTx
+// runs a transition: the InCommit observers see its changes inside tx and
+// may veto it. It runs in a savepoint of tx, so a veto (or a failed write)
+// undoes hopper's writes alone and leaves tx usable. Without InCommit
+// observers it is write alone; with them, a store that cannot join tx
+// (driver.TxJoiner) refuses, as the observers could not see the write.
+func (e *Engine) InCallerTx(ctx context.Context, tx any, write func(ctx context.Context) error) error {
+	if _, observed := e.drv.(*observedDriver); !observed {
+		return write(ctx)
+	}
+	j, err := e.joiner()
+	if err != nil {
+		return err
+	}
+	atx, err := j.TxJoin(ctx, tx, &driver.TxJoinParams{})
+	if err != nil {
+		return err
+	}
+	return atx.Executor.InTx(ctx, func(ctx context.Context, sp driver.Executor) error {
+		return e.inAppTx(ctx, sp, func(ctx context.Context, _ driver.Executor) error { return write(ctx) })
+	})
+}
+
 // sendNotes sends the notifications a store held for the commit of an
 // application's transaction (driver.AppTx.Pending) that the application
 // committed. They are hints: a failure is reported, and listeners' polls

@@ -27,7 +27,7 @@ func (p *producer) backpressure() (d time.Duration) {
 	defer func() {
 		if r := recover(); r != nil {
 			d = 0
-			e.reportError(fmt.Errorf("backpressure panicked for queue %q: %v", p.queue, r), hoppertype.PhaseHook)
+			e.reportError(fmt.Errorf("backpressure panicked for queue %q: %w", p.queue, PanicCause(r)), hoppertype.PhaseHook)
 		}
 	}()
 	return e.cfg.Hooks.Backpressure(p.s.ctx, p.queue, p.s.activeCount())
@@ -70,7 +70,7 @@ func (p *producer) accepts(accept func(*hoppertype.JobRow) bool, row *hoppertype
 	defer func() {
 		if r := recover(); r != nil {
 			ok = true
-			p.s.e.reportError(fmt.Errorf("accept panicked for job %s: %v", row.ID, r), hoppertype.PhaseHook)
+			p.s.e.reportError(fmt.Errorf("accept panicked for job %s: %w", row.ID, PanicCause(r)), hoppertype.PhaseHook)
 		}
 	}()
 	return accept(row)

@@ -64,7 +64,7 @@ func (e *Engine) Emit(ev hoppertype.Event) { e.emit(ev) }
 func (e *Engine) callHook(h func(hoppertype.Event), ev hoppertype.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			e.reportError(fmt.Errorf("event hook panicked on %s: %v", ev.Kind, r), hoppertype.PhaseHook)
+			e.reportError(fmt.Errorf("event hook panicked on %s: %w", ev.Kind, PanicCause(r)), hoppertype.PhaseHook)
 		}
 	}()
 	h(ev)

@@ -49,7 +49,7 @@ func (e *Engine) groupSettled(ctx context.Context, g *hoppertype.GroupRow, at ti
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
-					e.reportError(fmt.Errorf("orphan group hook panicked for group %s: %v", g.ID, r), hoppertype.PhaseHook)
+					e.reportError(fmt.Errorf("orphan group hook panicked for group %s: %w", g.ID, PanicCause(r)), hoppertype.PhaseHook)
 				}
 			}()
 			e.cfg.Hooks.OnOrphanGroup(g)

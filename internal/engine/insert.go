@@ -48,7 +48,11 @@ func (e *Engine) Insert(ctx context.Context, p *InsertParams) ([]driver.JobInser
 		if !ok {
 			return nil, fmt.Errorf("%w: the %s driver has no transactional enqueue", driver.ErrNotImplemented, e.base.Name())
 		}
-		res, err = ti.JobInsertManyTx(ctx, tx, params)
+		err = e.InCallerTx(ctx, tx, func(ctx context.Context) error {
+			var err error
+			res, err = ti.JobInsertManyTx(ctx, tx, params)
+			return err
+		})
 	} else if !slices.ContainsFunc(rows, func(r *hoppertype.JobRow) bool { return r.Type == GateTypeName }) {
 		// One atomic call: no transaction to open and commit around it.
 		// The notifications follow the commit and this engine's own

@@ -232,47 +232,6 @@ func (e *Engine) deadWorkers(ctx context.Context) ([]string, error) {
 	return dead, nil
 }
 
-// decideRescue is the outcome of an attempt whose lease expired.
-//
-// A job whose lease has not lapsed was listed because its worker is dead
-// (it stopped reporting): it is rescued now, on its lease token alone, as
-// its worker will neither heartbeat nor finish it.
-func decideRescue(row *hoppertype.JobRow, now time.Time, rnd func() float64) outcome {
-	msg := fmt.Errorf("%w: worker %s stopped heartbeating during attempt %d", hoppertype.ErrLeaseLost, row.Worker, row.Attempt)
-	fence := now
-	if !row.LeaseExpiresAt.Before(now) {
-		msg = fmt.Errorf("%w: worker %s is dead (it stopped reporting) during attempt %d", hoppertype.ErrLeaseLost, row.Worker, row.Attempt)
-		fence = time.Time{}
-	}
-	ei := &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindLeaseLost, Message: msg.Error(), Attempt: row.Attempt, At: now}
-	p := driver.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken, RequireLeaseExpiredBefore: fence, Attempt: row.Attempt, RunAt: row.RunAt, Error: ei}
-	ev := hoppertype.Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
-		Dependents: row.Dependents, Attempt: row.Attempt, Error: ei.Message, At: now}
-	switch {
-	case !row.Deadline.IsZero() && !now.Before(row.Deadline):
-		p.State, p.EndedAt = hoppertype.JobStateExpired, now
-		p.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindExpired, Message: hoppertype.ErrExpired.Error(), Attempt: row.Attempt, At: now}
-		ev.Kind, ev.Deadline, ev.Error = hoppertype.EventExpired, row.Deadline, p.Error.Message
-	case row.Attempt >= row.Retry.Attempts:
-		retryable := true
-		p.State = hoppertype.JobStateStuck
-		p.Stuck = &hoppertype.StuckInfo{Cause: hoppertype.StuckEngineFailure, Retryable: &retryable,
-			Detail: fmt.Sprintf("lease lost on attempt %d of %d", row.Attempt, row.Retry.Attempts), ObservedAt: now}
-		ev.Kind = hoppertype.EventStuck
-	default:
-		next := now.Add(row.Retry.Delay(row.Attempt, rnd)).Truncate(time.Microsecond)
-		p.State, p.RunAt = hoppertype.JobStateRetrying, next
-		if !row.Deadline.IsZero() && !next.Before(row.Deadline) {
-			p.State, p.EndedAt = hoppertype.JobStateExpired, now
-			p.Error = &hoppertype.ErrorInfo{Kind: hoppertype.ErrorKindExpired, Message: hoppertype.ErrExpired.Error(), Attempt: row.Attempt, At: now}
-			ev.Kind, ev.Deadline, ev.Error = hoppertype.EventExpired, row.Deadline, p.Error.Message
-			break
-		}
-		ev.Kind, ev.WillRetry, ev.RunAt = hoppertype.EventFailed, true, next
-	}
-	return outcome{params: p, event: ev}
-}
-
 // retain deletes terminal jobs older than their state's retention.
 func (e *Engine) retain(ctx context.Context) error {
 	now := e.now()

@@ -330,7 +330,7 @@ func orNew(prev string) string {
 func callObserver(ctx context.Context, o *Observer, ch *hoppertype.Change) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("observer %q panicked: %v\n%s", o.Name, p, debug.Stack())
+			err = fmt.Errorf("observer %q panicked: %w\n%s", o.Name, PanicCause(p), debug.Stack())
 		}
 	}()
 	return o.Fn(ctx, *ch)

@@ -4,7 +4,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hopper-go/hopper/driver"
@@ -103,6 +105,90 @@ func TestObserversCannotBeBypassed(t *testing.T) {
 	for name := range noChangeRows {
 		if _, ok := ex.MethodByName(name); !ok {
 			t.Errorf("noChangeRows lists %s, which driver.Executor no longer has", name)
+		}
+	}
+}
+
+// txInserterReads are the driver.TxInserter methods that write nothing.
+// Every other one writes through the caller's transaction.
+var txInserterReads = map[string]string{
+	"JobGetTx": "read",
+}
+
+// TestCallerTxWritesMeetObservers: the writes through a caller's own
+// transaction (driver.TxInserter: EnqueueTx, StartTx) cannot slip past the
+// InCommit observers either. Each method of the interface is a read listed
+// in txInserterReads or a write, and every call of a write, in the engine
+// and the root package, is made inside a function given to InCallerTx,
+// which shows its changes to the observers in that transaction. A new write
+// method is a write until someone says otherwise.
+func TestCallerTxWritesMeetObservers(t *testing.T) {
+	ti := reflect.TypeFor[driver.TxInserter]()
+	writes := map[string]int{} // calls found, by method
+	for i := range ti.NumMethod() {
+		if name := ti.Method(i).Name; txInserterReads[name] == "" {
+			writes[name] = 0
+		}
+	}
+	for name := range txInserterReads {
+		if _, ok := ti.MethodByName(name); !ok {
+			t.Errorf("txInserterReads lists %s, which driver.TxInserter no longer has", name)
+		}
+	}
+	fset := token.NewFileSet()
+	for _, dir := range []string{".", "../.."} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var inside []ast.Node // the functions given to InCallerTx
+			ast.Inspect(f, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "InCallerTx" {
+						for _, a := range call.Args {
+							if fl, ok := a.(*ast.FuncLit); ok {
+								inside = append(inside, fl)
+							}
+						}
+					}
+				}
+				return true
+			})
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if _, write := writes[sel.Sel.Name]; !write {
+					return true
+				}
+				writes[sel.Sel.Name]++
+				for _, fl := range inside {
+					if fl.Pos() <= call.Pos() && call.End() <= fl.End() {
+						return true
+					}
+				}
+				t.Errorf("%s: %s writes through the caller's transaction outside InCallerTx, unseen by the InCommit observers",
+					fset.Position(call.Pos()), sel.Sel.Name)
+				return true
+			})
+		}
+	}
+	for name, n := range writes {
+		if n == 0 {
+			t.Errorf("no call of driver.TxInserter.%s found: list it in txInserterReads if it writes nothing", name)
 		}
 	}
 }

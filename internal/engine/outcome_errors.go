@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/hopper-go/hopper/hoppertype"
 )
@@ -32,4 +34,15 @@ func rawJSON(b []byte) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(b)
+}
+
+// PanicCause is a recovered panic value as an error: the value itself when
+// it is one (a panic(err), a runtime error), so that errors.Is and errors.As
+// see through the panic to its cause; otherwise an error reading as the
+// value does with %v.
+func PanicCause(r any) error {
+	if err, ok := r.(error); ok {
+		return err
+	}
+	return errors.New(fmt.Sprint(r))
 }

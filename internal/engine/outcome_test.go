@@ -146,13 +146,71 @@ func TestDecideRescue(t *testing.T) {
 	}
 	o = decideRescue(decideRow(3), now, nil)
 	if o.params.State != hoppertype.JobStateStuck || o.params.Stuck == nil || o.params.Stuck.Cause != hoppertype.StuckEngineFailure ||
-		o.params.Stuck.Retryable == nil || !*o.params.Stuck.Retryable || o.event.Kind != hoppertype.EventStuck {
+		o.params.Stuck.Retryable == nil || !*o.params.Stuck.Retryable || o.event.Kind != hoppertype.EventStuck || o.event.Stuck != o.params.Stuck {
 		t.Fatalf("rescue with attempts used up = %+v", o.params)
 	}
 	r := decideRow(1)
 	r.Deadline = now
 	if o = decideRescue(r, now, nil); o.params.State != hoppertype.JobStateExpired || o.params.EndedAt.IsZero() {
 		t.Fatalf("rescue past deadline = %+v", o.params)
+	}
+}
+
+// TestRescueFollowsDecide: a rescued attempt (its lease lost) ends as a
+// failed attempt does under decide, by the same deadline, backoff and
+// expiry rules, on every side of the deadline and at every attempt. The one
+// difference is an attempt with none left: stuck for help, not dead.
+func TestRescueFollowsDecide(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	rnd := func() float64 { return 0.3 }
+	boom := errors.New("boom")
+	for attempt := 1; attempt <= 3; attempt++ {
+		row := decideRow(attempt)
+		row.Retry.Jitter = 0.5
+		next := now.Add(row.Retry.Delay(attempt, rnd)).Truncate(time.Microsecond)
+		for _, d := range []struct {
+			name     string
+			deadline time.Time
+		}{
+			{"no deadline", time.Time{}},
+			{"deadline passed", now.Add(-time.Second)},
+			{"deadline now", now},
+			{"deadline before the retry", next.Add(-time.Microsecond)},
+			{"deadline at the retry", next},
+			{"deadline after the retry", next.Add(time.Microsecond)},
+		} {
+			t.Run(fmt.Sprintf("attempt %d, %s", attempt, d.name), func(t *testing.T) {
+				row := row.Clone()
+				row.Deadline = d.deadline
+				row.LeaseExpiresAt = now.Add(-time.Second)
+				failed := decide(row, attemptResult{err: boom}, nil, now, rnd, nil)
+				rescued := decideRescue(row, now, rnd)
+				f, r := failed.params, rescued.params
+				wantState, wantEnded := f.State, f.EndedAt
+				if f.State == hoppertype.JobStateDead {
+					wantState, wantEnded = hoppertype.JobStateStuck, time.Time{} // not ended: it waits for help
+				}
+				if r.State != wantState || !r.RunAt.Equal(f.RunAt) || !r.EndedAt.Equal(wantEnded) || r.Attempt != f.Attempt {
+					t.Fatalf("rescue = %s at %v (ended %v, attempt %d), decide = %s at %v (ended %v, attempt %d)",
+						r.State, r.RunAt, r.EndedAt, r.Attempt, f.State, f.RunAt, f.EndedAt, f.Attempt)
+				}
+				if r.State == hoppertype.JobStateRetrying && (r.Error == nil || r.Error.Kind != hoppertype.ErrorKindLeaseLost) {
+					t.Errorf("rescue records %+v, want a lost lease", r.Error)
+				}
+				if f.State == hoppertype.JobStateExpired && (r.Error == nil || *r.Error != *f.Error) {
+					t.Errorf("rescue records %+v, decide %+v", r.Error, f.Error)
+				}
+				fe, re := failed.event, rescued.event
+				wantKind := fe.Kind
+				if f.State == hoppertype.JobStateDead {
+					wantKind = hoppertype.EventStuck
+				}
+				if re.Kind != wantKind || re.WillRetry != fe.WillRetry || !re.RunAt.Equal(fe.RunAt) || !re.Deadline.Equal(fe.Deadline) {
+					t.Errorf("rescue's event = %+v, decide's = %+v", re, fe)
+				}
+			})
+		}
 	}
 }
 

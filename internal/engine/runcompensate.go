@@ -54,7 +54,7 @@ func (e *Engine) compensate(st *RunState) error {
 func runCompensation(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", hoppertype.ErrPanic, r)
+			err = fmt.Errorf("%w: %w", hoppertype.ErrPanic, PanicCause(r))
 		}
 	}()
 	return fn(ctx)

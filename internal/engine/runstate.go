@@ -268,7 +268,7 @@ func (e *Engine) ExecuteRun(ctx context.Context, a *Attempt, opts RunOptions, bo
 func callBody(st *RunState, body func(*RunState) ([]byte, error)) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, &KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %v", hoppertype.ErrPanic, r), Stack: string(debug.Stack())}
+			out, err = nil, &KindError{Kind: hoppertype.ErrorKindPanic, Err: fmt.Errorf("%w: %w", hoppertype.ErrPanic, PanicCause(r)), Stack: string(debug.Stack())}
 		}
 	}()
 	return body(st)
