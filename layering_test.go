@@ -84,6 +84,8 @@ func TestLayering(t *testing.T) {
 			// The engine knows jobs as bytes: the store's vocabulary and
 			// its clock, nothing of the public API or a concrete driver.
 			return imp == "driver" || imp == "hoppertype" || imp == "internal/hclock"
+		case strings.HasPrefix(pkg, "internal/tools/"):
+			return true // programs for hopper's developers, on top of everything like cmd
 		case strings.HasPrefix(pkg, "internal/"):
 			return imp == "driver" || imp == "hoppertype" || strings.HasPrefix(imp, "internal/")
 		case pkg == ".":

@@ -25,6 +25,8 @@ type serveOpts struct {
 	examples bool
 	// stopWait is how long a stop (Ctrl-C, SIGTERM) waits for running jobs.
 	stopWait time.Duration
+	// readTimeout bounds the read of a request (server.Options.ReadTimeout).
+	readTimeout time.Duration
 }
 
 func (o *serveOpts) add(cmd *cobra.Command) {
@@ -37,6 +39,7 @@ func (o *serveOpts) add(cmd *cobra.Command) {
 		}
 	}
 	f.StringArrayVar(&o.tokens, "token", envTokens, "API token (repeatable) [$HOPPER_TOKENS, comma-separated]")
+	f.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "how long a request's headers and body may take to arrive before the connection is cut (headers: at most 10s)")
 	f.DurationVar(&o.stopWait, "stop-timeout", 10*time.Second, "how long Ctrl-C or SIGTERM waits for running jobs before cancelling them (they run again at the next start)")
 }
 
@@ -124,7 +127,7 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 			stopClient(g, c, name, o.stopWait, false)
 		}
 	}()
-	s := server.New(c, &server.Options{Tokens: o.tokens, Logger: logger})
+	s := server.New(c, &server.Options{Tokens: o.tokens, Logger: logger, ReadTimeout: o.readTimeout})
 	defer s.Close()
 	fmt.Fprintf(g.out, "%s: dashboard and API on %s (database %s)\n", name, url, g.db)
 	if len(o.tokens) == 0 {
