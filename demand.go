@@ -114,19 +114,31 @@ func (c *Client) QueueDemands(ctx context.Context) ([]*QueueDemand, error) {
 func (c *Client) fillDemand(ctx context.Context, d *QueueDemand, workers []*WorkerInfo) error {
 	queue := d.Queue
 	now := c.now()
-	// Both listings walk only the ids minted in their window: hopper's ids
-	// (UUIDv7) sort by creation time, so a listing from the window's first
-	// possible id reads the window's jobs and no others, however many the
-	// store holds. With a Config.IDGenerator whose ids do not sort by time
-	// they undercount, and the due backlog carries the demand.
+	// Both windows are on the client's clock (QueuedAfter), as every other
+	// time the demand reads. Both listings also walk only the ids minted
+	// in their window: hopper's ids (UUIDv7) sort by creation time, so a
+	// listing from the window's first possible id reads the window's jobs
+	// and few others, however many the store holds. NewID mints on the
+	// wall clock, which a virtual Config.Clock leaves behind or ahead, so
+	// the listing starts at the earlier of the two clocks' window starts:
+	// it never cuts the window short, and QueuedAfter decides it. With a
+	// Config.IDGenerator whose ids do not sort by time they undercount,
+	// and the due backlog carries the demand.
+	from := func(window time.Duration) string {
+		start := now
+		if wall := time.Now(); wall.Before(start) {
+			start = wall
+		}
+		return idFloor(start.Add(-window))
+	}
 	arrived, err := c.store().JobList(ctx, &driver.JobListParams{Queues: []string{queue}, QueuedAfter: now.Add(-demandWindow),
-		Cursor: idFloor(time.Now().Add(-demandWindow)), Ascending: true, Limit: demandArrivals})
+		Cursor: from(demandWindow), Ascending: true, Limit: demandArrivals})
 	if err != nil {
 		return fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}
 	d.ArrivalPerSecond = float64(len(arrived)) / demandWindow.Seconds()
 	done, err := c.store().JobList(ctx, &driver.JobListParams{Queues: []string{queue}, States: []JobState{StateSucceeded},
-		Cursor: idFloor(time.Now().Add(-demandRunWindow)), Ascending: true, Limit: demandSamples})
+		QueuedAfter: now.Add(-demandRunWindow), Cursor: from(demandRunWindow), Ascending: true, Limit: demandSamples})
 	if err != nil {
 		return fmt.Errorf("hopper: queue %s demand: %w", queue, err)
 	}

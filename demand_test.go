@@ -30,8 +30,8 @@ func TestQueueDemandFollowsBacklog(t *testing.T) {
 	require.Zero(t, d0.DesiredSlots, "an empty queue needs nothing")
 	require.Zero(t, d0.DesiredWorkers)
 
-	// History: ten jobs that ran two seconds each.
-	start := clk.Now().Add(-time.Hour)
+	// History: ten jobs queued five minutes ago that ran two seconds each.
+	start := clk.Now().Add(-5 * time.Minute)
 	var done []*hoppertype.JobRow
 	for i := range 10 {
 		done = append(done, &hoppertype.JobRow{ID: "done-" + string(rune('a'+i)), Type: "import", Queue: "bulk",
