@@ -59,7 +59,7 @@ func TestWorkersCommands(t *testing.T) {
 	}
 
 	out, _, code = run(t, "queues", "demand", "default", "--db", db)
-	if code != 0 || !strings.Contains(out, "queue default: 0 due, 0 running") || !strings.Contains(out, "needs 0 slots") {
+	if code != 0 || !strings.Contains(out, "queue default: 0 due (oldest 0s), 0 running, 0.00 arrivals/s, 0.00 completions/s, mean run 1s") || !strings.Contains(out, "backlog to start within 1m0s") || !strings.Contains(out, "needs 0 slots") {
 		t.Fatalf("queues demand: %d %q", code, out)
 	}
 	out, _, code = run(t, "queues", "demand", "default", "--db", db, "--json")
