@@ -18,6 +18,7 @@ import (
 	"github.com/hopper-go/hopper/driver"
 	"github.com/hopper-go/hopper/driver/pgdriver"
 	"github.com/hopper-go/hopper/driver/sqlitedriver"
+	"github.com/hopper-go/hopper/hoppertype"
 )
 
 // dwJob blocks for ever in the doomed child process and returns its
@@ -31,10 +32,14 @@ var dwJob = hopper.Define("dw-block", func(ctx context.Context, _ int) (int, err
 	return hopper.JobFromContext(ctx).Attempt(), nil
 }, nil)
 
-// dwConfig reports every 200 ms, with a lease of a minute: a dead
-// worker's job that waited for its lease would wait a minute.
+// dwVisibility is the lease: an hour, past the test's own deadline, so a
+// job rescued within the test cannot have been rescued for a lapsed lease.
+const dwVisibility = time.Hour
+
+// dwConfig reports every 200 ms, with a lease of an hour: a dead worker's
+// job that waited for its lease would wait an hour.
 func dwConfig(d driver.Driver, worker string) hopper.Config {
-	return hopper.Config{Driver: d, WorkerID: worker, Visibility: time.Minute, HeartbeatInterval: 200 * time.Millisecond,
+	return hopper.Config{Driver: d, WorkerID: worker, Visibility: dwVisibility, HeartbeatInterval: 200 * time.Millisecond,
 		RescueInterval: 100 * time.Millisecond, LeaderTTL: time.Second, PollInterval: 100 * time.Millisecond}
 }
 
@@ -70,9 +75,10 @@ func TestDeadWorkerChild(t *testing.T) {
 }
 
 // TestDeadWorkerKilled: a worker process killed with SIGKILL while it runs
-// a job is found dead by the next leader once it stops reporting, and its
-// job is rescued then and run again, not a minute later when its lease
-// lapses; on SQLite and PostgreSQL.
+// a job is found dead by the next leader once it stops reporting (three
+// heartbeats), listed as dead, and its job is rescued by the dead-worker
+// path and run again, with its hour-long lease still outstanding; on
+// SQLite and PostgreSQL.
 func TestDeadWorkerKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test skipped in -short mode")
@@ -118,15 +124,28 @@ func testDeadWorkerKilled(t *testing.T, d driver.Driver, db, schema string) {
 
 	c := newClient(t, dwConfig(d, "rescuer"))
 	require.NoError(t, c.Register(dwJob))
-	// Bounded well below the victim's one-minute lease.
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	attempt, err := h.Result(wctx)
-	require.NoError(t, err, "the dead worker's job ran again before its lease lapsed")
+	// The test's deadline (a minute) ends long before the victim's lease
+	// (an hour) could lapse: only the dead-worker path can move the job.
+	attempt, err := h.Result(ctx)
+	require.NoError(t, err, "the dead worker's job ran again")
 	require.Equal(t, 2, attempt)
 	attempts, err := c.JobAttempts(ctx, h.ID())
 	require.NoError(t, err)
-	require.Equal(t, "victim", attempts[0].Worker)
-	require.NotNil(t, attempts[0].Error)
-	require.Contains(t, attempts[0].Error.Message, "victim is dead", "rescued as dead, not as a lapsed lease")
+	require.Len(t, attempts, 2)
+	first := attempts[0]
+	require.Equal(t, "victim", first.Worker)
+	require.NotNil(t, first.Error)
+	require.Equal(t, hoppertype.ErrorKindLeaseLost, first.Error.Kind)
+	require.Contains(t, first.Error.Message, "victim is dead", "rescued as dead, not as a lapsed lease")
+	require.True(t, first.Error.At.Before(first.StartedAt.Add(dwVisibility)),
+		"rescued at %v, with the lease taken at %v still held", first.Error.At, first.StartedAt)
+
+	ws, err := c.WorkerList(ctx)
+	require.NoError(t, err)
+	status := map[string]string{}
+	for _, w := range ws {
+		status[w.ID] = w.Status
+	}
+	require.Equal(t, hopper.WorkerDead, status["victim"], "the killed worker is listed as dead: %v", status)
+	require.NotEqual(t, hopper.WorkerDead, status["rescuer"], "the live worker is not: %v", status)
 }

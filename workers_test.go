@@ -3,6 +3,7 @@ package hopper_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func testWorkers(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	d := newDriver(t)
 	a := newClient(t, hopper.Config{Driver: d, WorkerID: "worker-a", MaxWorkers: 7})
 	require.NoError(t, a.Register(hopper.Define("wk-add", addHandler, nil)))
-	b, err := hopper.New(hopper.Config{Driver: d, WorkerID: "worker-b", Queues: []string{"bulk"}})
+	b, err := hopper.New(hopper.Config{Driver: d, WorkerID: "worker-b", Queues: []string{"bulk"}, Autoscale: &hopper.Autoscale{Min: 2, Max: 6}})
 	require.NoError(t, err)
 	ctx := testCtx(t)
 	require.NoError(t, b.Start(ctx))
@@ -29,8 +30,11 @@ func testWorkers(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.Len(t, ws, 2)
 	require.Equal(t, "worker-a", ws[0].ID)
 	require.Equal(t, 7, ws[0].MaxWorkers)
+	require.Equal(t, 7, ws[0].Slots)
+	require.Zero(t, ws[0].MinWorkers, "fixed slots have no minimum")
 	require.Equal(t, "worker-b", ws[1].ID)
 	require.Contains(t, ws[1].Queues, "bulk")
+	require.Equal(t, [3]int{2, 6, 2}, [3]int{ws[1].MinWorkers, ws[1].MaxWorkers, ws[1].Slots}, "autoscaled 2-6, starting at 2")
 	require.False(t, ws[1].StartedAt.IsZero())
 	require.Positive(t, ws[0].PID)
 
@@ -42,16 +46,19 @@ func testWorkers(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 }
 
 // TestWorkerReport: a worker reports its status (idle, busy with the jobs
-// it runs), its slots, and the attempts it completed and failed, at each
-// heartbeat; one that stopped reporting without stopping is listed as
-// dead.
+// and workflow runs it runs), its slots, and the attempts it completed and
+// failed, at each heartbeat, and that it is stopping when Stop waits for
+// a run in flight; one that stopped reporting without stopping is listed
+// as dead.
 func TestWorkerReport(t *testing.T) { forEachDriver(t, testWorkerReport) }
 
-// reportSpy announces each worker report the store took.
+// reportSpy announces each worker report the store took: on reported
+// (dropped while one waits there), and to those waiting on changed.
 type reportSpy struct {
 	driver.Driver
 	baseExec
 	reported chan struct{}
+	changed  changes
 }
 
 func (s *reportSpy) Executor() driver.Executor { return s }
@@ -62,6 +69,7 @@ func (s *reportSpy) WorkerUpsert(ctx context.Context, p *driver.WorkerUpsertPara
 	case s.reported <- struct{}{}:
 	default:
 	}
+	s.changed.notify()
 	return err
 }
 
@@ -77,11 +85,31 @@ func testWorkerReport(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 			return 0, hopper.Abort(errors.New("negative"))
 		}
 		running <- hopper.JobFromContext(ctx).ID()
-		<-release
-		return n, nil
+		select {
+		case <-release:
+			return n, nil
+		case <-ctx.Done(): // a failed test's Stop
+			return 0, ctx.Err()
+		}
+	}, nil)
+	stepping := make(chan struct{})
+	finish := make(chan struct{})
+	wf := hopper.Workflow("wr-flow", func(wf hopper.WorkflowContext, _ hopper.None) (int, error) {
+		return hopper.Step(wf, "wait", func(ctx context.Context) (int, error) {
+			close(stepping)
+			select {
+			case <-finish:
+				return 1, nil
+			case <-ctx.Done(): // a failed test's Stop
+				return 0, ctx.Err()
+			}
+		}, nil)
 	}, nil)
 	c := newClient(t, hopper.Config{Driver: spy, Clock: clk, WorkerID: "wr-a", MaxWorkers: 5})
 	require.NoError(t, c.Register(hold))
+	require.NoError(t, c.Register(wf))
+	endStep := sync.OnceFunc(func() { close(finish) })
+	t.Cleanup(endStep) // before the client's Stop, which would wait for the step
 
 	// report moves the clock a heartbeat on, waits for the client's report,
 	// and again until its row shows what ok wants (an outcome is counted
@@ -150,6 +178,45 @@ func testWorkerReport(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	}
 	require.NotNil(t, killed, "a dead worker is listed")
 	require.Equal(t, hopper.WorkerDead, killed.Status)
+
+	// A workflow run in flight is listed among the runs, not the jobs.
+	run, err := wf.Start(ctx, c, hopper.None{}, nil)
+	require.NoError(t, err)
+	select {
+	case <-stepping:
+	case <-ctx.Done():
+		t.Fatal("the run's step never started")
+	}
+	w = report("the run", func(w *hopper.WorkerInfo) bool { return len(w.Runs) > 0 })
+	require.Equal(t, hopper.WorkerBusy, w.Status)
+	require.Equal(t, []string{run.ID()}, w.Runs)
+	require.Empty(t, w.Jobs)
+	require.Equal(t, 1, w.Active)
+
+	// Stop waits for the run, and the worker says it is stopping meanwhile,
+	// the run still listed; once the run is done its row goes.
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(ctx) }()
+	await(t, "the stopping report", func() bool {
+		ws, err := c.WorkerList(ctx)
+		require.NoError(t, err)
+		for _, x := range ws {
+			if x.ID == "wr-a" && x.Status == hopper.WorkerStopping {
+				w = x
+				return true
+			}
+		}
+		return false
+	}, spy.changed.next)
+	require.Equal(t, []string{run.ID()}, w.Runs)
+	require.Equal(t, 1, w.Active)
+	endStep()
+	require.NoError(t, <-stopped)
+	ws, err = c.WorkerList(ctx)
+	require.NoError(t, err)
+	for _, x := range ws {
+		require.NotEqual(t, "wr-a", x.ID, "a stopped worker removes its row")
+	}
 }
 
 // TestDeadWorkerJobsRescuedEarly: the jobs of a worker that stopped

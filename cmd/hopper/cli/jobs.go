@@ -488,7 +488,7 @@ it ahead of its first job (and creates the database when it does not exist).`
 	}
 	demand := &cobra.Command{
 		Use:   "demand QUEUE",
-		Short: "How many worker processes the queue needs: due and running jobs, arrivals, run time, desired slots and workers",
+		Short: "How many worker processes the queue needs: due and running jobs, arrivals, completions, run time, desired slots and workers",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var d hopper.QueueDemand
@@ -508,8 +508,9 @@ it ahead of its first job (and creates the database when it does not exist).`
 			if g.asJSON {
 				return writeJSON(g.out, d)
 			}
-			fmt.Fprintf(g.out, "queue %s%s: %d due, %d running, %.2f arrivals/s, mean run %s\n", d.Queue,
-				map[bool]string{true: " (paused)"}[d.Paused], d.Due, d.Running, d.ArrivalPerSecond, d.MeanRun)
+			fmt.Fprintf(g.out, "queue %s%s: %d due (oldest %s), %d running, %.2f arrivals/s, %.2f completions/s, mean run %s\n", d.Queue,
+				map[bool]string{true: " (paused)"}[d.Paused], d.Due, d.OldestDueAge, d.Running, d.ArrivalPerSecond, d.CompletionPerSecond, d.MeanRun)
+			fmt.Fprintf(g.out, "backlog to start within %s\n", d.Drain)
 			fmt.Fprintf(g.out, "needs %d slots: %d workers of %d slots (%d working it now)\n", d.DesiredSlots, d.DesiredWorkers, d.SlotsPerWorker, d.Workers)
 			return nil
 		},

@@ -37,7 +37,7 @@ func workersCmd(g *globals) *cobra.Command {
 	}
 	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show one worker: its queues, types, and the jobs and runs it runs now",
+		Short: "Show one worker: its queues, types, the jobs and runs it runs now, and its latest scaling decisions",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ws, err := loadWorkers(cmd.Context(), g)
@@ -62,6 +62,7 @@ func workersCmd(g *globals) *cobra.Command {
 				} {
 					fmt.Fprintf(g.out, "%-10s %s\n", kv[0]+":", kv[1])
 				}
+				writeScalings(g, w.Scalings)
 				return nil
 			}
 			return fmt.Errorf("worker %q: %w", args[0], hopper.ErrNotFound)
@@ -69,6 +70,21 @@ func workersCmd(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(list, show)
 	return cmd
+}
+
+// writeScalings prints a worker's latest autoscaling decisions, oldest
+// first, one a line: when, the slots before and after, and the workload
+// and busy slots that decided it.
+func writeScalings(g *globals, ss []hopper.ScalingInfo) {
+	if len(ss) == 0 {
+		fmt.Fprintf(g.out, "%-10s %s\n", "scalings:", "none")
+		return
+	}
+	fmt.Fprintf(g.out, "scalings:\n")
+	for _, s := range ss {
+		fmt.Fprintf(g.out, "  %s  %d -> %d slots  workload %.2f, %d busy\n",
+			s.At.UTC().Format(time.RFC3339), s.Before, s.After, s.Workload, s.Busy)
+	}
 }
 
 // slotBounds says how a worker's slots are bounded: fixed, or the
