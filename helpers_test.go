@@ -11,9 +11,9 @@ package hopper_test
 // of hanging it.
 //
 // A few states announce nothing, and only they are polled, through poll
-// and pollEvery: leadership (leads), a row the leader's promoter holds for
-// a moment (a claim skips it), goroutines winding down, and what other
-// processes do, which reaches this one through PostgreSQL alone.
+// and pollEvery: a row the leader's promoter holds for a moment (a claim
+// skips it), goroutines winding down, and what other processes do, which
+// reaches this one through PostgreSQL alone.
 
 import (
 	"context"
@@ -168,12 +168,11 @@ func pollEvery(t testing.TB, ctx context.Context, every time.Duration, what stri
 	}
 }
 
-// leads waits until c leads. Leadership has no event: the flag is set
-// after the store named c leader and the leader's timers were armed, and
-// nothing the engine does follows it; so this polls.
+// leads waits until c leads, rechecking each time c begins or stops
+// leading.
 func leads(t testing.TB, c *hopper.Client) {
 	t.Helper()
-	poll(t, "leadership", c.IsLeader)
+	await(t, "leadership", c.IsLeader, c.LeadershipChanged)
 }
 
 // awaitJobState waits until job id is in state s, rechecking at each event

@@ -538,53 +538,13 @@ func (c *Client) HookResumeRequest(ctx context.Context, token string, payload js
 	if len(payload)+len(reqJSON) > c.cfg.MaxPayloadBytes {
 		return c.tooLarge("payload with its request", len(payload)+len(reqJSON))
 	}
-	now := c.now()
-	var queue string
-	err = c.store().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
-		h, err := tx.HookGet(ctx, &driver.HookGetParams{Token: token})
-		if err != nil {
-			return err
-		}
-		run, err := lockRun(ctx, tx, h.RunID, now)
-		if err != nil {
-			return err
-		}
-		if run.Status.Terminal() {
-			return fmt.Errorf("its run is %s: %w", run.Status, hoppertype.ErrStateConflict)
-		}
-		if run.Error != nil && run.Error.Kind == hoppertype.ErrorKindCancelled {
-			return fmt.Errorf("its run is being cancelled: %w", hoppertype.ErrStateConflict)
-		}
-		events, err := tx.RunEventList(ctx, &driver.RunEventListParams{RunID: h.RunID})
-		if err != nil {
-			return err
-		}
-		if hookAttemptOver(events, token) {
-			return fmt.Errorf("the attempt of its run that created it failed and was retried (the new attempt waits on a hook of its own): %w", hoppertype.ErrStateConflict)
-		}
-		if schema := hookSchemaOf(events, token); schema != nil {
-			if err := checkPayload(schema, payload); err != nil {
-				return &HookPayloadError{Hook: h.Name, Reason: err.Error()}
-			}
-		}
-		if _, err := tx.HookResume(ctx, &driver.HookResumeParams{Token: token, Payload: payload, Request: reqJSON, Now: now}); err != nil {
-			if errors.Is(err, hoppertype.ErrStateConflict) {
-				return fmt.Errorf("the hook was already resumed: %w", err)
-			}
-			return err
-		}
-		woken, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{h.RunID}, Now: now})
-		if len(woken) > 0 {
-			queue = woken[0].Queue
-			return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: queue})
-		}
-		return err
-	})
+	err = c.eng.ResumeHook(ctx, engine.HookResume{Token: token, Payload: payload, Request: reqJSON})
+	var pm *engine.HookPayloadMismatch
+	if errors.As(err, &pm) {
+		err = &HookPayloadError{Hook: pm.Hook, Reason: pm.Reason}
+	}
 	if err != nil {
 		return fmt.Errorf("hopper: resume hook: %w", err)
-	}
-	if queue != "" {
-		c.wakeQueue(queue, time.Time{})
 	}
 	return nil
 }
@@ -614,64 +574,6 @@ func hookRequestJSON(req *HookRequest) ([]byte, error) {
 		return nil, fmt.Errorf("%w: hook request holds invalid text", ErrInvalidInput)
 	}
 	return b, nil
-}
-
-// hookSchemaOf returns the payload schema recorded with the hook of token
-// (nil for a hook created before schemas were recorded, or with a codec
-// other than JSON).
-func hookSchemaOf(events []*hoppertype.RunEvent, token string) json.RawMessage {
-	for _, ev := range events {
-		if ev.Kind != engine.EvHookCreated {
-			continue
-		}
-		var data engine.EventData
-		if json.Unmarshal(ev.Data, &data) == nil && data.Token == token {
-			return data.Schema
-		}
-	}
-	return nil
-}
-
-// lockRun reads a run and writes its row back unchanged (but for its
-// UpdatedAt) in tx, so that tx holds the row until it ends. A run's
-// suspension writes the same row in the transaction that commits it, so
-// the two serialize where the store runs transactions side by side
-// (PostgreSQL): either the suspension committed first, and what tx does
-// next sees the run waiting (JobWake wakes it), or it commits after tx,
-// and its recheck sees what tx did (a hook resumed). Without it, a wake
-// could find the run still running while the recheck read the hook before
-// the payload committed: a lost wake-up.
-func lockRun(ctx context.Context, tx driver.Executor, id string, now time.Time) (*hoppertype.RunRow, error) {
-	for range 5 {
-		run, err := tx.RunGet(ctx, &driver.RunGetParams{ID: id})
-		if err != nil || run.Status.Terminal() {
-			return run, err
-		}
-		run, err = tx.RunUpdate(ctx, &driver.RunUpdateParams{ID: id, Status: run.Status, ExpectStatuses: []hoppertype.RunStatus{run.Status}, Now: now})
-		if !errors.Is(err, hoppertype.ErrStateConflict) {
-			return run, err
-		}
-		// Its status changed between the read and the write: read again.
-	}
-	return nil, fmt.Errorf("run %s changes status again and again: %w", id, hoppertype.ErrStateConflict)
-}
-
-// hookAttemptOver says whether the hook with token was created by an
-// attempt of its run that is over: one the workflow retried. Nothing reads
-// that hook any more; the new attempt creates hooks of its own.
-func hookAttemptOver(events []*hoppertype.RunEvent, token string) bool {
-	for _, g := range engine.Generations(events) {
-		for _, ev := range g.Events {
-			if ev.Kind != engine.EvHookCreated {
-				continue
-			}
-			var data engine.EventData
-			if json.Unmarshal(ev.Data, &data) == nil && data.Token == token {
-				return g.Retried
-			}
-		}
-	}
-	return false
 }
 
 // StreamRead returns a run's stream chunks from offset from, at most limit

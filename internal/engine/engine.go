@@ -141,8 +141,9 @@ type Hooks struct {
 // Engine runs jobs over a store. Make one with New.
 type Engine struct {
 	cfg Config
-	// prog is closed at the next progress, for Settle (nil: nobody waits).
-	prog atomic.Pointer[chan struct{}]
+	// prog fires at each progress, for Settle; lead when this engine
+	// begins or stops leading (LeadershipChanged).
+	prog, lead signal
 	// completed and failed count the attempts this engine recorded:
 	// succeeded, and failed (retried or not).
 	completed, failed atomic.Int64
@@ -410,6 +411,10 @@ func (e *Engine) reportError(err error, phase hoppertype.ErrorPhase) {
 	defer func() { _ = recover() }()
 	e.cfg.Hooks.OnError(err, phase)
 }
+
+// LeadershipChanged returns a channel closed when this engine next begins
+// or stops leading: IsLeader has changed by then.
+func (e *Engine) LeadershipChanged() <-chan struct{} { return e.lead.C() }
 
 // IsLeader reports whether this engine currently runs maintenance.
 func (e *Engine) IsLeader() bool {

@@ -54,8 +54,12 @@ func (m *maintenance) run() {
 			lead.cancel = nil
 		}
 		m.mu.Lock()
+		was := m.leading
 		m.leading = false
 		m.mu.Unlock()
+		if was {
+			e.lead.fire()
+		}
 	}
 	defer stopLeading()
 	t := hclock.NewBackgroundTimer(e.clock, 0)
@@ -93,6 +97,7 @@ func (m *maintenance) run() {
 				m.mu.Lock()
 				m.leading, m.term = true, row.Term
 				m.mu.Unlock()
+				e.lead.fire()
 			}
 		default:
 			stopLeading()

@@ -118,3 +118,31 @@ func TestRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestLeadershipChanged: the engine announces when it begins to lead and
+// when it stops, and IsLeader says so by then.
+func TestLeadershipChanged(t *testing.T) {
+	t.Parallel()
+	d := memdriver.New()
+	t.Cleanup(func() { _ = d.Close() })
+	e := newTestEngine(t, d)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	changed := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("no announcement that the engine %s", what)
+		}
+	}
+	began := e.LeadershipChanged()
+	require.False(t, e.IsLeader())
+	require.NoError(t, e.Start(ctx))
+	changed("leads", began)
+	require.True(t, e.IsLeader())
+	ended := e.LeadershipChanged()
+	require.NoError(t, e.Stop(ctx))
+	changed("stopped leading", ended)
+	require.False(t, e.IsLeader())
+}

@@ -50,7 +50,7 @@ type EventData struct {
 	Error  *hoppertype.ErrorInfo `json:"error,omitempty"`
 	Until  time.Time             `json:"until,omitzero"`
 	Token  string                `json:"token,omitempty"`
-	// Schema is a hook's payload type as the root's payloadSchema
+	// Schema is a hook's payload type as payloadSchema (hookschema.go)
 	// describes it.
 	Schema json.RawMessage `json:"schema,omitempty"`
 	// Request is the HookRequest that resumed a hook through its webhook.

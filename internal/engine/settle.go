@@ -150,25 +150,7 @@ func (e *Engine) settled(ctx context.Context, s *session) (Settled, error) {
 // progressC returns a channel closed at the engine's next progress: an
 // attempt starts or ends, outcomes are recorded, a claim round ends, a
 // queue is woken.
-func (e *Engine) progressC() <-chan struct{} {
-	for {
-		if p := e.prog.Load(); p != nil {
-			return *p
-		}
-		ch := make(chan struct{})
-		if e.prog.CompareAndSwap(nil, &ch) {
-			return ch
-		}
-	}
-}
+func (e *Engine) progressC() <-chan struct{} { return e.prog.C() }
 
-// progressed closes the channel progressC gave, if any: one atomic load
-// when nobody waits.
-func (e *Engine) progressed() {
-	if e.prog.Load() == nil {
-		return
-	}
-	if p := e.prog.Swap(nil); p != nil {
-		close(*p)
-	}
-}
+// progressed closes the channel progressC gave, if any.
+func (e *Engine) progressed() { e.prog.fire() }

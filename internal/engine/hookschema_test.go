@@ -1,7 +1,8 @@
-package hopper
+package engine
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ type embedded struct {
 // where, and accepts what it accepts.
 func TestHookSchema(t *testing.T) {
 	t.Parallel()
-	schema := hookSchema[schemaProbe]()
+	schema := HookSchema(reflect.TypeFor[schemaProbe]())
 	for _, tc := range []struct {
 		payload string
 		refuse  string // "" accepts
@@ -92,7 +93,7 @@ func FuzzHookSchema(f *testing.F) {
 	for _, s := range []string{`{"approved":true}`, `{"count":12,"tags":["x"]}`, `{"scores":{"3":"a"}}`, `[]`, `null`, `{"ptr":{"X":false}}`, `{"count":1e2}`, `{"blob":[1,2]}`, `{"blob":"aGk="}`, `{"labels":{"a":1.0}}`, `{"scores":{"-1":"x"}}`} {
 		f.Add(s)
 	}
-	schema := hookSchema[schemaProbe]()
+	schema := HookSchema(reflect.TypeFor[schemaProbe]())
 	f.Fuzz(func(t *testing.T, payload string) {
 		if !json.Valid([]byte(payload)) {
 			return
