@@ -119,7 +119,7 @@ func TestSQLiteCrashSafety(t *testing.T) {
 		cmd.Stderr = cmd.Stdout
 		require.NoError(t, cmd.Start())
 		rd := bufio.NewReader(out)
-		line, err := rd.ReadString('\n')
+		line, err := childLine(rd)
 		require.NoError(t, err, "child did not start")
 		require.Equal(t, "ready\n", line)
 		// Let it run a random while, then kill it without warning.

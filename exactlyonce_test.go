@@ -255,7 +255,7 @@ func startEOWorker(t *testing.T, reached *eoReached, marks, db, schema, name str
 	require.NoError(t, cmd.Start())
 	w := &eoWorker{cmd: cmd, stdin: in, exited: make(chan struct{})}
 	r := bufio.NewReader(out)
-	line, err := r.ReadString('\n')
+	line, err := childLine(r)
 	if err != nil || line != "ready\n" {
 		// It may have been killed by a job it claimed at once, before it
 		// said so; that is fine. Anything else is not.

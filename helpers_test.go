@@ -16,9 +16,11 @@ package hopper_test
 // reaches this one through PostgreSQL alone.
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"reflect"
+	"regexp"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -332,4 +334,19 @@ func (l *eventLog) kinds(jobID string) []hopper.EventKind {
 		}
 	}
 	return ks
+}
+
+// logLine matches a line the standard logger wrote (the engine's warnings
+// under load, in a child process whose stderr is merged with its stdout).
+var logLine = regexp.MustCompile(`^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d `)
+
+// childLine reads a child process's next line that is not a log line:
+// what the child says on purpose ("ready", a crash marker).
+func childLine(r *bufio.Reader) (string, error) {
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil || !logLine.MatchString(line) {
+			return line, err
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -97,10 +98,11 @@ func startPGWorker(t *testing.T, url, schema, name string) *pgWorker {
 	require.NoError(t, err)
 	cmd.Stderr = cmd.Stdout
 	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
+	rd := bufio.NewReader(out)
+	line, err := childLine(rd)
 	require.NoError(t, err)
 	require.Equal(t, "ready\n", line, "worker %s did not start", name)
-	go func() { _, _ = bufio.NewReader(out).ReadString(0) }() // drain
+	go func() { _, _ = io.Copy(io.Discard, rd) }() // drain
 	return &pgWorker{cmd: cmd, stdin: in, name: name}
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -219,6 +220,9 @@ func startFleetWorker(t *testing.T, kind, where, name string) (stop func()) {
 	require.NoError(t, cmd.Start())
 	rd := bufio.NewReader(out)
 	line, err := rd.ReadString('\n')
+	for err == nil && logLine.MatchString(line) { // the engine's warnings under load come first
+		line, err = rd.ReadString('\n')
+	}
 	require.NoError(t, err)
 	require.Equal(t, "ready\n", line, "worker %s did not start", name)
 	go func() { _, _ = io.Copy(io.Discard, rd) }()
@@ -239,3 +243,7 @@ func getText(t *testing.T, ctx context.Context, url string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// logLine matches a line the standard logger wrote (a worker's warnings,
+// its stderr merged with its stdout).
+var logLine = regexp.MustCompile(`^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d `)
