@@ -2,6 +2,7 @@ package memdriver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -99,4 +100,53 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// TestPanicUndoesAndUnlocks: a panic in a transaction of the Driver's
+// executor, in InTx's function or in an operation (a GroupUpdate's Fold),
+// reaches the caller, undoes the transaction's writes and releases the
+// store for the next operation.
+func TestPanicUndoesAndUnlocks(t *testing.T) {
+	ctx := context.Background()
+	d := memdriver.New()
+	defer d.Close()
+	ex := d.Executor()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	mustPanic := func(name string, fn func()) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("%s: recovered %v, want the panic boom", name, r)
+			}
+		}()
+		fn()
+	}
+
+	mustPanic("InTx", func() {
+		ex.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { //nolint:errcheck // it panics
+			row := &hoppertype.JobRow{ID: "a", Type: "t", Queue: "q", State: hoppertype.JobStatePending, QueuedAt: base, RunAt: base}
+			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}}); err != nil {
+				t.Error(err)
+			}
+			panic("boom")
+		})
+	})
+	if _, err := ex.JobGet(ctx, &driver.JobGetParams{ID: "a"}); !errors.Is(err, hoppertype.ErrNotFound) {
+		t.Fatalf("job inserted before the panic: JobGet = %v, want ErrNotFound", err)
+	}
+
+	if err := ex.GroupInsert(ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: "g", Open: 1, CreatedAt: base}}); err != nil {
+		t.Fatal(err)
+	}
+	mustPanic("GroupUpdate", func() {
+		ex.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: "g", OpenDelta: -1, Contribute: true, Now: base, //nolint:errcheck // it panics
+			Fold: func([]byte, bool) ([]byte, error) { panic("boom") }})
+	})
+	g, err := ex.GroupGet(ctx, &driver.GroupGetParams{ID: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Open != 1 || g.ValueSet {
+		t.Fatalf("group after a panicking update: Open %d, ValueSet %v; want 1, false", g.Open, g.ValueSet)
+	}
 }
