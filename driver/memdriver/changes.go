@@ -34,7 +34,7 @@ func newFeed() *feed {
 }
 
 // appendChange records a change and how to take it back.
-func (t *tx) appendChange(ch *hoppertype.Change) {
+func (t *executor) appendChange(ch *hoppertype.Change) {
 	f := t.st.feed
 	f.seq++
 	ch.Position, ch.Tx = f.seq, f.seq
@@ -55,7 +55,7 @@ func (t *tx) appendChange(ch *hoppertype.Change) {
 
 // jobChanged records the change from old (nil for an insert) to row when
 // the job's state differs.
-func (t *tx) jobChanged(old, row *hoppertype.JobRow) {
+func (t *executor) jobChanged(old, row *hoppertype.JobRow) {
 	if old != nil && old.State == row.State {
 		return
 	}
@@ -77,7 +77,7 @@ func (t *tx) jobChanged(old, row *hoppertype.JobRow) {
 
 // heartbeatChanged records a heartbeat's message as a change that leaves
 // the running job running.
-func (t *tx) heartbeatChanged(row *hoppertype.JobRow, message string) {
+func (t *executor) heartbeatChanged(row *hoppertype.JobRow, message string) {
 	ch := &hoppertype.Change{Kind: hoppertype.ChangeJob, EntityID: row.ID, Type: row.Type, Queue: row.Queue,
 		Prev: string(row.State), State: string(row.State), Attempt: row.Attempt, Worker: row.Worker,
 		Fields: []string{hoppertype.ChangeFieldHeartbeat}, Detail: message}
@@ -128,7 +128,7 @@ func stuckEqual(a, b *hoppertype.StuckInfo) bool {
 
 // runChanged records the change from old (nil for an insert) to row when
 // the run's status differs.
-func (t *tx) runChanged(old, row *hoppertype.RunRow) {
+func (t *executor) runChanged(old, row *hoppertype.RunRow) {
 	if old != nil && old.Status == row.Status {
 		return
 	}
@@ -154,7 +154,7 @@ func (t *tx) runChanged(old, row *hoppertype.RunRow) {
 
 // dropChanges removes an entity's changes with the entity, recording how
 // to restore them.
-func (t *tx) dropChanges(id string) {
+func (t *executor) dropChanges(id string) {
 	f := t.st.feed
 	list := f.byEntity[id]
 	if len(list) == 0 {
@@ -176,7 +176,7 @@ func (t *tx) dropChanges(id string) {
 
 // dropUnownedChanges removes the worker and schedule changes written
 // before before, recording how to restore them.
-func (t *tx) dropUnownedChanges(before time.Time) {
+func (t *executor) dropUnownedChanges(before time.Time) {
 	f := t.st.feed
 	var dropped []*changeEntry
 	for _, e := range f.entries {
@@ -223,11 +223,17 @@ func cloneChange(ch *hoppertype.Change) *hoppertype.Change {
 	return &c
 }
 
-// ChangeList reads the change feed; see driver.Executor.
-func (t *tx) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([]*hoppertype.Change, error) {
-	if err := t.check(ctx); err != nil {
+// ChangeList reads the change feed; see driver.Executor. Outside a
+// transaction, Own lists nothing.
+func (x *executor) ChangeList(ctx context.Context, params *driver.ChangeListParams) (_ []*hoppertype.Change, err error) {
+	if params.Own && !x.inTx {
+		return nil, ctx.Err()
+	}
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Limit <= 0 {
 		return nil, fmt.Errorf("list changes: limit must be > 0")
 	}
@@ -259,10 +265,12 @@ func (t *tx) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([
 
 // ChangeScan reads the feed, returning what passes the filter; see
 // driver.Executor.
-func (t *tx) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (_ *driver.ChangeScanResult, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Limit <= 0 {
 		return nil, fmt.Errorf("scan changes: limit must be > 0")
 	}
@@ -284,10 +292,12 @@ func (t *tx) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*
 }
 
 // ChangeTail returns the last change's cursor; see driver.Executor.
-func (t *tx) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (_ hoppertype.ChangeCursor, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return hoppertype.ChangeCursor{}, err
 	}
+	defer x.end(t, &err)
 	f := t.st.feed
 	for i := len(f.entries) - 1; i >= 0; i-- {
 		if !f.entries[i].gone {
@@ -298,18 +308,22 @@ func (t *tx) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hopper
 }
 
 // ChangeMark returns the last position written; see driver.Executor.
-func (t *tx) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (int64, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (_ int64, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return 0, err
 	}
+	defer x.end(t, &err)
 	return t.st.feed.seq, nil
 }
 
 // CursorLease takes or renews a feed cursor; see driver.Executor.
-func (t *tx) CursorLease(ctx context.Context, params *driver.CursorLeaseParams) (*driver.CursorRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) CursorLease(ctx context.Context, params *driver.CursorLeaseParams) (_ *driver.CursorRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Owner == "" || params.Name == "" {
 		return nil, fmt.Errorf("lease cursor %q: empty name or owner", params.Name)
 	}
@@ -329,10 +343,12 @@ func (t *tx) CursorLease(ctx context.Context, params *driver.CursorLeaseParams) 
 }
 
 // CursorAdvance moves a held cursor forward; see driver.Executor.
-func (t *tx) CursorAdvance(ctx context.Context, params *driver.CursorAdvanceParams) error {
-	if err := t.check(ctx); err != nil {
+func (x *executor) CursorAdvance(ctx context.Context, params *driver.CursorAdvanceParams) (err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	now := trunc(params.Now)
 	cur := t.st.feed.cursors[params.Name]
 	if cur == nil || cur.Owner != params.Owner || !cur.ExpiresAt.After(now) {
@@ -348,10 +364,12 @@ func (t *tx) CursorAdvance(ctx context.Context, params *driver.CursorAdvancePara
 }
 
 // CursorList returns the feed cursors by name; see driver.Executor.
-func (t *tx) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*driver.CursorRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) CursorList(ctx context.Context, _ *driver.CursorListParams) (_ []*driver.CursorRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	out := make([]*driver.CursorRow, 0, len(t.st.feed.cursors))
 	for _, c := range t.st.feed.cursors {
 		cc := *c
@@ -367,43 +385,4 @@ func (t *tx) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*dri
 		return 0
 	})
 	return out, nil
-}
-
-// ChangeList reads the change feed; see driver.Executor. Outside a
-// transaction, Own lists nothing.
-func (d *pool) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([]*hoppertype.Change, error) {
-	if params.Own {
-		return nil, ctx.Err()
-	}
-	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.Change, error) { return tx.ChangeList(ctx, params) })
-}
-
-// ChangeScan implements driver.Executor.
-func (d *pool) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
-	return call(ctx, d.Driver, func(tx *tx) (*driver.ChangeScanResult, error) { return tx.ChangeScan(ctx, params) })
-}
-
-// ChangeTail implements driver.Executor.
-func (d *pool) ChangeTail(ctx context.Context, params *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
-	return call(ctx, d.Driver, func(tx *tx) (hoppertype.ChangeCursor, error) { return tx.ChangeTail(ctx, params) })
-}
-
-// ChangeMark implements driver.Executor.
-func (d *pool) ChangeMark(ctx context.Context, params *driver.ChangeMarkParams) (int64, error) {
-	return call(ctx, d.Driver, func(tx *tx) (int64, error) { return tx.ChangeMark(ctx, params) })
-}
-
-// CursorLease implements driver.Executor.
-func (d *pool) CursorLease(ctx context.Context, params *driver.CursorLeaseParams) (*driver.CursorRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) (*driver.CursorRow, error) { return tx.CursorLease(ctx, params) })
-}
-
-// CursorAdvance implements driver.Executor.
-func (d *pool) CursorAdvance(ctx context.Context, params *driver.CursorAdvanceParams) error {
-	return d.run(ctx, func(tx *tx) error { return tx.CursorAdvance(ctx, params) })
-}
-
-// CursorList implements driver.Executor.
-func (d *pool) CursorList(ctx context.Context, params *driver.CursorListParams) ([]*driver.CursorRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*driver.CursorRow, error) { return tx.CursorList(ctx, params) })
 }

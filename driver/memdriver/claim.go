@@ -14,10 +14,12 @@ import (
 // JobClaim promotes the queue's due jobs, then pops claimable jobs from the
 // queue's pending heap. Entries of other types are set aside and pushed back,
 // so the heap stays intact for other claimers.
-func (t *tx) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) (_ []*hoppertype.JobRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	q := t.st.queues[params.Queue]
 	if q == nil {
 		return []*hoppertype.JobRow{}, nil
@@ -72,7 +74,7 @@ func (t *tx) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*ho
 // promote makes the queue's scheduled and retrying jobs with RunAt <= now
 // pending, at most limit of them (no limit when limit < 0), and returns how
 // many it moved.
-func (t *tx) promote(q *queueIndex, now time.Time, limit int) int {
+func (t *executor) promote(q *queueIndex, now time.Time, limit int) int {
 	n := 0
 	for limit < 0 || n < limit {
 		e, ok := t.dueHead(q, now)
@@ -90,7 +92,7 @@ func (t *tx) promote(q *queueIndex, now time.Time, limit int) int {
 
 // dueHead drops stale entries from the top of the queue's scheduled heap and
 // returns its earliest job if it is due at now.
-func (t *tx) dueHead(q *queueIndex, now time.Time) (*jobEntry, bool) {
+func (t *executor) dueHead(q *queueIndex, now time.Time) (*jobEntry, bool) {
 	e, ok := t.scheduledHead(q)
 	if !ok || e.row.RunAt.After(now) {
 		return nil, false
@@ -100,7 +102,7 @@ func (t *tx) dueHead(q *queueIndex, now time.Time) (*jobEntry, bool) {
 
 // scheduledHead drops stale entries from the top of the queue's scheduled
 // heap and returns the earliest live one.
-func (t *tx) scheduledHead(q *queueIndex) (*jobEntry, bool) {
+func (t *executor) scheduledHead(q *queueIndex) (*jobEntry, bool) {
 	for {
 		it, ok := q.scheduled.peek()
 		if !ok {
@@ -115,10 +117,12 @@ func (t *tx) scheduledHead(q *queueIndex) (*jobEntry, bool) {
 
 // JobPromote promotes due jobs in every queue, earliest RunAt first across
 // queues, at most Limit (no limit when Limit <= 0).
-func (t *tx) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (_ int, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return 0, err
 	}
+	defer x.end(t, &err)
 	now := trunc(params.Now)
 	if params.Limit <= 0 {
 		n := 0
@@ -151,10 +155,12 @@ func (t *tx) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (i
 
 // JobNextRunAt returns the earliest RunAt of the queue's scheduled and
 // retrying jobs, or the zero time.
-func (t *tx) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (_ time.Time, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return time.Time{}, err
 	}
+	defer x.end(t, &err)
 	q := t.st.queues[params.Queue]
 	if q == nil {
 		return time.Time{}, nil
@@ -167,7 +173,7 @@ func (t *tx) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams
 }
 
 // held returns the job if it is running under token.
-func (t *tx) held(id string, token int64) (*hoppertype.JobRow, error) {
+func (t *executor) held(id string, token int64) (*hoppertype.JobRow, error) {
 	e := t.st.jobs[id]
 	if e == nil {
 		return nil, hoppertype.ErrNotFound
@@ -179,10 +185,12 @@ func (t *tx) held(id string, token int64) (*hoppertype.JobRow, error) {
 }
 
 // JobHeartbeat extends the leases still held and reports each lease.
-func (t *tx) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) (_ []driver.JobHeartbeatResult, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	expires := trunc(params.ExpiresAt)
 	out := make([]driver.JobHeartbeatResult, len(params.Leases))
 	for i, l := range params.Leases {
@@ -204,10 +212,12 @@ func (t *tx) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams
 }
 
 // JobFinishMany applies each transition whose lease still holds.
-func (t *tx) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) (_ []driver.JobFinishResult, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	out := make([]driver.JobFinishResult, len(params.Items))
 	for i := range params.Items {
 		p := &params.Items[i]
@@ -240,10 +250,12 @@ func (t *tx) JobFinishMany(ctx context.Context, params *driver.JobFinishManyPara
 // JobListExpiredLeases returns running jobs whose lease expired before Now,
 // or held by one of Workers, oldest expiry first, at most Limit (no limit
 // when Limit <= 0).
-func (t *tx) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) (_ []*hoppertype.JobRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	now := trunc(params.Now)
 	var rows []*hoppertype.JobRow
 	for id := range t.st.running {

@@ -25,10 +25,12 @@ func cloneGate(g *hoppertype.GateRow) *hoppertype.GateRow {
 }
 
 // GateInsert stores gates, counting what their watched jobs are now.
-func (t *tx) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) GateInsert(ctx context.Context, params *driver.GateInsertParams) (_ []*hoppertype.GateRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	st := t.st
 	seenQueued := map[string]bool{}
 	for _, spec := range params.Gates {
@@ -74,10 +76,12 @@ func (t *tx) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([
 }
 
 // GateGet returns a copy of a gate's row.
-func (t *tx) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) GateGet(ctx context.Context, params *driver.GateGetParams) (_ *hoppertype.GateRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	g := t.st.gates[params.ID]
 	if g == nil {
 		return nil, fmt.Errorf("get gate %q: %w", params.ID, hoppertype.ErrNotFound)
@@ -86,10 +90,12 @@ func (t *tx) GateGet(ctx context.Context, params *driver.GateGetParams) (*hopper
 }
 
 // GateWaitList returns a gate's watched jobs and observed states.
-func (t *tx) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) (_ []*hoppertype.GateWait, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	g := t.st.gates[params.GateID]
 	if g == nil {
 		return nil, nil
@@ -102,10 +108,12 @@ func (t *tx) GateWaitList(ctx context.Context, params *driver.GateWaitListParams
 }
 
 // GateEdges returns the gate graph's edges out of IDs.
-func (t *tx) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (_ map[string][]string, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	out := map[string][]string{}
 	for _, id := range params.IDs {
 		if g := t.st.gates[id]; g != nil {
@@ -118,10 +126,12 @@ func (t *tx) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map
 }
 
 // GateWatcherList returns the gates watching a job.
-func (t *tx) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) (_ []string, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Limit <= 0 {
 		return nil, fmt.Errorf("list gate watchers: limit %d: %w", params.Limit, hoppertype.ErrInvalidInput)
 	}
@@ -131,7 +141,7 @@ func (t *tx) GateWatcherList(ctx context.Context, params *driver.GateWatcherList
 
 // observeGates records a job's move from old to new state in the gates
 // watching it, and wakes those that the move decides.
-func (t *tx) observeGates(id string, old, new hoppertype.JobState, now time.Time) {
+func (t *executor) observeGates(id string, old, new hoppertype.JobState, now time.Time) {
 	st := t.st
 	obs := driver.GateObserved(new)
 	if driver.GateObserved(old) == obs {
@@ -156,7 +166,7 @@ func (t *tx) observeGates(id string, old, new hoppertype.JobState, now time.Time
 }
 
 // wakeGate wakes a gate's job when driver.GateWakes says so.
-func (t *tx) wakeGate(g *hoppertype.GateRow, now time.Time) {
+func (t *executor) wakeGate(g *hoppertype.GateRow, now time.Time) {
 	e := t.st.jobs[g.ID]
 	if e == nil || !driver.GateWakes(g, e.row) {
 		return
@@ -169,7 +179,7 @@ func (t *tx) wakeGate(g *hoppertype.GateRow, now time.Time) {
 
 // deleteGateData removes a deleted gate job's gate, recording how to
 // restore it.
-func (t *tx) deleteGateData(id string) {
+func (t *executor) deleteGateData(id string) {
 	st := t.st
 	g := st.gates[id]
 	if g == nil {
@@ -188,10 +198,12 @@ func (t *tx) deleteGateData(id string) {
 }
 
 // GateObserve records the jobs' states in the gates watching them.
-func (t *tx) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
-	if err := t.check(ctx); err != nil {
+func (x *executor) GateObserve(ctx context.Context, params *driver.GateObserveParams) (err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	for _, j := range params.Jobs {
 		t.observeGates(j.ID, "", j.State, params.Now)
 	}

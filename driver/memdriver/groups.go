@@ -13,11 +13,13 @@ import (
 )
 
 // GroupInsert stores a copy of row.
-func (t *tx) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
+func (x *executor) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) (err error) {
 	row := params.Row
-	if err := t.check(ctx); err != nil {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	if _, ok := t.st.groups[row.ID]; ok {
 		return fmt.Errorf("insert group %q: %w", row.ID, hoppertype.ErrDuplicateID)
 	}
@@ -29,10 +31,12 @@ func (t *tx) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) 
 }
 
 // GroupGet returns a copy of a group.
-func (t *tx) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) GroupGet(ctx context.Context, params *driver.GroupGetParams) (_ *hoppertype.GroupRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	g := t.st.groups[params.ID]
 	if g == nil {
 		return nil, fmt.Errorf("get group %q: %w", params.ID, hoppertype.ErrNotFound)
@@ -42,10 +46,12 @@ func (t *tx) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hopp
 
 // GroupUpdate applies a contribution and an open delta. Fold runs under the
 // driver's lock, so concurrent folds are serialised and exact.
-func (t *tx) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (_ *driver.GroupUpdateResult, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	cur := t.st.groups[params.ID]
 	if cur == nil {
 		return nil, fmt.Errorf("update group %q: %w", params.ID, hoppertype.ErrNotFound)
@@ -83,10 +89,12 @@ func (t *tx) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) 
 
 // KeySetIfAbsent stores the key unless it exists and has not expired. A key
 // with an ExpiresAt can be taken again once Now is after it.
-func (t *tx) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (_ bool, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return false, err
 	}
+	defer x.end(t, &err)
 	now := trunc(params.Now)
 	if cur, ok := t.st.keys[params.Key]; ok && (cur.expiresAt.IsZero() || !cur.expiresAt.Before(now)) {
 		return false, nil
@@ -97,10 +105,12 @@ func (t *tx) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentPa
 
 // LeaderAttempt takes the leadership when it is free or expired (a new term)
 // or renews it for its holder (the same term), and returns the holder.
-func (t *tx) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (_ *driver.LeaderRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Owner == "" {
 		return nil, fmt.Errorf("attempt leadership %q: empty owner", params.Name)
 	}
@@ -126,10 +136,12 @@ func (t *tx) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptPara
 
 // LeaderResign frees the leadership if Owner holds it. The term is kept, so
 // the next holder's term is still higher.
-func (t *tx) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
-	if err := t.check(ctx); err != nil {
+func (x *executor) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) (err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	cur := t.st.leaders[params.Name]
 	if cur == nil || cur.Owner != params.Owner || params.Owner == "" {
 		return nil
@@ -139,19 +151,23 @@ func (t *tx) LeaderResign(ctx context.Context, params *driver.LeaderResignParams
 }
 
 // QueueSetPaused stores the queue's paused flag.
-func (t *tx) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
-	if err := t.check(ctx); err != nil {
+func (x *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) (err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	t.putQueue(&driver.QueueRow{Name: params.Name, Paused: params.Paused, UpdatedAt: trunc(params.Now)})
 	return nil
 }
 
 // QueueList returns copies of the stored queue rows ordered by name.
-func (t *tx) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*driver.QueueRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) QueueList(ctx context.Context, _ *driver.QueueListParams) (_ []*driver.QueueRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	out := make([]*driver.QueueRow, 0, len(t.st.queueRows))
 	for _, q := range t.st.queueRows {
 		c := *q
@@ -164,10 +180,12 @@ func (t *tx) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*drive
 // QueueDepthList reads each queue's backlog. The memory store walks its
 // jobs (it holds no more than fit in memory), counting as the contract
 // says, so its figures match the other stores'.
-func (t *tx) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) (_ []*driver.QueueDepthRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Cap <= 0 {
 		return nil, fmt.Errorf("queue depth: cap must be > 0")
 	}
@@ -225,10 +243,12 @@ func (t *tx) QueueDepthList(ctx context.Context, params *driver.QueueDepthListPa
 }
 
 // KeyDeleteExpired deletes keys that expired before Before, at most Limit.
-func (t *tx) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (_ int, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return 0, err
 	}
+	defer x.end(t, &err)
 	before := trunc(params.Before)
 	var victims []string
 	for k, row := range t.st.keys {
@@ -249,10 +269,12 @@ func (t *tx) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpir
 }
 
 // WorkerUpsert stores a copy of a worker's row.
-func (t *tx) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
-	if err := t.check(ctx); err != nil {
+func (x *executor) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) (err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	c := *params.Row
 	c.StartedAt, c.SeenAt, c.Info = trunc(c.StartedAt), trunc(c.SeenAt), cloneBytes(c.Info)
 	if _, ok := t.st.workers[c.ID]; !ok {
@@ -263,10 +285,12 @@ func (t *tx) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams
 }
 
 // WorkerList returns copies of the workers seen at or after SeenAfter.
-func (t *tx) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) WorkerList(ctx context.Context, params *driver.WorkerListParams) (_ []*driver.WorkerRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	out := []*driver.WorkerRow{}
 	for _, id := range slices.Sorted(maps.Keys(t.st.workers)) {
 		w := t.st.workers[id]
@@ -280,10 +304,12 @@ func (t *tx) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([
 }
 
 // WorkerDelete removes one worker, or those last seen before Before.
-func (t *tx) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (_ int, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return 0, err
 	}
+	defer x.end(t, &err)
 	var victims []string
 	for id, w := range t.st.workers {
 		if (params.ID != "" && id == params.ID) || (params.ID == "" && w.SeenAt.Before(trunc(params.Before))) {

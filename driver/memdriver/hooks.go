@@ -12,11 +12,13 @@ import (
 )
 
 // HookInsert stores a copy of row; an empty State is stored as waiting.
-func (t *tx) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
+func (x *executor) HookInsert(ctx context.Context, params *driver.HookInsertParams) (err error) {
 	row := params.Row
-	if err := t.check(ctx); err != nil {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	if row == nil || row.Token == "" {
 		return errors.New("insert hook: hook has no token")
 	}
@@ -34,10 +36,12 @@ func (t *tx) HookInsert(ctx context.Context, params *driver.HookInsertParams) er
 }
 
 // HookGet returns a copy of a hook.
-func (t *tx) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) HookGet(ctx context.Context, params *driver.HookGetParams) (_ *hoppertype.HookRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	h := t.st.hooks[params.Token]
 	if h == nil {
 		return nil, fmt.Errorf("get hook %q: %w", params.Token, hoppertype.ErrNotFound)
@@ -47,10 +51,12 @@ func (t *tx) HookGet(ctx context.Context, params *driver.HookGetParams) (*hopper
 
 // HookResume moves a waiting hook to resumed with the payload; a hook that
 // is not waiting is returned as it is with ErrStateConflict.
-func (t *tx) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) HookResume(ctx context.Context, params *driver.HookResumeParams) (_ *hoppertype.HookRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	cur := t.st.hooks[params.Token]
 	if cur == nil {
 		return nil, fmt.Errorf("resume hook %q: %w", params.Token, hoppertype.ErrNotFound)
@@ -68,10 +74,12 @@ func (t *tx) HookResume(ctx context.Context, params *driver.HookResumeParams) (*
 }
 
 // HookListByRun returns copies of a run's hooks by CreatedAt, then token.
-func (t *tx) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) (_ []*hoppertype.HookRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	tokens := t.st.runHooks[params.RunID]
 	out := make([]*hoppertype.HookRow, 0, len(tokens))
 	for tok := range tokens {
@@ -87,10 +95,12 @@ func (t *tx) HookListByRun(ctx context.Context, params *driver.HookListByRunPara
 }
 
 // StreamAppend appends chunks to a run's stream at the next offsets.
-func (t *tx) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) (_ []*hoppertype.StreamChunk, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	cur := t.st.streams[params.RunID]
 	now := trunc(params.Now)
 	out := make([]*hoppertype.StreamChunk, len(params.Chunks))
@@ -110,10 +120,12 @@ func (t *tx) StreamAppend(ctx context.Context, params *driver.StreamAppendParams
 
 // StreamRead returns copies of a run's chunks from offset From, at most
 // Limit.
-func (t *tx) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) StreamRead(ctx context.Context, params *driver.StreamReadParams) (_ []*hoppertype.StreamChunk, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Limit <= 0 {
 		return nil, errors.New("read stream: limit must be > 0")
 	}
@@ -130,7 +142,7 @@ func (t *tx) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([
 
 // putHook stores a hook row and records how to restore the previous one. A
 // hook's run never changes, so only a new hook touches the run index.
-func (t *tx) putHook(row *hoppertype.HookRow) {
+func (t *executor) putHook(row *hoppertype.HookRow) {
 	st := t.st
 	old, had := st.hooks[row.Token]
 	st.hooks[row.Token] = row
@@ -148,7 +160,7 @@ func (t *tx) putHook(row *hoppertype.HookRow) {
 }
 
 // deleteHook removes a hook and records how to restore it.
-func (t *tx) deleteHook(token string) {
+func (t *executor) deleteHook(token string) {
 	st := t.st
 	old := st.hooks[token]
 	if old == nil {
@@ -181,7 +193,7 @@ func (s *store) unindexHook(h *hoppertype.HookRow) {
 
 // setStream stores a run's chunks (none when chunks is empty) and records
 // how to restore the previous ones. Stored chunks are never modified.
-func (t *tx) setStream(runID string, chunks []*hoppertype.StreamChunk) {
+func (t *executor) setStream(runID string, chunks []*hoppertype.StreamChunk) {
 	setOrDelete(t, t.st.streams, runID, chunks)
 }
 

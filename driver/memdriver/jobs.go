@@ -14,10 +14,12 @@ import (
 )
 
 // JobInsertMany inserts jobs in order; a duplicate id undoes the whole call.
-func (t *tx) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) (_ []driver.JobInsertResult, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	mark := len(t.undo)
 	out := make([]driver.JobInsertResult, 0, len(params.Jobs))
 	for i, in := range params.Jobs {
@@ -44,10 +46,12 @@ func (t *tx) JobInsertMany(ctx context.Context, params *driver.JobInsertManyPara
 }
 
 // JobGet returns a copy of one job.
-func (t *tx) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (_ *hoppertype.JobRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	e := t.st.jobs[params.ID]
 	if e == nil {
 		return nil, fmt.Errorf("get job %q: %w", params.ID, hoppertype.ErrNotFound)
@@ -56,10 +60,12 @@ func (t *tx) JobGet(ctx context.Context, params *driver.JobGetParams) (*hopperty
 }
 
 // JobGetMany returns copies of the jobs that exist among IDs, in their order.
-func (t *tx) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) (_ []*hoppertype.JobRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	out := make([]*hoppertype.JobRow, 0, len(params.IDs))
 	for _, id := range params.IDs {
 		if e := t.st.jobs[id]; e != nil {
@@ -71,10 +77,12 @@ func (t *tx) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([
 
 // JobList filters, orders by id and pages the jobs. It scans the store,
 // which is fine for listings in a memory store.
-func (t *tx) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobList(ctx context.Context, params *driver.JobListParams) (_ []*hoppertype.JobRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Limit <= 0 {
 		return nil, errors.New("list jobs: limit must be > 0")
 	}
@@ -138,10 +146,12 @@ func (t *tx) JobList(ctx context.Context, params *driver.JobListParams) ([]*hopp
 
 // JobCountByState counts jobs per queue and state, ordered by queue and then
 // by state in lifecycle order.
-func (t *tx) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobCountByState(ctx context.Context, params *driver.JobCountParams) (_ []driver.JobCount, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	type qs struct {
 		queue string
 		state hoppertype.JobState
@@ -170,10 +180,12 @@ func (t *tx) JobCountByState(ctx context.Context, params *driver.JobCountParams)
 
 // JobCancel cancels a waiting or stuck job, flags a running one, and refuses
 // a terminal one.
-func (t *tx) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobCancel(ctx context.Context, params *driver.JobCancelParams) (_ *hoppertype.JobRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	e := t.st.jobs[params.ID]
 	if e == nil {
 		return nil, fmt.Errorf("cancel job %q: %w", params.ID, hoppertype.ErrNotFound)
@@ -202,10 +214,12 @@ func (t *tx) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*ho
 }
 
 // JobRetry moves the selected jobs back to pending as fresh jobs.
-func (t *tx) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobRetry(ctx context.Context, params *driver.JobRetryParams) (_ []driver.JobRetryResult, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	states := stateSet(params.States)
 	inStates := func(r *hoppertype.JobRow) bool {
 		if run := t.st.runs[r.ID]; run != nil && slices.Contains(params.SkipRunStatuses, run.Status) {
@@ -264,10 +278,12 @@ func (t *tx) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]dri
 // first, at most Limit (no limit when Limit <= 0). A deleted job that is a
 // workflow run takes its run row, history, hooks and stream with it; a
 // settled group whose last job it was, its group row.
-func (t *tx) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (_ int, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return 0, err
 	}
+	defer x.end(t, &err)
 	states := stateSet(params.States)
 	before := trunc(params.Before)
 	match := func(r *hoppertype.JobRow) bool {

@@ -2,7 +2,9 @@ package memdriver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -99,4 +101,106 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// TestPanicUndoesAndUnlocks: a panic in a transaction of the Driver's
+// executor, in InTx's function or in an operation (a GroupUpdate's Fold),
+// reaches the caller, undoes the transaction's writes and releases the
+// store for the next operation.
+func TestPanicUndoesAndUnlocks(t *testing.T) {
+	ctx := context.Background()
+	d := memdriver.New()
+	defer d.Close()
+	ex := d.Executor()
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	mustPanic := func(name string, fn func()) {
+		t.Helper()
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("%s: recovered %v, want the panic boom", name, r)
+			}
+		}()
+		fn()
+	}
+
+	mustPanic("InTx", func() {
+		ex.InTx(ctx, func(ctx context.Context, tx driver.Executor) error { //nolint:errcheck // it panics
+			row := &hoppertype.JobRow{ID: "a", Type: "t", Queue: "q", State: hoppertype.JobStatePending, QueuedAt: base, RunAt: base}
+			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{row}}); err != nil {
+				t.Error(err)
+			}
+			panic("boom")
+		})
+	})
+	if _, err := ex.JobGet(ctx, &driver.JobGetParams{ID: "a"}); !errors.Is(err, hoppertype.ErrNotFound) {
+		t.Fatalf("job inserted before the panic: JobGet = %v, want ErrNotFound", err)
+	}
+
+	if err := ex.GroupInsert(ctx, &driver.GroupInsertParams{Row: &hoppertype.GroupRow{ID: "g", Open: 1, CreatedAt: base}}); err != nil {
+		t.Fatal(err)
+	}
+	mustPanic("GroupUpdate", func() {
+		ex.GroupUpdate(ctx, &driver.GroupUpdateParams{ID: "g", OpenDelta: -1, Contribute: true, Now: base, //nolint:errcheck // it panics
+			Fold: func([]byte, bool) ([]byte, error) { panic("boom") }})
+	})
+	g, err := ex.GroupGet(ctx, &driver.GroupGetParams{ID: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Open != 1 || g.ValueSet {
+		t.Fatalf("group after a panicking update: Open %d, ValueSet %v; want 1, false", g.Open, g.ValueSet)
+	}
+}
+
+// TestExecutorEveryOperationOutsideTx calls every operation of
+// driver.Executor on the Driver's own executor after Close. Each operation
+// is implemented once, on the type a transaction's executor has too, and
+// must begin a transaction of its own when it is called outside one: one
+// that forgot would run on a transaction it does not have. Each must answer
+// ErrClosed.
+func TestExecutorEveryOperationOutsideTx(t *testing.T) {
+	d := memdriver.New()
+	ex := d.Executor()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	callEveryOperation(t, ex, func(name string, err error) {
+		if !errors.Is(err, driver.ErrClosed) {
+			t.Errorf("%s on a closed driver: %v, want ErrClosed", name, err)
+		}
+	})
+}
+
+// callEveryOperation calls each method of driver.Executor on ex with zero
+// params (InTx with a function that does nothing, RunStart with a run and
+// its job) and hands check its
+// error. A panic fails the test with the method's name.
+func callEveryOperation(t *testing.T, ex driver.Executor, check func(name string, err error)) {
+	t.Helper()
+	ctx := context.Background()
+	it := reflect.TypeFor[driver.Executor]()
+	v := reflect.ValueOf(ex)
+	for i := range it.NumMethod() {
+		m := it.Method(i)
+		ft := m.Type
+		args := []reflect.Value{reflect.ValueOf(ctx)}
+		switch m.Name {
+		case "InTx":
+			args = append(args, reflect.ValueOf(func(context.Context, driver.Executor) error { return nil }))
+		case "RunStart": // refuses a run without its job before reaching the store
+			args = append(args, reflect.ValueOf(&driver.RunStartParams{Run: &hoppertype.RunRow{ID: "r"}, Job: &hoppertype.JobRow{ID: "r"}}))
+		default:
+			args = append(args, reflect.New(ft.In(1).Elem()))
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s outside a transaction panicked: %v", m.Name, p)
+				}
+			}()
+			out := v.MethodByName(m.Name).Call(args)
+			err, _ := out[len(out)-1].Interface().(error)
+			check(m.Name, err)
+		}()
+	}
 }

@@ -17,10 +17,12 @@ import (
 // JobWake makes the named scheduled and retrying jobs pending with RunAt =
 // Now and returns them in the order of ids; other jobs and missing ids are
 // skipped, and an id named twice is woken once.
-func (t *tx) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) JobWake(ctx context.Context, params *driver.JobWakeParams) (_ []*hoppertype.JobRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	now := trunc(params.Now)
 	out := make([]*hoppertype.JobRow, 0, len(params.IDs))
 	for _, id := range params.IDs {
@@ -38,26 +40,28 @@ func (t *tx) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hopp
 }
 
 // RunLoad returns a run and its history; see driver.Executor.
-func (t *tx) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
-	return driver.RunLoadSeq(ctx, t, params)
+func (x *executor) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+	return driver.RunLoadSeq(ctx, x, params)
 }
 
 // RunEventAppendMany makes several appends; see driver.Executor.
-func (t *tx) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
-	return driver.RunEventAppendManyTx(ctx, t, params)
+func (x *executor) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
+	return driver.RunEventAppendManyTx(ctx, x, params)
 }
 
 // RunStart stores a run and its job at once; see driver.Executor.
-func (t *tx) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
-	return driver.RunStartTx(ctx, t, params)
+func (x *executor) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
+	return driver.RunStartTx(ctx, x, params)
 }
 
 // RunInsert stores a new run row.
-func (t *tx) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
+func (x *executor) RunInsert(ctx context.Context, params *driver.RunInsertParams) (err error) {
 	row := params.Row
-	if err := t.check(ctx); err != nil {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	if row == nil || row.ID == "" {
 		return errors.New("insert run: run has no id")
 	}
@@ -73,10 +77,12 @@ func (t *tx) RunInsert(ctx context.Context, params *driver.RunInsertParams) erro
 }
 
 // RunGet returns a copy of a run.
-func (t *tx) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) RunGet(ctx context.Context, params *driver.RunGetParams) (_ *hoppertype.RunRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	r := t.st.runs[params.ID]
 	if r == nil {
 		return nil, fmt.Errorf("get run %q: %w", params.ID, hoppertype.ErrNotFound)
@@ -87,10 +93,12 @@ func (t *tx) RunGet(ctx context.Context, params *driver.RunGetParams) (*hopperty
 // RunList filters, orders (newest CreatedAt first, then id descending) and
 // pages the runs. It scans the store, which is fine for listings in a
 // memory store.
-func (t *tx) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) RunList(ctx context.Context, params *driver.RunListParams) (_ []*hoppertype.RunRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	if params.Limit <= 0 {
 		return nil, errors.New("list runs: limit must be > 0")
 	}
@@ -137,10 +145,12 @@ func runBefore(r *hoppertype.RunRow, key driver.RunKey) bool {
 
 // RunUpdate sets a run's status, and its error and end time when given,
 // after checking ExpectStatuses.
-func (t *tx) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (_ *hoppertype.RunRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	cur := t.st.runs[params.ID]
 	if cur == nil {
 		return nil, fmt.Errorf("update run %q: %w", params.ID, hoppertype.ErrNotFound)
@@ -166,10 +176,12 @@ func (t *tx) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*ho
 
 // RunEventAppend adds events to a run's history while the run's job is
 // running under the lease token. The whole call applies or none of it does.
-func (t *tx) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
-	if err := t.check(ctx); err != nil {
+func (x *executor) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) (err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	if _, err := t.held(params.RunID, params.LeaseToken); err != nil {
 		// A run whose job is gone has lost its lease as surely as one
 		// re-claimed by another worker.
@@ -215,10 +227,12 @@ func (t *tx) RunEventAppend(ctx context.Context, params *driver.RunEventAppendPa
 
 // RunEventList returns copies of a run's events, of one attempt when
 // Attempt > 0.
-func (t *tx) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) RunEventList(ctx context.Context, params *driver.RunEventListParams) (_ []*hoppertype.RunEvent, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	evs := t.st.events[params.RunID]
 	if params.Attempt > 0 {
 		lo, _ := slices.BinarySearchFunc(evs, params.Attempt, func(e *hoppertype.RunEvent, a int) int { return cmp.Compare(e.Attempt, a) })
@@ -240,20 +254,20 @@ func compareEvents(a, b *hoppertype.RunEvent) int {
 }
 
 // putRun stores a run row and records how to restore the previous one.
-func (t *tx) putRun(row *hoppertype.RunRow) {
+func (t *executor) putRun(row *hoppertype.RunRow) {
 	t.runChanged(t.st.runs[row.ID], row)
 	put(t, t.st.runs, row.ID, row)
 }
 
 // setEvents stores a run's history (none when evs is empty) and records how
 // to restore the previous one. Stored events are never modified.
-func (t *tx) setEvents(runID string, evs []*hoppertype.RunEvent) {
+func (t *executor) setEvents(runID string, evs []*hoppertype.RunEvent) {
 	setOrDelete(t, t.st.events, runID, evs)
 }
 
 // deleteRunData removes what a run keeps beside its job: the run row, its
 // history, its hooks and its stream, recording how to restore them.
-func (t *tx) deleteRunData(id string) {
+func (t *executor) deleteRunData(id string) {
 	st := t.st
 	if old, ok := st.runs[id]; ok {
 		delete(st.runs, id)

@@ -12,7 +12,7 @@ import (
 )
 
 // schedule returns a copy of the named schedule's row, or a new row.
-func (t *tx) schedule(name string) *driver.ScheduleRow {
+func (t *executor) schedule(name string) *driver.ScheduleRow {
 	if cur := t.st.schedules[name]; cur != nil {
 		c := *cur
 		return &c
@@ -34,10 +34,12 @@ func seen(row *driver.ScheduleRow, now time.Time) {
 }
 
 // ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (_ time.Time, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return time.Time{}, err
 	}
+	defer x.end(t, &err)
 	row := t.schedule(params.Name)
 	if stale(row, params.Stored, params.Version) {
 		return time.Time{}, nil
@@ -58,10 +60,12 @@ func (t *tx) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertPa
 
 // ScheduleDefine stores a schedule defined in the store; see
 // driver.Executor.
-func (t *tx) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) (err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	row := t.schedule(params.Name)
 	if row.Def == nil && (row.Spec != "" || !row.NextAt.IsZero() || !row.LastAt.IsZero() || row.Occurrences > 0) {
 		return fmt.Errorf("define schedule %q: a schedule in code has the name: %w", params.Name, hoppertype.ErrStateConflict)
@@ -76,10 +80,12 @@ func (t *tx) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefinePa
 }
 
 // ScheduleRecord records a fired occurrence; see driver.Executor.
-func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (_ bool, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return false, err
 	}
+	defer x.end(t, &err)
 	row := t.schedule(params.Name)
 	if stale(row, params.Stored, params.Version) {
 		return false, fmt.Errorf("record occurrence of schedule %q: %w", params.Name, hoppertype.ErrNotFound)
@@ -101,10 +107,12 @@ func (t *tx) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordPa
 
 // ScheduleSetPaused stores whether a schedule is paused; see
 // driver.Executor.
-func (t *tx) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) (err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer x.end(t, &err)
 	row := t.schedule(params.Name)
 	row.Paused, row.UpdatedAt = params.Paused, trunc(params.Now)
 	put(t, t.st.schedules, row.Name, row)
@@ -113,10 +121,12 @@ func (t *tx) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPa
 
 // ScheduleList returns copies of the stored schedules by name; see
 // driver.Executor.
-func (t *tx) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) (_ []*driver.ScheduleRow, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return nil, err
 	}
+	defer x.end(t, &err)
 	out := make([]*driver.ScheduleRow, 0, len(t.st.schedules))
 	for _, s := range t.st.schedules {
 		c := *s
@@ -132,10 +142,12 @@ func (t *tx) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]
 }
 
 // ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (t *tx) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
-	if err := t.check(ctx); err != nil {
+func (x *executor) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (_ bool, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
 		return false, err
 	}
+	defer x.end(t, &err)
 	name := params.Name
 	old, had := t.st.schedules[name]
 	if !had {
@@ -144,36 +156,4 @@ func (t *tx) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeletePa
 	delete(t.st.schedules, name)
 	t.undo = append(t.undo, func() { t.st.schedules[name] = old })
 	return true, nil
-}
-
-// ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (d *pool) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
-	return call(ctx, d.Driver, func(tx *tx) (time.Time, error) { return tx.ScheduleUpsert(ctx, params) })
-}
-
-// ScheduleRecord records a fired occurrence; see driver.Executor.
-func (d *pool) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
-	return call(ctx, d.Driver, func(tx *tx) (bool, error) { return tx.ScheduleRecord(ctx, params) })
-}
-
-// ScheduleDefine stores a schedule defined in the store; see
-// driver.Executor.
-func (d *pool) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
-	return d.run(ctx, func(tx *tx) error { return tx.ScheduleDefine(ctx, params) })
-}
-
-// ScheduleSetPaused stores whether a schedule is paused; see
-// driver.Executor.
-func (d *pool) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
-	return d.run(ctx, func(tx *tx) error { return tx.ScheduleSetPaused(ctx, params) })
-}
-
-// ScheduleList returns the stored schedules; see driver.Executor.
-func (d *pool) ScheduleList(ctx context.Context, params *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
-	return call(ctx, d.Driver, func(tx *tx) ([]*driver.ScheduleRow, error) { return tx.ScheduleList(ctx, params) })
-}
-
-// ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (d *pool) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
-	return call(ctx, d.Driver, func(tx *tx) (bool, error) { return tx.ScheduleDelete(ctx, params) })
 }

@@ -137,7 +137,7 @@ func (s *store) live(it heapItem) (*jobEntry, bool) {
 }
 
 // setJob stores row (which the store then owns) and updates every index. It
-// records no undo: callers go through tx.putJob.
+// records no undo: callers go through the executor's putJob.
 func (s *store) setJob(row *hoppertype.JobRow) {
 	if old := s.jobs[row.ID]; old != nil {
 		s.unindex(old.row)
@@ -220,7 +220,7 @@ func (s *store) nextToken(prev int64) int64 {
 }
 
 // putJob stores row and records how to restore the previous one.
-func (t *tx) putJob(row *hoppertype.JobRow) {
+func (t *executor) putJob(row *hoppertype.JobRow) {
 	st := t.st
 	old := st.jobs[row.ID]
 	if old == nil {
@@ -242,7 +242,7 @@ func (t *tx) putJob(row *hoppertype.JobRow) {
 }
 
 // deleteJob removes a job and records how to restore it.
-func (t *tx) deleteJob(id string) {
+func (t *executor) deleteJob(id string) {
 	st := t.st
 	old := st.jobs[id]
 	if old == nil {
@@ -254,10 +254,10 @@ func (t *tx) deleteJob(id string) {
 }
 
 // putGroup stores a group row and records how to restore the previous one.
-func (t *tx) putGroup(row *hoppertype.GroupRow) { put(t, t.st.groups, row.ID, row) }
+func (t *executor) putGroup(row *hoppertype.GroupRow) { put(t, t.st.groups, row.ID, row) }
 
 // deleteGroup removes a group row and records how to restore it.
-func (t *tx) deleteGroup(id string) {
+func (t *executor) deleteGroup(id string) {
 	old, had := t.st.groups[id]
 	if !had {
 		return
@@ -267,17 +267,17 @@ func (t *tx) deleteGroup(id string) {
 }
 
 // putKey stores a key and records how to restore the previous one.
-func (t *tx) putKey(key string, row keyRow) { put(t, t.st.keys, key, row) }
+func (t *executor) putKey(key string, row keyRow) { put(t, t.st.keys, key, row) }
 
 // putLeader stores a leadership row and records how to restore the previous
 // one.
-func (t *tx) putLeader(row *driver.LeaderRow) { put(t, t.st.leaders, row.Name, row) }
+func (t *executor) putLeader(row *driver.LeaderRow) { put(t, t.st.leaders, row.Name, row) }
 
 // putQueue stores a queue row and records how to restore the previous one.
-func (t *tx) putQueue(row *driver.QueueRow) { put(t, t.st.queueRows, row.Name, row) }
+func (t *executor) putQueue(row *driver.QueueRow) { put(t, t.st.queueRows, row.Name, row) }
 
 // put stores v under key in m and records how to restore what was there.
-func put[V any](t *tx, m map[string]V, key string, v V) {
+func put[V any](t *executor, m map[string]V, key string, v V) {
 	old, had := m[key]
 	m[key] = v
 	t.undo = append(t.undo, func() {
@@ -291,7 +291,7 @@ func put[V any](t *tx, m map[string]V, key string, v V) {
 
 // setOrDelete stores vs under key in m, or deletes key when vs is empty,
 // and records how to restore what was there.
-func setOrDelete[V any](t *tx, m map[string][]V, key string, vs []V) {
+func setOrDelete[V any](t *executor, m map[string][]V, key string, vs []V) {
 	old, had := m[key]
 	if len(vs) == 0 {
 		delete(m, key)

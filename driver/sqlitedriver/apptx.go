@@ -59,7 +59,7 @@ func (d *Driver) TxBegin(ctx context.Context, _ *driver.TxBeginParams) (*driver.
 // appTx is stx with an executor on it. Its notifications are published
 // after its Commit succeeds.
 func (d *Driver) appTx(stx *sql.Tx) *driver.AppTx {
-	t := &txExec{r: &runner{q: stx, d: d}}
+	t := &executor{r: &runner{q: stx, d: d}}
 	return &driver.AppTx{
 		Tx:       stx,
 		Executor: t,

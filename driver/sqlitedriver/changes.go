@@ -80,12 +80,16 @@ func (r *runner) changeList(ctx context.Context, p *driver.ChangeListParams) ([]
 
 // ChangeList reads the change feed. The store has one writer, so inside a
 // transaction the changes after its mark are its own, and every committed
-// change is final.
-func (t *txExec) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
-	if err := t.check(ctx); err != nil {
+// change is final. Outside a transaction, Own lists nothing.
+func (t *executor) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
+	if p.Own && t.r == nil {
+		return nil, ctx.Err()
+	}
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.changeList(ctx, p)
+	return r.changeList(ctx, p)
 }
 
 // jsonOrNull is a JSON array of vs, or NULL when vs is empty (no filter).
@@ -131,11 +135,12 @@ func (r *runner) changeScan(ctx context.Context, p *driver.ChangeScanParams) (*d
 }
 
 // ChangeScan reads the feed, returning what passes the filter.
-func (t *txExec) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.changeScan(ctx, p)
+	return r.changeScan(ctx, p)
 }
 
 func (r *runner) changeTail(ctx context.Context) (hoppertype.ChangeCursor, error) {
@@ -147,11 +152,12 @@ func (r *runner) changeTail(ctx context.Context) (hoppertype.ChangeCursor, error
 }
 
 // ChangeTail returns the last change's cursor.
-func (t *txExec) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return hoppertype.ChangeCursor{}, err
 	}
-	return t.r.changeTail(ctx)
+	return r.changeTail(ctx)
 }
 
 func (r *runner) changeMark(ctx context.Context) (int64, error) {
@@ -166,11 +172,12 @@ func (r *runner) changeMark(ctx context.Context) (int64, error) {
 }
 
 // ChangeMark returns the last position handed out.
-func (t *txExec) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (int64, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (int64, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return 0, err
 	}
-	return t.r.changeMark(ctx)
+	return r.changeMark(ctx)
 }
 
 func scanCursor(rows *sql.Rows) (*driver.CursorRow, error) {
@@ -186,7 +193,10 @@ func scanCursor(rows *sql.Rows) (*driver.CursorRow, error) {
 const cursorColumns = `name, owner, expires_at, tx, position, updated_at`
 
 // CursorLease takes or renews a feed cursor.
-func (t *txExec) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+func (t *executor) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (*driver.CursorRow, error) { return t.CursorLease(ctx, p) })
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -222,7 +232,10 @@ func (t *txExec) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (
 }
 
 // CursorAdvance moves a held cursor forward.
-func (t *txExec) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
+func (t *executor) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.CursorAdvance(ctx, p) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -261,48 +274,10 @@ func (r *runner) cursorList(ctx context.Context) ([]*driver.CursorRow, error) {
 }
 
 // CursorList returns the feed cursors by name.
-func (t *txExec) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*driver.CursorRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*driver.CursorRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.cursorList(ctx)
-}
-
-// ChangeList reads the change feed; see driver.Executor. Outside a
-// transaction, Own lists nothing.
-func (d *pool) ChangeList(ctx context.Context, p *driver.ChangeListParams) ([]*hoppertype.Change, error) {
-	if p.Own {
-		return nil, ctx.Err()
-	}
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.Change, error) { return r.changeList(ctx, p) })
-}
-
-// ChangeScan implements driver.Executor.
-func (d *pool) ChangeScan(ctx context.Context, p *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
-	return read(ctx, d.Driver, func(r *runner) (*driver.ChangeScanResult, error) { return r.changeScan(ctx, p) })
-}
-
-// ChangeTail implements driver.Executor.
-func (d *pool) ChangeTail(ctx context.Context, _ *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
-	return read(ctx, d.Driver, func(r *runner) (hoppertype.ChangeCursor, error) { return r.changeTail(ctx) })
-}
-
-// ChangeMark implements driver.Executor.
-func (d *pool) ChangeMark(ctx context.Context, _ *driver.ChangeMarkParams) (int64, error) {
-	return read(ctx, d.Driver, func(r *runner) (int64, error) { return r.changeMark(ctx) })
-}
-
-// CursorLease implements driver.Executor.
-func (d *pool) CursorLease(ctx context.Context, p *driver.CursorLeaseParams) (*driver.CursorRow, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*driver.CursorRow, error) { return t.CursorLease(ctx, p) })
-}
-
-// CursorAdvance implements driver.Executor.
-func (d *pool) CursorAdvance(ctx context.Context, p *driver.CursorAdvanceParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.CursorAdvance(ctx, p) })
-}
-
-// CursorList implements driver.Executor.
-func (d *pool) CursorList(ctx context.Context, _ *driver.CursorListParams) ([]*driver.CursorRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*driver.CursorRow, error) { return r.cursorList(ctx) })
+	return r.cursorList(ctx)
 }

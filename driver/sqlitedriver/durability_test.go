@@ -13,7 +13,7 @@ import (
 )
 
 // synchronousIn reads PRAGMA synchronous inside a call's transaction.
-func synchronousIn(ctx context.Context, t *txExec) (int, error) {
+func synchronousIn(ctx context.Context, t *executor) (int, error) {
 	var v int
 	err := t.r.one(ctx, "PRAGMA synchronous", func(rows *sql.Rows) error { return rows.Scan(&v) })
 	return v, err
@@ -39,7 +39,7 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 			LeaseExpiresAt: time.Now().Add(time.Minute), Worker: "w"})
 	})
 	wg.Go(func() {
-		probeErr = d.w.do(ctx, true, true, func(ctx context.Context, t *txExec) error {
+		probeErr = d.w.do(ctx, true, true, func(ctx context.Context, t *executor) error {
 			var err error
 			inLax, err = synchronousIn(ctx, t)
 			return err
@@ -69,7 +69,7 @@ func TestClaimBatchesCommitWithoutSync(t *testing.T) {
 	wg.Go(func() {
 		probeErr = d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			var err error
-			inMixed, err = synchronousIn(ctx, tx.(*txExec))
+			inMixed, err = synchronousIn(ctx, tx.(*executor))
 			return err
 		})
 	})

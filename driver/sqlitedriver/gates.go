@@ -277,7 +277,12 @@ func (r *runner) gateEdges(ctx context.Context, ids []string) (map[string][]stri
 }
 
 // GateInsert stores gates and wakes those already decided.
-func (t *txExec) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
+func (t *executor) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) ([]*hoppertype.GateRow, error) {
+			return t.GateInsert(ctx, params)
+		})
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -298,7 +303,7 @@ func (t *txExec) GateInsert(ctx context.Context, params *driver.GateInsertParams
 }
 
 // wakeGate wakes a gate's job if it should and notifies its queue.
-func (t *txExec) wakeGate(ctx context.Context, g *hoppertype.GateRow, now time.Time) error {
+func (t *executor) wakeGate(ctx context.Context, g *hoppertype.GateRow, now time.Time) error {
 	q, err := t.r.wakeGate(ctx, g, now)
 	if err != nil || q == "" {
 		return err
@@ -308,7 +313,7 @@ func (t *txExec) wakeGate(ctx context.Context, g *hoppertype.GateRow, now time.T
 
 // observe records transitions in the gates watching their jobs and wakes
 // the gates they decide.
-func (t *txExec) observe(ctx context.Context, changes []gateChange) error {
+func (t *executor) observe(ctx context.Context, changes []gateChange) error {
 	gates, ats, err := t.r.observeGates(ctx, changes)
 	if err != nil {
 		return err
@@ -322,65 +327,47 @@ func (t *txExec) observe(ctx context.Context, changes []gateChange) error {
 }
 
 // GateGet returns a gate, as this transaction sees it.
-func (t *txExec) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.gateGet(ctx, params.ID)
+	return r.gateGet(ctx, params.ID)
 }
 
 // GateWaitList returns a gate's waits, as this transaction sees them.
-func (t *txExec) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.gateWaitList(ctx, params.GateID)
+	return r.gateWaitList(ctx, params.GateID)
 }
 
 // GateEdges returns gate graph edges, as this transaction sees them.
-func (t *txExec) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.gateEdges(ctx, params.IDs)
+	return r.gateEdges(ctx, params.IDs)
 }
 
 // GateWatcherList returns the gates watching a job, as this transaction
 // sees them.
-func (t *txExec) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.gateWatchers(ctx, params)
-}
-
-// GateWatcherList returns the gates watching a job; see driver.Executor.
-func (d *pool) GateWatcherList(ctx context.Context, params *driver.GateWatcherListParams) ([]string, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]string, error) { return r.gateWatchers(ctx, params) })
-}
-
-// GateInsert stores gates; see driver.Executor.
-func (d *pool) GateInsert(ctx context.Context, params *driver.GateInsertParams) ([]*hoppertype.GateRow, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]*hoppertype.GateRow, error) { return t.GateInsert(ctx, params) })
-}
-
-// GateGet returns a gate; see driver.Executor.
-func (d *pool) GateGet(ctx context.Context, params *driver.GateGetParams) (*hoppertype.GateRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.GateRow, error) { return r.gateGet(ctx, params.ID) })
-}
-
-// GateWaitList returns a gate's waits; see driver.Executor.
-func (d *pool) GateWaitList(ctx context.Context, params *driver.GateWaitListParams) ([]*hoppertype.GateWait, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.GateWait, error) { return r.gateWaitList(ctx, params.GateID) })
-}
-
-// GateEdges returns gate graph edges; see driver.Executor.
-func (d *pool) GateEdges(ctx context.Context, params *driver.GateEdgesParams) (map[string][]string, error) {
-	return read(ctx, d.Driver, func(r *runner) (map[string][]string, error) { return r.gateEdges(ctx, params.IDs) })
+	return r.gateWatchers(ctx, params)
 }
 
 // GateObserve records the jobs' states in the gates watching them.
-func (t *txExec) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+func (t *executor) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.GateObserve(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -389,10 +376,4 @@ func (t *txExec) GateObserve(ctx context.Context, params *driver.GateObservePara
 		changes[i] = gateChange{id: j.ID, state: j.State, at: trunc(params.Now)}
 	}
 	return t.atomic(ctx, func() error { return t.observe(ctx, changes) })
-}
-
-// GateObserve records the jobs' states in the gates watching them; see
-// driver.Executor.
-func (d *pool) GateObserve(ctx context.Context, params *driver.GateObserveParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.GateObserve(ctx, params) })
 }

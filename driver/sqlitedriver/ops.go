@@ -8,19 +8,20 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
-// This file routes the Executor operations. On the Driver, writes queue to
-// the writer as one-operation calls (group commit) and reads run on the read
-// pool. On a transaction's executor (txExec), everything runs on the
-// writer's transaction.
+// This file holds the Executor operations, implemented once on the executor
+// type. On the Driver's executor (no transaction), a write queues itself to the
+// writer as a one-operation call (group commit) and runs there on the
+// call's executor; a read runs on the read pool. On a transaction's
+// executor, everything runs on the writer's transaction.
 
 // write runs fn as a top-level call in the writer.
-func (d *Driver) write(ctx context.Context, single bool, fn func(ctx context.Context, t *txExec) error) error {
+func (d *Driver) write(ctx context.Context, single bool, fn func(ctx context.Context, t *executor) error) error {
 	return d.writeCall(ctx, single, false, fn)
 }
 
 // writeCall runs fn as a top-level call in the writer; lax marks a call
 // whose commit need not be synced before it returns (see writer.runBatch).
-func (d *Driver) writeCall(ctx context.Context, single, lax bool, fn func(ctx context.Context, t *txExec) error) error {
+func (d *Driver) writeCall(ctx context.Context, single, lax bool, fn func(ctx context.Context, t *executor) error) error {
 	if d.closed.Load() {
 		return driver.ErrClosed
 	}
@@ -32,15 +33,15 @@ func (d *Driver) writeCall(ctx context.Context, single, lax bool, fn func(ctx co
 
 // call runs one write operation as its own call and returns its value (also
 // alongside an error, as JobCancel needs).
-func call[T any](ctx context.Context, d *Driver, fn func(ctx context.Context, t *txExec) (T, error)) (T, error) {
+func call[T any](ctx context.Context, d *Driver, fn func(ctx context.Context, t *executor) (T, error)) (T, error) {
 	return callAs(ctx, d, false, fn)
 }
 
 // callAs is call; lax marks a call whose commit need not be synced before
 // it returns (see writer.runBatch).
-func callAs[T any](ctx context.Context, d *Driver, lax bool, fn func(ctx context.Context, t *txExec) (T, error)) (T, error) {
+func callAs[T any](ctx context.Context, d *Driver, lax bool, fn func(ctx context.Context, t *executor) (T, error)) (T, error) {
 	var out T
-	err := d.writeCall(ctx, true, lax, func(ctx context.Context, t *txExec) error {
+	err := d.writeCall(ctx, true, lax, func(ctx context.Context, t *executor) error {
 		var err error
 		out, err = fn(ctx, t)
 		return err
@@ -48,260 +49,13 @@ func callAs[T any](ctx context.Context, d *Driver, lax bool, fn func(ctx context
 	return out, err
 }
 
-// read runs one read operation on the read pool.
-func read[T any](ctx context.Context, d *Driver, fn func(r *runner) (T, error)) (T, error) {
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	r, err := d.reader(ctx)
-	if err != nil {
-		return zero, err
-	}
-	return fn(r)
-}
-
-// InTx runs fn in a write transaction, queued to the writer and committed
-// with the other calls of its batch; see driver.Executor.InTx. fn runs on the
-// writer goroutine while it holds the database's write lock: it must use tx,
-// never the Driver (a write on the Driver from inside fn fails), and should
-// be quick. When fn returns an error or panics, its writes are rolled back
-// and its notifications dropped; a panic is re-raised in the caller.
-//
-// fn may run twice: when SQLite aborts the batch's whole transaction because
-// of another call (a disk-full error, say), the calls that had succeeded in
-// it are run once more in the next batch, so fn should have no effects
-// outside tx. InTx returns only after the commit that includes fn's writes,
-// or with an error and none of them.
-func (d *pool) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
-	return d.write(ctx, false, func(ctx context.Context, t *txExec) error { return fn(ctx, t) })
-}
-
-// JobInsertMany inserts jobs atomically; see driver.Executor.
-func (d *pool) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]driver.JobInsertResult, error) {
-		return t.JobInsertMany(ctx, params)
-	})
-}
-
-// JobGet returns one job; see driver.Executor.
-func (d *pool) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.JobRow, error) { return r.jobGet(ctx, params.ID) })
-}
-
-// JobGetMany returns the jobs that exist among IDs; see driver.Executor.
-func (d *pool) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobGetMany(ctx, params.IDs) })
-}
-
-// JobList lists jobs; see driver.Executor.
-func (d *pool) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobList(ctx, params) })
-}
-
-// JobCountByState counts jobs per queue and state; see driver.Executor.
-func (d *pool) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]driver.JobCount, error) { return r.jobCountByState(ctx, params) })
-}
-
-// JobClaim claims due jobs under a lease; see driver.Executor.
-//
-// Under synchronous=FULL a batch of claims alone commits without syncing
-// the log: a claim lost to a power loss leaves its jobs pending to be
-// claimed again, and the log's next synced commit (any other write) makes
-// it durable with everything before it. See the package doc, Durability.
-func (d *pool) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
-	return callAs(ctx, d.Driver, true, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobClaim(ctx, params) })
-}
-
-// JobPromote makes due scheduled and retrying jobs pending; see
-// driver.Executor.
-func (d *pool) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (int, error) { return t.JobPromote(ctx, params) })
-}
-
-// JobNextRunAt returns the earliest RunAt of a queue's waiting jobs; see
-// driver.Executor.
-func (d *pool) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
-	return read(ctx, d.Driver, func(r *runner) (time.Time, error) { return r.jobNextRunAt(ctx, params.Queue) })
-}
-
-// JobHeartbeat extends held leases; see driver.Executor.
-func (d *pool) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]driver.JobHeartbeatResult, error) {
-		return t.JobHeartbeat(ctx, params)
-	})
-}
-
-// JobFinishMany applies workers' transitions; see driver.Executor.
-func (d *pool) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]driver.JobFinishResult, error) {
-		return t.JobFinishMany(ctx, params)
-	})
-}
-
-// JobListExpiredLeases lists running jobs whose lease expired; see
-// driver.Executor.
-func (d *pool) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobListExpiredLeases(ctx, params) })
-}
-
-// JobCancel cancels a job; see driver.Executor.
-func (d *pool) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*hoppertype.JobRow, error) { return t.JobCancel(ctx, params) })
-}
-
-// JobRetry moves jobs back to pending; see driver.Executor.
-func (d *pool) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]driver.JobRetryResult, error) { return t.JobRetry(ctx, params) })
-}
-
-// JobDeleteFinished deletes old terminal jobs; see driver.Executor.
-func (d *pool) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (int, error) { return t.JobDeleteFinished(ctx, params) })
-}
-
-// GroupInsert stores a new group; see driver.Executor.
-func (d *pool) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.GroupInsert(ctx, params) })
-}
-
-// GroupGet returns a group; see driver.Executor.
-func (d *pool) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.GroupRow, error) { return r.groupGet(ctx, params.ID) })
-}
-
-// GroupUpdate changes a group atomically; see driver.Executor. Fold runs on
-// the writer goroutine while the write lock is held.
-func (d *pool) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*driver.GroupUpdateResult, error) {
-		return t.GroupUpdate(ctx, params)
-	})
-}
-
-// KeyDeleteExpired deletes expired keys; see driver.Executor.
-func (d *pool) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (int, error) { return t.KeyDeleteExpired(ctx, params) })
-}
-
-// KeySetIfAbsent stores a key unless it is held; see driver.Executor.
-func (d *pool) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (bool, error) { return t.KeySetIfAbsent(ctx, params) })
-}
-
-// LeaderAttempt takes or renews a leadership; see driver.Executor.
-func (d *pool) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*driver.LeaderRow, error) { return t.LeaderAttempt(ctx, params) })
-}
-
-// LeaderResign gives up a leadership; see driver.Executor.
-func (d *pool) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.LeaderResign(ctx, params) })
-}
-
-// QueueSetPaused stores whether a queue is paused; see driver.Executor.
-func (d *pool) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.QueueSetPaused(ctx, params) })
-}
-
-// QueueList returns the stored queue states; see driver.Executor.
-func (d *pool) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*driver.QueueRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*driver.QueueRow, error) { return r.queueList(ctx) })
-}
-
-// QueueDepthList reads the queues' backlog; see driver.Executor.
-func (d *pool) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*driver.QueueDepthRow, error) { return r.queueDepthList(ctx, params) })
-}
-
-// JobWake makes waiting jobs due now; see driver.Executor.
-func (d *pool) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]*hoppertype.JobRow, error) { return t.JobWake(ctx, params) })
-}
-
-// RunLoad returns a run and its history; see driver.Executor.
-func (d *pool) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
-	return driver.RunLoadSeq(ctx, d, params)
-}
-
-// RunEventAppendMany makes several appends in one transaction; see
-// driver.Executor.
-func (d *pool) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
-	return driver.RunEventAppendManyTx(ctx, d, params)
-}
-
-// RunStart stores a run and its job at once; see driver.Executor.
-func (d *pool) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
-	return driver.RunStartTx(ctx, d, params)
-}
-
-// RunInsert stores a new run row; see driver.Executor.
-func (d *pool) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunInsert(ctx, params) })
-}
-
-// RunGet returns a workflow run; see driver.Executor.
-func (d *pool) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.RunRow, error) { return r.runGet(ctx, params.ID) })
-}
-
-// RunList lists workflow runs, newest first; see driver.Executor.
-func (d *pool) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.RunRow, error) { return r.runList(ctx, params) })
-}
-
-// RunUpdate sets a run's status; see driver.Executor.
-func (d *pool) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*hoppertype.RunRow, error) { return t.RunUpdate(ctx, params) })
-}
-
-// RunEventAppend appends to a run's history under its lease; see
-// driver.Executor.
-func (d *pool) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.RunEventAppend(ctx, params) })
-}
-
-// RunEventList returns a run's history; see driver.Executor.
-func (d *pool) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.RunEvent, error) { return r.runEventList(ctx, params) })
-}
-
-// HookInsert stores a waiting hook; see driver.Executor.
-func (d *pool) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.HookInsert(ctx, params) })
-}
-
-// HookGet returns a hook by token; see driver.Executor.
-func (d *pool) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
-	return read(ctx, d.Driver, func(r *runner) (*hoppertype.HookRow, error) { return r.hookGet(ctx, params.Token) })
-}
-
-// HookResume delivers a payload to a waiting hook; see driver.Executor.
-func (d *pool) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (*hoppertype.HookRow, error) { return t.HookResume(ctx, params) })
-}
-
-// HookListByRun returns a run's hooks; see driver.Executor.
-func (d *pool) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.HookRow, error) { return r.hookListByRun(ctx, params.RunID) })
-}
-
-// StreamAppend appends chunks to a run's stream; see driver.Executor.
-func (d *pool) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) ([]*hoppertype.StreamChunk, error) {
-		return t.StreamAppend(ctx, params)
-	})
-}
-
-// StreamRead reads a run's stream; see driver.Executor.
-func (d *pool) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.StreamChunk, error) { return r.streamRead(ctx, params) })
-}
-
-// The transaction's executor.
-
 // JobInsertMany inserts jobs; a duplicate id undoes the whole call.
-func (t *txExec) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+func (t *executor) JobInsertMany(ctx context.Context, params *driver.JobInsertManyParams) ([]driver.JobInsertResult, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) ([]driver.JobInsertResult, error) {
+			return t.JobInsertMany(ctx, params)
+		})
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -324,39 +78,52 @@ func (t *txExec) JobInsertMany(ctx context.Context, params *driver.JobInsertMany
 }
 
 // JobGet returns one job, as this transaction sees it.
-func (t *txExec) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) JobGet(ctx context.Context, params *driver.JobGetParams) (*hoppertype.JobRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.jobGet(ctx, params.ID)
+	return r.jobGet(ctx, params.ID)
 }
 
 // JobGetMany returns the jobs that exist among IDs, in their order.
-func (t *txExec) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) JobGetMany(ctx context.Context, params *driver.JobGetManyParams) ([]*hoppertype.JobRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.jobGetMany(ctx, params.IDs)
+	return r.jobGetMany(ctx, params.IDs)
 }
 
 // JobList lists jobs.
-func (t *txExec) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.jobList(ctx, params)
+	return r.jobList(ctx, params)
 }
 
 // JobCountByState counts jobs per queue and state.
-func (t *txExec) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.jobCountByState(ctx, params)
+	return r.jobCountByState(ctx, params)
 }
 
 // JobClaim promotes and claims jobs.
-func (t *txExec) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+//
+// On the Driver's executor, under synchronous=FULL a batch of claims alone
+// commits without syncing the log: a claim lost to a power loss leaves its
+// jobs pending to be claimed again, and the log's next synced commit (any
+// other write) makes it durable with everything before it. See the package
+// doc, Durability.
+func (t *executor) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if t.r == nil {
+		return callAs(ctx, t.d, true, func(ctx context.Context, t *executor) ([]*hoppertype.JobRow, error) { return t.JobClaim(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -370,7 +137,10 @@ func (t *txExec) JobClaim(ctx context.Context, params *driver.JobClaimParams) ([
 }
 
 // JobPromote promotes due jobs of every queue.
-func (t *txExec) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
+func (t *executor) JobPromote(ctx context.Context, params *driver.JobPromoteParams) (int, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (int, error) { return t.JobPromote(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return 0, err
 	}
@@ -378,15 +148,21 @@ func (t *txExec) JobPromote(ctx context.Context, params *driver.JobPromoteParams
 }
 
 // JobNextRunAt returns the earliest RunAt of a queue's waiting jobs.
-func (t *txExec) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAtParams) (time.Time, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return time.Time{}, err
 	}
-	return t.r.jobNextRunAt(ctx, params.Queue)
+	return r.jobNextRunAt(ctx, params.Queue)
 }
 
 // JobHeartbeat extends held leases.
-func (t *txExec) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+func (t *executor) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatParams) ([]driver.JobHeartbeatResult, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) ([]driver.JobHeartbeatResult, error) {
+			return t.JobHeartbeat(ctx, params)
+		})
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -400,7 +176,12 @@ func (t *txExec) JobHeartbeat(ctx context.Context, params *driver.JobHeartbeatPa
 }
 
 // JobFinishMany applies workers' transitions.
-func (t *txExec) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+func (t *executor) JobFinishMany(ctx context.Context, params *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) ([]driver.JobFinishResult, error) {
+			return t.JobFinishMany(ctx, params)
+		})
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -422,15 +203,19 @@ func (t *txExec) JobFinishMany(ctx context.Context, params *driver.JobFinishMany
 }
 
 // JobListExpiredLeases lists running jobs whose lease expired.
-func (t *txExec) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.jobListExpiredLeases(ctx, params)
+	return r.jobListExpiredLeases(ctx, params)
 }
 
 // JobCancel cancels a job.
-func (t *txExec) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+func (t *executor) JobCancel(ctx context.Context, params *driver.JobCancelParams) (*hoppertype.JobRow, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (*hoppertype.JobRow, error) { return t.JobCancel(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -449,7 +234,12 @@ func (t *txExec) JobCancel(ctx context.Context, params *driver.JobCancelParams) 
 }
 
 // JobRetry moves jobs back to pending.
-func (t *txExec) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+func (t *executor) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([]driver.JobRetryResult, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) ([]driver.JobRetryResult, error) {
+			return t.JobRetry(ctx, params)
+		})
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -471,7 +261,10 @@ func (t *txExec) JobRetry(ctx context.Context, params *driver.JobRetryParams) ([
 }
 
 // JobDeleteFinished deletes old terminal jobs.
-func (t *txExec) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+func (t *executor) JobDeleteFinished(ctx context.Context, params *driver.JobDeleteFinishedParams) (int, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (int, error) { return t.JobDeleteFinished(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return 0, err
 	}
@@ -485,7 +278,10 @@ func (t *txExec) JobDeleteFinished(ctx context.Context, params *driver.JobDelete
 }
 
 // GroupInsert stores a new group.
-func (t *txExec) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
+func (t *executor) GroupInsert(ctx context.Context, params *driver.GroupInsertParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.GroupInsert(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -493,15 +289,21 @@ func (t *txExec) GroupInsert(ctx context.Context, params *driver.GroupInsertPara
 }
 
 // GroupGet returns a group, as this transaction sees it.
-func (t *txExec) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) GroupGet(ctx context.Context, params *driver.GroupGetParams) (*hoppertype.GroupRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.groupGet(ctx, params.ID)
+	return r.groupGet(ctx, params.ID)
 }
 
 // GroupUpdate changes a group; Fold runs here, under the write lock.
-func (t *txExec) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+func (t *executor) GroupUpdate(ctx context.Context, params *driver.GroupUpdateParams) (*driver.GroupUpdateResult, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (*driver.GroupUpdateResult, error) {
+			return t.GroupUpdate(ctx, params)
+		})
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -509,7 +311,10 @@ func (t *txExec) GroupUpdate(ctx context.Context, params *driver.GroupUpdatePara
 }
 
 // KeyDeleteExpired deletes expired keys.
-func (t *txExec) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+func (t *executor) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteExpiredParams) (int, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (int, error) { return t.KeyDeleteExpired(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return 0, err
 	}
@@ -517,7 +322,10 @@ func (t *txExec) KeyDeleteExpired(ctx context.Context, params *driver.KeyDeleteE
 }
 
 // KeySetIfAbsent stores a key unless it is held.
-func (t *txExec) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+func (t *executor) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbsentParams) (bool, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (bool, error) { return t.KeySetIfAbsent(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return false, err
 	}
@@ -525,7 +333,10 @@ func (t *txExec) KeySetIfAbsent(ctx context.Context, params *driver.KeySetIfAbse
 }
 
 // LeaderAttempt takes or renews a leadership.
-func (t *txExec) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+func (t *executor) LeaderAttempt(ctx context.Context, params *driver.LeaderAttemptParams) (*driver.LeaderRow, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (*driver.LeaderRow, error) { return t.LeaderAttempt(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -533,7 +344,10 @@ func (t *txExec) LeaderAttempt(ctx context.Context, params *driver.LeaderAttempt
 }
 
 // LeaderResign gives up a leadership.
-func (t *txExec) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+func (t *executor) LeaderResign(ctx context.Context, params *driver.LeaderResignParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.LeaderResign(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -541,7 +355,10 @@ func (t *txExec) LeaderResign(ctx context.Context, params *driver.LeaderResignPa
 }
 
 // QueueSetPaused stores whether a queue is paused.
-func (t *txExec) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+func (t *executor) QueueSetPaused(ctx context.Context, params *driver.QueueSetPausedParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.QueueSetPaused(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -549,23 +366,28 @@ func (t *txExec) QueueSetPaused(ctx context.Context, params *driver.QueueSetPaus
 }
 
 // QueueList returns the stored queue states.
-func (t *txExec) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*driver.QueueRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) QueueList(ctx context.Context, _ *driver.QueueListParams) ([]*driver.QueueRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.queueList(ctx)
+	return r.queueList(ctx)
 }
 
 // QueueDepthList reads the queues' backlog in the transaction.
-func (t *txExec) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) QueueDepthList(ctx context.Context, params *driver.QueueDepthListParams) ([]*driver.QueueDepthRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.queueDepthList(ctx, params)
+	return r.queueDepthList(ctx, params)
 }
 
 // JobWake makes waiting jobs due now, in one statement.
-func (t *txExec) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
+func (t *executor) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*hoppertype.JobRow, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) ([]*hoppertype.JobRow, error) { return t.JobWake(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -573,23 +395,26 @@ func (t *txExec) JobWake(ctx context.Context, params *driver.JobWakeParams) ([]*
 }
 
 // RunLoad returns a run and its history; see driver.Executor.
-func (t *txExec) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
+func (t *executor) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
 	return driver.RunLoadSeq(ctx, t, params)
 }
 
 // RunEventAppendMany makes several appends in the transaction; see
 // driver.Executor.
-func (t *txExec) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
+func (t *executor) RunEventAppendMany(ctx context.Context, params *driver.RunEventAppendManyParams) ([]error, error) {
 	return driver.RunEventAppendManyTx(ctx, t, params)
 }
 
 // RunStart stores a run and its job at once; see driver.Executor.
-func (t *txExec) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
+func (t *executor) RunStart(ctx context.Context, params *driver.RunStartParams) (bool, error) {
 	return driver.RunStartTx(ctx, t, params)
 }
 
 // RunInsert stores a new run row in the transaction.
-func (t *txExec) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
+func (t *executor) RunInsert(ctx context.Context, params *driver.RunInsertParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.RunInsert(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -597,23 +422,28 @@ func (t *txExec) RunInsert(ctx context.Context, params *driver.RunInsertParams) 
 }
 
 // RunGet returns a workflow run, as this transaction sees it.
-func (t *txExec) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) RunGet(ctx context.Context, params *driver.RunGetParams) (*hoppertype.RunRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.runGet(ctx, params.ID)
+	return r.runGet(ctx, params.ID)
 }
 
 // RunList lists workflow runs.
-func (t *txExec) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) RunList(ctx context.Context, params *driver.RunListParams) ([]*hoppertype.RunRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.runList(ctx, params)
+	return r.runList(ctx, params)
 }
 
 // RunUpdate sets a run's status.
-func (t *txExec) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
+func (t *executor) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) (*hoppertype.RunRow, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (*hoppertype.RunRow, error) { return t.RunUpdate(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -622,7 +452,10 @@ func (t *txExec) RunUpdate(ctx context.Context, params *driver.RunUpdateParams) 
 
 // RunEventAppend appends to a run's history under its lease; a duplicate
 // event undoes the whole call.
-func (t *txExec) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
+func (t *executor) RunEventAppend(ctx context.Context, params *driver.RunEventAppendParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.RunEventAppend(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -634,15 +467,19 @@ func (t *txExec) RunEventAppend(ctx context.Context, params *driver.RunEventAppe
 }
 
 // RunEventList returns a run's history, as this transaction sees it.
-func (t *txExec) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) RunEventList(ctx context.Context, params *driver.RunEventListParams) ([]*hoppertype.RunEvent, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.runEventList(ctx, params)
+	return r.runEventList(ctx, params)
 }
 
 // HookInsert stores a waiting hook.
-func (t *txExec) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
+func (t *executor) HookInsert(ctx context.Context, params *driver.HookInsertParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.HookInsert(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -650,15 +487,19 @@ func (t *txExec) HookInsert(ctx context.Context, params *driver.HookInsertParams
 }
 
 // HookGet returns a hook, as this transaction sees it.
-func (t *txExec) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) HookGet(ctx context.Context, params *driver.HookGetParams) (*hoppertype.HookRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.hookGet(ctx, params.Token)
+	return r.hookGet(ctx, params.Token)
 }
 
 // HookResume delivers a payload to a waiting hook.
-func (t *txExec) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
+func (t *executor) HookResume(ctx context.Context, params *driver.HookResumeParams) (*hoppertype.HookRow, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (*hoppertype.HookRow, error) { return t.HookResume(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -666,15 +507,21 @@ func (t *txExec) HookResume(ctx context.Context, params *driver.HookResumeParams
 }
 
 // HookListByRun returns a run's hooks, as this transaction sees them.
-func (t *txExec) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) HookListByRun(ctx context.Context, params *driver.HookListByRunParams) ([]*hoppertype.HookRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.hookListByRun(ctx, params.RunID)
+	return r.hookListByRun(ctx, params.RunID)
 }
 
 // StreamAppend appends chunks to a run's stream.
-func (t *txExec) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
+func (t *executor) StreamAppend(ctx context.Context, params *driver.StreamAppendParams) ([]*hoppertype.StreamChunk, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) ([]*hoppertype.StreamChunk, error) {
+			return t.StreamAppend(ctx, params)
+		})
+	}
 	if err := t.check(ctx); err != nil {
 		return nil, err
 	}
@@ -697,9 +544,10 @@ func (t *txExec) StreamAppend(ctx context.Context, params *driver.StreamAppendPa
 }
 
 // StreamRead reads a run's stream, as this transaction sees it.
-func (t *txExec) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) StreamRead(ctx context.Context, params *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.streamRead(ctx, params)
+	return r.streamRead(ctx, params)
 }

@@ -12,7 +12,7 @@ var _ driver.QueueDeleter = (*Driver)(nil)
 // JobDeleteQueue deletes a queue's jobs that are not running, at most
 // Limit, in one write; see driver.QueueDeleter.
 func (d *Driver) JobDeleteQueue(ctx context.Context, params *driver.JobDeleteQueueParams) (int, error) {
-	return call(ctx, d, func(ctx context.Context, t *txExec) (int, error) {
+	return call(ctx, d, func(ctx context.Context, t *executor) (int, error) {
 		if err := t.check(ctx); err != nil {
 			return 0, err
 		}

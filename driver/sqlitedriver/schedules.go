@@ -148,7 +148,10 @@ func (r *runner) scheduleDelete(ctx context.Context, name string) (bool, error) 
 }
 
 // ScheduleUpsert stores a schedule's registration.
-func (t *txExec) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
+func (t *executor) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (time.Time, error) { return t.ScheduleUpsert(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return time.Time{}, err
 	}
@@ -156,7 +159,10 @@ func (t *txExec) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpse
 }
 
 // ScheduleRecord records a fired occurrence.
-func (t *txExec) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+func (t *executor) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (bool, error) { return t.ScheduleRecord(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return false, err
 	}
@@ -164,7 +170,10 @@ func (t *txExec) ScheduleRecord(ctx context.Context, params *driver.ScheduleReco
 }
 
 // ScheduleDefine stores a schedule defined in the store.
-func (t *txExec) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+func (t *executor) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.ScheduleDefine(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -172,7 +181,10 @@ func (t *txExec) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefi
 }
 
 // ScheduleSetPaused stores whether a schedule is paused.
-func (t *txExec) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+func (t *executor) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.ScheduleSetPaused(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -180,49 +192,21 @@ func (t *txExec) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleS
 }
 
 // ScheduleList returns the stored schedules.
-func (t *txExec) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.scheduleList(ctx)
+	return r.scheduleList(ctx)
 }
 
 // ScheduleDelete removes a schedule's stored row.
-func (t *txExec) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
+func (t *executor) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (bool, error) { return t.ScheduleDelete(ctx, params) })
+	}
 	if err := t.check(ctx); err != nil {
 		return false, err
 	}
 	return t.r.scheduleDelete(ctx, params.Name)
-}
-
-// ScheduleUpsert stores a schedule's registration; see driver.Executor.
-func (d *pool) ScheduleUpsert(ctx context.Context, params *driver.ScheduleUpsertParams) (time.Time, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (time.Time, error) { return t.ScheduleUpsert(ctx, params) })
-}
-
-// ScheduleRecord records a fired occurrence; see driver.Executor.
-func (d *pool) ScheduleRecord(ctx context.Context, params *driver.ScheduleRecordParams) (bool, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleRecord(ctx, params) })
-}
-
-// ScheduleDefine stores a schedule defined in the store; see
-// driver.Executor.
-func (d *pool) ScheduleDefine(ctx context.Context, params *driver.ScheduleDefineParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.ScheduleDefine(ctx, params) })
-}
-
-// ScheduleSetPaused stores whether a schedule is paused; see
-// driver.Executor.
-func (d *pool) ScheduleSetPaused(ctx context.Context, params *driver.ScheduleSetPausedParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.ScheduleSetPaused(ctx, params) })
-}
-
-// ScheduleList returns the stored schedules; see driver.Executor.
-func (d *pool) ScheduleList(ctx context.Context, _ *driver.ScheduleListParams) ([]*driver.ScheduleRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*driver.ScheduleRow, error) { return r.scheduleList(ctx) })
-}
-
-// ScheduleDelete removes a schedule's stored row; see driver.Executor.
-func (d *pool) ScheduleDelete(ctx context.Context, params *driver.ScheduleDeleteParams) (bool, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (bool, error) { return t.ScheduleDelete(ctx, params) })
 }

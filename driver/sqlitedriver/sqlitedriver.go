@@ -159,19 +159,14 @@ type Driver struct {
 	closed   atomic.Bool
 	closeMu  sync.Mutex
 
-	pool *pool // the Executor
+	exec *executor // the Executor, in no transaction
 }
 
-// pool is the driver's Executor outside a transaction: each operation is
-// atomic on its own, writes go through the one writer (one-operation
-// calls share its transactions with others), reads through the read pool.
-type pool struct{ *Driver }
-
-var _ driver.Executor = (*pool)(nil)
-
 // Executor returns the executor that runs the driver's operations; see
-// driver.Executor for their contracts.
-func (d *Driver) Executor() driver.Executor { return d.pool }
+// driver.Executor for their contracts. Each operation is atomic on its own:
+// a write goes through the one writer (one-operation calls share its
+// transactions with others), a read through the read pool.
+func (d *Driver) Executor() driver.Executor { return d.exec }
 
 var (
 	_ driver.Driver     = (*Driver)(nil)
@@ -211,7 +206,7 @@ func Open(path string, opts *Options) (*Driver, error) {
 	}
 
 	d := &Driver{path: abs, opts: o}
-	d.pool = &pool{d}
+	d.exec = &executor{d: d}
 	base, err := sqlite.NewConnector(d.dsn(connWrite))
 	if err != nil {
 		return nil, fmt.Errorf("sqlitedriver: open %s: %w", abs, err)
@@ -485,7 +480,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	if d.closed.Load() {
 		return driver.ErrClosed
 	}
-	err := d.w.do(ctx, true, false, func(ctx context.Context, t *txExec) error {
+	err := d.w.do(ctx, true, false, func(ctx context.Context, t *executor) error {
 		return migrate(ctx, t.r.q)
 	})
 	if err == nil {
@@ -556,19 +551,6 @@ func (d *Driver) Listen(ctx context.Context, topic string) (driver.Subscription,
 		return nil, driver.ErrClosed
 	}
 	return d.hub.subscribe(ctx, d, topic)
-}
-
-// Notify publishes Payload on Topic at once to the subscribers of every
-// Driver open on this file in this process.
-func (d *pool) Notify(ctx context.Context, params *driver.NotifyParams) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d.closed.Load() {
-		return driver.ErrClosed
-	}
-	d.hub.publish([]note{{topic: params.Topic, payload: params.Payload}})
-	return nil
 }
 
 // reader returns the runner for reads outside a transaction.

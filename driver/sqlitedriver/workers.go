@@ -10,7 +10,10 @@ import (
 )
 
 // WorkerUpsert stores or refreshes a worker's row.
-func (t *txExec) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
+func (t *executor) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
+	if t.r == nil {
+		return t.d.write(ctx, true, func(ctx context.Context, t *executor) error { return t.WorkerUpsert(ctx, params) })
+	}
 	row := params.Row
 	if err := t.check(ctx); err != nil {
 		return err
@@ -25,11 +28,12 @@ func (t *txExec) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertPa
 }
 
 // WorkerList returns the workers seen at or after SeenAfter.
-func (t *txExec) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
-	if err := t.check(ctx); err != nil {
+func (t *executor) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
 		return nil, err
 	}
-	return t.r.workerList(ctx, params.SeenAfter)
+	return r.workerList(ctx, params.SeenAfter)
 }
 
 func (r *runner) workerList(ctx context.Context, seenAfter time.Time) ([]*driver.WorkerRow, error) {
@@ -51,7 +55,10 @@ func (r *runner) workerList(ctx context.Context, seenAfter time.Time) ([]*driver
 }
 
 // WorkerDelete removes one worker, or those last seen before Before.
-func (t *txExec) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParams) (int, error) {
+func (t *executor) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParams) (int, error) {
+	if t.r == nil {
+		return call(ctx, t.d, func(ctx context.Context, t *executor) (int, error) { return t.WorkerDelete(ctx, p) })
+	}
 	if err := t.check(ctx); err != nil {
 		return 0, err
 	}
@@ -74,19 +81,4 @@ func (t *txExec) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParams)
 		}
 	}
 	return int(n), nil
-}
-
-// WorkerUpsert stores or refreshes a worker's row; see driver.Executor.
-func (d *pool) WorkerUpsert(ctx context.Context, params *driver.WorkerUpsertParams) error {
-	return d.write(ctx, true, func(ctx context.Context, t *txExec) error { return t.WorkerUpsert(ctx, params) })
-}
-
-// WorkerList returns the workers seen lately; see driver.Executor.
-func (d *pool) WorkerList(ctx context.Context, params *driver.WorkerListParams) ([]*driver.WorkerRow, error) {
-	return read(ctx, d.Driver, func(r *runner) ([]*driver.WorkerRow, error) { return r.workerList(ctx, params.SeenAfter) })
-}
-
-// WorkerDelete removes workers; see driver.Executor.
-func (d *pool) WorkerDelete(ctx context.Context, params *driver.WorkerDeleteParams) (int, error) {
-	return call(ctx, d.Driver, func(ctx context.Context, t *txExec) (int, error) { return t.WorkerDelete(ctx, params) })
 }

@@ -26,7 +26,7 @@ const (
 // request is one top-level call queued to the writer.
 type request struct {
 	ctx    context.Context
-	fn     func(ctx context.Context, t *txExec) error
+	fn     func(ctx context.Context, t *executor) error
 	single bool // fn is one Driver operation, atomic by its own savepoint
 	// lax marks a call whose commit need not reach the disk before it is
 	// answered (a claim): see runBatch.
@@ -95,7 +95,7 @@ var errReentrant = errors.New("sqlitedriver: write called on the Driver from ins
 
 // do queues fn as one top-level call and waits for the commit that includes
 // it. It re-panics in the caller when fn panicked.
-func (w *writer) do(ctx context.Context, single, lax bool, fn func(ctx context.Context, t *txExec) error) error {
+func (w *writer) do(ctx context.Context, single, lax bool, fn func(ctx context.Context, t *executor) error) error {
 	if v, _ := ctx.Value(inWriterKey{}).(*Driver); v == w.d {
 		return errReentrant
 	}
@@ -491,7 +491,7 @@ func (b *batch) runCall(r *request) {
 		r.err = b.broken
 		return
 	}
-	t := &txExec{r: rn, single: r.single}
+	t := &executor{r: rn, single: r.single}
 	err, p := callFn(ctx, t, r.fn)
 	t.done.Store(true)
 	if err == nil && p == nil {
@@ -517,7 +517,7 @@ func (b *batch) fail(err error) {
 }
 
 // callFn calls fn, turning a panic into a value for the caller to re-raise.
-func callFn(ctx context.Context, t *txExec, fn func(ctx context.Context, t *txExec) error) (err error, panicVal any) {
+func callFn(ctx context.Context, t *executor, fn func(ctx context.Context, t *executor) error) (err error, panicVal any) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicVal = p
@@ -530,21 +530,29 @@ func callFn(ctx context.Context, t *txExec, fn func(ctx context.Context, t *txEx
 // returned.
 var errTxDone = errors.New("sqlitedriver: transaction has already ended")
 
-// txExec is the executor handed to InTx functions: it runs on the writer's
-// transaction, inside the call's savepoint; or, joined (TxJoiner), on an
+// executor runs the store's operations, each implemented once on it.
+//
+// The Driver's own executor (Driver.Executor) is in no transaction (r is
+// nil): a write called on it queues itself to the writer as a call of its
+// own (group commit), where it runs on the executor the writer hands it; a
+// read runs on the read pool (reader). The executor the writer hands to a
+// call or an InTx function runs everything on the writer's transaction,
+// inside the call's savepoint; joined (TxJoiner), it runs on an
 // application's own transaction, with no batch.
-type txExec struct {
+type executor struct {
+	// d is set on the Driver's own executor only.
+	d      *Driver
 	r      *runner
 	single bool
 	notes  []note
 	done   atomic.Bool
 }
 
-var _ driver.Executor = (*txExec)(nil)
+var _ driver.Executor = (*executor)(nil)
 
 // check refuses work on an ended transaction, a broken batch or a done
 // context.
-func (t *txExec) check(ctx context.Context) error {
+func (t *executor) check(ctx context.Context) error {
 	if t.done.Load() {
 		return errTxDone
 	}
@@ -554,19 +562,49 @@ func (t *txExec) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// reader returns the runner a read runs on: the transaction's, or one on
+// the read pool for the Driver's own executor.
+func (t *executor) reader(ctx context.Context) (*runner, error) {
+	if t.r == nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return t.d.reader(ctx)
+	}
+	return t.r, t.check(ctx)
+}
+
 // atomic runs an operation that writes more than once so that an error
 // leaves nothing behind: inside a one-operation call the call's savepoint
 // does that already; otherwise the operation gets a savepoint of its own.
-func (t *txExec) atomic(ctx context.Context, fn func() error) error {
+func (t *executor) atomic(ctx context.Context, fn func() error) error {
 	if t.single {
 		return fn()
 	}
 	return t.r.savepoint(ctx, "hopper_op", fn)
 }
 
-// InTx opens a nested scope (a savepoint): an error from fn undoes only the
-// writes and drops only the notifications made inside it.
-func (t *txExec) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+// InTx runs fn in a transaction; see driver.Executor.InTx.
+//
+// On the Driver's executor it is a write transaction, queued to the writer
+// and committed with the other calls of its batch. fn runs on the writer
+// goroutine while it holds the database's write lock: it must use tx, never
+// the Driver (a write on the Driver from inside fn fails), and should be
+// quick. When fn returns an error or panics, its writes are rolled back and
+// its notifications dropped; a panic is re-raised in the caller. fn may run
+// twice: when SQLite aborts the batch's whole transaction because of
+// another call (a disk-full error, say), the calls that had succeeded in it
+// are run once more in the next batch, so fn should have no effects outside
+// tx. InTx returns only after the commit that includes fn's writes, or with
+// an error and none of them.
+//
+// On a transaction's executor it opens a nested scope (a savepoint): an
+// error from fn undoes only the writes and drops only the notifications
+// made inside it.
+func (t *executor) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	if t.r == nil {
+		return t.d.write(ctx, false, func(ctx context.Context, t *executor) error { return fn(ctx, t) })
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
@@ -581,9 +619,21 @@ func (t *txExec) InTx(ctx context.Context, fn func(ctx context.Context, tx drive
 	return err
 }
 
-// Notify buffers a notification; it is delivered after the transaction
-// commits, and dropped if the scope it was made in rolls back.
-func (t *txExec) Notify(ctx context.Context, params *driver.NotifyParams) error {
+// Notify publishes Payload on Topic. On the Driver's executor it is
+// delivered at once to the subscribers of every Driver open on this file in
+// this process. In a transaction it is buffered, delivered after the
+// transaction commits and dropped if the scope it was made in rolls back.
+func (t *executor) Notify(ctx context.Context, params *driver.NotifyParams) error {
+	if t.r == nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if t.d.closed.Load() {
+			return driver.ErrClosed
+		}
+		t.d.hub.publish([]note{{topic: params.Topic, payload: params.Payload}})
+		return nil
+	}
 	if err := t.check(ctx); err != nil {
 		return err
 	}
