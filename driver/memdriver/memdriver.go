@@ -202,6 +202,11 @@ func (d *pool) JobFinishMany(ctx context.Context, params *driver.JobFinishManyPa
 	return call(ctx, d.Driver, func(tx *tx) ([]driver.JobFinishResult, error) { return tx.JobFinishMany(ctx, params) })
 }
 
+// JobScan lists jobs over a bounded window; see driver.Executor.
+func (d *pool) JobScan(ctx context.Context, params *driver.JobScanParams) (*driver.JobScanResult, error) {
+	return call(ctx, d.Driver, func(tx *tx) (*driver.JobScanResult, error) { return tx.JobScan(ctx, params) })
+}
+
 // JobListExpiredLeases lists running jobs whose lease expired; see
 // driver.Executor.
 func (d *pool) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {

@@ -99,6 +99,11 @@ func (d *pool) JobList(ctx context.Context, params *driver.JobListParams) ([]*ho
 	return read(ctx, d.Driver, func(r *runner) ([]*hoppertype.JobRow, error) { return r.jobList(ctx, params) })
 }
 
+// JobScan lists jobs over a bounded window; see driver.Executor.
+func (d *pool) JobScan(ctx context.Context, params *driver.JobScanParams) (*driver.JobScanResult, error) {
+	return read(ctx, d.Driver, func(r *runner) (*driver.JobScanResult, error) { return r.jobScan(ctx, params) })
+}
+
 // JobCountByState counts jobs per queue and state; see driver.Executor.
 func (d *pool) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
 	return read(ctx, d.Driver, func(r *runner) ([]driver.JobCount, error) { return r.jobCountByState(ctx, params) })
@@ -345,6 +350,14 @@ func (t *txExec) JobList(ctx context.Context, params *driver.JobListParams) ([]*
 		return nil, err
 	}
 	return t.r.jobList(ctx, params)
+}
+
+// JobScan lists jobs over a bounded window.
+func (t *txExec) JobScan(ctx context.Context, params *driver.JobScanParams) (*driver.JobScanResult, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	return t.r.jobScan(ctx, params)
 }
 
 // JobCountByState counts jobs per queue and state.
