@@ -95,7 +95,9 @@ type ListParams struct {
 	// its NextCursor searches on from the last job examined. 0 (the
 	// default) reads on until the page is full, however many jobs that
 	// takes; the dashboard, the HTTP API and the CLI use DefaultScanLimit.
-	// Without those three filters it changes nothing.
+	// Without those three filters it changes nothing, and a bulk action's
+	// filter (BulkParams.Filter) ignores it: an action reads every job its
+	// filter selects.
 	ScanLimit int
 	// HideCompensated leaves out the jobs of workflow runs that ended
 	// compensated: a saga that failed and undid its work needs no
