@@ -289,10 +289,20 @@ func jobListSQL(p *driver.JobListParams, cols, until string) (string, []any) {
 		cond, vs := stateFilter(p.States)
 		add(cond, vs...)
 	}
-	if len(p.Types) > 0 {
+	// One type or queue by equality, so jobs_type_id or jobs_queue_id
+	// yields its jobs in id order (a list of them is read and sorted).
+	switch len(p.Types) {
+	case 0:
+	case 1:
+		add("type = ?", p.Types[0])
+	default:
 		add("type IN (SELECT value FROM json_each(?))", jsonList(p.Types))
 	}
-	if len(p.Queues) > 0 {
+	switch len(p.Queues) {
+	case 0:
+	case 1:
+		add("queue = ?", p.Queues[0])
+	default:
 		add("queue IN (SELECT value FROM json_each(?))", jsonList(p.Queues))
 	}
 	if p.GroupID != "" {

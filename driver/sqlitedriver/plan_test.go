@@ -87,6 +87,14 @@ func TestQueryPlans(t *testing.T) {
 	dead.States = []hoppertype.JobState{hoppertype.JobStateDead}
 	q, args = jobScanEndSQL(&driver.JobScanParams{JobListParams: dead, ScanLimit: 1000})
 	cases = append(cases, planCase{"a search's window end, dead jobs", q, args, "jobs_state_id"})
+	charges := search
+	charges.Types = []string{"type-1"}
+	q, args = jobScanEndSQL(&driver.JobScanParams{JobListParams: charges, ScanLimit: 1000})
+	cases = append(cases, planCase{"a search's window end, one type", q, args, "jobs_type_id"})
+	q, args = jobListSQL(&charges, jobCols, "job-005000")
+	cases = append(cases, planCase{"a search of one type up to its window's end", q, args, "jobs_type_id"})
+	q, args = jobListSQL(&driver.JobListParams{Queues: []string{"q1"}, Limit: 50}, jobCols, "")
+	cases = append(cases, planCase{"list one queue", q, args, "jobs_queue_id"})
 	q, args = jobListSQL(&search, jobCols, "job-005000")
 	cases = append(cases, planCase{"a search up to its window's end", q, args, "sqlite_autoindex_jobs_1"})
 	q, args = jobListSQL(&dead, jobCols, "job-005000")
