@@ -82,10 +82,23 @@ type ListParams struct {
 	// (case-sensitive).
 	//
 	// No index serves Metadata, UniqueKey or ErrorContains: a listing
-	// reads the jobs the other filters select, newest first, until its
-	// page is full. Narrow them by state, type, queue or time to keep a
-	// search over a large store quick.
+	// reads the jobs the other filters select, in its order, until its
+	// page is full — or, with ScanLimit, until it has read that many.
+	// Narrow them by state, type, queue or time to keep a search over a
+	// large store quick.
 	ErrorContains string
+	// ScanLimit bounds the work of a search by Metadata, UniqueKey or
+	// ErrorContains: a page examines at most ScanLimit of the jobs the
+	// other filters select (after Cursor, in the listing's order) and
+	// keeps those that match. When they run out before the page fills, the
+	// page comes back short — with fewer jobs than Limit, even none — and
+	// its NextCursor searches on from the last job examined. 0 (the
+	// default) reads on until the page is full, however many jobs that
+	// takes; the dashboard, the HTTP API and the CLI use DefaultScanLimit.
+	// Without those three filters it changes nothing, and a bulk action's
+	// filter (BulkParams.Filter) ignores it: an action reads every job its
+	// filter selects.
+	ScanLimit int
 	// HideCompensated leaves out the jobs of workflow runs that ended
 	// compensated: a saga that failed and undid its work needs no
 	// operator, so dead-letter listings hide it (its run stays in the
@@ -137,12 +150,21 @@ func (p *ListParams) driverParams() driver.JobListParams {
 // JobPage is one page of a listing.
 type JobPage struct {
 	Jobs []*JobRow
-	// NextCursor continues the listing; empty on the last page.
+	// NextCursor continues the listing; empty on the last page. A
+	// non-empty NextCursor means more jobs may follow, not that they do:
+	// the page of a search bounded by ListParams.ScanLimit may hold fewer
+	// jobs than the limit (none, even) and still have a NextCursor, from
+	// where its search stopped.
 	NextCursor string
 }
 
 // MaxListLimit is the largest page JobList returns.
 const MaxListLimit = 1000
+
+// DefaultScanLimit is the ListParams.ScanLimit of the dashboard's, the HTTP
+// API's and the CLI's job listings: a search by metadata, unique key or
+// error text examines at most this many jobs a page.
+const DefaultScanLimit = 100_000
 
 // JobList returns jobs matching p (nil lists the newest), newest first, a page
 // at a time. Bad filters (an unknown state, a negative limit) are refused.
@@ -158,6 +180,9 @@ func (c *Client) JobList(ctx context.Context, p *ListParams) (*JobPage, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
+	if p.ScanLimit < 0 {
+		return nil, fmt.Errorf("%w: negative scan limit %d", ErrInvalidInput, p.ScanLimit)
+	}
 	limit := p.Limit
 	switch {
 	case limit < 0:
@@ -169,11 +194,21 @@ func (c *Client) JobList(ctx context.Context, p *ListParams) (*JobPage, error) {
 	}
 	dp := p.driverParams()
 	dp.Limit = limit + 1
-	rows, err := c.store().JobList(ctx, &dp)
+	page := &JobPage{}
+	var rows []*JobRow
+	var err error
+	if p.ScanLimit > 0 {
+		var res *driver.JobScanResult
+		if res, err = c.store().JobScan(ctx, &driver.JobScanParams{JobListParams: dp, ScanLimit: p.ScanLimit}); err == nil {
+			rows, page.NextCursor = res.Jobs, res.Next
+		}
+	} else {
+		rows, err = c.store().JobList(ctx, &dp)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("hopper: list jobs: %w", err)
 	}
-	page := &JobPage{Jobs: rows}
+	page.Jobs = rows
 	if len(rows) > limit {
 		page.Jobs = rows[:limit]
 		page.NextCursor = rows[limit-1].ID

@@ -47,8 +47,8 @@ type BulkParams struct {
 	Action BulkAction
 	// IDs names the jobs, at most MaxBulkIDs.
 	IDs []string
-	// Filter selects every job matching it (its Cursor, Limit and
-	// Ascending are not used).
+	// Filter selects every job matching it (its Cursor, Limit, Ascending
+	// and ScanLimit are not used).
 	Filter *ListParams
 	// DryRun counts the jobs the action would select and changes nothing.
 	DryRun bool

@@ -725,6 +725,62 @@ func testListPaging(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	}
 }
 
+// TestListSearchWindow: a search by a filter no index serves, bounded by
+// ScanLimit, returns short pages whose cursors search on from where each
+// window stopped, and finds every match; a page that fills first goes on
+// from its last job.
+func TestListSearchWindow(t *testing.T) { forEachDriver(t, testListSearchWindow) }
+
+func testListSearchWindow(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	add := hopper.Define("add", addHandler, nil)
+	c, err := hopper.New(hopper.Config{Driver: newDriver(t)})
+	require.NoError(t, err)
+	ctx := testCtx(t)
+	var ids []string
+	for i := range 25 {
+		var opts *hopper.InsertOpts
+		if i%10 == 3 {
+			opts = &hopper.InsertOpts{Metadata: map[string]string{"tenant": "acme"}}
+		}
+		h, err := add.Enqueue(ctx, c, addIn{A: i}, opts)
+		require.NoError(t, err)
+		ids = append(ids, h.ID())
+	}
+	search := func(p hopper.ListParams) (pages [][]string, cursors []string) {
+		t.Helper()
+		for range 20 {
+			page, err := c.JobList(ctx, &p)
+			require.NoError(t, err)
+			got := []string{}
+			for _, j := range page.Jobs {
+				got = append(got, j.ID)
+			}
+			pages, cursors = append(pages, got), append(cursors, page.NextCursor)
+			if page.NextCursor == "" {
+				return pages, cursors
+			}
+			p.Cursor = page.NextCursor
+		}
+		require.Fail(t, "search did not end")
+		return nil, nil
+	}
+	acme := map[string]string{"tenant": "acme"}
+	pages, cursors := search(hopper.ListParams{Metadata: acme, ScanLimit: 5, Limit: 2})
+	require.Equal(t, [][]string{{ids[23]}, {}, {ids[13]}, {}, {ids[3]}, {}}, pages, "windows of five jobs")
+	require.Equal(t, []string{ids[20], ids[15], ids[10], ids[5], ids[0], ""}, cursors, "each window's end")
+
+	pages, cursors = search(hopper.ListParams{Metadata: acme, ScanLimit: 100, Limit: 2})
+	require.Equal(t, [][]string{{ids[23], ids[13]}, {ids[3]}}, pages, "a page that fills first")
+	require.Equal(t, []string{ids[13], ""}, cursors)
+
+	pages, _ = search(hopper.ListParams{ScanLimit: 1, Limit: 20})
+	require.Len(t, pages, 2, "no search, no window")
+	require.Len(t, pages[0], 20)
+
+	_, err = c.JobList(ctx, &hopper.ListParams{Metadata: acme, ScanLimit: -1})
+	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+}
+
 func TestSkipQueue(t *testing.T) { forEachDriver(t, testSkipQueue) }
 
 func testSkipQueue(t *testing.T, newDriver func(*testing.T) driver.Driver) {

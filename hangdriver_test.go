@@ -215,6 +215,10 @@ func (d *hangingDriver) JobList(ctx context.Context, params *driver.JobListParam
 	return hang(d, ctx, "JobList", func() ([]*hoppertype.JobRow, error) { return d.baseExec.JobList(ctx, params) })
 }
 
+func (d *hangingDriver) JobScan(ctx context.Context, params *driver.JobScanParams) (*driver.JobScanResult, error) {
+	return hang(d, ctx, "JobScan", func() (*driver.JobScanResult, error) { return d.baseExec.JobScan(ctx, params) })
+}
+
 func (d *hangingDriver) JobListExpiredLeases(ctx context.Context, params *driver.JobListExpiredLeasesParams) ([]*hoppertype.JobRow, error) {
 	return hang(d, ctx, "JobListExpiredLeases", func() ([]*hoppertype.JobRow, error) { return d.baseExec.JobListExpiredLeases(ctx, params) })
 }

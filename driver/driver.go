@@ -249,6 +249,18 @@ type Executor interface {
 	// unless Ascending), at most Limit, starting after Cursor.
 	JobList(ctx context.Context, params *JobListParams) ([]*hoppertype.JobRow, error)
 
+	// JobScan is JobList with its work bounded. When a filter no index
+	// serves is set (Metadata, UniqueKey, ErrorContains), it reads at most
+	// ScanLimit (> 0) of the jobs that the other filters select, after
+	// Cursor in the listing's order — the window — and returns those of
+	// them that pass those three filters too, at most Limit. When fewer
+	// than Limit match and the window held ScanLimit jobs, Next is the id
+	// of the window's last job: a search goes on with it as Cursor. Next
+	// is empty otherwise (the page is full, and goes on from its last job,
+	// or no job follows the window). Without those three filters JobScan
+	// is JobList, Next empty.
+	JobScan(ctx context.Context, params *JobScanParams) (*JobScanResult, error)
+
 	// JobCountByState counts jobs per queue and state, ordered as
 	// SortJobCounts orders them.
 	JobCountByState(ctx context.Context, params *JobCountParams) ([]JobCount, error)

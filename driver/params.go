@@ -106,9 +106,9 @@ type JobListParams struct {
 	// Metadata keeps the jobs whose metadata holds every key with exactly
 	// its value. UniqueKey keeps the jobs with that unique key (of any
 	// type). ErrorContains keeps the jobs whose last error's message
-	// contains it (case-sensitive). No index serves these three: a driver
+	// contains it (case-sensitive). No index serves these three: JobList
 	// reads the jobs the other filters select, in id order, until the page
-	// is full.
+	// is full; JobScan reads a bounded window of them.
 	Metadata      map[string]string
 	UniqueKey     string
 	ErrorContains string
@@ -120,6 +120,37 @@ type JobListParams struct {
 	Ascending bool
 	// Limit caps the rows returned; it must be > 0.
 	Limit int
+}
+
+// JobScanParams are the arguments of JobScan: a listing and the size of
+// the window its unindexed filters search.
+type JobScanParams struct {
+	JobListParams
+	// ScanLimit caps the jobs read when Metadata, UniqueKey or
+	// ErrorContains is set; it must be > 0.
+	ScanLimit int
+}
+
+// JobScanResult is what JobScan found.
+type JobScanResult struct {
+	Jobs []*hoppertype.JobRow
+	// Next, when set, is the id of the last job of a window that ended
+	// before Limit jobs matched: the Cursor to search on from.
+	Next string
+}
+
+// Unindexed reports whether p filters on what no index serves (Metadata,
+// UniqueKey, ErrorContains): what JobScan bounds.
+func (p *JobListParams) Unindexed() bool {
+	return len(p.Metadata) > 0 || p.UniqueKey != "" || p.ErrorContains != ""
+}
+
+// Indexed returns p without its unindexed filters: the jobs a JobScan's
+// window is taken from.
+func (p *JobListParams) Indexed() JobListParams {
+	q := *p
+	q.Metadata, q.UniqueKey, q.ErrorContains = nil, "", ""
+	return q
 }
 
 // JobCountParams filter JobCountByState; an empty Queue counts every queue.

@@ -156,7 +156,8 @@ func (s *Server) runBulk(w http.ResponseWriter, r *http.Request) {
 
 // ParseJobFilter reads job filters as GET /v1/jobs takes them (state,
 // type, queue, group_id, parent_id, meta=key=value, unique_key, error,
-// queued_after, queued_before, and limit, cursor and order). A bad value
+// queued_after, queued_before, and limit, cursor, order and scan: a
+// search's ScanLimit, hopper.DefaultScanLimit when absent). A bad value
 // is an error wrapping hopper.ErrInvalidInput.
 func ParseJobFilter(q url.Values) (*hopper.ListParams, error) {
 	p, err := listParams(q)

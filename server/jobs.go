@@ -138,6 +138,14 @@ func listParams(q map[string][]string) (*hopper.ListParams, error) {
 		p.Metadata[k] = v
 	}
 	p.Cursor = get("cursor")
+	p.ScanLimit = hopper.DefaultScanLimit
+	if v := get("scan"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, badRequest("scan must be a positive number of jobs")
+		}
+		p.ScanLimit = n
+	}
 	if v := get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > hopper.MaxListLimit {

@@ -475,6 +475,13 @@ func (d *faultyDriver) JobList(ctx context.Context, p *driver.JobListParams) ([]
 	return d.baseExec.JobList(ctx, p)
 }
 
+func (d *faultyDriver) JobScan(ctx context.Context, p *driver.JobScanParams) (*driver.JobScanResult, error) {
+	if err := d.fault(); err != nil {
+		return nil, err
+	}
+	return d.baseExec.JobScan(ctx, p)
+}
+
 func (d *faultyDriver) StreamRead(ctx context.Context, p *driver.StreamReadParams) ([]*hoppertype.StreamChunk, error) {
 	if err := d.fault(); err != nil {
 		return nil, err

@@ -220,6 +220,7 @@ func (s *Server) uiJobs(w http.ResponseWriter, r *http.Request) {
 	next.Set("cursor", pg.NextCursor)
 	data := searchForm(q, s.c.Types())
 	data["Q"], data["Next"], data["HasNext"] = q, next, pg.NextCursor != ""
+	data["Searched"] = searched(p, pg)
 	data["Rows"], data["Bar"] = selRows{Jobs: s.lines(r.Context(), pg.Jobs), Errors: showsErrors(p)}, jobsBar(q) // bulk and search: ui_bulk.go
 	s.render(w, r, http.StatusOK, "jobs", data)
 }
@@ -429,4 +430,27 @@ func watchedPage(g *hopper.GateInfo, offset string) watched {
 		out.Next = end
 	}
 	return out
+}
+
+// searched says how far a page of a search by what no index serves
+// (metadata, unique key, error text) looked when its window ended before
+// the page filled ("" otherwise): the page is short, and its next page
+// searches on.
+func searched(p *hopper.ListParams, pg *hopper.JobPage) string {
+	if pg.NextCursor == "" || len(pg.Jobs) >= p.Limit || p.ScanLimit == 0 ||
+		len(p.Metadata) == 0 && p.UniqueKey == "" && p.ErrorContains == "" {
+		return ""
+	}
+	which := "newest"
+	switch {
+	case p.Cursor != "":
+		which = "next"
+	case p.Ascending:
+		which = "oldest"
+	}
+	n := strconv.Itoa(p.ScanLimit)
+	for i := len(n) - 3; i > 0; i -= 3 {
+		n = n[:i] + "," + n[i:]
+	}
+	return fmt.Sprintf("Searched the %s %s jobs", which, n)
 }

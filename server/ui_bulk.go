@@ -94,6 +94,7 @@ func (s *Server) uiDead(w http.ResponseWriter, r *http.Request) {
 		}
 		next.Set("cursor", pg.NextCursor)
 		data["HasNext"], data["Next"] = true, next
+		data["Searched"] = searched(p, pg)
 	}
 	s.render(w, r, http.StatusOK, "dead", data)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/hopper-go/hopper/hoppertype"
 )
 
-// listCases cover JobList.
+// listCases cover JobList and JobScan.
 func listCases() []testCase {
 	return []testCase{
 		{"Filters", testListFilters},
@@ -20,6 +20,8 @@ func listCases() []testCase {
 		{"CursorWithFilter", testListCursorWithFilter},
 		{"GroupWithItsRoot", testListGroupWithItsRoot},
 		{"SearchMetadataUniqueKeyError", testListSearch},
+		{"ScanWindow", testScanWindow},
+		{"ScanWithoutUnindexedFilters", testScanIndexedOnly},
 	}
 }
 
@@ -275,5 +277,116 @@ func testListSearch(t *testing.T, f *fixture) {
 			continue
 		}
 		require.Equal(t, c.want, got, c.name)
+	}
+}
+
+func (f *fixture) scan(t *testing.T, p driver.JobScanParams) (ids_ []string, next string) {
+	t.Helper()
+	res, err := f.x.JobScan(f.ctx, &p)
+	require.NoError(t, err)
+	require.NotNil(t, res.Jobs)
+	return ids(res.Jobs), res.Next
+}
+
+// scanData inserts ten jobs j[0..9] in id order, all of j[4]'s group: the
+// error "boom" on 1, 2 and 7; 1, 2, 5 and 7 dead (5 of another error); the
+// unique key "k7" and the metadata tenant=acme on 7.
+func (f *fixture) scanData(t *testing.T) []*hoppertype.JobRow {
+	t.Helper()
+	j := make([]*hoppertype.JobRow, 10)
+	for i := range j {
+		j[i] = f.job()
+	}
+	for i, r := range j {
+		r.GroupID = j[4].ID
+		msg := map[int]string{1: "boom 1", 2: "boom 2", 5: "other", 7: "boom 7"}[i]
+		if msg != "" {
+			r.State, r.Attempt, r.EndedAt = hoppertype.JobStateDead, 1, base
+			r.Error = &hoppertype.ErrorInfo{Kind: "error", Message: msg, Attempt: 1, At: base}
+		}
+	}
+	j[7].UniqueKey, j[7].Metadata = "k7", map[string]string{"tenant": "acme"}
+	f.insert(t, j[9], j[3], j[5], j[0], j[8], j[2], j[6], j[4], j[1], j[7])
+	return j
+}
+
+// testScanWindow: a search by a filter no index serves reads a window of
+// ScanLimit jobs the other filters select, returns a short page and the
+// cursor of the window's end, and finds the rest from there.
+func testScanWindow(t *testing.T, f *fixture) {
+	j := f.scanData(t)
+	pick := func(idx ...int) []string { return idsAt(j, idx...) }
+	boom := func(p driver.JobListParams, scan int) driver.JobScanParams {
+		p.ErrorContains = "boom"
+		if p.Limit == 0 {
+			p.Limit = 100
+		}
+		return driver.JobScanParams{JobListParams: p, ScanLimit: scan}
+	}
+	type page struct {
+		ids  []string
+		next string
+	}
+	// search pages through a search and returns the pages.
+	search := func(p driver.JobScanParams) []page {
+		t.Helper()
+		var out []page
+		for range 10 {
+			got, next := f.scan(t, p)
+			out = append(out, page{got, next})
+			switch {
+			case len(got) == p.Limit:
+				p.Cursor = got[len(got)-1]
+			case next != "":
+				p.Cursor = next
+			default:
+				return out
+			}
+		}
+		require.Fail(t, "search did not end")
+		return nil
+	}
+	none := []string{}
+	require.Equal(t, []page{{pick(7), j[6].ID}, {pick(2), j[2].ID}, {pick(1), ""}},
+		search(boom(driver.JobListParams{}, 4)), "descending, windows of 4")
+	require.Equal(t, []page{{pick(1, 2), j[3].ID}, {pick(7), j[7].ID}, {none, ""}},
+		search(boom(driver.JobListParams{Ascending: true}, 4)), "ascending, windows of 4")
+	require.Equal(t, []page{{none, j[4].ID}, {pick(2, 1), j[1].ID}, {none, ""}},
+		search(boom(driver.JobListParams{Cursor: j[7].ID}, 3)), "a window with no match")
+	require.Equal(t, []page{{pick(7), ""}, {pick(2), ""}, {pick(1), ""}, {none, ""}},
+		search(boom(driver.JobListParams{Limit: 1}, 8)), "pages that fill before their window ends")
+	require.Equal(t, []page{{pick(7), j[5].ID}, {pick(2, 1), j[1].ID}, {none, ""}},
+		search(boom(driver.JobListParams{States: []hoppertype.JobState{hoppertype.JobStateDead}}, 2)),
+		"the window counts the jobs the other filters select")
+	require.Equal(t, []page{{pick(7), j[6].ID}, {pick(2), j[2].ID}, {pick(1), ""}},
+		search(boom(driver.JobListParams{GroupID: j[4].ID}, 4)), "a group's search")
+
+	got, next := f.scan(t, driver.JobScanParams{JobListParams: driver.JobListParams{UniqueKey: "k7", Limit: 100}, ScanLimit: 2})
+	require.Equal(t, none, got, "unique key")
+	require.Equal(t, j[8].ID, next, "unique key")
+	got, next = f.scan(t, driver.JobScanParams{JobListParams: driver.JobListParams{UniqueKey: "k7", Limit: 100, Cursor: next}, ScanLimit: 2})
+	require.Equal(t, pick(7), got, "unique key, on")
+	require.Equal(t, j[6].ID, next, "unique key, on")
+	got, next = f.scan(t, driver.JobScanParams{JobListParams: driver.JobListParams{Metadata: map[string]string{"tenant": "acme"}, Limit: 100}, ScanLimit: 2})
+	require.Equal(t, none, got, "metadata")
+	require.Equal(t, j[8].ID, next, "metadata")
+
+	_, err := f.x.JobScan(f.ctx, &driver.JobScanParams{JobListParams: driver.JobListParams{ErrorContains: "boom", Limit: 10}})
+	require.Error(t, err, "a scan limit of 0")
+}
+
+// testScanIndexedOnly: without a filter no index serves, JobScan lists as
+// JobList does, whatever its ScanLimit.
+func testScanIndexedOnly(t *testing.T, f *fixture) {
+	j := f.scanData(t)
+	for _, p := range []driver.JobListParams{
+		{Limit: 100},
+		{Limit: 3, Ascending: true},
+		{Limit: 100, States: []hoppertype.JobState{hoppertype.JobStateDead}, Cursor: j[5].ID},
+		{Limit: 100, GroupID: j[4].ID},
+	} {
+		got, next := f.scan(t, driver.JobScanParams{JobListParams: p, ScanLimit: 1})
+		require.Equal(t, f.list(t, p), got)
+		require.Empty(t, next)
 	}
 }

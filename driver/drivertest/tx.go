@@ -393,6 +393,10 @@ func testClose(t *testing.T, f *fixture) {
 		"JobGet":     func() error { _, err := f.x.JobGet(ctx, &driver.JobGetParams{ID: j.ID}); return err },
 		"JobGetMany": func() error { _, err := f.x.JobGetMany(ctx, &driver.JobGetManyParams{IDs: []string{j.ID}}); return err },
 		"JobList":    func() error { _, err := f.x.JobList(ctx, &driver.JobListParams{Limit: 10}); return err },
+		"JobScan": func() error {
+			_, err := f.x.JobScan(ctx, &driver.JobScanParams{JobListParams: driver.JobListParams{Limit: 10}, ScanLimit: 10})
+			return err
+		},
 		"JobCountByState": func() error {
 			_, err := f.x.JobCountByState(ctx, &driver.JobCountParams{})
 			return err

@@ -77,17 +77,36 @@ func (x *executor) JobGetMany(ctx context.Context, params *driver.JobGetManyPara
 
 // JobList filters, orders by id and pages the jobs. It scans the store,
 // which is fine for listings in a memory store.
-func (x *executor) JobList(ctx context.Context, params *driver.JobListParams) (_ []*hoppertype.JobRow, err error) {
+func (x *executor) JobList(ctx context.Context, params *driver.JobListParams) ([]*hoppertype.JobRow, error) {
+	res, err := x.jobScan(ctx, params, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
+}
+
+// JobScan is JobList over a window of ScanLimit jobs; see driver.Executor.
+func (x *executor) JobScan(ctx context.Context, params *driver.JobScanParams) (*driver.JobScanResult, error) {
+	return x.jobScan(ctx, &params.JobListParams, params.ScanLimit, true)
+}
+
+// jobScan lists the jobs params selects; with scan > 0 and an unindexed
+// filter, it applies that filter to the first scan jobs the others select.
+// mustScan (JobScan) requires scan > 0.
+func (x *executor) jobScan(ctx context.Context, params *driver.JobListParams, scan int, mustScan bool) (_ *driver.JobScanResult, err error) {
 	t, err := x.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer x.end(t, &err)
+	if mustScan && scan <= 0 {
+		return nil, errors.New("scan jobs: scan limit must be > 0")
+	}
 	if params.Limit <= 0 {
 		return nil, errors.New("list jobs: limit must be > 0")
 	}
 	states := stateSet(params.States)
-	match := func(r *hoppertype.JobRow) bool {
+	indexed := func(r *hoppertype.JobRow) bool {
 		switch {
 		case len(states) > 0 && !states[r.State],
 			len(params.Types) > 0 && !slices.Contains(params.Types, r.Type),
@@ -100,9 +119,15 @@ func (x *executor) JobList(ctx context.Context, params *driver.JobListParams) (_
 			!params.EndedBefore.IsZero() && (r.EndedAt.IsZero() || !r.EndedAt.Before(trunc(params.EndedBefore))),
 			params.Cursor != "" && params.Ascending && r.ID <= params.Cursor,
 			params.Cursor != "" && !params.Ascending && r.ID >= params.Cursor,
-			params.UniqueKey != "" && r.UniqueKey != params.UniqueKey,
-			params.ErrorContains != "" && (r.Error == nil || !strings.Contains(r.Error.Message, params.ErrorContains)),
 			len(params.SkipRunStatuses) > 0 && t.st.runs[r.ID] != nil && slices.Contains(params.SkipRunStatuses, t.st.runs[r.ID].Status):
+			return false
+		}
+		return true
+	}
+	unindexed := func(r *hoppertype.JobRow) bool {
+		switch {
+		case params.UniqueKey != "" && r.UniqueKey != params.UniqueKey,
+			params.ErrorContains != "" && (r.Error == nil || !strings.Contains(r.Error.Message, params.ErrorContains)):
 			return false
 		}
 		for k, v := range params.Metadata {
@@ -116,14 +141,14 @@ func (x *executor) JobList(ctx context.Context, params *driver.JobListParams) (_
 	if len(params.IDs) > 0 {
 		seen := make(map[string]bool, len(params.IDs))
 		for _, id := range params.IDs {
-			if e := t.st.jobs[id]; e != nil && !seen[id] && match(e.row) {
+			if e := t.st.jobs[id]; e != nil && !seen[id] && indexed(e.row) {
 				seen[id] = true
 				rows = append(rows, e.row)
 			}
 		}
 	} else {
 		for _, e := range t.st.jobs {
-			if match(e.row) {
+			if indexed(e.row) {
 				rows = append(rows, e.row)
 			}
 		}
@@ -134,14 +159,25 @@ func (x *executor) JobList(ctx context.Context, params *driver.JobListParams) (_
 		}
 		return rows[i].ID > rows[j].ID
 	})
-	if len(rows) > params.Limit {
-		rows = rows[:params.Limit]
+	res := &driver.JobScanResult{}
+	windowed := scan > 0 && params.Unindexed() && len(rows) >= scan
+	if windowed {
+		rows = rows[:scan]
 	}
-	out := make([]*hoppertype.JobRow, len(rows))
-	for i, r := range rows {
-		out[i] = r.Clone()
+	out := []*hoppertype.JobRow{}
+	for _, r := range rows {
+		if len(out) == params.Limit {
+			break
+		}
+		if unindexed(r) {
+			out = append(out, r.Clone())
+		}
 	}
-	return out, nil
+	if windowed && len(out) < params.Limit {
+		res.Next = rows[len(rows)-1].ID
+	}
+	res.Jobs = out
+	return res, nil
 }
 
 // JobCountByState counts jobs per queue and state, ordered by queue and then

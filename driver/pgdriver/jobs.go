@@ -90,8 +90,68 @@ func (e *executor) JobList(ctx context.Context, p *driver.JobListParams) ([]*hop
 	return rows, nil
 }
 
+// JobScan is JobList over a window of ScanLimit jobs; see driver.Executor.
+// It finds the window's last job by the indexed filters alone, then lists as
+// JobList does up to it.
+func (e *executor) JobScan(ctx context.Context, p *driver.JobScanParams) (*driver.JobScanResult, error) {
+	if p.ScanLimit <= 0 {
+		return nil, errors.New("pgdriver: scan jobs: scan limit must be > 0")
+	}
+	if !p.Unindexed() {
+		rows, err := e.JobList(ctx, &p.JobListParams)
+		if err != nil {
+			return nil, err
+		}
+		return &driver.JobScanResult{Jobs: rows}, nil
+	}
+	if err := e.check(ctx, "scan jobs"); err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 {
+		return nil, errors.New("pgdriver: list jobs: limit must be > 0")
+	}
+	sql, args := e.d.q.jobScanEnd(p)
+	var until string
+	if err := e.q.QueryRow(ctx, sql, args...).Scan(&until); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, e.d.fail("scan jobs", err)
+	}
+	sql, args = e.d.q.jobListUntil(&p.JobListParams, cols(""), until)
+	rows, err := collectJobs(e.q.Query(ctx, sql, args...))
+	if err != nil {
+		return nil, e.d.fail("scan jobs", err)
+	}
+	res := &driver.JobScanResult{Jobs: rows}
+	if rows == nil {
+		res.Jobs = []*hoppertype.JobRow{}
+	}
+	if until != "" && len(rows) < p.Limit {
+		res.Next = until
+	}
+	return res, nil
+}
+
+// jobScanEnd selects the id of the last job of a JobScan's window: the
+// ScanLimit-th job the indexed filters select (no row when fewer do).
+func (q *queries) jobScanEnd(p *driver.JobScanParams) (string, []any) {
+	w := p.Indexed()
+	w.Limit = p.ScanLimit
+	sql, args := q.jobListUntil(&w, "id", "")
+	order := "DESC"
+	if p.Ascending {
+		order = "ASC"
+	}
+	args = append(args, p.ScanLimit-1)
+	return "SELECT id FROM (" + sql + ") w ORDER BY id " + order + " OFFSET $" + strconv.Itoa(len(args)) + " LIMIT 1", args
+}
+
 // jobList is JobList's statement and arguments.
 func (q *queries) jobList(p *driver.JobListParams) (string, []any) {
+	return q.jobListUntil(p, cols(""), "")
+}
+
+// jobListUntil is jobList selecting sel; until, when set, is the last id
+// listed (inclusive).
+func (q *queries) jobListUntil(p *driver.JobListParams, sel, until string) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, arg any) {
@@ -156,18 +216,25 @@ func (q *queries) jobList(p *driver.JobListParams) (string, []any) {
 			add("id < $?", p.Cursor)
 		}
 	}
+	if until != "" {
+		if p.Ascending {
+			add("id <= $?", until)
+		} else {
+			add("id >= $?", until)
+		}
+	}
 	args = append(args, p.Limit)
 	limit := " ORDER BY id " + order + " LIMIT $" + strconv.Itoa(len(args))
-	sel := func(extra ...string) string {
+	from := func(extra ...string) string {
 		conds := append(slices.Clip(where), extra...)
-		s := "SELECT " + cols("") + " FROM " + q.schema + ".jobs"
+		s := "SELECT " + sel + " FROM " + q.schema + ".jobs"
 		if len(conds) > 0 {
 			s += " WHERE " + strings.Join(conds, " AND ")
 		}
 		return s
 	}
 	if p.GroupID == "" {
-		return sel() + limit, args
+		return from() + limit, args
 	}
 	// jobs_group holds a group's members but not its root (the job whose
 	// id the group bears): each job is its own group's root, and indexing
@@ -176,8 +243,8 @@ func (q *queries) jobList(p *driver.JobListParams) (string, []any) {
 	// jobs_group for the rest.
 	args = append(args, p.GroupID)
 	g := "$" + strconv.Itoa(len(args))
-	return "(" + sel("group_id = "+g, "group_id <> id") + limit + ") UNION ALL (" +
-		sel("id = "+g, "group_id = "+g) + ")" + limit, args
+	return "(" + from("group_id = "+g, "group_id <> id") + limit + ") UNION ALL (" +
+		from("id = "+g, "group_id = "+g) + ")" + limit, args
 }
 
 // JobCountByState counts jobs per queue and state, ordered by queue and then

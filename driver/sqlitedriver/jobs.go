@@ -214,7 +214,7 @@ func (r *runner) jobList(ctx context.Context, p *driver.JobListParams) ([]*hoppe
 	if p.Limit <= 0 {
 		return nil, errors.New("list jobs: limit must be > 0")
 	}
-	q, args := jobListSQL(p)
+	q, args := jobListSQL(p, jobCols, "")
 	rows, err := r.jobs(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -225,8 +225,57 @@ func (r *runner) jobList(ctx context.Context, p *driver.JobListParams) ([]*hoppe
 	return rows, nil
 }
 
-// jobListSQL is jobList's statement and its arguments.
-func jobListSQL(p *driver.JobListParams) (string, []any) {
+// jobScan lists the jobs over a window of ScanLimit: it finds the window's
+// last job by the indexed filters alone (jobScanEndSQL), then lists as
+// jobList does up to it.
+func (r *runner) jobScan(ctx context.Context, p *driver.JobScanParams) (*driver.JobScanResult, error) {
+	if p.ScanLimit <= 0 {
+		return nil, errors.New("scan jobs: scan limit must be > 0")
+	}
+	if !p.Unindexed() {
+		rows, err := r.jobList(ctx, &p.JobListParams)
+		return &driver.JobScanResult{Jobs: rows}, err
+	}
+	if p.Limit <= 0 {
+		return nil, errors.New("list jobs: limit must be > 0")
+	}
+	q, args := jobScanEndSQL(p)
+	end, err := column[string](ctx, r, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("scan jobs: %w", err)
+	}
+	until := ""
+	if len(end) > 0 {
+		until = end[0]
+	}
+	q, args = jobListSQL(&p.JobListParams, jobCols, until)
+	rows, err := r.jobs(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("scan jobs: %w", err)
+	}
+	res := &driver.JobScanResult{Jobs: rows}
+	if rows == nil {
+		res.Jobs = []*hoppertype.JobRow{}
+	}
+	if until != "" && len(rows) < p.Limit {
+		res.Next = until
+	}
+	return res, nil
+}
+
+// jobScanEndSQL selects the id of the last job of a JobScan's window: the
+// ScanLimit-th job the indexed filters select (none when fewer do), read
+// from the id index alone when no other filter is set.
+func jobScanEndSQL(p *driver.JobScanParams) (string, []any) {
+	w := p.Indexed()
+	w.Limit = 1
+	q, args := jobListSQL(&w, "id", "")
+	return q + " OFFSET ?", append(args, p.ScanLimit-1)
+}
+
+// jobListSQL is jobList's statement and its arguments, selecting cols;
+// until, when set, is the last id listed (inclusive).
+func jobListSQL(p *driver.JobListParams, cols, until string) (string, []any) {
 	var where []string
 	var args []any
 	add := func(cond string, vs ...any) {
@@ -240,10 +289,20 @@ func jobListSQL(p *driver.JobListParams) (string, []any) {
 		cond, vs := stateFilter(p.States)
 		add(cond, vs...)
 	}
-	if len(p.Types) > 0 {
+	// One type or queue by equality, so jobs_type_id or jobs_queue_id
+	// yields its jobs in id order (a list of them is read and sorted).
+	switch len(p.Types) {
+	case 0:
+	case 1:
+		add("type = ?", p.Types[0])
+	default:
 		add("type IN (SELECT value FROM json_each(?))", jsonList(p.Types))
 	}
-	if len(p.Queues) > 0 {
+	switch len(p.Queues) {
+	case 0:
+	case 1:
+		add("queue = ?", p.Queues[0])
+	default:
 		add("queue IN (SELECT value FROM json_each(?))", jsonList(p.Queues))
 	}
 	if p.GroupID != "" {
@@ -287,7 +346,14 @@ func jobListSQL(p *driver.JobListParams) (string, []any) {
 			add("id < ?", p.Cursor)
 		}
 	}
-	q := "SELECT " + jobCols + " FROM jobs"
+	if until != "" {
+		if p.Ascending {
+			add("id <= ?", until)
+		} else {
+			add("id >= ?", until)
+		}
+	}
+	q := "SELECT " + cols + " FROM jobs"
 	if len(p.States) == 1 && p.States[0] == hoppertype.JobStateRunning {
 		// The running jobs are few: read them all and sort, rather than
 		// walk every job in id order looking for them.

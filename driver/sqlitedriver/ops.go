@@ -104,6 +104,15 @@ func (t *executor) JobList(ctx context.Context, params *driver.JobListParams) ([
 	return r.jobList(ctx, params)
 }
 
+// JobScan lists jobs over a bounded window.
+func (t *executor) JobScan(ctx context.Context, params *driver.JobScanParams) (*driver.JobScanResult, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.jobScan(ctx, params)
+}
+
 // JobCountByState counts jobs per queue and state.
 func (t *executor) JobCountByState(ctx context.Context, params *driver.JobCountParams) ([]driver.JobCount, error) {
 	r, err := t.reader(ctx)

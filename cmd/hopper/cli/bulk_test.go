@@ -73,3 +73,39 @@ func TestJobsBulkBothWays(t *testing.T) {
 		})
 	}
 }
+
+// TestJobsSearchWindowBothWays: a search by metadata with --scan stops at
+// its window and says how to search on, on the database and through a
+// server; without --scan the default window holds the few jobs there are.
+func TestJobsSearchWindowBothWays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := newSharedStore(t, ctx, doomed)
+	for range 2 {
+		h, err := s.c.EnqueueName(ctx, "doomed", json.RawMessage(`null`), &hopper.InsertOpts{Metadata: map[string]string{"tenant": "acme"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.c.JobWait(ctx, h.ID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for way, flags := range s.ways() {
+		t.Run(way, func(t *testing.T) {
+			cli := func(args ...string) (string, string, int) { return run(t, append(args, flags...)...) }
+			out, errOut, code := cli("dead", "list", "--meta", "tenant=acme", "--scan", "1")
+			if code != 0 || !strings.Contains(out, "the search stopped after --scan jobs; search on: --cursor ") {
+				t.Fatalf("--scan 1: %d %q %q", code, out, errOut)
+			}
+			out, errOut, code = cli("jobs", "list", "--meta", "tenant=acme", "--scan", "1", "--json")
+			var page server.JobListJSON
+			if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page.Jobs) != 1 || page.NextCursor != page.Jobs[0].ID {
+				t.Fatalf("--scan 1, JSON: %d %q %q", code, out, errOut)
+			}
+			out, errOut, code = cli("dead", "list", "--meta", "tenant=acme")
+			if code != 0 || strings.Contains(out, "--cursor") || strings.Count(out, "doomed") != 2 {
+				t.Fatalf("the default window: %d %q %q", code, out, errOut)
+			}
+		})
+	}
+}

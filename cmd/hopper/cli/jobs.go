@@ -161,7 +161,7 @@ func jobsCmd(g *globals) *cobra.Command {
 // listFlags are the filters of a job listing.
 type listFlags struct {
 	states, types, queues []string
-	limit                 int
+	limit, scan           int
 	cursor                string
 	search                searchFlags
 }
@@ -214,6 +214,7 @@ func (p *listFlags) add(cmd *cobra.Command, withState bool) {
 	f.StringSliceVar(&p.queues, "queue", nil, "queues to list")
 	f.IntVar(&p.limit, "limit", 50, "page size (at most 1000)")
 	f.StringVar(&p.cursor, "cursor", "", "continue after this cursor")
+	f.IntVar(&p.scan, "scan", hopper.DefaultScanLimit, "jobs a search by --meta, --unique-key or --error examines a page")
 	p.search.add(cmd)
 }
 
@@ -222,6 +223,9 @@ func (p *listFlags) values(states []string) url.Values {
 	q := url.Values{"limit": {strconv.Itoa(p.limit)}}
 	if p.cursor != "" {
 		q.Set("cursor", p.cursor)
+	}
+	if p.scan != hopper.DefaultScanLimit {
+		q.Set("scan", strconv.Itoa(p.scan))
 	}
 	return p.search.values(q, states, p.types, p.queues)
 }
@@ -250,12 +254,13 @@ func printPage(ctx context.Context, g *globals, c *hopper.Client, p *hopper.List
 		}
 		return writeJSON(g.out, out)
 	}
-	return printJobTable(g, jobsJSON(page.Jobs), page.NextCursor)
+	return printJobTable(g, jobsJSON(page.Jobs), page.NextCursor, p.Limit)
 }
 
 // printJobTable prints a page of jobs for humans, as the API shows them
-// (the same through --server and on the database).
-func printJobTable(g *globals, jobs []*server.JobJSON, next string) error {
+// (the same through --server and on the database). A page shorter than
+// limit with a cursor is a search that stopped at its --scan window.
+func printJobTable(g *globals, jobs []*server.JobJSON, next string, limit int) error {
 	rows := make([][]string, len(jobs))
 	for i, j := range jobs {
 		rows[i] = []string{j.ID, jobTypeText(j), j.Queue, j.State, fmt.Sprintf("%d of %d", j.Attempt, j.MaxAttempts), fmtTime(j.QueuedAt), fmtTimePtr(j.EndedAt)}
@@ -263,7 +268,10 @@ func printJobTable(g *globals, jobs []*server.JobJSON, next string) error {
 	if err := table(g.out, []string{"ID", "TYPE", "QUEUE", "STATE", "ATTEMPT", "QUEUED", "ENDED"}, rows); err != nil {
 		return err
 	}
-	if next != "" {
+	switch {
+	case next != "" && len(jobs) < limit:
+		fmt.Fprintf(g.out, "\nthe search stopped after --scan jobs; search on: --cursor %s\n", next)
+	case next != "":
 		fmt.Fprintf(g.out, "\nmore: --cursor %s\n", next)
 	}
 	return nil
@@ -369,7 +377,7 @@ func deadCmd(g *globals) *cobra.Command {
 				if g.asJSON {
 					return writeJSON(g.out, page)
 				}
-				return printJobTable(g, page.Jobs, page.NextCursor)
+				return printJobTable(g, page.Jobs, page.NextCursor, p.limit)
 			}
 			return withClient(cmd.Context(), g, func(c *hopper.Client) error { return printPage(cmd.Context(), g, c, params) })
 		},

@@ -178,7 +178,7 @@ func remoteJobList(ctx context.Context, g *globals, r *remote, p *listFlags, sta
 	if g.asJSON {
 		return writeJSON(g.out, page)
 	}
-	return printJobTable(g, page.Jobs, page.NextCursor)
+	return printJobTable(g, page.Jobs, page.NextCursor, p.limit)
 }
 
 func remoteJob(ctx context.Context, g *globals, r *remote, method, path string) error {
