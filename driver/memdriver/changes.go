@@ -257,6 +257,26 @@ func (t *tx) ChangeList(ctx context.Context, params *driver.ChangeListParams) ([
 	return out, nil
 }
 
+// ChangeListBefore reads the feed backwards; see driver.Executor.
+func (t *tx) ChangeListBefore(ctx context.Context, params *driver.ChangeListBeforeParams) ([]*hoppertype.Change, error) {
+	if err := t.check(ctx); err != nil {
+		return nil, err
+	}
+	if params.Limit <= 0 {
+		return nil, fmt.Errorf("list changes before: limit must be > 0")
+	}
+	f := t.st.feed
+	out := []*hoppertype.Change{}
+	before := &hoppertype.Change{Tx: params.Before.Tx, Position: params.Before.Position}
+	i := sort.Search(len(f.entries), func(i int) bool { return !hoppertype.CursorOf(f.entries[i].ch).Before(before) }) - 1
+	for ; i >= 0 && len(out) < params.Limit; i-- {
+		if e := f.entries[i]; !e.gone {
+			out = append(out, cloneChange(e.ch))
+		}
+	}
+	return out, nil
+}
+
 // ChangeScan reads the feed, returning what passes the filter; see
 // driver.Executor.
 func (t *tx) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (*driver.ChangeScanResult, error) {
@@ -376,6 +396,11 @@ func (d *pool) ChangeList(ctx context.Context, params *driver.ChangeListParams) 
 		return nil, ctx.Err()
 	}
 	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.Change, error) { return tx.ChangeList(ctx, params) })
+}
+
+// ChangeListBefore implements driver.Executor.
+func (d *pool) ChangeListBefore(ctx context.Context, params *driver.ChangeListBeforeParams) ([]*hoppertype.Change, error) {
+	return call(ctx, d.Driver, func(tx *tx) ([]*hoppertype.Change, error) { return tx.ChangeListBefore(ctx, params) })
 }
 
 // ChangeScan implements driver.Executor.
