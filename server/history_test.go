@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -82,6 +83,18 @@ func recordHistory(t *testing.T, ctx context.Context, kind, where string, jobs i
 	// The run's own job ends after the run: wait for it too.
 	_, err = c.JobWait(ctx, run.ID())
 	require.NoError(t, err)
+	// And until the feed delivers that end: a change is final only once no
+	// transaction that could commit one before it runs (on PostgreSQL, in
+	// the whole database), and the server's read of the history starts at
+	// the last final change.
+	errSeen := errors.New("seen")
+	err = c.TailEvents(ctx, hopper.ChangeCursor{}, nil, func(e hopper.Event) error {
+		if e.JobID == run.ID() && e.Kind == hopper.EventSucceeded {
+			return errSeen
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, errSeen)
 
 	if kind == "sqlite" {
 		db, err := sql.Open("sqlite", where+"?_pragma=busy_timeout(5000)")
