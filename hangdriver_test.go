@@ -107,6 +107,10 @@ func (d *hangingDriver) ChangeScan(ctx context.Context, params *driver.ChangeSca
 	return hang(d, ctx, "ChangeScan", func() (*driver.ChangeScanResult, error) { return d.baseExec.ChangeScan(ctx, params) })
 }
 
+func (d *hangingDriver) ChangeListBefore(ctx context.Context, params *driver.ChangeListBeforeParams) ([]*hoppertype.Change, error) {
+	return hang(d, ctx, "ChangeListBefore", func() ([]*hoppertype.Change, error) { return d.baseExec.ChangeListBefore(ctx, params) })
+}
+
 func (d *hangingDriver) ChangeTail(ctx context.Context, params *driver.ChangeTailParams) (hoppertype.ChangeCursor, error) {
 	return hang(d, ctx, "ChangeTail", func() (hoppertype.ChangeCursor, error) { return d.baseExec.ChangeTail(ctx, params) })
 }

@@ -210,6 +210,26 @@ func (c *Client) ChangeList(ctx context.Context, after ChangeCursor, limit int) 
 	return chs, nil
 }
 
+// ChangeListBefore returns up to limit (1 to 1000) changes of the feed
+// before the cursor, newest first: the feed read backwards, to walk back
+// through the history the store kept (a job's changes stay as long as
+// retention keeps the job). Pass the last one's cursor to read on; the
+// zero cursor lists nothing. The changes' At follow their order only
+// roughly: a change's place is its transaction's, its At its statement's.
+func (c *Client) ChangeListBefore(ctx context.Context, before ChangeCursor, limit int) ([]*Change, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, fmt.Errorf("%w: limit %d (use 1 to 1000)", ErrInvalidInput, limit)
+	}
+	if before.Tx < 0 || before.Position < 0 {
+		return nil, fmt.Errorf("%w: a change cursor with a negative part (%d, %d)", ErrInvalidInput, before.Tx, before.Position)
+	}
+	chs, err := c.store().ChangeListBefore(ctx, &driver.ChangeListBeforeParams{Before: before, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("hopper: read changes: %w", err)
+	}
+	return chs, nil
+}
+
 // ChangeTail returns the cursor of the feed's last change: Changes after it
 // are the changes made from now on.
 func (c *Client) ChangeTail(ctx context.Context) (ChangeCursor, error) {

@@ -333,3 +333,52 @@ func testFleetEvents(t *testing.T, newDriver func(*testing.T) driver.Driver) {
 	require.True(t, fired.RunAt.Equal(next), "the occurrence: %v, want %v", fired.RunAt, next)
 	require.Equal(t, 1, fired.Attempt)
 }
+
+// TestChangeListBefore: the feed read backwards from an event's cursor
+// gives the changes before it, newest first, page by page.
+func TestChangeListBefore(t *testing.T) { forEachDriver(t, testChangeListBefore) }
+
+func testChangeListBefore(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	noop := hopper.Define("back-noop", func(context.Context, int) (int, error) { return 0, nil }, nil)
+	d := newDriver(t)
+	ctx := testCtx(t)
+	// Never started: it runs nothing, so the feed holds only the inserts.
+	c, err := hopper.New(hopper.Config{Driver: d, PollInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(noop))
+	var ids []string
+	for i := range 3 {
+		h, err := noop.Enqueue(ctx, c, i, nil)
+		require.NoError(t, err)
+		ids = append(ids, h.ID())
+	}
+	// The third job's queued event: every change before it is final.
+	var last hopper.ChangeCursor
+	err = c.TailEvents(ctx, hopper.ChangeCursor{}, nil, func(e hopper.Event) error {
+		if e.JobID == ids[2] {
+			last = e.Cursor
+			return errStopTail
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, errStopTail)
+
+	var got []string
+	cur := last
+	for range 4 {
+		chs, err := c.ChangeListBefore(ctx, cur, 1)
+		require.NoError(t, err)
+		if len(chs) == 0 {
+			break
+		}
+		require.Len(t, chs, 1)
+		got = append(got, chs[0].EntityID)
+		cur = hoppertype.CursorOf(chs[0])
+	}
+	require.Equal(t, []string{ids[1], ids[0]}, got, "newest first, down to the oldest")
+
+	_, err = c.ChangeListBefore(ctx, last, 0)
+	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+	_, err = c.ChangeListBefore(ctx, hopper.ChangeCursor{Tx: -1}, 10)
+	require.ErrorIs(t, err, hopper.ErrInvalidInput)
+}

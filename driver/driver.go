@@ -554,6 +554,14 @@ type Executor interface {
 	// Position). At most Limit (> 0) in each mode.
 	ChangeList(ctx context.Context, params *ChangeListParams) ([]*hoppertype.Change, error)
 
+	// ChangeListBefore reads the feed backwards: the final changes before
+	// Before in delivery order, newest first, at most Limit (> 0). A
+	// reader walks back through the history the store kept from a cursor
+	// it holds (ChangeTail's, say) by passing the last change's cursor
+	// back; the changes' At follow that order only roughly (a change's
+	// place is its transaction's, its At the time of its statement).
+	ChangeListBefore(ctx context.Context, params *ChangeListBeforeParams) ([]*hoppertype.Change, error)
+
 	// ChangeScan reads the next Limit (> 0) final changes of the feed after
 	// After, in delivery order, and returns those that pass the filter
 	// (empty fields do not filter) with Next: the cursor of the last change

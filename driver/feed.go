@@ -19,6 +19,15 @@ type ChangeListParams struct {
 	Limit int
 }
 
+// ChangeListBeforeParams are the arguments of ChangeListBefore.
+type ChangeListBeforeParams struct {
+	// Before is the cursor to read back from (exclusive); the zero
+	// cursor lists nothing.
+	Before hoppertype.ChangeCursor
+	// Limit caps the changes returned; it must be > 0.
+	Limit int
+}
+
 // ChangeScanParams are the arguments of ChangeScan.
 type ChangeScanParams struct {
 	After  hoppertype.ChangeCursor

@@ -12,3 +12,7 @@ func FleetCursor(s *Server) hoppertype.ChangeCursor { return s.fleet.cursor() }
 // FleetReady returns a channel closed once s's fleet follower knows where
 // the store's events stood when it began: what happens after, it sees.
 func FleetReady(s *Server) <-chan struct{} { return s.fleet.ready }
+
+// FleetHistoryRead returns a channel closed once s has read the store's
+// history back into its charts (or stopped at its limit).
+func FleetHistoryRead(s *Server) <-chan struct{} { return s.fleet.historyDone }

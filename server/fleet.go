@@ -28,6 +28,34 @@ type fleet struct {
 	// ready is closed once the follower read where the store's events
 	// stood when it began.
 	ready chan struct{}
+	// history is how far the read of the store's history got; historyDone
+	// is closed when it ends.
+	history     HistoryJSON
+	historyDone chan struct{}
+}
+
+// HistoryJSON is how far the server read the store's history back when it
+// started (GET /v1/stats "history"): the charts' figures from before the
+// server started come from that read.
+type HistoryJSON struct {
+	// Done reports whether the read ended: it reached a day back or the
+	// feed's oldest change, or stopped at Options.HistoryLimit.
+	Done bool `json:"done"`
+	// Capped reports that the read stopped at Options.HistoryLimit
+	// changes: the charts hold nothing from before From.
+	Capped bool `json:"capped"`
+	// From is the oldest moment the charts cover: a day back once the
+	// read is done and not capped, where the read got to otherwise.
+	From time.Time `json:"from"`
+	// Changes counts the changes read.
+	Changes int `json:"changes"`
+}
+
+// historyStatus returns how far the read of the store's history got.
+func (f *fleet) historyStatus() HistoryJSON {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.history
 }
 
 // next returns a channel closed when the follower folds its next event.
@@ -48,7 +76,8 @@ const fleetRetry = 2 * time.Second
 // come) until Close.
 func (s *Server) startFleet() {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.fleet = &fleet{rec: hopper.NewStatsRecorder(nil), cancel: cancel, ready: make(chan struct{})}
+	s.fleet = &fleet{rec: hopper.NewStatsRecorder(nil), cancel: cancel, ready: make(chan struct{}), historyDone: make(chan struct{}),
+		history: HistoryJSON{From: time.Now()}}
 	s.fleet.done.Add(2)
 	go func() {
 		defer s.fleet.done.Done()
@@ -64,6 +93,11 @@ func (s *Server) startFleet() {
 				if err == nil {
 					cur, started = tail, true
 					close(s.fleet.ready)
+					s.fleet.done.Add(1)
+					go func() {
+						defer s.fleet.done.Done()
+						s.readHistory(ctx, tail)
+					}()
 				}
 			}
 			if started {
@@ -94,6 +128,90 @@ func (s *Server) startFleet() {
 			}
 		}
 	}()
+}
+
+const (
+	// historySpan is how far back the charts reach: their longest window.
+	historySpan = 24 * time.Hour
+	// historySlack is how far past historySpan the read of the history
+	// goes on before it stops: a change's place in the feed is its
+	// transaction's, its time its statement's, so times are only roughly
+	// in order.
+	historySlack = time.Minute
+	// historyPage is the changes read at a time.
+	historyPage = 500
+	// defaultHistoryLimit is Options.HistoryLimit's default.
+	defaultHistoryLimit = 200_000
+)
+
+// readHistory fills the charts with the store's events of the last day up
+// to tail (inclusive; the follower reads on after it), reading the feed
+// backwards, newest first, so that a read cut short by
+// Options.HistoryLimit leaves the charts whole from where it stopped to
+// now. Only the charts: the fleet's StatsRecorder (the Prometheus
+// counters) counts from the server's start. The history is what retention
+// kept: a job's changes go with it.
+func (s *Server) readHistory(ctx context.Context, tail hoppertype.ChangeCursor) {
+	f := s.fleet
+	defer close(f.historyDone)
+	since := time.Now().Add(-historySpan)
+	limit := max(s.opts.HistoryLimit, 0)
+	before := hoppertype.ChangeCursor{Tx: tail.Tx, Position: tail.Position + 1}
+	read := 0
+	finish := func(capped bool) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.history.Done, f.history.Capped, f.history.Changes = true, capped, read
+		if !capped {
+			f.history.From = since
+		}
+	}
+	for read < limit {
+		chs, err := s.c.ChangeListBefore(ctx, before, min(historyPage, limit-read))
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.opts.Logger.Warn("hopper server: reading the store's history", "err", err)
+			t := time.NewTimer(fleetRetry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		if len(chs) == 0 {
+			finish(false)
+			return
+		}
+		oldest := time.Time{}
+		for _, ch := range chs {
+			read++
+			before = hoppertype.CursorOf(ch)
+			if ch.At.Before(since.Add(-historySlack)) {
+				finish(false)
+				return
+			}
+			if e, ok := hopper.EventOf(ch); ok && !ch.At.Before(since) {
+				s.stats.observe(e)
+			}
+			if oldest.IsZero() || ch.At.Before(oldest) {
+				oldest = ch.At
+			}
+		}
+		if oldest.Before(since) {
+			oldest = since
+		}
+		f.mu.Lock()
+		f.history.Changes = read
+		if oldest.Before(f.history.From) {
+			f.history.From = oldest
+		}
+		f.mu.Unlock()
+	}
+	finish(true)
 }
 
 func (f *fleet) stop() {

@@ -58,6 +58,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Title names the dashboard. Defaults to "hopper".
 	Title string
+	// HistoryLimit caps the changes of the store's feed the server reads
+	// back when it starts, in the background, to fill the dashboard's
+	// charts with the last day the store kept (see "Metrics" in
+	// docs/operations.md): past it the charts begin where the read
+	// stopped, and say so. Defaults to 200,000; a negative value reads
+	// none (the charts begin when the server starts).
+	HistoryLimit int
 	// SecureCookies marks the sign-in cookie Secure even on plain HTTP:
 	// set it behind a proxy that terminates TLS. Over TLS served by the
 	// Server itself the cookie is Secure anyway. Defaults to false.
@@ -99,6 +106,9 @@ func New(c *hopper.Client, opts *Options) *Server {
 	}
 	if s.opts.ReadTimeout <= 0 {
 		s.opts.ReadTimeout = time.Minute
+	}
+	if s.opts.HistoryLimit == 0 {
+		s.opts.HistoryLimit = defaultHistoryLimit
 	}
 	if s.opts.Logger == nil {
 		s.opts.Logger = slog.Default()

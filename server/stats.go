@@ -14,8 +14,10 @@ import (
 // The dashboard's charts: what the store's events — the whole fleet's —
 // say second by second (the last five minutes) and minute by minute (the
 // last day), in total and per queue and type, and the queues' depths
-// sampled every depthEvery. Everything is kept in memory, since the
-// server started, in rings of fixed size.
+// sampled every depthEvery. Everything is kept in memory in rings of fixed
+// size: the events from the store's history (read back at the start, see
+// readHistory) and from its feed since; the depths since the server
+// started.
 
 // Windows a chart may show, and the step of their buckets.
 var statsWindows = map[string]struct {
@@ -204,6 +206,9 @@ type StatsJSON struct {
 	// LagMs sums the pickup lag over the last minute.
 	LagMs LagJSON   `json:"pickup_lag_ms"`
 	Until time.Time `json:"until"`
+	// History is how far the server read the store's history back when
+	// it started: the charts' figures from before then come from it.
+	History HistoryJSON `json:"history"`
 	// Fleet are the seeds' figures of every process, from the store's
 	// events since the server started, with the live workers' slots;
 	// Process those of this process's own client (hopper.Client.Stats).
@@ -343,5 +348,6 @@ func (s *Server) getStats(w http.ResponseWriter, r *http.Request) {
 		fleet.Workers = fleetWorkers(ws)
 	}
 	out.Fleet, out.Process = &fleet, &process
+	out.History = s.fleet.historyStatus()
 	writeJSON(w, http.StatusOK, out)
 }

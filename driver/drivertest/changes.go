@@ -25,6 +25,7 @@ func changeCases() []testCase {
 		{"RollbackWritesNone", testChangesRollback},
 		{"OwnChanges", testChangesOwn},
 		{"FeedPaging", testChangesPaging},
+		{"FeedBackwards", testChangesBefore},
 		{"Scan", testChangesScan},
 		{"ScanStuck", testChangesScanStuck},
 		{"Tail", testChangesTail},
@@ -317,6 +318,39 @@ func testChangesPaging(t *testing.T, f *fixture) {
 		require.Equal(t, all[i].Position, got[i].Position)
 	}
 	_, err := f.x.ChangeList(f.ctx, &driver.ChangeListParams{})
+	require.Error(t, err, "a limit is required")
+}
+
+// ChangeListBefore walks the feed back from a cursor, newest first, page
+// by page, to its oldest change; its pages are the forward feed reversed.
+func testChangesBefore(t *testing.T, f *fixture) {
+	for range 5 {
+		f.insertOne(t)
+	}
+	all := f.feed(t, 5)
+	require.Len(t, all, 5)
+	none, err := f.x.ChangeListBefore(f.ctx, &driver.ChangeListBeforeParams{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, none, "nothing comes before the zero cursor")
+	cur := hoppertype.CursorOf(all[4])
+	var got []*hoppertype.Change
+	for range len(all) + 1 { // a page that never shrinks fails, not hangs
+		page, err := f.x.ChangeListBefore(f.ctx, &driver.ChangeListBeforeParams{Before: cur, Limit: 2})
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 2)
+		if len(page) == 0 {
+			break
+		}
+		got = append(got, page...)
+		cur = hoppertype.CursorOf(page[len(page)-1])
+	}
+	require.Len(t, got, 4, "the changes before the last one")
+	for i, ch := range got {
+		require.Equal(t, hoppertype.CursorOf(all[3-i]), hoppertype.CursorOf(ch), "change %d", i)
+		require.Equal(t, all[3-i].EntityID, ch.EntityID)
+		require.Equal(t, all[3-i].At, ch.At)
+	}
+	_, err = f.x.ChangeListBefore(f.ctx, &driver.ChangeListBeforeParams{Before: cur})
 	require.Error(t, err, "a limit is required")
 }
 

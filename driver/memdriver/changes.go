@@ -263,6 +263,28 @@ func (x *executor) ChangeList(ctx context.Context, params *driver.ChangeListPara
 	return out, nil
 }
 
+// ChangeListBefore reads the feed backwards; see driver.Executor.
+func (x *executor) ChangeListBefore(ctx context.Context, params *driver.ChangeListBeforeParams) (_ []*hoppertype.Change, err error) {
+	t, err := x.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer x.end(t, &err)
+	if params.Limit <= 0 {
+		return nil, fmt.Errorf("list changes before: limit must be > 0")
+	}
+	f := t.st.feed
+	out := []*hoppertype.Change{}
+	before := &hoppertype.Change{Tx: params.Before.Tx, Position: params.Before.Position}
+	i := sort.Search(len(f.entries), func(i int) bool { return !hoppertype.CursorOf(f.entries[i].ch).Before(before) }) - 1
+	for ; i >= 0 && len(out) < params.Limit; i-- {
+		if e := f.entries[i]; !e.gone {
+			out = append(out, cloneChange(e.ch))
+		}
+	}
+	return out, nil
+}
+
 // ChangeScan reads the feed, returning what passes the filter; see
 // driver.Executor.
 func (x *executor) ChangeScan(ctx context.Context, params *driver.ChangeScanParams) (_ *driver.ChangeScanResult, err error) {

@@ -84,6 +84,22 @@ func (e *executor) ChangeList(ctx context.Context, p *driver.ChangeListParams) (
 	return out, nil
 }
 
+// ChangeListBefore reads the feed backwards; see driver.Executor. Like
+// ChangeList, it lists only final changes.
+func (e *executor) ChangeListBefore(ctx context.Context, p *driver.ChangeListBeforeParams) ([]*hoppertype.Change, error) {
+	if err := e.check(ctx, "list changes before"); err != nil {
+		return nil, err
+	}
+	if p.Limit <= 0 {
+		return nil, errors.New("pgdriver: list changes before: limit must be > 0")
+	}
+	out, err := collectChanges(e.q.Query(ctx, e.d.q.changeBefore, p.Before.Tx, p.Before.Position, p.Limit))
+	if err != nil {
+		return nil, e.d.fail("list changes before", err)
+	}
+	return out, nil
+}
+
 // textArray is a filter argument: NULL (no filter) for an empty list.
 func textArray[T ~string](vs []T) any {
 	if len(vs) == 0 {

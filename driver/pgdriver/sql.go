@@ -113,6 +113,9 @@ type queries struct {
 	// ($5 kinds, $6 types, $7 states; NULL for none), at most $8 (the
 	// range holds no more).
 	changeScanLast, changeScanRange, changeScanStuck string
+	// The final changes before a cursor ($1 tx, $2 position), newest
+	// first, $3 of them.
+	changeBefore string
 	// The last final change.
 	changeTail                                 string
 	eventAppendMany                            string
@@ -487,6 +490,9 @@ ORDER BY tx, position LIMIT $2`),
 		changeEntity: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2`),
 		changeOwn: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE tx = pg_current_xact_id_if_assigned() AND position > $1
 ORDER BY tx, position LIMIT $2`),
+		changeBefore: q(`SELECT ` + changeColumns + ` FROM {s}.changes
+WHERE (tx, position) < ($1::bigint::text::xid8, $2) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY tx DESC, position DESC LIMIT $3`),
 		changeTail: q(`SELECT tx::text::bigint AS tx_key, position FROM {s}.changes
 WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, position DESC LIMIT 1`),
 		changeScanLast: q(`SELECT tx::text::bigint AS tx_key, position FROM (

@@ -92,6 +92,35 @@ func (t *executor) ChangeList(ctx context.Context, p *driver.ChangeListParams) (
 	return r.changeList(ctx, p)
 }
 
+func (r *runner) changeListBefore(ctx context.Context, p *driver.ChangeListBeforeParams) ([]*hoppertype.Change, error) {
+	if p.Limit <= 0 {
+		return nil, fmt.Errorf("list changes before: limit must be > 0")
+	}
+	out := []*hoppertype.Change{}
+	err := r.each(ctx, `SELECT `+changeColumns+` FROM changes WHERE position < ?1 ORDER BY position DESC LIMIT ?2`, func(rows *sql.Rows) error {
+		ch, err := scanChange(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, ch)
+		return nil
+	}, p.Before.Position, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list changes before: %w", err)
+	}
+	return out, nil
+}
+
+// ChangeListBefore reads the feed backwards. The store has one writer, so
+// every committed change is final.
+func (t *executor) ChangeListBefore(ctx context.Context, p *driver.ChangeListBeforeParams) ([]*hoppertype.Change, error) {
+	r, err := t.reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.changeListBefore(ctx, p)
+}
+
 // jsonOrNull is a JSON array of vs, or NULL when vs is empty (no filter).
 func jsonOrNull[T ~string](vs []T) any {
 	if len(vs) == 0 {

@@ -59,6 +59,7 @@ var noChangeRows = map[string]string{
 	"GateEdges":            "read",
 	"GateWatcherList":      "read",
 	"ChangeList":           "read",
+	"ChangeListBefore":     "read",
 	"ChangeScan":           "read",
 	"ChangeTail":           "read",
 	"ChangeMark":           "read",

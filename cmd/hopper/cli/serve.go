@@ -27,6 +27,9 @@ type serveOpts struct {
 	stopWait time.Duration
 	// readTimeout bounds the read of a request (server.Options.ReadTimeout).
 	readTimeout time.Duration
+	// historyLimit caps the store's history the charts read back
+	// (server.Options.HistoryLimit).
+	historyLimit int
 }
 
 func (o *serveOpts) add(cmd *cobra.Command) {
@@ -40,6 +43,7 @@ func (o *serveOpts) add(cmd *cobra.Command) {
 	}
 	f.StringArrayVar(&o.tokens, "token", envTokens, "API token (repeatable) [$HOPPER_TOKENS, comma-separated]")
 	f.DurationVar(&o.readTimeout, "read-timeout", time.Minute, "how long a request's headers and body may take to arrive before the connection is cut (headers: at most 10s)")
+	f.IntVar(&o.historyLimit, "history-limit", 200_000, "changes of the store's feed read back at start to fill the dashboard's charts with the last day (negative: none)")
 	f.DurationVar(&o.stopWait, "stop-timeout", 10*time.Second, "how long Ctrl-C or SIGTERM waits for running jobs before cancelling them (they run again at the next start)")
 }
 
@@ -127,7 +131,7 @@ func runServe(ctx context.Context, g *globals, o *serveOpts, name string) error 
 			stopClient(g, c, name, o.stopWait, false)
 		}
 	}()
-	s := server.New(c, &server.Options{Tokens: o.tokens, Logger: logger, ReadTimeout: o.readTimeout})
+	s := server.New(c, &server.Options{Tokens: o.tokens, Logger: logger, ReadTimeout: o.readTimeout, HistoryLimit: o.historyLimit})
 	defer s.Close()
 	fmt.Fprintf(g.out, "%s: dashboard and API on %s (database %s)\n", name, url, g.db)
 	if len(o.tokens) == 0 {

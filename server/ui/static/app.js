@@ -330,6 +330,12 @@
         fillSelect(form.queue, s.queues, q.get("queue"));
         fillSelect(form.type, s.types, q.get("type"));
       }
+      var hist = document.getElementById("chart-history"), h = s.history;
+      if (hist && h) {
+        var from = new Date(h.from).toLocaleString();
+        hist.textContent = !h.done ? "· reading the store's history: charts from " + from + " so far" :
+          h.capped ? "· history capped at " + fmtNum(h.changes) + " changes: charts from " + from : "";
+      }
       var step = s.step_seconds, t1 = new Date(s.until).getTime(), t0 = t1 - (s.buckets - 1) * step * 1000;
       var perS = function (a) { return a.map(function (v) { return v / step; }); };
       var unit = step === 1 ? "/s" : "/s (per-minute mean)";
