@@ -21,6 +21,7 @@ var noChangeRows = map[string]string{
 	"JobGet":               "read",
 	"JobGetMany":           "read",
 	"JobList":              "read",
+	"JobScan":              "read",
 	"JobCountByState":      "read",
 	"JobNextRunAt":         "read",
 	"JobListExpiredLeases": "read",
