@@ -40,6 +40,13 @@ func (f *fakeType) Run(ctx context.Context, a *Attempt) ([]byte, error) {
 // service (polls, heartbeats, rescue) waits an hour.
 func sessionFixture(t *testing.T, types ...JobType) (*Engine, driver.Executor, *hclock.Virtual) {
 	t.Helper()
+	return tunedSessionFixture(t, nil, types...)
+}
+
+// tunedSessionFixture is sessionFixture with its configuration changed by
+// tune.
+func tunedSessionFixture(t *testing.T, tune func(*Config), types ...JobType) (*Engine, driver.Executor, *hclock.Virtual) {
+	t.Helper()
 	d := memdriver.New()
 	t.Cleanup(func() { _ = d.Close() })
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -51,11 +58,19 @@ func sessionFixture(t *testing.T, types ...JobType) (*Engine, driver.Executor, *
 		&cfg.WaitPollInterval, &cfg.LeaderTTL, &cfg.GateRecheck} {
 		*p = time.Hour
 	}
+	if tune != nil {
+		tune(&cfg)
+	}
 	e := New(cfg)
 	t.Cleanup(e.Close)
 	require.NoError(t, e.Register(types...))
 	require.NoError(t, e.Start(context.Background()))
-	t.Cleanup(func() { require.NoError(t, e.Stop(context.Background())) })
+	t.Cleanup(func() {
+		// A test that failed may leave an attempt blocked: cancel it.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = e.Stop(ctx)
+	})
 	return e, d.Executor(), clk
 }
 

@@ -86,3 +86,53 @@ func TestStopCancelsWhenItsContextEnds(t *testing.T) {
 	require.Equal(t, hoppertype.JobStatePending, row.State, "the cancelled attempt's job is put back before Stop returns")
 	require.Nil(t, row.Error, "a stop is not the job's failure")
 }
+
+// TestWorkerRow: a started engine keeps a worker row; its report lists
+// the attempts running here ("busy"); once Stop begins with an attempt
+// still running it reports "stopping", and when Stop returns the row is
+// gone.
+func TestWorkerRow(t *testing.T) {
+	t.Parallel()
+	typ, started, release, causes := blockingType()
+	statuses := make(chan string, 16)
+	e, ex, _ := tunedSessionFixture(t, func(c *Config) {
+		c.Hooks.WorkerInfo = func(r WorkerReport) []byte {
+			statuses <- r.Status
+			return []byte(r.Status)
+		}
+	}, typ)
+	ctx := context.Background()
+	workers := func() []string {
+		rows, err := ex.WorkerList(ctx, &driver.WorkerListParams{})
+		require.NoError(t, err)
+		var ids []string
+		for _, w := range rows {
+			ids = append(ids, w.ID+":"+string(w.Info))
+		}
+		return ids
+	}
+	require.Equal(t, "idle", <-statuses, "the row is written at Start")
+	require.Equal(t, []string{"test-worker:idle"}, workers())
+
+	insertJob(t, e, "a", "block")
+	require.Equal(t, "a", <-started)
+	r, ok := e.Report()
+	require.True(t, ok)
+	require.Equal(t, "busy", r.Status)
+	require.Equal(t, []string{"a"}, r.Jobs)
+	require.Equal(t, 1, r.Active)
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.Stop(ctx) }()
+	for s := range statuses { // reported while the attempt drains
+		if s == "stopping" {
+			break
+		}
+	}
+	close(release)
+	require.NoError(t, <-causes)
+	require.NoError(t, <-stopped)
+	require.Empty(t, workers(), "a stopped worker's row is gone")
+	_, ok = e.Report()
+	require.False(t, ok)
+}
