@@ -542,3 +542,30 @@ func ExampleStream_Write() {
 	// 0 {"done":1,"of":2}
 	// 1 {"done":2,"of":2}
 }
+
+// ExampleReplayOutput runs a workflow inline against a history written by
+// hand: the step's and the hook's answers are the history's.
+func ExampleReplayOutput() {
+	checkout := hopper.Workflow("example-checkout", func(wf hopper.WorkflowContext, cart int) (string, error) {
+		price, err := hopper.Step(wf, "price", func(context.Context) (int, error) { return cart * 10, nil }, nil)
+		if err != nil {
+			return "", err
+		}
+		approver, err := hopper.WaitHook[string](wf, "approve", nil)
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("charged %d, approved by %s", price, approver), nil
+	}, nil)
+	h := &hopper.History{Version: hopper.HistoryVersion, RunID: "r1", Workflow: "example-checkout", Attempt: 1, Input: json.RawMessage(`3`),
+		Events: []hopper.HistoryEvent{
+			{Seq: 1, Kind: "workflow_started"},
+			{Seq: 2, Kind: "step", Name: "price", Data: json.RawMessage(`{"output": 45}`)},
+			{Seq: 3, Kind: "hook_created", Name: "approve", Data: json.RawMessage(`{"token": "t"}`)},
+			{Seq: 4, Kind: "hook_wait", Name: "approve", Data: json.RawMessage(`{"until": "9999-01-01T00:00:00Z", "token": "t"}`)},
+			{Seq: 5, Kind: "hook_received", Name: "approve", Data: json.RawMessage(`{"output": "ana"}`)},
+		}}
+	out, err := hopper.ReplayOutput(context.Background(), checkout, h)
+	fmt.Println(out, err)
+	// Output: charged 45, approved by ana <nil>
+}

@@ -98,16 +98,58 @@ var ErrHistoryMismatch = errors.New("hopper: history does not belong to this wor
 // Run it in tests over histories exported from real runs (Client.RunHistory)
 // before deploying a change to a workflow with runs in flight.
 func ReplayHistory[I, O any](ctx context.Context, w *WorkflowType[I, O], h *History) error {
+	// Reaching the end of the history on its path, or the workflow's own
+	// failure on it, is a replay that holds.
+	_, _, _, err := replay(ctx, w, h)
+	return err
+}
+
+// ErrHistoryEnded is returned by ReplayOutput when the workflow's code
+// needs more than the history holds: an operation past its last event.
+var ErrHistoryEnded = errors.New("hopper: the history ends before the workflow does")
+
+// ReplayOutput runs workflow w's code against h as ReplayHistory does —
+// inline, offline, every step, activity, child, sleep and hook answered by
+// the history — and returns what the code returned: its output, or its own
+// error. A history written by hand is a fake one: a test can give a
+// workflow the step results, activity outputs and hook payloads it wants
+// and check what the workflow makes of them, without a store or a worker.
+// A history that ends before the code does is an error matching
+// ErrHistoryEnded; one the code diverges from, a *NonDeterminismError.
+func ReplayOutput[I, O any](ctx context.Context, w *WorkflowType[I, O], h *History) (O, error) {
+	var zero O
+	out, suspended, own, err := replay(ctx, w, h)
+	switch {
+	case err != nil:
+		return zero, err
+	case suspended:
+		return zero, fmt.Errorf("%w: run %s's code asks for an operation past its %d events", ErrHistoryEnded, h.RunID, len(h.Events))
+	case own != nil:
+		return zero, own
+	}
+	var o O
+	if err := json.Unmarshal(out, &o); err != nil {
+		return zero, fmt.Errorf("hopper: history of run %s: decode output: %w", h.RunID, err)
+	}
+	return o, nil
+}
+
+// replay runs w's code against h: the code's output (JSON) when it
+// finished within the history, whether it reached the history's end
+// instead (suspended), the error the code itself returned on the
+// history's path (own), or why the replay failed (err: a divergence, a
+// panic, a history that cannot be read).
+func replay[I, O any](ctx context.Context, w *WorkflowType[I, O], h *History) (out json.RawMessage, suspended bool, own, err error) {
 	if h == nil {
-		return fmt.Errorf("%w: no history", ErrHistoryMismatch)
+		return nil, false, nil, fmt.Errorf("%w: no history", ErrHistoryMismatch)
 	}
 	if h.Workflow != w.wfName {
-		return fmt.Errorf("%w: the history is of workflow %q, not %q", ErrHistoryMismatch, h.Workflow, w.wfName)
+		return nil, false, nil, fmt.Errorf("%w: the history is of workflow %q, not %q", ErrHistoryMismatch, h.Workflow, w.wfName)
 	}
 	var in I
 	if len(h.Input) > 0 {
 		if err := json.Unmarshal(h.Input, &in); err != nil {
-			return fmt.Errorf("hopper: history of run %s: decode input: %w", h.RunID, err)
+			return nil, false, nil, fmt.Errorf("hopper: history of run %s: decode input: %w", h.RunID, err)
 		}
 	}
 	c := &Client{cfg: Config{IDGenerator: func() string { return "" }}, clock: hclock.Real{}, codec: JSONCodec{}}
@@ -125,29 +167,35 @@ func ReplayHistory[I, O any](ctx context.Context, w *WorkflowType[I, O], h *Hist
 	st := &wfState{RunState: engine.NewReplayState(ctx, run, attempt, events), c: c, opts: w.opts}
 	if len(events) > 0 {
 		if _, err := st.Next("", engine.EvWorkflowStarted); err != nil {
-			return err
+			return nil, false, nil, err
 		}
 	}
-	var err error
+	var o O
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				err = fmt.Errorf("%w: replaying run %s: %w", ErrPanic, h.RunID, engine.PanicCause(r))
+				own = fmt.Errorf("%w: replaying run %s: %w", ErrPanic, h.RunID, engine.PanicCause(r))
 			}
 		}()
-		_, err = w.fn(st, in)
+		o, own = w.fn(st, in)
 	}()
 	switch {
 	case st.Fatal != nil:
-		return st.Fatal
+		return nil, false, nil, st.Fatal
 	case st.Suspended:
-		return nil // the code reached the end of the history on its path
-	case errors.Is(err, ErrPanic):
-		return err
+		return nil, true, nil, nil
+	case errors.Is(own, ErrPanic):
+		return nil, false, nil, own
 	case st.Pos < len(st.Events):
 		ev := st.Events[st.Pos]
-		return &NonDeterminismError{RunID: h.RunID, Workflow: h.Workflow, Attempt: attempt, Position: st.Pos + 1,
+		return nil, false, nil, &NonDeterminismError{RunID: h.RunID, Workflow: h.Workflow, Attempt: attempt, Position: st.Pos + 1,
 			RecordedKind: ev.Kind, RecordedName: ev.Name, Attempted: "the end of the workflow"}
+	case own != nil:
+		return nil, false, own, nil
 	}
-	return nil
+	b, merr := json.Marshal(o)
+	if merr != nil {
+		return nil, false, nil, fmt.Errorf("hopper: history of run %s: encode output: %w", h.RunID, merr)
+	}
+	return b, false, nil, nil
 }

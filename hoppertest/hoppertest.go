@@ -32,18 +32,16 @@
 // RequireEnqueued, RequireNotEnqueued, RequireRunCompleted, RequireHistory
 // and RequireReplay check what jobs and workflows did.
 //
-// A workflow runs on the test's client, not inline against a made-up
-// history as in Temporal's test environment: on the memory store and the
-// virtual clock that costs about as much, and the code goes through the
-// engine's real suspension and replay. The stubs give what a fake history
-// would: StubStep, StubType and StubWorkflow decide what a step, an
-// activity or a child returns (a stubbed step returns what the history
-// would hold), and they record their calls. To put a run at a given point
-// (past a sleep, waiting on a hook, after a failed step), start it and
-// drive it there with RunUntilComplete, HookResume or the clock, then
-// check it with RequireHistory; to check new code against the history of a
-// real run, RequireReplay. A run cannot start from a history written by
-// hand.
+// A workflow runs on the test's client, through the engine's real
+// suspension and replay: on the memory store and the virtual clock that
+// costs little. StubStep, StubType and StubWorkflow decide what a step, an
+// activity or a child returns, and record their calls. To put a run at a
+// given point (past a sleep, waiting on a hook, after a failed step), start
+// it and drive it there with RunUntilComplete, HookResume or the clock,
+// then check it with RequireHistory; to check new code against the history
+// of a real run, RequireReplay. To run a workflow inline against a history
+// written by hand — every step, activity, child and hook answered by it, no
+// client at all — hopper.ReplayOutput returns what the code makes of it.
 package hoppertest
 
 import (
