@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -508,5 +509,46 @@ func testClose(t *testing.T, f *fixture) {
 	}
 	for name, call := range calls {
 		require.ErrorIs(t, call(), driver.ErrClosed, "%s after Close", name)
+	}
+	// Every operation, this list or not, with zero params: each is
+	// implemented once, on the executor a transaction has too, and must
+	// route itself when called outside one (its own transaction, the
+	// writer, the read pool); one that forgot would panic or run on a
+	// transaction it does not have.
+	everyOperation(t, f.x, func(name string, err error) {
+		require.ErrorIs(t, err, driver.ErrClosed, "%s after Close, with zero params", name)
+	})
+}
+
+// everyOperation calls each method of driver.Executor on ex with zero
+// params (InTx with a function that does nothing, RunStart with a run and
+// its job) and hands check its error. A panic fails the test with the
+// method's name.
+func everyOperation(t *testing.T, ex driver.Executor, check func(name string, err error)) {
+	t.Helper()
+	ctx := context.Background()
+	it := reflect.TypeFor[driver.Executor]()
+	v := reflect.ValueOf(ex)
+	for i := range it.NumMethod() {
+		m := it.Method(i)
+		args := []reflect.Value{reflect.ValueOf(ctx)}
+		switch m.Name {
+		case "InTx":
+			args = append(args, reflect.ValueOf(func(context.Context, driver.Executor) error { return nil }))
+		case "RunStart": // refuses a run without its job before reaching the store
+			args = append(args, reflect.ValueOf(&driver.RunStartParams{Run: &hoppertype.RunRow{ID: "r"}, Job: &hoppertype.JobRow{ID: "r"}}))
+		default:
+			args = append(args, reflect.New(m.Type.In(1).Elem()))
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s outside a transaction panicked: %v", m.Name, p)
+				}
+			}()
+			out := v.MethodByName(m.Name).Call(args)
+			err, _ := out[len(out)-1].Interface().(error)
+			check(m.Name, err)
+		}()
 	}
 }

@@ -94,6 +94,9 @@ func (e *executor) JobList(ctx context.Context, p *driver.JobListParams) ([]*hop
 // It finds the window's last job by the indexed filters alone, then lists as
 // JobList does up to it.
 func (e *executor) JobScan(ctx context.Context, p *driver.JobScanParams) (*driver.JobScanResult, error) {
+	if err := e.check(ctx, "scan jobs"); err != nil {
+		return nil, err
+	}
 	if p.ScanLimit <= 0 {
 		return nil, errors.New("pgdriver: scan jobs: scan limit must be > 0")
 	}
