@@ -3,8 +3,6 @@ package server_test
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,12 +10,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper"
@@ -82,30 +78,7 @@ func TestFleetWorkerChild(t *testing.T) {
 // account for every job and run the workers did — on SQLite and on
 // PostgreSQL.
 func TestServerSeesTheFleet(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		testServerSeesTheFleet(t, "sqlite", filepath.Join(t.TempDir(), "hopper.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		url := os.Getenv("HOPPER_TEST_POSTGRES_URL")
-		if url == "" {
-			if os.Getenv("CI") != "" {
-				t.Fatal("HOPPER_TEST_POSTGRES_URL is not set: the PostgreSQL tests must run under CI")
-			}
-			t.Skip("set HOPPER_TEST_POSTGRES_URL")
-		}
-		b := make([]byte, 6)
-		_, _ = rand.Read(b)
-		schema := "hopper_fleet_" + hex.EncodeToString(b)
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			if conn, err := pgx.Connect(ctx, url); err == nil {
-				_, _ = conn.Exec(ctx, `DROP SCHEMA IF EXISTS "`+schema+`" CASCADE`)
-				_ = conn.Close(ctx)
-			}
-		})
-		testServerSeesTheFleet(t, "postgres", schema)
-	})
+	eachFleetStore(t, "hopper_fleet_", testServerSeesTheFleet)
 }
 
 func testServerSeesTheFleet(t *testing.T, kind, where string) {

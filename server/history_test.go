@@ -22,8 +22,8 @@ import (
 )
 
 // eachFleetStore runs fn on a fresh SQLite file and a fresh PostgreSQL
-// schema of the test database.
-func eachFleetStore(t *testing.T, fn func(t *testing.T, kind, where string)) {
+// schema of the test database (named prefix and random hex).
+func eachFleetStore(t *testing.T, prefix string, fn func(t *testing.T, kind, where string)) {
 	t.Run("sqlite", func(t *testing.T) {
 		fn(t, "sqlite", filepath.Join(t.TempDir(), "hopper.db"))
 	})
@@ -37,7 +37,7 @@ func eachFleetStore(t *testing.T, fn func(t *testing.T, kind, where string)) {
 		}
 		b := make([]byte, 6)
 		_, _ = rand.Read(b)
-		schema := "hopper_history_" + hex.EncodeToString(b)
+		schema := prefix + hex.EncodeToString(b)
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -48,6 +48,22 @@ func eachFleetStore(t *testing.T, fn func(t *testing.T, kind, where string)) {
 		})
 		fn(t, "postgres", schema)
 	})
+}
+
+// historyServer serves c with opts and returns the server once it has
+// read the store's history back.
+func historyServer(t *testing.T, ctx context.Context, c *hopper.Client, opts *server.Options) *httptest.Server {
+	t.Helper()
+	srv := server.New(c, opts)
+	t.Cleanup(srv.Close)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	select {
+	case <-server.FleetHistoryRead(srv):
+	case <-ctx.Done():
+		t.Fatal("the server did not read the store's history")
+	}
+	return hs
 }
 
 // historyAgo is how long ago the recorded history happened.
@@ -133,21 +149,13 @@ func sum(ns []int) int {
 // the minutes they happened, read from the store's feed — not in its
 // counters, which count from its start — on SQLite and PostgreSQL.
 func TestChartsShowStoredHistory(t *testing.T) {
-	eachFleetStore(t, func(t *testing.T, kind, where string) {
+	eachFleetStore(t, "hopper_history_", func(t *testing.T, kind, where string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
 		const jobs = 5
 		_, c := recordHistory(t, ctx, kind, where, jobs)
 
-		srv := server.New(c, nil)
-		defer srv.Close()
-		hs := httptest.NewServer(srv)
-		defer hs.Close()
-		select {
-		case <-server.FleetHistoryRead(srv):
-		case <-ctx.Done():
-			t.Fatal("the server did not read the store's history")
-		}
+		hs := historyServer(t, ctx, c, nil)
 
 		day := statsOf(t, ctx, hs.URL, "24h")
 		require.True(t, day.History.Done)
@@ -180,15 +188,7 @@ func TestChartsHistoryCapped(t *testing.T) {
 	defer cancel()
 	_, c := recordHistory(t, ctx, "sqlite", filepath.Join(t.TempDir(), "hopper.db"), 5)
 
-	srv := server.New(c, &server.Options{HistoryLimit: 4})
-	defer srv.Close()
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	select {
-	case <-server.FleetHistoryRead(srv):
-	case <-ctx.Done():
-		t.Fatal("the server did not read the store's history")
-	}
+	hs := historyServer(t, ctx, c, &server.Options{HistoryLimit: 4})
 	day := statsOf(t, ctx, hs.URL, "24h")
 	require.True(t, day.History.Done)
 	require.True(t, day.History.Capped)
