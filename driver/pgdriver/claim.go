@@ -243,20 +243,35 @@ func (e *executor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParam
 	if p.Message != "" {
 		q, args = e.d.q.heartbeatNote, []any{ids, tokens, ts(p.ExpiresAt), p.Message, runningStates(len(ids))}
 	}
-	rows, err := e.q.Query(ctx, q, args...)
-	if err != nil {
-		return nil, e.d.fail("heartbeat", err)
-	}
+	// On its generic plan, by key (see sqlGenericOn).
+	b := &pgx.Batch{}
+	queueGeneric(b, func() { b.Queue(q, args...) })
+	br := e.q.SendBatch(ctx, b)
 	held := make(map[driver.Lease]bool, len(ids)) // lease → cancel requested
-	var (
-		id     string
-		token  int64
-		cancel bool
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &token, &cancel}, func() error {
-		held[driver.Lease{ID: id, Token: token}] = cancel
-		return nil
-	})
+	err := func() error {
+		if err := skip(br, 2); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		var (
+			id     string
+			token  int64
+			cancel bool
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&id, &token, &cancel}, func() error {
+			held[driver.Lease{ID: id, Token: token}] = cancel
+			return nil
+		}); err != nil {
+			return err
+		}
+		return skip(br, 1)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, e.d.fail("heartbeat", err)
 	}

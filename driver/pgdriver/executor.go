@@ -280,8 +280,9 @@ const (
 	sqlClaimPlan = "SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true), " +
 		"set_config('plan_cache_mode', 'force_generic_plan', true)"
 	// sqlGenericOn and sqlGenericOff put the statements between them on
-	// their generic plans, in any transaction: the first keeps the
-	// transaction's plan_cache_mode aside, the second gives it back.
+	// their generic plans, planned to look each row up by its key, in any
+	// transaction: the first keeps the transaction's settings aside, the
+	// second gives them back.
 	//
 	// PostgreSQL plans a prepared statement anew at each of its first five
 	// runs on a connection, then keeps the generic plan only when it does
@@ -291,9 +292,26 @@ const (
 	// generic plan guessing 100 rows per array), or a claim (one statement
 	// per LIMIT, and a short benchmark's claims are mostly first runs).
 	// Planning cost as much as a small claim.
-	sqlGenericOn  = "SELECT set_config('hopper.plan_cache_mode', current_setting('plan_cache_mode'), true)"
-	sqlGenericOn2 = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"
-	sqlGenericOff = "SELECT set_config('plan_cache_mode', current_setting('hopper.plan_cache_mode'), true)"
+	//
+	// The statements so wrapped find their rows by key, a few among many
+	// (a finish's jobs, a history append's runs and events). A connection
+	// keeps a generic plan until the table's statistics change: one made
+	// while the table was small (a new schema; no statistics until
+	// autovacuum's first analyze) hashed the whole table with a sequential
+	// scan, and kept doing so at every call as the table grew, so a run of
+	// thousands of workflows slowed as it went. With sequential scans and
+	// hash and merge joins off while they are planned, the only plan left
+	// is a nested loop over the arrays, each row by its index.
+	sqlGenericOn = "SELECT set_config('hopper.plan_cache_mode', current_setting('plan_cache_mode'), true), " +
+		"set_config('hopper.enable_seqscan', current_setting('enable_seqscan'), true), " +
+		"set_config('hopper.enable_hashjoin', current_setting('enable_hashjoin'), true), " +
+		"set_config('hopper.enable_mergejoin', current_setting('enable_mergejoin'), true)"
+	sqlGenericOn2 = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true), " +
+		"set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+	sqlGenericOff = "SELECT set_config('plan_cache_mode', current_setting('hopper.plan_cache_mode'), true), " +
+		"set_config('enable_seqscan', current_setting('hopper.enable_seqscan'), true), " +
+		"set_config('enable_hashjoin', current_setting('hopper.enable_hashjoin'), true), " +
+		"set_config('enable_mergejoin', current_setting('hopper.enable_mergejoin'), true)"
 	sqlBegin      = "BEGIN ISOLATION LEVEL READ COMMITTED"
 	sqlCommit     = "COMMIT"
 	sqlRollback   = "ROLLBACK"
@@ -311,9 +329,9 @@ func (e *executor) withClaimPlan(b *pgx.Batch) bool {
 	return true
 }
 
-// queueGeneric queues the statements queue adds to b on their generic plans
-// (see sqlGenericOn); the reader skips two results before them and one
-// after.
+// queueGeneric queues the statements queue adds to b on their generic plans,
+// which look each row up by its key (see sqlGenericOn); the reader skips
+// two results before them and one after.
 func queueGeneric(b *pgx.Batch, queue func()) {
 	b.Queue(sqlGenericOn)
 	b.Queue(sqlGenericOn2)

@@ -565,3 +565,64 @@ func TestExplainExpiredLeasesWalkTheIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 10)
 }
+
+// TestKeyStatementsPlanByKeyOnANewSchema: the statements that look their
+// rows up by key from arrays (finishes, heartbeats, history appends) are
+// planned, on a new schema whose tables are small and never analyzed, to
+// read each row by its key. PostgreSQL keeps a connection's generic plan
+// until the statistics change; one made on the small tables hashed the
+// whole table after a sequential scan, and kept doing so as it grew: a
+// run of 30,000 workflows read run_events in full at every history append
+// and slowed as it went.
+func TestKeyStatementsPlanByKeyOnANewSchema(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	// A few rows, as a new schema's first minutes hold: no statistics.
+	jobs := make([]*hoppertype.JobRow, 50)
+	for i := range jobs {
+		jobs[i] = newJob("q")
+	}
+	insert(t, d.Executor(), jobs...)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	for _, sql := range []string{sqlGenericOn, sqlGenericOn2} {
+		_, err := tx.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	keys := map[string]string{"jobs": "jobs_pkey", "run_events": "run_events_pkey", "runs": "runs_pkey"}
+	for _, c := range []struct {
+		name, sql string
+		args      int
+		reads     []string
+	}{
+		{"finish", d.q.finish, 12, []string{"jobs"}},
+		{"finish of claimed jobs", d.q.finishClaimed, 12, []string{"jobs"}},
+		{"heartbeat", d.q.heartbeat, 4, []string{"jobs"}},
+		{"heartbeat with a message", d.q.heartbeatNote, 5, []string{"jobs"}},
+		{"history append", d.q.eventAppendMany, 12, []string{"jobs", "run_events", "runs"}},
+	} {
+		root, plan := explainGeneric(t, tx, c.name, c.sql, c.args)
+		for _, rel := range c.reads {
+			scans := root.scans(rel)
+			if len(scans) == 0 {
+				t.Errorf("%s: no read of %s in the plan:\n%s", c.name, rel, plan)
+			}
+			for _, n := range scans {
+				if n.IndexName != keys[rel] {
+					t.Errorf("%s reads %s by %s %q, not by its key:\n%s", c.name, rel, n.NodeType, n.IndexName, plan)
+				}
+			}
+		}
+	}
+	// The wrapper gives the transaction its own settings back.
+	_, err = tx.Exec(ctx, sqlGenericOff)
+	require.NoError(t, err)
+	var seq, hash, merge, mode string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('enable_seqscan'), current_setting('enable_hashjoin'),
+	current_setting('enable_mergejoin'), current_setting('plan_cache_mode')`).Scan(&seq, &hash, &merge, &mode))
+	require.Equal(t, []string{"on", "on", "on", "auto"}, []string{seq, hash, merge, mode})
+}

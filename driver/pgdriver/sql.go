@@ -455,7 +455,10 @@ RETURNING {runcols}`),
 		// RunEventAppendMany in one statement: each run's fence (its job
 		// locked FOR SHARE, in id order) and key check apply to its events
 		// and status alone; one row per run says whether its lease held
-		// and whether a key existed. Parameters: $1-$5 per run (id, token,
+		// and whether a key existed. The job's required state is a
+		// sub-select, as in finishOne: the value 'running' would match
+		// jobs_lease's predicate, and the plan would walk every running
+		// job for each run. Parameters: $1-$5 per run (id, token,
 		// status, now, ended), $6-$12 per event (run id, attempt, seq,
 		// kind, name, at, data).
 		eventAppendMany: q(`WITH req AS (
@@ -463,7 +466,7 @@ RETURNING {runcols}`),
 		AS r(run_id, token, status, now, ended)
 ), lease AS MATERIALIZED (
 	SELECT j.id FROM {s}.jobs j JOIN req ON j.id = req.run_id AND j.lease_token = req.token
-	WHERE j.state = 'running'
+	WHERE j.state = (SELECT 'running'::text)
 	ORDER BY j.id
 	FOR SHARE OF j
 ), ev AS (

@@ -482,11 +482,35 @@ func (e *executor) appendMany(ctx context.Context, params []*driver.RunEventAppe
 			ats, datas = append(ats, ts(ev.At)), append(datas, ev.Data)
 		}
 	}
-	rows, err := e.q.Query(ctx, e.d.q.eventAppendMany, runIDs, tokens, statuses, nows, ends,
-		evRuns, attempts, seqs, kinds, names, ats, datas)
+	// On its generic plan, by key (see sqlGenericOn): its arrays would
+	// have it planned at every call.
+	b := &pgx.Batch{}
+	queueGeneric(b, func() {
+		b.Queue(e.d.q.eventAppendMany, runIDs, tokens, statuses, nows, ends,
+			evRuns, attempts, seqs, kinds, names, ats, datas)
+	})
+	br := e.q.SendBatch(ctx, b)
+	errs, err := readAppendMany(br, index)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, e.d.fail("append run events", err)
 	}
+	return errs, nil
+}
+
+// readAppendMany reads the answer of appendMany's batch: an error per run
+// of index (run id → its place in the call).
+func readAppendMany(br pgx.BatchResults, index map[string]int) ([]error, error) {
+	if err := skip(br, 2); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	n := len(index)
 	errs := make([]error, n)
 	seen := 0
 	var (
@@ -508,12 +532,12 @@ func (e *executor) appendMany(ctx context.Context, params []*driver.RunEventAppe
 		}
 		return nil
 	}); err != nil {
-		return nil, e.d.fail("append run events", err)
+		return nil, err
 	}
 	if seen != n {
-		return nil, fmt.Errorf("pgdriver: append run events: %d answers for %d runs", seen, n)
+		return nil, fmt.Errorf("%d answers for %d runs", seen, n)
 	}
-	return errs, nil
+	return errs, skip(br, 1)
 }
 
 // RunEventList returns a run's history in (attempt, seq) order, of one
