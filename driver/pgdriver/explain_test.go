@@ -626,3 +626,22 @@ func TestKeyStatementsPlanByKeyOnANewSchema(t *testing.T) {
 	current_setting('enable_mergejoin'), current_setting('plan_cache_mode')`).Scan(&seq, &hash, &merge, &mode))
 	require.Equal(t, []string{"on", "on", "on", "auto"}, []string{seq, hash, merge, mode})
 }
+
+// TestChangeTriggerKeepsItsHashJoin: the update trigger joins a statement's
+// old and new rows by hash whatever the statement's own settings. The
+// finishes run with hash joins off (sqlGenericOn), and the trigger runs
+// inside them; without its own enable_hashjoin (schema 18) its join, with
+// nested loops off as well, became a nested loop over both transition
+// tables: a million comparisons for a finish of 1,000 jobs. A migration
+// that replaces the function (CREATE OR REPLACE resets its settings) must
+// give both back.
+func TestChangeTriggerKeepsItsHashJoin(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 1)
+	d := newTestDriver(t, pool)
+	var config []string
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT coalesce(p.proconfig, '{}') FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = $1 AND p.proname = 'jobs_change_update'`, strings.Trim(d.q.schema, `"`)).Scan(&config))
+	require.Subset(t, config, []string{"enable_nestloop=off", "enable_hashjoin=on"})
+}
