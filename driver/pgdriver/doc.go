@@ -92,6 +92,16 @@
 // ON CONFLICT DO NOTHING (COPY for large batches without unique keys), after
 // which the holders of conflicting unique keys are read.
 //
+// Plans: the statements over arrays that find their rows by key (batch
+// finishes, heartbeats, history appends) run on their generic plans, made
+// with sequential scans and hash and merge joins off (set_config in their
+// transaction, given back after them), so that each row is read by its
+// index whatever the table's statistics say. A connection keeps a plan
+// until the statistics change; one made on a new schema's small tables read
+// the whole table at every call as it grew. The claim's transaction keeps
+// sequential and bitmap scans off for the same reason. The change trigger
+// that joins a statement's old and new rows sets its own join settings.
+//
 // # Workflow operations
 //
 // RunEventAppend is one INSERT … SELECT from unnest'ed events that writes
