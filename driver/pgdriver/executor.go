@@ -312,9 +312,9 @@ const (
 		"set_config('enable_seqscan', current_setting('hopper.enable_seqscan'), true), " +
 		"set_config('enable_hashjoin', current_setting('hopper.enable_hashjoin'), true), " +
 		"set_config('enable_mergejoin', current_setting('hopper.enable_mergejoin'), true)"
-	sqlBegin      = "BEGIN ISOLATION LEVEL READ COMMITTED"
-	sqlCommit     = "COMMIT"
-	sqlRollback   = "ROLLBACK"
+	sqlBegin    = "BEGIN ISOLATION LEVEL READ COMMITTED"
+	sqlCommit   = "COMMIT"
+	sqlRollback = "ROLLBACK"
 )
 
 // withClaimPlan queues sqlClaimPlan ahead of the statements of b when e is
