@@ -108,21 +108,36 @@ func run(args []string) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// addCPU adds the CPU a throughput run cost per job to its result, from
-// the seconds run.sh measured: BENCH_CPU_CLIENT_S (the benchmark process
-// and its children) and BENCH_CPU_SERVER_S (PostgreSQL's backends that
-// exited during the run, when the server is on this machine). It reports
-// whether it added any.
+// addCPU adds the CPU a run cost per job (throughput) or per workflow
+// (workflow mode) to its result, from the seconds run.sh measured:
+// BENCH_CPU_CLIENT_S (the benchmark process and its children) and
+// BENCH_CPU_SERVER_S (PostgreSQL's backends that exited during the run,
+// when the server is on this machine). A workflow run's CPU is the whole
+// process's (its sequential runs and set-up included) over its workflows.
+// It reports whether it added any.
 func addCPU(res map[string]any) bool {
-	jobs, _ := res["jobs"].(float64)
-	backlog, _ := res["backlog"].(float64)
-	if res["mode"] != "throughput" || jobs <= 0 || backlog > 0 {
-		return false // a backlog run's CPU is mostly storing the backlog
+	var n float64
+	var client, server string
+	switch res["mode"] {
+	case "throughput":
+		n, _ = res["jobs"].(float64)
+		if backlog, _ := res["backlog"].(float64); backlog > 0 {
+			return false // a backlog run's CPU is mostly storing the backlog
+		}
+		client, server = "client_cpu_us_per_job", "server_cpu_us_per_job"
+	case "workflow":
+		n, _ = res["workflows"].(float64)
+		client, server = "client_cpu_us_per_run", "server_cpu_us_per_run"
+	default:
+		return false
+	}
+	if n <= 0 {
+		return false
 	}
 	added := false
-	for env, key := range map[string]string{"BENCH_CPU_CLIENT_S": "client_cpu_us_per_job", "BENCH_CPU_SERVER_S": "server_cpu_us_per_job"} {
+	for env, key := range map[string]string{"BENCH_CPU_CLIENT_S": client, "BENCH_CPU_SERVER_S": server} {
 		if v, err := strconv.ParseFloat(os.Getenv(env), 64); err == nil && v > 0 {
-			res[key] = v * 1e6 / jobs
+			res[key] = v * 1e6 / n
 			added = true
 		}
 	}
@@ -168,7 +183,8 @@ func metricsFor(mode string) []metric {
 	case "latency":
 		return []metric{{"p50_ms", "enqueue→start p50 ms", true, false}, {"p99_ms", "enqueue→start p99 ms", true, false}, {"max_ms", "enqueue→start max ms", true, false}}
 	case "workflow":
-		return []metric{{"workflows_per_s", "workflows/s", false, false}, {"steps_per_s", "steps/s", false, false}, {"seq_p50_ms", "sequential p50 ms", true, false}, {"seq_p99_ms", "sequential p99 ms", true, false}}
+		return []metric{{"workflows_per_s", "workflows/s", false, false}, {"steps_per_s", "steps/s", false, false}, {"seq_p50_ms", "sequential p50 ms", true, false}, {"seq_p99_ms", "sequential p99 ms", true, false},
+			{"client_cpu_us_per_run", "client CPU µs/workflow", true, true}, {"server_cpu_us_per_run", "server CPU µs/workflow", true, true}}
 	}
 	return nil
 }
