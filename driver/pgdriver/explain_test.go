@@ -345,8 +345,9 @@ func (n planNode) find(nodeType, relation string) bool {
 	return false
 }
 
-// TestHotStatementsKeepAGenericPlan: the claim (with its limit in the text)
-// and the one-job insert are planned once per connection, not at every call.
+// TestHotStatementsKeepAGenericPlan: the claim (with its limit in the text),
+// the one-job insert and a run's start are planned once per connection, not
+// at every call.
 // A LIMIT given as an argument, or unnest's arrays, made PostgreSQL plan
 // each call anew (its generic plan always looked dearer), which cost about
 // half a millisecond a call. The test runs each statement on one connection
@@ -396,6 +397,12 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 			a, err := newJobArrays([]*hoppertype.JobRow{newJob("q2")})
 			require.NoError(t, err)
 			return a.row(0)
+		}},
+		{"start a run", d.q.runStart, func(i int) []any {
+			job := newJob("q2")
+			a, err := newJobArrays([]*hoppertype.JobRow{job})
+			require.NoError(t, err)
+			return append(a.row(0), job.ID, "wf", "pending", nil, "v1", nil, now, now, nil, nil)
 		}},
 	}
 	for _, c := range cases {

@@ -606,7 +606,8 @@ FROM (SELECT 1) one LEFT JOIN ins ON true`
 // Its parameters: $1 queue, $2 limit, $3 lease expiry, $4 worker, $5 now,
 // and $6 the types when typeFilter uses them.
 // runStartSQL is the RunStart statement; its parameters are the job's
-// columns, the run's nine, then the notification channel.
+// columns (scalars, as in insertOne: arrays would have it planned at every
+// call), the run's nine, then the notification channel.
 func runStartSQL() string {
 	n := len(jobColumns)
 	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
@@ -621,7 +622,7 @@ func runStartSQL() string {
 	RETURNING id
 ), ins AS (
 	INSERT INTO {s}.jobs ({cols})
-	SELECT u.* FROM unnest(` + unnestArgs() + `) AS u({cols})
+	SELECT ` + rowArgs() + `
 	WHERE EXISTS (SELECT 1 FROM run)
 	RETURNING state, queue
 )

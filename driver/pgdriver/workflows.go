@@ -142,7 +142,7 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 	if e.callerSQLTx {
 		channel = pgtype.Text{String: e.d.channel(driver.TopicJobAvailable), Valid: true}
 	}
-	args := append(a.args(), r.ID, r.Workflow, string(r.Status), optText(r.ParentID), r.CodeVersion,
+	args := append(a.row(0), r.ID, r.Workflow, string(r.Status), optText(r.ParentID), r.CodeVersion,
 		text(marshalError(r.Error)), pgtype.Timestamptz{Time: r.CreatedAt, Valid: true}, ts(r.UpdatedAt), ts(r.EndedAt), channel)
 	var inserted bool
 	var notified int64
