@@ -271,6 +271,13 @@ func (b *boundType) Limit() *hoppertype.Limit          { return b.t.limit() }
 func (b *boundType) Classifier() hoppertype.Classifier { return b.t.classify() }
 func (b *boundType) OnEvent() func(hoppertype.Event)   { return b.t.onEvent() }
 func (b *boundType) HeartbeatTimeout() time.Duration   { return b.t.heartbeatTimeout() }
+
+// IsWorkflow says the type's jobs are a workflow's runs (see
+// engine.WorkflowJobType).
+func (b *boundType) IsWorkflow() bool {
+	_, ok := b.t.(workflowCore)
+	return ok
+}
 func (b *boundType) Run(ctx context.Context, a *engine.Attempt) ([]byte, error) {
 	jc := &JobContext{c: b.c, a: a, row: a.Row(), ctx: ctx}
 	ctx = withJobContext(ctx, jc)

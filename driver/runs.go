@@ -86,6 +86,43 @@ func RunStartTx(ctx context.Context, ex Executor, p *RunStartParams) (existing b
 	return existing, err
 }
 
+// RunLoadManyParams are the arguments of RunLoadMany.
+type RunLoadManyParams struct {
+	IDs []string
+}
+
+// RunLoaded is a run RunLoadMany found and its history, in (attempt, seq)
+// order (empty, not nil, for a run without one).
+type RunLoaded struct {
+	Run    *hoppertype.RunRow
+	Events []*hoppertype.RunEvent
+}
+
+// RunBatchLoader is implemented by an executor that reads several runs and
+// their histories in one call: the engine reads the runs of the workflow
+// jobs a claim returned together, instead of one read per run as each
+// executes. RunLoadMany returns the runs it found by id; an id without a
+// run is left out.
+type RunBatchLoader interface {
+	RunLoadMany(ctx context.Context, params *RunLoadManyParams) (map[string]*RunLoaded, error)
+}
+
+// RunLoadManySeq is RunLoadMany made of one RunLoad per id on ex.
+func RunLoadManySeq(ctx context.Context, ex Executor, params *RunLoadManyParams) (map[string]*RunLoaded, error) {
+	out := make(map[string]*RunLoaded, len(params.IDs))
+	for _, id := range params.IDs {
+		run, events, err := ex.RunLoad(ctx, &RunLoadParams{ID: id})
+		if errors.Is(err, hoppertype.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[id] = &RunLoaded{Run: run, Events: events}
+	}
+	return out, nil
+}
+
 // RunLoadSeq is RunLoad made of RunGet then RunEventList on ex.
 func RunLoadSeq(ctx context.Context, ex Executor, params *RunLoadParams) (*hoppertype.RunRow, []*hoppertype.RunEvent, error) {
 	run, err := ex.RunGet(ctx, &RunGetParams{ID: params.ID})

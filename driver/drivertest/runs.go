@@ -34,7 +34,59 @@ func runCases() []testCase {
 		{"StartStoresRunAndJob", testRunStart},
 		{"StartInTxRollsBack", testRunStartInTx},
 		{"LoadIsGetAndEvents", testRunLoad},
+		{"LoadManyIsLoadOfEach", testRunLoadMany},
 	}
+}
+
+// testRunLoadMany: RunLoadMany answers what RunLoad does for each run it
+// finds (a history in order, an empty one for a run without), leaves out
+// ids without a run, and reads inside a transaction what it wrote.
+func testRunLoadMany(t *testing.T, f *fixture) {
+	bl, ok := f.x.(driver.RunBatchLoader)
+	if !ok {
+		t.Skip("the executor reads runs one by one (no driver.RunBatchLoader)")
+	}
+	r1, j1 := f.leasedRun(t)
+	r2, _ := f.leasedRun(t)
+	f.appendEvents(t, r1.ID, j1.LeaseToken, event(r1.ID, 1, 1, "step"), event(r1.ID, 1, 2, "sleep"))
+	f.appendEvents(t, r1.ID, j1.LeaseToken, event(r1.ID, 2, 1, "step"))
+
+	got, err := bl.RunLoadMany(f.ctx, &driver.RunLoadManyParams{IDs: []string{r2.ID, "no-such-run", r1.ID}})
+	require.NoError(t, err)
+	require.Len(t, got, 2, "the missing id is left out")
+	for _, id := range []string{r1.ID, r2.ID} {
+		run, events, err := f.x.RunLoad(f.ctx, &driver.RunLoadParams{ID: id})
+		require.NoError(t, err)
+		l := got[id]
+		require.NotNil(t, l, id)
+		require.Equal(t, run.ID, l.Run.ID)
+		require.Equal(t, run.Workflow, l.Run.Workflow)
+		require.Equal(t, run.Status, l.Run.Status)
+		require.True(t, run.CreatedAt.Equal(l.Run.CreatedAt))
+		require.NotNil(t, l.Events, "an empty history is empty, not nil")
+		requireEvents(t, events, l.Events)
+	}
+	require.Equal(t, []string{"1.1", "1.2", "2.1"}, seqs(got[r1.ID].Events))
+	require.Empty(t, got[r2.ID].Events)
+
+	none, err := bl.RunLoadMany(f.ctx, &driver.RunLoadManyParams{})
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	// Inside a transaction: the runs it started are there.
+	require.NoError(t, f.x.InTx(f.ctx, func(ctx context.Context, tx driver.Executor) error {
+		run := f.runRow(func(r *hoppertype.RunRow) { r.Status = hoppertype.RunPending })
+		job := f.job(func(j *hoppertype.JobRow) { j.ID, j.GroupID = run.ID, run.ID })
+		_, err := tx.RunStart(ctx, &driver.RunStartParams{Run: run, Job: job})
+		require.NoError(t, err)
+		tbl, ok := tx.(driver.RunBatchLoader)
+		require.True(t, ok, "a transaction's executor loads in batches as its driver's does")
+		got, err := tbl.RunLoadMany(ctx, &driver.RunLoadManyParams{IDs: []string{run.ID, r1.ID}})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		require.Equal(t, hoppertype.RunPending, got[run.ID].Run.Status)
+		return nil
+	}))
 }
 
 // testRunLoad: RunLoad returns what RunGet and RunEventList do.

@@ -297,3 +297,9 @@ func cloneEvent(e *hoppertype.RunEvent) *hoppertype.RunEvent {
 	c.Data = cloneBytes(e.Data)
 	return &c
 }
+
+// RunLoadMany reads several runs and their histories, one by one; see
+// driver.RunBatchLoader.
+func (x *executor) RunLoadMany(ctx context.Context, params *driver.RunLoadManyParams) (map[string]*driver.RunLoaded, error) {
+	return driver.RunLoadManySeq(ctx, x, params)
+}

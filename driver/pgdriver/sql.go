@@ -103,6 +103,7 @@ type queries struct {
 
 	wake                                  string
 	runInsert, runStart, runGet, runLoad  string
+	runLoadMany                           string
 	runUpdate                             string
 	eventAppend, eventAppendTx, eventUndo string
 	// The change feed: final changes after a cursor ($1 position, $2
@@ -443,6 +444,12 @@ ON CONFLICT (id) DO NOTHING`),
 FROM {s}.runs r LEFT JOIN {s}.run_events e ON e.run_id = r.id
 WHERE r.id = $1
 ORDER BY e.attempt, e.seq`),
+		// runLoadMany is runLoad for several runs, each run's rows together.
+		runLoadMany: q(`SELECT r.id, r.workflow, r.status, r.parent_id, r.code_version, r.error, r.created_at, r.updated_at, r.ended_at,
+	e.attempt, e.seq, e.kind, e.name, e.at, e.data
+FROM {s}.runs r LEFT JOIN {s}.run_events e ON e.run_id = r.id
+WHERE r.id = ANY($1::text[])
+ORDER BY r.id, e.attempt, e.seq`),
 		// RunUpdate's compare-and-set: $6 NULL expects any status.
 		runUpdate: q(`UPDATE {s}.runs SET
 	status = $2,

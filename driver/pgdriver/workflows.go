@@ -175,9 +175,59 @@ func (e *executor) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*
 	if err != nil {
 		return nil, nil, e.d.fail(op, err)
 	}
+	runs, err := scanRunLoads(rows)
+	if err != nil {
+		return nil, nil, e.d.fail(op, err)
+	}
+	l := runs[params.ID]
+	if l == nil {
+		return nil, nil, fmt.Errorf("pgdriver: %s: %w", op, hoppertype.ErrNotFound)
+	}
+	return l.Run, l.Events, nil
+}
+
+// RunLoadMany reads several runs and their histories in one statement; see
+// driver.RunBatchLoader.
+func (e *executor) RunLoadMany(ctx context.Context, params *driver.RunLoadManyParams) (map[string]*driver.RunLoaded, error) {
+	if err := e.check(ctx, "load runs"); err != nil {
+		return nil, err
+	}
+	if len(params.IDs) == 0 {
+		return map[string]*driver.RunLoaded{}, nil
+	}
+	// On its generic plan, by key (see sqlGenericOn).
+	b := &pgx.Batch{}
+	queueGeneric(b, func() { b.Queue(e.d.q.runLoadMany, params.IDs) })
+	br := e.q.SendBatch(ctx, b)
+	runs, err := func() (map[string]*driver.RunLoaded, error) {
+		if err := skip(br, 2); err != nil {
+			return nil, err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		runs, err := scanRunLoads(rows)
+		if err != nil {
+			return nil, err
+		}
+		return runs, skip(br, 1)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, e.d.fail("load runs", err)
+	}
+	return runs, nil
+}
+
+// scanRunLoads reads the rows of runLoad or runLoadMany (a run's columns
+// and one event's, NULLs for a run without history; a run's rows together,
+// its events in order) and closes them.
+func scanRunLoads(rows pgx.Rows) (map[string]*driver.RunLoaded, error) {
 	defer rows.Close()
-	var run *hoppertype.RunRow
-	events := []*hoppertype.RunEvent{}
+	out := map[string]*driver.RunLoaded{}
 	for rows.Next() {
 		var (
 			r              hoppertype.RunRow
@@ -193,29 +243,26 @@ func (e *executor) RunLoad(ctx context.Context, params *driver.RunLoadParams) (*
 		)
 		if err := rows.Scan(&r.ID, &r.Workflow, &status, &parentID, &r.CodeVersion, &errInfo, &created, &updated, &ended,
 			&attempt, &seq, &kind, &name, &at, &data); err != nil {
-			return nil, nil, e.d.fail(op, err)
+			return nil, err
 		}
-		if run == nil {
+		l := out[r.ID]
+		if l == nil {
 			r.Status = hoppertype.RunStatus(status)
 			r.ParentID = parentID.String
 			r.CreatedAt, r.UpdatedAt, r.EndedAt = fromTime(created), fromTS(updated), fromTS(ended)
+			var err error
 			if r.Error, err = hoppertype.UnmarshalErrorInfo(errInfo); err != nil {
-				return nil, nil, fmt.Errorf("pgdriver: %s: decode error: %w", op, err)
+				return nil, fmt.Errorf("run %q: decode error: %w", r.ID, err)
 			}
-			run = &r
+			l = &driver.RunLoaded{Run: &r, Events: []*hoppertype.RunEvent{}}
+			out[r.ID] = l
 		}
 		if attempt.Valid {
-			events = append(events, &hoppertype.RunEvent{RunID: params.ID, Attempt: int(attempt.Int32), Seq: int(seq.Int32),
+			l.Events = append(l.Events, &hoppertype.RunEvent{RunID: l.Run.ID, Attempt: int(attempt.Int32), Seq: int(seq.Int32),
 				Kind: kind.String, Name: name.String, At: fromTS(at), Data: data})
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, e.d.fail(op, err)
-	}
-	if run == nil {
-		return nil, nil, fmt.Errorf("pgdriver: %s: %w", op, hoppertype.ErrNotFound)
-	}
-	return run, events, nil
+	return out, rows.Err()
 }
 
 // RunGet returns a run or hoppertype.ErrNotFound.

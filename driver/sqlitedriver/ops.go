@@ -560,3 +560,9 @@ func (t *executor) StreamRead(ctx context.Context, params *driver.StreamReadPara
 	}
 	return r.streamRead(ctx, params)
 }
+
+// RunLoadMany reads several runs and their histories, one by one; see
+// driver.RunBatchLoader.
+func (t *executor) RunLoadMany(ctx context.Context, params *driver.RunLoadManyParams) (map[string]*driver.RunLoaded, error) {
+	return driver.RunLoadManySeq(ctx, t, params)
+}

@@ -24,6 +24,9 @@ type Attempt struct {
 	// when the attempt is its first execution, skipping the queue: the
 	// execution need not read it back.
 	fresh *hoppertype.RunRow
+	// loaded is the run and its history, read with the other runs of the
+	// claim that returned the job (see session.loadRuns); nil if not.
+	loaded *driver.RunLoaded
 	// effects, when set, run in the transaction that records the attempt.
 	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
 	// hb is the heartbeat watchdog of a type with a HeartbeatTimeout

@@ -67,6 +67,23 @@ type JobType interface {
 	Run(ctx context.Context, a *Attempt) ([]byte, error)
 }
 
+// WorkflowJobType is a JobType that says whether its jobs are workflow
+// runs' executions: the engine reads the runs of such jobs together with
+// the claim that returned them (see session.loadRuns).
+type WorkflowJobType interface {
+	JobType
+	IsWorkflow() bool
+}
+
+// isWorkflow reports whether the registered type name runs workflow runs.
+func (e *Engine) isWorkflow(name string) bool {
+	e.typesMu.RLock()
+	t := e.types[name]
+	e.typesMu.RUnlock()
+	w, ok := t.(WorkflowJobType)
+	return ok && w.IsWorkflow()
+}
+
 // Retention says how long terminal jobs of each state are kept (negative:
 // forever).
 type Retention struct {

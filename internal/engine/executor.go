@@ -41,7 +41,7 @@ func (s *session) execute(it dispatchItem) {
 	}
 
 	ctx, cancel := context.WithCancelCause(s.workCtx)
-	at := &Attempt{e: e, row: row, life: s.life, fresh: it.fresh}
+	at := &Attempt{e: e, row: row, life: s.life, fresh: it.fresh, loaded: it.loaded}
 	var (
 		deadline time.Time
 		cause    error

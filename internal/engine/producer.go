@@ -195,7 +195,7 @@ func (p *producer) round() (roundResult, error) {
 		if err != nil {
 			s.slots.Release(want - len(rows))
 			for _, row := range rows {
-				s.start(row) // claimed already: run them
+				s.start(row, nil) // claimed already: run them
 			}
 			return roundResult{}, err
 		}
@@ -205,8 +205,9 @@ func (p *producer) round() (roundResult, error) {
 	claimed := len(rows)
 	rows = p.accepted(rows, now)
 	s.slots.Release(want - len(rows))
+	loaded := s.loadRuns(rows)
 	for _, row := range rows {
-		s.start(row)
+		s.start(row, loaded[row.ID])
 	}
 	return roundResult{started: len(rows), full: asked > 0 && claimed == asked, declinedAll: claimed > 0 && len(rows) == 0}, nil
 }
@@ -279,6 +280,38 @@ type dispatchItem struct {
 	// fresh is the run row of a run this process just started (see
 	// Attempt.fresh).
 	fresh *hoppertype.RunRow
+	// loaded is the job's run and history read with the claim's other
+	// runs (see session.loadRuns), nil if not read.
+	loaded *driver.RunLoaded
+}
+
+// loadRuns reads the runs of the workflow jobs among rows, which a claim
+// just returned, in one call when the store reads runs in batches (see
+// driver.RunBatchLoader): each execution would otherwise read its own run
+// first, one round trip per run. The jobs are leased to this process, so
+// their histories grow only through it. A failed read is no error here:
+// each execution then reads its own run.
+func (s *session) loadRuns(rows []*hoppertype.JobRow) map[string]*driver.RunLoaded {
+	bl, ok := s.e.drv.(driver.RunBatchLoader)
+	if !ok || len(rows) < 2 {
+		return nil
+	}
+	var ids []string
+	for _, row := range rows {
+		if s.e.isWorkflow(row.Type) {
+			ids = append(ids, row.ID)
+		}
+	}
+	if len(ids) < 2 {
+		return nil
+	}
+	ctx, cancel := call(s.life.hard, claimBudget)
+	defer cancel()
+	loaded, err := bl.RunLoadMany(ctx, &driver.RunLoadManyParams{IDs: ids})
+	if err != nil {
+		return nil
+	}
+	return loaded
 }
 
 // workerIdle is how long a pooled worker waits for another job.

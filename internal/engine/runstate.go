@@ -132,6 +132,9 @@ func (e *Engine) ExecuteRun(ctx context.Context, a *Attempt, opts RunOptions, bo
 		r := *f
 		r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 		run = &r
+	} else if l := a.loaded; l != nil && l.Run != nil && l.Run.ID == runID {
+		// Read with the claim's other runs (see session.loadRuns).
+		run, all = l.Run, l.Events
 	} else if run, all, err = e.drv.RunLoad(ctx, &driver.RunLoadParams{ID: runID}); err != nil {
 		return nil, fmt.Errorf("hopper: workflow run %s: %w", runID, err)
 	}

@@ -483,10 +483,11 @@ func (s *session) claimable(types []string) []string {
 
 // start runs a claimed job: now, or once its limiter gives it a turn.
 // While it waits it is heartbeated (its lease held) and holds its slot.
-func (s *session) start(row *hoppertype.JobRow) {
+// loaded, if not nil, is the job's run read with the claim (see loadRuns).
+func (s *session) start(row *hoppertype.JobRow, loaded *driver.RunLoaded) {
 	l := s.limiterOf(row.Type)
 	if l == nil {
-		s.dispatch(row, true, nil)
+		s.dispatchItem(dispatchItem{row: row, holdsSlot: true, loaded: loaded})
 		return
 	}
 	// While it waits, a cancel or a lost lease takes it out of line.
@@ -496,7 +497,9 @@ func (s *session) start(row *hoppertype.JobRow) {
 		}
 	})
 	l.admit(row, func() {
-		if !s.dispatch(row, true, l.done) {
+		// What was read with the claim is not passed on: the wait may
+		// be long, and the execution reads its run afresh.
+		if !s.dispatchItem(dispatchItem{row: row, holdsSlot: true, done: l.done}) {
 			l.done()
 			s.endWaiting(row, ErrStopping) // the client is stopping
 		}
