@@ -104,6 +104,16 @@
 //
 // # Workflow operations
 //
+// RunStart on the pool is one statement (the run's insert and its job's,
+// the job's columns as scalars); concurrent starts share one transaction
+// and round trip: a start that arrives while a group is being stored waits
+// for it and goes in the next group (up to 64), which the first of the
+// waiters stores for all. Each start still commits before it returns and
+// has its own outcome: when a group's transaction fails, its starts are
+// made again one by one. Starts inside a transaction are not grouped.
+// RunLoadMany reads the runs and histories of several runs in one
+// statement (the engine's read of a claim's workflow runs).
+//
 // RunEventAppend is one INSERT … SELECT from unnest'ed events that writes
 // only while the run's job is running under the lease token: it locks the
 // job row FOR SHARE, so a transition of the job (a finish, a rescue, a

@@ -43,6 +43,7 @@ type Driver struct {
 	lis    *listener
 	closed atomic.Bool
 	post   postCommit
+	starts startGroup
 }
 
 var (

@@ -123,27 +123,18 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 	if err := e.check(ctx, "start run"); err != nil {
 		return false, err
 	}
-	if p == nil || p.Run == nil || p.Job == nil || p.Run.ID == "" || p.Job.ID != p.Run.ID {
-		return false, errors.New("pgdriver: start run: a run and a job with the run's id are required")
+	if e.tx == nil && !e.callerSQLTx {
+		return e.d.starts.start(ctx, e, p)
 	}
-	r := p.Run
-	op := fmt.Sprintf("start run %q", r.ID)
-	if !r.Status.Valid() {
-		return false, fmt.Errorf("pgdriver: %s: invalid status %q", op, r.Status)
-	}
-	a, err := newJobArrays([]*hoppertype.JobRow{p.Job})
+	return e.startOne(ctx, p)
+}
+
+// startOne is RunStart in one statement of its own.
+func (e *executor) startOne(ctx context.Context, p *driver.RunStartParams) (bool, error) {
+	args, op, err := e.startArgs(p)
 	if err != nil {
-		return false, fmt.Errorf("pgdriver: %s: %w", op, err)
+		return false, err
 	}
-	// On a caller's *sql.Tx the notification goes in the statement; in
-	// the driver's transactions it joins their notifications, and on the
-	// pool it is sent after the statement (see postCommit).
-	var channel pgtype.Text
-	if e.callerSQLTx {
-		channel = pgtype.Text{String: e.d.channel(driver.TopicJobAvailable), Valid: true}
-	}
-	args := append(a.row(0), r.ID, r.Workflow, string(r.Status), optText(r.ParentID), r.CodeVersion,
-		text(marshalError(r.Error)), pgtype.Timestamptz{Time: r.CreatedAt, Valid: true}, ts(r.UpdatedAt), ts(r.EndedAt), channel)
 	var inserted bool
 	var notified int64
 	if err := e.q.QueryRow(ctx, e.d.q.runStart, args...).Scan(&inserted, &notified); err != nil {
@@ -152,7 +143,7 @@ func (e *executor) RunStart(ctx context.Context, p *driver.RunStartParams) (bool
 	if !inserted {
 		return true, nil
 	}
-	if p.Job.State != hoppertype.JobStatePending || channel.Valid {
+	if p.Job.State != hoppertype.JobStatePending || e.callerSQLTx {
 		return false, nil
 	}
 	if e.tx == nil {

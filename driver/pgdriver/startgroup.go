@@ -1,0 +1,224 @@
+package pgdriver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// maxStartGroup is the most run starts one transaction stores.
+const maxStartGroup = 64
+
+// startGroup lets concurrent run starts on the pool share a transaction:
+// a start that arrives while another group is being stored waits for it
+// and goes in the next one, which the first of the waiters stores for all
+// of them (a group commit, as SQLite's writer makes of every write). Each
+// start still commits before its caller returns, and succeeds or fails on
+// its own: when a group's transaction fails, each of its starts is stored
+// again alone. A start that arrives while none is in flight is stored at
+// once, alone.
+//
+// Concurrent starts each paid a statement, a round trip and a commit of
+// their own, on both sides of a machine whose CPU was the limit: grouped,
+// 3,000 workflows started from 16 goroutines ran about 35% faster.
+type startGroup struct {
+	mu      sync.Mutex
+	queue   []*startReq // guarded by mu
+	leading bool        // a group is being stored; guarded by mu
+	// queued, when set (by tests), is called with the queue's length
+	// after a start joins it behind a group in flight; mu is held.
+	queued func(n int)
+}
+
+// startReq is one start waiting in a startGroup.
+type startReq struct {
+	ctx context.Context
+	p   *driver.RunStartParams
+	// Guarded by the group's mu: taken once a leader has it in a group;
+	// lead is closed to make this waiter the next group's leader.
+	taken bool
+	lead  chan struct{}
+	led   bool
+	// Set before done is closed.
+	existing bool
+	err      error
+	done     chan struct{}
+}
+
+// start stores p in a group, through e (the pool's executor).
+func (g *startGroup) start(ctx context.Context, e *executor, p *driver.RunStartParams) (bool, error) {
+	r := &startReq{ctx: ctx, p: p, lead: make(chan struct{}), done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, r)
+	if g.leading {
+		if g.queued != nil {
+			g.queued(len(g.queue))
+		}
+		g.mu.Unlock()
+		select {
+		case <-r.done:
+			return r.existing, r.err
+		case <-r.lead:
+		case <-ctx.Done():
+			g.mu.Lock()
+			if !r.taken {
+				// Still queued: leave, and hand the lead on if it was ours.
+				i := indexOf(g.queue, r)
+				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				if r.led {
+					g.handOn()
+				}
+				g.mu.Unlock()
+				return false, ctx.Err()
+			}
+			g.mu.Unlock()
+			// In a group being stored: its outcome is this start's.
+			<-r.done
+			return r.existing, r.err
+		}
+		g.mu.Lock()
+	}
+	g.leading = true
+	n := min(len(g.queue), maxStartGroup)
+	group := make([]*startReq, n)
+	copy(group, g.queue)
+	g.queue = append(g.queue[:0], g.queue[n:]...)
+	for _, m := range group {
+		m.taken = true
+	}
+	g.mu.Unlock()
+
+	e.storeGroup(group)
+
+	g.mu.Lock()
+	g.handOn()
+	g.mu.Unlock()
+	<-r.done
+	return r.existing, r.err
+}
+
+// handOn makes the first queued start the next leader, or ends the lead
+// when none waits. g.mu is held.
+func (g *startGroup) handOn() {
+	if len(g.queue) == 0 {
+		g.leading = false
+		return
+	}
+	next := g.queue[0]
+	if !next.led {
+		next.led = true
+		close(next.lead)
+	}
+}
+
+func indexOf(q []*startReq, r *startReq) int {
+	for i, m := range q {
+		if m == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// storeGroup stores the starts of group in one transaction and answers
+// each. Its context ends when every member's has: one caller giving up
+// does not cancel the others' starts.
+func (e *executor) storeGroup(group []*startReq) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(group[0].ctx))
+	defer cancel()
+	var live atomic.Int32
+	live.Store(int32(len(group)))
+	for _, m := range group {
+		stop := context.AfterFunc(m.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	answer := func(m *startReq, existing bool, err error) {
+		m.existing, m.err = existing, err
+		close(m.done)
+	}
+	if len(group) == 1 {
+		existing, err := e.startOne(ctx, group[0].p)
+		answer(group[0], existing, err)
+		return
+	}
+	b := &pgx.Batch{}
+	for _, m := range group {
+		args, _, err := e.startArgs(m.p)
+		if err != nil { // checked again, alone, below
+			b = nil
+			break
+		}
+		b.Queue(e.d.q.runStart, args...)
+	}
+	inserted := make([]bool, len(group))
+	var err error
+	if b != nil {
+		err = e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
+			for i := range group {
+				var notified int64
+				if err := br.QueryRow().Scan(&inserted[i], &notified); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if b == nil || err != nil {
+		// One start's error fails the transaction: store each alone, so
+		// that each has its own outcome.
+		for _, m := range group {
+			existing, err := e.startOne(ctx, m.p)
+			answer(m, existing, err)
+		}
+		return
+	}
+	var notes []note
+	for i, m := range group {
+		if inserted[i] && m.p.Job.State == hoppertype.JobStatePending {
+			notes = append(notes, note{e.d.channel(driver.TopicJobAvailable), m.p.Job.Queue})
+		}
+	}
+	if len(notes) > 0 {
+		e.d.sendLater(notes)
+	}
+	for i, m := range group {
+		answer(m, !inserted[i], nil)
+	}
+}
+
+// startArgs checks a start and returns the runStart statement's arguments
+// and the operation's name for errors.
+func (e *executor) startArgs(p *driver.RunStartParams) ([]any, string, error) {
+	if p == nil || p.Run == nil || p.Job == nil || p.Run.ID == "" || p.Job.ID != p.Run.ID {
+		return nil, "start run", fmt.Errorf("pgdriver: start run: a run and a job with the run's id are required")
+	}
+	r := p.Run
+	op := fmt.Sprintf("start run %q", r.ID)
+	if !r.Status.Valid() {
+		return nil, op, fmt.Errorf("pgdriver: %s: invalid status %q", op, r.Status)
+	}
+	a, err := newJobArrays([]*hoppertype.JobRow{p.Job})
+	if err != nil {
+		return nil, op, fmt.Errorf("pgdriver: %s: %w", op, err)
+	}
+	// On a caller's *sql.Tx the notification goes in the statement; in
+	// the driver's transactions it joins their notifications, and on the
+	// pool it is sent after the statement (see postCommit).
+	var channel pgtype.Text
+	if e.callerSQLTx {
+		channel = pgtype.Text{String: e.d.channel(driver.TopicJobAvailable), Valid: true}
+	}
+	return append(a.row(0), r.ID, r.Workflow, string(r.Status), optText(r.ParentID), r.CodeVersion,
+		text(marshalError(r.Error)), pgtype.Timestamptz{Time: r.CreatedAt, Valid: true}, ts(r.UpdatedAt), ts(r.EndedAt), channel), op, nil
+}
