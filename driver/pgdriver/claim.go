@@ -244,34 +244,19 @@ func (e *executor) JobHeartbeat(ctx context.Context, p *driver.JobHeartbeatParam
 		q, args = e.d.q.heartbeatNote, []any{ids, tokens, ts(p.ExpiresAt), p.Message, runningStates(len(ids))}
 	}
 	// On its generic plan, by key (see sqlGenericOn).
-	b := &pgx.Batch{}
-	queueGeneric(b, func() { b.Queue(q, args...) })
-	br := e.q.SendBatch(ctx, b)
 	held := make(map[driver.Lease]bool, len(ids)) // lease → cancel requested
-	err := func() error {
-		if err := skip(br, 2); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
+	err := e.queryGeneric(ctx, func(rows pgx.Rows) error {
 		var (
 			id     string
 			token  int64
 			cancel bool
 		)
-		if _, err := pgx.ForEachRow(rows, []any{&id, &token, &cancel}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&id, &token, &cancel}, func() error {
 			held[driver.Lease{ID: id, Token: token}] = cancel
 			return nil
-		}); err != nil {
-			return err
-		}
-		return skip(br, 1)
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		})
+		return err
+	}, q, args...)
 	if err != nil {
 		return nil, e.d.fail("heartbeat", err)
 	}

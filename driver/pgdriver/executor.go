@@ -339,6 +339,36 @@ func queueGeneric(b *pgx.Batch, queue func()) {
 	b.Queue(sqlGenericOff)
 }
 
+// queryGeneric runs one query on its generic plan, by key (see
+// queueGeneric), and hands its rows to read, which consumes them.
+func (e *executor) queryGeneric(ctx context.Context, read func(pgx.Rows) error, sql string, args ...any) error {
+	b := &pgx.Batch{}
+	queueGeneric(b, func() { b.Queue(sql, args...) })
+	br := e.q.SendBatch(ctx, b)
+	err := func() error {
+		if err := skip(br, 2); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if err := read(rows); err != nil {
+			rows.Close()
+			return err
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return skip(br, 1)
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // skip consumes n results of br that carry nothing to read.
 func skip(br pgx.BatchResults, n int) error {
 	for range n {
