@@ -3,6 +3,7 @@ package pgdriver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -70,8 +71,8 @@ func (g *startGroup) start(ctx context.Context, e *executor, p *driver.RunStartP
 			g.mu.Lock()
 			if !r.taken {
 				// Still queued: leave, and hand the lead on if it was ours.
-				i := indexOf(g.queue, r)
-				g.queue = append(g.queue[:i], g.queue[i+1:]...)
+				i := slices.Index(g.queue, r)
+				g.queue = slices.Delete(g.queue, i, i+1)
 				if r.led {
 					g.handOn()
 				}
@@ -116,15 +117,6 @@ func (g *startGroup) handOn() {
 		next.led = true
 		close(next.lead)
 	}
-}
-
-func indexOf(q []*startReq, r *startReq) int {
-	for i, m := range q {
-		if m == r {
-			return i
-		}
-	}
-	return -1
 }
 
 // storeGroup stores the starts of group in one transaction and answers
