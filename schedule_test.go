@@ -774,6 +774,23 @@ func testScheduleNeverFiresBeforeFirstSeen(t *testing.T, newDriver func(*testing
 	c1 := startedClient(t, spy1, clk)
 	schedule(c1, "minutely")
 	registered(spy1, "minutely")
+	// The registration named 03:00, left out once the store answered
+	// that it first saw the schedule now: the store hears of 03:01, and
+	// a listing from a process that does not run it says so.
+	registered(spy1, "minutely")
+	storedNext := func(name string) time.Time {
+		t.Helper()
+		rows, err := d.Executor().ScheduleList(ctx, &driver.ScheduleListParams{})
+		require.NoError(t, err)
+		for _, r := range rows {
+			if r.Name == name {
+				return r.NextAt.UTC()
+			}
+		}
+		t.Fatalf("the store has no schedule %s", name)
+		return time.Time{}
+	}
+	require.Equal(t, three.Add(time.Minute), storedNext("minutely"))
 	clk.AdvanceTo(three.Add(time.Minute))
 	require.Equal(t, firing{"minutely", three.Add(time.Minute)}, next(), "03:00 is before the schedule was first seen")
 	infos, err := c1.ScheduleList(ctx)
@@ -791,6 +808,8 @@ func testScheduleNeverFiresBeforeFirstSeen(t *testing.T, newDriver func(*testing
 	require.Equal(t, firing{"minutely", three.Add(5 * time.Minute)}, next(), "the restart catches up 03:05")
 	schedule(c2, "late")
 	registered(spy2, "late")
+	registered(spy2, "late")
+	require.Equal(t, three.Add(6*time.Minute), storedNext("late"))
 	clk.AdvanceTo(three.Add(6 * time.Minute))
 	got := map[firing]bool{next(): true, next(): true}
 	require.Equal(t, map[firing]bool{{"minutely", three.Add(6 * time.Minute)}: true, {"late", three.Add(6 * time.Minute)}: true}, got,

@@ -259,6 +259,12 @@ func (rt *schedRun) startSchedule(sc *Schedule) {
 			at = firstDue(sc, now, notBefore)
 			timer = arm(at)
 			sc.setDue(at)
+			// The store was told of the occurrence left out: tell it the
+			// one that fires (a listing reads it from there).
+			reg.NextAt = at
+			if _, err := e.registerSchedule(ctx, reg); err != nil && ctx.Err() == nil {
+				e.reportError(fmt.Errorf("schedule %s: store its next occurrence: %w", sc.Name, err), hoppertype.PhaseSchedule)
+			}
 		}
 		for timer != nil {
 			select {
