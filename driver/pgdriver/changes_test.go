@@ -98,8 +98,23 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 			}
 			close(began)
 			<-release
-			_, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: testBase.Add(2 * time.Minute)})
-			return err
+			if _, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: testBase.Add(2 * time.Minute)}); err != nil {
+				return err
+			}
+			// The transaction's own changes (what its InCommit observers
+			// read) include the one whose key was raised past the others'.
+			own, err := tx.ChangeList(ctx, &driver.ChangeListParams{Own: true, Limit: 10})
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, ch := range own {
+				got = append(got, ch.EntityID+" "+ch.Prev+">"+ch.State)
+			}
+			if want := []string{j.ID + " scheduled>pending"}; len(got) != 2 || got[1] != want[0] {
+				return fmt.Errorf("own changes %q, want the other job's insert and %q", got, want)
+			}
+			return nil
 		})
 	}()
 	<-began

@@ -498,8 +498,14 @@ SELECT q.run_id, q.run_id IN (SELECT id FROM lease), q.run_id IN (SELECT run_id 
 WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
 ORDER BY tx, position LIMIT $2`),
 		changeEntity: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2`),
-		changeOwn: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE tx = pg_current_xact_id_if_assigned() AND position > $1
-ORDER BY tx, position LIMIT $2`),
+		// changeOwn lists the transaction's own changes in the order it
+		// wrote them: those keyed by its id, and those whose key was
+		// raised past an entity's previous change (changes_raised).
+		changeOwn: q(`SELECT ` + changeColumns + ` FROM (
+	(SELECT * FROM {s}.changes WHERE tx = pg_current_xact_id_if_assigned() AND xid = tx AND position > $1 ORDER BY position LIMIT $2)
+	UNION ALL
+	(SELECT * FROM {s}.changes WHERE xid = pg_current_xact_id_if_assigned() AND xid <> tx AND position > $1 ORDER BY position LIMIT $2)
+) own ORDER BY position LIMIT $2`),
 		changeBefore: q(`SELECT ` + changeColumns + ` FROM {s}.changes
 WHERE (tx, position) < ($1::bigint::text::xid8, $2) AND tx < pg_snapshot_xmin(pg_current_snapshot())
 ORDER BY tx DESC, position DESC LIMIT $3`),
