@@ -3,6 +3,7 @@ package pgdriver
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -152,4 +153,99 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, chs, len(want))
 	require.Equal(t, "scheduled>pending", chs[len(chs)-1].Prev+">"+chs[len(chs)-1].State, "so does the entity listing")
+}
+
+// TestChangeFeedEntityOrderAfterALockWait: a transaction that began first
+// changes a job while a later one holds it, waits for that one to commit,
+// and then changes it. Its statement began before the other committed, so
+// the key that keeps the job's order must be taken after the wait, not
+// with the statement.
+func TestChangeFeedEntityOrderAfterALockWait(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	j := newJob("q-lock-order")
+	j.State, j.RunAt = hoppertype.JobStateScheduled, testBase.Add(time.Hour)
+	insert(t, d.Executor(), j)
+
+	pid := func(tx driver.Executor) (int32, error) {
+		var p int32
+		return p, tx.(*executor).q.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&p)
+	}
+	// The later transaction wakes the job and holds it.
+	var holder int32
+	held, commit, heldDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	// The earlier one takes its id first, then cancels the job: it waits.
+	var waiter int32
+	began, cancelled := make(chan struct{}), make(chan error, 1)
+	go func() {
+		cancelled <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			if _, err := tx.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: []*hoppertype.JobRow{newJob("q-lock-other")}}); err != nil {
+				return err
+			}
+			var err error
+			if waiter, err = pid(tx); err != nil {
+				return err
+			}
+			close(began)
+			<-held
+			row, err := tx.JobCancel(ctx, &driver.JobCancelParams{ID: j.ID, Now: testBase.Add(3 * time.Minute)})
+			if err == nil && row.State != hoppertype.JobStateCancelled {
+				err = fmt.Errorf("cancel left the job %s", row.State)
+			}
+			return err
+		})
+	}()
+	<-began
+	go func() {
+		heldDone <- d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			if _, err := tx.JobWake(ctx, &driver.JobWakeParams{IDs: []string{j.ID}, Now: testBase}); err != nil {
+				return err
+			}
+			var err error
+			if holder, err = pid(tx); err != nil {
+				return err
+			}
+			close(held)
+			<-commit
+			return nil
+		})
+	}()
+	// Commit the holder once the cancel waits on it.
+	<-held
+	for {
+		var blocked bool
+		err := pool.QueryRow(ctx, `SELECT $2::int4 = ANY(pg_blocking_pids($1))`, waiter, holder).Scan(&blocked)
+		require.NoError(t, err)
+		if blocked {
+			break
+		}
+		select {
+		case err := <-cancelled:
+			t.Fatalf("the cancel did not wait for the holder: %v", err)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		default:
+			runtime.Gosched()
+		}
+	}
+	close(commit)
+	require.NoError(t, <-heldDone)
+	require.NoError(t, <-cancelled)
+
+	want := []string{">scheduled", "scheduled>pending", "pending>cancelled"}
+	var got []string
+	require.Eventually(t, func() bool {
+		chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{Limit: 1000})
+		require.NoError(t, err)
+		got = got[:0]
+		for _, ch := range chs {
+			if ch.EntityID == j.ID {
+				got = append(got, ch.Prev+">"+ch.State)
+			}
+		}
+		return len(got) == len(want)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, want, got, "the feed gives the job's changes in the order they were made")
 }
