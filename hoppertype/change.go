@@ -44,10 +44,12 @@ type Change struct {
 	// Position is the change's number in the store: unique, increasing in
 	// the order changes were written.
 	Position int64
-	// Tx orders delivery: changes are delivered by (Tx, Position). It is
-	// the writing transaction's id on PostgreSQL, where transactions write
-	// positions concurrently, and equal to Position on stores with one
-	// writer at a time.
+	// Tx orders delivery: changes are delivered by (Tx, Position). On
+	// PostgreSQL, where transactions write positions concurrently, it is a
+	// transaction id: the writing transaction's, or a later one's that had
+	// completed when the change was written (so that an entity's changes
+	// keep their order); on stores with one writer at a time it equals
+	// Position.
 	Tx       int64
 	Kind     ChangeKind
 	EntityID string
