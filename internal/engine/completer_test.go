@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -309,3 +311,154 @@ func TestWaitersKeepTheirSubscription(t *testing.T) {
 // baseExec is a driver's Executor embedded in a test's spy, which is its
 // own Executor and overrides the operations it watches.
 type baseExec = driver.Executor
+
+// TestGatherLingers: a batch takes what is queued at once; with a linger it
+// also takes what arrives within it, and no more; it stops early when the
+// batch is full or the queue closes; without one it does not wait.
+func TestGatherLingers(t *testing.T) {
+	item := func(id string) finishItem { return finishItem{row: &hoppertype.JobRow{ID: id}} }
+	ids := func(b []finishItem) []string {
+		var out []string
+		for _, it := range b {
+			out = append(out, it.row.ID)
+		}
+		return out
+	}
+	t.Run("queued only without a linger", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			in := make(chan finishItem, 4)
+			in <- item("b")
+			go func() {
+				time.Sleep(time.Millisecond)
+				in <- item("late")
+			}()
+			start := time.Now()
+			got := gather(in, []finishItem{item("a")}, 0)
+			require.Equal(t, []string{"a", "b"}, ids(got))
+			require.Zero(t, time.Since(start), "no wait")
+			require.Equal(t, "late", (<-in).row.ID)
+		})
+	})
+	t.Run("what arrives within the linger", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			in := make(chan finishItem, 4)
+			go func() {
+				time.Sleep(completerLinger / 2)
+				in <- item("b")
+				time.Sleep(completerLinger)
+				in <- item("too late")
+			}()
+			start := time.Now()
+			got := gather(in, []finishItem{item("a")}, completerLinger)
+			require.Equal(t, []string{"a", "b"}, ids(got))
+			require.Equal(t, completerLinger, time.Since(start))
+			require.Equal(t, "too late", (<-in).row.ID)
+		})
+	})
+	t.Run("a full batch does not wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			in := make(chan finishItem, maxCompleteBatch)
+			for i := range maxCompleteBatch {
+				in <- item(string(rune('a' + i%26)))
+			}
+			start := time.Now()
+			got := gather(in, []finishItem{item("first")}, completerLinger)
+			require.Len(t, got, maxCompleteBatch)
+			require.Zero(t, time.Since(start))
+			require.Len(t, in, 1, "one left for the next batch")
+		})
+	})
+	t.Run("a closed queue ends the linger", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			in := make(chan finishItem, 4)
+			go func() {
+				time.Sleep(completerLinger / 4)
+				in <- item("b")
+				close(in)
+			}()
+			start := time.Now()
+			got := gather(in, []finishItem{item("a")}, completerLinger)
+			require.Equal(t, []string{"a", "b"}, ids(got))
+			require.Equal(t, completerLinger/4, time.Since(start))
+		})
+	})
+}
+
+// finishSizes records the size of each JobFinishMany call in its
+// transactions.
+type finishSizes struct {
+	*memdriver.Driver
+	baseExec
+	mu    sync.Mutex
+	sizes []int
+	at    []time.Time
+}
+
+func (d *finishSizes) Executor() driver.Executor { return d }
+
+func (d *finishSizes) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Executor) error) error {
+	return d.baseExec.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		return fn(ctx, &finishSizesTx{Executor: tx, d: d})
+	})
+}
+
+type finishSizesTx struct {
+	driver.Executor
+	d *finishSizes
+}
+
+func (t *finishSizesTx) JobFinishMany(ctx context.Context, p *driver.JobFinishManyParams) ([]driver.JobFinishResult, error) {
+	t.d.mu.Lock()
+	t.d.sizes, t.d.at = append(t.d.sizes, len(p.Items)), append(t.d.at, time.Now())
+	t.d.mu.Unlock()
+	return t.Executor.JobFinishMany(ctx, p)
+}
+
+// TestCompleterLingersOnlyWhenBusy: after a batch of lingerAfter attempts
+// or more, the next batch waits completerLinger for more to join it; after
+// a small one, an outcome is recorded at once.
+func TestCompleterLingersOnlyWhenBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := memdriver.New()
+		d := &finishSizes{Driver: base, baseExec: base.Executor()}
+		e := newTestEngine(t, d)
+		ctx := context.Background()
+		now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+		n := lingerAfter + 3
+		var rows []*hoppertype.JobRow
+		for i := range n {
+			id := fmt.Sprintf("j%02d", i) // a plain job: the root of its own group
+			rows = append(rows, &hoppertype.JobRow{ID: id, GroupID: id, Type: "t", Queue: "q", State: hoppertype.JobStatePending,
+				Retry: hoppertype.RetryPolicy{Attempts: 1}, QueuedAt: now, RunAt: now})
+		}
+		_, err := d.JobInsertMany(ctx, &driver.JobInsertManyParams{Jobs: rows})
+		require.NoError(t, err)
+		claimed, err := d.JobClaim(ctx, &driver.JobClaimParams{Queue: "q", Limit: n, Now: now, LeaseExpiresAt: now.Add(time.Hour), Worker: "w"})
+		require.NoError(t, err)
+		require.Len(t, claimed, n)
+
+		cp := newCompleter(e, ctx)
+		busy := claimed[:lingerAfter]
+		for _, row := range busy { // queued before it starts: one busy batch
+			cp.submit(succeed(row, "", nil))
+		}
+		cp.start()
+		synctest.Wait()
+		start := time.Now()
+		cp.submit(succeed(claimed[lingerAfter], "", nil))
+		time.Sleep(completerLinger / 2)
+		cp.submit(succeed(claimed[lingerAfter+1], "", nil)) // joins the lingering batch
+		time.Sleep(completerLinger)
+		synctest.Wait()
+		again := time.Now()
+		cp.submit(succeed(claimed[lingerAfter+2], "", nil)) // after a small batch: at once
+		synctest.Wait()
+		cp.stop()
+
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		require.Equal(t, []int{lingerAfter, 2, 1}, d.sizes)
+		require.Equal(t, completerLinger, d.at[1].Sub(start), "the batch after a busy one waited")
+		require.Equal(t, time.Duration(0), d.at[2].Sub(again), "the batch after a small one did not")
+	})
+}
