@@ -651,4 +651,15 @@ func TestChangeTriggerKeepsItsHashJoin(t *testing.T) {
 JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname = $1 AND p.proname = 'jobs_change_update'`, strings.Trim(d.q.schema, `"`)).Scan(&config))
 	require.Subset(t, config, []string{"enable_nestloop=off", "enable_hashjoin=on"})
+
+	// The runs' trigger too, and it fires once per statement: a batch of
+	// history appends or completions moves many runs in one statement.
+	var forEachRow bool
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT coalesce(p.proconfig, '{}'), (t.tgtype & 1) = 1 FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+JOIN pg_trigger t ON t.tgfoid = p.oid
+WHERE n.nspname = $1 AND p.proname = 'runs_change_update'`, strings.Trim(d.q.schema, `"`)).Scan(&config, &forEachRow))
+	require.Contains(t, config, "enable_hashjoin=on")
+	require.NotContains(t, config, "enable_nestloop=off", "its history look-up is a nested loop: disabled, its cost would bring JIT in")
+	require.False(t, forEachRow, "one call per statement")
 }
