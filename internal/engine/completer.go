@@ -22,7 +22,7 @@ const maxCompleteBatch = 1000
 // showed a busy client (at least lingerAfter attempts): for up to
 // completerLinger, finished attempts keep joining the batch. Fewer, larger
 // transactions cost the store less per attempt (on PostgreSQL at 100
-// workers, about 15% less server CPU per job), for up to completerLinger
+// workers, 10-15% less server CPU per job), for up to completerLinger
 // more before a busy client's outcomes are stored; an idle client (the
 // batch before held fewer) records each at once.
 const (
