@@ -133,19 +133,7 @@ func TestChangeFeedEntityOrder(t *testing.T) {
 	require.NoError(t, <-done)
 
 	want := []string{">scheduled", "scheduled>pending", "pending>running", "running>scheduled", "scheduled>pending"}
-	var got []string
-	require.Eventually(t, func() bool {
-		chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{Limit: 100})
-		require.NoError(t, err)
-		got = got[:0]
-		for _, ch := range chs {
-			if ch.EntityID == j.ID {
-				got = append(got, ch.Prev+">"+ch.State)
-			}
-		}
-		return len(got) == len(want)
-	}, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, want, got, "the feed gives a job's changes in the order they were made")
+	require.Equal(t, want, finalTransitions(t, d, j.ID, len(want)), "the feed gives a job's changes in the order they were made")
 	row, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: j.ID})
 	require.NoError(t, err)
 	require.Equal(t, hoppertype.JobStatePending, row.State)
@@ -235,17 +223,26 @@ func TestChangeFeedEntityOrderAfterALockWait(t *testing.T) {
 	require.NoError(t, <-cancelled)
 
 	want := []string{">scheduled", "scheduled>pending", "pending>cancelled"}
+	require.Equal(t, want, finalTransitions(t, d, j.ID, len(want)), "the feed gives the job's changes in the order they were made")
+}
+
+// finalTransitions waits until the feed lists n changes of entity id as
+// final and returns them in feed order as "prev>state". Finality waits on
+// every transaction in the cluster (other tests' too), which announce
+// nothing: the feed is read again until they have ended.
+func finalTransitions(t *testing.T, d *Driver, id string, n int) []string {
+	t.Helper()
 	var got []string
 	require.Eventually(t, func() bool {
-		chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{Limit: 1000})
+		chs, err := d.Executor().ChangeList(t.Context(), &driver.ChangeListParams{Limit: 1000})
 		require.NoError(t, err)
 		got = got[:0]
 		for _, ch := range chs {
-			if ch.EntityID == j.ID {
+			if ch.EntityID == id {
 				got = append(got, ch.Prev+">"+ch.State)
 			}
 		}
-		return len(got) == len(want)
+		return len(got) == n
 	}, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, want, got, "the feed gives the job's changes in the order they were made")
+	return got
 }
