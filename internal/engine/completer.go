@@ -113,33 +113,31 @@ func (cp *completer) run() {
 // while the client waits on its own completer). It returns early when the
 // batch is full or in is closed.
 func gather(in <-chan finishItem, batch []finishItem, linger time.Duration) []finishItem {
+	var timeout <-chan time.Time // nil: take only what is queued
+	if linger > 0 {
+		t := time.NewTimer(linger)
+		defer t.Stop()
+		timeout = t.C
+	}
 	for len(batch) < maxCompleteBatch {
+		var it finishItem
+		ok := true
 		select {
-		case it, ok := <-in:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, it)
-			continue
+		case it, ok = <-in:
 		default:
-		}
-		break
-	}
-	if linger <= 0 || len(batch) >= maxCompleteBatch {
-		return batch
-	}
-	t := time.NewTimer(linger)
-	defer t.Stop()
-	for len(batch) < maxCompleteBatch {
-		select {
-		case it, ok := <-in:
-			if !ok {
+			if timeout == nil {
 				return batch
 			}
-			batch = append(batch, it)
-		case <-t.C:
+			select {
+			case it, ok = <-in:
+			case <-timeout:
+				return batch
+			}
+		}
+		if !ok {
 			return batch
 		}
+		batch = append(batch, it)
 	}
 	return batch
 }
