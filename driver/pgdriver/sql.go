@@ -103,6 +103,7 @@ type queries struct {
 
 	wake                                  string
 	runInsert, runStart, runGet, runLoad  string
+	runStartMany                          string
 	runLoadMany                           string
 	runUpdate                             string
 	eventAppend, eventAppendTx, eventUndo string
@@ -436,7 +437,11 @@ ON CONFLICT (id) DO NOTHING`),
 		// notification. The job's columns come first, as in insertJobs,
 		// then the run's.
 		runStart: q(runStartSQL()),
-		runGet:   q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
+		// runStartMany is RunStart for a group of runs (startGroup) in one
+		// statement: the job columns' arrays first, as in insertJobs, then
+		// the runs'; one row per run, in order, says whether it was new.
+		runStartMany: q(runStartManySQL()),
+		runGet:       q(`SELECT {runcols} FROM {s}.runs WHERE id = $1`),
 		// RunLoad: the run's columns on every row, then one event per row
 		// (NULLs for a run without history).
 		runLoad: q(`SELECT r.id, r.workflow, r.status, r.parent_id, r.code_version, r.error, r.created_at, r.updated_at, r.ended_at,
@@ -612,15 +617,11 @@ SELECT EXISTS (SELECT 1 FROM lease), EXISTS (SELECT 1 FROM dup), ins.attempt, in
 FROM (SELECT 1) one LEFT JOIN ins ON true`
 }
 
-// claimSQL is the claim statement: a MATERIALIZED CTE picks the ids with
-// every predicate inside it (so nothing outside the LIMIT can waste a slot
-// and the planner cannot run it twice), in claim order, skipping rows other
-// claimers hold; the UPDATE marks them running under a fresh lease token.
-// Its parameters: $1 queue, $2 limit, $3 lease expiry, $4 worker, $5 now,
-// and $6 the types when typeFilter uses them.
 // runStartSQL is the RunStart statement; its parameters are the job's
 // columns (scalars, as in insertOne: arrays would have it planned at every
-// call), the run's nine, then the notification channel.
+// call), the run's nine, then the notification channel. The job's insert
+// reads the run's to its end (a count, not EXISTS), so the runs' statement
+// trigger is queued first and a run's first change precedes its job's.
 func runStartSQL() string {
 	n := len(jobColumns)
 	p := func(i int) string { return "$" + strconv.Itoa(n+i) }
@@ -636,14 +637,46 @@ func runStartSQL() string {
 ), ins AS (
 	INSERT INTO {s}.jobs ({cols})
 	SELECT ` + rowArgs() + `
-	WHERE EXISTS (SELECT 1 FROM run)
+	WHERE (SELECT count(*) FROM run) = 1
 	RETURNING state, queue
 )
 SELECT EXISTS (SELECT 1 FROM run),
 	(SELECT count(pg_notify(` + p(10) + `::text, i.queue)) FROM ins i WHERE i.state = 'pending' AND ` + p(10) + `::text IS NOT NULL)`
 }
 
-// claimSQL is the claim statement. With limit 0 its arguments are $1 queue,
+// runStartManySQL is the statement of a group of run starts, whose ids
+// differ: each run, then its job only if the run was new (the jobs'
+// insert reads the runs' whole, so the runs' changes come first). The jobs' column
+// arrays are $1…$29, as in insertJobs; the runs' follow, one array per run
+// column. It returns, for each run in order, whether it was inserted.
+func runStartManySQL() string {
+	n := len(jobColumns)
+	runTypes := []string{"text", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz"}
+	runArgs := make([]string, len(runTypes))
+	for i, t := range runTypes {
+		runArgs[i] = "$" + strconv.Itoa(n+i+1) + "::" + t + "[]"
+	}
+	return `WITH rq AS (
+	SELECT * FROM unnest(` + strings.Join(runArgs, ", ") + `) WITH ORDINALITY
+		AS r(id, workflow, status, parent_id, code_version, error, created_at, updated_at, ended_at, ord)
+), run AS (
+	INSERT INTO {s}.runs ({runcols})
+	SELECT id, workflow, status, parent_id, code_version, error, created_at, updated_at, ended_at FROM rq ORDER BY ord
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id
+), ins AS (
+	INSERT INTO {s}.jobs ({cols})
+	SELECT u.* FROM unnest(` + unnestArgs() + `) AS u({cols})
+	WHERE u.id IN (SELECT id FROM run)
+)
+SELECT rq.id IN (SELECT id FROM run) FROM rq ORDER BY rq.ord`
+}
+
+// claimSQL is the claim statement: a MATERIALIZED CTE picks the rows with
+// every predicate inside it (so nothing outside the LIMIT can waste a slot
+// and the planner cannot run it twice), in claim order, skipping rows other
+// claimers hold; the UPDATE marks them running under a fresh lease token.
+// With limit 0 its arguments are $1 queue,
 // $2 limit, $3 lease expiry, $4 worker, $5 now (and $6 types when typed);
 // with a limit it is written into the text and the arguments after the
 // queue move down one. A LIMIT the planner cannot see makes it guess a tenth

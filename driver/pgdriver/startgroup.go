@@ -144,30 +144,9 @@ func (e *executor) storeGroup(group []*startReq) {
 		answer(group[0], existing, err)
 		return
 	}
-	b := &pgx.Batch{}
-	for _, m := range group {
-		args, _, err := e.startArgs(m.p)
-		if err != nil { // checked again, alone, below
-			b = nil
-			break
-		}
-		b.Queue(e.d.q.runStart, args...)
-	}
-	inserted := make([]bool, len(group))
-	var err error
-	if b != nil {
-		err = e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
-			for i := range group {
-				var notified int64
-				if err := br.QueryRow().Scan(&inserted[i], &notified); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if b == nil || err != nil {
-		// One start's error fails the transaction: store each alone, so
+	inserted, err := e.startMany(ctx, group)
+	if err != nil {
+		// One start's error fails the statement: store each alone, so
 		// that each has its own outcome.
 		for _, m := range group {
 			existing, err := e.startOne(ctx, m.p)
@@ -187,6 +166,99 @@ func (e *executor) storeGroup(group []*startReq) {
 	for i, m := range group {
 		answer(m, !inserted[i], nil)
 	}
+}
+
+// startMany stores the starts of group in one statement and returns, for each, whether its run was new. A group
+// that names a run twice is stored as one statement per start, so that
+// the second sees the first as existing.
+func (e *executor) startMany(ctx context.Context, group []*startReq) ([]bool, error) {
+	runs := make([]*hoppertype.RunRow, len(group))
+	jobs := make([]*hoppertype.JobRow, len(group))
+	ids := make(map[string]bool, len(group))
+	for i, m := range group {
+		if _, _, err := e.startArgs(m.p); err != nil {
+			return nil, err
+		}
+		if ids[m.p.Run.ID] {
+			return e.startBatch(ctx, group)
+		}
+		ids[m.p.Run.ID] = true
+		runs[i], jobs[i] = m.p.Run, m.p.Job
+	}
+	a, err := newJobArrays(jobs)
+	if err != nil {
+		return nil, err
+	}
+	// One statement is its own transaction: all of it commits, or none.
+	rows, err := e.q.Query(ctx, e.d.q.runStartMany, append(a.args(), newRunArrays(runs).args()...)...)
+	if err != nil {
+		return nil, err
+	}
+	inserted, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return nil, err
+	}
+	if len(inserted) != len(group) {
+		return nil, fmt.Errorf("pgdriver: start runs: %d answers for %d starts", len(inserted), len(group))
+	}
+	return inserted, nil
+}
+
+// startBatch stores the starts of group as one runStart statement each, in
+// one transaction and one round trip.
+func (e *executor) startBatch(ctx context.Context, group []*startReq) ([]bool, error) {
+	b := &pgx.Batch{}
+	for _, m := range group {
+		args, _, err := e.startArgs(m.p)
+		if err != nil {
+			return nil, err
+		}
+		b.Queue(e.d.q.runStart, args...)
+	}
+	inserted := make([]bool, len(group))
+	err := e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
+		for i := range group {
+			var notified int64
+			if err := br.QueryRow().Scan(&inserted[i], &notified); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return inserted, nil
+}
+
+// runArrays are the run columns of a group of starts, as statement
+// arguments (runStartMany).
+type runArrays struct {
+	ids, workflows, statuses, codeVersions []string
+	parents, errs                          []pgtype.Text
+	created, updated, ended                []pgtype.Timestamptz
+}
+
+// newRunArrays encodes runs into column arrays.
+func newRunArrays(runs []*hoppertype.RunRow) *runArrays {
+	n := len(runs)
+	a := &runArrays{
+		ids: make([]string, n), workflows: make([]string, n), statuses: make([]string, n), codeVersions: make([]string, n),
+		parents: make([]pgtype.Text, n), errs: make([]pgtype.Text, n),
+		created: make([]pgtype.Timestamptz, n), updated: make([]pgtype.Timestamptz, n), ended: make([]pgtype.Timestamptz, n),
+	}
+	for i, r := range runs {
+		a.ids[i], a.workflows[i], a.statuses[i], a.codeVersions[i] = r.ID, r.Workflow, string(r.Status), r.CodeVersion
+		a.parents[i], a.errs[i] = optText(r.ParentID), text(marshalError(r.Error))
+		a.created[i] = pgtype.Timestamptz{Time: r.CreatedAt, Valid: true}
+		a.updated[i], a.ended[i] = ts(r.UpdatedAt), ts(r.EndedAt)
+	}
+	return a
+}
+
+// args returns the arrays in runColumns order.
+func (a *runArrays) args() []any {
+	return []any{a.ids, a.workflows, a.statuses, a.parents, a.codeVersions, a.errs, a.created, a.updated, a.ended}
 }
 
 // startArgs checks a start and returns the runStart statement's arguments

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
@@ -111,6 +112,73 @@ func TestStartsShareATransaction(t *testing.T) {
 	require.True(t, got[len(ps)], "a run started before exists")
 	require.True(t, got[3] != got[len(ps)+1], "the same run twice: one start stores it, the other finds it")
 	require.Equal(t, 1, transactions(t, d, ps), "the group's runs were written by one transaction")
+	for _, p := range ps {
+		j, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: p.Job.ID})
+		require.NoError(t, err)
+		require.Equal(t, hoppertype.JobStatePending, j.State)
+	}
+}
+
+// TestAGroupOfDistinctRunsIsOneStatement: a group whose runs all differ is
+// stored by one statement (runStartMany): new runs are new, a run stored
+// before exists and keeps its job, and each new run's first change names
+// its job's queue (the statement trigger reads the job inserted beside it).
+func TestAGroupOfDistinctRunsIsOneStatement(t *testing.T) {
+	t.Parallel()
+	d := newTestDriver(t, newPool(t, 4))
+	ctx := t.Context()
+	before := runStart("grouped-one")
+	_, err := d.Executor().RunStart(ctx, before)
+	require.NoError(t, err)
+
+	lengths, release := holdStarts(t, d)
+	ps := make([]*driver.RunStartParams, 12)
+	for i := range ps {
+		ps[i] = runStart("grouped-one")
+	}
+	again := *before
+	againJob := *before.Job
+	againJob.Queue = "elsewhere"
+	again.Job = &againJob
+	all := append(ps, &again)
+	var (
+		got  []bool
+		errs []error
+		done = make(chan struct{})
+	)
+	go func() { got, errs = startAll(ctx, d, all); close(done) }()
+	waitQueued(t, lengths, len(all))
+	release()
+	<-done
+	for i, err := range errs {
+		require.NoError(t, err, "start %d", i)
+	}
+	for i := range ps {
+		require.False(t, got[i], "run %d is new", i)
+	}
+	require.True(t, got[len(ps)], "a run stored before exists")
+	require.Equal(t, 1, transactions(t, d, ps), "the group's runs were written by one transaction")
+	j, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: before.Job.ID})
+	require.NoError(t, err)
+	require.Equal(t, "grouped-one", j.Queue, "an existing run's job is left as it was")
+
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.Run.ID
+	}
+	var runChanges, jobs int
+	require.NoError(t, d.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE kind = 'run' AND state = 'pending' AND queue = 'grouped-one'),
+	count(*) FILTER (WHERE kind = 'job' AND state = 'pending')
+FROM `+d.q.schema+`.changes WHERE entity_id = ANY($1)`, ids).Scan(&runChanges, &jobs))
+	require.Equal(t, len(ps), runChanges, "one first change per run, naming its job's queue")
+	require.Equal(t, len(ps), jobs, "one first change per job")
+	for _, p := range append(ps, before) {
+		rows, err := d.pool.Query(ctx, `SELECT kind FROM `+d.q.schema+`.changes WHERE entity_id = $1 ORDER BY tx, position`, p.Run.ID)
+		require.NoError(t, err)
+		kinds, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Equal(t, []string{"run", "job"}, kinds, "run %s: its first change comes before its job's", p.Run.ID)
+	}
 	for _, p := range ps {
 		j, err := d.Executor().JobGet(ctx, &driver.JobGetParams{ID: p.Job.ID})
 		require.NoError(t, err)
