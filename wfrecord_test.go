@@ -196,6 +196,53 @@ func testSkipQueueRunStartsFromItsRow(t *testing.T, newDriver func(*testing.T) d
 	require.Equal(t, info.CreatedAt.UTC().Format(time.RFC3339Nano)+" UTC", at, "the execution's start time is the stored one")
 }
 
+// TestSkipQueueRunIsStoredRunning: a run whose first execution begins at
+// once in the starting process is stored running, beside its job stored
+// claimed: its first change is running, and no record of its execution
+// moves it there (a status update the first step would otherwise pay).
+func TestSkipQueueRunIsStoredRunning(t *testing.T) {
+	forEachDriver(t, testSkipQueueRunIsStoredRunning)
+}
+
+func testSkipQueueRunIsStoredRunning(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	d := newDriver(t)
+	c := newClient(t, hopper.Config{Driver: d})
+	ctx := testCtx(t)
+	body := func(wf hopper.WorkflowContext, n int) (int, error) {
+		return hopper.Step(wf, "one", func(context.Context) (int, error) { return n + 1, nil }, nil)
+	}
+	direct := hopper.Workflow("stored-running", body, &hopper.WorkflowOpts{SkipQueue: true})
+	queued := hopper.Workflow("stored-pending", body, nil)
+	require.NoError(t, c.Register(direct, queued))
+
+	runChanges := func(id string) []string {
+		t.Helper()
+		chs, err := d.Executor().ChangeList(ctx, &driver.ChangeListParams{EntityID: id, Limit: 100})
+		require.NoError(t, err)
+		var states []string
+		for _, ch := range chs {
+			if ch.Kind == hoppertype.ChangeRun {
+				states = append(states, ch.Prev+">"+ch.State)
+			}
+		}
+		return states
+	}
+	h, err := direct.Start(ctx, c, 1, nil)
+	require.NoError(t, err)
+	out, err := h.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, out)
+	require.Equal(t, []string{">running", "running>completed"}, runChanges(h.ID()),
+		"a run that skips the queue is stored running")
+
+	// Through the queue a run waits, pending, for a worker.
+	q, err := queued.Start(ctx, c, 1, nil)
+	require.NoError(t, err)
+	_, err = q.Result(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending", "pending>running", "running>completed"}, runChanges(q.ID()))
+}
+
 // TestWaitOfALocalFinishReadsNothing: a wait this process's finish of the
 // job ends gets the row the finish committed, without reading it again,
 // and that row is the stored one.

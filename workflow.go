@@ -277,6 +277,12 @@ func (c *Client) startRunRow(ctx context.Context, tx driver.Executor, t typeCore
 	var skip map[string]bool
 	if tx == nil && parentID == "" {
 		skip = c.skipQueueRows([]*JobSpec{spec}, []*hoppertype.JobRow{row}, now)
+		if skip[row.ID] {
+			// Its job is stored claimed by this process and its first
+			// execution begins at once: the run is stored running, so
+			// the first record moves nothing.
+			run.Status = RunRunning
+		}
 	}
 	// One atomic store operation: the run, its job, the queue's wake-up.
 	var ex driver.Executor = c.store()
