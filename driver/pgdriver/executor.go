@@ -41,6 +41,10 @@ type executor struct {
 
 var _ driver.Executor = (*executor)(nil)
 
+// onPool says each of e's calls runs in a transaction of its own: e is in
+// neither one of the driver's transactions nor a caller's.
+func (e *executor) onPool() bool { return e.tx == nil && !e.callerSQLTx }
+
 // check refuses work after Close or on a done context.
 func (e *executor) check(ctx context.Context, op string) error {
 	if e.d.closed.Load() {
@@ -312,6 +316,9 @@ const (
 		"set_config('enable_seqscan', current_setting('hopper.enable_seqscan'), true), " +
 		"set_config('enable_hashjoin', current_setting('hopper.enable_hashjoin'), true), " +
 		"set_config('enable_mergejoin', current_setting('hopper.enable_mergejoin'), true)"
+	// sqlKeyPlan is sqlGenericOn2 for a batch on the pool: its implicit
+	// transaction ends the settings, so there is nothing to give back.
+	sqlKeyPlan  = sqlGenericOn2
 	sqlBegin    = "BEGIN ISOLATION LEVEL READ COMMITTED"
 	sqlCommit   = "COMMIT"
 	sqlRollback = "ROLLBACK"
@@ -322,7 +329,7 @@ const (
 // reports whether it did: the reader skips its result first. A statement in
 // a caller's transaction leaves the caller's settings alone.
 func (e *executor) withClaimPlan(b *pgx.Batch) bool {
-	if e.tx != nil {
+	if !e.onPool() {
 		return false
 	}
 	b.Queue(sqlClaimPlan)
@@ -341,12 +348,22 @@ func queueGeneric(b *pgx.Batch, queue func()) {
 
 // queryGeneric runs one query on its generic plan, by key (see
 // queueGeneric), and hands its rows to read, which consumes them.
+//
+// On the pool the batch is one implicit transaction, which ends the
+// settings with it: one statement sets them, and none gives them back.
 func (e *executor) queryGeneric(ctx context.Context, read func(pgx.Rows) error, sql string, args ...any) error {
 	b := &pgx.Batch{}
-	queueGeneric(b, func() { b.Queue(sql, args...) })
+	before, after := 2, 1
+	if e.onPool() {
+		b.Queue(sqlKeyPlan)
+		b.Queue(sql, args...)
+		before, after = 1, 0
+	} else {
+		queueGeneric(b, func() { b.Queue(sql, args...) })
+	}
 	br := e.q.SendBatch(ctx, b)
 	err := func() error {
-		if err := skip(br, 2); err != nil {
+		if err := skip(br, before); err != nil {
 			return err
 		}
 		rows, err := br.Query()
@@ -361,7 +378,7 @@ func (e *executor) queryGeneric(ctx context.Context, read func(pgx.Rows) error, 
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return skip(br, 1)
+		return skip(br, after)
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -500,6 +500,37 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 		_, err := d.Executor().JobListExpiredLeases(ctx, &driver.JobListExpiredLeasesParams{Now: testBase, Limit: 10})
 		require.NoError(t, err)
 	}
+	// A run's history appends, on the pool and in a transaction, one
+	// event and two at a time.
+	hot[d.q.eventAppend], hot[d.q.eventAppendTx] = "history append", "history append in a transaction"
+	start := runStart("plans")
+	start.Job.State, start.Job.Attempt, start.Job.LeaseToken = hoppertype.JobStateRunning, 1, 1
+	start.Job.Worker, start.Job.StartedAt, start.Job.LeaseExpiresAt = "w", testBase, testBase.Add(time.Hour)
+	_, err := d.Executor().RunStart(ctx, start)
+	require.NoError(t, err)
+	seq := 0
+	events := func(n int) []*hoppertype.RunEvent {
+		evs := make([]*hoppertype.RunEvent, n)
+		for i := range evs {
+			seq++
+			evs[i] = &hoppertype.RunEvent{RunID: start.Run.ID, Attempt: 1, Seq: seq, Kind: "step", Name: "s", At: testBase}
+		}
+		return evs
+	}
+	for i := range 8 {
+		require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1,
+			Events: events(1 + i%2), Now: testBase}))
+		require.NoError(t, d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+			return tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1,
+				Events: events(1 + i%2), Now: testBase})
+		}))
+	}
+	// The settings of a statement on the pool end with its implicit
+	// transaction: the connection (the pool's only one) keeps its own.
+	var seqscan, hashjoin, mode string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_setting('enable_seqscan'), current_setting('enable_hashjoin'),
+	current_setting('plan_cache_mode')`).Scan(&seqscan, &hashjoin, &mode))
+	require.Equal(t, []string{"on", "on", "auto"}, []string{seqscan, hashjoin, mode}, "a history append left its plan settings on the connection")
 
 	rows, err := pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
 	require.NoError(t, err)

@@ -317,21 +317,25 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 	if p.RunStatus != "" {
 		status = string(p.RunStatus)
 	}
-	rows, err := e.q.Query(ctx, sql, p.RunID, p.LeaseToken, attempts, seqs, kinds, names, at, data, status, ts(p.Now), ts(p.EndedAt))
-	if err != nil {
-		return e.d.fail(op, err)
-	}
 	var (
 		held, dup            bool
 		attempt, seq         pgtype.Int4
 		insAttempts, insSeqs []int32
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&held, &dup, &attempt, &seq}, func() error {
-		if attempt.Valid {
-			insAttempts, insSeqs = append(insAttempts, attempt.Int32), append(insSeqs, seq.Int32)
-		}
-		return nil
-	}); err != nil {
+	// On its generic plan, by key: a custom plan for each call's arrays
+	// cost more than the append (on a table never analyzed, as
+	// run_events is until autovacuum first gets to it, PostgreSQL kept
+	// choosing one).
+	err := e.queryGeneric(ctx, func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&held, &dup, &attempt, &seq}, func() error {
+			if attempt.Valid {
+				insAttempts, insSeqs = append(insAttempts, attempt.Int32), append(insSeqs, seq.Int32)
+			}
+			return nil
+		})
+		return err
+	}, sql, p.RunID, p.LeaseToken, attempts, seqs, kinds, names, at, data, status, ts(p.Now), ts(p.EndedAt))
+	if err != nil {
 		return e.d.fail(op, err)
 	}
 	switch {
