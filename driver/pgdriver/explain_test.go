@@ -642,6 +642,11 @@ func TestKeyStatementsPlanByKeyOnANewSchema(t *testing.T) {
 		{"heartbeat", d.q.heartbeat, 4, []string{"jobs"}},
 		{"heartbeat with a message", d.q.heartbeatNote, 5, []string{"jobs"}},
 		{"history append", d.q.eventAppendMany, 12, []string{"jobs", "run_events", "runs"}},
+		// One run's append reads its run's events through a bitmap of the
+		// key's first column, by key all the same; its job was read
+		// through jobs_lease, every running job's entry.
+		{"one run's history append", d.q.eventAppend, 11, []string{"jobs", "runs"}},
+		{"one run's history append in a transaction", d.q.eventAppendTx, 11, []string{"jobs", "runs"}},
 	} {
 		root, plan := explainGeneric(t, tx, c.name, c.sql, c.args)
 		for _, rel := range c.reads {

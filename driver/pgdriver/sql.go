@@ -355,7 +355,7 @@ SELECT key FROM {s}.concurrency_keys WHERE key = $1 FOR UPDATE`),
 		// unclaim gives back jobs this process claimed (same lease token).
 		unclaim: q(`UPDATE {s}.jobs j SET state = 'pending', attempt = j.attempt - 1, lease_expires_at = NULL, worker = ''
 FROM unnest($1::text[], $2::int8[]) AS b(id, token)
-WHERE j.id = b.id AND j.lease_token = b.token AND j.state = 'running'`),
+WHERE j.id = b.id AND j.lease_token = b.token AND j.state = (SELECT 'running'::text)`),
 		keyDeleteExpired: q(`DELETE FROM {s}.keys WHERE key IN (
 	SELECT key FROM {s}.keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`),
 		// One upsert takes the row when it is free, expired or already the
@@ -591,10 +591,13 @@ LIMIT $3`),
 // transaction). With the events applied, the run's status becomes $9 unless
 // that is NULL (and its end becomes $11 unless that is NULL). Parameters:
 // $1 run id, $2 lease token, $3 attempts, $4 seqs, $5 kinds, $6 names, $7
-// times, $8 data, $9 run status, $10 now, $11 ended at.
+// times, $8 data, $9 run status, $10 now, $11 ended at. The job's required
+// state is a sub-select, as in finishOne: the value 'running' matches
+// jobs_lease's predicate, and the plan walked every running job (and the
+// dead entries of those that ran since the last vacuum) for the one job.
 func eventAppendSQL(conflict string) string {
 	return `WITH lease AS MATERIALIZED (
-	SELECT id FROM {s}.jobs WHERE id = $1 AND state = 'running' AND lease_token = $2
+	SELECT id FROM {s}.jobs WHERE id = $1 AND state = (SELECT 'running'::text) AND lease_token = $2
 	FOR SHARE
 ), dup AS MATERIALIZED (
 	SELECT 1 FROM {s}.run_events e, unnest($3::int4[], $4::int4[]) AS k(attempt, seq)
