@@ -324,6 +324,12 @@ func (c *Client) activities(ctx context.Context, history []*hoppertype.RunEvent)
 // RunWait blocks until the run is finished (or ctx is done) and returns it.
 func (c *Client) RunWait(ctx context.Context, id string) (*RunInfo, error) {
 	job, jerr := c.waitJob(ctx, id)
+	return c.runWaitAfter(ctx, id, job, jerr)
+}
+
+// runWaitAfter is RunWait once the wait for the run's job returned job and
+// jerr.
+func (c *Client) runWaitAfter(ctx context.Context, id string, job *hoppertype.JobRow, jerr error) (*RunInfo, error) {
 	if jerr != nil && !errors.Is(jerr, hoppertype.ErrNotFound) {
 		return nil, jerr
 	}

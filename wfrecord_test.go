@@ -23,11 +23,13 @@ type appendSpy struct {
 	appends map[string]int // run id → appends
 	loads   map[string]int // run id → RunLoad calls
 	gets    map[string]int // job id → JobGet calls
+	runGets map[string]int // run id → RunGet calls
 	got     changes
 }
 
 func newAppendSpy(d driver.Driver) *appendSpy {
-	return &appendSpy{Driver: d, baseExec: d.Executor(), appends: map[string]int{}, loads: map[string]int{}, gets: map[string]int{}}
+	return &appendSpy{Driver: d, baseExec: d.Executor(), appends: map[string]int{}, loads: map[string]int{}, gets: map[string]int{},
+		runGets: map[string]int{}}
 }
 
 // Executor is the spy itself.
@@ -63,6 +65,19 @@ func (s *appendSpy) JobGet(ctx context.Context, p *driver.JobGetParams) (*hopper
 	s.mu.Unlock()
 	s.got.notify()
 	return row, err
+}
+
+func (s *appendSpy) RunGet(ctx context.Context, p *driver.RunGetParams) (*hoppertype.RunRow, error) {
+	s.mu.Lock()
+	s.runGets[p.ID]++
+	s.mu.Unlock()
+	return s.baseExec.RunGet(ctx, p)
+}
+
+func (s *appendSpy) runReads(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runGets[id]
 }
 
 func (s *appendSpy) jobGets(id string) int {
@@ -191,6 +206,7 @@ func testSkipQueueRunStartsFromItsRow(t *testing.T, newDriver func(*testing.T) d
 	require.NoError(t, err)
 	_, loads := spy.counts(h.ID())
 	require.Zero(t, loads, "the run this process started is not read back")
+	require.Zero(t, spy.runReads(h.ID()), "a completed run's output is its job's result: its row is not read")
 	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, info.CreatedAt.UTC().Format(time.RFC3339Nano)+" UTC", at, "the execution's start time is the stored one")

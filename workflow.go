@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -176,7 +177,13 @@ func (h *RunHandle[O]) Existing() bool { return h.existing }
 // errors.Is.
 func (h *RunHandle[O]) Result(ctx context.Context) (O, error) {
 	var zero O
-	info, err := h.c.RunWait(ctx, h.id)
+	// A run's job succeeds in the transaction that completes the run, and
+	// holds its output: the run's row need not be read.
+	job, err := h.c.waitJob(ctx, h.id)
+	if err == nil && job.State == hoppertype.JobStateSucceeded && strings.HasPrefix(job.Type, workflowTypePrefix) {
+		return h.decode(job.Result)
+	}
+	info, err := h.c.runWaitAfter(ctx, h.id, job, err)
 	if err != nil {
 		return zero, err
 	}
