@@ -93,10 +93,14 @@
 // which the holders of conflicting unique keys are read.
 //
 // Plans: the statements over arrays that find their rows by key (batch
-// finishes, heartbeats, history appends) run on their generic plans, made
-// with sequential scans and hash and merge joins off (set_config in their
-// transaction, given back after them), so that each row is read by its
-// index whatever the table's statistics say. A connection keeps a plan
+// finishes, heartbeats, history appends, one run's or many runs') run on
+// their generic plans, made with sequential scans and hash and merge joins
+// off (set_config in their transaction, given back after them; on the pool
+// one statement ahead of them, whose settings end with the batch's
+// implicit transaction), so that each row is read by its index whatever
+// the table's statistics say. A job's required state is a sub-select where
+// it is found by id: the literal 'running' matches jobs_lease's predicate,
+// and the planner would walk every running job's entry for the one job. A connection keeps a plan
 // until the statistics change; one made on a new schema's small tables read
 // the whole table at every call as it grew. The claim's transaction keeps
 // sequential and bitmap scans off for the same reason. The change trigger
@@ -105,10 +109,11 @@
 // # Workflow operations
 //
 // RunStart on the pool is one statement (the run's insert and its job's,
-// the job's columns as scalars); concurrent starts share one transaction
+// the job's columns as scalars); concurrent starts share one statement
 // and round trip: a start that arrives while a group is being stored waits
 // for it and goes in the next group (up to 64), which the first of the
-// waiters stores for all. Each start still commits before it returns and
+// waiters stores for all, the runs' and jobs' columns as arrays (a group
+// that names a run twice is one statement per start, in one transaction). Each start still commits before it returns and
 // has its own outcome: when a group's transaction fails, its starts are
 // made again one by one. Starts inside a transaction are not grouped.
 // RunLoadMany reads the runs and histories of several runs in one

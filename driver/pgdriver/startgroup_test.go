@@ -61,6 +61,24 @@ func startAll(ctx context.Context, d *Driver, ps []*driver.RunStartParams) ([]bo
 	return existing, errs
 }
 
+// startHeld starts each of ps while a group is held in flight, so that all
+// of them queue behind it, then lets them go: they are stored as one
+// group. It returns their outcomes once all are back.
+func startHeld(t *testing.T, d *Driver, ps []*driver.RunStartParams) ([]bool, []error) {
+	t.Helper()
+	lengths, release := holdStarts(t, d)
+	var (
+		got  []bool
+		errs []error
+		done = make(chan struct{})
+	)
+	go func() { got, errs = startAll(t.Context(), d, ps); close(done) }()
+	waitQueued(t, lengths, len(ps))
+	release()
+	<-done
+	return got, errs
+}
+
 // transactions counts the transactions that wrote the runs of ps.
 func transactions(t *testing.T, d *Driver, ps []*driver.RunStartParams) int {
 	t.Helper()
@@ -85,22 +103,12 @@ func TestStartsShareATransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, existing)
 
-	lengths, release := holdStarts(t, d)
 	ps := make([]*driver.RunStartParams, 20)
 	for i := range ps {
 		ps[i] = runStart("grouped")
 	}
 	again := *ps[3]
-	all := append(ps, before, &again)
-	var (
-		got  []bool
-		errs []error
-		done = make(chan struct{})
-	)
-	go func() { got, errs = startAll(ctx, d, all); close(done) }()
-	waitQueued(t, lengths, len(all))
-	release()
-	<-done
+	got, errs := startHeld(t, d, append(ps, before, &again))
 	for i, err := range errs {
 		require.NoError(t, err, "start %d", i)
 	}
@@ -131,7 +139,6 @@ func TestAGroupOfDistinctRunsIsOneStatement(t *testing.T) {
 	_, err := d.Executor().RunStart(ctx, before)
 	require.NoError(t, err)
 
-	lengths, release := holdStarts(t, d)
 	ps := make([]*driver.RunStartParams, 12)
 	for i := range ps {
 		ps[i] = runStart("grouped-one")
@@ -140,16 +147,7 @@ func TestAGroupOfDistinctRunsIsOneStatement(t *testing.T) {
 	againJob := *before.Job
 	againJob.Queue = "elsewhere"
 	again.Job = &againJob
-	all := append(ps, &again)
-	var (
-		got  []bool
-		errs []error
-		done = make(chan struct{})
-	)
-	go func() { got, errs = startAll(ctx, d, all); close(done) }()
-	waitQueued(t, lengths, len(all))
-	release()
-	<-done
+	got, errs := startHeld(t, d, append(ps, &again))
 	for i, err := range errs {
 		require.NoError(t, err, "start %d", i)
 	}
@@ -195,22 +193,13 @@ func TestAGroupsFailedStartIsItsOwn(t *testing.T) {
 	plain := newJob("grouped")
 	insert(t, d.Executor(), plain)
 
-	lengths, release := holdStarts(t, d)
 	ps := make([]*driver.RunStartParams, 8)
 	for i := range ps {
 		ps[i] = runStart("grouped")
 	}
 	bad := runStart("grouped")
 	bad.Run.ID, bad.Job.ID = plain.ID, plain.ID
-	all := append(ps, bad)
-	var (
-		errs []error
-		done = make(chan struct{})
-	)
-	go func() { _, errs = startAll(ctx, d, all); close(done) }()
-	waitQueued(t, lengths, len(all))
-	release()
-	<-done
+	_, errs := startHeld(t, d, append(ps, bad))
 	require.ErrorIs(t, errs[len(ps)], hoppertype.ErrDuplicateID)
 	for i := range ps {
 		require.NoError(t, errs[i], "start %d", i)
