@@ -525,6 +525,18 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 				Events: events(1 + i%2), Now: testBase})
 		}))
 	}
+	// Groups of run starts, each one statement of arrays.
+	hot[d.q.runStartMany] = "a group of run starts"
+	ex := d.Executor().(*executor)
+	for range 8 {
+		group := make([]*startReq, 3)
+		for i := range group {
+			group[i] = &startReq{ctx: ctx, p: runStart("plans")}
+		}
+		inserted, err := ex.startMany(ctx, group)
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true, true}, inserted)
+	}
 	// The settings of a statement on the pool end with its implicit
 	// transaction: the connection (the pool's only one) keeps its own.
 	var seqscan, hashjoin, mode string

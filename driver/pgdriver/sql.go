@@ -679,8 +679,8 @@ SELECT rq.id IN (SELECT id FROM run) FROM rq ORDER BY rq.ord`
 // every predicate inside it (so nothing outside the LIMIT can waste a slot
 // and the planner cannot run it twice), in claim order, skipping rows other
 // claimers hold; the UPDATE marks them running under a fresh lease token.
-// With limit 0 its arguments are $1 queue,
-// $2 limit, $3 lease expiry, $4 worker, $5 now (and $6 types when typed);
+// With limit 0 its arguments are $1 queue, $2 limit, $3 lease expiry, $4
+// worker, $5 now (and $6 types when typed);
 // with a limit it is written into the text and the arguments after the
 // queue move down one. A LIMIT the planner cannot see makes it guess a tenth
 // of the pending jobs: the generic plan then always looks dearer than a

@@ -194,11 +194,15 @@ func (e *executor) startMany(ctx context.Context, group []*startReq) ([]bool, er
 		return nil, err
 	}
 	// One statement is its own transaction: all of it commits, or none.
-	rows, err := e.q.Query(ctx, e.d.q.runStartMany, append(a.args(), newRunArrays(runs).args()...)...)
-	if err != nil {
-		return nil, err
-	}
-	inserted, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	// On its generic plan from the first call: a statement of arrays is
+	// planned for its arguments at every call otherwise, or until
+	// PostgreSQL settles on one plan.
+	var inserted []bool
+	err = e.queryGeneric(ctx, func(rows pgx.Rows) error {
+		var err error
+		inserted, err = pgx.CollectRows(rows, pgx.RowTo[bool])
+		return err
+	}, e.d.q.runStartMany, append(a.args(), newRunArrays(runs).args()...)...)
 	if err != nil {
 		return nil, err
 	}
