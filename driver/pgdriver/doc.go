@@ -100,11 +100,12 @@
 // implicit transaction), so that each row is read by its index whatever
 // the table's statistics say. A job's required state is a sub-select where
 // it is found by id: the literal 'running' matches jobs_lease's predicate,
-// and the planner would walk every running job's entry for the one job. A connection keeps a plan
-// until the statistics change; one made on a new schema's small tables read
-// the whole table at every call as it grew. The claim's transaction keeps
-// sequential and bitmap scans off for the same reason. The change trigger
-// that joins a statement's old and new rows sets its own join settings.
+// and the planner would walk every running job's entry for the one job. A
+// connection keeps a plan until the statistics change; one made on a new
+// schema's small tables read the whole table at every call as it grew. The
+// claim's transaction keeps sequential and bitmap scans off for the same
+// reason. The change trigger that joins a statement's old and new rows
+// sets its own join settings.
 //
 // # Workflow operations
 //
@@ -113,9 +114,10 @@
 // and round trip: a start that arrives while a group is being stored waits
 // for it and goes in the next group (up to 64), which the first of the
 // waiters stores for all, the runs' and jobs' columns as arrays (a group
-// that names a run twice is one statement per start, in one transaction). Each start still commits before it returns and
-// has its own outcome: when a group's transaction fails, its starts are
-// made again one by one. Starts inside a transaction are not grouped.
+// that names a run twice is one statement per start, in one transaction).
+// Each start still commits before it returns and has its own outcome: when
+// a group's statement fails, its starts are made again one by one. Starts
+// inside a transaction are not grouped.
 // RunLoadMany reads the runs and histories of several runs in one
 // statement (the engine's read of a claim's workflow runs).
 //

@@ -316,9 +316,6 @@ const (
 		"set_config('enable_seqscan', current_setting('hopper.enable_seqscan'), true), " +
 		"set_config('enable_hashjoin', current_setting('hopper.enable_hashjoin'), true), " +
 		"set_config('enable_mergejoin', current_setting('hopper.enable_mergejoin'), true)"
-	// sqlKeyPlan is sqlGenericOn2 for a batch on the pool: its implicit
-	// transaction ends the settings, so there is nothing to give back.
-	sqlKeyPlan  = sqlGenericOn2
 	sqlBegin    = "BEGIN ISOLATION LEVEL READ COMMITTED"
 	sqlCommit   = "COMMIT"
 	sqlRollback = "ROLLBACK"
@@ -355,7 +352,7 @@ func (e *executor) queryGeneric(ctx context.Context, read func(pgx.Rows) error, 
 	b := &pgx.Batch{}
 	before, after := 2, 1
 	if e.onPool() {
-		b.Queue(sqlKeyPlan)
+		b.Queue(sqlGenericOn2) // nothing kept aside: the settings end with the batch
 		b.Queue(sql, args...)
 		before, after = 1, 0
 	} else {

@@ -180,7 +180,7 @@ func (e *executor) startMany(ctx context.Context, group []*startReq) ([]bool, er
 	jobs := make([]*hoppertype.JobRow, len(group))
 	ids := make(map[string]bool, len(group))
 	for i, m := range group {
-		if _, err := checkStart(m.p); err != nil {
+		if err := checkStart(m.p); err != nil {
 			return nil, err
 		}
 		if ids[m.p.Run.ID] {
@@ -269,26 +269,24 @@ func (a *runArrays) args() []any {
 	return []any{a.ids, a.workflows, a.statuses, a.parents, a.codeVersions, a.errs, a.created, a.updated, a.ended}
 }
 
-// checkStart checks a start's run and job, and returns the operation's
-// name for errors.
-func checkStart(p *driver.RunStartParams) (string, error) {
+// checkStart checks a start's run and job.
+func checkStart(p *driver.RunStartParams) error {
 	if p == nil || p.Run == nil || p.Job == nil || p.Run.ID == "" || p.Job.ID != p.Run.ID {
-		return "start run", fmt.Errorf("pgdriver: start run: a run and a job with the run's id are required")
+		return fmt.Errorf("pgdriver: start run: a run and a job with the run's id are required")
 	}
-	op := fmt.Sprintf("start run %q", p.Run.ID)
 	if !p.Run.Status.Valid() {
-		return op, fmt.Errorf("pgdriver: %s: invalid status %q", op, p.Run.Status)
+		return fmt.Errorf("pgdriver: start run %q: invalid status %q", p.Run.ID, p.Run.Status)
 	}
-	return op, nil
+	return nil
 }
 
 // startArgs checks a start and returns the runStart statement's arguments
 // and the operation's name for errors.
 func (e *executor) startArgs(p *driver.RunStartParams) ([]any, string, error) {
-	op, err := checkStart(p)
-	if err != nil {
-		return nil, op, err
+	if err := checkStart(p); err != nil {
+		return nil, "start run", err
 	}
+	op := fmt.Sprintf("start run %q", p.Run.ID)
 	r := p.Run
 	a, err := newJobArrays([]*hoppertype.JobRow{p.Job})
 	if err != nil {
