@@ -68,6 +68,12 @@ const (
 	terminalStates = `('succeeded', 'dead', 'expired', 'cancelled')`
 	dueStates      = `('scheduled', 'retrying')`
 	liveUnique     = `unique_key IS NOT NULL AND state NOT IN ` + terminalStates
+	// runningByID is the state a job found by its id must hold while it
+	// is leased. It is a sub-select, not a literal: 'running' matches
+	// jobs_lease's predicate, and the planner would walk every running
+	// job's entry (and the dead ones left since the last vacuum) for the
+	// one job instead of reading it by its key.
+	runningByID = `(SELECT 'running'::text)`
 )
 
 // queries are the driver's statements for one schema. They are built once
@@ -139,7 +145,8 @@ func newQueries(schema string) *queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	r := strings.NewReplacer("{s}", s, "{cols}", cols(""), "{jcols}", cols("j."),
 		"{runcols}", runColumns, "{hookcols}", hookColumns,
-		"{terminal}", terminalStates, "{due}", dueStates, "{live}", liveUnique)
+		"{terminal}", terminalStates, "{due}", dueStates, "{live}", liveUnique,
+		"{running_by_id}", runningByID)
 	q := func(sql string) string { return r.Replace(sql) }
 	qs := &queries{
 		schema: s,
@@ -355,7 +362,7 @@ SELECT key FROM {s}.concurrency_keys WHERE key = $1 FOR UPDATE`),
 		// unclaim gives back jobs this process claimed (same lease token).
 		unclaim: q(`UPDATE {s}.jobs j SET state = 'pending', attempt = j.attempt - 1, lease_expires_at = NULL, worker = ''
 FROM unnest($1::text[], $2::int8[]) AS b(id, token)
-WHERE j.id = b.id AND j.lease_token = b.token AND j.state = (SELECT 'running'::text)`),
+WHERE j.id = b.id AND j.lease_token = b.token AND j.state = {running_by_id}`),
 		keyDeleteExpired: q(`DELETE FROM {s}.keys WHERE key IN (
 	SELECT key FROM {s}.keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`),
 		// One upsert takes the row when it is free, expired or already the
@@ -467,10 +474,8 @@ RETURNING {runcols}`),
 		// RunEventAppendMany in one statement: each run's fence (its job
 		// locked FOR SHARE, in id order) and key check apply to its events
 		// and status alone; one row per run says whether its lease held
-		// and whether a key existed. The job's required state is a
-		// sub-select, as in finishOne: the value 'running' would match
-		// jobs_lease's predicate, and the plan would walk every running
-		// job for each run. Parameters: $1-$5 per run (id, token,
+		// and whether a key existed. The job's state is checked as
+		// runningByID says. Parameters: $1-$5 per run (id, token,
 		// status, now, ended), $6-$12 per event (run id, attempt, seq,
 		// kind, name, at, data).
 		eventAppendMany: q(`WITH req AS (
@@ -478,7 +483,7 @@ RETURNING {runcols}`),
 		AS r(run_id, token, status, now, ended)
 ), lease AS MATERIALIZED (
 	SELECT j.id FROM {s}.jobs j JOIN req ON j.id = req.run_id AND j.lease_token = req.token
-	WHERE j.state = (SELECT 'running'::text)
+	WHERE j.state = {running_by_id}
 	ORDER BY j.id
 	FOR SHARE OF j
 ), ev AS (
@@ -591,13 +596,11 @@ LIMIT $3`),
 // transaction). With the events applied, the run's status becomes $9 unless
 // that is NULL (and its end becomes $11 unless that is NULL). Parameters:
 // $1 run id, $2 lease token, $3 attempts, $4 seqs, $5 kinds, $6 names, $7
-// times, $8 data, $9 run status, $10 now, $11 ended at. The job's required
-// state is a sub-select, as in finishOne: the value 'running' matches
-// jobs_lease's predicate, and the plan walked every running job (and the
-// dead entries of those that ran since the last vacuum) for the one job.
+// times, $8 data, $9 run status, $10 now, $11 ended at. The job's state is
+// checked as runningByID says.
 func eventAppendSQL(conflict string) string {
 	return `WITH lease AS MATERIALIZED (
-	SELECT id FROM {s}.jobs WHERE id = $1 AND state = (SELECT 'running'::text) AND lease_token = $2
+	SELECT id FROM {s}.jobs WHERE id = $1 AND state = {running_by_id} AND lease_token = $2
 	FOR SHARE
 ), dup AS MATERIALIZED (
 	SELECT 1 FROM {s}.run_events e, unnest($3::int4[], $4::int4[]) AS k(attempt, seq)
