@@ -141,6 +141,8 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		{"run list by time", listRange, listRangeArgs, true},
 		{"event append", d.q.eventAppend, []any{run, int64(5), []int32{3}, []int32{1}, []string{"step"}, []string{"s"}, []time.Time{now}, [][]byte{nil}, "running", now, nil}, false},
 		{"event append in tx", d.q.eventAppendTx, []any{run, int64(5), []int32{3}, []int32{1}, []string{"step"}, []string{"s"}, []time.Time{now}, [][]byte{nil}, nil, now, nil}, false},
+		{"event append without a status", d.q.eventAppendOnly, []any{run, int64(5), []int32{3}, []int32{1}, []string{"step"}, []string{"s"}, []time.Time{now}, [][]byte{nil}}, false},
+		{"event append without a status in tx", d.q.eventAppendOnlyTx, []any{run, int64(5), []int32{3}, []int32{1}, []string{"step"}, []string{"s"}, []time.Time{now}, [][]byte{nil}}, false},
 		{"event append many", d.q.eventAppendMany, []any{[]string{run, "explain-0012346"}, []int64{5, 6}, []*string{nil, nil},
 			[]time.Time{now, now}, []*time.Time{nil, nil}, []string{run, "explain-0012346"}, []int32{3, 3}, []int32{1, 1},
 			[]string{"step", "step"}, []string{"s", "s"}, []time.Time{now, now}, [][]byte{nil, nil}}, false},
@@ -501,9 +503,11 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// A run's history appends, on the pool and in a transaction, one
-	// event and two at a time.
+	// event and two at a time, with a status and without.
 	hot[d.q.eventAppend], hot[d.q.eventAppendTx] = "history append", "history append in a transaction"
+	hot[d.q.eventAppendOnly], hot[d.q.eventAppendOnlyTx] = "history append without a status", "history append without a status in a transaction"
 	start := runStart("plans")
+	start.Run.Status = hoppertype.RunRunning
 	start.Job.State, start.Job.Attempt, start.Job.LeaseToken = hoppertype.JobStateRunning, 1, 1
 	start.Job.Worker, start.Job.StartedAt, start.Job.LeaseExpiresAt = "w", testBase, testBase.Add(time.Hour)
 	_, err := d.Executor().RunStart(ctx, start)
@@ -517,12 +521,18 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 		}
 		return evs
 	}
-	for i := range 8 {
+	for i := range 16 {
+		// The status is the one the run has: the statement with the
+		// update runs, and moves nothing.
+		var status hoppertype.RunStatus
+		if i%4 < 2 {
+			status = hoppertype.RunRunning
+		}
 		require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1,
-			Events: events(1 + i%2), Now: testBase}))
+			Events: events(1 + i%2), RunStatus: status, Now: testBase}))
 		require.NoError(t, d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 			return tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1,
-				Events: events(1 + i%2), Now: testBase})
+				Events: events(1 + i%2), RunStatus: status, Now: testBase})
 		}))
 	}
 	// Groups of run starts, each one statement of arrays.
@@ -659,6 +669,8 @@ func TestKeyStatementsPlanByKeyOnANewSchema(t *testing.T) {
 		// through jobs_lease, every running job's entry.
 		{"one run's history append", d.q.eventAppend, 11, []string{"jobs", "runs"}},
 		{"one run's history append in a transaction", d.q.eventAppendTx, 11, []string{"jobs", "runs"}},
+		{"one run's history append without a status", d.q.eventAppendOnly, 8, []string{"jobs"}},
+		{"one run's history append without a status in a transaction", d.q.eventAppendOnlyTx, 8, []string{"jobs"}},
 	} {
 		root, plan := explainGeneric(t, tx, c.name, c.sql, c.args)
 		for _, rel := range c.reads {
@@ -710,4 +722,56 @@ WHERE n.nspname = $1 AND p.proname = 'runs_change_update'`, strings.Trim(d.q.sch
 	require.Contains(t, config, "enable_hashjoin=on")
 	require.NotContains(t, config, "enable_nestloop=off", "its history look-up is a nested loop: disabled, its cost would bring JIT in")
 	require.False(t, forEachRow, "one call per statement")
+}
+
+// TestAppendWithoutStatusFiresNoRunTrigger: a run's history append that
+// moves no status does not update runs at all. A statement trigger fires
+// for a statement that updates no row, and the runs' change trigger (a
+// PL/pgSQL call and an INSERT over empty transition tables) cost about as
+// much as the append, at every step of every run. A statement trigger of
+// the test's own counts the updates of runs.
+func TestAppendWithoutStatusFiresNoRunTrigger(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	s := d.q.schema
+	for _, sql := range []string{
+		`CREATE TABLE ` + s + `.run_updates (n int)`,
+		`CREATE FUNCTION ` + s + `.count_run_updates() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO ` + s + `.run_updates VALUES (1); RETURN NULL; END $$`,
+		`CREATE TRIGGER count_run_updates AFTER UPDATE ON ` + s + `.runs FOR EACH STATEMENT EXECUTE FUNCTION ` + s + `.count_run_updates()`,
+	} {
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	updates := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+s+`.run_updates`).Scan(&n))
+		return n
+	}
+	start := runStart("q")
+	start.Job.State, start.Job.Attempt, start.Job.LeaseToken = hoppertype.JobStateRunning, 1, 1
+	start.Job.Worker, start.Job.StartedAt, start.Job.LeaseExpiresAt = "w", testBase, testBase.Add(time.Hour)
+	_, err := d.Executor().RunStart(ctx, start)
+	require.NoError(t, err)
+	ev := func(seq int) []*hoppertype.RunEvent {
+		return []*hoppertype.RunEvent{{RunID: start.Run.ID, Attempt: 1, Seq: seq, Kind: "step", Name: "s", At: testBase}}
+	}
+	require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1, Events: ev(1), Now: testBase}))
+	require.NoError(t, d.Executor().InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		return tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1, Events: ev(2), Now: testBase})
+	}))
+	require.Equal(t, 0, updates(), "an append without a status updated runs")
+
+	// With a status, the run moves (and the trigger fires once).
+	require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1, Events: ev(3),
+		RunStatus: hoppertype.RunRunning, Now: testBase}))
+	require.Equal(t, 1, updates())
+	run, err := d.Executor().RunGet(ctx, &driver.RunGetParams{ID: start.Run.ID})
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.RunRunning, run.Status)
+	events, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: start.Run.ID})
+	require.NoError(t, err)
+	require.Len(t, events, 3)
 }

@@ -113,6 +113,9 @@ type queries struct {
 	runLoadMany                           string
 	runUpdate                             string
 	eventAppend, eventAppendTx, eventUndo string
+	// A run's history append that moves no status: no UPDATE of runs, so
+	// the runs' statement trigger does not fire for nothing.
+	eventAppendOnly, eventAppendOnlyTx string
 	// The change feed: final changes after a cursor ($1 position, $2
 	// limit, $3 tx), an entity's changes ($3 entity), a transaction's own.
 	changeFeed, changeEntity, changeOwn string
@@ -536,8 +539,10 @@ ORDER BY tx, position LIMIT $7`),
 WHERE (tx, position) > ($1::bigint::text::xid8, $2) AND (tx, position) <= ($3::bigint::text::xid8, $4)
 	AND ($5::text[] IS NULL OR kind = ANY($5)) AND ($6::text[] IS NULL OR type = ANY($6)) AND ($7::text[] IS NULL OR state = ANY($7))
 ORDER BY tx, position LIMIT $8`),
-		eventAppend:   q(eventAppendSQL("")),
-		eventAppendTx: q(eventAppendSQL("\n\tON CONFLICT (run_id, attempt, seq) DO NOTHING")),
+		eventAppend:       q(eventAppendSQL("", true)),
+		eventAppendTx:     q(eventAppendSQL("\n\tON CONFLICT (run_id, attempt, seq) DO NOTHING", true)),
+		eventAppendOnly:   q(eventAppendSQL("", false)),
+		eventAppendOnlyTx: q(eventAppendSQL("\n\tON CONFLICT (run_id, attempt, seq) DO NOTHING", false)),
 		eventUndo: q(`DELETE FROM {s}.run_events
 WHERE run_id = $1 AND (attempt, seq) IN (SELECT * FROM unnest($2::int4[], $3::int4[]))`),
 		eventList: q(`SELECT run_id, attempt, seq, kind, name, at, data FROM {s}.run_events
@@ -597,8 +602,21 @@ LIMIT $3`),
 // that is NULL (and its end becomes $11 unless that is NULL). Parameters:
 // $1 run id, $2 lease token, $3 attempts, $4 seqs, $5 kinds, $6 names, $7
 // times, $8 data, $9 run status, $10 now, $11 ended at. The job's state is
-// checked as runningByID says.
-func eventAppendSQL(conflict string) string {
+// checked as runningByID says. Without status the statement has no update
+// of runs and takes $1…$8 alone: a statement trigger fires for a statement
+// that updates no row, and the runs' (a PL/pgSQL call and an INSERT …
+// SELECT over empty transition tables) cost about as much as the append
+// itself, at every step of every run.
+func eventAppendSQL(conflict string, status bool) string {
+	update := `, status AS (
+	UPDATE {s}.runs SET status = $9, updated_at = $10, ended_at = coalesce($11, ended_at)
+	WHERE id = $1 AND $9::text IS NOT NULL AND status <> $9
+		AND EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)
+		AND (SELECT count(*) FROM ins) = cardinality($3::int4[])
+)`
+	if !status {
+		update = ""
+	}
 	return `WITH lease AS MATERIALIZED (
 	SELECT id FROM {s}.jobs WHERE id = $1 AND state = {running_by_id} AND lease_token = $2
 	FOR SHARE
@@ -613,12 +631,7 @@ func eventAppendSQL(conflict string) string {
 		AS u(attempt, seq, kind, name, at, data)
 	WHERE EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)` + conflict + `
 	RETURNING attempt, seq
-), status AS (
-	UPDATE {s}.runs SET status = $9, updated_at = $10, ended_at = coalesce($11, ended_at)
-	WHERE id = $1 AND $9::text IS NOT NULL AND status <> $9
-		AND EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM dup)
-		AND (SELECT count(*) FROM ins) = cardinality($3::int4[])
-)
+)` + update + `
 SELECT EXISTS (SELECT 1 FROM lease), EXISTS (SELECT 1 FROM dup), ins.attempt, ins.seq
 FROM (SELECT 1) one LEFT JOIN ins ON true`
 }

@@ -309,13 +309,14 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 		attempts[i], seqs[i] = int32(ev.Attempt), int32(ev.Seq)
 		kinds[i], names[i], at[i], data[i] = ev.Kind, ev.Name, ts(ev.At), ev.Data
 	}
-	sql := e.d.q.eventAppend
-	if e.tx != nil {
-		sql = e.d.q.eventAppendTx
-	}
-	var status any
+	args := []any{p.RunID, p.LeaseToken, attempts, seqs, kinds, names, at, data}
+	sql, sqlTx := e.d.q.eventAppendOnly, e.d.q.eventAppendOnlyTx
 	if p.RunStatus != "" {
-		status = string(p.RunStatus)
+		sql, sqlTx = e.d.q.eventAppend, e.d.q.eventAppendTx
+		args = append(args, string(p.RunStatus), ts(p.Now), ts(p.EndedAt))
+	}
+	if e.tx != nil {
+		sql = sqlTx
 	}
 	var (
 		held, dup            bool
@@ -334,7 +335,7 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 			return nil
 		})
 		return err
-	}, sql, p.RunID, p.LeaseToken, attempts, seqs, kinds, names, at, data, status, ts(p.Now), ts(p.EndedAt))
+	}, sql, args...)
 	if err != nil {
 		return e.d.fail(op, err)
 	}
