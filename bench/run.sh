@@ -144,6 +144,11 @@ one() {
 	[ -n "$db" ] && dropdb "$db"
 	BENCH_CPU_CLIENT_S=$(secs "$c0" "$c1") BENCH_CPU_SERVER_S=$(secs "$s0" "$s1") \
 		"$BT" add "$RAW" "$group" "$row" "$side" "$label" "$out" "$err" "$shown"
+	# ALSO_GROUP: the same run is a row of that group as well.
+	if [ -n "${ALSO_GROUP:-}" ]; then
+		BENCH_CPU_CLIENT_S=$(secs "$c0" "$c1") BENCH_CPU_SERVER_S=$(secs "$s0" "$s1") \
+			"$BT" add "$RAW" "$ALSO_GROUP" "$row" "$side" "$label" "$out" "$err" "$shown"
+	fi
 }
 
 # Does hopper do this? (hopper's postgres driver and workflow mode may not be
@@ -272,6 +277,9 @@ if want workflow; then
 	for D in postgres sqlite; do
 		if [ "$D" = postgres ] && [ "$PG_OK" = 0 ]; then continue; fi
 		G="Workflows on $D: $WORKFLOWS 3-step no-op workflows, 100 at a time; 200 sequential"
+		# Each run in the process that starts it: hopper's SkipQueue runs
+		# and DBOS's RunWorkflow, each Start + Result from 100 goroutines.
+		GD="Workflows on $D, each run in the process that starts it: $WORKFLOWS 3-step no-op workflows from 100 goroutines; 200 sequential"
 		log "$G"
 		HWF=0
 		hopper_wf "$D" && HWF=1
@@ -280,14 +288,16 @@ if want workflow; then
 		for rep in $(seq "$REPS"); do
 			if [ "$HWF" = 1 ]; then
 				one "$G" "" hopper "hopper $D" "$D" -- "$H" bench --driver "$D" --mode workflow --jobs "$WORKFLOWS" --workers 100 --keep
+				one "$GD" "" hopper "hopper $D direct" "$D" -- "$H" bench --driver "$D" --mode workflow --launch direct --jobs "$WORKFLOWS" --workers 100 --keep
 			fi
 			one "$G" "$peer, queue (concurrency 100, polling 10ms)" peer "$peer queue tuned" "$D" -- "$DB" --driver "$D" --mode workflow --workflows "$WORKFLOWS" --workers 100 --poll-interval 10ms
-			one "$G" "$peer, RunWorkflow from 100 goroutines" peer "$peer direct" "$D" -- "$DB" --driver "$D" --mode workflow --workflows "$WORKFLOWS" --workers 100 --launch direct
+			ALSO_GROUP="$GD" one "$G" "$peer, RunWorkflow from 100 goroutines" peer "$peer direct" "$D" -- "$DB" --driver "$D" --mode workflow --workflows "$WORKFLOWS" --workers 100 --launch direct
 			if [ "$D" = postgres ]; then
 				one "$G" "$peer, queue (concurrency 100, default polling 1s; $((WORKFLOWS / 10)) workflows)" peer "$peer queue default" "$D" -- "$DB" --driver "$D" --mode workflow --workflows "$((WORKFLOWS / 10))" --workers 100
 			fi
 		done
 		if [ "$HWF" = 0 ]; then
+			"$BT" note "$RAW" "$GD" "hopper skipped: \`hopper bench --mode workflow --driver $D\` failed in this checkout: $(tail -1 "$TMP/probe.err")"
 			"$BT" note "$RAW" "$G" "hopper skipped: \`hopper bench --mode workflow --driver $D\` failed in this checkout: $(tail -1 "$TMP/probe.err")"
 		fi
 		"$BT" note "$RAW" "$G" "With DBOS's default queue polling (1s) a queue with concurrency 100 starts at most ~100 workflows per second, so that row runs a tenth of the workflows."

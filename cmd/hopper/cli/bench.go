@@ -39,6 +39,10 @@ type benchOpts struct {
 	// to workers, evaluated every autoEvery.
 	autoMin   int
 	autoEvery time.Duration
+	// launch is how --mode workflow starts its concurrent runs: "queue"
+	// (Start from 16 goroutines, run by the workers) or "direct" (Start +
+	// Result of a SkipQueue workflow from --workers goroutines).
+	launch string
 	// queue is the run's own queue: every job and run it makes goes there,
 	// and only those are counted and cleaned up.
 	queue string
@@ -80,10 +84,12 @@ type ThroughputResult struct {
 
 // WorkflowResult is one workflow run, as --json prints it.
 type WorkflowResult struct {
-	Mode          string  `json:"mode"`
-	Driver        string  `json:"driver"`
-	Workflows     int     `json:"workflows"`
-	Workers       int     `json:"workers"`
+	Mode      string `json:"mode"`
+	Driver    string `json:"driver"`
+	Workflows int    `json:"workflows"`
+	Workers   int    `json:"workers"`
+	// Launch is how the concurrent runs were started: queue or direct.
+	Launch        string  `json:"launch"`
 	WorkflowsPerS float64 `json:"workflows_per_s"`
 	StepsPerS     float64 `json:"steps_per_s"`
 	// CPUPerRunUs is this process's CPU time during the concurrent phase,
@@ -120,7 +126,10 @@ func benchCmd(g *globals) *cobra.Command {
               (work jobs/s); verify that exactly --jobs jobs succeeded.
   workflow:   start --jobs workflows of three no-op steps (from 16 goroutines) with
               --workers workers and time until every run completed (workflows/s,
-              steps/s); verify that exactly --jobs runs completed; then run 200
+              steps/s); with --launch direct, run them from --workers goroutines
+              instead, each a Start + Result of a SkipQueue workflow (its first
+              execution in the starting process, no claim); verify that exactly
+              --jobs runs completed; then run 200
               workflows one at a time (Start + Result of a SkipQueue workflow,
               whose first execution runs in-process at once) for p50/p99.
   latency:    enqueue at --rate jobs/s for --duration; report enqueue-to-start
@@ -147,6 +156,7 @@ it there, and it says what it left. The database is created when missing.`,
 	f.IntVar(&o.jobs, "jobs", 100_000, "jobs to insert and work (throughput)")
 	f.IntVar(&o.workers, "workers", 100, "concurrent workers")
 	f.StringVar(&o.mode, "mode", "throughput", "throughput, latency or workflow")
+	f.StringVar(&o.launch, "launch", "queue", "workflow mode: queue (Start from 16 goroutines, run by the workers) or direct (Start + Result of a SkipQueue workflow from --workers goroutines)")
 	f.Float64Var(&o.rate, "rate", 200, "enqueue rate in jobs/s (latency)")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to enqueue (latency)")
 	f.IntVar(&o.backlog, "backlog", 0, "jobs scheduled far in the future, stored before the run")
@@ -194,6 +204,11 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 	case "throughput", "latency", "workflow":
 	default:
 		return fmt.Errorf("unknown --mode %q: use throughput, latency or workflow", o.mode)
+	}
+	switch o.launch {
+	case "queue", "direct":
+	default:
+		return fmt.Errorf("unknown --launch %q: use queue or direct", o.launch)
 	}
 	drv, created, err := openBenchStore(ctx, url)
 	if err != nil {
@@ -248,8 +263,8 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 			fmt.Fprintf(g.out, "  cpu:    %.1f µs per job (this process, work phase)\n", r.WorkCPUPerJobUs)
 		}
 	case *WorkflowResult:
-		fmt.Fprintf(g.out, "%s workflow: %d 3-step workflows, %d workers\n  %.0f workflows/s, %.0f steps/s\n  sequential p50 %.2f ms  p99 %.2f ms\n",
-			r.Driver, r.Workflows, o.workers, r.WorkflowsPerS, r.StepsPerS, r.SeqP50Ms, r.SeqP99Ms)
+		fmt.Fprintf(g.out, "%s workflow: %d 3-step workflows, %d workers, launch %s\n  %.0f workflows/s, %.0f steps/s\n  sequential p50 %.2f ms  p99 %.2f ms\n",
+			r.Driver, r.Workflows, o.workers, r.Launch, r.WorkflowsPerS, r.StepsPerS, r.SeqP50Ms, r.SeqP99Ms)
 		if r.CPUPerRunUs > 0 {
 			fmt.Fprintf(g.out, "  cpu:    %.0f µs per run (this process, concurrent phase)\n", r.CPUPerRunUs)
 		}
@@ -615,7 +630,13 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 		return nil, err
 	}
 	defer c.Stop(context.Background())
-	const starters = 16
+	// Through the queue, 16 goroutines start the runs and the workers run
+	// them; direct, each of --workers goroutines starts a run that skips
+	// the queue and waits for its result, as DBOS's RunWorkflow + GetResult.
+	starters, wf, wait := 16, benchSteps, false
+	if o.launch == "direct" {
+		starters, wf, wait = o.workers, benchStepsDirect, true
+	}
 	stopProfile, err := startProfile(o.cpuprof)
 	if err != nil {
 		return nil, err
@@ -634,7 +655,11 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 				if i >= n || startErr.Load() != nil {
 					return
 				}
-				if _, err := benchSteps.Start(ctx, c, int(i), nil); err != nil {
+				h, err := wf.Start(ctx, c, int(i), nil)
+				if err == nil && wait {
+					_, err = h.Result(ctx)
+				}
+				if err != nil {
 					startErr.CompareAndSwap(nil, &err)
 					return
 				}
@@ -675,18 +700,22 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 		lat = append(lat, time.Since(t))
 	}
 	slices.Sort(lat)
+	how := fmt.Sprintf("started from %d goroutines (Start, through the queue), %d workers", starters, o.workers)
+	if o.launch == "direct" {
+		how = fmt.Sprintf("run from %d goroutines (Start + Result of a SkipQueue workflow, no queue)", starters)
+	}
 	pct := func(p float64) float64 {
 		i := max(0, min(int(math.Ceil(p*float64(len(lat))))-1, len(lat)-1))
 		return float64(lat[i]) / float64(time.Millisecond)
 	}
 	return &WorkflowResult{
-		Mode: "workflow", Driver: drv.Name(), Workflows: o.jobs, Workers: o.workers,
+		Mode: "workflow", Driver: drv.Name(), Workflows: o.jobs, Workers: o.workers, Launch: o.launch,
 		WorkflowsPerS: float64(o.jobs) / elapsed.Seconds(),
 		StepsPerS:     3 * float64(o.jobs) / elapsed.Seconds(),
 		CPUPerRunUs:   perUnitMicros(cpu1-cpu0, cpuOK, o.jobs),
 		SeqP50Ms:      pct(0.50), SeqP99Ms: pct(0.99),
-		Config: fmt.Sprintf("%d workflows of 3 no-op steps started from %d goroutines (Start, through the queue), %d workers, timed from the first Start to the last run's completion; %d sequential workflows via Start + Result of a SkipQueue workflow (first execution in the starting process, no queue)",
-			o.jobs, starters, o.workers, benchSeq),
+		Config: fmt.Sprintf("%d workflows of 3 no-op steps %s, timed from the first Start to the last run's completion; %d sequential workflows via Start + Result of a SkipQueue workflow (first execution in the starting process, no queue)",
+			o.jobs, how, benchSeq),
 	}, nil
 }
 

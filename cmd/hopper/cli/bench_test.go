@@ -64,6 +64,16 @@ func testBenchTwice(t *testing.T, driverName, db string) {
 	if saysCPU && wr.CPUPerRunUs <= 0 {
 		t.Fatalf("the workflow run reports no CPU per run: %q", out)
 	}
+	// Direct: each run from its own goroutine, Start + Result, no queue.
+	out, errOut, code = run(t, "bench", "--driver", driverName, "--db", db, "--jobs", "6", "--mode", "workflow", "--launch", "direct", "--workers", "3", "--json")
+	wr = WorkflowResult{}
+	if code != 0 || json.Unmarshal([]byte(out), &wr) != nil || wr.Workflows != 6 || wr.Launch != "direct" || wr.RemovedJobs != 6+benchSeq ||
+		!strings.Contains(wr.Config, "run from 3 goroutines") {
+		t.Fatalf("a direct workflow run: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code = run(t, "bench", "--driver", driverName, "--db", db, "--mode", "workflow", "--launch", "sideways"); code == 0 || !strings.Contains(errOut, "--launch") {
+		t.Fatalf("an unknown --launch: %d %q", code, errOut)
+	}
 	out, errOut, code = run(t, "bench", "--driver", driverName, "--db", db, "--jobs", "10")
 	if code != 0 || !strings.Contains(out, "removed its 10 jobs (queue bench-") {
 		t.Fatalf("bench says what it removed: %d %q %q", code, out, errOut)
