@@ -207,6 +207,7 @@ func testSkipQueueRunStartsFromItsRow(t *testing.T, newDriver func(*testing.T) d
 	_, loads := spy.counts(h.ID())
 	require.Zero(t, loads, "the run this process started is not read back")
 	require.Zero(t, spy.runReads(h.ID()), "a completed run's output is its job's result: its row is not read")
+	require.Zero(t, spy.jobGets(h.ID()), "the wait for a run executing here reads nothing: its finish here wakes it")
 	info, err := c.RunGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, info.CreatedAt.UTC().Format(time.RFC3339Nano)+" UTC", at, "the execution's start time is the stored one")
@@ -260,8 +261,9 @@ func testSkipQueueRunIsStoredRunning(t *testing.T, newDriver func(*testing.T) dr
 }
 
 // TestWaitOfALocalFinishReadsNothing: a wait this process's finish of the
-// job ends gets the row the finish committed, without reading it again,
-// and that row is the stored one.
+// job ends gets the row the finish committed, without reading it, and
+// that row is the stored one. The job executes here when the wait begins,
+// so the wait does not read it first either.
 func TestWaitOfALocalFinishReadsNothing(t *testing.T) {
 	forEachDriver(t, testWaitOfALocalFinishReadsNothing)
 }
@@ -273,7 +275,9 @@ func testWaitOfALocalFinishReadsNothing(t *testing.T, newDriver func(*testing.T)
 	c := newClient(t, hopper.Config{Driver: spy, WaitPollInterval: time.Hour})
 	ctx := testCtx(t)
 	release := make(chan struct{})
+	running := make(chan struct{})
 	double := hopper.Define("double-later", func(ctx context.Context, n int) (int, error) {
+		close(running)
 		select {
 		case <-release:
 		case <-ctx.Done():
@@ -290,19 +294,28 @@ func testWaitOfALocalFinishReadsNothing(t *testing.T, newDriver func(*testing.T)
 		err error
 	}
 	done := make(chan waited, 1)
-	next := spy.got.next()
+	select {
+	case <-running:
+	case <-ctx.Done():
+		t.Fatal("the job never ran")
+	}
+	watched := make(chan string, 1)
+	c.OnWatch(func(id string) {
+		select {
+		case watched <- id:
+		default:
+		}
+	})
 	go func() {
 		row, err := h.Wait(ctx)
 		done <- waited{row, err}
 	}()
-	// The wait read the job once, found it running, and waits: finish it.
-	for spy.jobGets(h.ID()) == 0 {
-		select {
-		case <-next:
-			next = spy.got.next()
-		case <-ctx.Done():
-			t.Fatal("the wait never read the job")
-		}
+	// The wait is registered, the job executing here: finish it.
+	select {
+	case id := <-watched:
+		require.Equal(t, h.ID(), id)
+	case <-ctx.Done():
+		t.Fatal("the wait never began")
 	}
 	close(release)
 	var w waited
@@ -312,10 +325,83 @@ func testWaitOfALocalFinishReadsNothing(t *testing.T, newDriver func(*testing.T)
 		t.Fatal("the wait did not end")
 	}
 	require.NoError(t, w.err)
-	require.Equal(t, 1, spy.jobGets(h.ID()), "woken by its own finish, the wait reads nothing more")
+	require.Zero(t, spy.jobGets(h.ID()), "woken by its own finish of a job executing here, the wait reads nothing")
 	require.Equal(t, hopper.StateSucceeded, w.row.State)
 	require.JSONEq(t, "42", string(w.row.Result))
 	stored, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
 	require.Equal(t, stored, w.row, "the row the wait returns is the stored one")
+}
+
+// TestWaitOfAJobFinishedElsewhereWhileItExecutesHere: a wait that begins
+// while this process executes the job reads nothing at first, counting on
+// the finish here; when another process ends the job meanwhile (here:
+// the store, written directly, as a rescuer that took the lease would),
+// the finish here loses its lease and the wait, woken by it, reads the
+// job and returns it as the other process left it.
+func TestWaitOfAJobFinishedElsewhereWhileItExecutesHere(t *testing.T) {
+	forEachDriver(t, testWaitOfAJobFinishedElsewhereWhileItExecutesHere)
+}
+
+func testWaitOfAJobFinishedElsewhereWhileItExecutesHere(t *testing.T, newDriver func(*testing.T) driver.Driver) {
+	spy := newAppendSpy(newDriver(t))
+	c := newClient(t, hopper.Config{Driver: spy, WaitPollInterval: time.Hour})
+	ctx := testCtx(t)
+	release, running := make(chan struct{}), make(chan struct{})
+	slow := hopper.Define("finished-elsewhere", func(ctx context.Context, n int) (int, error) {
+		close(running)
+		<-release
+		return n, nil
+	}, nil)
+	require.NoError(t, c.Register(slow))
+	h, err := slow.Enqueue(ctx, c, 1, nil)
+	require.NoError(t, err)
+	select {
+	case <-running:
+	case <-ctx.Done():
+		t.Fatal("the job never ran")
+	}
+	watched := make(chan string, 1)
+	c.OnWatch(func(id string) {
+		select {
+		case watched <- id:
+		default:
+		}
+	})
+	type waited struct {
+		row *hoppertype.JobRow
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		row, err := h.Wait(ctx)
+		done <- waited{row, err}
+	}()
+	select {
+	case <-watched:
+	case <-ctx.Done():
+		t.Fatal("the wait never began")
+	}
+	require.Zero(t, spy.jobGets(h.ID()), "the wait for a job executing here read it")
+
+	// Another process ends it under the lease this one holds.
+	ex := spy.Driver.Executor()
+	row, err := ex.JobGet(ctx, &driver.JobGetParams{ID: h.ID()})
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.JobStateRunning, row.State)
+	res, err := ex.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: row.ID, LeaseToken: row.LeaseToken,
+		State: hoppertype.JobStateSucceeded, Attempt: row.Attempt, RunAt: row.RunAt, Result: []byte("7"), EndedAt: row.StartedAt}}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+
+	close(release)
+	var w waited
+	select {
+	case w = <-done:
+	case <-ctx.Done():
+		t.Fatal("the wait did not end")
+	}
+	require.NoError(t, w.err)
+	require.Equal(t, hopper.StateSucceeded, w.row.State)
+	require.JSONEq(t, "7", string(w.row.Result), "the wait returns the job as the other process left it")
 }

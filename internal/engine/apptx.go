@@ -205,15 +205,20 @@ func (s *session) confirmTx(at *Attempt, tf *txFinish) bool {
 	defer cancel()
 	row, err := e.drv.JobGet(ctx, &driver.JobGetParams{ID: at.row.ID})
 	switch {
-	case errors.Is(err, hoppertype.ErrNotFound):
-		return true
-	case err != nil:
+	case err != nil && !errors.Is(err, hoppertype.ErrNotFound):
 		e.reportError(fmt.Errorf("read job %s after its transaction: %w", at.row.ID, err), hoppertype.PhaseCommit)
 		return false
+	case err == nil && row.LeaseToken == at.row.LeaseToken && row.Attempt == at.row.Attempt && row.State == hoppertype.JobStateRunning:
+		return false // the completer records the outcome
+	}
+	// The attempt's outcome is not the completer's to write: it is no
+	// longer executing here (before its waiters are woken).
+	s.leftHere(at.row)
+	switch {
+	case err != nil: // not found
+		return true
 	case row.LeaseToken != at.row.LeaseToken || row.Attempt != at.row.Attempt:
 		return true // another attempt's now
-	case row.State == hoppertype.JobStateRunning:
-		return false
 	case row.State != hoppertype.JobStateSucceeded:
 		return true // rescued: the attempt's outcome would lose its lease
 	}

@@ -45,6 +45,19 @@ type finishItem struct {
 	effects func(ctx context.Context, tx driver.Executor, updated *hoppertype.JobRow) error
 	// done, if set, receives the commit's verdict for this item.
 	done chan<- error
+	// here is the session that counted the attempt as executing here
+	// (dispatchItem), nil for a job that was not dispatched: the count
+	// ends once the transition is written (or failed), just before the
+	// job's waiters are woken (see Engine.WaitJob).
+	here *session
+}
+
+// leftHere ends the item's count of executing here, if it had one.
+func (it *finishItem) leftHere() {
+	if it.here != nil {
+		it.here.leftHere(it.row)
+		it.here = nil
+	}
 }
 
 // finished is an item's fate after a flush.
@@ -169,6 +182,7 @@ func (e *Engine) recordFinished(life context.Context, items []finishItem) {
 	}
 	if err != nil {
 		for _, it := range items {
+			it.leftHere()
 			e.waiters.jobDone(it.row.ID) // (see the lost lease in afterFinish)
 			e.reportError(fmt.Errorf("record outcome of job %s: %w", it.row.ID, err), hoppertype.PhaseCommit)
 			if it.done != nil {
@@ -518,6 +532,7 @@ func notifyIDs(ctx context.Context, tx driver.Executor, topic string, ids []stri
 // (its calls end with life).
 func (e *Engine) afterFinish(life context.Context, f finished) {
 	it := f.item
+	it.leftHere()
 	if it.done != nil {
 		it.done <- f.err
 	}

@@ -395,6 +395,21 @@ func (e *Engine) session() *session {
 	return e.s
 }
 
+// OnWatch has f called with the id of each wait for a job or group, once
+// it is registered (so that a finish from then on wakes it). For tests.
+func (e *Engine) OnWatch(f func(id string)) {
+	e.waiters.mu.Lock()
+	e.waiters.onWatch = f
+	e.waiters.mu.Unlock()
+}
+
+// executesHere reports whether an attempt of job id is dispatched to this
+// process's running session and its outcome not yet handed on.
+func (e *Engine) executesHere(id string) bool {
+	s := e.session()
+	return s != nil && s.executesHere(id)
+}
+
 // Session returns the running session, nil unless started.
 func (e *Engine) Session() *Session {
 	if s := e.session(); s != nil {

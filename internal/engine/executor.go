@@ -26,7 +26,7 @@ func (s *session) execute(it dispatchItem) {
 
 	// Deadline checked before dispatch: a job past it never runs.
 	if !row.Deadline.IsZero() && !now.Before(row.Deadline) {
-		s.completer.submit(finishItem{row: row, outcome: decide(row, attemptResult{err: hoppertype.ErrExpired, cause: hoppertype.ErrExpired}, nil, now, nil, nil)})
+		s.completer.submit(finishItem{row: row, outcome: decide(row, attemptResult{err: hoppertype.ErrExpired, cause: hoppertype.ErrExpired}, nil, now, nil, nil), here: s})
 		return
 	}
 	t := e.lookupType(row.Type)
@@ -36,7 +36,7 @@ func (s *session) execute(it dispatchItem) {
 		o := decide(row, attemptResult{err: hoppertype.ErrUnknownType}, func(error, hoppertype.FailureInfo) hoppertype.Decision {
 			return hoppertype.DecideDelay(e.cfg.PollInterval)
 		}, now, nil, nil)
-		s.completer.submit(finishItem{row: row, outcome: o})
+		s.completer.submit(finishItem{row: row, outcome: o, here: s})
 		return
 	}
 
@@ -94,7 +94,7 @@ func (s *session) execute(it dispatchItem) {
 		classify = e.cfg.Hooks.Classify
 	}
 	o := decide(row, res, classify, e.now(), defaultRand, func(err error) { e.reportError(err, hoppertype.PhaseHook) })
-	item := finishItem{row: row, outcome: o, run: at.run, effects: at.effects}
+	item := finishItem{row: row, outcome: o, run: at.run, effects: at.effects, here: s}
 	if o.params.State == hoppertype.JobStateSucceeded {
 		item.group = at.groupEffect()
 	}

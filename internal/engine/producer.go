@@ -262,6 +262,7 @@ func (s *session) dispatchItem(it dispatchItem) bool {
 		return false
 	}
 	s.execs.Add(1)
+	s.here[it.row.ID]++
 	s.mu.Unlock()
 	select {
 	case s.pool <- it:

@@ -52,6 +52,10 @@ type session struct {
 	scalings  []hoppertype.ScalingInfo
 	producers map[string]*producer
 	active    map[driver.Lease]*activeJob
+	// here counts, per job id, the attempts dispatched to this process
+	// whose outcome is not yet written: a wait for such a job is woken by
+	// this process's finish (see Engine.WaitJob).
+	here map[string]int
 
 	loops     sync.WaitGroup // producers, heartbeater, maintenance, listeners
 	execs     sync.WaitGroup // running attempts
@@ -92,6 +96,7 @@ func startSession(ctx context.Context, e *Engine) (*session, error) {
 		slots:     NewSlots(initialSlots(e.cfg)),
 		producers: map[string]*producer{},
 		active:    map[driver.Lease]*activeJob{},
+		here:      map[string]int{},
 		pool:      make(chan dispatchItem),
 		execsDone: make(chan struct{}),
 		poolDone:  make(chan struct{}),
@@ -272,6 +277,28 @@ func (s *session) addActive(row *hoppertype.JobRow, cancel context.CancelCauseFu
 	s.mu.Unlock()
 	s.e.progressed()
 	return a
+}
+
+// leftHere ends what dispatchItem counted in here for row: called once the
+// attempt's outcome is written (or failed to be), just before the job's
+// waiters are woken, so that a wait that finds the job here is woken after
+// and one that finds it gone reads it.
+func (s *session) leftHere(row *hoppertype.JobRow) {
+	s.mu.Lock()
+	if n := s.here[row.ID]; n > 1 {
+		s.here[row.ID] = n - 1
+	} else {
+		delete(s.here, row.ID)
+	}
+	s.mu.Unlock()
+}
+
+// executesHere reports whether an attempt of job id is dispatched to this
+// process and its outcome not yet handed on.
+func (s *session) executesHere(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.here[id] > 0
 }
 
 func (s *session) removeActive(row *hoppertype.JobRow) {

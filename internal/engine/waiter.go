@@ -12,12 +12,28 @@ import (
 	"github.com/hopper-go/hopper/internal/hclock"
 )
 
-// WaitJob waits for a job to be terminal, in any process.
+// WaitJob waits for a job to be terminal, in any process. A job that this
+// process executes (a run started here that skips the queue, an attempt
+// claimed here) is not read first: its finish here wakes the wait with the
+// row it committed. Should another process end it instead (a rescue after
+// a lost lease), the store's notice or the wait's poll wakes the wait,
+// which then reads it.
 func (e *Engine) WaitJob(ctx context.Context, id string) (*hoppertype.JobRow, error) {
 	var known *hoppertype.JobRow // the row a local finish woke this wait with
-	for {
+	for first := true; ; first = false {
 		w, release := e.waiters.watch(waitJob, id)
 		row := known
+		if first && e.executesHere(id) {
+			// Registered before the check: the finish, which follows
+			// the attempt's leaving here, wakes w.
+			if err := e.waitSignal(ctx, w.ch); err != nil {
+				release()
+				return nil, err
+			}
+			known = e.waiters.finished(w)
+			release()
+			continue
+		}
 		if row == nil {
 			var err error
 			if row, err = e.drv.JobGet(ctx, &driver.JobGetParams{ID: id}); err != nil {
@@ -145,6 +161,8 @@ type waiterHub struct {
 	refs    int
 	cancel  context.CancelFunc
 	stopped chan struct{}
+	// onWatch, when set (tests), is called with each id watch registers.
+	onWatch func(id string)
 	// linger ends the listening once no one has waited for waitLinger:
 	// waits that follow one another (a caller starting workflows one at a
 	// time and waiting for each) keep one subscription instead of
@@ -181,7 +199,11 @@ func (h *waiterHub) watch(kind waitKind, id string) (*waitEntry, func()) {
 			h.startListening()
 		}
 	}
+	onWatch := h.onWatch
 	h.mu.Unlock()
+	if onWatch != nil {
+		onWatch(id)
+	}
 	var once sync.Once
 	return e, func() {
 		once.Do(func() {
