@@ -378,7 +378,8 @@ func (c *Client) QueueList(ctx context.Context) ([]QueueInfo, error) {
 }
 
 // QueuePause stops every process from starting jobs of queue until
-// QueueResume. Running jobs finish. A queue that no job, worker (this
+// QueueResume. Running jobs finish, and the first attempt of a SkipQueue
+// job, which never goes through the queue, still runs. A queue that no job, worker (this
 // client, or a process whose worker row the store keeps) or earlier pause
 // has named is refused with an *UnknownNameError (wrapping ErrNotFound),
 // unless opts.Create pauses it ahead of its first job.
