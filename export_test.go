@@ -9,6 +9,6 @@ const StopGrace = engine.StopGrace
 // leading.
 func (c *Client) LeadershipChanged() <-chan struct{} { return c.eng.LeadershipChanged() }
 
-// OnWatch has f called with the id of each wait for a job or group, once
-// registered.
-func (c *Client) OnWatch(f func(id string)) { c.eng.OnWatch(f) }
+// OnWaitBlock has f called with a job's id each time a wait for it,
+// registered and done reading, is about to block.
+func (c *Client) OnWaitBlock(f func(id string)) { c.eng.OnWaitBlock(f) }

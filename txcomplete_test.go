@@ -605,3 +605,91 @@ func testCompleteTxVetoed(t *testing.T, d driver.Driver) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the second attempt's transfer committed")
 }
+
+// TestWaitOfACompleteTxRescuedMeanwhile: a handler's CompleteTx went
+// through but its transaction rolled back, and while the handler still
+// runs, another process rescues the job (its lease lapsed) for a retry. A
+// wait that begins then finds the job executing here and does not read
+// it; the end of the attempt here (nothing to record: the job moved on)
+// wakes it, and it reads the job and waits on for the retry, which the
+// other process completes.
+func TestWaitOfACompleteTxRescuedMeanwhile(t *testing.T) {
+	forEachTxDriver(t, testWaitOfACompleteTxRescuedMeanwhile)
+}
+
+func testWaitOfACompleteTxRescuedMeanwhile(t *testing.T, d driver.Driver) {
+	ctx := testCtx(t)
+	db := newAppDB(d)
+	// Worker A's clock never moves, so it never heartbeats.
+	clkA := hoppertest.NewClock(time.Time{})
+	rolledBack, released := make(chan struct{}), make(chan struct{})
+	jobA := hopper.Define("work", func(ctx context.Context, _ int) (int, error) {
+		tx, err := db.begin(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if err := hopper.CompleteTx(ctx, tx.tx, 1); err != nil {
+			return 0, errors.Join(err, tx.rollback(ctx))
+		}
+		if err := tx.rollback(ctx); err != nil {
+			return 0, err
+		}
+		close(rolledBack)
+		<-released
+		return 0, nil
+	}, nil)
+	a, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkA, WorkerID: "A", MaxWorkers: 1, WaitPollInterval: time.Hour})
+	require.NoError(t, a.Register(jobA))
+	h, err := jobA.Enqueue(ctx, a, 0, nil)
+	require.NoError(t, err)
+	<-rolledBack
+
+	// Worker B lives a minute later: it rescues the job for a retry.
+	clkB := hoppertest.NewClock(clkA.Now().Add(time.Minute))
+	jobB := hopper.Define("work", func(ctx context.Context, _ int) (int, error) { return 2, nil },
+		&hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Base: time.Second, Jitter: hopper.NoJitter}})
+	events := newEventLog()
+	b, _ := hoppertest.NewClient(t, hopper.Config{Driver: d, Clock: clkB, WorkerID: "B", OnEvent: events.hook})
+	require.NoError(t, b.Register(jobB))
+	rescued := events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventFailed })
+	require.True(t, rescued.WillRetry)
+
+	blocked := make(chan struct{}, 4)
+	a.OnWaitBlock(func(id string) {
+		if id == h.ID() {
+			blocked <- struct{}{}
+		}
+	})
+	type waited struct {
+		row *hopper.JobRow
+		err error
+	}
+	done := make(chan waited, 1)
+	go func() {
+		row, err := h.Wait(ctx)
+		done <- waited{row, err}
+	}()
+	next := func(what string) {
+		t.Helper()
+		select {
+		case <-blocked:
+		case <-ctx.Done():
+			t.Fatal(what)
+		}
+	}
+	next("the wait never blocked")
+	close(released)
+	// Woken by the attempt's end here, the wait reads the job, finds it
+	// waiting for its retry, and blocks again: before B runs it.
+	next("the wait was not woken by the end of the attempt here")
+	retryAt(t, clkB, rescued.RunAt)
+	var w waited
+	select {
+	case w = <-done:
+	case <-ctx.Done():
+		t.Fatal("the wait did not end")
+	}
+	require.NoError(t, w.err)
+	require.Equal(t, hopper.StateSucceeded, w.row.State)
+	require.Equal(t, 2, w.row.Attempt)
+}

@@ -300,7 +300,7 @@ func testWaitOfALocalFinishReadsNothing(t *testing.T, newDriver func(*testing.T)
 		t.Fatal("the job never ran")
 	}
 	watched := make(chan string, 1)
-	c.OnWatch(func(id string) {
+	c.OnWaitBlock(func(id string) {
 		select {
 		case watched <- id:
 		default:
@@ -310,7 +310,7 @@ func testWaitOfALocalFinishReadsNothing(t *testing.T, newDriver func(*testing.T)
 		row, err := h.Wait(ctx)
 		done <- waited{row, err}
 	}()
-	// The wait is registered, the job executing here: finish it.
+	// The wait is registered and blocks, the job executing here: finish it.
 	select {
 	case id := <-watched:
 		require.Equal(t, h.ID(), id)
@@ -362,7 +362,7 @@ func testWaitOfAJobFinishedElsewhereWhileItExecutesHere(t *testing.T, newDriver 
 		t.Fatal("the job never ran")
 	}
 	watched := make(chan string, 1)
-	c.OnWatch(func(id string) {
+	c.OnWaitBlock(func(id string) {
 		select {
 		case watched <- id:
 		default:
@@ -382,7 +382,7 @@ func testWaitOfAJobFinishedElsewhereWhileItExecutesHere(t *testing.T, newDriver 
 	case <-ctx.Done():
 		t.Fatal("the wait never began")
 	}
-	require.Zero(t, spy.jobGets(h.ID()), "the wait for a job executing here read it")
+	require.Zero(t, spy.jobGets(h.ID()), "the wait for a job executing here read it before it blocked")
 
 	// Another process ends it under the lease this one holds.
 	ex := spy.Driver.Executor()

@@ -214,13 +214,13 @@ func (s *session) confirmTx(at *Attempt, tf *txFinish) bool {
 	// The attempt's outcome is not the completer's to write: it is no
 	// longer executing here (before its waiters are woken).
 	s.leftHere(at.row)
-	switch {
-	case err != nil: // not found
+	if err != nil || row.LeaseToken != at.row.LeaseToken || row.Attempt != at.row.Attempt ||
+		row.State != hoppertype.JobStateSucceeded {
+		// Gone, another attempt's now, or rescued (the attempt's outcome
+		// would lose its lease): nothing to record. A wait that found
+		// the job executing here, and so did not read it, reads it now.
+		e.waiters.jobDone(at.row.ID)
 		return true
-	case row.LeaseToken != at.row.LeaseToken || row.Attempt != at.row.Attempt:
-		return true // another attempt's now
-	case row.State != hoppertype.JobStateSucceeded:
-		return true // rescued: the attempt's outcome would lose its lease
 	}
 	e.sendNotes(ctx, tf.notes)
 	e.afterFinish(s.life.hard, tf.f)

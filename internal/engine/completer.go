@@ -46,9 +46,10 @@ type finishItem struct {
 	// done, if set, receives the commit's verdict for this item.
 	done chan<- error
 	// here is the session that counted the attempt as executing here
-	// (dispatchItem), nil for a job that was not dispatched: the count
-	// ends once the transition is written (or failed), just before the
-	// job's waiters are woken (see Engine.WaitJob).
+	// (dispatchItem), nil for an item of a job that was not dispatched
+	// (and for an application transaction's outcome, which confirmTx
+	// ends): the count ends once the transition is written (or failed),
+	// just before the job's waiters are woken (see Engine.WaitJob).
 	here *session
 }
 

@@ -395,16 +395,18 @@ func (e *Engine) session() *session {
 	return e.s
 }
 
-// OnWatch has f called with the id of each wait for a job or group, once
-// it is registered (so that a finish from then on wakes it). For tests.
-func (e *Engine) OnWatch(f func(id string)) {
+// OnWaitBlock has f called with a job's id each time a wait for it
+// (WaitJob), registered and done reading, is about to block: a finish from
+// then on wakes it. For tests.
+func (e *Engine) OnWaitBlock(f func(id string)) {
 	e.waiters.mu.Lock()
-	e.waiters.onWatch = f
+	e.waiters.onBlock = f
 	e.waiters.mu.Unlock()
 }
 
 // executesHere reports whether an attempt of job id is dispatched to this
-// process's running session and its outcome not yet handed on.
+// process's running session and its end not yet recorded (see
+// session.here).
 func (e *Engine) executesHere(id string) bool {
 	s := e.session()
 	return s != nil && s.executesHere(id)

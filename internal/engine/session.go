@@ -53,8 +53,8 @@ type session struct {
 	producers map[string]*producer
 	active    map[driver.Lease]*activeJob
 	// here counts, per job id, the attempts dispatched to this process
-	// whose outcome is not yet written: a wait for such a job is woken by
-	// this process's finish (see Engine.WaitJob).
+	// whose end is not yet recorded: a wait for such a job is woken by that
+	// end (see Engine.WaitJob).
 	here map[string]int
 
 	loops     sync.WaitGroup // producers, heartbeater, maintenance, listeners
@@ -280,9 +280,10 @@ func (s *session) addActive(row *hoppertype.JobRow, cancel context.CancelCauseFu
 }
 
 // leftHere ends what dispatchItem counted in here for row: called once the
-// attempt's outcome is written (or failed to be), just before the job's
-// waiters are woken, so that a wait that finds the job here is woken after
-// and one that finds it gone reads it.
+// attempt's end is recorded (its outcome written, or failed to be, or
+// found not to be the attempt's to write), just before the job's waiters
+// are woken, so that a wait that finds the job here is woken after and
+// one that finds it gone reads it.
 func (s *session) leftHere(row *hoppertype.JobRow) {
 	s.mu.Lock()
 	if n := s.here[row.ID]; n > 1 {
@@ -294,7 +295,7 @@ func (s *session) leftHere(row *hoppertype.JobRow) {
 }
 
 // executesHere reports whether an attempt of job id is dispatched to this
-// process and its outcome not yet handed on.
+// process and its end not yet recorded.
 func (s *session) executesHere(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

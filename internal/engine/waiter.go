@@ -14,18 +14,22 @@ import (
 
 // WaitJob waits for a job to be terminal, in any process. A job that this
 // process executes (a run started here that skips the queue, an attempt
-// claimed here) is not read first: its finish here wakes the wait with the
-// row it committed. Should another process end it instead (a rescue after
-// a lost lease), the store's notice or the wait's poll wakes the wait,
-// which then reads it.
+// claimed here) is not read first: the end of its attempt here wakes the
+// wait, with the row committed when the attempt finished the job. Should
+// another process end the job meanwhile (a rescue after a lost lease),
+// the attempt here loses its lease and wakes the wait, which then reads
+// the job; an attempt that never returns (a handler ignoring its context)
+// leaves the wait to the store's notice or to its poll.
 func (e *Engine) WaitJob(ctx context.Context, id string) (*hoppertype.JobRow, error) {
 	var known *hoppertype.JobRow // the row a local finish woke this wait with
 	for first := true; ; first = false {
 		w, release := e.waiters.watch(waitJob, id)
 		row := known
 		if first && e.executesHere(id) {
-			// Registered before the check: the finish, which follows
-			// the attempt's leaving here, wakes w.
+			// Registered before the check: the attempt's end here,
+			// which follows its count's (session.leftHere), wakes w
+			// unless it only scheduled a retry.
+			e.blocking(id)
 			if err := e.waitSignal(ctx, w.ch); err != nil {
 				release()
 				return nil, err
@@ -45,12 +49,23 @@ func (e *Engine) WaitJob(ctx context.Context, id string) (*hoppertype.JobRow, er
 			release()
 			return row, nil
 		}
+		e.blocking(id)
 		err := e.waitSignal(ctx, w.ch)
 		known = e.waiters.finished(w)
 		release()
 		if err != nil {
 			return nil, err
 		}
+	}
+}
+
+// blocking calls the test hook of a job wait about to block.
+func (e *Engine) blocking(id string) {
+	e.waiters.mu.Lock()
+	f := e.waiters.onBlock
+	e.waiters.mu.Unlock()
+	if f != nil {
+		f(id)
 	}
 }
 
@@ -161,8 +176,9 @@ type waiterHub struct {
 	refs    int
 	cancel  context.CancelFunc
 	stopped chan struct{}
-	// onWatch, when set (tests), is called with each id watch registers.
-	onWatch func(id string)
+	// onBlock, when set (tests), is called with a job's id each time a
+	// wait for it, registered and done reading, is about to block.
+	onBlock func(id string)
 	// linger ends the listening once no one has waited for waitLinger:
 	// waits that follow one another (a caller starting workflows one at a
 	// time and waiting for each) keep one subscription instead of
@@ -199,11 +215,7 @@ func (h *waiterHub) watch(kind waitKind, id string) (*waitEntry, func()) {
 			h.startListening()
 		}
 	}
-	onWatch := h.onWatch
 	h.mu.Unlock()
-	if onWatch != nil {
-		onWatch(id)
-	}
 	var once sync.Once
 	return e, func() {
 		once.Do(func() {
