@@ -379,10 +379,11 @@ func (c *Client) QueueList(ctx context.Context) ([]QueueInfo, error) {
 
 // QueuePause stops every process from starting jobs of queue until
 // QueueResume. Running jobs finish, and the first attempt of a SkipQueue
-// job, which never goes through the queue, still runs. A queue that no job, worker (this
-// client, or a process whose worker row the store keeps) or earlier pause
-// has named is refused with an *UnknownNameError (wrapping ErrNotFound),
-// unless opts.Create pauses it ahead of its first job.
+// job, which never goes through the queue, still runs. A queue that no
+// job, worker (this client, or a process whose worker row the store
+// keeps) or earlier pause has named is refused with an *UnknownNameError
+// (wrapping ErrNotFound), unless opts.Create pauses it ahead of its first
+// job.
 func (c *Client) QueuePause(ctx context.Context, queue string, opts *PauseOpts) error {
 	return c.setPaused(ctx, queue, true, opts != nil && opts.Create)
 }

@@ -121,6 +121,7 @@ one() {
 		if ! db=$(newdb 2>>"$err"); then
 			log "  $label: could not create a database"
 			"$BT" add "$RAW" "$group" "$row" "$side" "$label" "$out" "$err" "$shown"
+			[ -n "${ALSO_GROUP:-}" ] && "$BT" add "$RAW" "$ALSO_GROUP" "$row" "$side" "$label" "$out" "$err" "$shown"
 			return 0
 		fi
 		cmd+=(--db "$db")

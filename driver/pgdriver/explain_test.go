@@ -522,8 +522,8 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 		return evs
 	}
 	for i := range 16 {
-		// The status is the one the run has: the statement with the
-		// update runs, and moves nothing.
+		// The status is the one the run has: the statement that
+		// updates runs is the one that runs, and it moves nothing.
 		var status hoppertype.RunStatus
 		if i%4 < 2 {
 			status = hoppertype.RunRunning

@@ -129,9 +129,9 @@ func benchCmd(g *globals) *cobra.Command {
               steps/s); with --launch direct, run them from --workers goroutines
               instead, each a Start + Result of a SkipQueue workflow (its first
               execution in the starting process, no claim); verify that exactly
-              --jobs runs completed; then run 200
-              workflows one at a time (Start + Result of a SkipQueue workflow,
-              whose first execution runs in-process at once) for p50/p99.
+              --jobs runs completed; then run 200 workflows one at a time
+              (Start + Result of a SkipQueue workflow, whose first execution
+              runs in-process at once) for p50/p99.
   latency:    enqueue at --rate jobs/s for --duration; report enqueue-to-start
               p50/p95/p99/max.
 
@@ -205,10 +205,11 @@ func runBench(ctx context.Context, g *globals, o *benchOpts, dbSet bool) error {
 	default:
 		return fmt.Errorf("unknown --mode %q: use throughput, latency or workflow", o.mode)
 	}
-	switch o.launch {
-	case "queue", "direct":
-	default:
+	switch {
+	case o.launch != "queue" && o.launch != "direct":
 		return fmt.Errorf("unknown --launch %q: use queue or direct", o.launch)
+	case o.launch == "direct" && o.mode != "workflow":
+		return errors.New("--launch direct is for --mode workflow")
 	}
 	drv, created, err := openBenchStore(ctx, url)
 	if err != nil {

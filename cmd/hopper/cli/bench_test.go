@@ -74,6 +74,9 @@ func testBenchTwice(t *testing.T, driverName, db string) {
 	if _, errOut, code = run(t, "bench", "--driver", driverName, "--db", db, "--mode", "workflow", "--launch", "sideways"); code == 0 || !strings.Contains(errOut, "--launch") {
 		t.Fatalf("an unknown --launch: %d %q", code, errOut)
 	}
+	if _, errOut, code = run(t, "bench", "--driver", driverName, "--db", db, "--launch", "direct"); code == 0 || !strings.Contains(errOut, "--mode workflow") {
+		t.Fatalf("--launch direct outside workflow mode: %d %q", code, errOut)
+	}
 	out, errOut, code = run(t, "bench", "--driver", driverName, "--db", db, "--jobs", "10")
 	if code != 0 || !strings.Contains(out, "removed its 10 jobs (queue bench-") {
 		t.Fatalf("bench says what it removed: %d %q %q", code, out, errOut)
