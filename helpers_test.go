@@ -350,3 +350,55 @@ func childLine(r *bufio.Reader) (string, error) {
 		}
 	}
 }
+
+// asideWait is a wait for a job run in a goroutine of its own: blocked
+// returns once the wait blocks (registered, done reading) one more time,
+// and outcome once it ended; either fails the test when ctx ends first.
+type asideWait struct {
+	t      *testing.T
+	ctx    context.Context
+	blocks chan struct{}
+	done   chan struct{}
+	row    *hopper.JobRow
+	err    error
+}
+
+// waitAside starts wait (a handle's Wait) for job id in a goroutine, with
+// c's wait hook counting the times the wait blocks.
+func waitAside(t *testing.T, ctx context.Context, c *hopper.Client, id string, wait func(context.Context) (*hopper.JobRow, error)) *asideWait {
+	t.Helper()
+	w := &asideWait{t: t, ctx: ctx, blocks: make(chan struct{}, 16), done: make(chan struct{})}
+	c.OnWaitBlock(func(got string) {
+		if got == id {
+			select {
+			case w.blocks <- struct{}{}:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() { c.OnWaitBlock(nil) })
+	go func() {
+		defer close(w.done)
+		w.row, w.err = wait(ctx)
+	}()
+	return w
+}
+
+func (w *asideWait) blocked(what string) {
+	w.t.Helper()
+	select {
+	case <-w.blocks:
+	case <-w.ctx.Done():
+		w.t.Fatal(what)
+	}
+}
+
+func (w *asideWait) outcome() (*hopper.JobRow, error) {
+	w.t.Helper()
+	select {
+	case <-w.done:
+	case <-w.ctx.Done():
+		w.t.Fatal("the wait did not end")
+	}
+	return w.row, w.err
+}

@@ -654,42 +654,15 @@ func testWaitOfACompleteTxRescuedMeanwhile(t *testing.T, d driver.Driver) {
 	rescued := events.waitFor(t, func(e hopper.Event) bool { return e.JobID == h.ID() && e.Kind == hopper.EventFailed })
 	require.True(t, rescued.WillRetry)
 
-	blocked := make(chan struct{}, 4)
-	a.OnWaitBlock(func(id string) {
-		if id == h.ID() {
-			blocked <- struct{}{}
-		}
-	})
-	type waited struct {
-		row *hopper.JobRow
-		err error
-	}
-	done := make(chan waited, 1)
-	go func() {
-		row, err := h.Wait(ctx)
-		done <- waited{row, err}
-	}()
-	next := func(what string) {
-		t.Helper()
-		select {
-		case <-blocked:
-		case <-ctx.Done():
-			t.Fatal(what)
-		}
-	}
-	next("the wait never blocked")
+	w := waitAside(t, ctx, a, h.ID(), h.Wait)
+	w.blocked("the wait never blocked")
 	close(released)
 	// Woken by the attempt's end here, the wait reads the job, finds it
 	// waiting for its retry, and blocks again: before B runs it.
-	next("the wait was not woken by the end of the attempt here")
+	w.blocked("the wait was not woken by the end of the attempt here")
 	retryAt(t, clkB, rescued.RunAt)
-	var w waited
-	select {
-	case w = <-done:
-	case <-ctx.Done():
-		t.Fatal("the wait did not end")
-	}
-	require.NoError(t, w.err)
-	require.Equal(t, hopper.StateSucceeded, w.row.State)
-	require.Equal(t, 2, w.row.Attempt)
+	row, err := w.outcome()
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateSucceeded, row.State)
+	require.Equal(t, 2, row.Attempt)
 }

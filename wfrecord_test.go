@@ -289,48 +289,23 @@ func testWaitOfALocalFinishReadsNothing(t *testing.T, newDriver func(*testing.T)
 	h, err := double.Enqueue(ctx, c, 21, nil)
 	require.NoError(t, err)
 
-	type waited struct {
-		row *hoppertype.JobRow
-		err error
-	}
-	done := make(chan waited, 1)
 	select {
 	case <-running:
 	case <-ctx.Done():
 		t.Fatal("the job never ran")
 	}
-	watched := make(chan string, 1)
-	c.OnWaitBlock(func(id string) {
-		select {
-		case watched <- id:
-		default:
-		}
-	})
-	go func() {
-		row, err := h.Wait(ctx)
-		done <- waited{row, err}
-	}()
+	w := waitAside(t, ctx, c, h.ID(), h.Wait)
 	// The wait is registered and blocks, the job executing here: finish it.
-	select {
-	case id := <-watched:
-		require.Equal(t, h.ID(), id)
-	case <-ctx.Done():
-		t.Fatal("the wait never began")
-	}
+	w.blocked("the wait never began")
 	close(release)
-	var w waited
-	select {
-	case w = <-done:
-	case <-ctx.Done():
-		t.Fatal("the wait did not end")
-	}
-	require.NoError(t, w.err)
+	row, err := w.outcome()
+	require.NoError(t, err)
 	require.Zero(t, spy.jobGets(h.ID()), "woken by its own finish of a job executing here, the wait reads nothing")
-	require.Equal(t, hopper.StateSucceeded, w.row.State)
-	require.JSONEq(t, "42", string(w.row.Result))
+	require.Equal(t, hopper.StateSucceeded, row.State)
+	require.JSONEq(t, "42", string(row.Result))
 	stored, err := c.JobGet(ctx, h.ID())
 	require.NoError(t, err)
-	require.Equal(t, stored, w.row, "the row the wait returns is the stored one")
+	require.Equal(t, stored, row, "the row the wait returns is the stored one")
 }
 
 // TestWaitOfAJobFinishedElsewhereWhileItExecutesHere: a wait that begins
@@ -361,27 +336,8 @@ func testWaitOfAJobFinishedElsewhereWhileItExecutesHere(t *testing.T, newDriver 
 	case <-ctx.Done():
 		t.Fatal("the job never ran")
 	}
-	watched := make(chan string, 1)
-	c.OnWaitBlock(func(id string) {
-		select {
-		case watched <- id:
-		default:
-		}
-	})
-	type waited struct {
-		row *hoppertype.JobRow
-		err error
-	}
-	done := make(chan waited, 1)
-	go func() {
-		row, err := h.Wait(ctx)
-		done <- waited{row, err}
-	}()
-	select {
-	case <-watched:
-	case <-ctx.Done():
-		t.Fatal("the wait never began")
-	}
+	w := waitAside(t, ctx, c, h.ID(), h.Wait)
+	w.blocked("the wait never began")
 	require.Zero(t, spy.jobGets(h.ID()), "the wait for a job executing here read it before it blocked")
 
 	// Another process ends it under the lease this one holds.
@@ -395,13 +351,8 @@ func testWaitOfAJobFinishedElsewhereWhileItExecutesHere(t *testing.T, newDriver 
 	require.NoError(t, res[0].Err)
 
 	close(release)
-	var w waited
-	select {
-	case w = <-done:
-	case <-ctx.Done():
-		t.Fatal("the wait did not end")
-	}
-	require.NoError(t, w.err)
-	require.Equal(t, hopper.StateSucceeded, w.row.State)
-	require.JSONEq(t, "7", string(w.row.Result), "the wait returns the job as the other process left it")
+	got, err := w.outcome()
+	require.NoError(t, err)
+	require.Equal(t, hopper.StateSucceeded, got.State)
+	require.JSONEq(t, "7", string(got.Result), "the wait returns the job as the other process left it")
 }
