@@ -146,6 +146,9 @@ FROM generate_series(0, 49999) i, generate_series(0, 3) k`,
 		{"event append many", d.q.eventAppendMany, []any{[]string{run, "explain-0012346"}, []int64{5, 6}, []*string{nil, nil},
 			[]time.Time{now, now}, []*time.Time{nil, nil}, []string{run, "explain-0012346"}, []int32{3, 3}, []int32{1, 1},
 			[]string{"step", "step"}, []string{"s", "s"}, []time.Time{now, now}, [][]byte{nil, nil}}, false},
+		{"event append many without a status", d.q.eventAppendManyOnly, []any{[]string{run, "explain-0012346"}, []int64{5, 6}, []*string{nil, nil},
+			[]time.Time{now, now}, []*time.Time{nil, nil}, []string{run, "explain-0012346"}, []int32{3, 3}, []int32{1, 1},
+			[]string{"step", "step"}, []string{"s", "s"}, []time.Time{now, now}, [][]byte{nil, nil}}, false},
 		{"run load", d.q.runLoad, []any{run}, false},
 		{"event list by run", d.q.eventList, []any{run}, true},
 		{"event list by attempt", d.q.eventListAttempt, []any{run, 2}, true},
@@ -664,6 +667,7 @@ func TestKeyStatementsPlanByKeyOnANewSchema(t *testing.T) {
 		{"heartbeat", d.q.heartbeat, 4, []string{"jobs"}},
 		{"heartbeat with a message", d.q.heartbeatNote, 5, []string{"jobs"}},
 		{"history append", d.q.eventAppendMany, 12, []string{"jobs", "run_events", "runs"}},
+		{"history append without a status", d.q.eventAppendManyOnly, 12, []string{"jobs", "run_events"}},
 		// One run's append reads its run's events through a bitmap of the
 		// key's first column, by key all the same; its job was read
 		// through jobs_lease, every running job's entry.
@@ -763,6 +767,11 @@ BEGIN INSERT INTO ` + s + `.run_updates VALUES (1); RETURN NULL; END $$`,
 		return tx.RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1, Events: ev(2), Now: testBase})
 	}))
 	require.Equal(t, 0, updates(), "an append without a status updated runs")
+	errs, err := d.Executor().RunEventAppendMany(ctx, &driver.RunEventAppendManyParams{Events: []*driver.RunEventAppendParams{
+		{RunID: start.Run.ID, LeaseToken: 1, Events: ev(10), Now: testBase}}})
+	require.NoError(t, err)
+	require.NoError(t, errs[0])
+	require.Equal(t, 0, updates(), "a batch of appends without a status updated runs")
 
 	// With a status, the run moves (and the trigger fires once).
 	require.NoError(t, d.Executor().RunEventAppend(ctx, &driver.RunEventAppendParams{RunID: start.Run.ID, LeaseToken: 1, Events: ev(3),
@@ -773,5 +782,5 @@ BEGIN INSERT INTO ` + s + `.run_updates VALUES (1); RETURN NULL; END $$`,
 	require.Equal(t, hoppertype.RunRunning, run.Status)
 	events, err := d.Executor().RunEventList(ctx, &driver.RunEventListParams{RunID: start.Run.ID})
 	require.NoError(t, err)
-	require.Len(t, events, 3)
+	require.Len(t, events, 4)
 }

@@ -130,6 +130,9 @@ type queries struct {
 	// The last final change.
 	changeTail                                 string
 	eventAppendMany                            string
+	// eventAppendManyOnly is eventAppendMany for a batch in which no run
+	// moves a status: no UPDATE of runs (see eventAppendSQL).
+	eventAppendManyOnly string
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
 	streamLock, streamAppend, streamRead       string
@@ -501,11 +504,7 @@ RETURNING {runcols}`),
 	INSERT INTO {s}.run_events (run_id, attempt, seq, kind, name, at, data)
 	SELECT e.run_id, e.attempt, e.seq, e.kind, e.name, e.at, e.data FROM ev e
 	WHERE e.run_id IN (SELECT id FROM ok)
-), status AS (
-	UPDATE {s}.runs r SET status = q.status, updated_at = q.now, ended_at = coalesce(q.ended, r.ended_at)
-	FROM req q
-	WHERE r.id = q.run_id AND q.status IS NOT NULL AND r.status <> q.status AND q.run_id IN (SELECT id FROM ok)
-)
+)` + eventAppendManyStatus + `
 SELECT q.run_id, q.run_id IN (SELECT id FROM lease), q.run_id IN (SELECT run_id FROM dup) FROM req q`),
 		changeFeed: q(`SELECT ` + changeColumns + ` FROM {s}.changes
 WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
@@ -580,6 +579,10 @@ LIMIT $3`),
 
 		gates: newGateQueries(q),
 	}
+	qs.eventAppendManyOnly = strings.Replace(qs.eventAppendMany, q(eventAppendManyStatus), "", 1)
+	if qs.eventAppendManyOnly == qs.eventAppendMany {
+		panic("pgdriver: the batched append's status update changed: eventAppendManyOnly no longer drops it")
+	}
 	qs.finishClaimed = strings.Replace(qs.finish, "RETURNING u.idx, "+cols("j."), "RETURNING u.idx, j.cancel_requested", 1)
 	qs.finishOneClaimed = strings.Replace(qs.finishOne, "RETURNING $1::int4, "+cols("j."), "RETURNING $1::int4, j.cancel_requested", 1)
 	if qs.finishClaimed == qs.finish || qs.finishOneClaimed == qs.finishOne {
@@ -635,6 +638,14 @@ func eventAppendSQL(conflict string, status bool) string {
 SELECT EXISTS (SELECT 1 FROM lease), EXISTS (SELECT 1 FROM dup), ins.attempt, ins.seq
 FROM (SELECT 1) one LEFT JOIN ins ON true`
 }
+
+// eventAppendManyStatus is the batched append's update of the runs whose
+// status moves, its own CTE, which eventAppendManyOnly leaves out.
+const eventAppendManyStatus = `, status AS (
+	UPDATE {s}.runs r SET status = q.status, updated_at = q.now, ended_at = coalesce(q.ended, r.ended_at)
+	FROM req q
+	WHERE r.id = q.run_id AND q.status IS NOT NULL AND r.status <> q.status AND q.run_id IN (SELECT id FROM ok)
+)`
 
 // runStartSQL is the RunStart statement; its parameters are the job's
 // columns (scalars, as in insertOne: arrays would have it planned at every

@@ -400,6 +400,7 @@ func (e *executor) appendMany(ctx context.Context, params []*driver.RunEventAppe
 		ats            []pgtype.Timestamptz
 		datas          [][]byte
 		index          = make(map[string]int, n)
+		moves          bool // a run's status moves
 	)
 	for i, p := range params {
 		if _, twice := index[p.RunID]; twice {
@@ -409,6 +410,7 @@ func (e *executor) appendMany(ctx context.Context, params []*driver.RunEventAppe
 		runIDs[i], tokens[i], nows[i], ends[i] = p.RunID, p.LeaseToken, ts(p.Now), ts(p.EndedAt)
 		if p.RunStatus != "" {
 			statuses[i] = pgtype.Text{String: string(p.RunStatus), Valid: true}
+			moves = true
 		}
 		for j, ev := range p.Events {
 			switch {
@@ -426,13 +428,18 @@ func (e *executor) appendMany(ctx context.Context, params []*driver.RunEventAppe
 		}
 	}
 	// On its generic plan, by key (see sqlGenericOn): its arrays would
-	// have it planned at every call.
+	// have it planned at every call. With no status to move, without
+	// the update of runs, whose statement trigger would fire for nothing.
+	sql := e.d.q.eventAppendManyOnly
+	if moves {
+		sql = e.d.q.eventAppendMany
+	}
 	var errs []error
 	err := e.queryGeneric(ctx, func(rows pgx.Rows) error {
 		var err error
 		errs, err = readAppendMany(rows, index)
 		return err
-	}, e.d.q.eventAppendMany, runIDs, tokens, statuses, nows, ends, evRuns, attempts, seqs, kinds, names, ats, datas)
+	}, sql, runIDs, tokens, statuses, nows, ends, evRuns, attempts, seqs, kinds, names, ats, datas)
 	if err != nil {
 		return nil, e.d.fail("append run events", err)
 	}
