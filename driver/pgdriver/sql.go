@@ -128,11 +128,11 @@ type queries struct {
 	// first, $3 of them.
 	changeBefore string
 	// The last final change.
-	changeTail                                 string
-	eventAppendMany                            string
+	changeTail      string
+	eventAppendMany string
 	// eventAppendManyOnly is eventAppendMany for a batch in which no run
 	// moves a status: no UPDATE of runs (see eventAppendSQL).
-	eventAppendManyOnly string
+	eventAppendManyOnly                        string
 	eventList, eventListAttempt                string
 	hookInsert, hookGet, hookResume, hookByRun string
 	streamLock, streamAppend, streamRead       string
