@@ -351,6 +351,32 @@ func childLine(r *bufio.Reader) (string, error) {
 	}
 }
 
+// runHeld registers a job type named name on c, enqueues one job of it with
+// input n and returns its handle once the job runs; the handler holds until
+// release is called (or its context ends), then returns out(n).
+func runHeld(t *testing.T, ctx context.Context, c *hopper.Client, name string, n int, out func(int) int) (*hopper.Handle[int], func()) {
+	t.Helper()
+	release, running := make(chan struct{}), make(chan struct{})
+	held := hopper.Define(name, func(ctx context.Context, n int) (int, error) {
+		close(running)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		return out(n), nil
+	}, nil)
+	require.NoError(t, c.Register(held))
+	h, err := held.Enqueue(ctx, c, n, nil)
+	require.NoError(t, err)
+	select {
+	case <-running:
+	case <-ctx.Done():
+		t.Fatal("the job never ran")
+	}
+	return h, func() { close(release) }
+}
+
 // asideWait is a wait for a job run in a goroutine of its own: blocked
 // returns once the wait blocks (registered, done reading) one more time,
 // and outcome once it ended; either fails the test when ctx ends first.

@@ -274,30 +274,11 @@ func testWaitOfALocalFinishReadsNothing(t *testing.T, newDriver func(*testing.T)
 	// only the wake-up ends it.
 	c := newClient(t, hopper.Config{Driver: spy, WaitPollInterval: time.Hour})
 	ctx := testCtx(t)
-	release := make(chan struct{})
-	running := make(chan struct{})
-	double := hopper.Define("double-later", func(ctx context.Context, n int) (int, error) {
-		close(running)
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		return 2 * n, nil
-	}, nil)
-	require.NoError(t, c.Register(double))
-	h, err := double.Enqueue(ctx, c, 21, nil)
-	require.NoError(t, err)
-
-	select {
-	case <-running:
-	case <-ctx.Done():
-		t.Fatal("the job never ran")
-	}
+	h, release := runHeld(t, ctx, c, "double-later", 21, func(n int) int { return 2 * n })
 	w := waitAside(t, ctx, c, h.ID(), h.Wait)
 	// The wait is registered and blocks, the job executing here: finish it.
 	w.blocked("the wait never began")
-	close(release)
+	release()
 	row, err := w.outcome()
 	require.NoError(t, err)
 	require.Zero(t, spy.jobGets(h.ID()), "woken by its own finish of a job executing here, the wait reads nothing")
@@ -322,20 +303,7 @@ func testWaitOfAJobFinishedElsewhereWhileItExecutesHere(t *testing.T, newDriver 
 	spy := newAppendSpy(newDriver(t))
 	c := newClient(t, hopper.Config{Driver: spy, WaitPollInterval: time.Hour})
 	ctx := testCtx(t)
-	release, running := make(chan struct{}), make(chan struct{})
-	slow := hopper.Define("finished-elsewhere", func(ctx context.Context, n int) (int, error) {
-		close(running)
-		<-release
-		return n, nil
-	}, nil)
-	require.NoError(t, c.Register(slow))
-	h, err := slow.Enqueue(ctx, c, 1, nil)
-	require.NoError(t, err)
-	select {
-	case <-running:
-	case <-ctx.Done():
-		t.Fatal("the job never ran")
-	}
+	h, release := runHeld(t, ctx, c, "finished-elsewhere", 1, func(n int) int { return n })
 	w := waitAside(t, ctx, c, h.ID(), h.Wait)
 	w.blocked("the wait never began")
 	require.Zero(t, spy.jobGets(h.ID()), "the wait for a job executing here read it before it blocked")
@@ -350,7 +318,7 @@ func testWaitOfAJobFinishedElsewhereWhileItExecutesHere(t *testing.T, newDriver 
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 
-	close(release)
+	release()
 	got, err := w.outcome()
 	require.NoError(t, err)
 	require.Equal(t, hopper.StateSucceeded, got.State)
