@@ -399,9 +399,11 @@ func (e *Engine) session() *session {
 // (WaitJob), registered and done reading, is about to block: a finish from
 // then on wakes it. For tests.
 func (e *Engine) OnWaitBlock(f func(id string)) {
-	e.waiters.mu.Lock()
-	e.waiters.onBlock = f
-	e.waiters.mu.Unlock()
+	if f == nil {
+		e.waiters.onBlock.Store(nil)
+		return
+	}
+	e.waiters.onBlock.Store(&f)
 }
 
 // executesHere reports whether an attempt of job id is dispatched to this

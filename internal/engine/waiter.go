@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -60,12 +61,10 @@ func (e *Engine) WaitJob(ctx context.Context, id string) (*hoppertype.JobRow, er
 }
 
 // blocking calls the test hook of a job wait about to block.
+// (One atomic load when no test set one: no lock on a wait's path.)
 func (e *Engine) blocking(id string) {
-	e.waiters.mu.Lock()
-	f := e.waiters.onBlock
-	e.waiters.mu.Unlock()
-	if f != nil {
-		f(id)
+	if f := e.waiters.onBlock.Load(); f != nil {
+		(*f)(id)
 	}
 }
 
@@ -178,7 +177,7 @@ type waiterHub struct {
 	stopped chan struct{}
 	// onBlock, when set (tests), is called with a job's id each time a
 	// wait for it, registered and done reading, is about to block.
-	onBlock func(id string)
+	onBlock atomic.Pointer[func(id string)]
 	// linger ends the listening once no one has waited for waitLinger:
 	// waits that follow one another (a caller starting workflows one at a
 	// time and waiting for each) keep one subscription instead of
