@@ -634,9 +634,12 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 	// Through the queue, 16 goroutines start the runs and the workers run
 	// them; direct, each of --workers goroutines starts a run that skips
 	// the queue and waits for its result, as DBOS's RunWorkflow + GetResult.
-	starters, wf, wait := 16, benchSteps, false
-	if o.launch == "direct" {
-		starters, wf, wait = o.workers, benchStepsDirect, true
+	direct := o.launch == "direct"
+	starters, wf := 16, benchSteps
+	how := fmt.Sprintf("started from %d goroutines (Start, through the queue), %d workers", starters, o.workers)
+	if direct {
+		starters, wf = o.workers, benchStepsDirect
+		how = fmt.Sprintf("run from %d goroutines (Start + Result of a SkipQueue workflow, no queue)", starters)
 	}
 	stopProfile, err := startProfile(o.cpuprof)
 	if err != nil {
@@ -657,7 +660,7 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 					return
 				}
 				h, err := wf.Start(ctx, c, int(i), nil)
-				if err == nil && wait {
+				if err == nil && direct {
 					_, err = h.Result(ctx)
 				}
 				if err != nil {
@@ -701,10 +704,6 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 		lat = append(lat, time.Since(t))
 	}
 	slices.Sort(lat)
-	how := fmt.Sprintf("started from %d goroutines (Start, through the queue), %d workers", starters, o.workers)
-	if o.launch == "direct" {
-		how = fmt.Sprintf("run from %d goroutines (Start + Result of a SkipQueue workflow, no queue)", starters)
-	}
 	pct := func(p float64) float64 {
 		i := max(0, min(int(math.Ceil(p*float64(len(lat))))-1, len(lat)-1))
 		return float64(lat[i]) / float64(time.Millisecond)
