@@ -13,6 +13,11 @@ import (
 func (s *session) execute(it dispatchItem) {
 	row, holdsSlot, done := it.row, it.holdsSlot, it.done
 	defer s.execs.Done()
+	if it.batch != nil {
+		// After the slot is given back: the round that waits for its
+		// batch then finds the slot free.
+		defer it.batch.attemptDone()
+	}
 	if holdsSlot {
 		defer s.slots.Release(1)
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -29,6 +30,12 @@ type producer struct {
 	mu sync.Mutex
 	// nextAt is the earliest due time hinted since the last round.
 	nextAt time.Time
+
+	// claimTime and batchTime are moving means, in nanoseconds on the
+	// wall clock plus one (zero: nothing measured yet), of how long a
+	// round's claims take and how long its jobs then take to return, the
+	// last of them (see settle).
+	claimTime, batchTime atomic.Int64
 }
 
 func newProducer(s *session, queue string) *producer {
@@ -93,6 +100,7 @@ func (p *producer) run() {
 			continue
 		}
 		if r.full {
+			p.settle(r.batch)
 			continue
 		}
 		if r.started == 0 && e.cfg.AutoRedrive > 0 {
@@ -161,6 +169,75 @@ type roundResult struct {
 	// declinedAll is set when the round claimed jobs and Config.Accept
 	// declined every one.
 	declinedAll bool
+	// batch follows the jobs the round started (nil if none).
+	batch *roundBatch
+}
+
+// roundBatch follows the jobs one round handed to workers (those a limiter
+// holds back do not count) until the last of them returns.
+type roundBatch struct {
+	p     *producer
+	start time.Time
+	left  atomic.Int32
+	done  chan struct{}
+}
+
+func newRoundBatch(p *producer, n int) *roundBatch {
+	b := &roundBatch{p: p, start: time.Now(), done: make(chan struct{})}
+	b.left.Store(int32(n))
+	return b
+}
+
+// attemptDone counts one of the batch's jobs returned (or never started).
+func (b *roundBatch) attemptDone() {
+	if b.left.Add(-1) == 0 {
+		noteMean(&b.p.batchTime, time.Since(b.start))
+		close(b.done)
+	}
+}
+
+// noteMean moves the mean m (nanoseconds plus one, zero if empty) an
+// eighth of the way to d.
+func noteMean(m *atomic.Int64, d time.Duration) {
+	old := m.Load()
+	if old == 0 {
+		m.Store(int64(d) + 1)
+		return
+	}
+	m.Store(old + (int64(d)+1-old)/8)
+}
+
+// settle runs between a full round and the next claim. A claim costs a
+// round trip and a commit besides its rows, so one claim of many jobs is
+// cheaper than two of half as many; yet claiming again at once, as the
+// round's jobs are only starting, sizes the next claim by the slots free at
+// that instant, and a pool of short jobs then claims in halves, each half
+// waiting for the other's claim. When the round's jobs return, by the
+// means, in under half the time a claim takes, and the next claim could
+// take more than the slots free now, settle waits for them: at most half a
+// claim's time, and never for jobs that run longer. Other queues'
+// producers meanwhile take the slots freed in their turn, as always.
+func (p *producer) settle(b *roundBatch) {
+	if b == nil {
+		return
+	}
+	claim, batch := p.claimTime.Load(), p.batchTime.Load()
+	if claim == 0 || batch == 0 || 2*batch > claim {
+		return
+	}
+	s := p.s
+	if max := s.slots.Max(); max == Unlimited || max-s.slots.Used() >= s.e.cfg.FetchBatch {
+		return
+	}
+	t := time.NewTimer(time.Duration(claim / 2))
+	defer t.Stop()
+	s.slots.NoteBacklog(&p.slot, true)
+	defer s.slots.NoteBacklog(&p.slot, false)
+	select {
+	case <-b.done:
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
 }
 
 // round claims and dispatches one batch.
@@ -183,6 +260,7 @@ func (p *producer) round() (roundResult, error) {
 	// for other processes).
 	var rows []*hoppertype.JobRow
 	asked := 0
+	began := time.Now()
 	for _, cl := range s.claimsFor(types, want) {
 		got, err := s.claim(&driver.JobClaimParams{
 			Queue:          p.queue,
@@ -195,21 +273,29 @@ func (p *producer) round() (roundResult, error) {
 		if err != nil {
 			s.slots.Release(want - len(rows))
 			for _, row := range rows {
-				s.start(row, nil) // claimed already: run them
+				s.start(row, nil, nil) // claimed already: run them
 			}
 			return roundResult{}, err
 		}
 		asked += cl.limit
 		rows = append(rows, got...)
 	}
+	noteMean(&p.claimTime, time.Since(began))
 	claimed := len(rows)
 	rows = p.accepted(rows, now)
 	s.slots.Release(want - len(rows))
 	loaded := s.loadRuns(rows)
-	for _, row := range rows {
-		s.start(row, loaded[row.ID])
+	var batch *roundBatch
+	if len(rows) > 0 {
+		// One count more than the jobs, given back once all are handed
+		// out, so the batch cannot end while they are.
+		batch = newRoundBatch(p, len(rows)+1)
+		defer batch.attemptDone()
 	}
-	return roundResult{started: len(rows), full: asked > 0 && claimed == asked, declinedAll: claimed > 0 && len(rows) == 0}, nil
+	for _, row := range rows {
+		s.start(row, loaded[row.ID], batch)
+	}
+	return roundResult{started: len(rows), full: asked > 0 && claimed == asked, declinedAll: claimed > 0 && len(rows) == 0, batch: batch}, nil
 }
 
 // claim claims jobs unless Stop has begun. Once begun, a claim is seen
@@ -284,6 +370,9 @@ type dispatchItem struct {
 	// loaded is the job's run and history read with the claim's other
 	// runs (see session.loadRuns), nil if not read.
 	loaded *driver.RunLoaded
+	// batch, if set, is the round that claimed the job, told when the
+	// attempt returns (see producer.settle).
+	batch *roundBatch
 }
 
 // loadRuns reads the runs of the workflow jobs among rows, which a claim

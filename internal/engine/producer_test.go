@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper/driver/memdriver"
 )
 
 // TestProducerSleepsUntilTheEarliestHint: wake-ups for later due times
@@ -43,4 +46,63 @@ func TestProducerSleepsUntilTheEarliestHint(t *testing.T) {
 	require.NoError(t, clk.WaitArmedAt(ctx, start.Add(time.Hour)), "without a hint, until the poll")
 	p.signal()
 	<-slept
+}
+
+// TestSettleWaitsOnlyForShortBatches: between full rounds the producer
+// waits for the jobs it just started only when, by its means, they return
+// in under half a claim's time and the next claim could take more than the
+// slots free now; the wait ends when the batch does, or after half a
+// claim's time, or with the session.
+func TestSettleWaitsOnlyForShortBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memdriver.New()
+		defer mem.Close()
+		e := New(testConfig(mem)) // FetchBatch 500
+		defer e.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s := &session{e: e, ctx: ctx, slots: NewSlots(10)}
+		p := newProducer(s, "q")
+		const claim = 10 * time.Millisecond
+		// settleFor runs settle over a batch of one job that returns
+		// after d (never, if d < 0) and reports how long settle waited.
+		settleFor := func(claimMean, batchMean, d time.Duration) time.Duration {
+			t.Helper()
+			p.claimTime.Store(int64(claimMean) + 1)
+			p.batchTime.Store(int64(batchMean) + 1)
+			b := newRoundBatch(p, 1)
+			if d >= 0 {
+				go func() {
+					time.Sleep(d)
+					b.attemptDone()
+				}()
+			}
+			begin := time.Now()
+			p.settle(b)
+			waited := time.Since(begin)
+			synctest.Wait()
+			return waited
+		}
+		require.Equal(t, 10, s.slots.TryAcquire(&p.slot, 10), "every slot in use")
+
+		require.Equal(t, time.Millisecond, settleFor(claim, time.Millisecond, time.Millisecond), "short jobs: until the batch returns")
+		require.Equal(t, claim/2, settleFor(claim, time.Millisecond, -1), "a batch that outlasts its mean: half a claim at most")
+		require.Zero(t, settleFor(claim, claim/2+time.Microsecond, time.Millisecond), "jobs of half a claim or more are not waited for")
+		require.Zero(t, settleFor(-1, time.Millisecond, time.Millisecond), "no claim measured yet")
+
+		s.slots.Release(10)
+		s.slots.SetMax(600)
+		require.Zero(t, settleFor(claim, time.Millisecond, time.Millisecond), "a full FetchBatch free already")
+		s.slots.SetMax(Unlimited)
+		require.Zero(t, settleFor(claim, time.Millisecond, time.Millisecond), "no cap on slots")
+
+		s.slots.SetMax(10)
+		require.Equal(t, 10, s.slots.TryAcquire(&p.slot, 10))
+		p.settle(nil) // a round that started nothing
+		go func() {
+			time.Sleep(time.Millisecond)
+			cancel()
+		}()
+		require.Equal(t, time.Millisecond, settleFor(claim, time.Millisecond, -1), "the session's end ends the wait")
+	})
 }

@@ -511,12 +511,19 @@ func (s *session) claimable(types []string) []string {
 
 // start runs a claimed job: now, or once its limiter gives it a turn.
 // While it waits it is heartbeated (its lease held) and holds its slot.
-// loaded, if not nil, is the job's run read with the claim (see loadRuns).
-func (s *session) start(row *hoppertype.JobRow, loaded *driver.RunLoaded) {
+// loaded, if not nil, is the job's run read with the claim (see loadRuns);
+// batch, if not nil, is told when the attempt returns (see producer.settle).
+func (s *session) start(row *hoppertype.JobRow, loaded *driver.RunLoaded, batch *roundBatch) {
 	l := s.limiterOf(row.Type)
 	if l == nil {
-		s.dispatchItem(dispatchItem{row: row, holdsSlot: true, loaded: loaded})
+		if !s.dispatchItem(dispatchItem{row: row, holdsSlot: true, loaded: loaded, batch: batch}) && batch != nil {
+			batch.attemptDone()
+		}
 		return
+	}
+	if batch != nil {
+		// Its wait in the limiter is not the round's to wait for.
+		batch.attemptDone()
 	}
 	// While it waits, a cancel or a lost lease takes it out of line.
 	s.addActive(row, func(cause error) {
