@@ -95,7 +95,11 @@ type Config struct {
 	// autoscaler); MaxWorkers is then unused. Off by default: the cap is
 	// MaxWorkers, fixed, as a process sized by its operator expects.
 	Autoscale *Autoscale
-	// FetchBatch caps how many jobs one claim takes. Defaults to 500.
+	// FetchBatch caps how many jobs one claim takes. Defaults to 500. A
+	// claim takes the free worker slots up to it; between full claims of
+	// short jobs (they return in under half a claim's time) a producer
+	// waits for the jobs it just started, at most half a claim's time, so
+	// that its next claim takes every slot they free.
 	FetchBatch int
 	// Queues lists queues to work besides DefaultQueue and those named by
 	// registered types.
