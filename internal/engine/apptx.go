@@ -148,7 +148,7 @@ func (a *Attempt) CompleteTx(ctx context.Context, tx any, result []byte) error {
 	}
 	o := decide(a.row, attemptResult{out: result}, nil, e.now(), nil, nil)
 	it := finishItem{row: a.row, outcome: o, group: a.groupEffect(), run: a.run, effects: a.effects}
-	f := finished{item: it}
+	f := finished{item: &it}
 	err = e.inAppTx(ctx, atx.Executor, func(ctx context.Context, tx driver.Executor) error {
 		if err := e.finishOwn(ctx, tx, it, &f); err != nil {
 			return err

@@ -31,7 +31,7 @@ func TestConfirmTx(t *testing.T) {
 	row := f.get("j")
 	at := f.e.NewAttempt(row)
 	item := succeed(row, `1`, nil)
-	tf := &txFinish{f: finished{item: item}, notes: []driver.NotifyParams{{Topic: "held", Payload: "j"}}}
+	tf := &txFinish{f: finished{item: &item}, notes: []driver.NotifyParams{{Topic: "held", Payload: "j"}}}
 	require.False(t, s.confirmTx(at, tf), "still running under the lease: the transaction rolled back")
 	require.Empty(t, pending(sub))
 

@@ -63,7 +63,8 @@ func (it *finishItem) leftHere() {
 
 // finished is an item's fate after a flush.
 type finished struct {
-	item    finishItem
+	// item points into the batch being recorded (the caller's slice).
+	item    *finishItem
 	job     *hoppertype.JobRow // nil if the item lost its lease or failed
 	err     error
 	spawned []driver.JobInsertResult
@@ -241,7 +242,7 @@ func (e *Engine) scopeOf(it finishItem) itemScope {
 func (e *Engine) finishTx(ctx context.Context, items []finishItem) ([]finished, error) {
 	out := make([]finished, len(items))
 	for i := range items {
-		out[i] = finished{item: items[i]}
+		out[i] = finished{item: &items[i]}
 	}
 	err := e.drv.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
 		for i := range out {

@@ -31,17 +31,12 @@ func (s *session) execute(it dispatchItem) {
 
 	// Deadline checked before dispatch: a job past it never runs.
 	if !row.Deadline.IsZero() && !now.Before(row.Deadline) {
-		s.completer.submit(finishItem{row: row, outcome: decide(row, attemptResult{err: hoppertype.ErrExpired, cause: hoppertype.ErrExpired}, nil, now, nil, nil), here: s})
+		s.refuse(row, now)
 		return
 	}
 	t := e.lookupType(row.Type)
 	if t == nil {
-		// Claims name only registered types, so this is a type removed
-		// underneath us; put the job back without using the attempt.
-		o := decide(row, attemptResult{err: hoppertype.ErrUnknownType}, func(error, hoppertype.FailureInfo) hoppertype.Decision {
-			return hoppertype.DecideDelay(e.cfg.PollInterval)
-		}, now, nil, nil)
-		s.completer.submit(finishItem{row: row, outcome: o, here: s})
+		s.refuse(row, now)
 		return
 	}
 
@@ -67,8 +62,7 @@ func (s *session) execute(it dispatchItem) {
 		at.hb = e.clock.AfterFunc(hb, func() { cancel(hoppertype.ErrHeartbeatTimeout) })
 	}
 	a := s.addActive(row, cancel)
-	e.emit(hoppertype.Event{Kind: hoppertype.EventStarted, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
-		ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, RunAt: row.RunAt, At: row.StartedAt})
+	e.emitStarted(row)
 
 	out, err := t.Run(ctx, at)
 	if err == nil {
@@ -94,13 +88,55 @@ func (s *session) execute(it dispatchItem) {
 	if tf := at.txDone(); tf != nil && s.confirmTx(at, tf) {
 		return // completed in the application's transaction
 	}
+	s.submitOutcome(t, at, &res)
+}
+
+// The helpers below hold execute's large values (an event, an outcome, a
+// finish item: hundreds of bytes each) in frames of their own, called
+// before or after the handler runs, so that the handler runs on a short
+// stack: a worker's stack then fits its first size and is not grown for
+// every job after the garbage collector shrank it while the worker waited.
+
+// refuse submits the outcome of an attempt that does not run: the job's
+// deadline is at or before now (it expires), or else its type is not
+// registered here (it is put back without using the attempt).
+//
+//go:noinline
+func (s *session) refuse(row *hoppertype.JobRow, now time.Time) {
+	e := s.e
+	if !row.Deadline.IsZero() && !now.Before(row.Deadline) {
+		s.completer.submit(finishItem{row: row, outcome: decide(row, attemptResult{err: hoppertype.ErrExpired, cause: hoppertype.ErrExpired}, nil, now, nil, nil), here: s})
+		return
+	}
+	// Claims name only registered types, so this is a type removed
+	// underneath us.
+	o := decide(row, attemptResult{err: hoppertype.ErrUnknownType}, func(error, hoppertype.FailureInfo) hoppertype.Decision {
+		return hoppertype.DecideDelay(e.cfg.PollInterval)
+	}, now, nil, nil)
+	s.completer.submit(finishItem{row: row, outcome: o, here: s})
+}
+
+// emitStarted emits the event of an attempt that starts.
+//
+//go:noinline
+func (e *Engine) emitStarted(row *hoppertype.JobRow) {
+	e.emit(hoppertype.Event{Kind: hoppertype.EventStarted, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
+		ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, RunAt: row.RunAt, At: row.StartedAt})
+}
+
+// submitOutcome decides the outcome of an attempt that ran and submits it
+// to the completer.
+//
+//go:noinline
+func (s *session) submitOutcome(t JobType, at *Attempt, res *attemptResult) {
+	e, row := s.e, at.row
 	classify := t.Classifier()
 	if classify == nil {
 		classify = e.cfg.Hooks.Classify
 	}
-	o := decide(row, res, classify, e.now(), defaultRand, func(err error) { e.reportError(err, hoppertype.PhaseHook) })
-	item := finishItem{row: row, outcome: o, run: at.run, effects: at.effects, here: s}
-	if o.params.State == hoppertype.JobStateSucceeded {
+	item := finishItem{row: row, outcome: decide(row, *res, classify, e.now(), defaultRand, func(err error) { e.reportError(err, hoppertype.PhaseHook) }),
+		run: at.run, effects: at.effects, here: s}
+	if item.outcome.params.State == hoppertype.JobStateSucceeded {
 		item.group = at.groupEffect()
 	}
 	s.completer.submit(item)

@@ -137,15 +137,31 @@ func (e *ending) retry(ei *hoppertype.ErrorInfo, delay time.Duration) outcome {
 // decide turns an attempt into its outcome. It is a pure function of the
 // claimed row, the attempt, the classifiers and now (plus rnd for jitter).
 func decide(row *hoppertype.JobRow, res attemptResult, classify hoppertype.Classifier, now time.Time, rnd func() float64, onPanic func(error)) outcome {
+	if res.err == nil {
+		return succeeded(row, res.out, now)
+	}
+	return decideFailed(row, res, classify, now, rnd, onPanic)
+}
+
+// succeeded is the outcome of an attempt that returned out: the job
+// succeeded. It builds the outcome once, in a small frame (decide is on
+// every job's path, after its handler).
+func succeeded(row *hoppertype.JobRow, out []byte, now time.Time) outcome {
+	return outcome{
+		params: driver.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken, Attempt: row.Attempt, RunAt: row.RunAt, Error: row.Error,
+			Claimed: row, State: hoppertype.JobStateSucceeded, EndedAt: now, Result: out},
+		event: hoppertype.Event{Kind: hoppertype.EventSucceeded, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
+			ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, At: now, Result: rawJSON(out)},
+	}
+}
+
+// decideFailed is decide for an attempt that returned an error. Its many
+// outcomes take a large frame, which only a failed attempt pays for.
+//
+//go:noinline
+func decideFailed(row *hoppertype.JobRow, res attemptResult, classify hoppertype.Classifier, now time.Time, rnd func() float64, onPanic func(error)) outcome {
 	e := newEnding(row, now)
 	e.base.Claimed = row
-
-	if res.err == nil {
-		p, ev := e.base, e.ev
-		p.State, p.EndedAt, p.Result = hoppertype.JobStateSucceeded, now, res.out
-		ev.Kind, ev.Result = hoppertype.EventSucceeded, rawJSON(res.out)
-		return outcome{params: p, event: ev}
-	}
 	err := res.err
 
 	// Stopping the client: back to pending, the attempt not used.

@@ -404,7 +404,8 @@ func (s *session) loadRuns(rows []*hoppertype.JobRow) map[string]*driver.RunLoad
 	return loaded
 }
 
-// workerIdle is how long a pooled worker waits for another job.
+// workerIdle is how long a pooled worker waits for another job, at least
+// (at most twice as long: see session.worker).
 const workerIdle = 10 * time.Second
 
 func (s *session) worker(it dispatchItem) {
@@ -413,13 +414,22 @@ func (s *session) worker(it dispatchItem) {
 	defer idle.Stop()
 	for {
 		s.execute(it)
-		idle.Reset(workerIdle)
-		select {
-		case it = <-s.pool:
-		case <-idle.C:
-			return
-		case <-s.poolDone:
-			return
+		// The timer is not reset for every job (a timer's lock per job):
+		// a worker that ran a job since it last fired waits one more
+		// period, so an idle one exits after one to two periods.
+		for ran, next := true, false; !next; {
+			select {
+			case it = <-s.pool:
+				next = true
+			case <-idle.C:
+				if !ran {
+					return
+				}
+				ran = false
+				idle.Reset(workerIdle)
+			case <-s.poolDone:
+				return
+			}
 		}
 	}
 }

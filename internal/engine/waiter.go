@@ -349,8 +349,15 @@ func (h *waiterHub) jobDone(id string) { h.done(waitJob, id, nil) }
 // jobFinished wakes the waiters of a job this process finished, handing
 // them (a copy of) its row as committed.
 func (h *waiterHub) jobFinished(row *hoppertype.JobRow) {
-	r := *row
-	h.done(waitJob, row.ID, &r)
+	k := waitKey{waitJob, row.ID}
+	h.mu.Lock()
+	if e := h.entries[k]; e != nil {
+		r := *row // copied only when someone waits
+		e.row = &r
+		close(e.ch)
+		delete(h.entries, k)
+	}
+	h.mu.Unlock()
 }
 
 func (h *waiterHub) groupDone(id string) { h.done(waitGroup, id, nil) }

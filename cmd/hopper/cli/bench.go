@@ -34,6 +34,7 @@ type benchOpts struct {
 	backlog  int
 	batch    int
 	cpuprof  string
+	memprof  string
 	keep     bool
 	// autoMin, when positive, turns the autoscaler on: slots from autoMin
 	// to workers, evaluated every autoEvery.
@@ -162,6 +163,7 @@ it there, and it says what it left. The database is created when missing.`,
 	f.IntVar(&o.backlog, "backlog", 0, "jobs scheduled far in the future, stored before the run")
 	f.IntVar(&o.batch, "batch", 5000, "insert batch size")
 	f.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the work phase to this file")
+	f.StringVar(&o.memprof, "memprofile", "", "write the allocations profile to this file at the end of the work phase, and to FILE.base at its start (compare with go tool pprof -diff_base)")
 	f.BoolVar(&o.keep, "keep", false, "leave the run's jobs (its own queue) in the database")
 	f.IntVar(&o.autoMin, "autoscale", 0, "autoscale the throughput run's slots from this many up to --workers (0: a fixed --workers)")
 	f.DurationVar(&o.autoEvery, "autoscale-every", 10*time.Second, "how often the autoscaler evaluates (with --autoscale)")
@@ -448,7 +450,7 @@ func benchThroughput(ctx context.Context, drv driver.Driver, o *benchOpts) (*Thr
 	}
 	insertElapsed := time.Since(start)
 
-	stopProfile, err := startProfile(o.cpuprof)
+	stopProfile, err := startProfile(o.cpuprof, o.memprof)
 	if err != nil {
 		return nil, err
 	}
@@ -577,24 +579,51 @@ func benchLatency(ctx context.Context, drv driver.Driver, o *benchOpts) (*Latenc
 	}, nil
 }
 
-// startProfile starts a CPU profile into path (no-op when empty) and
-// returns the function that stops it.
-func startProfile(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
+// startProfile starts a CPU profile into path and writes the allocations
+// so far to mem.base (each skipped when empty), and returns the function
+// that stops the CPU profile and writes the allocations to mem.
+func startProfile(path, mem string) (func(), error) {
+	stopCPU := func() {}
+	if path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stopCPU = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
+	if mem == "" {
+		return stopCPU, nil
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+	if err := writeAllocs(mem + ".base"); err != nil {
+		stopCPU()
 		return nil, err
 	}
 	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
+		stopCPU()
+		if err := writeAllocs(mem); err != nil {
+			fmt.Fprintf(os.Stderr, "memprofile: %v\n", err)
+		}
 	}, nil
+}
+
+// writeAllocs writes the allocations profile so far to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // benchThreeSteps is the code of --mode workflow: three no-op steps.
@@ -641,7 +670,7 @@ func benchWorkflow(ctx context.Context, drv driver.Driver, o *benchOpts) (*Workf
 		starters, wf = o.workers, benchStepsDirect
 		how = fmt.Sprintf("run from %d goroutines (Start + Result of a SkipQueue workflow, no queue)", starters)
 	}
-	stopProfile, err := startProfile(o.cpuprof)
+	stopProfile, err := startProfile(o.cpuprof, o.memprof)
 	if err != nil {
 		return nil, err
 	}
