@@ -313,6 +313,13 @@ type WorkerDeleteParams struct {
 	// ChangesBefore, when set, also deletes the feed's worker and schedule
 	// changes written before it (retention of changes that have no job).
 	ChangesBefore time.Time
+	// TransitionsOlderThan, when set, also deletes the jobs' changes that
+	// the store keeps apart from their jobs and wrote longer ago than it,
+	// by the store's own clock, which stamped them (PostgreSQL's change
+	// sets, one row for a statement's transitions: they go by age, not
+	// with each job). A store that deletes a job's changes with the job
+	// ignores it.
+	TransitionsOlderThan *time.Duration
 }
 
 // LeaderResignParams are the arguments of LeaderResign.

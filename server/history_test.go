@@ -124,6 +124,9 @@ func recordHistory(t *testing.T, ctx context.Context, kind, where string, jobs i
 		defer conn.Close(ctx)
 		_, err = conn.Exec(ctx, `UPDATE "`+where+`".changes SET at = at - make_interval(secs => $1)`, historyAgo.Seconds())
 		require.NoError(t, err)
+		// A statement's job transitions are a change set (schema 23).
+		_, err = conn.Exec(ctx, `UPDATE "`+where+`".change_sets SET at = at - make_interval(secs => $1)`, historyAgo.Seconds())
+		require.NoError(t, err)
 	}
 	return d, c
 }

@@ -43,8 +43,9 @@
 //	jobs_group      (group_id, id) WHERE group_id <> id (a group's root by key)
 //	jobs_parent     (parent_id, id) WHERE parent_id IS NOT NULL
 //
-// There are no GIN indexes and no foreign keys. groups, keys, leaders and
-// queues hold the other rows; a sequence hands out lease tokens.
+// The jobs table has no GIN indexes and there are no foreign keys.
+// groups, keys, leaders and queues hold the other rows; a sequence hands
+// out lease tokens.
 //
 // Workflows (schema version 2) add four tables beside jobs, where a run
 // executes as the job with the same id:
@@ -55,6 +56,21 @@
 //	run_events     PK (run_id, attempt, seq): a run's history in order
 //	hooks          token PK; hooks_run (run_id, created_at, token)
 //	stream_chunks  PK (run_id, "offset")
+//
+// The change feed is two tables (schema version 23): changes, a row per
+// change (a job's insert, gates, stuck jobs, heartbeats with a message,
+// runs, workers, schedules), and change_sets, one row of arrays for the
+// transitions one statement makes of up to 4,096 jobs (a claim, a finish,
+// a promotion), written by the jobs' update trigger. Entry i of a set at
+// position p is the change at position p + i: positions come from one
+// sequence in steps of 4,096, so the feed keeps one (key, position) order
+// across both, and every listing reads a page of rows and a page of sets
+// by their primary keys and expands the sets. An entity's listing finds
+// its sets by a GIN index on their entities, from the entity's first row
+// on. A job's rows go with it; sets go by age, by the server's clock
+// (driver.WorkerDeleteParams.TransitionsOlderThan). One set in place of
+// 500 rows, each with two index entries, is a tenth less of the server's
+// work per job at 2,000 workers.
 //
 // Event data, hook payloads and stream chunks are bytea (nil and empty
 // stay distinct); a run's error is JSON text. JobDeleteFinished deletes a

@@ -35,7 +35,7 @@ func TestMigrateFresh(t *testing.T) {
 		tables = append(tables, name)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{"changes", "concurrency_keys", "feed_cursors", "gate_queues", "gate_waits", "gates", "groups", "hooks", "hopper_migrations", "jobs", "keys", "leaders", "queues",
+	require.Equal(t, []string{"change_sets", "changes", "concurrency_keys", "feed_cursors", "gate_queues", "gate_waits", "gates", "groups", "hooks", "hopper_migrations", "jobs", "keys", "leaders", "queues",
 		"run_events", "runs", "schedules", "stream_chunks", "workers"}, tables)
 	require.Equal(t, "postgres", d.Name())
 }

@@ -254,7 +254,8 @@ FROM unnest($1::text[], $2::int8[], $4::text[]) AS l(id, token, state)
 WHERE j.id = l.id AND j.lease_token = l.token AND j.state = l.state
 RETURNING j.id, j.lease_token, j.cancel_requested`),
 		// heartbeatNote is heartbeat that also records $4 as a heartbeat
-		// change of each job still held (keyed like the triggers' changes).
+		// change of each job still held, keyed past the job's previous
+		// change (a row, or an entry of a change set).
 		heartbeatNote: q(`WITH h AS (
 	UPDATE {s}.jobs j SET lease_expires_at = $3
 	FROM unnest($1::text[], $2::int8[], $5::text[]) AS l(id, token, state)
@@ -262,7 +263,8 @@ RETURNING j.id, j.lease_token, j.cancel_requested`),
 	RETURNING j.id, j.lease_token, j.cancel_requested, j.type, j.queue, j.state, j.attempt, j.worker
 ), c AS (
 	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, detail, at)
-	SELECT greatest(pg_current_xact_id(), (SELECT x.tx FROM {s}.changes x WHERE x.entity_id = h.id ORDER BY x.tx DESC LIMIT 1)),
+	SELECT greatest(pg_current_xact_id(), (SELECT x.tx FROM {s}.changes x WHERE x.entity_id = h.id ORDER BY x.tx DESC LIMIT 1),
+			(SELECT x.tx FROM {s}.change_sets x WHERE x.entity_ids @> ARRAY[h.id] ORDER BY x.tx DESC LIMIT 1)),
 		CASE WHEN h.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, h.id, h.type, h.queue, h.state, h.state,
 		h.attempt, h.worker, 'heartbeat', $4, statement_timestamp()
 	FROM h
@@ -478,38 +480,13 @@ RETURNING {runcols}`),
 
 		eventAppendMany:     q(eventAppendManySQL(true)),
 		eventAppendManyOnly: q(eventAppendManySQL(false)),
-		changeFeed: q(`SELECT ` + changeColumns + ` FROM {s}.changes
-WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY tx, position LIMIT $2`),
-		changeEntity: q(`SELECT ` + changeColumns + ` FROM {s}.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2`),
-		// changeOwn lists the transaction's own changes in the order it
-		// wrote them: those keyed by its id, and those whose key was
-		// raised past an entity's previous change (changes_raised).
-		changeOwn: q(`SELECT ` + changeColumns + ` FROM (
-	(SELECT * FROM {s}.changes WHERE tx = pg_current_xact_id_if_assigned() AND xid = tx AND position > $1 ORDER BY position LIMIT $2)
-	UNION ALL
-	(SELECT * FROM {s}.changes WHERE xid = pg_current_xact_id_if_assigned() AND xid <> tx AND position > $1 ORDER BY position LIMIT $2)
-) own ORDER BY position LIMIT $2`),
-		changeBefore: q(`SELECT ` + changeColumns + ` FROM {s}.changes
-WHERE (tx, position) < ($1::bigint::text::xid8, $2) AND tx < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY tx DESC, position DESC LIMIT $3`),
-		changeTail: q(`SELECT tx::text::bigint AS tx_key, position FROM {s}.changes
-WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, position DESC LIMIT 1`),
-		changeScanLast: q(`SELECT tx::text::bigint AS tx_key, position FROM (
-	SELECT tx, position FROM {s}.changes
-	WHERE (tx, position) > ($3::bigint::text::xid8, $1) AND tx < pg_snapshot_xmin(pg_current_snapshot())
-	ORDER BY tx, position LIMIT $2
-) page ORDER BY tx DESC, position DESC LIMIT 1`),
+		// The feed's other queries read the change sets too (changesets.go).
 		// changeScanStuck reads the stuck changes between two cursors from
 		// changes_stuck (the literal predicate lets the planner use it).
 		changeScanStuck: q(`SELECT ` + changeColumns + ` FROM {s}.changes
 WHERE state = 'stuck' AND (tx, position) > ($1::bigint::text::xid8, $2) AND (tx, position) <= ($3::bigint::text::xid8, $4)
 	AND ($5::text[] IS NULL OR kind = ANY($5)) AND ($6::text[] IS NULL OR type = ANY($6))
 ORDER BY tx, position LIMIT $7`),
-		changeScanRange: q(`SELECT ` + changeColumns + ` FROM {s}.changes
-WHERE (tx, position) > ($1::bigint::text::xid8, $2) AND (tx, position) <= ($3::bigint::text::xid8, $4)
-	AND ($5::text[] IS NULL OR kind = ANY($5)) AND ($6::text[] IS NULL OR type = ANY($6)) AND ($7::text[] IS NULL OR state = ANY($7))
-ORDER BY tx, position LIMIT $8`),
 		eventAppend:       q(eventAppendSQL("", true)),
 		eventAppendTx:     q(eventAppendSQL("\n\tON CONFLICT (run_id, attempt, seq) DO NOTHING", true)),
 		eventAppendOnly:   q(eventAppendSQL("", false)),
@@ -551,6 +528,7 @@ LIMIT $3`),
 
 		gates: newGateQueries(q),
 	}
+	qs.changeFeed, qs.changeEntity, qs.changeOwn, qs.changeBefore, qs.changeTail, qs.changeScanLast, qs.changeScanRange = changeSetQueries(q)
 	qs.finishClaimed = strings.Replace(qs.finish, "RETURNING u.idx, "+cols("j."), "RETURNING u.idx, j.cancel_requested", 1)
 	qs.finishOneClaimed = strings.Replace(qs.finishOne, "RETURNING $1::int4, "+cols("j."), "RETURNING $1::int4, j.cancel_requested", 1)
 	if qs.finishClaimed == qs.finish || qs.finishOneClaimed == qs.finishOne {

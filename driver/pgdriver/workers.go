@@ -68,5 +68,17 @@ func (e *executor) WorkerDelete(ctx context.Context, p *driver.WorkerDeleteParam
 			return 0, e.d.fail("delete worker and schedule changes", err)
 		}
 	}
+	if p.TransitionsOlderThan != nil {
+		// Change sets go by age (schema 23), by the server's clock that
+		// stamped them: one holds many jobs' transitions, so it cannot go
+		// with each job. At most 1,000 a call (each holds up to 4,096
+		// transitions); retention calls again.
+		s := e.d.q.schema
+		if _, err := e.q.Exec(ctx, `DELETE FROM `+s+`.change_sets WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM `+s+`.change_sets WHERE at < statement_timestamp() - make_interval(secs => $1) LIMIT 1000))`,
+			p.TransitionsOlderThan.Seconds()); err != nil {
+			return 0, e.d.fail("delete change sets", err)
+		}
+	}
 	return int(tag.RowsAffected()), nil
 }

@@ -272,7 +272,8 @@ func (e *Engine) retain(ctx context.Context) error {
 	if keep := e.cfg.Retention.Succeeded; keep >= 0 {
 		changesBefore = now.Add(-keep)
 	}
-	_, err := e.drv.WorkerDelete(wctx, &driver.WorkerDeleteParams{Before: now.Add(-WorkerRetained), ChangesBefore: changesBefore})
+	_, err := e.drv.WorkerDelete(wctx, &driver.WorkerDeleteParams{Before: now.Add(-WorkerRetained), ChangesBefore: changesBefore,
+		TransitionsOlderThan: transitionsAge(e.cfg.Retention)})
 	cancel()
 	if err != nil {
 		return err
@@ -289,6 +290,22 @@ func (e *Engine) retain(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// transitionsAge is how old the store's job transitions kept apart from
+// their jobs (see driver.WorkerDeleteParams.TransitionsOlderThan) must be
+// to go: older than the longest retention of any terminal state, so a kept
+// job's history stays while the job does; nil (never) when a state is kept
+// forever. The age is the store's: it stamped them by its clock.
+func transitionsAge(r Retention) *time.Duration {
+	longest := time.Duration(0)
+	for _, keep := range []time.Duration{r.Succeeded, r.Dead, r.Expired, r.Cancelled} {
+		if keep < 0 {
+			return nil
+		}
+		longest = max(longest, keep)
+	}
+	return &longest
 }
 
 // autoRedrive moves dead jobs back when a queue is idle, at most once per

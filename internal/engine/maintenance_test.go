@@ -146,3 +146,14 @@ func TestLeadershipChanged(t *testing.T) {
 	changed("stopped leading", ended)
 	require.False(t, e.IsLeader())
 }
+
+// TestTransitionsAge: the store's change sets go once older than the
+// longest retention of a terminal state, and never while one is kept
+// forever.
+func TestTransitionsAge(t *testing.T) {
+	r := Retention{Succeeded: time.Hour, Dead: 7 * 24 * time.Hour, Expired: 24 * time.Hour, Cancelled: 0}
+	require.Equal(t, 7*24*time.Hour, *transitionsAge(r), "the longest retention")
+	r.Cancelled = -1
+	require.Nil(t, transitionsAge(r), "a state kept forever keeps every set")
+	require.Equal(t, time.Duration(0), *transitionsAge(Retention{}), "no retention at all: every set is old enough")
+}

@@ -44,7 +44,7 @@ BEGIN
 	WHERE o.state IS DISTINCT FROM n.state
 	HAVING count(*) > 0;
 	RETURN NULL;
-END $$ SET enable_hashjoin = on;
+END $$ SET enable_hashjoin = on SET enable_nestloop = off;
 
 -- "max": one change row per job, with one look-up per
 -- statement instead of one per job: the key is raised to the feed's

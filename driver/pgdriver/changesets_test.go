@@ -1,0 +1,245 @@
+package pgdriver
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// feedAll waits until the final feed, read in pages of page, holds n
+// changes, and returns them (a change is final once every older transaction on
+// the cluster ended; other tests' transactions may hold it back a while).
+func feedAll(t *testing.T, x driver.Executor, n, page int) []*hoppertype.Change {
+	t.Helper()
+	var all []*hoppertype.Change
+	require.Eventually(t, func() bool {
+		all = all[:0]
+		var after hoppertype.ChangeCursor
+		for {
+			chs, err := x.ChangeList(t.Context(), &driver.ChangeListParams{After: after, Limit: page})
+			require.NoError(t, err)
+			if len(chs) == 0 {
+				return len(all) == n
+			}
+			all = append(all, chs...)
+			after = hoppertype.CursorOf(chs[len(chs)-1])
+		}
+	}, 20*time.Second, 20*time.Millisecond, "the feed in pages of %d holds %d changes, want %d", page, len(all), n)
+	return all
+}
+
+// TestChangeSetsOfAStatement claims 5,000 jobs in one statement: their
+// changes are two change sets (4,096 and 904 entries), and every reading
+// of the feed expands them in its order, whatever its page size or
+// direction: forwards in pages that end inside a set, backwards, by
+// entity, by the transaction that wrote them, by a scan's filter, and the
+// tail. It fails if a set's entries are skipped, repeated or misplaced by
+// a cursor inside a set, or if a statement's changes stop being sets.
+func TestChangeSetsOfAStatement(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	x := d.Executor()
+	const n = 5000
+	jobs := make([]*hoppertype.JobRow, n)
+	for i := range jobs {
+		jobs[i] = newJob("sets")
+	}
+	insert(t, x, jobs...)
+
+	var own []*hoppertype.Change
+	require.NoError(t, x.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		claimed, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: "sets", Limit: n, Now: testBase,
+			LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+		if err != nil {
+			return err
+		}
+		require.Len(t, claimed, n)
+		for after := (hoppertype.ChangeCursor{}); ; {
+			chs, err := tx.ChangeList(ctx, &driver.ChangeListParams{Own: true, After: after, Limit: 333})
+			if err != nil {
+				return err
+			}
+			if len(chs) == 0 {
+				return nil
+			}
+			own = append(own, chs...)
+			after = hoppertype.CursorOf(chs[len(chs)-1])
+		}
+	}))
+	require.Len(t, own, n, "the claiming transaction lists each of its changes once")
+	for _, ch := range own {
+		require.Equal(t, "pending>running", ch.Prev+">"+ch.State)
+	}
+
+	var sets []int
+	rows, err := pool.Query(ctx, `SELECT cardinality(entity_ids) FROM `+d.q.schema+`.change_sets ORDER BY tx, position`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var c int
+		require.NoError(t, rows.Scan(&c))
+		sets = append(sets, c)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int{4096, 904}, sets, "one statement's claims are sets of at most 4,096")
+
+	whole := feedAll(t, x, 2*n, 2*n)
+	for _, page := range []int{7, 500, 4095, 4097} {
+		paged := feedAll(t, x, 2*n, page)
+		require.Equal(t, cursors(whole), cursors(paged), "pages of %d", page)
+	}
+	for i := 1; i < len(whole); i++ {
+		require.True(t, hoppertype.CursorOf(whole[i-1]).Before(whole[i]), "the feed is in (tx, position) order at %d", i)
+	}
+	seen := map[string][]string{}
+	for _, ch := range whole {
+		seen[ch.EntityID] = append(seen[ch.EntityID], ch.Prev+">"+ch.State)
+	}
+	require.Len(t, seen, n)
+	for id, tr := range seen {
+		require.Equal(t, []string{">pending", "pending>running"}, tr, "job %s", id)
+	}
+	// The claims, with what the trigger recorded.
+	claim := whole[len(whole)-1]
+	require.Equal(t, hoppertype.ChangeKind("job"), claim.Kind)
+	require.Equal(t, "t", claim.Type)
+	require.Equal(t, "sets", claim.Queue)
+	require.Equal(t, 1, claim.Attempt)
+	require.Equal(t, "w", claim.Worker)
+	require.Contains(t, claim.Fields, "attempt")
+	require.Equal(t, testBase, claim.DueAt.UTC(), "a claim records when its job was due")
+
+	// Backwards from the tail, in pages that end inside a set.
+	tail, err := x.ChangeTail(ctx, &driver.ChangeTailParams{})
+	require.NoError(t, err)
+	require.Equal(t, hoppertype.CursorOf(claim), tail, "the tail is a set's last entry")
+	var back []*hoppertype.Change
+	for before := tail; ; {
+		chs, err := x.ChangeListBefore(ctx, &driver.ChangeListBeforeParams{Before: before, Limit: 999})
+		require.NoError(t, err)
+		if len(chs) == 0 {
+			break
+		}
+		back = append(back, chs...)
+		before = hoppertype.CursorOf(chs[len(chs)-1])
+	}
+	slices.Reverse(back)
+	require.Equal(t, cursors(whole[:len(whole)-1]), cursors(back), "backwards lists what forwards does")
+
+	// By entity: the job's insert (a row) and its claim (a set entry).
+	for _, j := range []*hoppertype.JobRow{jobs[0], jobs[4200], jobs[n-1]} {
+		chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 10})
+		require.NoError(t, err)
+		require.Equal(t, []string{">pending", "pending>running"}, transitions(chs), "job %s", j.ID)
+	}
+
+	// A scan for running states reads every claim and nothing else.
+	var scanned []*hoppertype.Change
+	for after := (hoppertype.ChangeCursor{}); ; {
+		res, err := x.ChangeScan(ctx, &driver.ChangeScanParams{After: after, States: []string{"running"}, Limit: 1500})
+		require.NoError(t, err)
+		scanned = append(scanned, res.Changes...)
+		if res.Next == after {
+			break
+		}
+		after = res.Next
+	}
+	require.Len(t, scanned, n)
+	require.Equal(t, cursors(whole[n:]), cursors(scanned))
+	res, err := x.ChangeScan(ctx, &driver.ChangeScanParams{Types: []string{"other"}, Limit: 2 * n})
+	require.NoError(t, err)
+	require.Empty(t, res.Changes, "a type filter applies to the sets' entries")
+	require.Equal(t, tail, res.Next)
+}
+
+func cursors(chs []*hoppertype.Change) []hoppertype.ChangeCursor {
+	out := make([]hoppertype.ChangeCursor, len(chs))
+	for i, ch := range chs {
+		out[i] = hoppertype.CursorOf(ch)
+	}
+	return out
+}
+
+func transitions(chs []*hoppertype.Change) []string {
+	out := make([]string, len(chs))
+	for i, ch := range chs {
+		out[i] = ch.Prev + ">" + ch.State
+	}
+	return out
+}
+
+// TestChangeSetsGoByAge: change sets are deleted by retention once older
+// than TransitionsOlderThan by the server's clock, and only then; a job's
+// own rows stay with it.
+func TestChangeSetsGoByAge(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	x := d.Executor()
+	j := newJob("age")
+	insert(t, x, j)
+	_, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: "age", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	require.NoError(t, err)
+	listed := func() []string {
+		chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 10})
+		require.NoError(t, err)
+		return transitions(chs)
+	}
+	require.Equal(t, []string{">pending", "pending>running"}, listed())
+
+	hour, none := time.Hour, time.Duration(0)
+	_, err = x.WorkerDelete(ctx, &driver.WorkerDeleteParams{Before: testBase, TransitionsOlderThan: &hour})
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending", "pending>running"}, listed(), "a set younger than the cut stays")
+
+	_, err = x.WorkerDelete(ctx, &driver.WorkerDeleteParams{Before: testBase})
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending", "pending>running"}, listed(), "without an age, sets stay")
+	_, err = x.WorkerDelete(ctx, &driver.WorkerDeleteParams{Before: testBase, TransitionsOlderThan: &none})
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending"}, listed(), "an older set goes; the job's insert stays with it")
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+d.q.schema+`.change_sets`).Scan(&left))
+	require.Zero(t, left)
+}
+
+// TestChangeSetsOfADeletedJob: a deleted job's set entries are not listed
+// as the changes of a later job given the same id (they stay in the feed
+// until retention takes their sets).
+func TestChangeSetsOfADeletedJob(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	x := d.Executor()
+	first := newJob("reuse")
+	insert(t, x, first)
+	claimed, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: "reuse", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	_, err = x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: first.ID, LeaseToken: claimed[0].LeaseToken,
+		Attempt: 1, State: hoppertype.JobStateSucceeded, RunAt: claimed[0].RunAt, EndedAt: testBase}}})
+	require.NoError(t, err)
+	n, err := x.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: testBase.Add(time.Second), Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: first.ID, Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, chs, "a deleted job lists no changes")
+
+	again := newJob("reuse")
+	again.ID = first.ID
+	again.GroupID = first.ID
+	insert(t, x, again)
+	chs, err = x.ChangeList(ctx, &driver.ChangeListParams{EntityID: first.ID, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending"}, transitions(chs), "the new job lists its own changes alone")
+}
