@@ -243,3 +243,30 @@ func TestChangeSetsOfADeletedJob(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{">pending"}, transitions(chs), "the new job lists its own changes alone")
 }
+
+// TestChangeSetsCompressWithLZ4: where the server has lz4 (this one, as
+// Debian's and most builds do), every array of a change set compresses
+// with it (schema 24); pglz was the server's costliest function.
+func TestChangeSetsCompressWithLZ4(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 1)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	var lz4 bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals))`).Scan(&lz4))
+	if !lz4 {
+		t.Skip("this server has no lz4: the schema keeps its default compression")
+	}
+	rows, err := pool.Query(ctx, `SELECT a.attname, a.attcompression FROM pg_attribute a
+WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid IN (SELECT typarray FROM pg_type)`, d.q.schema+".change_sets")
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		var name, method string
+		require.NoError(t, rows.Scan(&name, &method))
+		require.Equal(t, "l", method, "column %s", name)
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, 10, n, "the sets' ten arrays")
+}
