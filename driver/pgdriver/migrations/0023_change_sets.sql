@@ -21,8 +21,8 @@
 --
 -- An entity's listing finds its sets by a GIN index on the entities, from
 -- its first change on (a deleted job has none, so a later job of the same id
--- is not shown the earlier one's). Sets go by age (retention's
--- TransitionsBefore), not with each job.
+-- is not shown the earlier one's). Sets go by age, by the server's clock
+-- (retention's TransitionsOlderThan), not with each job.
 ALTER TABLE {schema}.changes ALTER COLUMN position SET INCREMENT BY 4096;
 
 CREATE TABLE {schema}.change_sets (
