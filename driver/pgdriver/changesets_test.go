@@ -183,6 +183,18 @@ func transitions(chs []*hoppertype.Change) []string {
 	return out
 }
 
+// insertClaimed inserts a job on queue and claims it, one set's entry,
+// returning the claimed row.
+func insertClaimed(t *testing.T, x driver.Executor, queue string) *hoppertype.JobRow {
+	t.Helper()
+	insert(t, x, newJob(queue))
+	claimed, err := x.JobClaim(t.Context(), &driver.JobClaimParams{Queue: queue, Limit: 1, Now: testBase,
+		LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	return claimed[0]
+}
+
 // TestChangeSetsGoByAge: change sets are deleted by retention once older
 // than TransitionsOlderThan by the server's clock, and only then; a job's
 // own rows stay with it.
@@ -192,10 +204,7 @@ func TestChangeSetsGoByAge(t *testing.T) {
 	d := newTestDriver(t, pool)
 	ctx := t.Context()
 	x := d.Executor()
-	j := newJob("age")
-	insert(t, x, j)
-	_, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: "age", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
-	require.NoError(t, err)
+	j := insertClaimed(t, x, "age")
 	listed := func() []string {
 		chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 10})
 		require.NoError(t, err)
@@ -204,7 +213,7 @@ func TestChangeSetsGoByAge(t *testing.T) {
 	require.Equal(t, []string{">pending", "pending>running"}, listed())
 
 	hour, none := time.Hour, time.Duration(0)
-	_, err = x.WorkerDelete(ctx, &driver.WorkerDeleteParams{Before: testBase, TransitionsOlderThan: &hour})
+	_, err := x.WorkerDelete(ctx, &driver.WorkerDeleteParams{Before: testBase, TransitionsOlderThan: &hour})
 	require.NoError(t, err)
 	require.Equal(t, []string{">pending", "pending>running"}, listed(), "a set younger than the cut stays")
 
@@ -228,13 +237,9 @@ func TestChangeSetsOfADeletedJob(t *testing.T) {
 	d := newTestDriver(t, pool)
 	ctx := t.Context()
 	x := d.Executor()
-	first := newJob("reuse")
-	insert(t, x, first)
-	claimed, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: "reuse", Limit: 1, Now: testBase, LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
-	require.NoError(t, err)
-	require.Len(t, claimed, 1)
-	_, err = x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: first.ID, LeaseToken: claimed[0].LeaseToken,
-		Attempt: 1, State: hoppertype.JobStateSucceeded, RunAt: claimed[0].RunAt, EndedAt: testBase}}})
+	first := insertClaimed(t, x, "reuse")
+	_, err := x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: first.ID, LeaseToken: first.LeaseToken,
+		Attempt: 1, State: hoppertype.JobStateSucceeded, RunAt: first.RunAt, EndedAt: testBase}}})
 	require.NoError(t, err)
 	n, err := x.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: testBase.Add(time.Second), Limit: 10})
 	require.NoError(t, err)

@@ -31,12 +31,12 @@ func (s *session) execute(it dispatchItem) {
 
 	// Deadline checked before dispatch: a job past it never runs.
 	if !row.Deadline.IsZero() && !now.Before(row.Deadline) {
-		s.refuse(row, now)
+		s.refuse(row, now, true)
 		return
 	}
 	t := e.lookupType(row.Type)
 	if t == nil {
-		s.refuse(row, now)
+		s.refuse(row, now, false)
 		return
 	}
 
@@ -97,14 +97,14 @@ func (s *session) execute(it dispatchItem) {
 // stack: a worker's stack then fits its first size and is not grown for
 // every job after the garbage collector shrank it while the worker waited.
 
-// refuse submits the outcome of an attempt that does not run: the job's
-// deadline is at or before now (it expires), or else its type is not
+// refuse submits the outcome of an attempt that does not run: expired,
+// the job's deadline is at or before now; otherwise its type is not
 // registered here (it is put back without using the attempt).
 //
 //go:noinline
-func (s *session) refuse(row *hoppertype.JobRow, now time.Time) {
+func (s *session) refuse(row *hoppertype.JobRow, now time.Time, expired bool) {
 	e := s.e
-	if !row.Deadline.IsZero() && !now.Before(row.Deadline) {
+	if expired {
 		s.completer.submit(finishItem{row: row, outcome: decide(row, attemptResult{err: hoppertype.ErrExpired, cause: hoppertype.ErrExpired}, nil, now, nil, nil), here: s})
 		return
 	}

@@ -264,7 +264,10 @@ func (h *waiterHub) done(kind waitKind, id string, row *hoppertype.JobRow) {
 	k := waitKey{kind, id}
 	h.mu.Lock()
 	if e := h.entries[k]; e != nil {
-		e.row = row
+		if row != nil {
+			r := *row // copied only when someone waits
+			e.row = &r
+		}
 		close(e.ch)
 		delete(h.entries, k)
 	}
@@ -348,17 +351,7 @@ func (h *waiterHub) jobDone(id string) { h.done(waitJob, id, nil) }
 
 // jobFinished wakes the waiters of a job this process finished, handing
 // them (a copy of) its row as committed.
-func (h *waiterHub) jobFinished(row *hoppertype.JobRow) {
-	k := waitKey{waitJob, row.ID}
-	h.mu.Lock()
-	if e := h.entries[k]; e != nil {
-		r := *row // copied only when someone waits
-		e.row = &r
-		close(e.ch)
-		delete(h.entries, k)
-	}
-	h.mu.Unlock()
-}
+func (h *waiterHub) jobFinished(row *hoppertype.JobRow) { h.done(waitJob, row.ID, row) }
 
 func (h *waiterHub) groupDone(id string) { h.done(waitGroup, id, nil) }
 
