@@ -48,6 +48,9 @@ HZ=$(getconf CLK_TCK)
 ticks() { { [ -n "$PM" ] && awk '{ sub(/^.*\) /, ""); print $14 + $15 }' "/proc/$PM/stat" 2>/dev/null; } || echo 0; }
 one() { # one SIDE LABEL
 	psql -qX "$BASE" -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" 2>/dev/null
+	# The previous run's dirty pages written out now, not by a checkpoint
+	# during this run (as bench/run.sh's settle does).
+	psql -qX "$BASE" -c "CHECKPOINT" && sync
 	local t0 t1 out
 	t0=$(ticks)
 	out=$("$TMP/hopper-$1" bench --driver postgres --db "$URL" --jobs "$JOBS" --workers "$W" --keep 2>&1)
