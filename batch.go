@@ -104,7 +104,11 @@ func (d *batchDef[I, O]) join(ctx context.Context, in I) (O, error) {
 	if full {
 		b.close(r) // under the lock: no job joins a full batch
 	}
+	n := len(r.ins)
 	b.mu.Unlock()
+	if f := c.batchJoined.Load(); f != nil {
+		(*f)(d.name, n)
+	}
 	if full {
 		b.run(r)
 	}

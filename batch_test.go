@@ -90,12 +90,26 @@ func testBatchMaxWaitFlushesPartialBatch(t *testing.T, newDriver func(*testing.T
 	require.NoError(t, c.Register(b))
 	ctx := testCtx(t)
 	start := clk.Now()
-	started := onEvents(t, c)
+	// The batch's size as its jobs join: a job is active, and its started
+	// event sent, before its handler joins the batch, so the clock moves
+	// only once all three have joined (moved after two, it would run a
+	// batch of two and leave the third waiting for a time that never comes).
+	joined := make(chan int, 3)
+	c.OnBatchJoin(func(name string, n int) {
+		if name == "partial" {
+			joined <- n
+		}
+	})
 	hs, err := b.EnqueueMany(ctx, c, []int{1, 2, 3}, nil)
 	require.NoError(t, err)
-	// A job is active before its started event, and joins the batch right
-	// after it; the first to join arms the batch's maxWait timer.
-	await(t, "the three jobs to start", func() bool { return len(c.Active()) == 3 }, started)
+	for n := 0; n < 3; {
+		select {
+		case n = <-joined:
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for the three jobs to join the batch (%d joined)", n)
+		}
+	}
+	// The first to join armed the batch's maxWait timer.
 	require.NoError(t, clk.WaitArmedAt(ctx, start.Add(maxWait)))
 	require.Empty(t, log.sizes(), "a partial batch waits for maxWait")
 	clk.Advance(maxWait)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hopper-go/hopper/driver"
@@ -247,6 +248,9 @@ type Client struct {
 	typesMu sync.RWMutex
 	// batchers holds the open batches of each batch type (DefineBatch).
 	batchers sync.Map
+	// batchJoined, when set (by tests), is called each time a job joins a
+	// batch, with the batch type and the batch's size then.
+	batchJoined atomic.Pointer[func(name string, n int)]
 	// types are the registered types with their codecs (the engine has
 	// them too, bound to this client).
 	types map[string]typeCore

@@ -155,3 +155,29 @@ func TestStatsRecorderForgets(t *testing.T) {
 	r.Observe(hopper.Event{Kind: hopper.EventSucceeded, JobID: "0", Type: "mail", Queue: "q", Attempt: 1, At: at.Add(time.Second)})
 	require.Equal(t, int64(1), stats(t, r).Success.Count, "the oldest was forgotten: no run time")
 }
+
+// BenchmarkStatsRecorderJob folds one job's queued, started and succeeded
+// events into a recorder that remembers a backlog of 50,000 queued jobs
+// (as a client that enqueued them does), per op.
+func BenchmarkStatsRecorderJob(b *testing.B) {
+	r := hopper.NewStatsRecorder(nil)
+	t0 := hoppertest.Epoch()
+	const backlog = 50_000
+	ids := make([]string, backlog+b.N)
+	for i := range ids {
+		ids[i] = "job-" + strconv.Itoa(i)
+	}
+	ev := func(kind hopper.EventKind, i int) hopper.Event {
+		return hopper.Event{Kind: kind, JobID: ids[i], Type: "noop", Queue: "q", Attempt: 1, At: t0, RunAt: t0}
+	}
+	for i := range backlog {
+		r.Observe(ev(hopper.EventQueued, i))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		r.Observe(ev(hopper.EventQueued, backlog+i))
+		r.Observe(ev(hopper.EventStarted, i))
+		r.Observe(ev(hopper.EventSucceeded, i))
+	}
+}
