@@ -183,16 +183,78 @@ func transitions(chs []*hoppertype.Change) []string {
 	return out
 }
 
-// insertClaimed inserts a job on queue and claims it, one set's entry,
-// returning the claimed row.
+// insertClaimed inserts a job on queue and claims it with another (one set
+// of two entries), returning the claimed row.
 func insertClaimed(t *testing.T, x driver.Executor, queue string) *hoppertype.JobRow {
 	t.Helper()
-	insert(t, x, newJob(queue))
-	claimed, err := x.JobClaim(t.Context(), &driver.JobClaimParams{Queue: queue, Limit: 1, Now: testBase,
+	return claimPair(t, x, queue)[0]
+}
+
+// claimPair inserts two jobs on queue and claims them in one statement, so
+// that their transitions are a change set (a statement of one job writes
+// a row, schema 26); the first inserted comes first.
+func claimPair(t *testing.T, x driver.Executor, queue string) []*hoppertype.JobRow {
+	t.Helper()
+	a, b := newJob(queue), newJob(queue)
+	insert(t, x, a, b)
+	claimed, err := x.JobClaim(t.Context(), &driver.JobClaimParams{Queue: queue, Limit: 2, Now: testBase,
+		LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	if claimed[0].ID != a.ID {
+		claimed[0], claimed[1] = claimed[1], claimed[0]
+	}
+	require.Equal(t, a.ID, claimed[0].ID)
+	return claimed
+}
+
+// TestChangeOfOneJobIsARow: a statement that changes one job writes its
+// change as a row of the changes table, not as a set of one (schema 26);
+// a statement of two writes a set; the feed lists both in order.
+func TestChangeOfOneJobIsARow(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	x := d.Executor()
+	one := newJob("one")
+	insert(t, x, one)
+	claimed, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: "one", Limit: 5, Now: testBase,
 		LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
-	return claimed[0]
+	count := func(sql string, args ...any) int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.changes WHERE entity_id = $1 AND prev_state = 'pending' AND state = 'running'`, one.ID),
+		"the claim of one job is a row")
+	require.Zero(t, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets`), "and no set")
+
+	_, err = x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: one.ID, LeaseToken: claimed[0].LeaseToken,
+		Attempt: 1, State: hoppertype.JobStateSucceeded, RunAt: claimed[0].RunAt, EndedAt: testBase}}})
+	require.NoError(t, err)
+	require.Zero(t, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets`), "nor is its finish alone")
+
+	pair := claimPair(t, x, "two")
+	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets WHERE cardinality(entity_ids) = 2`), "a claim of two is a set")
+	chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: one.ID, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, transitions(chs))
+	chs, err = x.ChangeList(ctx, &driver.ChangeListParams{EntityID: pair[1].ID, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending", "pending>running"}, transitions(chs))
+	// The whole feed: one's insert, claim and finish as rows, the pair's
+	// inserts as rows and its claim as a set's two entries, in one order.
+	all := feedAll(t, x, 7)
+	var ofOne []string
+	for _, c := range all {
+		if c.EntityID == one.ID {
+			ofOne = append(ofOne, c.Prev+">"+c.State)
+		}
+	}
+	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, ofOne)
 }
 
 // TestChangeSetsGoByAge: change sets are deleted by retention once older
@@ -237,13 +299,18 @@ func TestChangeSetsOfADeletedJob(t *testing.T) {
 	d := newTestDriver(t, pool)
 	ctx := t.Context()
 	x := d.Executor()
-	first := insertClaimed(t, x, "reuse")
-	_, err := x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: first.ID, LeaseToken: first.LeaseToken,
-		Attempt: 1, State: hoppertype.JobStateSucceeded, RunAt: first.RunAt, EndedAt: testBase}}})
+	pair := claimPair(t, x, "reuse")
+	first := pair[0]
+	var items []driver.JobFinishParams
+	for _, j := range pair {
+		items = append(items, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken,
+			Attempt: 1, State: hoppertype.JobStateSucceeded, RunAt: j.RunAt, EndedAt: testBase})
+	}
+	_, err := x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
 	require.NoError(t, err)
 	n, err := x.JobDeleteFinished(ctx, &driver.JobDeleteFinishedParams{States: []hoppertype.JobState{hoppertype.JobStateSucceeded}, Before: testBase.Add(time.Second), Limit: 10})
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Equal(t, 2, n)
 	chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: first.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, chs, "a deleted job lists no changes")

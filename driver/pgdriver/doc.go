@@ -59,8 +59,9 @@
 //
 // The change feed is two tables (schema version 23): changes, a row per
 // change (a job's insert, gates, stuck jobs, heartbeats with a message,
+// the transition of a statement that changes one job (schema version 26),
 // runs, workers, schedules), and change_sets, one row of arrays for the
-// transitions one statement makes of up to 4,096 jobs (a claim, a finish,
+// transitions one statement makes of 2 to 4,096 jobs (a claim, a finish,
 // a promotion), written by the jobs' update trigger. Entry i of a set at
 // position p is the change at position p + i: positions come from one
 // sequence in steps of 4,096, so the feed keeps one (key, position) order
