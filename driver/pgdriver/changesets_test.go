@@ -248,13 +248,13 @@ func TestChangeOfOneJobIsARow(t *testing.T) {
 	// The whole feed: one's insert, claim and finish as rows, the pair's
 	// inserts as rows and its claim as a set's two entries, in one order.
 	all := feedAll(t, x, 7)
-	var ofOne []string
+	var ofOne []*hoppertype.Change
 	for _, c := range all {
 		if c.EntityID == one.ID {
-			ofOne = append(ofOne, c.Prev+">"+c.State)
+			ofOne = append(ofOne, c)
 		}
 	}
-	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, ofOne)
+	require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, transitions(ofOne))
 }
 
 // TestChangeSetsGoByAge: change sets are deleted by retention once older
