@@ -34,10 +34,72 @@ func limitArg(n int) any {
 // The context is checked before the claim is sent, not while it runs: a
 // claim the caller never hears of would hold its jobs until their leases
 // expire.
+//
+// Outside a caller's transaction a claim that follows a full one starts
+// after its last job (see claimCursor); one that comes back short there
+// looks again from the head of the queue for the rest, in a second round
+// trip.
 func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
 	if err := e.check(ctx, "claim jobs"); err != nil {
 		return nil, err
 	}
+	if e.tx == nil {
+		// Once sent, a claim is seen through: abandoning it on cancellation
+		// could commit a claim nobody knows about, leaving its jobs running
+		// until their leases expire.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), claimDetachTimeout)
+		defer cancel()
+	}
+	var key string
+	var cur *claimCursor
+	if e.tx == nil && p.Limit > 0 {
+		key = cursorKey(p)
+		cur = e.d.cursors.get(key, p.Now)
+	}
+	rows, promoted, err := e.claimOnce(ctx, p, p.Limit, cur)
+	if err != nil {
+		if key != "" {
+			e.d.cursors.drop(key)
+		}
+		return nil, e.d.fail("claim jobs", err)
+	}
+	fellBack := false
+	if cur != nil && len(rows) < p.Limit {
+		// Jobs may wait before the cursor (made pending behind it, or
+		// locked when a claim passed them): the rest of the limit comes
+		// from the head. The first claim has committed, so its jobs are
+		// returned whatever this one does; a failure here is the next
+		// claim's to meet.
+		fellBack = true
+		more, n, err := e.claimOnce(ctx, p, p.Limit-len(rows), nil)
+		if err == nil {
+			rows, promoted = append(rows, more...), promoted+n
+		}
+	}
+	sortClaimed(rows)
+	if key != "" {
+		switch {
+		case promoted > 0 || fellBack || len(rows) < p.Limit || keyed(rows):
+			// Due jobs just made pending may sort before any cursor; a
+			// short claim has reached the queue's end; a queue of jobs
+			// with concurrency keys has jobs the claim passed by (their
+			// keys full), which the next claims must see again.
+			e.d.cursors.drop(key)
+		case cur != nil:
+			e.d.cursors.put(key, claimCursor{at: cursorAt(rows[len(rows)-1]), since: cur.since, uses: cur.uses + 1})
+		default:
+			e.d.cursors.put(key, claimCursor{at: cursorAt(rows[len(rows)-1]), since: p.Now})
+		}
+	}
+	return e.admitKeyed(ctx, rows)
+}
+
+// claimOnce promotes the queue's due jobs and claims up to limit pending
+// ones (none when limit <= 0), after cur's key when cur is not nil, in one
+// round trip and one transaction; it returns the claimed jobs, unordered,
+// and how many due jobs it promoted.
+func (e *executor) claimOnce(ctx context.Context, p *driver.JobClaimParams, limit int, cur *claimCursor) ([]*hoppertype.JobRow, int64, error) {
 	b := &pgx.Batch{}
 	// The claim must walk jobs_claim in order and stop at LIMIT: an index
 	// scan marks the entries of claimed rows dead as it passes them
@@ -50,36 +112,34 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 	// settings alone.
 	planned := e.withClaimPlan(b)
 	b.Queue(e.d.q.promoteQueue, p.Queue, p.Now)
-	if p.Limit > 0 {
-		sql, withLimit := e.d.q.claimStmt(len(p.Types) > 0, p.Limit)
-		args := []any{p.Queue, p.Limit, ts(p.LeaseExpiresAt), p.Worker, p.Now}
+	if limit > 0 {
+		sql, withLimit := e.d.q.claimStmt(len(p.Types) > 0, limit, cur != nil)
+		args := []any{p.Queue, limit, ts(p.LeaseExpiresAt), p.Worker, p.Now}
 		if !withLimit {
 			args = slices.Delete(args, 1, 2)
 		}
 		if len(p.Types) > 0 {
 			args = append(args, p.Types)
 		}
+		if cur != nil {
+			args = append(args, int32(cur.at.priority), ts(cur.at.runAt), cur.at.id)
+		}
 		b.Queue(sql, args...)
 	}
-	if e.tx == nil {
-		// Once sent, a claim is seen through: abandoning it on cancellation
-		// could commit a claim nobody knows about, leaving its jobs running
-		// until their leases expire.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), claimDetachTimeout)
-		defer cancel()
-	}
 	rows := []*hoppertype.JobRow{}
+	var promoted int64
 	err := e.sendAtomic(ctx, b, func(br pgx.BatchResults) error {
 		if planned {
 			if err := skip(br, 1); err != nil { // the planner settings
 				return err
 			}
 		}
-		if err := skip(br, 1); err != nil { // the promotion
+		tag, err := br.Exec() // the promotion
+		if err != nil {
 			return err
 		}
-		if p.Limit <= 0 {
+		promoted = tag.RowsAffected()
+		if limit <= 0 {
 			return nil
 		}
 		got, err := collectJobs(br.Query())
@@ -89,9 +149,24 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 		return err
 	})
 	if err != nil {
-		return nil, e.d.fail("claim jobs", err)
+		return nil, 0, err
 	}
-	// RETURNING has no order: put the rows back in claim order.
+	return rows, promoted, nil
+}
+
+// keyed reports whether a job of rows has a concurrency limit.
+func keyed(rows []*hoppertype.JobRow) bool {
+	for _, j := range rows {
+		if j.ConcurrencyKey != "" && j.ConcurrencyLimit > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sortClaimed puts claimed rows in claim order (RETURNING has none):
+// priority, highest first, then RunAt, then ID.
+func sortClaimed(rows []*hoppertype.JobRow) {
 	slices.SortFunc(rows, func(a, b *hoppertype.JobRow) int {
 		if a.Priority != b.Priority {
 			return b.Priority - a.Priority
@@ -101,7 +176,6 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	return e.admitKeyed(ctx, rows)
 }
 
 // admitKeyed keeps the claimed jobs whose concurrency keys have room. The

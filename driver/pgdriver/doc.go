@@ -104,12 +104,17 @@
 // MATERIALIZED CTE selects the ids with every predicate inside it (queue,
 // state, types, not paused) in claim order, LIMIT n FOR UPDATE SKIP LOCKED,
 // and an UPDATE … FROM it marks them running under fresh lease tokens; the
-// rows are sorted back into claim order in Go. Completions (JobFinishMany)
-// and heartbeats are one UPDATE per batch over unnest'ed arrays with the
-// compare-and-set in the WHERE; rows are locked in id order so concurrent
-// batches cannot deadlock. An insert is one INSERT … SELECT FROM unnest(…)
-// ON CONFLICT DO NOTHING (COPY for large batches without unique keys), after
-// which the holders of conflicting unique keys are read.
+// rows are sorted back into claim order in Go. A claim that follows a full
+// one of the same queue and types in the process starts after its last job,
+// so that it does not walk the dead index entries of the jobs claimed since
+// the last vacuum; one that comes back short there takes the rest of its
+// limit from the head of the queue, and the cursor lasts 64 claims or a
+// second at most. Completions (JobFinishMany) and heartbeats are one UPDATE
+// per batch over unnest'ed arrays with the compare-and-set in the WHERE;
+// rows are locked in id order so concurrent batches cannot deadlock. An
+// insert is one INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING (COPY
+// for large batches without unique keys), after which the holders of
+// conflicting unique keys are read.
 //
 // Plans: the statements over arrays that find their rows by key (batch
 // finishes, heartbeats, history appends, one run's or many runs') run on

@@ -456,9 +456,11 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 	defer tx.Rollback(ctx)
 
 	now := testBase
-	claim, withLimit := d.q.claimStmt(false, 10)
+	claim, withLimit := d.q.claimStmt(false, 10, false)
 	require.False(t, withLimit, "a claim of 10 takes its limit in the text")
-	claimTyped, _ := d.q.claimStmt(true, 10)
+	claimTyped, _ := d.q.claimStmt(true, 10, false)
+	claimAfter, _ := d.q.claimStmt(false, 10, true)
+	claimTypedAfter, _ := d.q.claimStmt(true, 10, true)
 	cases := []struct {
 		name string
 		sql  string
@@ -466,6 +468,10 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 	}{
 		{"claim", claim, func(int) []any { return []any{"q0", now.Add(time.Minute), "w", now} }},
 		{"claim with types", claimTyped, func(int) []any { return []any{"q1", now.Add(time.Minute), "w", now, []string{"t"}} }},
+		{"claim after a cursor", claimAfter, func(int) []any { return []any{"q0", now.Add(time.Minute), "w", now, int32(0), now, "m"} }},
+		{"claim with types after a cursor", claimTypedAfter, func(int) []any {
+			return []any{"q1", now.Add(time.Minute), "w", now, []string{"t"}, int32(0), now, "m"}
+		}},
 		{"finish one job", d.q.finishOne, func(int) []any {
 			return []any{int32(0), "no-such-job", int64(1), "succeeded", int32(1), now, []byte(nil), nil, now, nil, nil, "running"}
 		}},
@@ -511,6 +517,7 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 		args      int
 	}{
 		{"claim", claim, []string{"jobs_claim"}, 4},
+		{"claim after a cursor", claimAfter, []string{"jobs_claim"}, 7},
 		{"promotion", d.q.promoteQueue, []string{"jobs_due_queue", "jobs_due"}, 2},
 		{"expired leases", d.q.expiredLease, []string{"jobs_lease"}, 2},
 	} {
@@ -525,6 +532,18 @@ func TestHotStatementsKeepAGenericPlan(t *testing.T) {
 		if !found {
 			t.Errorf("the generic %s does not read %s:\n%s", c.name, strings.Join(c.index, " or "), plan)
 		}
+	}
+	// After a cursor both walks (the higher priorities, then the cursor's
+	// after its key) read the claim index in order, from their bounds.
+	root, plan := explainGeneric(t, tx, "generic claim after a cursor", claimAfter, 7)
+	walks := 0
+	for _, n := range root.scans("jobs") {
+		if n.IndexName == "jobs_claim" {
+			walks++
+		}
+	}
+	if walks != 2 {
+		t.Errorf("the generic claim after a cursor reads jobs_claim %d times, want 2:\n%s", walks, plan)
 	}
 }
 
@@ -549,8 +568,13 @@ func TestDriverStatementsKeepTheirGenericPlans(t *testing.T) {
 	hot := map[string]string{d.q.promoteQueue: "promotion", d.q.finish: "finish", d.q.expiredLease: "expired leases"}
 	var claimed []*hoppertype.JobRow
 	for limit := 1; limit <= 6; limit++ {
-		sql, _ := d.q.claimStmt(false, limit)
+		sql, _ := d.q.claimStmt(false, limit, false)
 		hot[sql] = fmt.Sprintf("claim of %d", limit)
+		// The first claim of each size looks from the head; the second
+		// and third follow a full one: they start after its cursor.
+		d.cursors.drop("plans")
+		sql, _ = d.q.claimStmt(false, limit, true)
+		hot[sql] = fmt.Sprintf("claim of %d after a cursor", limit)
 		for range 3 {
 			rows, err := d.Executor().JobClaim(ctx, &driver.JobClaimParams{Queue: "plans", Limit: limit, Now: testBase,
 				LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})

@@ -35,15 +35,16 @@ type Options struct {
 // Driver is a hopper store in a PostgreSQL database. It is safe for
 // concurrent use.
 type Driver struct {
-	pool   *pgxpool.Pool
-	owned  bool
-	schema string
-	q      *queries
-	root   *executor
-	lis    *listener
-	closed atomic.Bool
-	post   postCommit
-	starts startGroup
+	pool    *pgxpool.Pool
+	owned   bool
+	schema  string
+	q       *queries
+	root    *executor
+	lis     *listener
+	closed  atomic.Bool
+	post    postCommit
+	starts  startGroup
+	cursors claimCursors
 }
 
 var (

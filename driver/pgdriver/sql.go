@@ -82,8 +82,8 @@ type queries struct {
 	schema string // quoted
 	// r writes the schema and column lists into a statement.
 	r *strings.Replacer
-	// claimLiteral caches claim statements by limit (negative: typed).
-	claimLiteral sync.Map // int -> string
+	// claimLiteral caches claim statements by their claimKey.
+	claimLiteral sync.Map // claimKey -> string
 
 	insertJobs, insertOne, holders                                       string
 	getJob, getJobs, countAll, countQueue, countGroup                    string
@@ -220,8 +220,8 @@ WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 	FOR UPDATE SKIP LOCKED
 )
 UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.ctid = due.tid`),
-		claim:      q(claimSQL(false, 0)),
-		claimTypes: q(claimSQL(true, 0)),
+		claim:      q(claimSQL(false, 0, false)),
+		claimTypes: q(claimSQL(true, 0, false)),
 		promoteAll: q(`WITH due AS MATERIALIZED (
 	SELECT id FROM {s}.jobs
 	WHERE state IN {due} AND run_at <= $1
@@ -555,7 +555,7 @@ LIMIT $3`),
 // moves it before the update; were a row version ever out of date, the
 // update's recheck of the newest version would leave that job out of the
 // claim (still pending), never claim a wrong one.
-func claimSQL(typed bool, limit int) string {
+func claimSQL(typed bool, limit int, after bool) string {
 	arg := func(n int) string {
 		if limit > 0 && n > 2 {
 			n--
@@ -566,19 +566,46 @@ func claimSQL(typed bool, limit int) string {
 	if limit > 0 {
 		lim = strconv.Itoa(limit)
 	}
+	next := 6 // the first argument after the types
 	if typed {
 		typeFilter = "\n\t  AND type = ANY(" + arg(6) + "::text[])"
+		next = 7
 	}
-	return `WITH picked AS MATERIALIZED (
-	SELECT ctid AS tid FROM {s}.jobs
-	WHERE queue = $1 AND state = 'pending'` + typeFilter + `
+	const filters = `
 	  AND NOT EXISTS (SELECT 1 FROM {s}.queues WHERE name = $1 AND paused)
 	  AND (concurrency_key IS NULL OR concurrency_limit <= 0 OR concurrency_limit >
-	    (SELECT count(*) FROM {s}.jobs r WHERE r.concurrency_key = jobs.concurrency_key AND r.state = 'running'))
+	    (SELECT count(*) FROM {s}.jobs r WHERE r.concurrency_key = jobs.concurrency_key AND r.state = 'running'))`
+	picked := `WITH picked AS MATERIALIZED (
+	SELECT ctid AS tid FROM {s}.jobs
+	WHERE queue = $1 AND state = 'pending'` + typeFilter + filters + `
 	ORDER BY priority DESC, run_at, id
 	LIMIT ` + lim + `
 	FOR UPDATE SKIP LOCKED
-)
+)`
+	if after {
+		// The claim cursor (see claimCursor): the jobs of higher priority
+		// than its key, then those of its priority after it, each walk
+		// starting at its bound in jobs_claim rather than at the head of
+		// the queue's entries.
+		prio, runAt, id := arg(next), arg(next+1), arg(next+2)
+		picked = `WITH above AS MATERIALIZED (
+	SELECT ctid AS tid FROM {s}.jobs
+	WHERE queue = $1 AND state = 'pending' AND priority > ` + prio + `::int4` + typeFilter + filters + `
+	ORDER BY priority DESC, run_at, id
+	LIMIT ` + lim + `
+	FOR UPDATE SKIP LOCKED
+), level AS MATERIALIZED (
+	SELECT ctid AS tid FROM {s}.jobs
+	WHERE queue = $1 AND state = 'pending' AND priority = ` + prio + `::int4
+	  AND (run_at, id) > (` + runAt + `::timestamptz, ` + id + `::text)` + typeFilter + filters + `
+	ORDER BY run_at, id
+	LIMIT (` + lim + ` - (SELECT count(*) FROM above))
+	FOR UPDATE SKIP LOCKED
+), picked AS (
+	SELECT tid FROM above UNION ALL SELECT tid FROM level
+)`
+	}
+	return picked + `
 UPDATE {s}.jobs j SET
 	state = 'running',
 	attempt = j.attempt + 1,
@@ -595,24 +622,31 @@ RETURNING {jcols}`
 // connection.
 const maxLiteralClaim = 256
 
-// claimStmt returns the claim statement for limit and whether it takes the
-// limit as its second argument.
-func (q *queries) claimStmt(typed bool, limit int) (sql string, limitArg bool) {
+// claimKey names a claim statement in queries.claimLiteral.
+type claimKey struct {
+	limit        int // 0: the limit is the second argument
+	typed, after bool
+}
+
+// claimStmt returns the claim statement for limit (after a claim cursor's
+// key when after is set) and whether it takes the limit as its second
+// argument.
+func (q *queries) claimStmt(typed bool, limit int, after bool) (sql string, limitArg bool) {
 	if limit > maxLiteralClaim {
+		limit = 0
+	}
+	if limit == 0 && !after {
 		if typed {
 			return q.claimTypes, true
 		}
 		return q.claim, true
 	}
-	key := limit
-	if typed {
-		key = -limit
-	}
+	key := claimKey{limit, typed, after}
 	if s, ok := q.claimLiteral.Load(key); ok {
-		return s.(string), false
+		return s.(string), limit == 0
 	}
-	s, _ := q.claimLiteral.LoadOrStore(key, q.r.Replace(claimSQL(typed, limit)))
-	return s.(string), false
+	s, _ := q.claimLiteral.LoadOrStore(key, q.r.Replace(claimSQL(typed, limit, after)))
+	return s.(string), limit == 0
 }
 
 // deleteVictimsSQL ends the statements that delete finished jobs (those
