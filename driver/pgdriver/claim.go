@@ -35,7 +35,7 @@ func limitArg(n int) any {
 // claim the caller never hears of would hold its jobs until their leases
 // expire.
 //
-// Outside a caller's transaction a claim that follows a full one starts
+// Outside a transaction a claim that follows a full one starts
 // after its last job (see claimCursor); one that comes back short there
 // looks again from the head of the queue for the rest, in a second round
 // trip.
@@ -53,7 +53,7 @@ func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*h
 	}
 	var key string
 	var cur *claimCursor
-	if e.tx == nil && p.Limit > 0 {
+	if e.onPool() && p.Limit > 0 {
 		key = cursorKey(p)
 		cur = e.d.cursors.get(key, p.Now)
 	}

@@ -1,6 +1,7 @@
 package pgdriver
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -66,6 +67,20 @@ func TestClaimCursor(t *testing.T) {
 	_, ok := d.cursors.m["cq"]
 	d.cursors.mu.Unlock()
 	require.False(t, ok, "a short claim drops the cursor")
+
+	// A claim in a transaction neither follows nor sets a cursor: the
+	// transaction may roll back.
+	insert(t, ex, job("t1", 0, testBase), job("t2", 0, testBase.Add(time.Millisecond)))
+	require.NoError(t, ex.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+		rows, err := tx.JobClaim(ctx, &driver.JobClaimParams{Queue: "cq", Limit: 1, Now: now,
+			LeaseExpiresAt: now.Add(time.Minute), Worker: "w"})
+		require.Len(t, rows, 1)
+		return err
+	}))
+	d.cursors.mu.Lock()
+	_, ok = d.cursors.m["cq"]
+	d.cursors.mu.Unlock()
+	require.False(t, ok, "a claim in a transaction set a cursor")
 }
 
 // TestClaimCursorEnds: a cursor lasts cursorUses claims at most, and a claim
