@@ -13,8 +13,8 @@ import (
 // (the index of pending jobs in claim order) stay behind, dead, until
 // VACUUM removes them. They sit at the head of the queue's entries, where
 // every claim starts: a claim made while a backlog drains walks the dead
-// entries of every job claimed since the table was last vacuumed, a page of
-// about a hundred for each hundred jobs, before it reaches a live one. On a
+// entries of every job claimed since the table was last vacuumed (an index
+// page for about each hundred jobs) before it reaches a live one. On a
 // run of 100,000 jobs that walk was a fifth of the server's CPU, and it
 // grows with the backlog.
 //
