@@ -211,9 +211,20 @@ func (p *pending) put(id string, j pendingJob) (forgot map[string]pendingJob) {
 	return forgot
 }
 
-func (p *pending) del(id string) {
-	delete(p.cur, id)
-	delete(p.old, id)
+// take forgets a job and returns what was remembered of it. A job is in
+// one generation at most (put moves it out of the older one), so a hit in
+// the newer one leaves the older alone: a look-up that misses costs a walk
+// over the map's probe sequence, the dearest of its operations.
+func (p *pending) take(id string) (pendingJob, bool) {
+	if j, ok := p.cur[id]; ok {
+		delete(p.cur, id)
+		return j, true
+	}
+	if j, ok := p.old[id]; ok {
+		delete(p.old, id)
+		return j, true
+	}
+	return pendingJob{}, false
 }
 
 type statsKey struct{ queue, typ string }
@@ -315,11 +326,10 @@ func (r *StatsRecorder) Observe(e Event) {
 // attemptEnded ends the job's running attempt, sampling its run time in
 // into (when not nil).
 func (r *StatsRecorder) attemptEnded(t *typeAcc, e Event, into *summaryAcc) {
-	start, ok := r.started.get(e.JobID)
+	start, ok := r.started.take(e.JobID)
 	if !ok {
 		return
 	}
-	r.started.del(e.JobID)
 	t.Running = max(t.Running-1, 0)
 	if into != nil {
 		into.add(max(e.At.Sub(start.at), 0).Seconds())
@@ -330,8 +340,7 @@ func (r *StatsRecorder) attemptEnded(t *typeAcc, e Event, into *summaryAcc) {
 // attempts when it succeeded or was dead-lettered (sample), and counts it
 // in the throughput.
 func (r *StatsRecorder) jobEnded(t *typeAcc, e Event, sample bool) {
-	if q, ok := r.queued.get(e.JobID); ok {
-		r.queued.del(e.JobID)
+	if q, ok := r.queued.take(e.JobID); ok {
 		if sample {
 			t.total.add(max(e.At.Sub(q.at), 0).Seconds())
 		}
