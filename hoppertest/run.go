@@ -28,6 +28,9 @@ type RunOpts struct {
 	// inside a handler wait on the clock while their attempt runs. Raise
 	// it for handlers that compute for longer than that between two
 	// attempts' starts or ends, or the clock may reach their timeout.
+	// Work in flight that waits on no timer (a slow claim or commit, or
+	// a notification missed) moves the clock only after ten times Quiet
+	// without progress, and then to the next housekeeping timer, a poll.
 	Quiet time.Duration
 	// Stall is how long (wall time) the client may make no progress, the
 	// clock having no timer work waits on to move to, before the run fails
@@ -53,6 +56,11 @@ func (o *RunOpts) withDefaults() RunOpts {
 	}
 	return out
 }
+
+// pollAfterQuiets is how many Quiet periods work in flight, with no timer
+// it waits on, goes without progress before the clock moves to the next
+// housekeeping timer (a poll) to give it a turn.
+const pollAfterQuiets = 10
 
 // outside is when a job waits for an event from outside (a hook's
 // payload with no timeout): hopper schedules such waits in the year 9999.
@@ -206,6 +214,13 @@ func runUntil(ctx context.Context, c *hopper.Client, clk *Clock, o RunOpts, done
 		if time.Since(lastProgress) > o.Stall {
 			return fmt.Errorf("%w for %s: %d jobs running, %d due at %s (a paused queue, a type no client registered, a handler that blocks?); %s",
 				ErrStalled, o.Stall, st.Running, st.Due, now.Format(time.RFC3339), waiting(ctx, c))
+		}
+		if time.Since(lastProgress) < pollAfterQuiets*o.Quiet {
+			// Work in flight may only be slow (a loaded machine: a claim
+			// or a commit taking longer than Quiet): moving the clock to
+			// housekeeping would move it past where the work would have
+			// left it. Look again first.
+			continue
 		}
 		if t, ok := clk.NextTimer(); ok && t.After(now) && !t.After(horizon) {
 			if err := c.HoldLeases(ctx, t); err != nil {

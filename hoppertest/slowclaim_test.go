@@ -1,0 +1,69 @@
+package hoppertest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hopper-go/hopper"
+	"github.com/hopper-go/hopper/driver"
+	"github.com/hopper-go/hopper/driver/memdriver"
+	"github.com/hopper-go/hopper/hoppertest"
+	"github.com/hopper-go/hopper/hoppertype"
+)
+
+// slowQuiet is the RunOpts.Quiet of TestRunUntilIdleWaitsForSlowWork.
+const slowQuiet = 50 * time.Millisecond
+
+// slowClaims is a store whose claims that take jobs return late on the
+// wall clock, as on a loaded machine: the claimed jobs are running all the
+// while, without an attempt starting.
+type slowClaims struct {
+	driver.Driver
+	exec driver.Executor
+}
+
+type slowClaimExecutor struct {
+	driver.Executor
+}
+
+func (s *slowClaims) Executor() driver.Executor { return s.exec }
+
+func (e slowClaimExecutor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	rows, err := e.Executor.JobClaim(ctx, p)
+	if len(rows) > 0 {
+		time.Sleep(4 * slowQuiet) // four times RunOpts.Quiet, under ten
+	}
+	return rows, err
+}
+
+// TestRunUntilIdleWaitsForSlowWork: a claim that returns slowly (on a
+// loaded machine) is work in flight, not work waiting on the clock: the
+// clock moves to the delayed job and no further, not on to the next
+// housekeeping timer (maintenance's, a minute on).
+func TestRunUntilIdleWaitsForSlowWork(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Time{})
+	mem := memdriver.New(memdriver.WithClock(clk.Now))
+	t.Cleanup(func() { _ = mem.Close() })
+	later := hopper.Define("later", func(context.Context, int) (string, error) { return "done", nil }, nil)
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Driver: &slowClaims{Driver: mem, exec: slowClaimExecutor{mem.Executor()}}})
+	if err := c.Register(later); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := clk.Now()
+	h, err := later.Enqueue(ctx, c, 1, &hopper.InsertOpts{Delay: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hoppertest.RunUntilIdle(ctx, c, clk, &hoppertest.RunOpts{Quiet: slowQuiet}); err != nil {
+		t.Fatal(err)
+	}
+	if row, err := c.JobGet(ctx, h.ID()); err != nil || row.State != hopper.StateSucceeded {
+		t.Fatalf("the job is %v (%v), want succeeded", row, err)
+	}
+	if got := clk.Now().Sub(start); got != 24*time.Hour {
+		t.Fatalf("the clock moved %s, want exactly to the delayed job (a day)", got)
+	}
+}
