@@ -195,7 +195,9 @@ func runUntil(ctx context.Context, c *hopper.Client, clk *Clock, o RunOpts, done
 		if t, ok := clk.NextForegroundTimer(); ok && t.After(now) {
 			next = t
 		}
-		if st.Next.Before(outside) {
+		if st.Due == 0 && st.Next.Before(outside) {
+			// Jobs due now come first: one not yet claimed (a slow
+			// claim on a loaded machine) is not waiting on a later job.
 			next = earliest(next, st.Next)
 		}
 		next = earliest(next, st.NextSchedule)

@@ -2,6 +2,8 @@ package hoppertest_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,11 +27,18 @@ type slowClaims struct {
 
 type slowClaimExecutor struct {
 	driver.Executor
+	// before makes the claims slow before they take their jobs (which
+	// stay pending, due), not after.
+	before bool
 }
 
 func (s *slowClaims) Executor() driver.Executor { return s.exec }
 
 func (e slowClaimExecutor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if e.before {
+		time.Sleep(4 * slowQuiet)
+		return e.Executor.JobClaim(ctx, p)
+	}
 	rows, err := e.Executor.JobClaim(ctx, p)
 	if len(rows) > 0 {
 		time.Sleep(4 * slowQuiet) // four times RunOpts.Quiet, under ten
@@ -47,7 +56,7 @@ func TestRunUntilIdleWaitsForSlowWork(t *testing.T) {
 	mem := memdriver.New(memdriver.WithClock(clk.Now))
 	t.Cleanup(func() { _ = mem.Close() })
 	later := hopper.Define("later", func(context.Context, int) (string, error) { return "done", nil }, nil)
-	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Driver: &slowClaims{Driver: mem, exec: slowClaimExecutor{mem.Executor()}}})
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Driver: &slowClaims{Driver: mem, exec: slowClaimExecutor{Executor: mem.Executor()}}})
 	if err := c.Register(later); err != nil {
 		t.Fatal(err)
 	}
@@ -65,5 +74,42 @@ func TestRunUntilIdleWaitsForSlowWork(t *testing.T) {
 	}
 	if got := clk.Now().Sub(start); got != 24*time.Hour {
 		t.Fatalf("the clock moved %s, want exactly to the delayed job (a day)", got)
+	}
+}
+
+// TestRunUntilIdleRunsDueWorkFirst: while a job due now waits for a slow
+// claim, the clock does not move to a job due later. A job that fails once
+// with an hour's backoff and a job delayed a week: the clock moves a week,
+// not a week and the hour of a first attempt run only once it got there.
+func TestRunUntilIdleRunsDueWorkFirst(t *testing.T) {
+	t.Parallel()
+	clk := hoppertest.NewClock(time.Time{})
+	mem := memdriver.New(memdriver.WithClock(clk.Now))
+	t.Cleanup(func() { _ = mem.Close() })
+	var calls atomic.Int32
+	once := hopper.Define("once", func(context.Context, int) (int, error) {
+		if calls.Add(1) == 1 {
+			return 0, errors.New("first try fails")
+		}
+		return 1, nil
+	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 3, Base: time.Hour, Jitter: hopper.NoJitter}})
+	later := hopper.Define("later", func(context.Context, int) (string, error) { return "done", nil }, nil)
+	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Driver: &slowClaims{Driver: mem, exec: slowClaimExecutor{Executor: mem.Executor(), before: true}}})
+	if err := c.Register(once, later); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	start := clk.Now()
+	if _, err := once.Enqueue(ctx, c, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := later.Enqueue(ctx, c, 1, &hopper.InsertOpts{Delay: 7 * 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hoppertest.RunUntilIdle(ctx, c, clk, &hoppertest.RunOpts{Quiet: slowQuiet}); err != nil {
+		t.Fatal(err)
+	}
+	if got := clk.Now().Sub(start); got != 7*24*time.Hour {
+		t.Fatalf("the clock moved %s, want exactly to the delayed job (a week)", got)
 	}
 }
