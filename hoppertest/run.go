@@ -195,9 +195,10 @@ func runUntil(ctx context.Context, c *hopper.Client, clk *Clock, o RunOpts, done
 		if t, ok := clk.NextForegroundTimer(); ok && t.After(now) {
 			next = t
 		}
-		if st.Due == 0 && st.Next.Before(outside) {
-			// Jobs due now come first: one not yet claimed (a slow
-			// claim on a loaded machine) is not waiting on a later job.
+		if st.Due == 0 && st.Running == 0 && st.Next.Before(outside) {
+			// Jobs due now or running come first: one not yet claimed,
+			// or an attempt slow to end (a loaded machine), is not
+			// waiting on a later job; what it waits on is a timer.
 			next = earliest(next, st.Next)
 		}
 		next = earliest(next, st.NextSchedule)
