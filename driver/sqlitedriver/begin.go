@@ -83,7 +83,19 @@ func (w *writer) begin(lax bool) (*sql.Conn, *sql.Tx, error) {
 			return nil, nil, err
 		}
 	}
-	deadline := time.Now().Add(w.d.opts.BusyTimeout)
+	tx, err := w.d.beginImmediate(conn)
+	if err != nil {
+		w.release(conn, lax)
+		return nil, nil, err
+	}
+	return conn, tx, nil
+}
+
+// beginImmediate begins an IMMEDIATE transaction on conn, retrying in short
+// slices for up to the busy timeout while another connection (of this
+// process or another) holds the write lock.
+func (d *Driver) beginImmediate(conn *sql.Conn) (*sql.Tx, error) {
+	deadline := time.Now().Add(d.opts.BusyTimeout)
 	for {
 		a := &beginAttempt{Context: context.Background(), done: make(chan struct{})}
 		timer := time.AfterFunc(beginSlice, a.expire)
@@ -91,23 +103,21 @@ func (w *writer) begin(lax bool) (*sql.Conn, *sql.Tx, error) {
 		timer.Stop()
 		expired := a.settle()
 		if err == nil && !expired {
-			return conn, tx, nil
+			return tx, nil
 		}
 		if err == nil {
 			// Began, but the attempt's context ended first: database/sql
 			// rolls such a transaction back. Let it, and try again.
-			w.d.beginAborts.Add(1)
+			d.beginAborts.Add(1)
 			tx.Rollback()
 		} else if !expired && sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
-			w.release(conn, lax)
-			return nil, nil, err
+			return nil, err
 		}
 		if time.Now().After(deadline) {
-			w.release(conn, lax)
 			if err == nil {
 				err = errBeginSlice
 			}
-			return nil, nil, fmt.Errorf("write lock held by another connection for longer than the busy timeout (%s): %w", w.d.opts.BusyTimeout, err)
+			return nil, fmt.Errorf("write lock held by another connection for longer than the busy timeout (%s): %w", d.opts.BusyTimeout, err)
 		}
 	}
 }

@@ -154,3 +154,59 @@ func TestContention(t *testing.T) {
 	t.Logf("transactions: %d + %d for %d enqueues and their claims and finishes",
 		ds[0].w.batches.Load(), ds[1].w.batches.Load(), total)
 }
+
+// TestOpenWhileAnotherWrites opens a second Driver on a file whose first
+// Driver commits back to back, as a process starting beside a busy one does:
+// the open-time schema check takes the write lock too, and must get it
+// within the busy timeout rather than fail with "database is locked".
+func TestOpenWhileAnotherWrites(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "hopper.db")
+	busy := openAt(t, path, nil)
+	if _, err := busy.wdb.Exec(`CREATE TABLE spin (n INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	spun := make(chan error, 1)
+	go func() {
+		// Write transactions with gaps of microseconds between them: SQLite's
+		// own busy handler, which sleeps up to 100ms between tries, rarely
+		// lands in one.
+		for {
+			select {
+			case <-stop:
+				spun <- nil
+				return
+			default:
+			}
+			tx, err := busy.wdb.Begin()
+			if err != nil {
+				spun <- err
+				return
+			}
+			if _, err := tx.Exec(`INSERT INTO spin VALUES (1)`); err != nil {
+				tx.Rollback()
+				spun <- err
+				return
+			}
+			time.Sleep(time.Millisecond) // hold the lock, as a batch of work does
+			if err := tx.Commit(); err != nil {
+				spun <- err
+				return
+			}
+		}
+	}()
+	for i := range 5 {
+		d, err := Open(path, &Options{BusyTimeout: 3 * time.Second})
+		if err != nil {
+			close(stop)
+			<-spun
+			t.Fatalf("open %d beside a busy writer: %v", i, err)
+		}
+		d.Close()
+	}
+	close(stop)
+	if err := <-spun; err != nil {
+		t.Fatalf("busy writer: %v", err)
+	}
+}

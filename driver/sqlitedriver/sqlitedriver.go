@@ -275,7 +275,15 @@ func (d *Driver) prepareSchema(ctx context.Context) error {
 		d.schemaOK.Store(v == latestVersion())
 		return nil
 	}
-	tx, err := d.wdb.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	// Another process may be writing back to back; take the write lock the
+	// way the writer does, in short slices up to the busy timeout, rather
+	// than through SQLite's busy handler, which such a writer can starve.
+	conn, err := d.wdb.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlitedriver: migrate: %w", err)
+	}
+	defer conn.Close()
+	tx, err := d.beginImmediate(conn)
 	if err != nil {
 		return fmt.Errorf("sqlitedriver: migrate: %w", err)
 	}
