@@ -19,6 +19,9 @@ func (s *session) execute(it dispatchItem) {
 		defer it.batch.attemptDone()
 	}
 	if holdsSlot {
+		// Settle counts the slots in use: it looks again once this one is
+		// back (the outcome may be recorded first).
+		defer s.e.progressed()
 		defer s.slots.Release(1)
 	}
 	if done != nil {

@@ -31,6 +31,12 @@ type producer struct {
 	// nextAt is the earliest due time hinted since the last round.
 	nextAt time.Time
 
+	// woken is set by a wake-up for now until the round it asks for
+	// begins; while set, the wake-up counts as a round under way (Settle),
+	// so a harness does not read the queue as idle while the producer's
+	// goroutine has yet to run.
+	woken atomic.Bool
+
 	// claimTime and batchTime are moving means, in nanoseconds on the
 	// wall clock plus one (zero: nothing measured yet), of how long a
 	// round's claims take and how long its jobs then take to return, the
@@ -54,9 +60,20 @@ func (p *producer) wake(at time.Time) {
 		}
 		p.mu.Unlock()
 	} else {
+		if p.woken.CompareAndSwap(false, true) {
+			p.s.rounds.Add(1)
+		}
 		p.s.slots.Enlist(&p.slot)
 	}
 	p.signal()
+}
+
+// unwake ends the count of a wake-up for now as a round under way: the
+// round it asked for has begun, or the producer holds off or stops.
+func (p *producer) unwake() {
+	if p.woken.Swap(false) {
+		p.s.rounds.Add(-1)
+	}
 }
 
 // signal interrupts the producer's sleep, or its next one.
@@ -71,21 +88,41 @@ func (p *producer) run() {
 	defer close(p.done)
 	e := p.s.e
 	errBackoff := time.Duration(0)
+	// backlog is set after a full claim: the producer claims again as soon
+	// as it has slots, and until that claim ends it counts as a round under
+	// way (Settle), not idle, though it may be waiting for the jobs it
+	// started (settle) or for its goroutine to run.
 	backlog := false
+	defer func() {
+		if backlog {
+			p.s.rounds.Add(-1)
+		}
+		p.unwake()
+	}()
 	for p.s.ctx.Err() == nil {
 		if d := p.backpressure(); d > 0 {
+			if backlog {
+				backlog = false
+				p.s.rounds.Add(-1)
+			}
+			p.unwake()
 			p.hold(d)
 			continue
 		}
 		// A claim that follows a full one runs with a backlog behind it:
 		// a slot freed meanwhile waits for it, busy (Slots.Workload).
 		p.s.slots.NoteBacklog(&p.slot, backlog)
-		p.s.rounds.Add(1)
+		if !backlog {
+			p.s.rounds.Add(1)
+		}
+		p.unwake() // this round answers it
 		r, err := p.round()
-		p.s.rounds.Add(-1)
 		p.s.slots.NoteBacklog(&p.slot, false)
+		backlog = err == nil && r.full && !r.declinedAll
+		if !backlog {
+			p.s.rounds.Add(-1)
+		}
 		e.progressed()
-		backlog = err == nil && r.full
 		if err != nil {
 			e.reportError(fmt.Errorf("claim from queue %q: %w", p.queue, err), hoppertype.PhaseQueue)
 			errBackoff = min(max(2*errBackoff, 10*time.Millisecond), e.cfg.PollInterval)

@@ -12,8 +12,9 @@ import (
 // Settled is the engine's work at its clock's now, as Settle found it.
 type Settled struct {
 	// Idle says nothing is left to do now: no job running (claimed) or
-	// due in the queues the engine works, no claim under way, no outcome
-	// being recorded, no schedule occurrence due and not yet stored.
+	// due in the queues the engine works, no claim under way or asked for,
+	// no outcome being recorded, no worker slot in use, no schedule
+	// occurrence due and not yet stored.
 	Idle bool
 	// Running counts the jobs running (claimed) in the store.
 	Running int
@@ -143,7 +144,12 @@ func (e *Engine) settled(ctx context.Context, s *session) (Settled, error) {
 			st.NextSchedule = at
 		}
 	}
-	st.Idle = st.Running == 0 && st.Due == 0 && st.Firing == 0 && s.completer.pending.Load() == 0 && s.rounds.Load() == 0
+	// The slots in use cover an attempt whose outcome is stored but whose
+	// goroutine has yet to give its slot back, and slots granted to a
+	// producer whose claim has yet to run: either would hold the slots,
+	// and read as load, across a move of the clock.
+	st.Idle = st.Running == 0 && st.Due == 0 && st.Firing == 0 && s.completer.pending.Load() == 0 &&
+		s.rounds.Load() == 0 && s.slots.Used() == 0
 	return st, nil
 }
 
