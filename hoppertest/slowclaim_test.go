@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hopper-go/hopper"
@@ -15,7 +16,7 @@ import (
 )
 
 // slowQuiet is the RunOpts.Quiet of TestRunUntilIdleWaitsForSlowWork.
-const slowQuiet = 50 * time.Millisecond
+const slowQuiet = 50 * time.Millisecond // on the bubble's clock
 
 // slowClaims is a store whose claims that take jobs return late on the
 // wall clock, as on a loaded machine: the claimed jobs are running all the
@@ -52,29 +53,33 @@ func (e slowClaimExecutor) JobClaim(ctx context.Context, p *driver.JobClaimParam
 // housekeeping timer (maintenance's, a minute on).
 func TestRunUntilIdleWaitsForSlowWork(t *testing.T) {
 	t.Parallel()
-	clk := hoppertest.NewClock(time.Time{})
-	mem := memdriver.New(memdriver.WithClock(clk.Now))
-	t.Cleanup(func() { _ = mem.Close() })
-	later := hopper.Define("later", func(context.Context, int) (string, error) { return "done", nil }, nil)
-	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Driver: &slowClaims{Driver: mem, exec: slowClaimExecutor{Executor: mem.Executor()}}})
-	if err := c.Register(later); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	start := clk.Now()
-	h, err := later.Enqueue(ctx, c, 1, &hopper.InsertOpts{Delay: 24 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hoppertest.RunUntilIdle(ctx, c, clk, &hoppertest.RunOpts{Quiet: slowQuiet}); err != nil {
-		t.Fatal(err)
-	}
-	if row, err := c.JobGet(ctx, h.ID()); err != nil || row.State != hopper.StateSucceeded {
-		t.Fatalf("the job is %v (%v), want succeeded", row, err)
-	}
-	if got := clk.Now().Sub(start); got != 24*time.Hour {
-		t.Fatalf("the clock moved %s, want exactly to the delayed job (a day)", got)
-	}
+	// In a bubble the slow claims' sleeps and RunUntilIdle's quiet periods
+	// run on the bubble's clock: the same order of events on every run.
+	synctest.Test(t, func(t *testing.T) {
+		clk := hoppertest.NewClock(time.Time{})
+		mem := memdriver.New(memdriver.WithClock(clk.Now))
+		t.Cleanup(func() { _ = mem.Close() })
+		later := hopper.Define("later", func(context.Context, int) (string, error) { return "done", nil }, nil)
+		c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Driver: &slowClaims{Driver: mem, exec: slowClaimExecutor{Executor: mem.Executor()}}})
+		if err := c.Register(later); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		start := clk.Now()
+		h, err := later.Enqueue(ctx, c, 1, &hopper.InsertOpts{Delay: 24 * time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := hoppertest.RunUntilIdle(ctx, c, clk, &hoppertest.RunOpts{Quiet: slowQuiet}); err != nil {
+			t.Fatal(err)
+		}
+		if row, err := c.JobGet(ctx, h.ID()); err != nil || row.State != hopper.StateSucceeded {
+			t.Fatalf("the job is %v (%v), want succeeded", row, err)
+		}
+		if got := clk.Now().Sub(start); got != 24*time.Hour {
+			t.Fatalf("the clock moved %s, want exactly to the delayed job (a day)", got)
+		}
+	})
 }
 
 // TestRunUntilIdleRunsDueWorkFirst: while a job due now waits for a slow
@@ -83,33 +88,37 @@ func TestRunUntilIdleWaitsForSlowWork(t *testing.T) {
 // not a week and the hour of a first attempt run only once it got there.
 func TestRunUntilIdleRunsDueWorkFirst(t *testing.T) {
 	t.Parallel()
-	clk := hoppertest.NewClock(time.Time{})
-	mem := memdriver.New(memdriver.WithClock(clk.Now))
-	t.Cleanup(func() { _ = mem.Close() })
-	var calls atomic.Int32
-	once := hopper.Define("once", func(context.Context, int) (int, error) {
-		if calls.Add(1) == 1 {
-			return 0, errors.New("first try fails")
+	// In a bubble the slow claims' sleeps and RunUntilIdle's quiet periods
+	// run on the bubble's clock: the same order of events on every run.
+	synctest.Test(t, func(t *testing.T) {
+		clk := hoppertest.NewClock(time.Time{})
+		mem := memdriver.New(memdriver.WithClock(clk.Now))
+		t.Cleanup(func() { _ = mem.Close() })
+		var calls atomic.Int32
+		once := hopper.Define("once", func(context.Context, int) (int, error) {
+			if calls.Add(1) == 1 {
+				return 0, errors.New("first try fails")
+			}
+			return 1, nil
+		}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 3, Base: time.Hour, Jitter: hopper.NoJitter}})
+		later := hopper.Define("later", func(context.Context, int) (string, error) { return "done", nil }, nil)
+		c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Driver: &slowClaims{Driver: mem, exec: slowClaimExecutor{Executor: mem.Executor(), before: true}}})
+		if err := c.Register(once, later); err != nil {
+			t.Fatal(err)
 		}
-		return 1, nil
-	}, &hopper.TypeOpts[int]{Retry: hopper.RetryPolicy{Attempts: 3, Base: time.Hour, Jitter: hopper.NoJitter}})
-	later := hopper.Define("later", func(context.Context, int) (string, error) { return "done", nil }, nil)
-	c, _ := hoppertest.NewClient(t, hopper.Config{Clock: clk, Driver: &slowClaims{Driver: mem, exec: slowClaimExecutor{Executor: mem.Executor(), before: true}}})
-	if err := c.Register(once, later); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	start := clk.Now()
-	if _, err := once.Enqueue(ctx, c, 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := later.Enqueue(ctx, c, 1, &hopper.InsertOpts{Delay: 7 * 24 * time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	if err := hoppertest.RunUntilIdle(ctx, c, clk, &hoppertest.RunOpts{Quiet: slowQuiet}); err != nil {
-		t.Fatal(err)
-	}
-	if got := clk.Now().Sub(start); got != 7*24*time.Hour {
-		t.Fatalf("the clock moved %s, want exactly to the delayed job (a week)", got)
-	}
+		ctx := context.Background()
+		start := clk.Now()
+		if _, err := once.Enqueue(ctx, c, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := later.Enqueue(ctx, c, 1, &hopper.InsertOpts{Delay: 7 * 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if err := hoppertest.RunUntilIdle(ctx, c, clk, &hoppertest.RunOpts{Quiet: slowQuiet}); err != nil {
+			t.Fatal(err)
+		}
+		if got := clk.Now().Sub(start); got != 7*24*time.Hour {
+			t.Fatalf("the clock moved %s, want exactly to the delayed job (a week)", got)
+		}
+	})
 }
