@@ -63,9 +63,7 @@ func TestClaimCursor(t *testing.T) {
 	require.Equal(t, []string{"early2", "b13", "b14", "b15", "b16", "b17", "b18", "b19"}, claim(10, now.Add(cursorLife)),
 		"a claim that comes back short after the cursor looks from the head for the rest")
 	require.Empty(t, claim(3, now.Add(cursorLife)))
-	d.cursors.mu.Lock()
-	_, ok := d.cursors.m["cq"]
-	d.cursors.mu.Unlock()
+	ok := hasCursor(d, "cq")
 	require.False(t, ok, "a short claim drops the cursor")
 
 	// A claim in a transaction neither follows nor sets a cursor: the
@@ -77,9 +75,7 @@ func TestClaimCursor(t *testing.T) {
 		require.Len(t, rows, 1)
 		return err
 	}))
-	d.cursors.mu.Lock()
-	_, ok = d.cursors.m["cq"]
-	d.cursors.mu.Unlock()
+	ok = hasCursor(d, "cq")
 	require.False(t, ok, "a claim in a transaction set a cursor")
 }
 
@@ -158,9 +154,7 @@ func TestClaimCursorNotForKeyedJobs(t *testing.T) {
 	}
 	first := claim() // one job of each key
 	require.Len(t, first, 2)
-	d.cursors.mu.Lock()
-	_, ok := d.cursors.m["kq"]
-	d.cursors.mu.Unlock()
+	ok := hasCursor(d, "kq")
 	require.False(t, ok, "a claim of keyed jobs set a cursor")
 	// Both keys are full: the claim passes their jobs by.
 	second := claim()
@@ -173,4 +167,12 @@ func TestClaimCursorNotForKeyedJobs(t *testing.T) {
 	third := claim()
 	require.Len(t, third, 1)
 	require.Equal(t, jobs[2].ID, third[0].ID)
+}
+
+// hasCursor reports whether d holds a claim cursor under key.
+func hasCursor(d *Driver, key string) bool {
+	d.cursors.mu.Lock()
+	defer d.cursors.mu.Unlock()
+	_, ok := d.cursors.m[key]
+	return ok
 }
