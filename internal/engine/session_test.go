@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -135,4 +136,44 @@ func TestWorkerRow(t *testing.T) {
 	require.Empty(t, workers(), "a stopped worker's row is gone")
 	_, ok = e.Report()
 	require.False(t, ok)
+}
+
+// TestSettleCountsSlotsInUse: a worker slot in use (here held by hand, as
+// an attempt whose outcome is stored holds it until its goroutine returns)
+// keeps Settle from reading the engine as idle, and a producer woken for
+// now counts as a claim under way until its round begins.
+func TestSettleCountsSlotsInUse(t *testing.T) {
+	t.Parallel()
+	typ, _, _, _ := blockingType()
+	e, _, _ := sessionFixture(t, typ)
+	ctx := context.Background()
+	const quiet = 10 * time.Millisecond
+	st, err := e.Settle(ctx, quiet)
+	require.NoError(t, err)
+	require.True(t, st.Idle, "nothing to do")
+
+	s := e.session()
+	held := &SlotWaiter{Wake: func() {}}
+	require.Equal(t, 1, s.slots.TryAcquire(held, 1))
+	st, err = e.Settle(ctx, quiet)
+	require.NoError(t, err)
+	require.False(t, st.Idle, "a slot is in use")
+	s.slots.Release(1)
+	st, err = e.Settle(ctx, quiet)
+	require.NoError(t, err)
+	require.True(t, st.Idle, "the slot is back")
+
+	// A wake-up counts until its round begins: without a goroutine to
+	// run it (a producer made here, never run), it stays counted.
+	p := newProducer(s, "nobody")
+	p.wake(time.Time{})
+	s.slots.Withdraw(&p.slot) // the slot it was granted goes back: only the wake-up is left
+	require.Zero(t, s.slots.Used())
+	st, err = e.Settle(ctx, quiet)
+	require.NoError(t, err)
+	require.False(t, st.Idle, "a producer was woken and has not claimed")
+	p.unwake()
+	st, err = e.Settle(ctx, quiet)
+	require.NoError(t, err)
+	require.True(t, st.Idle, "its round began")
 }
