@@ -11,8 +11,9 @@ import (
 // Settled is what Client.Settle found at the client's clock's now.
 type Settled struct {
 	// Idle says nothing is left to do now: no job running or due in the
-	// client's queues (paused ones left out), no outcome being recorded,
-	// no schedule occurrence due and not yet stored.
+	// client's queues (paused ones left out), no claim under way or asked
+	// for, no outcome being recorded, no worker slot in use, no schedule
+	// occurrence due and not yet stored.
 	Idle bool
 	// Running counts the jobs running (claimed) in the store.
 	Running int
