@@ -189,7 +189,6 @@ func TestOpenWhileAnotherWrites(t *testing.T) {
 				spun <- err
 				return
 			}
-			time.Sleep(time.Millisecond) // hold the lock, as a batch of work does
 			if err := tx.Commit(); err != nil {
 				spun <- err
 				return
