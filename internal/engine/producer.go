@@ -91,20 +91,27 @@ func (p *producer) run() {
 	// backlog is set after a full claim: the producer claims again as soon
 	// as it has slots, and until that claim ends it counts as a round under
 	// way (Settle), not idle, though it may be waiting for the jobs it
-	// started (settle) or for its goroutine to run.
-	backlog := false
-	defer func() {
-		if backlog {
-			p.s.rounds.Add(-1)
+	// started (settle) or for its goroutine to run. counted says whether
+	// this producer holds one count of s.rounds.
+	backlog, counted := false, false
+	count := func(on bool) {
+		if on != counted {
+			counted = on
+			if on {
+				p.s.rounds.Add(1)
+			} else {
+				p.s.rounds.Add(-1)
+			}
 		}
+	}
+	defer func() {
+		count(false)
 		p.unwake()
 	}()
 	for p.s.ctx.Err() == nil {
 		if d := p.backpressure(); d > 0 {
-			if backlog {
-				backlog = false
-				p.s.rounds.Add(-1)
-			}
+			backlog = false
+			count(false)
 			p.unwake()
 			p.hold(d)
 			continue
@@ -112,16 +119,12 @@ func (p *producer) run() {
 		// A claim that follows a full one runs with a backlog behind it:
 		// a slot freed meanwhile waits for it, busy (Slots.Workload).
 		p.s.slots.NoteBacklog(&p.slot, backlog)
-		if !backlog {
-			p.s.rounds.Add(1)
-		}
+		count(true)
 		p.unwake() // this round answers it
 		r, err := p.round()
 		p.s.slots.NoteBacklog(&p.slot, false)
 		backlog = err == nil && r.full && !r.declinedAll
-		if !backlog {
-			p.s.rounds.Add(-1)
-		}
+		count(backlog)
 		e.progressed()
 		if err != nil {
 			e.reportError(fmt.Errorf("claim from queue %q: %w", p.queue, err), hoppertype.PhaseQueue)
