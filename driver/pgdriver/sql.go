@@ -550,6 +550,17 @@ LIMIT $3`),
 // small claim itself. With the limit in the text the statement keeps one
 // generic plan (see claimStmt).
 //
+// The claim writes its own change set (schema version 27): every row goes
+// from pending to running one attempt up, and the picked rows carry the two
+// other fields a claim may change (worker and start), so the set is built
+// from the update's RETURNING rows (a row of the changes table when the
+// claim is of one job, as the trigger writes it since version 26), keyed by
+// change_key (see the migration), and the flag hopper.changes_written tells the jobs' update
+// trigger, which fires after the statement, that its changes are written.
+// A claim of a gate or of a stuck job, or of more than 4,096 jobs, leaves
+// the flag off and the trigger writes them (such changes are rows of their
+// own, not entries of a set).
+//
 // The update finds the picked rows by their ctid (a TID scan), not by a
 // second walk down the primary key. A picked row is locked, so no one else
 // moves it before the update; were a row version ever out of date, the
@@ -576,7 +587,7 @@ func claimSQL(typed bool, limit int, after bool) string {
 	  AND (concurrency_key IS NULL OR concurrency_limit <= 0 OR concurrency_limit >
 	    (SELECT count(*) FROM {s}.jobs r WHERE r.concurrency_key = jobs.concurrency_key AND r.state = 'running'))`
 	picked := `WITH picked AS MATERIALIZED (
-	SELECT ctid AS tid FROM {s}.jobs
+	SELECT ctid AS tid, worker AS old_worker, started_at AS old_started FROM {s}.jobs
 	WHERE queue = $1 AND state = 'pending'` + typeFilter + filters + `
 	ORDER BY priority DESC, run_at, id
 	LIMIT ` + lim + `
@@ -589,23 +600,23 @@ func claimSQL(typed bool, limit int, after bool) string {
 		// the queue's entries.
 		prio, runAt, id := arg(next), arg(next+1), arg(next+2)
 		picked = `WITH above AS MATERIALIZED (
-	SELECT ctid AS tid FROM {s}.jobs
+	SELECT ctid AS tid, worker AS old_worker, started_at AS old_started FROM {s}.jobs
 	WHERE queue = $1 AND state = 'pending' AND priority > ` + prio + `::int4` + typeFilter + filters + `
 	ORDER BY priority DESC, run_at, id
 	LIMIT ` + lim + `
 	FOR UPDATE SKIP LOCKED
 ), level AS MATERIALIZED (
-	SELECT ctid AS tid FROM {s}.jobs
+	SELECT ctid AS tid, worker AS old_worker, started_at AS old_started FROM {s}.jobs
 	WHERE queue = $1 AND state = 'pending' AND priority = ` + prio + `::int4
 	  AND (run_at, id) > (` + runAt + `::timestamptz, ` + id + `::text)` + typeFilter + filters + `
 	ORDER BY run_at, id
 	LIMIT (` + lim + ` - (SELECT count(*) FROM above))
 	FOR UPDATE SKIP LOCKED
 ), picked AS (
-	SELECT tid FROM above UNION ALL SELECT tid FROM level
+	SELECT * FROM above UNION ALL SELECT * FROM level
 )`
 	}
-	return picked + `
+	return picked + `, upd AS (
 UPDATE {s}.jobs j SET
 	state = 'running',
 	attempt = j.attempt + 1,
@@ -614,7 +625,37 @@ UPDATE {s}.jobs j SET
 	worker = ` + arg(4) + `,
 	started_at = GREATEST(` + arg(5) + `, j.run_at)
 FROM picked WHERE j.ctid = picked.tid
-RETURNING {jcols}`
+RETURNING {jcols}, picked.old_worker, picked.old_started
+), a AS MATERIALIZED (
+	SELECT count(*) AS changed, coalesce(bool_or(type = 'hopper.gate' OR stuck IS NOT NULL), false) AS single,
+		array_agg(id) AS ids, array_agg(type) AS types, array_agg(queue) AS queues,
+		array_agg(attempt) AS attempts, array_agg(worker) AS workers,
+		array_agg(concat_ws(',', 'attempt',
+			CASE WHEN old_started IS DISTINCT FROM started_at THEN 'started_at' END,
+			CASE WHEN old_worker IS DISTINCT FROM worker THEN 'worker' END)) AS fields,
+		array_agg(error) AS errors, array_agg(run_at) AS due_ats
+	FROM upd
+), own AS MATERIALIZED (
+	SELECT a.*, set_config('hopper.changes_written',
+		CASE WHEN NOT a.single AND a.changed <= 4096 THEN 'on' ELSE 'off' END, true) AS flag
+	FROM a
+), ins AS (
+	INSERT INTO {s}.change_sets (tx, position, at, entity_ids, types, queues, prev_states, states,
+		attempts, workers, fields, errors, due_ats)
+	SELECT (SELECT {s}.change_key()), nextval('{s}.changes_position_seq'), statement_timestamp(),
+		o.ids, o.types, o.queues, array_fill('pending'::text, ARRAY[o.changed::int]),
+		array_fill('running'::text, ARRAY[o.changed::int]),
+		o.attempts, o.workers, o.fields, o.errors, o.due_ats
+	FROM own o
+	WHERE o.flag = 'on' AND o.changed > 1
+), one_row AS (
+	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, at, due_at)
+	SELECT (SELECT {s}.change_key()), 'job', o.ids[1], o.types[1], o.queues[1], 'pending', 'running',
+		o.attempts[1], o.workers[1], o.fields[1], o.errors[1], statement_timestamp(), o.due_ats[1]
+	FROM own o
+	WHERE o.flag = 'on' AND o.changed = 1
+)
+SELECT {cols} FROM upd`
 }
 
 // maxLiteralClaim is the largest claim whose limit is written into the
