@@ -62,7 +62,10 @@
 // the transition of a statement that changes one job (schema version 26),
 // runs, workers, schedules), and change_sets, one row of arrays for the
 // transitions one statement makes of 2 to 4,096 jobs (a claim, a finish,
-// a promotion), written by the jobs' update trigger. Entry i of a set at
+// a promotion), written by the jobs' update trigger; a claim writes its
+// own set or row in its statement (schema version 27: it knows its
+// changes without the trigger's join of old and new rows, and a
+// transaction-local flag tells the trigger to skip it). Entry i of a set at
 // position p is the change at position p + i: positions come from one
 // sequence in steps of 4,096, so the feed keeps one (key, position) order
 // across both, and every listing reads a page of rows and a page of sets
