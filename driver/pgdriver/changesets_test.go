@@ -223,11 +223,7 @@ func TestChangeOfOneJobIsARow(t *testing.T) {
 		LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
-	count := func(sql string, args ...any) int {
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n))
-		return n
-	}
+	count := func(sql string, args ...any) int { t.Helper(); return countOf(t, pool, sql, args...) }
 	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.changes WHERE entity_id = $1 AND prev_state = 'pending' AND state = 'running'`, one.ID),
 		"the claim of one job is a row")
 	require.Zero(t, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets`), "and no set")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
@@ -19,6 +20,14 @@ func entityChanges(t *testing.T, x driver.Executor, id string) []*hoppertype.Cha
 	return chs
 }
 
+// countOf runs a count query on pool.
+func countOf(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), sql, args...).Scan(&n))
+	return n
+}
+
 // TestClaimWritesItsChanges: a claim statement writes its change set
 // itself (schema 27) with what the trigger would record: a first attempt
 // and a retried one (whose previous start, worker and error the claim
@@ -29,12 +38,7 @@ func TestClaimWritesItsChanges(t *testing.T) {
 	d := newTestDriver(t, pool)
 	ctx := t.Context()
 	x := d.Executor()
-	count := func(sql string, args ...any) int {
-		t.Helper()
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n))
-		return n
-	}
+	count := func(sql string, args ...any) int { t.Helper(); return countOf(t, pool, sql, args...) }
 	sets := `SELECT count(*) FROM ` + d.q.schema + `.change_sets WHERE $1::text = ANY(entity_ids) AND 'running' = ANY(states)`
 	rows := `SELECT count(*) FROM ` + d.q.schema + `.changes WHERE entity_id = $1 AND state = 'running'`
 
@@ -163,12 +167,7 @@ func TestClaimOfAGateLeavesItsChangesToTheTrigger(t *testing.T) {
 		LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
-	count := func(sql string, args ...any) int {
-		t.Helper()
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n))
-		return n
-	}
+	count := func(sql string, args ...any) int { t.Helper(); return countOf(t, pool, sql, args...) }
 	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.changes WHERE entity_id = $1 AND kind = 'gate' AND state = 'running'`, g.ID),
 		"the gate's claim is a row")
 	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets WHERE $1::text = ANY(entity_ids)`, j.ID),

@@ -626,19 +626,17 @@ UPDATE {s}.jobs j SET
 	started_at = GREATEST(` + arg(5) + `, j.run_at)
 FROM picked WHERE j.ctid = picked.tid
 RETURNING {jcols}, picked.old_worker, picked.old_started
-), a AS MATERIALIZED (
-	SELECT count(*) AS changed, coalesce(bool_or(type = 'hopper.gate' OR stuck IS NOT NULL), false) AS single,
+), own AS MATERIALIZED (
+	SELECT count(*) AS changed,
 		array_agg(id) AS ids, array_agg(type) AS types, array_agg(queue) AS queues,
 		array_agg(attempt) AS attempts, array_agg(worker) AS workers,
 		array_agg(concat_ws(',', 'attempt',
 			CASE WHEN old_started IS DISTINCT FROM started_at THEN 'started_at' END,
 			CASE WHEN old_worker IS DISTINCT FROM worker THEN 'worker' END)) AS fields,
-		array_agg(error) AS errors, array_agg(run_at) AS due_ats
+		array_agg(error) AS errors, array_agg(run_at) AS due_ats,
+		set_config('hopper.changes_written', CASE WHEN coalesce(bool_or(type = 'hopper.gate' OR stuck IS NOT NULL), false)
+			OR count(*) > 4096 THEN 'off' ELSE 'on' END, true) AS flag
 	FROM upd
-), own AS MATERIALIZED (
-	SELECT a.*, set_config('hopper.changes_written',
-		CASE WHEN NOT a.single AND a.changed <= 4096 THEN 'on' ELSE 'off' END, true) AS flag
-	FROM a
 ), ins AS (
 	INSERT INTO {s}.change_sets (tx, position, at, entity_ids, types, queues, prev_states, states,
 		attempts, workers, fields, errors, due_ats)
