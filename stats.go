@@ -82,8 +82,10 @@ type TypeStats struct {
 	Success Summary `json:"success_seconds"`
 	Error   Summary `json:"error_seconds"`
 	// Total is the end-to-end time in seconds of jobs that succeeded or
-	// were dead-lettered, from queued to their end (jobs whose queued
-	// event the recorder saw).
+	// were dead-lettered, from queued (or last redriven) to their end:
+	// jobs whose queued or redriven event the recorder saw, or whose end
+	// event carries the time they were queued (Event.QueuedAt: a client's
+	// own events).
 	Total Summary `json:"total_seconds"`
 	// Attempts is the attempts used by jobs that succeeded or were
 	// dead-lettered.
@@ -175,7 +177,14 @@ type StatsRecorder struct {
 	runs    map[string]RunStatus // live runs seen, by id
 	queued  pending              // jobs seen queued and not ended
 	started pending              // attempts seen started and not ended
-	ended   [60]endedSecond
+	// redriven holds the jobs seen redriven and not ended: their
+	// end-to-end time runs from the redrive.
+	redriven pending
+	// endsCarryQueue is set once an ending event carried its job's queue
+	// time (Event.QueuedAt): the recorder's source says when each job was
+	// queued at its end, so queued jobs are no longer remembered.
+	endsCarryQueue bool
+	ended          [60]endedSecond
 }
 
 // pending remembers jobs by id, in two generations: when the newer one is
@@ -271,10 +280,12 @@ func (r *StatsRecorder) Observe(e Event) {
 	case EventQueued:
 		t.Queued++
 		t.LastQueuedAt = later(t.LastQueuedAt, e.At)
-		r.queued.put(e.JobID, pendingJob{at: e.At, key: k})
+		if !r.endsCarryQueue {
+			r.queued.put(e.JobID, pendingJob{at: e.At, key: k})
+		}
 	case EventRedriven:
 		t.Redriven++
-		r.queued.put(e.JobID, pendingJob{at: e.At, key: k})
+		r.redriven.put(e.JobID, pendingJob{at: e.At, key: k})
 	case EventStarted:
 		t.Started++
 		t.LastStartedAt = later(t.LastStartedAt, e.At)
@@ -340,10 +351,21 @@ func (r *StatsRecorder) attemptEnded(t *typeAcc, e Event, into *summaryAcc) {
 // attempts when it succeeded or was dead-lettered (sample), and counts it
 // in the throughput.
 func (r *StatsRecorder) jobEnded(t *typeAcc, e Event, sample bool) {
-	if q, ok := r.queued.take(e.JobID); ok {
-		if sample {
-			t.total.add(max(e.At.Sub(q.at), 0).Seconds())
-		}
+	if !e.QueuedAt.IsZero() && !r.endsCarryQueue {
+		// Every end of this source says when its job was queued: the
+		// queued jobs remembered so far are not needed.
+		r.endsCarryQueue = true
+		r.queued = pending{}
+	}
+	since, ok := r.redriven.take(e.JobID)
+	if q, queued := r.queued.take(e.JobID); queued && !ok {
+		since, ok = q, true
+	}
+	if !ok && !e.QueuedAt.IsZero() {
+		since, ok = pendingJob{at: e.QueuedAt}, true
+	}
+	if ok && sample {
+		t.total.add(max(e.At.Sub(since.at), 0).Seconds())
 	}
 	if sample && e.Attempt > 0 {
 		t.attempts.add(float64(e.Attempt))

@@ -156,28 +156,69 @@ func TestStatsRecorderForgets(t *testing.T) {
 	require.Equal(t, int64(1), stats(t, r).Success.Count, "the oldest was forgotten: no run time")
 }
 
-// BenchmarkStatsRecorderJob folds one job's queued, started and succeeded
-// events into a recorder that remembers a backlog of 50,000 queued jobs
-// (as a client that enqueued them does), per op.
-func BenchmarkStatsRecorderJob(b *testing.B) {
+// TestStatsRecorderQueueTimeOnTheEnd: an end event that carries its job's
+// queue time (a client's own events) gives the end-to-end time without the
+// queued event; a redrive still counts from the redrive; and once the
+// source's ends carry it, a queued job need not be remembered for its end
+// to be sampled. It fails if Event.QueuedAt is ignored, or if the queued
+// jobs the recorder stops remembering lose their samples.
+func TestStatsRecorderQueueTimeOnTheEnd(t *testing.T) {
+	t.Parallel()
 	r := hopper.NewStatsRecorder(nil)
 	t0 := hoppertest.Epoch()
-	const backlog = 50_000
-	ids := make([]string, backlog+b.N)
-	for i := range ids {
-		ids[i] = "job-" + strconv.Itoa(i)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	end := func(id string, queued, ended int) hopper.Event {
+		return hopper.Event{Kind: hopper.EventSucceeded, JobID: id, Type: "mail", Queue: "q", Attempt: 1, QueuedAt: at(queued), At: at(ended)}
 	}
-	ev := func(kind hopper.EventKind, i int) hopper.Event {
-		return hopper.Event{Kind: kind, JobID: ids[i], Type: "noop", Queue: "q", Attempt: 1, At: t0, RunAt: t0}
-	}
-	for i := range backlog {
-		r.Observe(ev(hopper.EventQueued, i))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		r.Observe(ev(hopper.EventQueued, backlog+i))
-		r.Observe(ev(hopper.EventStarted, i))
-		r.Observe(ev(hopper.EventSucceeded, i))
+	// b's queued event and d's redrive are seen before any end; c's
+	// queued event after the first.
+	r.Observe(hopper.Event{Kind: hopper.EventQueued, JobID: "b", Type: "mail", Queue: "q", At: at(1)})
+	r.Observe(hopper.Event{Kind: hopper.EventRedriven, JobID: "d", Type: "mail", Queue: "q", At: at(10)})
+	r.Observe(end("a", 0, 5)) // never seen queued: 5 s
+	r.Observe(hopper.Event{Kind: hopper.EventQueued, JobID: "c", Type: "mail", Queue: "q", At: at(2)})
+	r.Observe(end("b", 1, 4))  // 3 s
+	r.Observe(end("c", 2, 9))  // 7 s
+	r.Observe(end("d", 0, 12)) // from its redrive: 2 s, not 12
+	ts := stats(t, r)
+	require.Equal(t, hopper.Summary{Count: 4, Sum: 17, Min: 2, Max: 7, Mean: 4.25, P50: 3, P95: 7, P99: 7}, ts.Total)
+}
+
+// BenchmarkStatsRecorderJob folds one job's queued, started and succeeded
+// events into a recorder that has seen a backlog of 50,000 jobs queued (as
+// a client that enqueued them has), per op: with the end events of the
+// store's feed (no queue time on them, so the queued jobs are remembered),
+// and with a client's own (Event.QueuedAt set).
+func BenchmarkStatsRecorderJob(b *testing.B) {
+	for _, own := range []bool{false, true} {
+		name := "feed"
+		if own {
+			name = "own"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := hopper.NewStatsRecorder(nil)
+			t0 := hoppertest.Epoch()
+			const backlog = 50_000
+			ids := make([]string, backlog+b.N)
+			for i := range ids {
+				ids[i] = "job-" + strconv.Itoa(i)
+			}
+			ev := func(kind hopper.EventKind, i int) hopper.Event {
+				e := hopper.Event{Kind: kind, JobID: ids[i], Type: "noop", Queue: "q", Attempt: 1, At: t0, RunAt: t0}
+				if own && kind == hopper.EventSucceeded {
+					e.QueuedAt = t0
+				}
+				return e
+			}
+			for i := range backlog {
+				r.Observe(ev(hopper.EventQueued, i))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				r.Observe(ev(hopper.EventQueued, backlog+i))
+				r.Observe(ev(hopper.EventStarted, i))
+				r.Observe(ev(hopper.EventSucceeded, i))
+			}
+		})
 	}
 }

@@ -348,6 +348,10 @@ type Event struct {
 	RunAt time.Time
 	// Deadline is the deadline an expired job passed.
 	Deadline time.Time
+	// QueuedAt is when the job was queued, on the events that end an
+	// attempt raised in the process that ran it (Config.OnEvent,
+	// Client.Subscribe); zero on events read from the store's feed.
+	QueuedAt time.Time
 	// Stuck is a stuck job's cause and blockers.
 	Stuck  *StuckInfo
 	Result json.RawMessage

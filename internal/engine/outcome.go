@@ -44,7 +44,7 @@ func newEnding(row *hoppertype.JobRow, now time.Time) *ending {
 		row: row, now: now,
 		base: driver.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken, Attempt: row.Attempt, RunAt: row.RunAt, Error: row.Error},
 		ev: hoppertype.Event{JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID, ParentID: row.ParentID,
-			Dependents: row.Dependents, Attempt: row.Attempt, At: now},
+			Dependents: row.Dependents, Attempt: row.Attempt, QueuedAt: row.QueuedAt, At: now},
 	}
 }
 
@@ -151,7 +151,7 @@ func succeeded(row *hoppertype.JobRow, out []byte, now time.Time) outcome {
 		params: driver.JobFinishParams{ID: row.ID, LeaseToken: row.LeaseToken, Attempt: row.Attempt, RunAt: row.RunAt, Error: row.Error,
 			Claimed: row, State: hoppertype.JobStateSucceeded, EndedAt: now, Result: out},
 		event: hoppertype.Event{Kind: hoppertype.EventSucceeded, JobID: row.ID, Type: row.Type, Queue: row.Queue, GroupID: row.GroupID,
-			ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, At: now, Result: rawJSON(out)},
+			ParentID: row.ParentID, Dependents: row.Dependents, Attempt: row.Attempt, QueuedAt: row.QueuedAt, At: now, Result: rawJSON(out)},
 	}
 }
 
