@@ -50,7 +50,11 @@ func (p *claimPacer) claimLimits() []int {
 // Claiming at once would size each claim by the slots free at that instant:
 // the jobs here end one by one (their durations differ), so claims would
 // alternate between the one slot freed first and the nine freed during
-// that claim.
+// that claim. Nor does the producer wait longer than that between a full
+// claim and the next: the bubble's clock, which moves only when every
+// goroutine waits, bounds each round by a claim, its wait for the jobs
+// (half a claim at most) and their run; a round that waited for a poll
+// (a second) or for a whole claim more would pass it.
 func TestShortJobsAreClaimedInFullBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const (
@@ -80,11 +84,18 @@ func TestShortJobsAreClaimedInFullBatches(t *testing.T) {
 		ctx := context.Background()
 		_, err = short.EnqueueMany(ctx, c, ins, nil)
 		require.NoError(t, err)
+		began := time.Now()
 		require.NoError(t, c.Start(ctx))
 		<-allDone
+		took := time.Since(began)
 		require.NoError(t, c.Stop(ctx))
 
 		limits := pacer.claimLimits()
+		// Each round: its claim, at most half a claim's wait for its jobs,
+		// and the jobs themselves (a tenth of a claim at most).
+		round := claim + claim/2 + claim/10
+		require.LessOrEqual(t, took, time.Duration(len(limits))*round,
+			"%d claims took %s of the bubble's time: a round waited past its claim and its jobs", len(limits), took)
 		// The first claims come before any job has returned: the producer
 		// has not seen how long they take yet.
 		require.Greater(t, len(limits), 3, "claims: %v", limits)
