@@ -249,16 +249,18 @@ func storedJob(r *hoppertype.JobRow) *hoppertype.JobRow {
 }
 
 // jobArrays are the column arrays of a batch insert, in jobColumns order.
+// Columns of nullable values are FlatArrays: pgx encodes a slice of such
+// elements by reflection, and a FlatArray through its index.
 type jobArrays struct {
 	ids, types, queues, states                             []string
 	priorities, attempts                                   []int32
 	tokens, timeouts                                       []int64
-	queuedAt, runAt, startedAt, endedAt, deadline, leaseAt []pgtype.Timestamptz
+	queuedAt, runAt, startedAt, endedAt, deadline, leaseAt pgtype.FlatArray[pgtype.Timestamptz]
 	cancel                                                 []bool
-	worker, groupID, parentID, fairKey, uniqueKey          []pgtype.Text
-	retry, metadata, deps, errInfo, stuck                  []pgtype.Text
-	input, result                                          [][]byte
-	concKey                                                []pgtype.Text
+	worker, groupID, parentID, fairKey, uniqueKey          pgtype.FlatArray[pgtype.Text]
+	retry, metadata, deps, errInfo, stuck                  pgtype.FlatArray[pgtype.Text]
+	input, result                                          pgtype.FlatArray[[]byte]
+	concKey                                                pgtype.FlatArray[pgtype.Text]
 	concLimit                                              []int32
 }
 
@@ -268,13 +270,13 @@ func newJobArrays(rows []*hoppertype.JobRow) (*jobArrays, error) {
 	a := &jobArrays{
 		ids: make([]string, n), types: make([]string, n), queues: make([]string, n), states: make([]string, n),
 		priorities: make([]int32, n), attempts: make([]int32, n), tokens: make([]int64, n), timeouts: make([]int64, n),
-		queuedAt: make([]pgtype.Timestamptz, n), runAt: make([]pgtype.Timestamptz, n), startedAt: make([]pgtype.Timestamptz, n),
-		endedAt: make([]pgtype.Timestamptz, n), deadline: make([]pgtype.Timestamptz, n), leaseAt: make([]pgtype.Timestamptz, n),
-		cancel: make([]bool, n), worker: make([]pgtype.Text, n), groupID: make([]pgtype.Text, n), parentID: make([]pgtype.Text, n),
-		fairKey: make([]pgtype.Text, n), uniqueKey: make([]pgtype.Text, n), retry: make([]pgtype.Text, n),
-		metadata: make([]pgtype.Text, n), deps: make([]pgtype.Text, n), errInfo: make([]pgtype.Text, n), stuck: make([]pgtype.Text, n),
-		input: make([][]byte, n), result: make([][]byte, n),
-		concKey: make([]pgtype.Text, n), concLimit: make([]int32, n),
+		queuedAt: make(pgtype.FlatArray[pgtype.Timestamptz], n), runAt: make(pgtype.FlatArray[pgtype.Timestamptz], n), startedAt: make(pgtype.FlatArray[pgtype.Timestamptz], n),
+		endedAt: make(pgtype.FlatArray[pgtype.Timestamptz], n), deadline: make(pgtype.FlatArray[pgtype.Timestamptz], n), leaseAt: make(pgtype.FlatArray[pgtype.Timestamptz], n),
+		cancel: make([]bool, n), worker: make(pgtype.FlatArray[pgtype.Text], n), groupID: make(pgtype.FlatArray[pgtype.Text], n), parentID: make(pgtype.FlatArray[pgtype.Text], n),
+		fairKey: make(pgtype.FlatArray[pgtype.Text], n), uniqueKey: make(pgtype.FlatArray[pgtype.Text], n), retry: make(pgtype.FlatArray[pgtype.Text], n),
+		metadata: make(pgtype.FlatArray[pgtype.Text], n), deps: make(pgtype.FlatArray[pgtype.Text], n), errInfo: make(pgtype.FlatArray[pgtype.Text], n), stuck: make(pgtype.FlatArray[pgtype.Text], n),
+		input: make(pgtype.FlatArray[[]byte], n), result: make(pgtype.FlatArray[[]byte], n),
+		concKey: make(pgtype.FlatArray[pgtype.Text], n), concLimit: make([]int32, n),
 	}
 	for i, r := range rows {
 		if r.Priority != int(int32(r.Priority)) || r.Attempt != int(int32(r.Attempt)) {

@@ -294,8 +294,8 @@ func (e *executor) RunEventAppend(ctx context.Context, p *driver.RunEventAppendP
 	var (
 		attempts, seqs = make([]int32, n), make([]int32, n)
 		kinds, names   = make([]string, n), make([]string, n)
-		at             = make([]pgtype.Timestamptz, n)
-		data           = make([][]byte, n)
+		at             = make(pgtype.FlatArray[pgtype.Timestamptz], n)
+		data           = make(pgtype.FlatArray[[]byte], n)
 	)
 	for i, ev := range p.Events {
 		switch {
@@ -392,8 +392,8 @@ func (e *executor) appendMany(ctx context.Context, params []*driver.RunEventAppe
 	var (
 		runIDs         = make([]string, n)
 		tokens         = make([]int64, n)
-		statuses       = make([]pgtype.Text, n)
-		nows, ends     = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		statuses       = make(pgtype.FlatArray[pgtype.Text], n)
+		nows, ends     = make(pgtype.FlatArray[pgtype.Timestamptz], n), make(pgtype.FlatArray[pgtype.Timestamptz], n)
 		evRuns         []string
 		attempts, seqs []int32
 		kinds, names   []string
