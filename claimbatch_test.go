@@ -45,7 +45,8 @@ func (p *claimPacer) claimLimits() []int {
 }
 
 // TestShortJobsAreClaimedInFullBatches: with a backlog of jobs that each
-// take a tenth of a claim's time or less, the producer waits for the jobs
+// take a tenth of a claim's time or less, and claims ahead off (see
+// TestShortJobsAreClaimedAhead), the producer waits for the jobs
 // it just started before it claims again, so each claim takes every slot.
 // Claiming at once would size each claim by the slots free at that instant:
 // the jobs here end one by one (their durations differ), so claims would
@@ -74,7 +75,7 @@ func TestShortJobsAreClaimedInFullBatches(t *testing.T) {
 			}
 			return hopper.None{}, nil
 		}, nil)
-		c, err := hopper.New(hopper.Config{Driver: pacer, MaxWorkers: workers})
+		c, err := hopper.New(hopper.Config{Driver: pacer, MaxWorkers: workers, DisableClaimAhead: true})
 		require.NoError(t, err)
 		require.NoError(t, c.Register(short))
 		ins := make([]int, jobs)
@@ -104,5 +105,152 @@ func TestShortJobsAreClaimedInFullBatches(t *testing.T) {
 				t.Fatalf("claim %d asked for %d jobs, want every slot (%d); claims: %v", i+3, limit, workers, limits)
 			}
 		}
+	})
+}
+
+// aheadRun works jobs numbered 0 to jobs-1 on a client of workers slots
+// whose claims take claim each (a claimPacer): the jobs numbered in block
+// hold their slots until release is closed or their context ends, the
+// others return at once. It records how often each job ran and with which
+// attempt, and counts the deferred events (a job handed back unused).
+type aheadRun struct {
+	c        *hopper.Client
+	pacer    *claimPacer
+	release  chan struct{}
+	mu       sync.Mutex
+	ran      map[int]int
+	attempts map[int]int
+	deferred atomic.Int64
+	done     atomic.Int64
+}
+
+func newAheadRun(t *testing.T, workers, fetch, jobs int, claim time.Duration, block func(n int) bool) *aheadRun {
+	t.Helper()
+	mem := memdriver.New()
+	t.Cleanup(func() { mem.Close() })
+	r := &aheadRun{pacer: &claimPacer{Driver: mem, baseExec: mem.Executor(), delay: claim}, release: make(chan struct{}),
+		ran: map[int]int{}, attempts: map[int]int{}}
+	typ := hopper.Define("ahead", func(ctx context.Context, n int) (hopper.None, error) {
+		r.mu.Lock()
+		r.ran[n]++
+		r.attempts[n] = hopper.JobFromContext(ctx).Attempt()
+		r.mu.Unlock()
+		if block(n) {
+			select {
+			case <-r.release:
+			case <-ctx.Done():
+				return hopper.None{}, ctx.Err()
+			}
+		}
+		r.done.Add(1)
+		return hopper.None{}, nil
+	}, nil)
+	c, err := hopper.New(hopper.Config{Driver: r.pacer, MaxWorkers: workers, FetchBatch: fetch,
+		OnEvent: func(e hopper.Event) {
+			if e.Kind == hopper.EventDeferred {
+				r.deferred.Add(1)
+			}
+		}})
+	require.NoError(t, err)
+	require.NoError(t, c.Register(typ))
+	ins := make([]int, jobs)
+	for i := range ins {
+		ins[i] = i
+	}
+	_, err = typ.EnqueueMany(context.Background(), c, ins, nil)
+	require.NoError(t, err)
+	r.c = c
+	return r
+}
+
+// TestShortJobsAreClaimedAhead: with a backlog of jobs far shorter than a
+// claim, claims take more jobs than the slots free (up to FetchBatch), the
+// jobs beyond the slots wait in the process for the slots the running ones
+// free, and every job runs once, on its first attempt.
+func TestShortJobsAreClaimedAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const workers, fetch, jobs = 10, 50, 400
+		r := newAheadRun(t, workers, fetch, jobs, 10*time.Millisecond, func(int) bool { return false })
+		ctx := context.Background()
+		require.NoError(t, r.c.Start(ctx))
+		for r.done.Load() < jobs {
+			time.Sleep(time.Millisecond)
+		}
+		require.NoError(t, r.c.Stop(ctx))
+		ahead := 0
+		for _, limit := range r.pacer.claimLimits() {
+			require.LessOrEqual(t, limit, fetch, "a claim takes at most FetchBatch")
+			if limit > workers {
+				ahead++
+			}
+		}
+		require.Positive(t, ahead, "claims took jobs beyond the free slots: %v", r.pacer.claimLimits())
+		require.Len(t, r.ran, jobs)
+		for n, times := range r.ran {
+			require.Equal(t, 1, times, "job %d ran once", n)
+			require.Equal(t, 1, r.attempts[n], "job %d on its first attempt", n)
+		}
+		require.Zero(t, r.deferred.Load(), "nothing handed back")
+	})
+}
+
+// TestClaimedAheadGoBack: jobs claimed ahead that wait while every slot
+// holds a job longer than the claim expected go back to their queue after
+// a heartbeat interval, their attempts unused, and run once later; and
+// those still waiting when the client stops go back too, never having
+// run. It fails if a job claimed ahead runs twice, runs on a second
+// attempt, or is left running in the store.
+func TestClaimedAheadGoBack(t *testing.T) {
+	const workers, fetch, jobs = 4, 20, 200
+	long := func(n int) bool { return n >= 100 && n < 100+workers }
+	check := func(t *testing.T, r *aheadRun) {
+		t.Helper()
+		for n, times := range r.ran {
+			require.Equal(t, 1, times, "job %d ran once", n)
+			require.Equal(t, 1, r.attempts[n], "job %d on its first attempt", n)
+		}
+	}
+	t.Run("after a heartbeat interval", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newAheadRun(t, workers, fetch, jobs, 10*time.Millisecond, long)
+			ctx := context.Background()
+			require.NoError(t, r.c.Start(ctx))
+			// The long jobs hold every slot; the jobs claimed ahead of
+			// them wait, then go back.
+			time.Sleep(time.Minute)
+			require.Positive(t, r.deferred.Load(), "jobs claimed ahead went back")
+			close(r.release)
+			for r.done.Load() < jobs {
+				time.Sleep(time.Millisecond)
+			}
+			require.NoError(t, r.c.Stop(ctx))
+			require.Len(t, r.ran, jobs)
+			check(t, r)
+		})
+	})
+	t.Run("at stop", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newAheadRun(t, workers, fetch, jobs, 10*time.Millisecond, long)
+			ctx := context.Background()
+			require.NoError(t, r.c.Start(ctx))
+			for r.done.Load() < 100 {
+				time.Sleep(time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond) // the long jobs run, later ones wait
+			stop, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			require.ErrorIs(t, r.c.Stop(stop), context.DeadlineExceeded, "the long jobs are cut at the deadline")
+			require.Positive(t, r.deferred.Load(), "jobs claimed ahead went back at stop")
+			check(t, r)
+			page, err := r.c.JobList(ctx, &hopper.ListParams{Limit: jobs})
+			require.NoError(t, err)
+			require.Len(t, page.Jobs, jobs)
+			for _, j := range page.Jobs {
+				require.NotEqual(t, hopper.StateRunning, j.State, "job %s is left running", j.ID)
+				if j.State == hopper.StatePending {
+					require.Zero(t, j.Attempt, "job %s went back with its attempt unused", j.ID)
+				}
+			}
+		})
 	})
 }

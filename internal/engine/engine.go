@@ -105,6 +105,8 @@ type Config struct {
 	Autoscale   *Autoscale
 	FetchBatch  int
 	AutoRedrive int
+	// NoClaimAhead turns claims ahead off (see producer.claimsAhead).
+	NoClaimAhead bool
 
 	Visibility        time.Duration
 	HeartbeatInterval time.Duration

@@ -258,7 +258,8 @@ func noteMean(m *atomic.Int64, d time.Duration) {
 // claim's time, and never for jobs that run longer. Other queues'
 // producers meanwhile take the slots freed in their turn, as always.
 func (p *producer) settle(b *roundBatch) {
-	if b == nil {
+	if b == nil || p.claimsAhead() {
+		// Claims ahead take the slots the round's jobs will free.
 		return
 	}
 	claim, batch := p.claimTime.Load(), p.batchTime.Load()
@@ -289,7 +290,11 @@ func (p *producer) round() (roundResult, error) {
 		return roundResult{}, nil
 	}
 	want := s.slots.TryAcquire(&p.slot, e.cfg.FetchBatch)
-	if want == 0 {
+	ahead := 0
+	if p.claimsAhead() {
+		ahead = s.slots.AheadRoom(&p.slot, e.cfg.FetchBatch-want, e.cfg.FetchBatch)
+	}
+	if want+ahead == 0 {
 		// In line: a freed slot is granted in turn and wakes us.
 		p.sleepForSlot()
 		return roundResult{full: true}, nil
@@ -301,7 +306,7 @@ func (p *producer) round() (roundResult, error) {
 	var rows []*hoppertype.JobRow
 	asked := 0
 	began := time.Now()
-	for _, cl := range s.claimsFor(types, want) {
+	for _, cl := range s.claimsFor(types, want+ahead) {
 		got, err := s.claim(&driver.JobClaimParams{
 			Queue:          p.queue,
 			Types:          cl.types,
@@ -323,7 +328,10 @@ func (p *producer) round() (roundResult, error) {
 	noteMean(&p.claimTime, time.Since(began))
 	claimed := len(rows)
 	rows = p.accepted(rows, now)
-	s.slots.Release(want - len(rows))
+	// The first rows take the slots reserved; the rest, claimed ahead,
+	// wait for the slots the running jobs free.
+	slotted := min(len(rows), want)
+	s.slots.Release(want - slotted)
 	loaded := s.loadRuns(rows)
 	var batch *roundBatch
 	if len(rows) > 0 {
@@ -332,10 +340,32 @@ func (p *producer) round() (roundResult, error) {
 		batch = newRoundBatch(p, len(rows)+1)
 		defer batch.attemptDone()
 	}
-	for _, row := range rows {
-		s.start(row, loaded[row.ID], batch)
+	for i, row := range rows {
+		if i < slotted {
+			s.start(row, loaded[row.ID], batch)
+		} else {
+			s.startAhead(row, loaded[row.ID], batch)
+		}
 	}
 	return roundResult{started: len(rows), full: asked > 0 && claimed == asked, declinedAll: claimed > 0 && len(rows) == 0, batch: batch}, nil
+}
+
+// claimsAhead reports whether the producer's claims take jobs beyond its
+// free slots (Slots.AheadRoom), to wait in the process for the next slots
+// freed: its queue's jobs are short, a round's returning, by the means, in
+// under half the time a claim takes. A claim's cost is mostly per
+// statement and per commit, so short jobs claimed a few hundred at a time
+// cost the store less each than claims sized by the slots free; and the
+// jobs waiting keep the slots busy while the next claim is under way. Not
+// with limits, whose claims are sized by their room, nor when
+// Config.NoClaimAhead is set.
+func (p *producer) claimsAhead() bool {
+	e := p.s.e
+	if e.cfg.NoClaimAhead || e.cfg.Limit != nil || e.anyTypeLimit() {
+		return false
+	}
+	claim, batch := p.claimTime.Load(), p.batchTime.Load()
+	return claim != 0 && batch != 0 && 2*batch <= claim
 }
 
 // claim claims jobs unless Stop has begun. Once begun, a claim is seen

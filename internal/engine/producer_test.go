@@ -52,12 +52,16 @@ func TestProducerSleepsUntilTheEarliestHint(t *testing.T) {
 // waits for the jobs it just started only when, by its means, they return
 // in under half a claim's time and the next claim could take more than the
 // slots free now; the wait ends when the batch does, or after half a
-// claim's time, or with the session.
+// claim's time, or with the session. (With claims ahead, on by default,
+// short jobs are not waited for: the next claim takes the slots they
+// free; see TestClaimsAhead.)
 func TestSettleWaitsOnlyForShortBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memdriver.New()
 		defer mem.Close()
-		e := New(testConfig(mem)) // FetchBatch 500
+		cfg := testConfig(mem) // FetchBatch 500
+		cfg.NoClaimAhead = true
+		e := New(cfg)
 		defer e.Close()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()

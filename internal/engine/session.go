@@ -417,6 +417,7 @@ func (s *session) drainHeartbeats() {
 // never renewed expires and the rescuer retries its job.
 func (s *session) heartbeatOnce() {
 	e := s.e
+	s.handBackStale()
 	ctx, cancel := call(s.life.drained, e.cfg.HeartbeatInterval)
 	defer cancel()
 	if err := s.renewLeases(ctx, e.now().Add(e.cfg.Visibility)); err != nil && s.life.drained.Err() == nil {
@@ -556,8 +557,67 @@ func (s *session) endWaiting(row *hoppertype.JobRow, cause error) {
 	s.completer.submit(finishItem{row: row, outcome: o})
 }
 
-// putBackWaiting hands the jobs still waiting in limiters back to the
-// store, their attempts unused: the client is stopping.
+// startAhead starts row, claimed ahead of its slot (see
+// producer.aheadRoom), once a slot is free: at once if one is, else when
+// the next one is freed, before any producer's turn. Until then it counts
+// as running here: its lease is renewed, and a cancel or a lost lease
+// takes it out of the wait.
+func (s *session) startAhead(row *hoppertype.JobRow, loaded *driver.RunLoaded, batch *roundBatch) {
+	t := &SlotTaker{Since: s.e.now()}
+	s.addActive(row, func(cause error) {
+		if s.slots.Leave(t) {
+			s.endAhead(row, cause, batch, false)
+		}
+	})
+	t.Take = func() {
+		if !s.dispatchItem(dispatchItem{row: row, holdsSlot: true, loaded: loaded, batch: batch}) {
+			s.slots.Release(1)
+			s.endAhead(row, ErrStopping, batch, false) // the client is stopping
+		}
+	}
+	t.Back = func(announce bool) { s.endAhead(row, ErrStopping, batch, announce) }
+	s.slots.Ahead(t)
+}
+
+// handBackStale hands the jobs claimed ahead that have waited a heartbeat
+// interval for a slot back to the store, their attempts unused, and
+// announces their queues: the slots they were claimed for went to longer
+// jobs than the claim expected, and another process may have one free.
+func (s *session) handBackStale() {
+	stale := s.slots.LeaveBefore(s.e.now().Add(-s.e.cfg.HeartbeatInterval))
+	if len(stale) == 0 {
+		return
+	}
+	for i, t := range stale {
+		t.Back(i == len(stale)-1)
+	}
+}
+
+// endAhead ends a job claimed ahead that never took its slot: handed back
+// (stopping, or waiting too long), its attempt unused, cancelled, or
+// dropped (its lease was lost). announce tells other processes its queue
+// has a job, once it is back.
+func (s *session) endAhead(row *hoppertype.JobRow, cause error, batch *roundBatch, announce bool) {
+	if batch != nil {
+		defer batch.attemptDone()
+	}
+	s.removeActive(row)
+	if errors.Is(cause, hoppertype.ErrLeaseLost) {
+		return
+	}
+	res := attemptResult{err: cause, cause: cause, cancelRequested: errors.Is(cause, hoppertype.ErrCancelled)}
+	it := finishItem{row: row, outcome: decide(row, res, nil, s.e.now(), nil, nil)}
+	if announce {
+		it.effects = func(ctx context.Context, tx driver.Executor, job *hoppertype.JobRow) error {
+			return tx.Notify(ctx, &driver.NotifyParams{Topic: driver.TopicJobAvailable, Payload: job.Queue})
+		}
+	}
+	s.completer.submit(it)
+}
+
+// putBackWaiting hands the jobs still waiting in limiters, or for the
+// slots they were claimed ahead of, back to the store, their attempts
+// unused: the client is stopping.
 func (s *session) putBackWaiting() {
 	s.limits.mu.Lock()
 	ls := make([]*limiter, 0, len(s.limits.m))
@@ -569,6 +629,9 @@ func (s *session) putBackWaiting() {
 		for _, row := range l.drain() {
 			s.endWaiting(row, ErrStopping)
 		}
+	}
+	for _, t := range s.slots.LeaveAll() {
+		t.Back(false)
 	}
 }
 

@@ -20,6 +20,9 @@ type Slots struct {
 	// line holds the producers waiting for a slot, first come first
 	// served. It is empty whenever a slot is free.
 	line []*SlotWaiter
+	// ahead holds the jobs claimed ahead of their slots (see Ahead), in
+	// claim order; a freed slot goes to them before the line.
+	ahead []*SlotTaker
 
 	// now, when set (Measure), times the slots in use: area sums
 	// used × time since since, up to last.
@@ -157,11 +160,36 @@ func (s *Slots) Release(n int) {
 	s.mu.Lock()
 	s.tickLocked()
 	s.used -= n
+	taken := s.takeLocked()
 	woken := s.grantLocked()
 	s.mu.Unlock()
+	run(taken, woken)
+}
+
+// run calls the jobs that took slots, then wakes the producers granted
+// slots.
+func run(taken []*SlotTaker, woken []*SlotWaiter) {
+	for _, t := range taken {
+		t.Take()
+	}
 	for _, w := range woken {
 		w.Wake()
 	}
+}
+
+// takeLocked hands free slots to the jobs claimed ahead, in claim order,
+// and returns those that took one.
+func (s *Slots) takeLocked() []*SlotTaker {
+	var taken []*SlotTaker
+	for len(s.ahead) > 0 && (s.max == Unlimited || s.used < s.max) {
+		t := s.ahead[0]
+		s.ahead[0] = nil
+		s.ahead = s.ahead[1:]
+		t.waiting = false
+		s.used++
+		taken = append(taken, t)
+	}
+	return taken
 }
 
 // grantLocked hands free slots to the producers in line, in turn, and
@@ -186,11 +214,10 @@ func (s *Slots) grantLocked() []*SlotWaiter {
 func (s *Slots) SetMax(max int) {
 	s.mu.Lock()
 	s.max = max
+	taken := s.takeLocked()
 	woken := s.grantLocked()
 	s.mu.Unlock()
-	for _, w := range woken {
-		w.Wake()
-	}
+	run(taken, woken)
 }
 
 // Max returns the cap (Unlimited for none).
@@ -236,4 +263,93 @@ func (s *Slots) Withdraw(w *SlotWaiter) {
 	w.granted = 0
 	s.mu.Unlock()
 	s.Release(n)
+}
+
+// SlotTaker is a job claimed ahead of its slot (see Slots.Ahead).
+type SlotTaker struct {
+	// Take runs once the job holds a slot; it must not block.
+	Take func()
+	// Back and Since are the owner's: what to do with a job taken out of
+	// the wait by LeaveAll or LeaveBefore, and when it was claimed. Slots
+	// never calls Back.
+	Back  func(announce bool)
+	Since time.Time
+	// waiting is set while the job is in Slots.ahead (guarded by
+	// slots.mu).
+	waiting bool
+}
+
+// AheadRoom returns how many jobs a claim for w may take beyond the slots
+// it reserved, up to n, while at most limit jobs wait claimed ahead in all
+// (see Ahead). It is 0 while another producer waits in line (freed slots
+// are its turn), and without a cap. w itself may be in line: a freed slot
+// goes to the jobs claimed ahead first, then to it.
+func (s *Slots) AheadRoom(w *SlotWaiter, n, limit int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.max == Unlimited || n <= 0 || len(s.line) > 1 || (len(s.line) == 1 && s.line[0] != w) {
+		return 0
+	}
+	return max(min(n, limit-len(s.ahead)), 0)
+}
+
+// Ahead takes a slot for t, a job claimed ahead of its slot: a free one
+// at once (t.Take runs before Ahead returns), or else the next slot freed,
+// before any producer in line.
+func (s *Slots) Ahead(t *SlotTaker) {
+	s.mu.Lock()
+	if s.max == Unlimited || (s.used < s.max && len(s.ahead) == 0) {
+		s.tickLocked()
+		s.used++
+		s.mu.Unlock()
+		t.Take()
+		return
+	}
+	t.waiting = true
+	s.ahead = append(s.ahead, t)
+	s.mu.Unlock()
+}
+
+// Leave takes t, a job claimed ahead, out of the wait for a slot, and
+// reports whether it was still waiting (false: it took a slot, or was
+// never put in).
+func (s *Slots) Leave(t *SlotTaker) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !t.waiting {
+		return false
+	}
+	t.waiting = false
+	if i := slices.Index(s.ahead, t); i >= 0 {
+		s.ahead = slices.Delete(s.ahead, i, i+1)
+	}
+	return true
+}
+
+// LeaveAll takes every job claimed ahead out of the wait for a slot and
+// returns them, in claim order.
+func (s *Slots) LeaveAll() []*SlotTaker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.ahead
+	s.ahead = nil
+	for _, t := range out {
+		t.waiting = false
+	}
+	return out
+}
+
+// LeaveBefore takes the jobs claimed ahead before t out of the wait for a
+// slot and returns them, in claim order.
+func (s *Slots) LeaveBefore(t time.Time) []*SlotTaker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for n < len(s.ahead) && s.ahead[n].Since.Before(t) {
+		s.ahead[n].waiting = false
+		n++
+	}
+	out := slices.Clone(s.ahead[:n])
+	s.ahead = slices.Delete(s.ahead, 0, n)
+	return out
 }
