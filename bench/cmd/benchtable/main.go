@@ -471,9 +471,15 @@ func pgdb(cmd, raw string) error {
 		return nil
 	case "postmaster":
 		// The PID of the server's postmaster, when it runs on this
-		// machine: the parent of this connection's backend.
+		// machine: the parent of this connection's backend, read while
+		// the connection is open (the backend exits with it).
+		c, err := pgx.Connect(ctx, raw)
+		if err != nil {
+			return err
+		}
+		defer c.Close(ctx)
 		var pid int
-		if err := queryOne(ctx, raw, `SELECT pg_backend_pid()`, &pid); err != nil {
+		if err := c.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
 			return err
 		}
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
