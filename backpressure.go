@@ -11,7 +11,9 @@ import (
 type BackpressureInfo struct {
 	// Queue is the queue the producer claims from.
 	Queue string
-	// Active is how many attempts this client is running.
+	// Active is how many jobs this client holds: attempts running, and
+	// jobs it claimed that wait for a limiter or, claimed ahead, for a
+	// worker slot (see Config.DisableClaimAhead).
 	Active int
 
 	outcomes *engine.OutcomeCounts
