@@ -122,14 +122,23 @@ type aheadRun struct {
 	attempts map[int]int
 	deferred atomic.Int64
 	done     atomic.Int64
+	// reached[n] is closed when the n-th job returns (for the counts a
+	// test waits for).
+	reached map[int64]chan struct{}
 }
+
+// await waits until n jobs have returned (n must be one of reached's).
+func (r *aheadRun) await(n int64) { <-r.reached[n] }
 
 func newAheadRun(t *testing.T, workers, fetch, jobs int, claim time.Duration, block func(n int) bool) *aheadRun {
 	t.Helper()
 	mem := memdriver.New()
 	t.Cleanup(func() { mem.Close() })
 	r := &aheadRun{pacer: &claimPacer{Driver: mem, baseExec: mem.Executor(), delay: claim}, release: make(chan struct{}),
-		ran: map[int]int{}, attempts: map[int]int{}}
+		ran: map[int]int{}, attempts: map[int]int{}, reached: map[int64]chan struct{}{}}
+	for _, n := range []int64{100, int64(jobs)} {
+		r.reached[n] = make(chan struct{})
+	}
 	typ := hopper.Define("ahead", func(ctx context.Context, n int) (hopper.None, error) {
 		r.mu.Lock()
 		r.ran[n]++
@@ -142,7 +151,9 @@ func newAheadRun(t *testing.T, workers, fetch, jobs int, claim time.Duration, bl
 				return hopper.None{}, ctx.Err()
 			}
 		}
-		r.done.Add(1)
+		if ch, ok := r.reached[r.done.Add(1)]; ok {
+			close(ch)
+		}
 		return hopper.None{}, nil
 	}, nil)
 	c, err := hopper.New(hopper.Config{Driver: r.pacer, MaxWorkers: workers, FetchBatch: fetch,
@@ -173,9 +184,7 @@ func TestShortJobsAreClaimedAhead(t *testing.T) {
 		r := newAheadRun(t, workers, fetch, jobs, 10*time.Millisecond, func(int) bool { return false })
 		ctx := context.Background()
 		require.NoError(t, r.c.Start(ctx))
-		for r.done.Load() < jobs {
-			time.Sleep(time.Millisecond)
-		}
+		r.await(jobs)
 		require.NoError(t, r.c.Stop(ctx))
 		ahead := 0
 		for _, limit := range r.pacer.claimLimits() {
@@ -220,9 +229,7 @@ func TestClaimedAheadGoBack(t *testing.T) {
 			time.Sleep(time.Minute)
 			require.Positive(t, r.deferred.Load(), "jobs claimed ahead went back")
 			close(r.release)
-			for r.done.Load() < jobs {
-				time.Sleep(time.Millisecond)
-			}
+			r.await(jobs)
 			require.NoError(t, r.c.Stop(ctx))
 			require.Len(t, r.ran, jobs)
 			check(t, r)
@@ -233,9 +240,7 @@ func TestClaimedAheadGoBack(t *testing.T) {
 			r := newAheadRun(t, workers, fetch, jobs, 10*time.Millisecond, long)
 			ctx := context.Background()
 			require.NoError(t, r.c.Start(ctx))
-			for r.done.Load() < 100 {
-				time.Sleep(time.Millisecond)
-			}
+			r.await(100)
 			time.Sleep(100 * time.Millisecond) // the long jobs run, later ones wait
 			stop, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
