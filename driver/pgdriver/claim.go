@@ -134,11 +134,9 @@ func (e *executor) claimOnce(ctx context.Context, p *driver.JobClaimParams, limi
 				return err
 			}
 		}
-		tag, err := br.Exec() // the promotion
-		if err != nil {
+		if err := br.QueryRow().Scan(&promoted); err != nil { // the promotion
 			return err
 		}
-		promoted = tag.RowsAffected()
 		if limit <= 0 {
 			return nil
 		}
@@ -263,11 +261,11 @@ func (e *executor) JobPromote(ctx context.Context, p *driver.JobPromoteParams) (
 	if err := e.check(ctx, "promote jobs"); err != nil {
 		return 0, err
 	}
-	tag, err := e.q.Exec(ctx, e.d.q.promoteAll, p.Now, limitArg(p.Limit))
-	if err != nil {
+	var n int64
+	if err := e.q.QueryRow(ctx, e.d.q.promoteAll, p.Now, limitArg(p.Limit)).Scan(&n); err != nil {
 		return 0, e.d.fail("promote jobs", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // JobNextRunAt returns the earliest RunAt of the queue's scheduled and

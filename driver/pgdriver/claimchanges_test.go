@@ -2,6 +2,8 @@ package pgdriver
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -101,12 +103,12 @@ func TestClaimWritesItsChanges(t *testing.T) {
 	require.Equal(t, 1, seen[c.ID+" pending>running"])
 }
 
-// TestClaimChangesFlagStaysInItsStatement: the flag a claim sets for the
-// trigger is the claim's alone. Statements after it in the same
-// transaction (a finish of one job, a finish of two, after a claim that
-// found nothing) write their changes through the trigger; were the flag
-// left set, their changes would be missing.
-func TestClaimChangesFlagStaysInItsStatement(t *testing.T) {
+// TestStatementsOfATransactionEachWriteTheirChanges: each statement that
+// changes jobs writes its own changes (no trigger writes them since schema
+// 28), whatever came before it in the transaction (a claim of three, a
+// finish of one, a claim that found nothing, a finish of two): none is
+// missing, none is written twice.
+func TestStatementsOfATransactionEachWriteTheirChanges(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, 2)
 	d := newTestDriver(t, pool)
@@ -150,11 +152,11 @@ func TestClaimChangesFlagStaysInItsStatement(t *testing.T) {
 	}
 }
 
-// TestClaimOfAGateLeavesItsChangesToTheTrigger: a gate's change is a row
-// of its own, not a set's entry, so a claim that takes a gate leaves its
-// changes to the trigger, which writes the gate's as a row and the job's
-// beside it in a set; neither is written twice.
-func TestClaimOfAGateLeavesItsChangesToTheTrigger(t *testing.T) {
+// TestClaimOfAGateRecordsItApart: a gate's change is a row of its own, not
+// a set's entry, so a claim that takes a gate hands its changes to
+// record_job_changes, which writes the gate's as a row and the job's beside
+// it in a set; neither is written twice.
+func TestClaimOfAGateRecordsItApart(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, 2)
 	d := newTestDriver(t, pool)
@@ -243,5 +245,207 @@ FROM (SELECT pg_advisory_xact_lock($1)) AS l`, lock).Scan(&k.before, &k.after)
 		require.Less(t, own, xid)
 		require.LessOrEqual(t, k.before, xid, "the statement's snapshot predates the other transaction")
 		require.GreaterOrEqual(t, k.after, xid, "change_key's key is at least the transaction that committed since")
+	}
+}
+
+// TestFinishWritesItsChanges: a finish whose items pass the rows they
+// claimed writes its changes without reading the jobs' old rows (the
+// caller computes the fields that changed), and they must be what a finish
+// that reads the old rows as it locks them writes for the same outcomes (a
+// success with a value, a retry, a dead letter, a job handed back, a
+// cancel), after a first attempt or after one that failed, in one
+// statement (a set) and each alone (a row).
+func TestFinishWritesItsChanges(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	x := d.Executor()
+	boom := &hoppertype.ErrorInfo{Kind: "error", Message: "boom", Attempt: 1, At: testBase}
+	outcomes := []func(j *hoppertype.JobRow) driver.JobFinishParams{
+		func(j *hoppertype.JobRow) driver.JobFinishParams {
+			return driver.JobFinishParams{State: hoppertype.JobStateSucceeded, Attempt: j.Attempt, RunAt: j.RunAt, Error: j.Error,
+				EndedAt: testBase.Add(time.Second), Result: []byte(`"ok"`)}
+		},
+		func(j *hoppertype.JobRow) driver.JobFinishParams {
+			return driver.JobFinishParams{State: hoppertype.JobStateRetrying, Attempt: j.Attempt, RunAt: testBase.Add(time.Minute),
+				Error: &hoppertype.ErrorInfo{Kind: "error", Message: "again", Attempt: j.Attempt, At: testBase.Add(time.Second)}}
+		},
+		func(j *hoppertype.JobRow) driver.JobFinishParams {
+			return driver.JobFinishParams{State: hoppertype.JobStateDead, Attempt: j.Attempt, RunAt: j.RunAt, EndedAt: testBase.Add(time.Second),
+				Error: &hoppertype.ErrorInfo{Kind: "error", Message: "dead", Attempt: j.Attempt, At: testBase.Add(time.Second)}}
+		},
+		func(j *hoppertype.JobRow) driver.JobFinishParams {
+			return driver.JobFinishParams{State: hoppertype.JobStatePending, Attempt: j.Attempt - 1, RunAt: testBase.Add(time.Second), Error: j.Error}
+		},
+		func(j *hoppertype.JobRow) driver.JobFinishParams {
+			return driver.JobFinishParams{State: hoppertype.JobStateCancelled, Attempt: j.Attempt, RunAt: j.RunAt, EndedAt: testBase.Add(time.Second),
+				Error: &hoppertype.ErrorInfo{Kind: "cancelled", Message: "cancelled", Attempt: j.Attempt, At: testBase.Add(time.Second)}}
+		},
+	}
+	// claimed claims a queue's jobs, each after a first attempt that
+	// failed when retried is set.
+	claimed := func(queue string, retried bool) []*hoppertype.JobRow {
+		jobs := make([]*hoppertype.JobRow, len(outcomes))
+		for i := range jobs {
+			jobs[i] = newJob(queue)
+		}
+		insert(t, x, jobs...)
+		claim := func() []*hoppertype.JobRow {
+			rows, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: queue, Limit: len(jobs), Now: testBase,
+				LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+			require.NoError(t, err)
+			require.Len(t, rows, len(jobs))
+			return rows
+		}
+		rows := claim()
+		if retried {
+			var items []driver.JobFinishParams
+			for _, j := range rows {
+				items = append(items, driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStateRetrying,
+					Attempt: j.Attempt, RunAt: testBase, Error: boom, Claimed: j})
+			}
+			_, err := x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+			require.NoError(t, err)
+			rows = claim()
+		}
+		return rows
+	}
+	finish := func(rows []*hoppertype.JobRow, withClaimed, alone bool) {
+		items := make([]driver.JobFinishParams, len(rows))
+		for i, j := range rows {
+			items[i] = outcomes[i](j)
+			items[i].ID, items[i].LeaseToken = j.ID, j.LeaseToken
+			if withClaimed {
+				items[i].Claimed = j
+				_, plain := finishFields(&items[i])
+				require.True(t, plain, "outcome %d is written without reading the old row", i)
+			}
+		}
+		batches := [][]driver.JobFinishParams{items}
+		if alone {
+			batches = nil
+			for i := range items {
+				batches = append(batches, items[i:i+1])
+			}
+		}
+		for _, b := range batches {
+			res, err := x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: b})
+			require.NoError(t, err)
+			for _, r := range res {
+				require.NoError(t, r.Err)
+				require.NotNil(t, r.Job)
+			}
+		}
+	}
+	last := func(id string) *hoppertype.Change {
+		chs := entityChanges(t, x, id)
+		return chs[len(chs)-1]
+	}
+	for _, alone := range []bool{false, true} {
+		for _, retried := range []bool{false, true} {
+			own, read := claimed("own-finish", retried), claimed("read-finish", retried)
+			finish(own, true, alone)
+			finish(read, false, alone)
+			for i := range outcomes {
+				o, g := last(own[i].ID), last(read[i].ID)
+				at := fmt.Sprintf("outcome %d (retried %v, alone %v)", i, retried, alone)
+				require.Equal(t, g.Prev+">"+g.State, o.Prev+">"+o.State, at)
+				require.Equal(t, "running", o.Prev, at)
+				require.Equal(t, g.Fields, o.Fields, "%s: the fields changed", at)
+				require.Equal(t, g.Attempt, o.Attempt, at)
+				require.Equal(t, g.Worker, o.Worker, at)
+				require.Equal(t, g.Type, o.Type, at)
+				require.Equal(t, own[i].Queue, o.Queue, at)
+				require.Equal(t, g.Error, o.Error, at)
+				require.Equal(t, g.DueAt, o.DueAt, at)
+				require.NotEmpty(t, o.Fields, at)
+			}
+		}
+	}
+}
+
+// TestFinishAfterALockWait: a finish that waits for a job's row while
+// another transaction changes it (a heartbeat, here) finishes the version
+// that transaction committed, which the finish's snapshot does not see.
+// The finishes that read the old rows lock them first and then update
+// them joined by key: joined by the locked version's ctid, the update
+// would leave the job out, and the finish would report its lease lost.
+// Both finishes are tried: the one that reads the old rows (no claimed
+// row passed) and the one that writes its changes from the claimed rows.
+func TestFinishAfterALockWait(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 4)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	x := d.Executor()
+	for _, withClaimed := range []bool{false, true} {
+		j := newJob("q-finish-wait")
+		insert(t, x, j)
+		rows, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: j.Queue, Limit: 1, Now: testBase,
+			LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		claimed := rows[0]
+
+		var holder int32
+		held, commit, heldDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+		go func() {
+			heldDone <- x.InTx(ctx, func(ctx context.Context, tx driver.Executor) error {
+				res, err := tx.JobHeartbeat(ctx, &driver.JobHeartbeatParams{ExpiresAt: testBase.Add(2 * time.Minute),
+					Leases: []driver.Lease{{ID: claimed.ID, Token: claimed.LeaseToken}}})
+				if err != nil {
+					return err
+				}
+				if len(res) != 1 || !res[0].Held {
+					return fmt.Errorf("heartbeat: %+v", res)
+				}
+				if err := tx.(*executor).q.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder); err != nil {
+					return err
+				}
+				close(held)
+				<-commit
+				return nil
+			})
+		}()
+		<-held
+		item := driver.JobFinishParams{ID: claimed.ID, LeaseToken: claimed.LeaseToken, Attempt: claimed.Attempt,
+			State: hoppertype.JobStateSucceeded, RunAt: claimed.RunAt, EndedAt: testBase.Add(time.Second)}
+		if withClaimed {
+			item.Claimed = claimed
+		}
+		finished := make(chan []driver.JobFinishResult, 1)
+		finishErr := make(chan error, 1)
+		go func() {
+			res, err := x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{item}})
+			finishErr <- err
+			finished <- res
+		}()
+		// Commit the heartbeat once the finish waits on it.
+		for {
+			var waiting bool
+			require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+WHERE $1::int4 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&waiting))
+			if waiting {
+				break
+			}
+			select {
+			case err := <-finishErr:
+				t.Fatalf("the finish did not wait for the heartbeat: %v", err)
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			default:
+				runtime.Gosched()
+			}
+		}
+		close(commit)
+		require.NoError(t, <-heldDone)
+		require.NoError(t, <-finishErr)
+		res := <-finished
+		require.Len(t, res, 1)
+		require.NoError(t, res[0].Err, "claimed row passed: %v", withClaimed)
+		require.NotNil(t, res[0].Job)
+		require.Equal(t, hoppertype.JobStateSucceeded, res[0].Job.State)
+		require.Equal(t, []string{">pending", "pending>running", "running>succeeded"}, transitions(entityChanges(t, x, j.ID)))
 	}
 }

@@ -62,10 +62,17 @@
 // the transition of a statement that changes one job (schema version 26),
 // runs, workers, schedules), and change_sets, one row of arrays for the
 // transitions one statement makes of 2 to 4,096 jobs (a claim, a finish,
-// a promotion), written by the jobs' update trigger; a claim writes its
-// own set or row in its statement (schema version 27: it knows its
-// changes without the trigger's join of old and new rows, and a
-// transaction-local flag tells the trigger to skip it). Entry i of a set at
+// a promotion). Inserts and deletes write theirs through statement
+// triggers; no trigger writes a transition (schema version 28): an update
+// trigger's transition tables copied each old and new row of every update,
+// claims' and finishes' included, a tenth of a job's cost at 2,000
+// workers. Each statement that changes jobs' states records its changes
+// itself: a claim, and a finish of the rows the caller claimed, build
+// their set or row from their RETURNING rows (a claim knows its changes;
+// the caller computes a finish's changed fields from the claimed rows);
+// every other reads the old values as it locks its rows and hands the
+// changes to record_job_changes, which writes them as the trigger did.
+// Entry i of a set at
 // position p is the change at position p + i: positions come from one
 // sequence in steps of 4,096, so the feed keeps one (key, position) order
 // across both, and every listing reads a page of rows and a page of sets
@@ -131,8 +138,8 @@
 // connection keeps a plan until the statistics change; one made on a new
 // schema's small tables read the whole table at every call as it grew. The
 // claim's transaction keeps sequential and bitmap scans off for the same
-// reason. The change trigger that joins a statement's old and new rows
-// sets its own join settings.
+// reason. The runs' change trigger, which joins a statement's old and new
+// rows, sets its own join settings.
 //
 // # Workflow operations
 //

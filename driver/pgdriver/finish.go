@@ -1,8 +1,11 @@
 package pgdriver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -73,15 +76,38 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		c := items[i].Claimed
 		claimed = claimed && c != nil && c.ID == items[i].ID && c.LeaseToken == items[i].LeaseToken
 	}
-	one, many := e.d.q.finishOne, e.d.q.finish
-	if claimed {
-		one, many = e.d.q.finishOneClaimed, e.d.q.finishClaimed
+	// A batch of claimed rows whose changes are plain (no gate, nothing
+	// stuck, every state moves) writes them without reading the old rows
+	// (finishOwnSQL); any other reads them as it locks them (finishSQL).
+	var fields []string
+	if claimed && n <= setSpan {
+		fields = make([]string, n)
+		for k, i := range idx {
+			f, ok := finishFields(&items[i])
+			if !ok {
+				fields = nil
+				break
+			}
+			fields[k] = f
+		}
 	}
 	b := &pgx.Batch{}
-	if n == 1 {
-		b.Queue(one, idx[0], ids[0], tokens[0], states[0], attempts[0], runAt[0], results[0], errInfo[0],
-			endedAt[0], stuck[0], expBefore[0], string(hoppertype.JobStateRunning))
-	} else {
+	generic := true // on its generic plan: statements before and after it
+	switch {
+	case fields != nil && n == 1:
+		generic = false
+		b.Queue(e.d.q.finishOwnOne, idx[0], ids[0], tokens[0], states[0], attempts[0], runAt[0], results[0], errInfo[0],
+			endedAt[0], stuck[0], expBefore[0], string(hoppertype.JobStateRunning), fields[0])
+	case fields != nil:
+		queueGeneric(b, func() {
+			b.Queue(e.d.q.finishOwn, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore,
+				runningStates(n), fields)
+		})
+	default:
+		many := e.d.q.finish
+		if claimed {
+			many = e.d.q.finishClaimed
+		}
 		// Its arrays would have it planned at every call.
 		queueGeneric(b, func() {
 			b.Queue(many, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore, runningStates(n))
@@ -92,7 +118,7 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 	applied := 0
 	var waits []gateWait
 	err := func() error {
-		if n > 1 {
+		if generic {
 			if err := skip(br, 2); err != nil {
 				return err
 			}
@@ -128,7 +154,7 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if n > 1 {
+		if generic {
 			if err := skip(br, 1); err != nil {
 				return err
 			}
@@ -187,4 +213,48 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		out[i].Err = fmt.Errorf("pgdriver: finish job %q: %w", items[i].ID, cause)
 	}
 	return out, nil
+}
+
+// finishFields returns the fields the finish of it changes, listed as
+// recordSQL lists them (attempt, run_at, started_at, ended_at, worker,
+// result, error, stuck), from the row it claimed; ok is false when the
+// change is no set's entry (a gate's, a stuck job's before or after, or
+// one that leaves the state as it was), which finishSQL then records.
+// The claimed row is the job's row but for its lease's expiry and cancel
+// flag, which no finish lists.
+func finishFields(it *driver.JobFinishParams) (string, bool) {
+	c := it.Claimed
+	if c.Type == hoppertype.GateType || c.Stuck != nil || it.Stuck != nil ||
+		it.State == hoppertype.JobStateStuck || it.State == c.State {
+		return "", false
+	}
+	var f []string
+	if it.Attempt != c.Attempt {
+		f = append(f, "attempt")
+	}
+	if !trunc(it.RunAt).Equal(trunc(c.RunAt)) {
+		f = append(f, "run_at")
+	}
+	if !sameTime(it.EndedAt, c.EndedAt) {
+		f = append(f, "ended_at")
+	}
+	if c.Worker != "" {
+		f = append(f, "worker")
+	}
+	if (it.Result == nil) != (c.Result == nil) || !bytes.Equal(it.Result, c.Result) {
+		f = append(f, "result")
+	}
+	if e1, e2 := marshalError(it.Error), marshalError(c.Error); (e1 == nil) != (e2 == nil) || !bytes.Equal(e1, e2) {
+		f = append(f, "error")
+	}
+	return strings.Join(f, ","), true
+}
+
+// sameTime reports whether a and b are the same stored time: both none
+// (zero, NULL), or equal at the store's microseconds.
+func sameTime(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero() == b.IsZero()
+	}
+	return trunc(a).Equal(trunc(b))
 }

@@ -61,10 +61,17 @@ RETURNING ` + prefixCols("g.", gateColumns)),
 		// gateJobs reads only the state and stuck slot: a gate's input (its
 		// watched ids and queued jobs) may be large.
 		gateJobs: q(`SELECT id, state, stuck FROM {s}.jobs WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`),
-		wake: q(`UPDATE {s}.jobs j SET state = 'pending', run_at = v.at, stuck = NULL
-FROM unnest($1::text[], $2::timestamptz[]) AS v(id, at)
-WHERE j.id = v.id
-RETURNING j.queue`),
+		wake: q(`WITH o AS MATERIALIZED (
+	SELECT j.id, v.at, {jold}
+	FROM {s}.jobs j JOIN unnest($1::text[], $2::timestamptz[]) AS v(id, at) ON j.id = v.id
+	ORDER BY j.id
+	FOR UPDATE OF j
+), upd AS (
+	UPDATE {s}.jobs j SET state = 'pending', run_at = o.at, stuck = NULL
+	FROM o WHERE j.id = o.id
+	RETURNING {jcols}, {orefs}
+), {rec}
+SELECT queue FROM upd, rec`),
 		edges: q(`SELECT gate_id, job_id FROM {s}.gate_waits WHERE gate_id = ANY($1::text[])
 UNION ALL SELECT job_id, gate_id FROM {s}.gate_queues WHERE job_id = ANY($1::text[])`),
 	}

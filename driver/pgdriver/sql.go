@@ -62,6 +62,61 @@ func jobArgs(suffix string) string {
 	return b.String()
 }
 
+// changedColumns are the columns whose change a job's change lists in its
+// fields, in the order it lists them.
+var changedColumns = []string{"attempt", "run_at", "started_at", "ended_at", "worker", "result", "error", "stuck"}
+
+// oldColumns reads, in a statement that changes jobs' states, the values
+// its changes compare the new ones with, as o_<column>, from the row it
+// locked before it changed it (see recordSQL); prefix qualifies them.
+func oldColumns(prefix string) string {
+	parts := []string{prefix + "state AS o_state"}
+	for _, c := range changedColumns {
+		parts = append(parts, prefix+c+" AS o_"+c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// oldRefs lists the old columns (see oldColumns) as read from cte.
+func oldRefs(cte string) string {
+	parts := []string{cte + ".o_state"}
+	for _, c := range changedColumns {
+		parts = append(parts, cte+".o_"+c)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// lockedByKey: a statement that reads its jobs' old values as it locks
+// them (the CTE o, FOR UPDATE) updates them joined by key, not by ctid. A
+// row that another transaction changed and committed after the statement's
+// snapshot was taken is locked in its newest version, which that snapshot
+// does not see: found by its ctid it would be left out of the update;
+// found by key, the update follows it to the newest version and rechecks
+// it, as an UPDATE alone does. (A claim and a promotion join by ctid: a job
+// they leave out stays pending or due, for the next one.)
+//
+// recordSQL is the CTE rec that records the changes of a statement's jobs
+// (schema version 28: no trigger writes them). It reads the CTE upd,
+// which returns each changed job's columns and its old ones (oldColumns),
+// and hands the jobs whose states changed to record_job_changes, which
+// writes them as the trigger did; its one row's column recorded counts
+// them. A CTE that only reads runs only when read: the statement reads
+// rec beside upd (FROM upd, rec), which leaves its rows as they were.
+func recordSQL() string {
+	var fields []string
+	for _, c := range changedColumns {
+		fields = append(fields, "CASE WHEN o_"+c+" IS DISTINCT FROM "+c+" THEN '"+c+"' END")
+	}
+	return `rec AS MATERIALIZED (
+	SELECT {s}.record_job_changes(array_agg(id), array_agg(type), array_agg(queue), array_agg(o_state),
+		array_agg(state), array_agg(attempt), array_agg(worker),
+		array_agg(concat_ws(',', ` + strings.Join(fields, ", ") + `)),
+		array_agg(error), array_agg(stuck), array_agg(CASE WHEN state = 'running' THEN o_run_at END),
+		array_agg(type = 'hopper.gate' OR state = 'stuck' OR stuck IS NOT NULL OR o_stuck IS NOT NULL)) AS recorded
+	FROM upd WHERE o_state IS DISTINCT FROM state
+)`
+}
+
 // Literal predicates shared by the indexes and the queries (see the
 // migration): the planner matches partial indexes only on these words.
 const (
@@ -89,11 +144,14 @@ type queries struct {
 	getJob, getJobs, countAll, countQueue, countGroup                    string
 	promoteQueue, claim, claimTypes, promoteAll, nextRunAt, expiredLease string
 	workersLeases                                                        string
-	heartbeat, heartbeatNote, finish, finishOne, existingIDs, cancel     string
-	// finishClaimed and finishOneClaimed are finish and finishOne for
-	// items whose claimed rows the caller passed: they return what the
-	// driver cannot take from them.
-	finishClaimed, finishOneClaimed                                     string
+	heartbeat, heartbeatNote, finish, existingIDs, cancel                string
+	// finishClaimed is finish for items whose claimed rows the caller
+	// passed: it returns what the driver cannot take from them.
+	finishClaimed string
+	// finishOwn and finishOwnOne are finishClaimed that write their own
+	// changes (see finishOwnSQL), the second for one job in scalar
+	// arguments.
+	finishOwn, finishOwnOne                                             string
 	retryMove, retryHolders, deleteFinished, deleteFinishedIDs          string
 	groupInsert, groupGet, groupLock, groupUpdate                       string
 	keySet, leaderAttempt, leaderGet, leaderResign, queueSet, queueList string
@@ -149,6 +207,8 @@ const hookColumns = "token, run_id, name, state, created_at, resumed_at, payload
 func newQueries(schema string) *queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	r := strings.NewReplacer("{s}", s, "{cols}", cols(""), "{jcols}", cols("j."),
+		"{rec}", strings.ReplaceAll(recordSQL(), "{s}", s), "{old}", oldColumns(""), "{jold}", oldColumns("j."),
+		"{orefs}", oldRefs("o"),
 		"{runcols}", runColumns, "{hookcols}", hookColumns,
 		"{terminal}", terminalStates, "{due}", dueStates, "{live}", liveUnique,
 		"{running_by_id}", runningByID)
@@ -212,24 +272,30 @@ WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
 		// rows), and the update finds the due rows by ctid, as the claim
 		// does (joined by id, the generic plan could merge-join them with
 		// the whole primary key).
-		promoteQueue: q(`WITH due AS MATERIALIZED (
-	SELECT ctid AS tid FROM {s}.jobs
+		promoteQueue: q(`WITH o AS MATERIALIZED (
+	SELECT ctid AS tid, {old} FROM {s}.jobs
 	WHERE queue = $1 AND state IN {due} AND run_at <= $2
 	ORDER BY run_at
 	LIMIT ` + strconv.Itoa(promoteBatch) + `
 	FOR UPDATE SKIP LOCKED
-)
-UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.ctid = due.tid`),
+), upd AS (
+	UPDATE {s}.jobs j SET state = 'pending' FROM o WHERE j.ctid = o.tid
+	RETURNING {jcols}, {orefs}
+), {rec}
+SELECT count(*) FROM upd, rec`),
 		claim:      q(claimSQL(false, 0, false)),
 		claimTypes: q(claimSQL(true, 0, false)),
-		promoteAll: q(`WITH due AS MATERIALIZED (
-	SELECT id FROM {s}.jobs
+		promoteAll: q(`WITH o AS MATERIALIZED (
+	SELECT id, {old} FROM {s}.jobs
 	WHERE state IN {due} AND run_at <= $1
 	ORDER BY run_at
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
-)
-UPDATE {s}.jobs j SET state = 'pending' FROM due WHERE j.id = due.id`),
+), upd AS (
+	UPDATE {s}.jobs j SET state = 'pending' FROM o WHERE j.id = o.id
+	RETURNING {jcols}, {orefs}
+), {rec}
+SELECT count(*) FROM upd, rec`),
 		nextRunAt: q(`SELECT min(run_at) FROM {s}.jobs WHERE queue = $1 AND state IN {due}`),
 		expiredLease: q(`SELECT {cols} FROM {s}.jobs
 WHERE state = 'running' AND lease_expires_at < $1
@@ -270,46 +336,41 @@ RETURNING j.id, j.lease_token, j.cancel_requested`),
 	FROM h
 )
 SELECT id, lease_token, cancel_requested FROM h`),
-		finish: q(`UPDATE {s}.jobs j SET
-	state = u.state, attempt = u.attempt, run_at = u.run_at, result = u.result, error = u.error,
-	ended_at = u.ended_at, stuck = u.stuck, lease_expires_at = NULL, worker = ''
-FROM unnest($1::int4[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::timestamptz[],
-	$7::bytea[], $8::text[], $9::timestamptz[], $10::text[], $11::timestamptz[], $12::text[])
-	AS u(idx, id, token, state, attempt, run_at, result, error, ended_at, stuck, expired_before, prev)
-WHERE j.id = u.id AND j.state = u.prev AND j.lease_token = u.token
-  AND (u.expired_before IS NULL OR j.lease_expires_at < u.expired_before)
-RETURNING u.idx, {jcols}`),
-		// finishOne is finish for one job, in scalar arguments: unnest's
-		// arrays make the planner plan finish anew at every call (see
-		// insertOne). The job is found by its key, as in finish: the
-		// required state is a sub-select, which the planner cannot match
-		// to jobs_lease's predicate as it would the value 'running' (its
-		// first plans are made with the arguments' values).
-		finishOne: q(`UPDATE {s}.jobs j SET
-	state = $4::text, attempt = $5::int4, run_at = $6::timestamptz, result = $7::bytea, error = $8::text,
-	ended_at = $9::timestamptz, stuck = $10::text, lease_expires_at = NULL, worker = ''
-WHERE j.id = $2::text AND j.state = (SELECT $12::text) AND j.lease_token = $3::int8
-  AND ($11::timestamptz IS NULL OR j.lease_expires_at < $11::timestamptz)
-RETURNING $1::int4, {jcols}`),
-		existingIDs: q(`SELECT id FROM {s}.jobs WHERE id = ANY($1::text[])`),
-		cancel: q(`UPDATE {s}.jobs SET
-	state = CASE WHEN state = 'running' THEN state ELSE 'cancelled' END,
-	cancel_requested = cancel_requested OR state = 'running',
-	ended_at = CASE WHEN state = 'running' THEN ended_at ELSE $2 END,
-	error = CASE WHEN state = 'running' THEN error ELSE $3 END
-WHERE id = $1 AND state NOT IN {terminal} AND NOT (state = 'running' AND cancel_requested)
-RETURNING {cols}`),
+		finish:        q(finishSQL(false)),
+		finishClaimed: q(finishSQL(true)),
+		existingIDs:   q(`SELECT id FROM {s}.jobs WHERE id = ANY($1::text[])`),
+		cancel: q(`WITH o AS MATERIALIZED (
+	SELECT id, {old} FROM {s}.jobs
+	WHERE id = $1 AND state NOT IN {terminal} AND NOT (state = 'running' AND cancel_requested)
+	FOR UPDATE
+), upd AS (
+	UPDATE {s}.jobs j SET
+		state = CASE WHEN j.state = 'running' THEN j.state ELSE 'cancelled' END,
+		cancel_requested = j.cancel_requested OR j.state = 'running',
+		ended_at = CASE WHEN j.state = 'running' THEN j.ended_at ELSE $2 END,
+		error = CASE WHEN j.state = 'running' THEN j.error ELSE $3 END
+	FROM o WHERE j.id = o.id
+	RETURNING {jcols}, {orefs}
+), {rec}
+SELECT {cols} FROM upd, rec`),
 
 		retryHolders: q(`SELECT type, unique_key, id FROM {s}.jobs
 WHERE (type, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))
   AND {live}`),
-		retryMove: q(`UPDATE {s}.jobs j SET
-	state = 'pending', attempt = 0, run_at = $2, result = NULL, ended_at = NULL,
-	lease_expires_at = NULL, worker = '', cancel_requested = false, stuck = NULL,
-	deadline = CASE WHEN j.deadline <= $2 THEN NULL ELSE j.deadline END
-FROM unnest($1::text[]) WITH ORDINALITY AS r(id, ord)
-WHERE j.id = r.id
-RETURNING r.ord, {jcols}`),
+		retryMove: q(`WITH o AS MATERIALIZED (
+	SELECT j.id, r.ord, {jold}
+	FROM {s}.jobs j JOIN unnest($1::text[]) WITH ORDINALITY AS r(id, ord) ON j.id = r.id
+	ORDER BY j.id
+	FOR UPDATE OF j
+), upd AS (
+	UPDATE {s}.jobs j SET
+		state = 'pending', attempt = 0, run_at = $2, result = NULL, ended_at = NULL,
+		lease_expires_at = NULL, worker = '', cancel_requested = false, stuck = NULL,
+		deadline = CASE WHEN j.deadline <= $2 THEN NULL ELSE j.deadline END
+	FROM o WHERE j.id = o.id
+	RETURNING o.ord, {jcols}, {orefs}
+), {rec}
+SELECT ord, {cols} FROM upd, rec`),
 		// A deleted job that is a workflow run takes its run row, history,
 		// hooks and stream with it, in the same statement, and a settled
 		// group whose last jobs it deleted takes its group row (the
@@ -367,9 +428,18 @@ RETURNING true`),
 SELECT key FROM {s}.concurrency_keys WHERE key = $1 FOR UPDATE`),
 		runningOfKey: q(`SELECT id FROM {s}.jobs WHERE concurrency_key = $1 AND state = 'running'`),
 		// unclaim gives back jobs this process claimed (same lease token).
-		unclaim: q(`UPDATE {s}.jobs j SET state = 'pending', attempt = j.attempt - 1, lease_expires_at = NULL, worker = ''
-FROM unnest($1::text[], $2::int8[]) AS b(id, token)
-WHERE j.id = b.id AND j.lease_token = b.token AND j.state = {running_by_id}`),
+		unclaim: q(`WITH o AS MATERIALIZED (
+	SELECT j.id, {jold}
+	FROM {s}.jobs j JOIN unnest($1::text[], $2::int8[]) AS b(id, token) ON j.id = b.id
+	WHERE j.lease_token = b.token AND j.state = {running_by_id}
+	ORDER BY j.id
+	FOR UPDATE OF j
+), upd AS (
+	UPDATE {s}.jobs j SET state = 'pending', attempt = j.attempt - 1, lease_expires_at = NULL, worker = ''
+	FROM o WHERE j.id = o.id
+	RETURNING {jcols}, {orefs}
+), {rec}
+SELECT count(*) FROM upd, rec`),
 		keyDeleteExpired: q(`DELETE FROM {s}.keys WHERE key IN (
 	SELECT key FROM {s}.keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`),
 		// One upsert takes the row when it is free, expired or already the
@@ -433,15 +503,17 @@ WHERE s.def_kind <> '' OR (s.spec = '' AND s.next_at IS NULL AND s.last_at IS NU
 		scheduleDelete: q(`DELETE FROM {s}.schedules WHERE name = $1`),
 
 		// JobWake locks the waiting jobs in id order, then makes them due.
-		wake: q(`WITH w AS MATERIALIZED (
-	SELECT id FROM {s}.jobs
+		wake: q(`WITH o AS MATERIALIZED (
+	SELECT id, {old} FROM {s}.jobs
 	WHERE id = ANY($1::text[]) AND state IN {due}
 	ORDER BY id
 	FOR UPDATE
-)
-UPDATE {s}.jobs j SET state = 'pending', run_at = $2
-FROM w WHERE j.id = w.id AND j.state IN {due}
-RETURNING {jcols}`),
+), upd AS (
+	UPDATE {s}.jobs j SET state = 'pending', run_at = $2
+	FROM o WHERE j.id = o.id
+	RETURNING {jcols}, {orefs}
+), {rec}
+SELECT {cols} FROM upd, rec`),
 
 		runInsert: q(`INSERT INTO {s}.runs ({runcols})
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -529,11 +601,7 @@ LIMIT $3`),
 		gates: newGateQueries(q),
 	}
 	qs.changeFeed, qs.changeEntity, qs.changeOwn, qs.changeBefore, qs.changeTail, qs.changeScanLast, qs.changeScanRange = changeSetQueries(q)
-	qs.finishClaimed = strings.Replace(qs.finish, "RETURNING u.idx, "+cols("j."), "RETURNING u.idx, j.cancel_requested", 1)
-	qs.finishOneClaimed = strings.Replace(qs.finishOne, "RETURNING $1::int4, "+cols("j."), "RETURNING $1::int4, j.cancel_requested", 1)
-	if qs.finishClaimed == qs.finish || qs.finishOneClaimed == qs.finishOne {
-		panic("pgdriver: the finish statements' RETURNING lists changed: finishClaimed no longer narrows them")
-	}
+	qs.finishOwn, qs.finishOwnOne = q(finishOwnSQL), q(finishOwnOneSQL)
 	return qs
 }
 
@@ -550,16 +618,15 @@ LIMIT $3`),
 // small claim itself. With the limit in the text the statement keeps one
 // generic plan (see claimStmt).
 //
-// The claim writes its own change set (schema version 27): every row goes
-// from pending to running one attempt up, and the picked rows carry the two
-// other fields a claim may change (worker and start), so the set is built
-// from the update's RETURNING rows (a row of the changes table when the
-// claim is of one job, as the trigger writes it since version 26), keyed by
-// change_key (see the migration), and the flag hopper.changes_written tells the jobs' update
-// trigger, which fires after the statement, that its changes are written.
-// A claim of a gate or of a stuck job, or of more than 4,096 jobs, leaves
-// the flag off and the trigger writes them (such changes are rows of their
-// own, not entries of a set).
+// The claim writes its own changes (schema versions 27 and 28): every row
+// goes from pending to running one attempt up, and the picked rows carry
+// the two other fields a claim may change (worker and start), so the set
+// is built from the update's RETURNING rows (a row of the changes table
+// when the claim is of one job), keyed by change_key (see the migration).
+// A claim of a gate or of a stuck job, or of more than 4,096 jobs, hands
+// its changes to record_job_changes instead (such changes are rows of
+// their own, or several sets), in rec, which the statement reads beside
+// upd (a CTE that only reads runs only when read).
 //
 // The update finds the picked rows by their ctid (a TID scan), not by a
 // second walk down the primary key. A picked row is locked, so no one else
@@ -633,9 +700,9 @@ RETURNING {jcols}, picked.old_worker, picked.old_started
 		array_agg(concat_ws(',', 'attempt',
 			CASE WHEN old_started IS DISTINCT FROM started_at THEN 'started_at' END,
 			CASE WHEN old_worker IS DISTINCT FROM worker THEN 'worker' END)) AS fields,
-		array_agg(error) AS errors, array_agg(run_at) AS due_ats,
-		set_config('hopper.changes_written', CASE WHEN coalesce(bool_or(type = 'hopper.gate' OR stuck IS NOT NULL), false)
-			OR count(*) > 4096 THEN 'off' ELSE 'on' END, true) AS flag
+		array_agg(error) AS errors, array_agg(run_at) AS due_ats, array_agg(stuck) AS stucks,
+		array_agg(type = 'hopper.gate' OR stuck IS NOT NULL) AS singles,
+		coalesce(bool_or(type = 'hopper.gate' OR stuck IS NOT NULL), false) OR count(*) > 4096 AS apart
 	FROM upd
 ), ins AS (
 	INSERT INTO {s}.change_sets (tx, position, at, entity_ids, types, queues, prev_states, states,
@@ -645,16 +712,122 @@ RETURNING {jcols}, picked.old_worker, picked.old_started
 		array_fill('running'::text, ARRAY[o.changed::int]),
 		o.attempts, o.workers, o.fields, o.errors, o.due_ats
 	FROM own o
-	WHERE o.flag = 'on' AND o.changed > 1
+	WHERE NOT o.apart AND o.changed > 1
 ), one_row AS (
 	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, at, due_at)
 	SELECT (SELECT {s}.change_key()), 'job', o.ids[1], o.types[1], o.queues[1], 'pending', 'running',
 		o.attempts[1], o.workers[1], o.fields[1], o.errors[1], statement_timestamp(), o.due_ats[1]
 	FROM own o
-	WHERE o.flag = 'on' AND o.changed = 1
+	WHERE NOT o.apart AND o.changed = 1
+), rec AS MATERIALIZED (
+	SELECT {s}.record_job_changes(o.ids, o.types, o.queues, array_fill('pending'::text, ARRAY[o.changed::int]),
+		array_fill('running'::text, ARRAY[o.changed::int]), o.attempts, o.workers, o.fields, o.errors, o.stucks,
+		o.due_ats, o.singles) AS recorded
+	FROM own o
+	WHERE o.apart
 )
-SELECT {cols} FROM upd`
+SELECT {cols} FROM upd LEFT JOIN rec ON true`
 }
+
+// finishSQL is the finish of jobs by their leases: each item's job, found
+// by its key, still in the state it had (prev) under the item's lease
+// token (and, for a rescue, with a lease that expired before
+// expired_before), takes the item's state, attempt, due time, result,
+// error, end and stuck cause, and loses its lease. The jobs are locked in
+// key order as they are read, with the values their changes compare with
+// (see recordSQL), and updated by key (see lockedByKey). It returns each
+// finished item's
+// index with the job's row, or (narrow: finishClaimed) only with its
+// cancel flag.
+func finishSQL(narrow bool) string {
+	ret := "idx, {cols}"
+	if narrow {
+		ret = "idx, cancel_requested"
+	}
+	return `WITH o AS MATERIALIZED (
+	SELECT j.id, u.idx, u.state AS n_state, u.attempt AS n_attempt, u.run_at AS n_run_at,
+		u.result AS n_result, u.error AS n_error, u.ended_at AS n_ended_at, u.stuck AS n_stuck, {jold}
+	FROM unnest($1::int4[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::timestamptz[],
+		$7::bytea[], $8::text[], $9::timestamptz[], $10::text[], $11::timestamptz[], $12::text[])
+		AS u(idx, id, token, state, attempt, run_at, result, error, ended_at, stuck, expired_before, prev)
+	JOIN {s}.jobs j ON j.id = u.id
+	WHERE j.state = u.prev AND j.lease_token = u.token
+	  AND (u.expired_before IS NULL OR j.lease_expires_at < u.expired_before)
+	ORDER BY j.id
+	FOR UPDATE OF j
+), upd AS (
+	UPDATE {s}.jobs j SET
+		state = o.n_state, attempt = o.n_attempt, run_at = o.n_run_at, result = o.n_result, error = o.n_error,
+		ended_at = o.n_ended_at, stuck = o.n_stuck, lease_expires_at = NULL, worker = ''
+	FROM o WHERE j.id = o.id
+	RETURNING o.idx, {jcols}, {orefs}
+), {rec}
+SELECT ` + ret + ` FROM upd, rec`
+}
+
+// finishOwnSQL is finishClaimed writing its own changes inline, as the
+// claim does (see claimSQL), without reading the jobs' old rows: for a
+// batch whose items all pass the rows they claimed, whose jobs are
+// neither gates nor stuck before or after, and whose states all change.
+// The batch knows what the old rows hold: each job was running under the
+// item's lease (only its lease's expiry and cancel flag move meanwhile),
+// so its previous state is prev and the fields that change ($13, one list
+// per item) are computed by the caller from the claimed row. The jobs'
+// changes are a set, or a row of the changes table when the update
+// changed one. The items come sorted by key, so the jobs are locked in
+// key order.
+const finishOwnSQL = `WITH upd AS (
+UPDATE {s}.jobs j SET
+	state = u.state, attempt = u.attempt, run_at = u.run_at, result = u.result, error = u.error,
+	ended_at = u.ended_at, stuck = u.stuck, lease_expires_at = NULL, worker = ''
+FROM unnest($1::int4[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::timestamptz[],
+	$7::bytea[], $8::text[], $9::timestamptz[], $10::text[], $11::timestamptz[], $12::text[], $13::text[])
+	AS u(idx, id, token, state, attempt, run_at, result, error, ended_at, stuck, expired_before, prev, fields)
+WHERE j.id = u.id AND j.state = u.prev AND j.lease_token = u.token
+  AND (u.expired_before IS NULL OR j.lease_expires_at < u.expired_before)
+RETURNING u.idx, j.cancel_requested, j.id, j.type, j.queue, u.prev, j.state, j.attempt, j.error, u.fields
+), own AS MATERIALIZED (
+	SELECT count(*) AS changed,
+		array_agg(id) AS ids, array_agg(type) AS types, array_agg(queue) AS queues, array_agg(prev) AS prevs,
+		array_agg(state) AS states, array_agg(attempt) AS attempts, array_agg(fields) AS fields, array_agg(error) AS errors
+	FROM upd
+), ins AS (
+	INSERT INTO {s}.change_sets (tx, position, at, entity_ids, types, queues, prev_states, states,
+		attempts, workers, fields, errors, due_ats)
+	SELECT (SELECT {s}.change_key()), nextval('{s}.changes_position_seq'), statement_timestamp(),
+		o.ids, o.types, o.queues, o.prevs, o.states, o.attempts, array_fill(''::text, ARRAY[o.changed::int]),
+		o.fields, o.errors, array_fill(NULL::timestamptz, ARRAY[o.changed::int])
+	FROM own o
+	WHERE o.changed > 1
+), one_row AS (
+	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, at)
+	SELECT (SELECT {s}.change_key()), 'job', o.ids[1], o.types[1], o.queues[1], o.prevs[1], o.states[1],
+		o.attempts[1], '', o.fields[1], o.errors[1], statement_timestamp()
+	FROM own o
+	WHERE o.changed = 1
+)
+SELECT idx, cancel_requested FROM upd`
+
+// finishOwnOneSQL is finishOwnSQL for one job, in scalar arguments (an
+// array's statement is planned anew at every call unless it runs on its
+// generic plan, which takes statements of its own): its change is a row.
+// The required state is a sub-select, which the planner cannot match to
+// jobs_lease's predicate as it would the value 'running' (its first plans
+// are made with the arguments' values), so the job is read by its key.
+const finishOwnOneSQL = `WITH upd AS (
+UPDATE {s}.jobs j SET
+	state = $4::text, attempt = $5::int4, run_at = $6::timestamptz, result = $7::bytea, error = $8::text,
+	ended_at = $9::timestamptz, stuck = $10::text, lease_expires_at = NULL, worker = ''
+WHERE j.id = $2::text AND j.state = (SELECT $12::text) AND j.lease_token = $3::int8
+  AND ($11::timestamptz IS NULL OR j.lease_expires_at < $11::timestamptz)
+RETURNING j.cancel_requested, j.id, j.type, j.queue, j.state, j.attempt, j.error
+), one_row AS (
+	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, at)
+	SELECT (SELECT {s}.change_key()), 'job', upd.id, upd.type, upd.queue, $12::text, upd.state, upd.attempt, '',
+		$13::text, upd.error, statement_timestamp()
+	FROM upd
+)
+SELECT $1::int4, cancel_requested FROM upd`
 
 // maxLiteralClaim is the largest claim whose limit is written into the
 // statement's text: each limit is a statement of its own, prepared once per
