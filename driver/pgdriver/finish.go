@@ -92,16 +92,18 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 		}
 	}
 	b := &pgx.Batch{}
-	generic := true // on its generic plan: statements before and after it
+	generic := true     // on its generic plan: statements before and after it
+	byPosition := false // the rows return their items' positions from 1, not their indexes
 	switch {
 	case fields != nil && n == 1:
 		generic = false
 		b.Queue(e.d.q.finishOwnOne, idx[0], ids[0], tokens[0], states[0], attempts[0], runAt[0], results[0], errInfo[0],
 			endedAt[0], stuck[0], expBefore[0], string(hoppertype.JobStateRunning), fields[0])
 	case fields != nil:
+		byPosition = true
 		queueGeneric(b, func() {
-			b.Queue(e.d.q.finishOwn, idx, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, stuck, expBefore,
-				runningStates(n), fields)
+			b.Queue(e.d.q.finishOwn, ids, tokens, states, attempts, runAt, results, errInfo, endedAt, fields,
+				string(hoppertype.JobStateRunning))
 		})
 	default:
 		many := e.d.q.finish
@@ -134,6 +136,13 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 				if err := rows.Scan(&i, &cancel); err != nil {
 					rows.Close()
 					return err
+				}
+				if byPosition {
+					if i < 1 || int(i) > n {
+						rows.Close()
+						return fmt.Errorf("finish returned position %d of %d", i, n)
+					}
+					i = idx[i-1]
 				}
 				out[i].Job = driver.FinishedRow(&items[i], cancel)
 				applied++
@@ -219,12 +228,13 @@ func (e *executor) finish(ctx context.Context, p *driver.JobFinishManyParams) ([
 // recordSQL lists them (attempt, run_at, started_at, ended_at, worker,
 // result, error, stuck), from the row it claimed; ok is false when the
 // change is no set's entry (a gate's, a stuck job's before or after, or
-// one that leaves the state as it was), which finishSQL then records.
+// one that leaves the state as it was) or the finish a rescue's (bound by
+// the lease's expiry), which finishSQL then records.
 // The claimed row is the job's row but for its lease's expiry and cancel
 // flag, which no finish lists.
 func finishFields(it *driver.JobFinishParams) (string, bool) {
 	c := it.Claimed
-	if c.Type == hoppertype.GateType || c.Stuck != nil || it.Stuck != nil ||
+	if c.Type == hoppertype.GateType || c.Stuck != nil || it.Stuck != nil || !it.RequireLeaseExpiredBefore.IsZero() ||
 		it.State == hoppertype.JobStateStuck || it.State == c.State {
 		return "", false
 	}

@@ -775,17 +775,21 @@ SELECT ` + ret + ` FROM upd, rec`
 // per item) are computed by the caller from the claimed row. The jobs'
 // changes are a set, or a row of the changes table when the update
 // changed one. The items come sorted by key, so the jobs are locked in
-// key order.
+// key order. Its arguments are only what such a batch varies (no stuck
+// cause, no rescue's bound, every job running: $10, a scalar the planner
+// cannot match to jobs_lease's predicate on a generic plan), and it
+// returns each item's position in its arrays, from 1: a finish sends a
+// few hundred items, and each byte of its arguments is encoded, grown and
+// copied by the client.
 const finishOwnSQL = `WITH upd AS (
 UPDATE {s}.jobs j SET
 	state = u.state, attempt = u.attempt, run_at = u.run_at, result = u.result, error = u.error,
-	ended_at = u.ended_at, stuck = u.stuck, lease_expires_at = NULL, worker = ''
-FROM unnest($1::int4[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::timestamptz[],
-	$7::bytea[], $8::text[], $9::timestamptz[], $10::text[], $11::timestamptz[], $12::text[], $13::text[])
-	AS u(idx, id, token, state, attempt, run_at, result, error, ended_at, stuck, expired_before, prev, fields)
-WHERE j.id = u.id AND j.state = u.prev AND j.lease_token = u.token
-  AND (u.expired_before IS NULL OR j.lease_expires_at < u.expired_before)
-RETURNING u.idx, j.cancel_requested, j.id, j.type, j.queue, u.prev, j.state, j.attempt, j.error, u.fields
+	ended_at = u.ended_at, stuck = NULL, lease_expires_at = NULL, worker = ''
+FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::timestamptz[], $6::bytea[], $7::text[],
+	$8::timestamptz[], $9::text[]) WITH ORDINALITY
+	AS u(id, token, state, attempt, run_at, result, error, ended_at, fields, ord)
+WHERE j.id = u.id AND j.state = $10::text AND j.lease_token = u.token
+RETURNING u.ord::int4 AS idx, j.cancel_requested, j.id, j.type, j.queue, $10::text AS prev, j.state, j.attempt, j.error, u.fields
 ), own AS MATERIALIZED (
 	SELECT count(*) AS changed,
 		array_agg(id) AS ids, array_agg(type) AS types, array_agg(queue) AS queues, array_agg(prev) AS prevs,
