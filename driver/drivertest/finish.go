@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ func finishCases() []testCase {
 		{"SnoozedJobIsClaimableLater", testFinishSnooze},
 		{"ClaimedRowGivesTheStoredRow", testFinishClaimed},
 		{"ClaimedRowOfAnotherLeaseIsIgnored", testFinishClaimedStale},
+		{"HandBackLeavesTheAttemptUnused", testFinishHandBack},
 	}
 }
 
@@ -412,4 +414,62 @@ func testFinishClaimedStale(t *testing.T, f *fixture) {
 	requireJob(t, f.get(t, j.ID), got, "the stored row, not the stale claim's")
 	require.Equal(t, 2, got.Attempt)
 	require.Equal(t, again[0].StartedAt, got.StartedAt, "started at the second claim")
+}
+
+// testFinishHandBack: a job claimed and handed back unrun (a client that
+// claimed it ahead of a free slot gives it back when it stops, or when the
+// job waited too long) goes back pending with its attempt unused, its
+// lease released, and the change recorded as such; the next claim takes it
+// at the same attempt under a new lease. Handed back in a batch of two
+// and alone, with the claimed rows passed (the path a worker takes) and
+// without.
+func testFinishHandBack(t *testing.T, f *fixture) {
+	for _, withClaimed := range []bool{true, false} {
+		for _, n := range []int{2, 1} {
+			q := "q-" + f.id()
+			for range n {
+				f.insertOne(t, inQueue(q))
+			}
+			claimed := f.claim(t, q, base, n)
+			require.Len(t, claimed, n)
+			items := make([]driver.JobFinishParams, n)
+			for i, j := range claimed {
+				require.Equal(t, 1, j.Attempt)
+				items[i] = driver.JobFinishParams{ID: j.ID, LeaseToken: j.LeaseToken, State: hoppertype.JobStatePending,
+					Attempt: j.Attempt - 1, RunAt: j.RunAt}
+				if withClaimed {
+					items[i].Claimed = j
+				}
+			}
+			at := fmt.Sprintf("claimed rows passed %v, %d jobs", withClaimed, n)
+			for i, r := range f.finish(t, items...) {
+				require.NoError(t, r.Err, at)
+				require.NotNil(t, r.Job, at)
+				require.Equal(t, hoppertype.JobStatePending, r.Job.State, at)
+				require.Zero(t, r.Job.Attempt, "%s: the attempt is unused", at)
+				require.Empty(t, r.Job.Worker, at)
+				require.True(t, r.Job.LeaseExpiresAt.IsZero(), at)
+				stored := f.requireState(t, claimed[i].ID, hoppertype.JobStatePending)
+				require.Zero(t, stored.Attempt, at)
+				chs := f.entityChanges(t, claimed[i].ID)
+				last := chs[len(chs)-1]
+				require.Equal(t, "running>pending", last.Prev+">"+last.State, at)
+				require.Zero(t, last.Attempt, at)
+				require.Contains(t, last.Fields, "attempt", at)
+				require.Contains(t, last.Fields, "worker", at)
+			}
+			again := f.claim(t, q, base.Add(time.Second), n)
+			require.Len(t, again, n, at)
+			for _, j := range again {
+				require.Equal(t, 1, j.Attempt, "%s: the same attempt again", at)
+			}
+			tokens := map[int64]bool{}
+			for _, j := range claimed {
+				tokens[j.LeaseToken] = true
+			}
+			for _, j := range again {
+				require.False(t, tokens[j.LeaseToken], "%s: a new lease", at)
+			}
+		}
+	}
 }
