@@ -700,8 +700,7 @@ RETURNING {jcols}, picked.old_worker, picked.old_started
 		array_agg(concat_ws(',', 'attempt',
 			CASE WHEN old_started IS DISTINCT FROM started_at THEN 'started_at' END,
 			CASE WHEN old_worker IS DISTINCT FROM worker THEN 'worker' END)) AS fields,
-		array_agg(error) AS errors, array_agg(run_at) AS due_ats, array_agg(stuck) AS stucks,
-		array_agg(type = 'hopper.gate' OR stuck IS NOT NULL) AS singles,
+		array_agg(error) AS errors, array_agg(run_at) AS due_ats,
 		coalesce(bool_or(type = 'hopper.gate' OR stuck IS NOT NULL), false) OR count(*) > 4096 AS apart
 	FROM upd
 ), ins AS (
@@ -721,8 +720,9 @@ RETURNING {jcols}, picked.old_worker, picked.old_started
 	WHERE NOT o.apart AND o.changed = 1
 ), rec AS MATERIALIZED (
 	SELECT {s}.record_job_changes(o.ids, o.types, o.queues, array_fill('pending'::text, ARRAY[o.changed::int]),
-		array_fill('running'::text, ARRAY[o.changed::int]), o.attempts, o.workers, o.fields, o.errors, o.stucks,
-		o.due_ats, o.singles) AS recorded
+		array_fill('running'::text, ARRAY[o.changed::int]), o.attempts, o.workers, o.fields, o.errors,
+		(SELECT array_agg(stuck) FROM upd), o.due_ats,
+		(SELECT array_agg(type = 'hopper.gate' OR stuck IS NOT NULL) FROM upd)) AS recorded
 	FROM own o
 	WHERE o.apart
 )
