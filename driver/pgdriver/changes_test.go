@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hopper-go/hopper/driver"
@@ -202,22 +203,7 @@ func TestChangeFeedEntityOrderAfterALockWait(t *testing.T) {
 	}()
 	// Commit the holder once the cancel waits on it.
 	<-held
-	for {
-		var blocked bool
-		err := pool.QueryRow(ctx, `SELECT $2::int4 = ANY(pg_blocking_pids($1))`, waiter, holder).Scan(&blocked)
-		require.NoError(t, err)
-		if blocked {
-			break
-		}
-		select {
-		case err := <-cancelled:
-			t.Fatalf("the cancel did not wait for the holder: %v", err)
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		default:
-			runtime.Gosched()
-		}
-	}
+	awaitBlocked(t, pool, "the cancel", cancelled, `SELECT $2::int4 = ANY(pg_blocking_pids($1))`, waiter, holder)
 	close(commit)
 	require.NoError(t, <-heldDone)
 	require.NoError(t, <-cancelled)
@@ -245,4 +231,27 @@ func finalTransitions(t *testing.T, d *Driver, id string, n int) []string {
 		return len(got) == n
 	}, 10*time.Second, 10*time.Millisecond)
 	return got
+}
+
+// awaitBlocked returns once blocked, a query of one boolean, holds: a
+// backend waits on a lock another holds. It fails the test if waiter (what
+// waits) ends first, or the test's context does.
+func awaitBlocked(t *testing.T, pool *pgxpool.Pool, waiter string, ended <-chan error, blocked string, args ...any) {
+	t.Helper()
+	ctx := t.Context()
+	for {
+		var yes bool
+		require.NoError(t, pool.QueryRow(ctx, blocked, args...).Scan(&yes))
+		if yes {
+			return
+		}
+		select {
+		case err := <-ended:
+			t.Fatalf("%s did not wait for the lock's holder: %v", waiter, err)
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		default:
+			runtime.Gosched()
+		}
+	}
 }

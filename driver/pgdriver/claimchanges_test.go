@@ -3,7 +3,6 @@ package pgdriver
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -422,22 +421,8 @@ func TestFinishAfterALockWait(t *testing.T) {
 			finished <- res
 		}()
 		// Commit the heartbeat once the finish waits on it.
-		for {
-			var waiting bool
-			require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-WHERE $1::int4 = ANY(pg_blocking_pids(pid)))`, holder).Scan(&waiting))
-			if waiting {
-				break
-			}
-			select {
-			case err := <-finishErr:
-				t.Fatalf("the finish did not wait for the heartbeat: %v", err)
-			case <-ctx.Done():
-				t.Fatal(ctx.Err())
-			default:
-				runtime.Gosched()
-			}
-		}
+		awaitBlocked(t, pool, "the finish", finishErr, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+WHERE $1::int4 = ANY(pg_blocking_pids(pid)))`, holder)
 		close(commit)
 		require.NoError(t, <-heldDone)
 		require.NoError(t, <-finishErr)
