@@ -482,24 +482,48 @@ func (s *session) worker(it dispatchItem) {
 	defer s.poolWG.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
-	for {
+	for ok := true; ok; it, ok = s.next(idle) {
 		s.execute(it)
-		// The timer is not reset for every job (a timer's lock per job):
-		// a worker that ran a job since it last fired waits one more
-		// period, so an idle one exits after one to two periods.
-		for ran, next := true, false; !next; {
-			select {
-			case it = <-s.pool:
-				next = true
-			case <-idle.C:
-				if !ran {
-					return
-				}
-				ran = false
-				idle.Reset(workerIdle)
-			case <-s.poolDone:
-				return
+	}
+}
+
+// next waits for the worker's next item, false when it is to exit. The
+// timer is not reset for every job (a timer's lock per job): a worker
+// that ran a job since it last fired waits one more period, so an idle
+// one exits after one to two periods.
+//
+// Its frame holds waitFrame bytes it never uses: a collection shrinks a
+// waiting goroutine's stack to half when it uses under a quarter of it,
+// and the next job would grow it again (a copy of the stack per job and
+// collection at thousands of workers, each running a job between two
+// collections). The worker waits with a quarter of an 8 KB stack in use,
+// which its jobs' bookkeeping fits (events, the statistics), so that
+// stack stays.
+//
+//go:noinline
+func (s *session) next(idle *time.Timer) (dispatchItem, bool) {
+	var pad [waitFrame]byte
+	touch(&pad)
+	for ran := true; ; {
+		select {
+		case it := <-s.pool:
+			return it, true
+		case <-idle.C:
+			if !ran {
+				return dispatchItem{}, false
 			}
+			ran = false
+			idle.Reset(workerIdle)
+		case <-s.poolDone:
+			return dispatchItem{}, false
 		}
 	}
 }
+
+// waitFrame is the part of a waiting worker's frame that keeps its stack
+// (see session.next): 8 KB / 4 less the runtime's guard and the frames
+// below.
+const waitFrame = 1280
+
+//go:noinline
+func touch(p *[waitFrame]byte) { p[0] = 0 }
