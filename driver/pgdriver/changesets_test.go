@@ -336,6 +336,7 @@ func TestChangeSetsCompressWithLZ4(t *testing.T) {
 	rows, err := pool.Query(ctx, `SELECT a.attname, a.attcompression FROM pg_attribute a
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.atttypid IN (SELECT typarray FROM pg_type)`, d.q.schema+".change_sets")
 	require.NoError(t, err)
+	defer rows.Close() // a failed check must not leave the pool's connection taken
 	n := 0
 	for rows.Next() {
 		var name, method string
