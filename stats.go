@@ -185,6 +185,9 @@ type StatsRecorder struct {
 	// queued at its end, so queued jobs are no longer remembered.
 	endsCarryQueue bool
 	ended          [60]endedSecond
+	// last is the type of the last event, by its key lastKey.
+	last    *typeAcc
+	lastKey statsKey
 }
 
 // pending remembers jobs by id, in two generations: when the newer one is
@@ -196,28 +199,25 @@ type pendingJob struct {
 	key statsKey
 }
 
-func (p *pending) get(id string) (pendingJob, bool) {
-	if j, ok := p.cur[id]; ok {
-		return j, true
-	}
-	j, ok := p.old[id]
-	return j, ok
-}
-
 // put remembers a job and returns the generation it forgot to make room
-// (nil when none).
-func (p *pending) put(id string, j pendingJob) (forgot map[string]pendingJob) {
-	if _, ok := p.old[id]; ok {
-		delete(p.old, id)
+// (nil when none), and whether it remembered the job already.
+func (p *pending) put(id string, j pendingJob) (forgot map[string]pendingJob, had bool) {
+	if len(p.old) > 0 {
+		if _, ok := p.old[id]; ok {
+			delete(p.old, id)
+			had = true
+		}
 	}
 	if p.cur == nil {
 		p.cur = map[string]pendingJob{}
 	}
-	if _, ok := p.cur[id]; !ok && len(p.cur) >= statsPending/2 {
+	if _, ok := p.cur[id]; ok {
+		had = true
+	} else if len(p.cur) >= statsPending/2 {
 		forgot, p.old, p.cur = p.old, p.cur, map[string]pendingJob{}
 	}
 	p.cur[id] = j
-	return forgot
+	return forgot, had
 }
 
 // take forgets a job and returns what was remembered of it. A job is in
@@ -271,10 +271,16 @@ func (r *StatsRecorder) Observe(e Event) {
 		return // group-done, scaled: no job's figures
 	}
 	k := statsKey{e.Queue, e.Type}
-	t := r.types[k]
-	if t == nil {
-		t = &typeAcc{TypeStats: TypeStats{Type: e.Type, Queue: e.Queue}}
-		r.types[k] = t
+	t := r.last
+	if t == nil || r.lastKey != k {
+		// Most events are of the type before: its strings are the same,
+		// compared without a hash.
+		t = r.types[k]
+		if t == nil {
+			t = &typeAcc{TypeStats: TypeStats{Type: e.Type, Queue: e.Queue}}
+			r.types[k] = t
+		}
+		r.last, r.lastKey = t, k
 	}
 	switch e.Kind {
 	case EventQueued:
@@ -292,8 +298,8 @@ func (r *StatsRecorder) Observe(e Event) {
 		if !e.RunAt.IsZero() {
 			t.wait.add(max(e.At.Sub(e.RunAt), 0).Seconds())
 		}
-		_, again := r.started.get(e.JobID) // its last attempt's end was not seen
-		for _, j := range r.started.put(e.JobID, pendingJob{at: e.At, key: k}) {
+		forgot, again := r.started.put(e.JobID, pendingJob{at: e.At, key: k}) // again: its last attempt's end was not seen
+		for _, j := range forgot {
 			if ft := r.types[j.key]; ft != nil {
 				ft.Running = max(ft.Running-1, 0)
 			}
