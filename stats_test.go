@@ -222,3 +222,31 @@ func BenchmarkStatsRecorderJob(b *testing.B) {
 		})
 	}
 }
+
+// TestStatsRecorderStartSeenTwice: an attempt's start seen again before
+// any end (its end lost, the job started anew) counts the job running
+// once, in the newer generation of remembered starts and in the older.
+func TestStatsRecorderStartSeenTwice(t *testing.T) {
+	t.Parallel()
+	t0 := hoppertest.Epoch()
+	r := hopper.NewStatsRecorder(hoppertest.NewClock(t0))
+	ev := func(kind hopper.EventKind, id string) hopper.Event {
+		return hopper.Event{Kind: kind, JobID: id, Type: "mail", Queue: "q", Attempt: 1, At: t0}
+	}
+	running := func() int64 { t.Helper(); return stats(t, r).Running }
+	r.Observe(ev(hopper.EventStarted, "a"))
+	r.Observe(ev(hopper.EventStarted, "a"))
+	require.Equal(t, int64(1), running(), "a runs once")
+	r.Observe(ev(hopper.EventSucceeded, "a"))
+	require.Zero(t, running())
+
+	// Started, then enough other starts to move it to the older
+	// generation, then started again: still one more running.
+	r.Observe(ev(hopper.EventStarted, "b"))
+	for i := range hopper.StatsPending / 2 {
+		r.Observe(ev(hopper.EventStarted, "x"+strconv.Itoa(i)))
+	}
+	before := running()
+	r.Observe(ev(hopper.EventStarted, "b"))
+	require.Equal(t, before, running(), "b was running already")
+}
