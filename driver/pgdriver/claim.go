@@ -283,8 +283,11 @@ func (e *executor) JobNextRunAt(ctx context.Context, params *driver.JobNextRunAt
 
 // sortedIndex returns the indexes of n items ordered by id, so batch writes
 // lock rows in one global order and two batches cannot deadlock.
-func sortedIndex(n int, id func(i int) string) []int {
-	idx := make([]int, n)
+func sortedIndex(n int, id func(i int) string) []int { return sortedIndexInto(nil, n, id) }
+
+// sortedIndexInto is sortedIndex into buf's array when it is large enough.
+func sortedIndexInto(buf []int, n int, id func(i int) string) []int {
+	idx := sized(buf, n)
 	for i := range idx {
 		idx[i] = i
 	}
