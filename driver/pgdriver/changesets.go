@@ -10,6 +10,19 @@ import "strconv"
 // is (tx, position) across both. The queries below read both and expand
 // the sets, each side bounded before the expansion.
 
+// chainedSets: a claim's set and a finish's of claimed jobs (the sets of
+// nearly every job's transitions) are found from their jobs' rows rather
+// than by the index on the sets' entities, which took an entry per job per
+// set (schema 29). Such a statement draws its set's key first, and each job
+// it changes takes the set's position in its row (jobs.set_position),
+// keeping the one before in prev_set_position, which the statement returns
+// into the set's prev_positions: an entity's sets so chained are walked
+// back from its row, one look-up by position (change_sets_chained) a step,
+// each set's entry found by array_position. Every other set has no chain
+// (prev_positions IS NULL) and is found by the entities' index, now
+// partial to them. A gate's or a stuck job's change is a row of its own, and
+// its row's chain stays as it was.
+//
 // setSpan is the positions one set may use, the step of the changes'
 // position sequence (schema 23).
 const setSpan = 4096
@@ -63,19 +76,39 @@ func changeSetQueries(q func(string) string) (feed, entity, own, before, tail, s
 		WHERE (s.tx, s.position + e.i - 1) > ` + cursor + `)
 ) c ORDER BY c.tx, c.position LIMIT $2`)
 
-	// An entity's changes: its rows, and its entries in the sets written
-	// since its first row (a job's insert; none once the job is deleted).
-	entity = q(`SELECT ` + changeOut + ` FROM (
+	// An entity's changes: its rows, its entries in the sets its row's
+	// chain holds (chainedSets), and its entries in the other sets written
+	// since its first row (a job's insert; none once the job is deleted),
+	// found by their entities' index.
+	entry := `s.tx, s.position + p.i - 1 AS position, 'job'::text AS kind, s.entity_ids[p.i], s.types[p.i], s.queues[p.i],
+		s.prev_states[p.i], s.states[p.i], s.attempts[p.i], s.workers[p.i], s.fields[p.i], s.errors[p.i], NULL::text,
+		s.at, NULL::text, s.due_ats[p.i], 0`
+	entity = q(`WITH RECURSIVE chain(position, i, prev) AS (
+	SELECT s.position, p.i, s.prev_positions[p.i] FROM {s}.jobs j
+		JOIN {s}.change_sets s ON s.position = j.set_position AND s.prev_positions IS NOT NULL
+		CROSS JOIN LATERAL (SELECT array_position(s.entity_ids, $3::text) AS i) p
+	WHERE j.id = $3 AND p.i IS NOT NULL
+	UNION ALL
+	SELECT s.position, p.i, s.prev_positions[p.i] FROM chain c
+		JOIN {s}.change_sets s ON s.position = c.prev AND s.position < c.position AND s.prev_positions IS NOT NULL
+		CROSS JOIN LATERAL (SELECT array_position(s.entity_ids, $3::text) AS i) p
+	WHERE p.i IS NOT NULL
+)
+SELECT ` + changeOut + ` FROM (
 	(SELECT ` + rowCols + ` FROM {s}.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2)
 	UNION ALL
-	(SELECT s.tx, s.position + p.i - 1 AS position, 'job'::text AS kind, s.entity_ids[p.i], s.types[p.i], s.queues[p.i],
-		s.prev_states[p.i], s.states[p.i], s.attempts[p.i], s.workers[p.i], s.fields[p.i], s.errors[p.i], NULL::text,
-		s.at, NULL::text, s.due_ats[p.i], 0
+	(SELECT ` + entry + `
+	FROM chain c JOIN {s}.change_sets s ON s.position = c.position AND s.prev_positions IS NOT NULL
+		CROSS JOIN LATERAL (SELECT c.i) p
+	WHERE s.position + p.i - 1 > $1
+	ORDER BY s.tx, s.position LIMIT $2)
+	UNION ALL
+	(SELECT ` + entry + `
 	FROM {s}.change_sets s
 		CROSS JOIN LATERAL (SELECT array_position(s.entity_ids, $3::text) AS i) p
 		CROSS JOIN (SELECT tx AS first_tx, position AS first_position FROM {s}.changes WHERE entity_id = $3
 			ORDER BY tx, position LIMIT 1) f
-	WHERE s.entity_ids @> ARRAY[$3::text] AND (s.tx, s.position) > (f.first_tx, f.first_position)
+	WHERE s.entity_ids @> ARRAY[$3::text] AND s.prev_positions IS NULL AND (s.tx, s.position) > (f.first_tx, f.first_position)
 		AND s.position + p.i - 1 > $1
 	ORDER BY s.tx, s.position LIMIT $2)
 ) c ORDER BY c.tx, c.position LIMIT $2`)

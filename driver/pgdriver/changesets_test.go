@@ -208,10 +208,11 @@ func claimPair(t *testing.T, x driver.Executor, queue string) []*hoppertype.JobR
 	return claimed
 }
 
-// TestChangeOfOneJobIsARow: a statement that changes one job writes its
-// change as a row of the changes table, not as a set of one (schema 26);
-// a statement of two writes a set; the feed lists both in order.
-func TestChangeOfOneJobIsARow(t *testing.T) {
+// TestChangeOfOneJob: a finish of one job writes its change as a row of
+// the changes table, not as a set of one (schema 26); a claim's change is
+// a set even of one, chained from the job's row (schema 29); a statement
+// of two writes a set; the feed lists them all in order.
+func TestChangeOfOneJob(t *testing.T) {
 	t.Parallel()
 	pool := newPool(t, 2)
 	d := newTestDriver(t, pool)
@@ -224,14 +225,18 @@ func TestChangeOfOneJobIsARow(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	count := func(sql string, args ...any) int { t.Helper(); return countOf(t, pool, sql, args...) }
-	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.changes WHERE entity_id = $1 AND prev_state = 'pending' AND state = 'running'`, one.ID),
-		"the claim of one job is a row")
-	require.Zero(t, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets`), "and no set")
+	require.Zero(t, count(`SELECT count(*) FROM `+d.q.schema+`.changes WHERE entity_id = $1 AND prev_state = 'pending'`, one.ID),
+		"the claim of one job is no row")
+	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets s JOIN `+d.q.schema+`.jobs j ON j.set_position = s.position
+WHERE j.id = $1 AND s.entity_ids = ARRAY[j.id] AND s.prev_positions = ARRAY[NULL::bigint]`, one.ID),
+		"but a set of one, the job's row holding its position, with no set before it")
 
 	_, err = x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: []driver.JobFinishParams{{ID: one.ID, LeaseToken: claimed[0].LeaseToken,
 		Attempt: 1, State: hoppertype.JobStateSucceeded, RunAt: claimed[0].RunAt, EndedAt: testBase}}})
 	require.NoError(t, err)
-	require.Zero(t, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets`), "nor is its finish alone")
+	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets`), "its finish alone is no set")
+	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.changes WHERE entity_id = $1 AND prev_state = 'running'`, one.ID),
+		"but a row")
 
 	pair := claimPair(t, x, "two")
 	require.Equal(t, 1, count(`SELECT count(*) FROM `+d.q.schema+`.change_sets WHERE cardinality(entity_ids) = 2`), "a claim of two is a set")
@@ -345,5 +350,136 @@ WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.at
 		n++
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, 10, n, "the sets' ten arrays")
+	require.Equal(t, 11, n, "the sets' eleven arrays")
+}
+
+// TestEntityChangesFollowTheChain: a job's claims and finishes of claimed
+// jobs write sets chained from its row (schema 29), which the entities'
+// index no longer holds; its listing walks the chain back and finds the
+// other statements' sets (here a promotion's, written by
+// record_job_changes) by that index, in one order across both and its rows.
+// A job inserted again under a deleted one's id lists only its own.
+func TestEntityChangesFollowTheChain(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	x := d.Executor()
+	s := d.q.schema
+	count := func(sql string, args ...any) int { t.Helper(); return countOf(t, pool, sql, args...) }
+	claim := func(at time.Time) []*hoppertype.JobRow {
+		t.Helper()
+		got, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: "chain", Limit: 2, Now: at,
+			LeaseExpiresAt: at.Add(time.Minute), Worker: "w"})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		return got
+	}
+	finish := func(rows []*hoppertype.JobRow, state hoppertype.JobState, runAt, at time.Time) {
+		t.Helper()
+		items := make([]driver.JobFinishParams, len(rows))
+		for i, r := range rows {
+			items[i] = driver.JobFinishParams{ID: r.ID, LeaseToken: r.LeaseToken, Attempt: r.Attempt, State: state,
+				RunAt: runAt, EndedAt: at, Claimed: r}
+		}
+		res, err := x.JobFinishMany(ctx, &driver.JobFinishManyParams{Items: items})
+		require.NoError(t, err)
+		for _, r := range res {
+			require.NoError(t, r.Err)
+			require.NotNil(t, r.Job)
+		}
+	}
+	a, b := newJob("chain"), newJob("chain")
+	insert(t, x, a, b)
+	first := claim(testBase)
+	finish(first, hoppertype.JobStateRetrying, testBase.Add(time.Second), testBase)
+	second := claim(testBase.Add(2 * time.Second)) // promotes both first
+	finish(second, hoppertype.JobStateSucceeded, second[0].RunAt, testBase.Add(3*time.Second))
+
+	require.Equal(t, 4, count(`SELECT count(*) FROM `+s+`.change_sets WHERE prev_positions IS NOT NULL`),
+		"two claims and two finishes, chained")
+	require.Equal(t, 1, count(`SELECT count(*) FROM `+s+`.change_sets WHERE prev_positions IS NULL AND states = ARRAY['pending', 'pending']`),
+		"the promotion's set, by the entities' index")
+	// Each chained set's entry points at the job's set before it: the
+	// chain back from a's row is its four sets, newest first.
+	var walked []string
+	rows, err := pool.Query(ctx, `WITH RECURSIVE w(position, prev, states) AS (
+	SELECT s.position, s.prev_positions[array_position(s.entity_ids, j.id)], s.prev_states[array_position(s.entity_ids, j.id)] || '>' || s.states[array_position(s.entity_ids, j.id)]
+	FROM `+s+`.jobs j JOIN `+s+`.change_sets s ON s.position = j.set_position WHERE j.id = $1
+	UNION ALL
+	SELECT s.position, s.prev_positions[array_position(s.entity_ids, $1)], s.prev_states[array_position(s.entity_ids, $1)] || '>' || s.states[array_position(s.entity_ids, $1)]
+	FROM w JOIN `+s+`.change_sets s ON s.position = w.prev
+) SELECT states FROM w`, a.ID)
+	require.NoError(t, err)
+	for rows.Next() {
+		var st string
+		require.NoError(t, rows.Scan(&st))
+		walked = append(walked, st)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"running>succeeded", "pending>running", "running>retrying", "pending>running"}, walked)
+
+	want := []string{">pending", "pending>running", "running>retrying", "retrying>pending", "pending>running", "running>succeeded"}
+	for _, j := range []*hoppertype.JobRow{a, b} {
+		chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, Limit: 100})
+		require.NoError(t, err)
+		require.Equal(t, want, transitions(chs), "job %s", j.ID)
+		for i := 1; i < len(chs); i++ {
+			require.True(t, hoppertype.CursorOf(chs[i-1]).Before(chs[i]), "in the feed's order")
+		}
+		// Paged one at a time, the same.
+		var paged []*hoppertype.Change
+		var after hoppertype.ChangeCursor
+		for {
+			page, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: j.ID, After: after, Limit: 1})
+			require.NoError(t, err)
+			if len(page) == 0 {
+				break
+			}
+			paged = append(paged, page...)
+			after = hoppertype.CursorOf(page[0])
+		}
+		require.Equal(t, want, transitions(paged), "job %s paged", j.ID)
+	}
+
+	// Deleted and inserted again: the new job's listing is its own.
+	_, err = pool.Exec(ctx, `DELETE FROM `+s+`.jobs WHERE id = $1`, a.ID)
+	require.NoError(t, err)
+	again := *a
+	insert(t, x, &again)
+	chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: a.ID, Limit: 100})
+	require.NoError(t, err)
+	require.Equal(t, ">pending", transitions(chs)[len(chs)-1], "its insert last")
+	require.NotContains(t, transitions(chs), "running>succeeded", "none of the deleted job's sets")
+}
+
+// TestClaimOfMoreThanASet: a claim of more jobs than a change set holds
+// (setSpan) is made of several, each a set of its own, and every job's
+// claim is listed once.
+func TestClaimOfMoreThanASet(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t, 2)
+	d := newTestDriver(t, pool)
+	ctx := t.Context()
+	x := d.Executor()
+	n := setSpan + 10
+	jobs := make([]*hoppertype.JobRow, n)
+	for i := range jobs {
+		jobs[i] = newJob("big")
+	}
+	insert(t, x, jobs...)
+	got, err := x.JobClaim(ctx, &driver.JobClaimParams{Queue: "big", Limit: n + 5, Now: testBase,
+		LeaseExpiresAt: testBase.Add(time.Minute), Worker: "w"})
+	require.NoError(t, err)
+	require.Len(t, got, n, "every job, once")
+	seen := map[string]bool{}
+	for _, r := range got {
+		require.False(t, seen[r.ID], "job %s claimed twice", r.ID)
+		seen[r.ID] = true
+	}
+	require.Equal(t, 2, countOf(t, pool, `SELECT count(*) FROM `+d.q.schema+`.change_sets WHERE states[1] = 'running'`), "two sets")
+	require.Equal(t, n, countOf(t, pool, `SELECT sum(cardinality(entity_ids))::int FROM `+d.q.schema+`.change_sets WHERE states[1] = 'running'`))
+	chs, err := x.ChangeList(ctx, &driver.ChangeListParams{EntityID: got[n-1].ID, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{">pending", "pending>running"}, transitions(chs))
 }

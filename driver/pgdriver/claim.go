@@ -39,7 +39,38 @@ func limitArg(n int) any {
 // after its last job (see claimCursor); one that comes back short there
 // looks again from the head of the queue for the rest, in a second round
 // trip.
+//
+// A claim's jobs' changes are one set of at most setSpan entries (see
+// chainedSets): a claim of more is made of claims of setSpan, each its own
+// transaction outside one, until one comes back short. Those that
+// committed are returned even when a later one fails: their jobs are
+// leased to the caller.
 func (e *executor) JobClaim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
+	if p.Limit <= setSpan {
+		return e.claim(ctx, p)
+	}
+	var all []*hoppertype.JobRow
+	for left := p.Limit; left > 0; {
+		part := *p
+		part.Limit = min(left, setSpan)
+		rows, err := e.claim(ctx, &part)
+		if err != nil {
+			if len(all) > 0 && e.tx == nil {
+				break
+			}
+			return nil, err
+		}
+		all = append(all, rows...)
+		left -= part.Limit
+		if len(rows) < part.Limit {
+			break
+		}
+	}
+	sortClaimed(all)
+	return all, nil
+}
+
+func (e *executor) claim(ctx context.Context, p *driver.JobClaimParams) ([]*hoppertype.JobRow, error) {
 	if err := e.check(ctx, "claim jobs"); err != nil {
 		return nil, err
 	}

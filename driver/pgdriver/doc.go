@@ -61,8 +61,8 @@
 // change (a job's insert, gates, stuck jobs, heartbeats with a message,
 // the transition of a statement that changes one job (schema version 26),
 // runs, workers, schedules), and change_sets, one row of arrays for the
-// transitions one statement makes of 2 to 4,096 jobs (a claim, a finish,
-// a promotion). Inserts and deletes write theirs through statement
+// transitions one statement makes of 2 to 4,096 jobs (a claim, of one job
+// too, a finish, a promotion). Inserts and deletes write theirs through statement
 // triggers; no trigger writes a transition (schema version 28): an update
 // trigger's transition tables copied each old and new row of every update,
 // claims' and finishes' included, a tenth of a job's cost at 2,000
@@ -76,9 +76,15 @@
 // position p is the change at position p + i: positions come from one
 // sequence in steps of 4,096, so the feed keeps one (key, position) order
 // across both, and every listing reads a page of rows and a page of sets
-// by their primary keys and expands the sets. An entity's listing finds
-// its sets by a GIN index on their entities, from the entity's first row
-// on. A job's rows go with it; sets go by age, by the server's clock
+// by their primary keys and expands the sets. A claim's set, and a
+// finish's of claimed rows, is chained from its jobs' rows (schema version
+// 29): each row keeps the position of its latest such set and each set
+// the position of each entry's set before it, so an entity's listing walks
+// the chain back from its row, a look-up by position a step; a claim's set
+// holds at most 4,096 jobs, and a larger claim is several. Every other
+// statement's sets are found by a GIN index on their entities (partial to
+// them: the chained sets took an entry per job per set there), from the
+// entity's first row on. A job's rows go with it; sets go by age, by the server's clock
 // (driver.WorkerDeleteParams.TransitionsOlderThan). One set in place of
 // 500 rows, each with two index entries, is a tenth less of the server's
 // work per job at 2,000 workers. A set's arrays (about 20 KB for 500 jobs)

@@ -271,11 +271,13 @@ RETURNING j.id, j.lease_token, j.cancel_requested`),
 	UPDATE {s}.jobs j SET lease_expires_at = $3
 	FROM unnest($1::text[], $2::int8[], $5::text[]) AS l(id, token, state)
 	WHERE j.id = l.id AND j.lease_token = l.token AND j.state = l.state
-	RETURNING j.id, j.lease_token, j.cancel_requested, j.type, j.queue, j.state, j.attempt, j.worker
+	RETURNING j.id, j.lease_token, j.cancel_requested, j.type, j.queue, j.state, j.attempt, j.worker, j.set_position
 ), c AS (
 	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, detail, at)
 	SELECT greatest(pg_current_xact_id(), (SELECT x.tx FROM {s}.changes x WHERE x.entity_id = h.id ORDER BY x.tx DESC LIMIT 1),
-			(SELECT x.tx FROM {s}.change_sets x WHERE x.entity_ids @> ARRAY[h.id] ORDER BY x.tx DESC LIMIT 1)),
+			(SELECT x.tx FROM {s}.change_sets x WHERE x.position = h.set_position AND x.prev_positions IS NOT NULL),
+			(SELECT x.tx FROM {s}.change_sets x WHERE x.entity_ids @> ARRAY[h.id] AND x.prev_positions IS NULL
+				ORDER BY x.tx DESC LIMIT 1)),
 		CASE WHEN h.type = 'hopper.gate' THEN 'gate' ELSE 'job' END, h.id, h.type, h.queue, h.state, h.state,
 		h.attempt, h.worker, 'heartbeat', $4, statement_timestamp()
 	FROM h
@@ -628,16 +630,26 @@ func claimSQL(typed bool, limit int, after bool) string {
 	SELECT * FROM above UNION ALL SELECT * FROM level
 )`
 	}
-	return picked + `, upd AS (
+	// The claimed jobs' changes are a set chained from their rows (schema
+	// version 29): its key is drawn before the update (k, read only once a
+	// row is updated), each row takes its position and keeps the one before
+	// (see chainSQL). A gate's or a stuck job's change is a row of its own,
+	// written by record_job_changes; its row's chain is left as it was.
+	return picked + `, k AS MATERIALIZED (
+	SELECT {s}.change_key() AS tx, nextval('{s}.changes_position_seq') AS pos
+), upd AS (
 UPDATE {s}.jobs j SET
 	state = 'running',
 	attempt = j.attempt + 1,
 	lease_token = GREATEST(nextval('{s}.lease_tokens'), j.lease_token + 1),
 	lease_expires_at = GREATEST(` + arg(3) + `::timestamptz, j.run_at + (` + arg(3) + `::timestamptz - ` + arg(5) + `::timestamptz)),
 	worker = ` + arg(4) + `,
-	started_at = GREATEST(` + arg(5) + `, j.run_at)
+	started_at = GREATEST(` + arg(5) + `, j.run_at),
+	set_position = CASE WHEN j.type = 'hopper.gate' OR j.stuck IS NOT NULL THEN j.set_position ELSE (SELECT pos FROM k) END,
+	prev_set_position = CASE WHEN j.type = 'hopper.gate' OR j.stuck IS NOT NULL THEN j.prev_set_position ELSE j.set_position END
 FROM picked WHERE j.ctid = picked.tid
-RETURNING {jcols}, picked.old_worker, picked.old_started
+RETURNING {jcols}, picked.old_worker, picked.old_started, j.prev_set_position AS old_set,
+	(j.type = 'hopper.gate' OR j.stuck IS NOT NULL) AS single
 ), own AS MATERIALIZED (
 	SELECT count(*) AS changed,
 		array_agg(id) AS ids, array_agg(type) AS types, array_agg(queue) AS queues,
@@ -645,31 +657,28 @@ RETURNING {jcols}, picked.old_worker, picked.old_started
 		array_agg(concat_ws(',', 'attempt',
 			CASE WHEN old_started IS DISTINCT FROM started_at THEN 'started_at' END,
 			CASE WHEN old_worker IS DISTINCT FROM worker THEN 'worker' END)) AS fields,
-		array_agg(error) AS errors, array_agg(run_at) AS due_ats,
-		coalesce(bool_or(type = 'hopper.gate' OR stuck IS NOT NULL), false) OR count(*) > 4096 AS apart
+		array_agg(error) AS errors, array_agg(run_at) AS due_ats, array_agg(old_set) AS prevs
 	FROM upd
+	WHERE NOT single
 ), ins AS (
 	INSERT INTO {s}.change_sets (tx, position, at, entity_ids, types, queues, prev_states, states,
-		attempts, workers, fields, errors, due_ats)
-	SELECT (SELECT {s}.change_key()), nextval('{s}.changes_position_seq'), statement_timestamp(),
+		attempts, workers, fields, errors, due_ats, prev_positions)
+	SELECT (SELECT tx FROM k), (SELECT pos FROM k), statement_timestamp(),
 		o.ids, o.types, o.queues, array_fill('pending'::text, ARRAY[o.changed::int]),
 		array_fill('running'::text, ARRAY[o.changed::int]),
-		o.attempts, o.workers, o.fields, o.errors, o.due_ats
+		o.attempts, o.workers, o.fields, o.errors, o.due_ats, o.prevs
 	FROM own o
-	WHERE NOT o.apart AND o.changed > 1
-), one_row AS (
-	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, at, due_at)
-	SELECT (SELECT {s}.change_key()), 'job', o.ids[1], o.types[1], o.queues[1], 'pending', 'running',
-		o.attempts[1], o.workers[1], o.fields[1], o.errors[1], statement_timestamp(), o.due_ats[1]
-	FROM own o
-	WHERE NOT o.apart AND o.changed = 1
+	WHERE o.changed > 0
 ), rec AS MATERIALIZED (
-	SELECT {s}.record_job_changes(o.ids, o.types, o.queues, array_fill('pending'::text, ARRAY[o.changed::int]),
-		array_fill('running'::text, ARRAY[o.changed::int]), o.attempts, o.workers, o.fields, o.errors,
-		(SELECT array_agg(stuck) FROM upd), o.due_ats,
-		(SELECT array_agg(type = 'hopper.gate' OR stuck IS NOT NULL) FROM upd)) AS recorded
-	FROM own o
-	WHERE o.apart
+	SELECT {s}.record_job_changes(array_agg(id), array_agg(type), array_agg(queue),
+		array_agg('pending'::text), array_agg(state), array_agg(attempt), array_agg(worker),
+		array_agg(concat_ws(',', 'attempt',
+			CASE WHEN old_started IS DISTINCT FROM started_at THEN 'started_at' END,
+			CASE WHEN old_worker IS DISTINCT FROM worker THEN 'worker' END)),
+		array_agg(error), array_agg(stuck), array_agg(run_at), array_agg(true)) AS recorded
+	FROM upd
+	WHERE single
+	HAVING count(*) > 0
 )
 SELECT {cols} FROM upd LEFT JOIN rec ON true`
 }

@@ -102,44 +102,43 @@ SELECT ` + ret + ` FROM upd, rec`
 // neither gates nor stuck before or after, and whose states all change.
 // The batch knows what the old rows hold: each job was running under the
 // item's lease (only its lease's expiry and cancel flag move meanwhile),
-// so its previous state is prev and the fields that change ($13, one list
+// so its previous state is prev and the fields that change ($9, one list
 // per item) are computed by the caller from the claimed row. The jobs'
-// changes are a set, or a row of the changes table when the update
-// changed one. The items come sorted by key, so the jobs are locked in
+// changes are a set chained from their rows, as a claim's (see chainSQL).
+// The items come sorted by key, so the jobs are locked in
 // key order. Its arguments are only what such a batch varies (no stuck
 // cause, no rescue's bound, every job running: $10, a scalar the planner
 // cannot match to jobs_lease's predicate on a generic plan), and it
 // returns each item's position in its arrays, from 1: a finish sends a
 // few hundred items, and each byte of its arguments is encoded, grown and
 // copied by the client.
-const finishOwnSQL = `WITH upd AS (
+const finishOwnSQL = `WITH k AS MATERIALIZED (
+	SELECT {s}.change_key() AS tx, nextval('{s}.changes_position_seq') AS pos
+), upd AS (
 UPDATE {s}.jobs j SET
 	state = u.state, attempt = u.attempt, run_at = u.run_at, result = u.result, error = u.error,
-	ended_at = u.ended_at, stuck = NULL, lease_expires_at = NULL, worker = ''
+	ended_at = u.ended_at, stuck = NULL, lease_expires_at = NULL, worker = '',
+	set_position = (SELECT pos FROM k), prev_set_position = j.set_position
 FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::timestamptz[], $6::bytea[], $7::text[],
 	$8::timestamptz[], $9::text[]) WITH ORDINALITY
 	AS u(id, token, state, attempt, run_at, result, error, ended_at, fields, ord)
 WHERE j.id = u.id AND j.state = $10::text AND j.lease_token = u.token
-RETURNING u.ord::int4 AS idx, j.cancel_requested, j.id, j.type, j.queue, $10::text AS prev, j.state, j.attempt, j.error, u.fields
+RETURNING u.ord::int4 AS idx, j.cancel_requested, j.id, j.type, j.queue, $10::text AS prev, j.state, j.attempt, j.error,
+	u.fields, j.prev_set_position AS old_set
 ), own AS MATERIALIZED (
 	SELECT count(*) AS changed,
 		array_agg(id) AS ids, array_agg(type) AS types, array_agg(queue) AS queues, array_agg(prev) AS prevs,
-		array_agg(state) AS states, array_agg(attempt) AS attempts, array_agg(fields) AS fields, array_agg(error) AS errors
+		array_agg(state) AS states, array_agg(attempt) AS attempts, array_agg(fields) AS fields, array_agg(error) AS errors,
+		array_agg(old_set) AS old_sets
 	FROM upd
 ), ins AS (
 	INSERT INTO {s}.change_sets (tx, position, at, entity_ids, types, queues, prev_states, states,
-		attempts, workers, fields, errors, due_ats)
-	SELECT (SELECT {s}.change_key()), nextval('{s}.changes_position_seq'), statement_timestamp(),
+		attempts, workers, fields, errors, due_ats, prev_positions)
+	SELECT (SELECT tx FROM k), (SELECT pos FROM k), statement_timestamp(),
 		o.ids, o.types, o.queues, o.prevs, o.states, o.attempts, array_fill(''::text, ARRAY[o.changed::int]),
-		o.fields, o.errors, array_fill(NULL::timestamptz, ARRAY[o.changed::int])
+		o.fields, o.errors, array_fill(NULL::timestamptz, ARRAY[o.changed::int]), o.old_sets
 	FROM own o
-	WHERE o.changed > 1
-), one_row AS (
-	INSERT INTO {s}.changes (tx, kind, entity_id, type, queue, prev_state, state, attempt, worker, fields, error, at)
-	SELECT (SELECT {s}.change_key()), 'job', o.ids[1], o.types[1], o.queues[1], o.prevs[1], o.states[1],
-		o.attempts[1], '', o.fields[1], o.errors[1], statement_timestamp()
-	FROM own o
-	WHERE o.changed = 1
+	WHERE o.changed > 0
 )
 SELECT idx, cancel_requested FROM upd`
 
