@@ -77,31 +77,38 @@ func changeSetQueries(q func(string) string) (feed, entity, own, before, tail, s
 ) c ORDER BY c.tx, c.position LIMIT $2`)
 
 	// An entity's changes: its rows, its entries in the sets its row's
-	// chain holds (chainedSets), and its entries in the other sets written
+	// chain holds (chainedSets; each step a look-up by position, its LIMIT
+	// keeping the planner from joining a scan of every set to the chain), and its entries in the other sets written
 	// since its first row (a job's insert; none once the job is deleted),
 	// found by their entities' index.
 	entry := `s.tx, s.position + p.i - 1 AS position, 'job'::text AS kind, s.entity_ids[p.i], s.types[p.i], s.queues[p.i],
 		s.prev_states[p.i], s.states[p.i], s.attempts[p.i], s.workers[p.i], s.fields[p.i], s.errors[p.i], NULL::text,
 		s.at, NULL::text, s.due_ats[p.i], 0`
-	entity = q(`WITH RECURSIVE chain(position, i, prev) AS (
-	SELECT s.position, p.i, s.prev_positions[p.i] FROM {s}.jobs j
+	// A step of the chain: the entry of set s at p.i, with the position
+	// of its entity's set before it.
+	step := `s.position, p.i, s.prev_positions[p.i], s.tx, s.at, s.entity_ids[p.i], s.types[p.i], s.queues[p.i],
+		s.prev_states[p.i], s.states[p.i], s.attempts[p.i], s.workers[p.i], s.fields[p.i], s.errors[p.i], s.due_ats[p.i]`
+	entity = q(`WITH RECURSIVE chain(position, i, prev, tx, at, entity_id, type, queue, prev_state, state, attempt, worker,
+	fields, error, due_at) AS (
+	SELECT ` + step + ` FROM {s}.jobs j
 		JOIN {s}.change_sets s ON s.position = j.set_position AND s.prev_positions IS NOT NULL
 		CROSS JOIN LATERAL (SELECT array_position(s.entity_ids, $3::text) AS i) p
 	WHERE j.id = $3 AND p.i IS NOT NULL
 	UNION ALL
-	SELECT s.position, p.i, s.prev_positions[p.i] FROM chain c
-		JOIN {s}.change_sets s ON s.position = c.prev AND s.position < c.position AND s.prev_positions IS NOT NULL
+	SELECT ` + step + ` FROM chain c
+		CROSS JOIN LATERAL (SELECT * FROM {s}.change_sets x
+			WHERE x.position = c.prev AND x.position < c.position AND x.prev_positions IS NOT NULL LIMIT 1) s
 		CROSS JOIN LATERAL (SELECT array_position(s.entity_ids, $3::text) AS i) p
 	WHERE p.i IS NOT NULL
 )
 SELECT ` + changeOut + ` FROM (
 	(SELECT ` + rowCols + ` FROM {s}.changes WHERE entity_id = $3 AND position > $1 ORDER BY tx, position LIMIT $2)
 	UNION ALL
-	(SELECT ` + entry + `
-	FROM chain c JOIN {s}.change_sets s ON s.position = c.position AND s.prev_positions IS NOT NULL
-		CROSS JOIN LATERAL (SELECT c.i) p
-	WHERE s.position + p.i - 1 > $1
-	ORDER BY s.tx, s.position LIMIT $2)
+	(SELECT c.tx, c.position + c.i - 1 AS position, 'job'::text AS kind, c.entity_id, c.type, c.queue, c.prev_state, c.state,
+		c.attempt, c.worker, c.fields, c.error, NULL::text, c.at, NULL::text, c.due_at, 0
+	FROM chain c
+	WHERE c.position + c.i - 1 > $1
+	ORDER BY c.tx, c.position LIMIT $2)
 	UNION ALL
 	(SELECT ` + entry + `
 	FROM {s}.change_sets s
