@@ -98,6 +98,19 @@ SELECT pg_current_xact_id(), nextval(pg_get_serial_sequence('`+s+`.changes', 'po
 	array_agg(NULL::text), array_agg(NULL::timestamptz)
 FROM generate_series(0, 19999) g, generate_series(0, 9) k GROUP BY g`, testBase)
 	require.NoError(t, err)
+	// Chained sets (schema 29): as many again, the claims of the same
+	// jobs, each job's row holding its set's position.
+	_, err = pool.Exec(ctx, `INSERT INTO `+s+`.change_sets (tx, position, at, entity_ids, types, queues, prev_states, states,
+	attempts, workers, fields, errors, due_ats, prev_positions)
+SELECT pg_current_xact_id(), nextval(pg_get_serial_sequence('`+s+`.changes', 'position')), $1::timestamptz,
+	array_agg(format('explain-%s', lpad((g * 10 + k)::text, 7, '0'))), array_agg('type-' || (k % 7)), array_agg('q' || (k % 5)),
+	array_agg('pending'::text), array_agg('running'::text), array_agg(1), array_agg('w'::text), array_agg('attempt'::text),
+	array_agg(NULL::text), array_agg(NULL::timestamptz), array_agg(NULL::bigint)
+FROM generate_series(0, 19999) g, generate_series(0, 9) k GROUP BY g`, testBase)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE `+s+`.jobs j SET set_position = c.position FROM `+s+`.change_sets c
+WHERE c.prev_positions IS NOT NULL AND j.id = c.entity_ids[1]`)
+	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `ANALYZE `+s+`.jobs, `+s+`.runs, `+s+`.run_events, `+s+`.hooks, `+s+`.stream_chunks, `+s+`.changes, `+s+`.change_sets`)
 	require.NoError(t, err)
 	// A cursor in the middle of the feed (the inserts above wrote a change
@@ -168,7 +181,8 @@ FROM generate_series(0, 19999) g, generate_series(0, 9) k GROUP BY g`, testBase)
 		{"stream read", d.q.streamRead, []any{run, int64(1), 100}, true},
 		{"change feed from the start", d.q.changeFeed, []any{int64(0), 500, int64(0)}, true},
 		{"change feed from a cursor", d.q.changeFeed, []any{int64(150_000), 500, feedTx}, true},
-		// An entity's sets come from the GIN index, a few per job, sorted.
+		// An entity's sets come from its row's chain and the GIN index, a
+		// few per job, sorted.
 		{"changes of an entity", d.q.changeEntity, []any{int64(0), 100, "explain-0000005"}, false},
 		{"change tail", d.q.changeTail, nil, false},
 		{"change feed backwards from a cursor", d.q.changeBefore, []any{lastTx, lastPos, 500}, true},
@@ -199,10 +213,10 @@ FROM generate_series(0, 19999) g, generate_series(0, 9) k GROUP BY g`, testBase)
 			t.Logf("%s:%s", q.name, text)
 		}
 	}
-	// An entity's listing reads its rows and its sets by their entity
-	// indexes.
-	root, plan := explain(t, pool, "changes of an entity", d.q.changeEntity, int64(0), 100, "explain-0000005")
-	for _, index := range []string{"changes_entity", "change_sets_entities"} {
+	// An entity's listing reads its rows and its unchained sets by their
+	// entity indexes, and walks its chain by position.
+	root, plan := explain(t, pool, "changes of an entity", d.q.changeEntity, int64(0), 100, "explain-0000010")
+	for _, index := range []string{"changes_entity", "change_sets_entities", "change_sets_chained"} {
 		if !root.usesIndex(index) {
 			t.Errorf("changes of an entity does not read %s:\n%s", index, plan)
 		}
